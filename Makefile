@@ -1,0 +1,46 @@
+# gpulab: every target calls CMake; `make demo` and `make test` are the README's quick start.
+BUILD   ?= build
+JOBS    ?= $(shell nproc)
+CMAKE_FLAGS ?=
+GPULAB  := $(BUILD)/gpulab
+
+.PHONY: all deps configure build test demo bench format format-check tidy clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+configure: $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Installs, builds and runs every test; ends with the runner's summary line.
+test: deps
+	@$(MAKE) --no-print-directory build
+	@bash scripts/run-tests.sh $(BUILD)
+
+# The main job: a short run on the bundled data set (Debian's dataset-fashion-mnist).
+demo: deps
+	@$(MAKE) --no-print-directory build
+	@bash scripts/demo.sh $(BUILD)
+
+bench: deps
+	@$(MAKE) --no-print-directory build
+	@bash bench/compare $(BUILD)
+
+format:
+	@git ls-files '*.cpp' '*.h' | xargs clang-format -i
+
+format-check:
+	@git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
+
+tidy: configure
+	@git ls-files 'src/*.cpp' 'apps/*.cpp' | xargs clang-tidy -p $(BUILD) --quiet
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,23 @@
+// Declares each subcommand's registration function; main.cpp lists them in one table.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace gpulab::cli {
+
+// Shared by all subcommands: a callback that finishes without throwing but must report failure
+// (a GPU test with failed iterations, say) sets exit_code.
+struct CommandContext {
+  int exit_code = 0;
+};
+
+using RegisterFn = void (*)(CLI::App& app, CommandContext& ctx);
+
+// base (always built)
+void add_detect_command(CLI::App& app, CommandContext& ctx);
+
+#if GPULAB_WITH_TRAIN
+void add_gpu_test_command(CLI::App& app, CommandContext& ctx);
+#endif
+
+}  // namespace gpulab::cli

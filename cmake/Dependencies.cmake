@@ -1,0 +1,40 @@
+# Finds gpulab's dependencies; header-only ones may come from GPULAB_DEPS_ROOT (dpkg -x tree).
+if(GPULAB_DEPS_ROOT)
+  list(PREPEND CMAKE_PREFIX_PATH "${GPULAB_DEPS_ROOT}/usr" "${GPULAB_DEPS_ROOT}/usr/lib/x86_64-linux-gnu/cmake")
+  include_directories(SYSTEM "${GPULAB_DEPS_ROOT}/usr/include")
+endif()
+
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 CONFIG QUIET)
+find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+find_path(FMT_INCLUDE_DIR fmt/format.h REQUIRED)
+find_path(SPDLOG_INCLUDE_DIR spdlog/spdlog.h REQUIRED)
+
+# fmt and spdlog in header-only mode so a GPU host needs no compiled library of theirs.
+add_library(gpulab_headeronly INTERFACE)
+target_include_directories(gpulab_headeronly SYSTEM INTERFACE ${CLI11_INCLUDE_DIR} ${FMT_INCLUDE_DIR}
+                                                               ${SPDLOG_INCLUDE_DIR})
+target_compile_definitions(gpulab_headeronly INTERFACE FMT_HEADER_ONLY SPDLOG_HEADER_ONLY
+                                                       SPDLOG_FMT_EXTERNAL)
+target_link_libraries(gpulab_headeronly INTERFACE nlohmann_json::nlohmann_json Threads::Threads
+                                                  ${CMAKE_DL_LIBS})
+
+if(GPULAB_WITH_TRAIN)
+  find_package(Torch REQUIRED)
+  # Torch's imported targets carry its include dirs; make them SYSTEM so its warnings stay out.
+  add_library(gpulab_torch INTERFACE)
+  target_include_directories(gpulab_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+  target_link_libraries(gpulab_torch INTERFACE ${TORCH_LIBRARIES})
+  find_path(GLOO_INCLUDE_DIR gloo/config.h)
+  if(GLOO_INCLUDE_DIR)
+    target_compile_definitions(gpulab_torch INTERFACE GPULAB_HAVE_GLOO=1)
+  endif()
+endif()
+
+if(GPULAB_WITH_SERVICE OR GPULAB_WITH_BUILDER)
+  find_package(CURL REQUIRED)
+  find_package(SQLite3 REQUIRED)
+  find_package(Boost 1.74 REQUIRED)
+  find_package(OpenSSL REQUIRED)
+endif()

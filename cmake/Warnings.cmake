@@ -1,0 +1,27 @@
+# Warning flags for gpulab's own targets (third-party headers are included as SYSTEM).
+function(gpulab_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+  if(GPULAB_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+# Declares a module library from the .cpp files of its folder (recursively).
+function(gpulab_module name)
+  cmake_parse_arguments(M "" "" "DEPS;PCH" ${ARGN})
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  if(NOT srcs)
+    # A module with headers only (or not yet written) still gives its dependants the include path.
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(${name} INTERFACE ${M_DEPS})
+    return()
+  endif()
+  add_library(${name} STATIC ${srcs})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PUBLIC ${M_DEPS})
+  gpulab_warnings(${name})
+  if(M_PCH)
+    target_precompile_headers(${name} PRIVATE ${M_PCH})
+  endif()
+endfunction()

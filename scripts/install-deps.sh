@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package gpulab needs to build, test and run its demo.
+# Idempotent: packages already present are skipped. Works as root or through sudo.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "error: run as root or install sudo" >&2; exit 1; }
+  SUDO="sudo"
+fi
+
+PKGS=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git clang-format clang-tidy
+  # tensors, collectives (libgloo-dev: headers ProcessGroupGloo needs)
+  libtorch-dev libgloo-dev
+  # header-only and small libraries
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  # service: HTTP server, Docker client, state
+  libboost-dev libcurl4-openssl-dev libsqlite3-dev libssl-dev
+  # image decode for ImageFolder data sets
+  libturbojpeg0-dev libpng-dev zlib1g-dev
+  # tests and micro-benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # the reference: PyTorch and torchvision from Debian
+  python3 python3-numpy python3-torch python3-torchvision
+  # the real data set for accuracy checks and the demo
+  dataset-fashion-mnist
+  # real container engine and what test images are made from
+  docker.io busybox-static debootstrap openssh-client sshpass
+  # network namespaces for multi-host tests, and process tools
+  iproute2 procps psmisc curl ca-certificates
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

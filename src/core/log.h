@@ -1,0 +1,11 @@
+// Logging through spdlog (header-only): one logger to stderr, level from GPULAB_LOG or --verbose.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+namespace gpulab {
+
+// Sets up the default logger (stderr, "[level] message"); level "debug", "info", "warn", ...
+void init_logging(const std::string& level = "");
+
+}  // namespace gpulab

@@ -1,0 +1,86 @@
+// String helpers shared by the CLI, parsers and the service.
+#include "core/strings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+namespace gpulab {
+
+std::vector<std::string> split(std::string_view s, char sep, bool skip_empty) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string_view::npos) end = s.size();
+    std::string_view part = s.substr(start, end - start);
+    if (!(skip_empty && part.empty())) out.emplace_back(part);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string to_upper(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return out;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+std::string with_thousands(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, std::fabs(value));
+  std::string num(buf);
+  size_t dot = num.find('.');
+  std::string ip = num.substr(0, dot), frac = dot == std::string::npos ? "" : num.substr(dot);
+  std::string grouped;
+  for (size_t i = 0; i < ip.size(); ++i) {
+    if (i && (ip.size() - i) % 3 == 0) grouped += ',';
+    grouped += ip[i];
+  }
+  return (value < 0 ? "-" : "") + grouped + frac;
+}
+
+std::string human_bytes(double bytes, bool decimal) {
+  const double k = decimal ? 1000.0 : 1024.0;
+  const char* units_bin[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  const char* units_dec[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= k && u < 4) {
+    bytes /= k;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, decimal ? units_dec[u] : units_bin[u]);
+  return buf;
+}
+
+}  // namespace gpulab

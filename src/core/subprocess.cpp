@@ -1,0 +1,119 @@
+// Child processes via fork/exec with pipes and a poll loop, so output of any size is drained
+// while the deadline is enforced; the child is killed (whole process group) on timeout.
+#include "core/subprocess.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace gpulab {
+
+namespace {
+
+struct Pipe {
+  int fd[2] = {-1, -1};
+  ~Pipe() {
+    for (int f : fd)
+      if (f >= 0) ::close(f);
+  }
+  void close_end(int i) {
+    if (fd[i] >= 0) ::close(fd[i]);
+    fd[i] = -1;
+  }
+};
+
+}  // namespace
+
+Result<ProcessResult> run_process(const std::vector<std::string>& argv, const RunOptions& opts) {
+  if (argv.empty()) return Error{Code::kInvalidArgument, "run_process: empty command"};
+  Pipe in, out, err, exec_err;
+  if (::pipe2(in.fd, O_CLOEXEC) || ::pipe2(out.fd, O_CLOEXEC) || ::pipe2(err.fd, O_CLOEXEC) ||
+      ::pipe2(exec_err.fd, O_CLOEXEC)) {
+    return Error{Code::kInternal, std::string("pipe: ") + std::strerror(errno)};
+  }
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    auto key = kv.substr(0, kv.find('='));
+    if (!opts.env_add.count(key)) env_store.push_back(kv);
+  }
+  for (const auto& [k, v] : opts.env_add) env_store.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& s : env_store) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+
+  pid_t pid = ::fork();
+  if (pid < 0) return Error{Code::kInternal, std::string("fork: ") + std::strerror(errno)};
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(in.fd[0], 0);
+    ::dup2(out.fd[1], 1);
+    ::dup2(err.fd[1], 2);
+    if (!opts.cwd.empty() && ::chdir(opts.cwd.c_str()) != 0) _exit(127);
+    ::execvpe(args[0], args.data(), envp.data());
+    int e = errno;
+    (void)!::write(exec_err.fd[1], &e, sizeof e);
+    _exit(127);
+  }
+  in.close_end(0);
+  out.close_end(1);
+  err.close_end(1);
+  exec_err.close_end(1);
+
+  int child_errno = 0;
+  if (::read(exec_err.fd[0], &child_errno, sizeof child_errno) == sizeof child_errno) {
+    ::waitpid(pid, nullptr, 0);
+    return Error{Code::kNotFound,
+                 "cannot run " + argv[0] + ": " + std::strerror(child_errno)};
+  }
+
+  // Feed stdin (small inputs only; larger ones would need to be interleaved with the reads).
+  if (!opts.stdin_data.empty()) {
+    (void)!::write(in.fd[1], opts.stdin_data.data(), opts.stdin_data.size());
+  }
+  in.close_end(1);
+
+  ProcessResult r;
+  auto deadline = std::chrono::steady_clock::now() + opts.timeout;
+  char buf[65536];
+  bool out_open = true, err_open = true;
+  while (out_open || err_open) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd fds[2] = {{out_open ? out.fd[0] : -1, POLLIN, 0}, {err_open ? err.fd[0] : -1, POLLIN, 0}};
+    int n = ::poll(fds, 2, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t k = ::read(fds[i].fd, buf, sizeof buf);
+      if (k <= 0) {
+        (i == 0 ? out_open : err_open) = false;
+      } else {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(k));
+      }
+    }
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  return r;
+}
+
+}  // namespace gpulab
