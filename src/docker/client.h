@@ -1,0 +1,145 @@
+// Docker Engine API client: negotiates the API version, then wraps the container, exec, image
+// and event endpoints in typed calls that return Result<T> with gpulab error codes.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "docker/http_transport.h"
+#include "docker/types.h"
+
+namespace gpulab::docker {
+
+// The newest API version this client speaks; the one used is min(this, the server's).
+inline constexpr const char* kMaxApiVersion = "1.43";
+// Hint attached to kUnavailable errors when the engine cannot be reached.
+inline constexpr const char* kStartEngineHint =
+    "start dockerd (sudo systemctl start docker) or point DOCKER_HOST at a running engine";
+
+// Error mapping (every call):
+//   engine unreachable / connection broken -> kUnavailable, hint kStartEngineHint
+//   400 -> kInvalidArgument      401/403 -> kPermissionDenied      404 -> kNotFound
+//   409 "name ... already in use" -> kAlreadyExists, other 409 -> kConflict
+//   500 "port is already allocated" / "address already in use" -> kConflict
+//   500 "could not select device driver" (no NVIDIA toolkit) -> kUnavailable
+//   other 5xx -> kInternal      request timeout -> kTimeout
+// Error::message carries the engine's own message, prefixed with what was attempted:
+//   "start container my-lab: driver failed programming external connectivity ..."
+// 304 (start of a running / stop of a stopped container) counts as success.
+//
+// Thread safety: all methods are const and may be called from several threads at once.
+class Client {
+ public:
+  // Uses `transport` with an explicit API version ("1.41"); no request is sent.
+  Client(std::shared_ptr<HttpTransport> transport, std::string api_version);
+
+  // Connects: GET /version (unversioned), picks min(server ApiVersion, kMaxApiVersion).
+  static Result<Client> connect(const Endpoint& endpoint);
+  static Result<Client> connect(std::shared_ptr<HttpTransport> transport);
+  // connect(Endpoint::from_env()).
+  static Result<Client> from_env();
+
+  const std::string& api_version() const { return api_version_; }  // "1.41"
+  std::string describe() const;  // "unix:///var/run/docker.sock (API 1.41)"
+  HttpTransport& transport() const { return *transport_; }
+
+  // ---- engine ----
+  Status ping() const;  // GET /_ping
+  Result<VersionInfo> version() const;
+  Result<EngineInfo> info() const;
+
+  // ---- containers ----
+  // Returns the new container's id. Fails kNotFound when the image is absent (no pull is done).
+  Result<std::string> create_container(const CreateSpec& spec) const;
+  Status start_container(const std::string& id_or_name) const;
+  // Sends SIGTERM, then SIGKILL after timeout_s.
+  Status stop_container(const std::string& id_or_name, int timeout_s = 10) const;
+  Status restart_container(const std::string& id_or_name, int timeout_s = 10) const;
+  Status kill_container(const std::string& id_or_name, const std::string& signal = "SIGKILL") const;
+  // force: kill a running one first; volumes: remove its anonymous volumes.
+  Status remove_container(const std::string& id_or_name, bool force = false,
+                          bool volumes = true) const;
+  Result<ContainerInfo> inspect_container(const std::string& id_or_name) const;
+  Result<std::vector<ContainerSummary>> list_containers(const ListOptions& options = {}) const;
+  Status update_container(const std::string& id_or_name, const ResourceUpdate& update) const;
+  Status rename_container(const std::string& id_or_name, const std::string& new_name) const;
+  // Blocks until the container stops ("not-running", "next-exit", "removed"); its exit code.
+  Result<int> wait_container(const std::string& id_or_name,
+                             const std::string& condition = "not-running") const;
+
+  // Logs so far, stdout and stderr separated (demultiplexed unless the container has a TTY).
+  Result<LogOutput> logs(const std::string& id_or_name, const LogOptions& options = {}) const;
+  // Streams logs (options.follow keeps it open) until the container stops, `cancel` turns true,
+  // or on_chunk returns false. is_stderr tells the stream of each chunk.
+  Status logs_stream(const std::string& id_or_name, const LogOptions& options,
+                     const std::function<bool(bool is_stderr, std::string_view chunk)>& on_chunk,
+                     const std::atomic<bool>* cancel = nullptr) const;
+  // One sample (stream=false; the engine waits ~1 s for the CPU delta). Container must run.
+  Result<ContainerStats> stats(const std::string& id_or_name) const;
+
+  // ---- exec ----
+  Result<std::string> exec_create(const std::string& container, const ExecSpec& spec) const;
+  // Runs the exec and collects its output until it ends.
+  Result<LogOutput> exec_start(const std::string& exec_id, bool tty = false) const;
+  Result<ExecInspect> exec_inspect(const std::string& exec_id) const;
+  // create + start + inspect: runs cmd in a running container, returns output and exit code.
+  Result<ExecResult> exec(const std::string& container, const std::vector<std::string>& cmd,
+                          const std::vector<std::string>& env = {}) const;
+
+  // ---- container filesystem ----
+  // GET /containers/{id}/archive?path=... streamed into a tar file.
+  Status copy_from_container(const std::string& id_or_name, const std::string& path,
+                             const std::filesystem::path& dest_tar) const;
+  // PUT /containers/{id}/archive: extracts a tar into directory `dest_dir` in the container.
+  Status copy_to_container(const std::string& id_or_name, const std::string& dest_dir,
+                           const std::filesystem::path& src_tar) const;
+
+  // ---- images ----
+  // Snapshots a container's filesystem as an image; returns the new image id ("sha256:...").
+  Result<std::string> commit(const std::string& container, const CommitSpec& spec) const;
+  Result<std::vector<ImageSummary>> list_images(const ImageListOptions& options = {}) const;
+  Result<ImageInfo> inspect_image(const std::string& name_or_id) const;
+  bool image_exists(const std::string& name_or_id) const;
+  // force: also untag from other tags / remove while stopped containers use it.
+  Status remove_image(const std::string& name_or_id, bool force = false,
+                      bool prune_parents = true) const;
+  Status tag_image(const std::string& name_or_id, const std::string& repo,
+                   const std::string& tag = "latest") const;
+  // GET /images/get streamed into `dest_tar` (docker save format: manifest.json, layers).
+  // Written to dest_tar + ".partial" and renamed when complete.
+  Status save_images(const std::vector<std::string>& names,
+                     const std::filesystem::path& dest_tar) const;
+  // POST /images/load from a docker-save tar; returns the loaded names ("repo:tag" or ids).
+  Result<std::vector<std::string>> load_images(const std::filesystem::path& src_tar,
+                                               const ProgressFn& progress = {}) const;
+  // POST /build with a tar context; returns the image id. A failed step -> kInvalidArgument
+  // carrying the engine's errorDetail message (and the progress callback saw the output).
+  Result<std::string> build_image(const BuildSpec& spec, const ProgressFn& progress = {}) const;
+  // POST /images/create?fromSrc=- with a rootfs tar (docker import); returns the image id.
+  Result<std::string> import_image(const ImportSpec& spec, const ProgressFn& progress = {}) const;
+
+  // ---- events ----
+  // Streams engine events matching `filter` to on_event until it returns false, `cancel` turns
+  // true, or filter.until passes. A successful return means the stream ended in one of those ways.
+  Status events(const EventFilter& filter, const std::function<bool(const Event&)>& on_event,
+                const std::atomic<bool>* cancel = nullptr) const;
+
+ private:
+  std::string path(const std::string& p) const;  // "/v1.41" + p
+  std::shared_ptr<HttpTransport> transport_;
+  std::string api_version_;
+};
+
+// "my-lab" or a 64-hex id is fine; "a/b", "", "-x" are not. The engine's own rule:
+// [a-zA-Z0-9][a-zA-Z0-9_.-]*. Used by callers to reject bad names before calling the engine.
+bool valid_container_name(std::string_view name);
+
+// Maps an HTTP error status plus engine message to a gpulab Error ("<what>: <engine message>").
+Error error_from_response(int status, std::string_view body, std::string_view what);
+
+}  // namespace gpulab::docker
