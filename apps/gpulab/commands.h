@@ -15,9 +15,11 @@ using RegisterFn = void (*)(CLI::App& app, CommandContext& ctx);
 
 // base (always built)
 void add_detect_command(CLI::App& app, CommandContext& ctx);
+void add_launch_command(CLI::App& app, CommandContext& ctx);
 
 #if GPULAB_WITH_TRAIN
 void add_gpu_test_command(CLI::App& app, CommandContext& ctx);
+void add_train_command(CLI::App& app, CommandContext& ctx);
 #endif
 
 }  // namespace gpulab::cli

@@ -1,0 +1,203 @@
+// run_launch: builds each rank's environment, runs attempts of the rank group, reports the
+// failing rank, and restarts the group (up to max_restarts) after a failure.
+#include "launch/launcher.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "launch/ports.h"
+#include "launch/rank_env.h"
+#include "launch/rank_group.h"
+
+namespace gpulab::launch {
+
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
+
+// Installs SIGINT/SIGTERM/SIGHUP handlers and blocks SIGCHLD for sigtimedwait; restores both.
+class SignalScope {
+ public:
+  SignalScope() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ::sigprocmask(SIG_BLOCK, &chld, &old_mask_);
+  }
+  ~SignalScope() {
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3]{};
+  sigset_t old_mask_{};
+};
+
+void say(const LaunchOptions& o, const std::string& line) {
+  if (o.verbose) std::fprintf(stderr, "gpulab launch: %s\n", line.c_str());
+}
+
+Status validate(const LaunchOptions& o) {
+  auto bad = [](std::string m, std::string h = {}) {
+    return Error{Code::kInvalidArgument, std::move(m), std::move(h)};
+  };
+  if (o.command.empty()) return bad("no command given", "put the command after --");
+  if (o.nproc_per_node < 1) return bad("--nproc_per_node must be at least 1");
+  if (o.nnodes < 1) return bad("--nnodes must be at least 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    return bad("--node_rank " + std::to_string(o.node_rank) + " is outside 0.." +
+               std::to_string(o.nnodes - 1));
+  }
+  if (o.nnodes > 1 && o.master_addr.empty()) {
+    return bad("a job on several nodes needs --master_addr", "pass the address of node 0");
+  }
+  if (o.master_port < 0 || o.master_port > 65535) return bad("--master_port is out of range");
+  if (o.max_restarts < 0) return bad("--max_restarts must not be negative");
+  return ok_status();
+}
+
+// A private folder for the ranks' error files, removed when the launch ends.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "gpulab-launch-XXXXXX").string();
+    if (::mkdtemp(tmpl.data())) path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+std::vector<std::string> self_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  // argv[0] may be relative or found on $PATH; the running binary is always /proc/self/exe.
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!args.empty() && !ec) args[0] = exe.string();
+  return args;
+}
+
+Result<LaunchResult> run_launch(const LaunchOptions& o) {
+  if (auto s = validate(o); !s.ok()) return s.error();
+  const int world = o.nproc_per_node * o.nnodes;
+  const std::string addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  int threads = o.threads_per_rank;
+  if (threads <= 0) threads = std::max(1, available_cores() / o.nproc_per_node);
+  const bool user_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
+
+  TempDir tmp;
+  SignalScope signals;
+  LaunchResult result;
+  for (int attempt = 0;; ++attempt) {
+    int port = o.master_port;
+    if (port == 0) {
+      if (o.nnodes > 1) {
+        port = 29500;
+      } else {
+        auto p = pick_free_port(addr);
+        if (!p.ok()) return p.error();
+        port = *p;
+      }
+    }
+    std::vector<RankSpec> specs;
+    for (int local = 0; local < o.nproc_per_node; ++local) {
+      RankSpec s;
+      s.local_rank = local;
+      s.rank = o.node_rank * o.nproc_per_node + local;
+      s.env = o.env;
+      s.env["RANK"] = std::to_string(s.rank);
+      s.env["LOCAL_RANK"] = std::to_string(local);
+      s.env["WORLD_SIZE"] = std::to_string(world);
+      s.env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
+      s.env["GROUP_RANK"] = std::to_string(o.node_rank);
+      s.env["MASTER_ADDR"] = addr;
+      s.env["MASTER_PORT"] = std::to_string(port);
+      s.env[kEnvLauncher] = "1";
+      s.env[kEnvRestartCount] = std::to_string(attempt);
+      s.env[kEnvNumThreads] = std::to_string(threads);
+      if (!user_omp) s.env["OMP_NUM_THREADS"] = std::to_string(threads);
+      if (!tmp.path.empty()) {
+        s.error_file = (tmp.path / ("rank" + std::to_string(s.rank) + ".err")).string();
+        s.env[kEnvErrorFile] = s.error_file;
+      }
+      specs.push_back(std::move(s));
+    }
+    if (attempt == 0) {
+      say(o, "starting " + std::to_string(o.nproc_per_node) + " rank(s) on node " +
+                 std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + " (world size " +
+                 std::to_string(world) + ", master " + addr + ":" + std::to_string(port) + ", " +
+                 std::to_string(threads) + " thread(s) per rank)");
+    }
+
+    RankGroup group;
+    if (auto s = group.start(o.command, specs); !s.ok()) return s.error();
+    std::optional<RankFailure> failure;
+    while (!group.done() && !failure && g_stop_signal == 0) {
+      failure = group.poll(std::chrono::milliseconds(100));
+    }
+    if (g_stop_signal != 0) {
+      int sig = g_stop_signal;
+      say(o, "got " + signal_name(sig) + ", stopping the ranks");
+      group.signal_all(sig);
+      group.stop(o.stop_grace);
+      result.exit_code = 128 + sig;
+      result.message = "interrupted by " + signal_name(sig);
+      return result;
+    }
+    if (!failure) {
+      result.exit_code = 0;
+      result.failure.reset();
+      result.message.clear();
+      return result;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    say(o, failure->describe() + "; stopping the other ranks");
+    group.stop(o.stop_grace);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f", secs);
+    say(o, std::string("all ranks stopped in ") + buf + " s");
+    result.failure = failure;
+    result.message = failure->describe();
+    result.exit_code = failure->signal ? 128 + failure->signal : failure->exit_code;
+    if (attempt >= o.max_restarts) return result;
+    result.restarts = attempt + 1;
+    say(o, "restarting the group (restart " + std::to_string(attempt + 1) + " of " +
+               std::to_string(o.max_restarts) + ")");
+  }
+}
+
+}  // namespace gpulab::launch

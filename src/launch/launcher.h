@@ -1,0 +1,61 @@
+// The process launcher behind `gpulab launch` and `gpulab train --nproc_per_node`: starts the
+// ranks of one node in their own process group with the rendezvous environment, watches them,
+// stops all of them within seconds when one fails, and restarts the group if asked to.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gpulab::launch {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;  // empty: 127.0.0.1 (one node only)
+  int master_port = 0;      // 0: a free port on one node, 29500 on several
+  int max_restarts = 0;     // restarts of the whole group after a failure
+  std::vector<std::string> command;
+  int threads_per_rank = 0;  // 0: this host's cores split between the local ranks
+  // SIGTERM first, SIGKILL after this: ranks stopped well inside the 10 s budget.
+  std::chrono::milliseconds stop_grace{3000};
+  std::map<std::string, std::string> env;  // added to every rank's environment
+  bool verbose = true;                     // launcher status lines on stderr
+};
+
+// Why the group stopped: the first rank that failed, as the launcher saw it.
+struct RankFailure {
+  int rank = 0;
+  int local_rank = 0;
+  int pid = 0;
+  int exit_code = 0;  // when it exited
+  int signal = 0;     // when a signal ended it
+  std::string error;  // what the rank wrote to its error file, if anything
+  // "rank 1 (pid 4242) was killed by signal 9 (SIGKILL)" [+ ": <error>"]
+  std::string describe() const;
+};
+
+struct LaunchResult {
+  int exit_code = 0;  // 0, the failed rank's code, 128+signal, or 128+the signal that stopped us
+  int restarts = 0;   // restarts performed
+  std::optional<RankFailure> failure;  // the last failure, if the job did not succeed
+  std::string message;                 // one line for the user when exit_code != 0
+};
+
+// Runs the job to completion. Fails (Result error) only on bad options or when nothing could
+// be started; rank failures are reported in LaunchResult.
+Result<LaunchResult> run_launch(const LaunchOptions& opts);
+
+// Cores this process may use (its affinity mask), at least 1.
+int available_cores();
+
+// The current program's own command line (from /proc/self/cmdline): used to relaunch
+// `gpulab train` as its own ranks.
+std::vector<std::string> self_command_line();
+
+}  // namespace gpulab::launch

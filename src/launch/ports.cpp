@@ -1,0 +1,61 @@
+// Port helpers over plain sockets (IPv4; the rendezvous address is an IPv4 host or a name).
+#include "launch/ports.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gpulab::launch {
+
+namespace {
+
+// Binds a TCP socket to addr:port (port 0: any); returns the fd or -1 with errno set.
+int bind_socket(const std::string& addr, int port, bool reuse) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (reuse) {
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  }
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<int> pick_free_port(const std::string& addr) {
+  int fd = bind_socket(addr, 0, false);
+  if (fd < 0) {
+    return Error{Code::kResourceExhausted,
+                 "cannot bind a TCP port on " + addr + ": " + std::strerror(errno),
+                 "pass --master_port explicitly"};
+  }
+  sockaddr_in sa{};
+  socklen_t len = sizeof sa;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(fd);
+  return static_cast<int>(ntohs(sa.sin_port));
+}
+
+bool port_is_free(int port, const std::string& addr) {
+  // SO_REUSEADDR so that TIME_WAIT leftovers of closed connections do not count as "bound".
+  int fd = bind_socket(addr, port, true);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+}  // namespace gpulab::launch

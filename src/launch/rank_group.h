@@ -1,0 +1,62 @@
+// One attempt of a node's ranks: spawned together in a fresh process group (so grandchildren
+// are stopped too), each set to die with the launcher, reaped and stopped as a unit.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "launch/launcher.h"
+
+namespace gpulab::launch {
+
+struct RankSpec {
+  int rank = 0;
+  int local_rank = 0;
+  std::map<std::string, std::string> env;  // set on top of the launcher's environment
+  std::string error_file;
+};
+
+class RankGroup {
+ public:
+  RankGroup() = default;
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
+  ~RankGroup();  // kills and reaps whatever is still running
+
+  // Forks and execs `command` once per spec. On error, ranks already started are stopped.
+  Status start(const std::vector<std::string>& command, const std::vector<RankSpec>& specs);
+
+  // Waits up to `timeout` for ranks to end. Returns the first failure among the ranks that
+  // ended (a signal beats an exit code when several end together: the signal is the cause, the
+  // exits its echo), or nullopt. done() tells whether all have ended.
+  std::optional<RankFailure> poll(std::chrono::milliseconds timeout);
+  bool done() const { return alive_ == 0; }
+
+  // SIGTERM to the whole group, SIGKILL after `grace`, and reap every rank.
+  void stop(std::chrono::milliseconds grace);
+  // Passes a signal on to every rank (the launcher got SIGINT/SIGTERM).
+  void signal_all(int sig);
+
+ private:
+  struct Proc {
+    RankSpec spec;
+    pid_t pid = -1;
+    bool running = false;
+  };
+  std::optional<RankFailure> reap(bool blocking, bool record);
+
+  std::vector<Proc> procs_;
+  pid_t pgid_ = -1;
+  int alive_ = 0;
+};
+
+// "SIGKILL" for 9.
+std::string signal_name(int sig);
+
+}  // namespace gpulab::launch
