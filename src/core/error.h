@@ -12,18 +12,18 @@ namespace gpulab {
 // gpulab::Exception, thrown only for what ends a request or a run.
 enum class Code {
   kOk = 0,
-  kInvalidArgument,   // bad flag, bad field, malformed input: the caller must change the request
-  kNotFound,          // no such container, file, model
-  kAlreadyExists,     // name taken
-  kConflict,          // port in use, state does not allow the operation
-  kResourceExhausted, // no free GPU or port
-  kUnauthenticated,   // missing or wrong token
-  kPermissionDenied,  // another user's container, forbidden field
-  kUnavailable,       // engine not running, device absent
-  kDataError,         // corrupt or truncated file
-  kTimeout,           // operation ran past its deadline
-  kUnsupported,       // feature or configuration not supported here
-  kInternal,          // a bug or an unexpected failure of a dependency
+  kInvalidArgument,    // bad flag, bad field, malformed input: the caller must change the request
+  kNotFound,           // no such container, file, model
+  kAlreadyExists,      // name taken
+  kConflict,           // port in use, state does not allow the operation
+  kResourceExhausted,  // no free GPU or port
+  kUnauthenticated,    // missing or wrong token
+  kPermissionDenied,   // another user's container, forbidden field
+  kUnavailable,        // engine not running, device absent
+  kDataError,          // corrupt or truncated file
+  kTimeout,            // operation ran past its deadline
+  kUnsupported,        // feature or configuration not supported here
+  kInternal,           // a bug or an unexpected failure of a dependency
 };
 
 std::string_view code_name(Code code);  // "INVALID_ARGUMENT", ...

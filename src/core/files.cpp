@@ -30,7 +30,8 @@ std::optional<std::string> read_text(const fs::path& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+  while (!s.empty() &&
+         (s.back() == '\n' || s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
     s.pop_back();
   return s;
 }

@@ -11,17 +11,26 @@ namespace gpulab {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
-  Result(Error error) : v_(std::move(error)) {}     // NOLINT
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT
   Result(Code code, std::string msg, std::string hint = {})
       : v_(Error{code, std::move(msg), std::move(hint)}) {}
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  const T& value() const& { check(); return std::get<0>(v_); }
-  T& value() & { check(); return std::get<0>(v_); }
-  T&& value() && { check(); return std::get<0>(std::move(v_)); }
+  const T& value() const& {
+    check();
+    return std::get<0>(v_);
+  }
+  T& value() & {
+    check();
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    check();
+    return std::get<0>(std::move(v_));
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
@@ -48,6 +57,8 @@ class [[nodiscard]] Result {
 // For operations that return nothing on success.
 struct Unit {};
 using Status = Result<Unit>;
-inline Status ok_status() { return Unit{}; }
+inline Status ok_status() {
+  return Unit{};
+}
 
 }  // namespace gpulab

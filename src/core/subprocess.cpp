@@ -73,8 +73,7 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const Ru
   int child_errno = 0;
   if (::read(exec_err.fd[0], &child_errno, sizeof child_errno) == sizeof child_errno) {
     ::waitpid(pid, nullptr, 0);
-    return Error{Code::kNotFound,
-                 "cannot run " + argv[0] + ": " + std::strerror(child_errno)};
+    return Error{Code::kNotFound, "cannot run " + argv[0] + ": " + std::strerror(child_errno)};
   }
 
   // Feed stdin (small inputs only; larger ones would need to be interleaved with the reads).
@@ -95,7 +94,8 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const Ru
       ::kill(-pid, SIGKILL);
       break;
     }
-    pollfd fds[2] = {{out_open ? out.fd[0] : -1, POLLIN, 0}, {err_open ? err.fd[0] : -1, POLLIN, 0}};
+    pollfd fds[2] = {{out_open ? out.fd[0] : -1, POLLIN, 0},
+                     {err_open ? err.fd[0] : -1, POLLIN, 0}};
     int n = ::poll(fds, 2, static_cast<int>(left.count()));
     if (n < 0 && errno == EINTR) continue;
     for (int i = 0; i < 2; ++i) {

@@ -11,11 +11,11 @@
 namespace gpulab {
 
 struct ProcessResult {
-  int exit_code = -1;    // valid when !signaled
-  int signal = 0;        // the signal that ended it, if any
+  int exit_code = -1;  // valid when !signaled
+  int signal = 0;      // the signal that ended it, if any
   bool timed_out = false;
-  std::string out;       // stdout
-  std::string err;       // stderr
+  std::string out;  // stdout
+  std::string err;  // stderr
   bool success() const { return !timed_out && signal == 0 && exit_code == 0; }
 };
 
@@ -27,6 +27,7 @@ struct RunOptions {
 };
 
 // Fails only when the program cannot be started; a non-zero exit is reported in ProcessResult.
-Result<ProcessResult> run_process(const std::vector<std::string>& argv, const RunOptions& opts = {});
+Result<ProcessResult> run_process(const std::vector<std::string>& argv,
+                                  const RunOptions& opts = {});
 
 }  // namespace gpulab

@@ -8,7 +8,8 @@ namespace gpulab {
 std::string TextTable::render() const {
   std::vector<size_t> width(header_.size(), 0);
   auto measure = [&](const std::vector<std::string>& r) {
-    for (size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], r[i].size());
   };
   measure(header_);
   for (const auto& r : rows_) measure(r);

@@ -15,17 +15,17 @@ namespace gpulab::train {
 
 struct ModelOptions {
   int64_t num_classes = 1000;
-  int64_t image_size = 0;         // 0: the model's default; ViT builds its position table for it
-  double dropout = -1;            // < 0: torchvision's default for the variant
-  double stochastic_depth = -1;   // < 0: torchvision's default (EfficientNet, ConvNeXt)
+  int64_t image_size = 0;        // 0: the model's default; ViT builds its position table for it
+  double dropout = -1;           // < 0: torchvision's default for the variant
+  double stochastic_depth = -1;  // < 0: torchvision's default (EfficientNet, ConvNeXt)
 };
 
 struct ModelInfo {
-  std::string name;                // torchvision's name: "resnet50"
-  std::string family;              // "resnet", "efficientnet", "vit", ...
+  std::string name;    // torchvision's name: "resnet50"
+  std::string family;  // "resnet", "efficientnet", "vit", ...
   int64_t default_image_size = 224;
-  int64_t min_image_size = 32;     // smallest input the architecture accepts
-  bool image_size_fixed = false;   // true when the weights depend on it (ViT position embeddings)
+  int64_t min_image_size = 32;    // smallest input the architecture accepts
+  bool image_size_fixed = false;  // true when the weights depend on it (ViT position embeddings)
   std::function<ClassifierPtr(const ModelOptions&)> make;
 };
 

@@ -1,0 +1,136 @@
+// GEMM stress test. The inputs stay fixed, so the reference for the sampled entries is computed
+// once in float64; each product is then checked on the device with a gather and a compare that
+// queue behind the GEMM without a host sync, and the verdicts are read back once at the end.
+#include "bench/gemm_test.h"
+
+#include <chrono>
+
+#include "core/error.h"
+
+#if defined(GPULAB_WITH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace gpulab::bench {
+
+namespace {
+
+torch::Dtype dtype_of(const std::string& name) {
+  if (name == "fp32" || name == "tf32") return torch::kFloat32;
+  if (name == "bf16") return torch::kBFloat16;
+  if (name == "fp16") return torch::kFloat16;
+  throw Exception(Code::kInvalidArgument, "unknown --dtype '" + name + "'",
+                  "valid values: fp32, tf32, bf16, fp16");
+}
+
+// Error bound relative to sum_k |a_ik * b_kj|: the unit roundoff of the input type times a
+// margin for accumulation order (tensor cores and blocked CPU kernels sum in different orders).
+double tolerance(const std::string& dtype) {
+  if (dtype == "fp32") return 1e-4;
+  if (dtype == "tf32") return 4e-3;
+  if (dtype == "bf16") return 3e-2;
+  return 4e-3;  // fp16
+}
+
+void synchronize(const torch::Device& device) {
+#if defined(GPULAB_WITH_CUDA)
+  if (device.is_cuda()) at::cuda::getCurrentCUDAStream(device.index()).synchronize();
+#else
+  (void)device;
+#endif
+}
+
+void set_tf32(const torch::Device& device, bool allow) {
+  if (device.is_cuda()) at::globalContext().setAllowTF32CuBLAS(allow);
+}
+
+}  // namespace
+
+double GemmTestReport::gflops() const {
+  if (total_seconds <= 0) return 0;
+  double n = static_cast<double>(size);
+  return 2.0 * n * n * n * static_cast<double>(successful) / total_seconds / 1e9;
+}
+
+Json GemmTestReport::to_json() const {
+  return Json{{"device", device.to_json()},
+              {"dtype", dtype},
+              {"size", size},
+              {"iterations", iterations},
+              {"successful_iterations", successful},
+              {"success_rate_percent", success_rate()},
+              {"total_seconds", total_seconds},
+              {"average_gflops", gflops()},
+              {"max_relative_error", max_rel_error}};
+}
+
+GemmTestReport run_gemm_test(const GemmTestOptions& opts) {
+  const torch::Dtype dtype = dtype_of(opts.dtype);
+  if (opts.size < 1 || opts.size > 65536) {
+    throw Exception(Code::kInvalidArgument, "--size must be between 1 and 65536",
+                    "the seed's default is 2048");
+  }
+  if (opts.iterations < 1) throw Exception(Code::kInvalidArgument, "--iterations must be >= 1");
+  torch::Device device = parse_device(opts.device);
+  if (device.is_cpu()) {
+    configure_cpu_threads();
+    if (dtype == torch::kFloat16) {
+      throw Exception(Code::kUnsupported, "fp16 GEMM is not implemented on the CPU by libtorch",
+                      "use --dtype fp32 or bf16 on a CPU, or run on a GPU");
+    }
+  }
+  set_tf32(device, opts.dtype == "tf32");
+
+  GemmTestReport report;
+  report.device = describe_device(device);
+  report.dtype = opts.dtype;
+  report.size = opts.size;
+  report.iterations = opts.iterations;
+
+  torch::manual_seed(opts.seed);
+  const int64_t n = opts.size;
+  auto a64 = torch::randn({n, n}, torch::kFloat64);
+  auto b64 = torch::randn({n, n}, torch::kFloat64);
+  // Round the inputs to the tested type first, so the reference sees exactly what the GEMM sees.
+  auto a = a64.to(dtype).to(device);
+  auto b = b64.to(dtype).to(device);
+  auto ar = a.to(torch::kCPU).to(torch::kFloat64);
+  auto br = b.to(torch::kCPU).to(torch::kFloat64);
+
+  const int64_t k = std::min<int64_t>(opts.samples, n * n);
+  auto rows = torch::randint(0, n, {k}, torch::kLong);
+  auto cols = torch::randint(0, n, {k}, torch::kLong);
+  auto a_rows = ar.index_select(0, rows);      // k x n
+  auto b_cols = br.index_select(1, cols).t();  // k x n
+  auto ref = (a_rows * b_cols).sum(1);         // exact-ish dot products
+  auto bound = (a_rows.abs() * b_cols.abs()).sum(1) * tolerance(opts.dtype) + 1e-30;
+  auto rows_d = rows.to(device), cols_d = cols.to(device);
+  auto ref_d = ref.to(device, torch::kFloat32), bound_d = bound.to(device, torch::kFloat32);
+
+  auto c = torch::empty({n, n}, a.options());
+  for (int64_t i = 0; i < opts.warmup; ++i) torch::mm_out(c, a, b);
+  synchronize(device);
+
+  // One verdict per product, written on the device: 1 if every sampled entry is within bound.
+  auto verdicts =
+      torch::zeros({opts.iterations}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  auto worst = torch::zeros({}, verdicts.options());
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < opts.iterations; ++i) {
+    torch::mm_out(c, a, b);
+    if (i == opts.fault_iteration)
+      c.index_put_({rows_d[0], cols_d[0]}, c.index({rows_d[0], cols_d[0]}) + 1e3 * bound_d[0]);
+    auto got = c.index({rows_d, cols_d}).to(torch::kFloat32);
+    auto rel = (got - ref_d).abs() / bound_d;
+    verdicts[i] = (rel.max() <= 1.0).to(torch::kFloat32);
+    worst = torch::maximum(worst, rel.max());
+  }
+  synchronize(device);
+  auto t1 = std::chrono::steady_clock::now();
+  report.total_seconds = std::chrono::duration<double>(t1 - t0).count();
+  report.successful = static_cast<int64_t>(verdicts.sum().item<double>());
+  report.max_rel_error = worst.item<double>() * tolerance(opts.dtype);
+  return report;
+}
+
+}  // namespace gpulab::bench
