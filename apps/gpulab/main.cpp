@@ -15,7 +15,7 @@ using gpulab::cli::RegisterFn;
 // One explicit list: a subcommand exists when its component is built.
 const std::vector<RegisterFn>& command_table() {
   static const std::vector<RegisterFn> table = {
-      // gpulab::cli::add_detect_command,
+      gpulab::cli::add_detect_command,
       gpulab::cli::add_launch_command,
 #if GPULAB_WITH_TRAIN
       // gpulab::cli::add_gpu_test_command,
