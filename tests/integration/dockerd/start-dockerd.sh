@@ -1,0 +1,94 @@
+#!/bin/bash
+# Starts a private Docker engine for tests under /tmp/gpulab-dockerd-<NAME>/ (data root, exec
+# root, pid file, docker.sock, dockerd.log) on its own bridge gpulab-<NAME>, waits for /_ping,
+# and prints its DOCKER_HOST ("unix:///tmp/gpulab-dockerd-<NAME>/docker.sock") on stdout.
+# Reuses the engine when it already runs. Several engines can run side by side ("main", "peer").
+#
+# Usage: start-dockerd.sh [NAME]          NAME: 1-8 of [a-z0-9], default "main"
+# Env:   GPULAB_DOCKERD_STORAGE=overlay2|vfs   default: overlay2, falling back to vfs
+#        GPULAB_DOCKERD_IPTABLES=0             start with --iptables=false --ip-masq=false
+#        GPULAB_DOCKERD_ROOT=/tmp              where gpulab-dockerd-<NAME>/ lives
+# Exit:  0 running; 77 cannot run here (not root, no dockerd) -- tests treat that as a skip;
+#        1 dockerd failed to start (the end of its log is printed).
+set -euo pipefail
+
+name="${1:-main}"
+base="${GPULAB_DOCKERD_ROOT:-/tmp}"
+root="$base/gpulab-dockerd-$name"
+sock="$root/docker.sock"
+bridge="gpulab-$name"
+
+log() { echo "[start-dockerd $name] $*" >&2; }
+skip() { log "cannot start: $*"; exit 77; }
+
+[[ "$name" =~ ^[a-z0-9]{1,8}$ ]] || { log "bad engine name '$name' (1-8 of a-z 0-9)"; exit 2; }
+[ "$(id -u)" = 0 ] || skip "needs root (dockerd manages cgroups, mounts and the bridge)"
+command -v dockerd >/dev/null || skip "no dockerd binary (apt-get install docker.io)"
+command -v ip >/dev/null || skip "no 'ip' command (apt-get install iproute2)"
+command -v curl >/dev/null || skip "no curl"
+
+ping_ok() { curl -sf --max-time 2 --unix-socket "$sock" http://engine/_ping >/dev/null 2>&1; }
+
+mkdir -p "$root"
+exec 9>"$root.lock"
+flock 9
+
+if [ -f "$root/dockerd.pid" ] && kill -0 "$(cat "$root/dockerd.pid")" 2>/dev/null && ping_ok; then
+  log "already running (pid $(cat "$root/dockerd.pid"))"
+  echo "unix://$sock"
+  exit 0
+fi
+
+# Our own bridge, on the first free 172.31.X.0/24, so engines never share an address range.
+if ! ip link show "$bridge" >/dev/null 2>&1; then
+  used=$(ip -4 -o addr show | awk '{print $4}')
+  subnet=""
+  for x in $(seq 200 254); do
+    if ! grep -q "^172\.31\.$x\." <<<"$used"; then subnet="172.31.$x"; break; fi
+  done
+  [ -n "$subnet" ] || { log "no free 172.31.200-254.0/24 subnet for $bridge"; exit 1; }
+  ip link add name "$bridge" type bridge
+  ip addr add "$subnet.1/24" dev "$bridge"
+fi
+ip link set "$bridge" up
+
+iptables_flags=()
+if [ "${GPULAB_DOCKERD_IPTABLES:-1}" = 0 ] || ! command -v iptables >/dev/null; then
+  iptables_flags=(--iptables=false --ip-masq=false)
+fi
+
+start_with() {  # storage driver
+  local driver="$1"
+  rm -f "$sock" "$root/dockerd.pid"
+  log "starting dockerd (storage $driver, bridge $bridge)"
+  setsid dockerd \
+    --data-root "$root/data" --exec-root "$root/exec" --pidfile "$root/dockerd.pid" \
+    -H "unix://$sock" --bridge "$bridge" --storage-driver "$driver" \
+    --containerd-namespace "gpulab-$name" --containerd-plugins-namespace "gpulab-$name-plugins" \
+    "${iptables_flags[@]}" >>"$root/dockerd.log" 2>&1 </dev/null 9>&- &
+  local pid=$!
+  for _ in $(seq 1 600); do
+    if ping_ok; then
+      echo "$driver" >"$root/storage-driver"
+      log "up in $SECONDS s (pid $pid)"
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  return 1
+}
+
+drivers=("${GPULAB_DOCKERD_STORAGE:-overlay2}")
+[ -z "${GPULAB_DOCKERD_STORAGE:-}" ] && drivers+=(vfs)
+for driver in "${drivers[@]}"; do
+  if start_with "$driver"; then
+    echo "unix://$sock"
+    exit 0
+  fi
+  log "dockerd did not come up with $driver; last log lines:"
+  tail -n 15 "$root/dockerd.log" >&2
+done
+exit 1
