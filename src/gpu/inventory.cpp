@@ -122,9 +122,10 @@ Inventory detect(const DetectOptions& opts) {
     auto a = index_of(l.a_pci), b = index_of(l.b_pci);
     if (!a || !b) continue;
     int lo = std::min(*a, *b), hi = std::max(*a, *b);
-    bool dup = std::any_of(inv.links.begin(), inv.links.end(),
-                           [&](const GpuLink& x) { return x.a == lo && x.b == hi; });
-    if (!dup) inv.links.push_back(GpuLink{lo, hi, l.type, l.lanes, l.hops, l.weight});
+    bool dup = std::any_of(inv.links.begin(), inv.links.end(), [&](const GpuLink& x) {
+      return x.vendor == v && x.a == lo && x.b == hi;
+    });
+    if (!dup) inv.links.push_back(GpuLink{v, lo, hi, l.type, l.lanes, l.hops, l.weight});
   }
 
   if (auto v = read_text(under_root(opts.root, "/opt/rocm/.info/version")); v && !v->empty())

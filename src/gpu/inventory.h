@@ -47,6 +47,7 @@ struct GpuInfo {
 
 // A link between two GPUs of one vendor, named by their `index`.
 struct GpuLink {
+  Vendor vendor = Vendor::kNvidia;
   int a = 0;
   int b = 0;
   std::string type;           // "nvlink", "xgmi", "pcie"

@@ -71,7 +71,8 @@ OrderedJson to_json(const Inventory& inv) {
   for (const auto& g : inv.gpus) j["gpus"].push_back(to_json(g));
   j["links"] = OrderedJson::array();
   for (const auto& l : inv.links) {
-    j["links"].push_back(OrderedJson{{"a", l.a},
+    j["links"].push_back(OrderedJson{{"vendor", vendor_name(l.vendor)},
+                                     {"a", l.a},
                                      {"b", l.b},
                                      {"type", l.type},
                                      {"lanes", opt(l.lanes)},

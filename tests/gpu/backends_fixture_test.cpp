@@ -26,6 +26,11 @@ struct Case {
   std::optional<std::string> pci0;
 };
 
+// Names the case in failure messages instead of gtest's byte dump.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.fixture << " / " << c.make()->name();
+}
+
 constexpr std::uint64_t kMi300xVram = 206158430208ull;  // 192 GiB
 constexpr std::uint64_t kMiB = 1024ull * 1024;
 

@@ -60,6 +60,13 @@ TEST(DetectCli, RequirePartitionPassesOnNps1Spx) {
   EXPECT_NE(r.out.find("Partition check passed"), std::string::npos) << r.out;
 }
 
+TEST(DetectCli, RequirePartitionOnNvidiaHostIsEnvironmentNotReady) {
+  auto r =
+      gpulab_cli({"detect", "--root", fixture("h100").string(), "--require-partition", "NPS1,SPX"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("no AMD GPU"), std::string::npos) << r.err;
+}
+
 TEST(DetectCli, BadInputsExitTwo) {
   EXPECT_EQ(gpulab_cli({"detect", "--root", "/nonexistent/gpulab-tree"}).exit_code, 2);
   auto r = gpulab_cli(

@@ -75,6 +75,8 @@ TEST(Detect, BothVendorsMakeAMixedHost) {
   EXPECT_EQ(inv.gpus[0].vendor, Vendor::kNvidia);
   EXPECT_EQ(inv.gpus[1].vendor, Vendor::kAmd);
   EXPECT_EQ(inv.gpus[2].index, 1);  // indexes count per vendor, as CUDA/HIP number them
+  ASSERT_EQ(inv.links.size(), 1u);
+  EXPECT_EQ(inv.links[0].vendor, Vendor::kAmd);
 }
 
 TEST(Detect, EmptyTreeIsNoGpuWithReasons) {

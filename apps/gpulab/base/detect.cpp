@@ -75,7 +75,11 @@ void print_human(const gpu::Inventory& inv) {
         if (l.lanes) extra += " x" + std::to_string(*l.lanes);
         if (l.hops) extra += " hops " + std::to_string(*l.hops);
         if (l.weight) extra += " weight " + std::to_string(*l.weight);
-        std::cout << "  GPU" << l.a << " <-> GPU" << l.b << "  " << l.type << extra << "\n";
+        // On a mixed host both vendors have a GPU0: say whose link it is.
+        std::string who =
+            inv.vendor == "mixed" ? std::string(gpu::vendor_name(l.vendor)) + " " : "";
+        std::cout << "  " << who << "GPU" << l.a << " <-> GPU" << l.b << "  " << l.type << extra
+                  << "\n";
       }
     }
   }
