@@ -2,6 +2,7 @@
 #include "launch/ports.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -56,6 +57,33 @@ bool port_is_free(int port, const std::string& addr) {
   if (fd < 0) return false;
   ::close(fd);
   return true;
+}
+
+Result<std::string> local_address_towards(const std::string& peer) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(peer.c_str(), "9", &hints, &res); rc != 0 || !res) {
+    return Error{Code::kInvalidArgument, "cannot resolve " + peer + ": " + ::gai_strerror(rc),
+                 "pass an IPv4 address or a resolvable host name as --master_addr"};
+  }
+  // connect() on a UDP socket sends nothing; it only asks the kernel to pick the route.
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  if (rc != 0) {
+    int e = errno;
+    if (fd >= 0) ::close(fd);
+    return Error{Code::kUnavailable, "no route to " + peer + ": " + std::strerror(e)};
+  }
+  sockaddr_in sa{};
+  socklen_t len = sizeof sa;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(fd);
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
+  return std::string(buf);
 }
 
 }  // namespace gpulab::launch

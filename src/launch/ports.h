@@ -14,4 +14,9 @@ Result<int> pick_free_port(const std::string& addr = "127.0.0.1");
 // True when nothing listens on (or holds) addr:port, i.e. a fresh bind would succeed.
 bool port_is_free(int port, const std::string& addr = "127.0.0.1");
 
+// This host's address on the route towards `peer` (a host name or IPv4 address): what a rank
+// binds its collective sockets to so that ranks on other hosts can reach it. Loopback for a
+// loopback peer.
+Result<std::string> local_address_towards(const std::string& peer);
+
 }  // namespace gpulab::launch

@@ -1,0 +1,175 @@
+// Communicator: TCPStore rendezvous, Gloo/NCCL backend creation, and error translation.
+#include "train/dist/communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "launch/ports.h"
+
+#if GPULAB_DIST_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace gpulab::train::dist {
+
+namespace {
+
+// c10::Error's what() carries a C++ backtrace; users get the one-line reason.
+std::string reason_of(const std::exception& e) {
+  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+bool nccl_compiled() {
+  return GPULAB_DIST_NCCL != 0;
+}
+
+std::string resolve_backend(const std::string& requested) {
+  const bool gpu = torch::cuda::is_available();
+  if (requested == "auto") return gpu && nccl_compiled() ? "nccl" : "gloo";
+  if (requested == "gloo") {
+    if (!GPULAB_DIST_GLOO)
+      throw Exception(Code::kUnsupported, "this build has no Gloo backend",
+                      "build against a libtorch with Gloo (Debian: install libgloo-dev)");
+    return requested;
+  }
+  if (requested == "nccl") {
+    if (!nccl_compiled())
+      throw Exception(Code::kUnsupported, "this libtorch has no NCCL/RCCL backend",
+                      "use --backend gloo, or build against a CUDA or ROCm libtorch");
+    if (!gpu) throw Exception(Code::kUnsupported, "--backend nccl needs a GPU; none is visible");
+    return requested;
+  }
+  throw Exception(Code::kInvalidArgument, "unknown backend '" + requested + "'",
+                  "use auto, nccl or gloo");
+}
+
+Communicator::Communicator(const launch::RankPlace& place, const CommOptions& opts)
+    : rank_(place.rank), size_(place.world_size), timeout_(opts.timeout) {
+  backend_ = resolve_backend(opts.backend);
+  if (opts.backend == "auto" && opts.print_auto && rank_ == 0) {
+    std::printf("Auto-detected backend: %s\n", backend_.c_str());
+    std::fflush(stdout);
+  }
+  ::c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(place.master_port);
+  so.isServer = rank_ == 0;
+  so.numWorkers = static_cast<std::size_t>(size_);
+  so.waitWorkers = true;
+  so.timeout = timeout_;
+  const std::string where = place.master_addr + ":" + std::to_string(place.master_port);
+  try {
+    store_ = c10::make_intrusive<::c10d::TCPStore>(place.master_addr, so);
+  } catch (const std::exception& e) {
+    fail("rendezvous at " + where, reason_of(e));
+  }
+  try {
+    if (backend_ == "gloo") {
+#if GPULAB_DIST_GLOO
+      auto o = ::c10d::ProcessGroupGloo::Options::create(timeout_);
+      // Bind where peers can reach us: a named interface (torch's variable), else the address
+      // on the route to the master (several hosts), else loopback.
+      if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+        o->devices.push_back(::c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      } else {
+        auto local = launch::local_address_towards(place.master_addr);
+        o->devices.push_back(
+            ::c10d::ProcessGroupGloo::createDeviceForHostname(local.ok() ? *local : "127.0.0.1"));
+      }
+      o->threads = 2;
+      pg_ = c10::make_intrusive<::c10d::ProcessGroupGloo>(store_, rank_, size_, o);
+#endif
+    } else {
+#if GPULAB_DIST_NCCL
+      device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(place.local_rank));
+      c10::cuda::set_device(device_.index());
+      auto o = ::c10d::ProcessGroupNCCL::Options::create();
+      o->timeout = timeout_;
+      pg_ = c10::make_intrusive<::c10d::ProcessGroupNCCL>(store_, rank_, size_, o);
+#endif
+    }
+  } catch (const std::exception& e) {
+    fail("connecting the " + backend_ + " process group via " + where, reason_of(e));
+  }
+  GPULAB_ASSERT(pg_, "no process group was created");
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::fail(const std::string& what, const std::string& detail) {
+  const bool timed_out =
+      detail.find("imed out") != std::string::npos || detail.find("imeout") != std::string::npos;
+  std::string msg;
+  if (timed_out) {
+    msg = "collective timeout: " + what + " on rank " + std::to_string(rank_) +
+          " did not complete within " + seconds_text(timeout_) + " (" + detail + ")";
+  } else {
+    msg = what + " failed on rank " + std::to_string(rank_) + ": " + detail;
+  }
+  launch::report_rank_error(msg);
+  throw Exception(timed_out ? Code::kTimeout : Code::kUnavailable, msg,
+                  timed_out
+                      ? "a peer rank is stuck or gone; raise --dist_timeout if it is only slow"
+                      : "another rank has probably died; see its output");
+}
+
+WorkPtr Communicator::allreduce_async(torch::Tensor& t, const std::string& what) {
+  std::vector<at::Tensor> v{t};
+  try {
+    return pg_->allreduce(v, sum_options());
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+}
+
+void Communicator::wait(const WorkPtr& work, const std::string& what) {
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+}
+
+void Communicator::allreduce_sum(torch::Tensor& t, const std::string& what) {
+  torch::Tensor staged =
+      t.device() == device_ && t.is_contiguous() ? t : t.to(device_).contiguous();
+  wait(allreduce_async(staged, what), what);
+  if (!staged.is_same(t)) t.copy_(staged);
+}
+
+void Communicator::broadcast(torch::Tensor& t, int root, const std::string& what) {
+  torch::Tensor staged =
+      t.device() == device_ && t.is_contiguous() ? t : t.to(device_).contiguous();
+  std::vector<at::Tensor> v{staged};
+  ::c10d::BroadcastOptions o;
+  o.rootRank = root;
+  try {
+    wait(pg_->broadcast(v, o), what);
+  } catch (const Exception&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+  if (!staged.is_same(t)) t.copy_(staged);
+}
+
+void Communicator::barrier(const std::string& what) {
+  try {
+    wait(pg_->barrier(), what);
+  } catch (const Exception&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+}
+
+}  // namespace gpulab::train::dist

@@ -1,0 +1,64 @@
+// A process group for DDP: rendezvous through a TCPStore, then Gloo (CPU) or NCCL/RCCL (GPU)
+// collectives. Failures (a timed-out or broken collective) become one gpulab::Exception naming
+// the operation and the rank, which the rank also leaves for the launcher's report.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "launch/rank_env.h"
+#include "train/dist/compat.h"
+
+namespace gpulab::train::dist {
+
+struct CommOptions {
+  std::string backend = "auto";  // auto | gloo | nccl
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  bool print_auto = true;  // rank 0 prints "Auto-detected backend: gloo", as the seed does
+};
+
+class Communicator {
+ public:
+  // Rendezvous and backend creation; throws gpulab::Exception (timeout, unsupported backend).
+  Communicator(const launch::RankPlace& place, const CommOptions& opts);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& backend() const { return backend_; }
+  // The device collectives run on (CPU for Gloo, this rank's GPU for NCCL).
+  const torch::Device& device() const { return device_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Starts a sum all-reduce of `t` in place; `t` must live on device(). Finish it with wait().
+  WorkPtr allreduce_async(torch::Tensor& t, const std::string& what);
+  // Waits for a started collective; on failure throws (and reports) naming `what`.
+  void wait(const WorkPtr& work, const std::string& what);
+
+  // Blocking helpers; tensors on another device are staged through device() and copied back.
+  void allreduce_sum(torch::Tensor& t, const std::string& what = "allreduce");
+  void broadcast(torch::Tensor& t, int root, const std::string& what = "broadcast");
+  void barrier(const std::string& what = "barrier");
+
+  // Turns any collective failure into the run-ending error (used by wait and the helpers).
+  [[noreturn]] void fail(const std::string& what, const std::string& detail);
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  std::string backend_;
+  torch::Device device_ = torch::kCPU;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<::c10d::Store> store_;
+  BackendPtr pg_;
+};
+
+// "gloo" or "nccl" for `requested` ("auto" picks NCCL when a GPU and NCCL are present);
+// throws kUnsupported for a backend this build or host cannot run.
+std::string resolve_backend(const std::string& requested);
+bool nccl_compiled();
+
+}  // namespace gpulab::train::dist

@@ -1,0 +1,52 @@
+// The thin layer over c10d API differences between Debian's libtorch 1.13 and CUDA/ROCm
+// libtorch 2.x: the class collectives live on, whether NCCL is compiled in, and the headers.
+#pragma once
+
+#include <torch/version.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+// Debian's package ships Gloo's headers in libgloo-dev (GPULAB_HAVE_GLOO); the c10d header is
+// guarded by the macro libtorch's own build defines.
+#if defined(GPULAB_HAVE_GLOO) && !defined(USE_C10D_GLOO)
+#define USE_C10D_GLOO 1
+#endif
+#if defined(USE_C10D_GLOO)
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define GPULAB_DIST_GLOO 1
+#else
+#define GPULAB_DIST_GLOO 0
+#endif
+
+// ProcessGroupNCCL.hpp ships with every libtorch, but only a build with NCCL (or RCCL on ROCm)
+// defines USE_C10D_NCCL and has its symbols.
+#if defined(USE_C10D_NCCL) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define GPULAB_DIST_NCCL 1
+#else
+#define GPULAB_DIST_NCCL 0
+#endif
+
+namespace gpulab::train::dist {
+
+// 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup and run collectives themselves.
+// 2.x: they derive from c10d::Backend (ProcessGroup became a dispatcher over backends); a
+// Backend still has the same allreduce/broadcast/barrier methods, so we hold that.
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = ::c10d::Backend;
+#else
+using BackendBase = ::c10d::ProcessGroup;
+#endif
+using BackendPtr = c10::intrusive_ptr<BackendBase>;
+using WorkPtr = c10::intrusive_ptr<::c10d::Work>;
+
+inline ::c10d::AllreduceOptions sum_options() {
+  ::c10d::AllreduceOptions o;
+  o.reduceOp = ::c10d::ReduceOp(::c10d::ReduceOp::SUM);
+  return o;
+}
+
+}  // namespace gpulab::train::dist

@@ -1,0 +1,89 @@
+// DdpContext: the DDP side of the trainer's hooks.
+#include "train/dist/ddp_context.h"
+
+#include <map>
+
+#include "train/dist/distributed_sampler.h"
+#include "train/dist/sync_batch_norm.h"
+
+namespace gpulab::train::dist {
+
+DdpContext::DdpContext(const launch::RankPlace& place, const DdpOptions& opts) : opts_(opts) {
+  comm_ = std::make_shared<Communicator>(place, opts.comm);
+  rank = place.rank;
+  world_size = place.world_size;
+  local_rank = place.local_rank;
+  local_world_size = place.local_world_size;
+}
+
+DdpContext::~DdpContext() {
+  if (opts_.sync_bn) set_sync_batch_norm(nullptr);
+}
+
+// One broadcast per dtype: tensors are flattened into one buffer, sent, and copied back.
+void DdpContext::broadcast_tensors(std::vector<torch::Tensor> tensors, const std::string& what) {
+  std::map<std::pair<int, int>, std::vector<torch::Tensor>> groups;
+  for (auto& t : tensors) {
+    if (!t.defined() || t.numel() == 0) continue;
+    groups[{static_cast<int>(t.scalar_type()), static_cast<int>(t.device().type())}].push_back(t);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [key, group] : groups) {
+    std::vector<torch::Tensor> flat;
+    for (auto& t : group) flat.push_back(t.detach().reshape({-1}));
+    auto buffer = torch::cat(flat);
+    comm_->broadcast(buffer, 0, what);
+    int64_t off = 0;
+    for (auto& t : group) {
+      t.detach().copy_(buffer.narrow(0, off, t.numel()).view(t.sizes()));
+      off += t.numel();
+    }
+  }
+}
+
+void DdpContext::prepare_model(torch::nn::Module& model) {
+  auto params = model.parameters();
+  auto buffers = model.buffers();
+  std::vector<torch::Tensor> all(params.begin(), params.end());
+  all.insert(all.end(), buffers.begin(), buffers.end());
+  broadcast_tensors(all, "broadcast of rank 0's parameters");
+  reducer_ = GradReducer::create(comm_, params, opts_.reducer);
+  if (opts_.sync_bn) {
+    set_sync_batch_norm(comm_);
+  } else {
+    buffers_ = buffers;
+  }
+}
+
+void DdpContext::before_backward(torch::nn::Module& /*model*/, bool sync) {
+  // Without SyncBatchNorm each rank's running statistics drift apart; like PyTorch DDP
+  // (broadcast_buffers=True) every forward starts from rank 0's.
+  if (!buffers_.empty()) broadcast_tensors(buffers_, "broadcast of rank 0's buffers");
+  if (reducer_) reducer_->prepare(sync);
+}
+
+void DdpContext::after_backward(torch::nn::Module& /*model*/) {
+  if (reducer_) reducer_->finish();
+}
+
+void DdpContext::all_reduce_sum(torch::Tensor& t) {
+  comm_->allreduce_sum(t, "metric all-reduce");
+}
+
+void DdpContext::broadcast(torch::Tensor& t, int root) {
+  comm_->broadcast(t, root);
+}
+
+void DdpContext::barrier() {
+  comm_->barrier();
+}
+
+std::shared_ptr<Sampler> DdpContext::train_sampler(int64_t size, uint64_t seed) {
+  return std::make_shared<DistributedSampler>(size, seed, rank, world_size, true, true);
+}
+
+std::shared_ptr<Sampler> DdpContext::eval_sampler(int64_t size) {
+  return std::make_shared<ShardSampler>(size, rank, world_size);
+}
+
+}  // namespace gpulab::train::dist

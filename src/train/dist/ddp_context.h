@@ -1,0 +1,49 @@
+// DdpContext: the DistContext of a DDP rank. Broadcasts rank 0's parameters and buffers once,
+// reduces gradients with the bucketed GradReducer, syncs BatchNorm statistics (--sync_bn) or
+// rank 0's buffers (otherwise, as PyTorch DDP does before each forward), shards the data, and
+// sums metrics.
+#pragma once
+
+#include <memory>
+
+#include "launch/rank_env.h"
+#include "train/dist/communicator.h"
+#include "train/dist/grad_reducer.h"
+#include "train/dist_hooks.h"
+
+namespace gpulab::train::dist {
+
+struct DdpOptions {
+  CommOptions comm;
+  ReducerOptions reducer;
+  bool sync_bn = false;
+};
+
+class DdpContext : public DistContext {
+ public:
+  DdpContext(const launch::RankPlace& place, const DdpOptions& opts);
+  ~DdpContext() override;
+
+  void prepare_model(torch::nn::Module& model) override;
+  void before_backward(torch::nn::Module& model, bool sync) override;
+  void after_backward(torch::nn::Module& model) override;
+  void all_reduce_sum(torch::Tensor& t) override;
+  void broadcast(torch::Tensor& t, int root) override;
+  void barrier() override;
+  std::shared_ptr<Sampler> train_sampler(int64_t size, uint64_t seed) override;
+  std::shared_ptr<Sampler> eval_sampler(int64_t size) override;
+  std::string backend() const override { return comm_->backend(); }
+
+  Communicator& comm() { return *comm_; }
+  GradReducer* reducer() { return reducer_.get(); }
+
+ private:
+  void broadcast_tensors(std::vector<torch::Tensor> tensors, const std::string& what);
+
+  DdpOptions opts_;
+  std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<GradReducer> reducer_;
+  std::vector<torch::Tensor> buffers_;  // broadcast from rank 0 before each forward
+};
+
+}  // namespace gpulab::train::dist

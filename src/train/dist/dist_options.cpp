@@ -1,0 +1,111 @@
+// DDP flags, self-launch through the launcher, and context construction from the environment.
+#include "train/dist/dist_options.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "launch/launcher.h"
+#include "launch/rank_env.h"
+#include "train/dist/ddp_context.h"
+
+namespace gpulab::train::dist {
+
+void add_dist_options(CLI::App* cmd, DistOptions& o, bool training) {
+  const std::string g = "Distributed";
+  cmd->add_option("--nproc_per_node", o.nproc_per_node,
+                  "ranks to start on this node (one GPU each, or a share of the CPU cores)")
+      ->check(CLI::Range(1, 1024))
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--nnodes", o.nnodes, "nodes in the job")
+      ->check(CLI::Range(1, 65536))
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--node_rank", o.node_rank, "this node's index (0 hosts the rendezvous)")
+      ->check(CLI::Range(0, 65535))
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--master_addr", o.master_addr, "address of node 0 (default 127.0.0.1)")
+      ->group(g);
+  cmd->add_option("--master_port", o.master_port,
+                  "rendezvous port (default: free port on one node, 29500 on several)")
+      ->check(CLI::Range(0, 65535))
+      ->group(g);
+  cmd->add_option("--backend", o.backend, "auto, nccl (NCCL/RCCL on GPUs) or gloo (CPU)")
+      ->check(CLI::IsMember({"auto", "nccl", "gloo"}))
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--dist_timeout", o.timeout_s,
+                  "seconds a collective may take before the run fails")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->group(g)
+      ->capture_default_str();
+  if (!training) return;
+  cmd->add_option("--max_restarts", o.max_restarts,
+                  "restart all ranks from the newest checkpoint after a failure, K times")
+      ->check(CLI::Range(0, 1000))
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_flag("--sync_bn", o.sync_bn, "BatchNorm statistics over the global batch")->group(g);
+  cmd->add_option("--bucket_cap_mb", o.bucket_cap_mb,
+                  "gradient bucket size in MB (the first bucket is 1 MB)")
+      ->check(CLI::Range(0.001, 4096.0))
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--grad_compression", o.grad_compression,
+                  "gradient all-reduce format: none, fp16 or bf16")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+      ->group(g)
+      ->capture_default_str();
+}
+
+std::optional<int> launch_if_needed(const DistOptions& o) {
+  if (o.nproc_per_node <= 1 && o.nnodes <= 1) return std::nullopt;
+  auto env = launch::process_env();
+  if (env("RANK") && env("WORLD_SIZE")) return std::nullopt;  // we are a rank already
+  launch::LaunchOptions lo;
+  lo.nproc_per_node = o.nproc_per_node;
+  lo.nnodes = o.nnodes;
+  lo.node_rank = o.node_rank;
+  lo.master_addr = o.master_addr;
+  lo.master_port = o.master_port;
+  lo.max_restarts = o.max_restarts;
+  lo.command = launch::self_command_line();
+  auto r = launch::run_launch(lo).value_or_throw();
+  if (r.exit_code != 0) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", r.message.c_str());
+  }
+  return r.exit_code;
+}
+
+bool restarted() {
+  auto place = launch::detect_rank_place(launch::process_env());
+  return place.ok() && place->restart_count > 0;
+}
+
+DistContextPtr make_dist_context(const DistOptions& o) {
+  auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
+  DistContextPtr ctx;
+  if (!place.distributed()) {
+    if (o.backend == "nccl" || o.backend == "gloo") (void)resolve_backend(o.backend);
+    ctx = single_process_context();
+    ctx->local_rank = place.local_rank;
+  } else {
+    DdpOptions d;
+    d.comm.backend = o.backend;
+    d.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+    d.reducer.bucket_cap_mb = o.bucket_cap_mb;
+    d.reducer.first_bucket_mb = o.first_bucket_mb;
+    d.reducer.compression = o.grad_compression;
+    d.sync_bn = o.sync_bn;
+    ctx = std::make_shared<DdpContext>(place, d);
+  }
+  if (o.say_hello) {
+    std::printf("Hello from local_rank %d, global_rank %d\n", place.local_rank, place.rank);
+    std::fflush(stdout);
+  }
+  return ctx;
+}
+
+}  // namespace gpulab::train::dist
