@@ -1,0 +1,282 @@
+// Atomic, checksummed training checkpoints and their discovery for --resume.
+#include "train/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "core/files.h"
+#include "core/strings.h"
+
+namespace gpulab::train {
+
+std::string checksum_hex(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+namespace {
+
+const std::regex kName(R"(ckpt-e(\d+)-s(\d+)\.pt)");
+
+std::string file_name(int64_t epoch, int64_t step) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ckpt-e%04lld-s%08lld.pt", static_cast<long long>(epoch),
+                static_cast<long long>(step));
+  return buf;
+}
+
+// Test hook: GPULAB_TEST_CHECKPOINT_PAUSE="<epoch>:<ms>" sleeps halfway through writing the
+// checkpoint of that epoch, so a test can SIGKILL the process mid-write.
+void maybe_pause(int64_t epoch) {
+  const char* env = std::getenv("GPULAB_TEST_CHECKPOINT_PAUSE");
+  if (!env) return;
+  auto parts = split(env, ':');
+  if (parts.size() != 2 || std::stoll(parts[0]) != epoch) return;
+  std::cerr << "checkpoint: test hook pausing mid-write" << std::endl;
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::stoll(parts[1])));
+}
+
+void throw_io(const std::string& what, const fs::path& p) {
+  throw Exception(Code::kInternal, what + " " + p.string() + ": " + std::strerror(errno),
+                  "check free disk space and permissions of the output folder");
+}
+
+// The same discipline as core's write_file_atomic (temp, fsync, rename, fsync folder), with a
+// pause point in the middle for the kill test.
+void write_atomic_with_hook(const fs::path& path, std::string_view data, int64_t epoch) {
+  const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_io("cannot create", tmp);
+  auto write_range = [&](size_t from, size_t to) {
+    while (from < to) {
+      ssize_t n = ::write(fd, data.data() + from, to - from);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fd);
+        throw_io("cannot write", tmp);
+      }
+      from += static_cast<size_t>(n);
+    }
+  };
+  write_range(0, data.size() / 2);
+  maybe_pause(epoch);
+  write_range(data.size() / 2, data.size());
+  if (::fsync(fd) != 0 || ::close(fd) != 0) throw_io("cannot sync", tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_io("cannot rename", tmp);
+  int dfd = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::string serialize_state(const TrainState& s, torch::nn::Module& model,
+                            const torch::optim::Optimizer& opt) {
+  torch::serialize::OutputArchive root, model_ar, opt_ar;
+  model.save(model_ar);
+  opt.save(opt_ar);
+  root.write("model", model_ar);
+  root.write("optimizer", opt_ar);
+  root.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  if (torch::cuda::is_available()) {
+    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
+      auto gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, i));
+      root.write("rng_cuda_" + std::to_string(i), gen.get_state());
+    }
+  }
+  Json meta = {{"format", "gpulab-checkpoint-1"},
+               {"epoch", s.epoch},
+               {"step", s.step},
+               {"seed", s.seed},
+               {"world_size", s.world_size},
+               {"data_order", {{"sampler", "shuffle"}, {"seed_of_epoch", "seed + epoch"}}},
+               {"scaler",
+                {{"scale", s.scaler.scale},
+                 {"good_steps", s.scaler.good_steps},
+                 {"skipped", s.scaler.skipped}}},
+               {"history", s.history},
+               {"options", s.options}};
+  root.write("meta", c10::IValue(meta.dump()));
+  std::ostringstream out;
+  root.save_to(out);
+  return std::move(out).str();
+}
+
+// libtorch's messages carry a C++ backtrace after the first line; a user needs only that line.
+std::string first_line(const char* what) {
+  std::string s(what);
+  return s.substr(0, s.find('\n'));
+}
+
+std::optional<CheckpointInfo> parse_manifest(const fs::path& manifest) {
+  auto text = read_file(manifest);
+  if (!text) return std::nullopt;
+  auto j = parse_json(*text, manifest.string());
+  if (!j || !j->is_object() || !j->contains("file") || !j->contains("checksum"))
+    return std::nullopt;
+  CheckpointInfo info;
+  info.manifest = manifest;
+  info.file = manifest.parent_path() / (*j)["file"].get<std::string>();
+  info.epoch = j->value("epoch", int64_t{0});
+  info.step = j->value("step", int64_t{0});
+  return info;
+}
+
+// Reads the checkpoint bytes and checks them against the manifest.
+Result<std::string> read_verified(const CheckpointInfo& ckpt) {
+  auto mtext = read_file(ckpt.manifest);
+  if (!mtext) return mtext.error();
+  auto m = parse_json(*mtext, ckpt.manifest.string());
+  if (!m) return m.error();
+  auto data = read_file(ckpt.file);
+  if (!data) return data.error();
+  if (static_cast<int64_t>(data->size()) != m->value("bytes", int64_t{-1}) ||
+      checksum_hex(*data) != m->value("checksum", std::string{}))
+    return Error{Code::kDataError,
+                 "checkpoint " + ckpt.file.string() + " does not match its manifest",
+                 "it is damaged; resume from an older one or start afresh"};
+  return data;
+}
+
+}  // namespace
+
+CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& s, torch::nn::Module& model,
+                               const torch::optim::Optimizer& opt, int keep) {
+  fs::create_directories(dir);
+  const std::string bytes = serialize_state(s, model, opt);
+  CheckpointInfo info;
+  info.epoch = s.epoch;
+  info.step = s.step;
+  info.file = dir / file_name(s.epoch, s.step);
+  info.manifest = fs::path(info.file).replace_extension(".json");
+  // An older manifest under this name would vouch for the new bytes before they are complete.
+  std::error_code ec;
+  fs::remove(info.manifest, ec);
+  write_atomic_with_hook(info.file, bytes, s.epoch);
+  Json manifest = {{"file", info.file.filename().string()},
+                   {"bytes", bytes.size()},
+                   {"checksum", checksum_hex(bytes)},
+                   {"checksum_algorithm", "fnv1a64"},
+                   {"epoch", s.epoch},
+                   {"step", s.step}};
+  if (auto st = write_file_atomic(info.manifest, manifest.dump(2) + "\n"); !st)
+    throw Exception(st.error());
+
+  // Retention: keep the newest `keep` complete ones; drop stale temporaries and orphans.
+  auto all = list_checkpoints(dir);
+  for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) {
+    fs::remove(all[i].manifest, ec);  // manifest first: the checkpoint stops counting at once
+    fs::remove(all[i].file, ec);
+  }
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool tmp = name.find(".tmp-") != std::string::npos;
+    const bool orphan =
+        std::regex_match(name, kName) && !fs::exists(fs::path(e.path()).replace_extension(".json"));
+    if (tmp || orphan) fs::remove(e.path(), ec);
+  }
+  return info;
+}
+
+std::vector<CheckpointInfo> list_checkpoints(const fs::path& dir) {
+  std::vector<CheckpointInfo> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".json") continue;
+    auto info = parse_manifest(e.path());
+    if (info && fs::exists(info->file)) out.push_back(*info);
+  }
+  std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
+    return std::tie(a.epoch, a.step) > std::tie(b.epoch, b.step);
+  });
+  return out;
+}
+
+std::optional<CheckpointInfo> find_resumable(const fs::path& dir) {
+  for (const auto& c : list_checkpoints(dir)) {
+    if (read_verified(c)) return c;
+    std::cerr << "warning: skipping damaged checkpoint " << c.file.string() << "\n";
+  }
+  return std::nullopt;
+}
+
+Result<CheckpointInfo> checkpoint_at(const fs::path& file) {
+  const fs::path manifest = fs::path(file).replace_extension(".json");
+  if (!fs::exists(file))
+    return Error{Code::kNotFound, "no checkpoint at " + file.string(),
+                 "pass --resume auto to pick the newest complete one in the output folder"};
+  auto info = parse_manifest(manifest);
+  if (!info)
+    return Error{Code::kDataError, "checkpoint " + file.string() + " has no valid manifest",
+                 "it was not completely written; use an older checkpoint"};
+  return *info;
+}
+
+Result<TrainState> load_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                   torch::optim::Optimizer& opt) {
+  auto bytes = read_verified(ckpt);
+  if (!bytes) return bytes.error();
+  TrainState s;
+  try {
+    torch::serialize::InputArchive root, model_ar, opt_ar;
+    root.load_from(bytes->data(), bytes->size());
+    c10::IValue meta_v;
+    root.read("meta", meta_v);
+    auto meta = parse_json(meta_v.toStringRef(), "checkpoint meta").value_or_throw();
+    root.read("model", model_ar);
+    root.read("optimizer", opt_ar);
+    model.load(model_ar);
+    opt.load(opt_ar);
+    torch::Tensor rng;
+    root.read("rng_cpu", rng);
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    {
+      std::lock_guard<std::mutex> lock(cpu.mutex());
+      cpu.set_state(rng);
+    }
+    if (torch::cuda::is_available()) {
+      for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
+        torch::Tensor t;
+        if (!root.try_read("rng_cuda_" + std::to_string(i), t)) continue;
+        auto gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, i));
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(t);
+      }
+    }
+    s.epoch = meta.at("epoch").get<int64_t>();
+    s.step = meta.at("step").get<int64_t>();
+    s.seed = meta.at("seed").get<int64_t>();
+    s.world_size = meta.value("world_size", int64_t{1});
+    const auto& sc = meta.at("scaler");
+    s.scaler = {sc.at("scale").get<double>(), sc.at("good_steps").get<int64_t>(),
+                sc.at("skipped").get<int64_t>()};
+    s.history = meta.value("history", Json::array());
+    s.options = meta.value("options", Json::object());
+  } catch (const Exception& e) {
+    return e.error();
+  } catch (const std::exception& e) {
+    return Error{Code::kDataError,
+                 "cannot load checkpoint " + ckpt.file.string() + ": " + first_line(e.what()),
+                 "it was written for a different model or optimizer; check --model/--optimizer"};
+  }
+  return s;
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,65 @@
+// Training checkpoints: model, optimizer, schedule position, loss scaler, epoch and step, RNG
+// states, data order and the metric history, in one file written atomically (temp file, fsync,
+// rename), followed by a manifest with its size and checksum. Only a checkpoint whose manifest
+// exists and matches counts, so a kill at any moment never leaves one that resume would load.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/result.h"
+#include "train/optim/loss_scaler.h"
+
+namespace gpulab::train {
+
+namespace fs = std::filesystem;
+
+// Everything besides tensors that a resumed run needs to continue exactly.
+struct TrainState {
+  int64_t epoch = 0;  // epochs completed
+  int64_t step = 0;   // optimizer steps completed
+  int64_t seed = 0;   // base seed; epoch e shuffles with seed + e (the data order)
+  int64_t world_size = 1;
+  LossScaler::State scaler{1.0, 0, 0};
+  Json history = Json::array();   // per-epoch metric records so far
+  Json options = Json::object();  // the run's options, for the record
+};
+
+struct CheckpointInfo {
+  fs::path file;      // ckpt-eNNNN-sNNNNNNNN.pt
+  fs::path manifest;  // same name, .json
+  int64_t epoch = 0;
+  int64_t step = 0;
+};
+
+// Writes a checkpoint into `dir` (created if needed) and then deletes complete checkpoints
+// beyond the newest `keep`, plus leftovers of interrupted writes. Throws on I/O failure.
+CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& state,
+                               torch::nn::Module& model, const torch::optim::Optimizer& opt,
+                               int keep);
+
+// Complete checkpoints in `dir` (manifest present and well-formed), newest first. Checksums are
+// checked by load_checkpoint, which skips to the next on mismatch via find_resumable.
+std::vector<CheckpointInfo> list_checkpoints(const fs::path& dir);
+
+// The newest checkpoint in `dir` whose bytes match its manifest; nullopt if none.
+std::optional<CheckpointInfo> find_resumable(const fs::path& dir);
+
+// A checkpoint file given by path: its manifest must sit next to it and match.
+Result<CheckpointInfo> checkpoint_at(const fs::path& file);
+
+// Restores model, optimizer and RNG states; returns the rest. Fails (kDataError) on a checksum
+// mismatch or unreadable file, changing nothing in that case.
+Result<TrainState> load_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                   torch::optim::Optimizer& opt);
+
+// FNV-1a 64-bit, as hex; what manifests record.
+std::string checksum_hex(std::string_view bytes);
+
+}  // namespace gpulab::train

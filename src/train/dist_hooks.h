@@ -1,0 +1,67 @@
+// The distributed context the training loop talks to: rank and world size, the gradient
+// all-reduce around backward and the optimizer step, metric all-reduce, barrier, broadcast.
+// The default is one process (every hook a no-op); src/train/dist/ plugs in DDP (Gloo/NCCL).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "train/data/sampler.h"
+
+namespace gpulab::train {
+
+class DistContext {
+ public:
+  virtual ~DistContext() = default;
+
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;        // index on this host: picks the GPU and the thread share
+  int local_world_size = 1;  // ranks on this host
+
+  bool is_main() const { return rank == 0; }
+
+  // Once, after the model is on its device and before the optimizer exists: make every rank
+  // start from rank 0's parameters and buffers, and install gradient hooks if any.
+  virtual void prepare_model(torch::nn::Module& model) {}
+
+  // Before each backward pass. `sync` is false on gradient-accumulation micro-steps, where DDP
+  // skips communication (PyTorch's no_sync()).
+  virtual void before_backward(torch::nn::Module& model, bool sync) {}
+
+  // After each backward pass whose `sync` was true: gradients must hold the mean over ranks when
+  // this returns (DDP waits for its bucketed all-reduces here, or reduces them now).
+  virtual void after_backward(torch::nn::Module& model) {}
+
+  // Sums a tensor over ranks in place (metric sums: loss, correct, total).
+  virtual void all_reduce_sum(torch::Tensor& t) {}
+
+  // Copies `t` from rank `root` to all ranks (used for RNG state, resume decisions).
+  virtual void broadcast(torch::Tensor& t, int root) {}
+
+  virtual void barrier() {}
+
+  // Which samples this rank visits. Training: a shuffled order (seed + epoch); DDP gives each
+  // rank its shard. Evaluation: every sample exactly once over all ranks, without padding, so
+  // all-reduced sums give the single-process accuracy.
+  virtual std::shared_ptr<Sampler> train_sampler(int64_t size, uint64_t seed) {
+    return std::make_shared<RandomSampler>(size, seed);
+  }
+  virtual std::shared_ptr<Sampler> eval_sampler(int64_t size) {
+    return std::make_shared<SequentialSampler>(size);
+  }
+
+  // A human-readable name for the header line ("gloo", "nccl"; "none" for one process).
+  virtual std::string backend() const { return "none"; }
+};
+
+using DistContextPtr = std::shared_ptr<DistContext>;
+
+// The single-process context.
+inline DistContextPtr single_process_context() {
+  return std::make_shared<DistContext>();
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,77 @@
+// Epoch records, their console lines and the JSONL metrics log.
+#include "train/metrics.h"
+
+#include <fmt/format.h>
+
+namespace gpulab::train {
+
+Json EpochRecord::to_json() const {
+  Json j = {{"type", "epoch"},
+            {"epoch", epoch},
+            {"num_epochs", num_epochs},
+            {"step", step},
+            {"time_s", time_s},
+            {"data_time_s", data_time_s},
+            {"train_loss", train_loss},
+            {"train_acc", train_acc},
+            {"train_images", train_images},
+            {"images_per_s", images_per_s},
+            {"lr", lr},
+            {"skipped_steps", skipped_steps}};
+  if (test_top1) {
+    j["test_loss"] = *test_loss;
+    j["test_top1"] = *test_top1;
+    j["test_top5"] = *test_top5;
+    j["test_images"] = test_images;
+  }
+  return j;
+}
+
+EpochRecord EpochRecord::from_json(const Json& j) {
+  EpochRecord r;
+  r.epoch = j.value("epoch", int64_t{0});
+  r.num_epochs = j.value("num_epochs", int64_t{0});
+  r.step = j.value("step", int64_t{0});
+  r.time_s = j.value("time_s", 0.0);
+  r.data_time_s = j.value("data_time_s", 0.0);
+  r.train_loss = j.value("train_loss", 0.0);
+  r.train_acc = j.value("train_acc", 0.0);
+  r.train_images = j.value("train_images", int64_t{0});
+  r.images_per_s = j.value("images_per_s", 0.0);
+  r.lr = j.value("lr", 0.0);
+  r.skipped_steps = j.value("skipped_steps", int64_t{0});
+  if (j.contains("test_top1")) {
+    r.test_loss = j.value("test_loss", 0.0);
+    r.test_top1 = j.value("test_top1", 0.0);
+    r.test_top5 = j.value("test_top5", 0.0);
+    r.test_images = j.value("test_images", int64_t{0});
+  }
+  return r;
+}
+
+std::string EpochRecord::line() const {
+  return fmt::format(
+      "Epoch {}/{}: time={:.2f}s || loss={:.4f} || acc={:.4f} || {:.1f} img/s || lr={:.6g}", epoch,
+      num_epochs, time_s, train_loss, train_acc, images_per_s, lr);
+}
+
+std::string EpochRecord::test_line() const {
+  if (!test_top1) return {};
+  return fmt::format("Test accuracy: {:.4f} (top-5 {:.4f}, loss {:.4f}, {} images)", *test_top1,
+                     *test_top5, *test_loss, test_images);
+}
+
+MetricsLog::MetricsLog(const std::filesystem::path& dir, const Json& history,
+                       const Json& run_info) {
+  std::filesystem::create_directories(dir);
+  out_.open(dir / "metrics.jsonl", std::ios::trunc);
+  append(run_info);
+  for (const auto& r : history) append(r);
+}
+
+void MetricsLog::append(const Json& record) {
+  out_ << record.dump() << '\n';
+  out_.flush();  // a reader (tail -f, a dashboard) sees each epoch as it ends
+}
+
+}  // namespace gpulab::train

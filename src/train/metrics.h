@@ -1,0 +1,48 @@
+// Per-epoch metrics: the record the loop fills, its printed line, and the JSONL log in the run
+// folder (one JSON object per line, rewritten from history on resume so it never duplicates).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "core/json.h"
+
+namespace gpulab::train {
+
+struct EpochRecord {
+  int64_t epoch = 0;  // 1-based
+  int64_t num_epochs = 0;
+  int64_t step = 0;  // optimizer steps completed at the end of the epoch
+  double time_s = 0;
+  double data_time_s = 0;  // waiting for batches
+  double train_loss = 0;
+  double train_acc = 0;
+  int64_t train_images = 0;
+  double images_per_s = 0;
+  double lr = 0;  // at the end of the epoch
+  std::optional<double> test_loss, test_top1, test_top5;
+  int64_t test_images = 0;
+  int64_t skipped_steps = 0;  // fp16 overflow steps
+
+  Json to_json() const;
+  static EpochRecord from_json(const Json& j);
+  // "Epoch 3/10: time=41.24s || loss=2.8204 || acc=0.5177 || 1234.5 img/s || lr=0.0500"
+  std::string line() const;
+  // "Test accuracy: top1=0.9012 top5=0.9987 (loss 0.2731, 10000 images)"
+  std::string test_line() const;
+};
+
+class MetricsLog {
+ public:
+  // Opens <dir>/metrics.jsonl, replacing it with `history` (records already done).
+  MetricsLog(const std::filesystem::path& dir, const Json& history, const Json& run_info);
+  void append(const Json& record);
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace gpulab::train

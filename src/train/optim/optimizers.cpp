@@ -1,0 +1,74 @@
+// Optimizer construction with decay / no-decay parameter groups.
+#include "train/optim/optimizers.h"
+
+#include "core/error.h"
+
+namespace gpulab::train {
+
+OptimizerSpec optimizer_spec(const TrainOptions& opts) {
+  OptimizerSpec s;
+  s.name = opts.optimizer;
+  s.lr = opts.learning_rate;
+  s.weight_decay = opts.weight_decay;
+  s.momentum = opts.momentum;
+  s.nesterov = opts.nesterov;
+  return s;
+}
+
+namespace {
+
+// Makes options of type O for one group; `decay` says whether it keeps the weight decay.
+template <typename O>
+std::unique_ptr<O> group_options(const O& base, bool decay) {
+  auto o = std::make_unique<O>(base);
+  if (!decay) o->weight_decay(0);
+  return o;
+}
+
+template <typename Opt, typename O>
+std::unique_ptr<torch::optim::Optimizer> build(const O& base, std::vector<torch::Tensor> decay,
+                                               std::vector<torch::Tensor> no_decay) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::move(decay), group_options(base, true));
+  groups.emplace_back(std::move(no_decay), group_options(base, false));
+  return std::make_unique<Opt>(std::move(groups), base);
+}
+
+}  // namespace
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
+                                                        torch::nn::Module& model) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : model.parameters()) {
+    if (!p.requires_grad()) continue;
+    (p.dim() <= 1 ? no_decay : decay).push_back(p);
+  }
+  namespace o = torch::optim;
+  if (s.name == "sgd") {
+    auto base = o::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay);
+    base.nesterov(s.nesterov && s.momentum > 0);
+    return build<o::SGD>(base, std::move(decay), std::move(no_decay));
+  }
+  if (s.name == "adam")
+    return build<o::Adam>(o::AdamOptions(s.lr).weight_decay(s.weight_decay), std::move(decay),
+                          std::move(no_decay));
+  if (s.name == "adamw")
+    return build<o::AdamW>(o::AdamWOptions(s.lr).weight_decay(s.weight_decay), std::move(decay),
+                           std::move(no_decay));
+  if (s.name == "rmsprop")
+    return build<o::RMSprop>(
+        o::RMSpropOptions(s.lr).weight_decay(s.weight_decay).momentum(s.momentum), std::move(decay),
+        std::move(no_decay));
+  throw Exception(Code::kInvalidArgument, "unknown optimizer '" + s.name + "'",
+                  "valid values: sgd, adam, adamw, rmsprop");
+}
+
+void set_learning_rate(torch::optim::Optimizer& opt, double lr) {
+  for (auto& g : opt.param_groups()) g.options().set_lr(lr);
+}
+
+double learning_rate(const torch::optim::Optimizer& opt) {
+  return opt.param_groups().empty() ? 0.0 : opt.param_groups().front().options().get_lr();
+}
+
+}  // namespace gpulab::train

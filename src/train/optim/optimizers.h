@@ -1,0 +1,33 @@
+// Builds the optimizer named by --optimizer with two parameter groups: weights that decay, and
+// norms and biases (parameters with dim <= 1) with weight_decay 0, as common recipes do.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "train/train_options.h"
+
+namespace gpulab::train {
+
+struct OptimizerSpec {
+  std::string name = "sgd";  // sgd | adam | adamw | rmsprop
+  double lr = 0.001;
+  double weight_decay = 0;
+  double momentum = 0.9;  // sgd, rmsprop
+  bool nesterov = false;  // sgd
+};
+
+OptimizerSpec optimizer_spec(const TrainOptions& opts);
+
+// Group 0 holds parameters with dim >= 2 (decay), group 1 those with dim <= 1 (no decay).
+// Parameters that do not require gradients are left out.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& spec,
+                                                        torch::nn::Module& model);
+
+// Sets the learning rate of every group.
+void set_learning_rate(torch::optim::Optimizer& opt, double lr);
+double learning_rate(const torch::optim::Optimizer& opt);
+
+}  // namespace gpulab::train

@@ -1,0 +1,66 @@
+// Autocast and TF32 switches for --precision.
+#include "train/precision.h"
+
+#include <ATen/autocast_mode.h>
+
+#include "core/error.h"
+
+namespace gpulab::train {
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "tf32") return Precision::kTf32;
+  if (name == "bf16") return Precision::kBf16;
+  if (name == "fp16") return Precision::kFp16;
+  throw Exception(Code::kInvalidArgument, "unknown precision '" + name + "'",
+                  "valid values: fp32, tf32, bf16, fp16");
+}
+
+std::string configure_precision(Precision p, const torch::Device& device) {
+  const bool tf32 = p == Precision::kTf32;
+  if (device.is_cuda()) {
+    // TF32 matmuls and convolutions on Ampere and newer; plain fp32 otherwise.
+    at::globalContext().setAllowTF32CuBLAS(tf32);
+    at::globalContext().setAllowTF32CuDNN(tf32);
+    return {};
+  }
+  if (tf32) return "note: --precision tf32 has no effect on the CPU; training runs in fp32";
+  if (p == Precision::kFp16)
+    throw Exception(Code::kInvalidArgument, "--precision fp16 is not supported on the CPU",
+                    "use --precision bf16 on the CPU");
+  return {};
+}
+
+AutocastGuard::AutocastGuard(Precision p, const torch::Device& device) {
+  if (p != Precision::kBf16 && p != Precision::kFp16) return;
+  active_ = true;
+  cuda_ = device.is_cuda();
+  const at::ScalarType dtype = p == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
+  if (cuda_) {
+    prev_enabled_ = at::autocast::is_enabled();
+    prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(true);
+  } else {
+    prev_enabled_ = at::autocast::is_cpu_enabled();
+    prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(true);
+  }
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  // The cast cache lives as long as the outermost autocast region (as in torch.autocast).
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  if (cuda_) {
+    at::autocast::set_enabled(prev_enabled_);
+    at::autocast::set_autocast_gpu_dtype(prev_dtype_);
+  } else {
+    at::autocast::set_cpu_enabled(prev_enabled_);
+    at::autocast::set_autocast_cpu_dtype(prev_dtype_);
+  }
+}
+
+}  // namespace gpulab::train

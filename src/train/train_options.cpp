@@ -1,0 +1,162 @@
+// Validation of `gpulab train` options and the seed's example command lines.
+#include "train/train_options.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "core/strings.h"
+
+namespace gpulab::train {
+
+const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> names = {"sgd", "adam", "adamw", "rmsprop"};
+  return names;
+}
+const std::vector<std::string>& schedule_names() {
+  static const std::vector<std::string> names = {"none", "step", "cosine"};
+  return names;
+}
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> names = {"fp32", "tf32", "bf16", "fp16"};
+  return names;
+}
+const std::vector<std::string>& normalize_names() {
+  static const std::vector<std::string> names = {"imagenet", "neg_one_one", "zero_one"};
+  return names;
+}
+
+std::string effective_output_dir(const TrainOptions& opts) {
+  if (!opts.output_dir.empty()) return opts.output_dir;
+  return "runs/" + opts.model + "-" + opts.dataset;
+}
+
+namespace {
+
+Status bad(std::string message, std::string hint = {}) {
+  return Error{Code::kInvalidArgument, std::move(message), std::move(hint)};
+}
+
+Status one_of(const std::string& flag, const std::string& value,
+              const std::vector<std::string>& valid) {
+  if (std::find(valid.begin(), valid.end(), value) != valid.end()) return ok_status();
+  return bad("--" + flag + " '" + value + "' is not valid", "valid values: " + join(valid, ", "));
+}
+
+// "auto", "cpu", "cuda" or "cuda:N".
+bool valid_device(const std::string& d) {
+  if (d == "auto" || d == "cpu" || d == "cuda") return true;
+  if (!starts_with(d, "cuda:") || d.size() == 5) return false;
+  return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+Status validate(const TrainOptions& o) {
+  for (auto [flag, value, valid] : {std::tuple{"optimizer", &o.optimizer, &optimizer_names()},
+                                    std::tuple{"lr_schedule", &o.lr_schedule, &schedule_names()},
+                                    std::tuple{"precision", &o.precision, &precision_names()},
+                                    std::tuple{"normalize", &o.normalize, &normalize_names()}}) {
+    if (auto s = one_of(flag, *value, *valid); !s) return s;
+  }
+  if (!valid_device(o.device))
+    return bad("--device '" + o.device + "' is not valid", "valid values: auto, cpu, cuda, cuda:N");
+  if (!(o.learning_rate > 0)) return bad("--learning_rate must be > 0");
+  if (o.weight_decay < 0) return bad("--weight_decay must be >= 0");
+  if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
+  if (o.nesterov && o.optimizer == "sgd" && o.momentum == 0)
+    return bad("--nesterov needs --momentum > 0");
+  if (o.label_smoothing < 0 || o.label_smoothing >= 1)
+    return bad("--label_smoothing must be in [0, 1)");
+  if (o.clip_grad < 0) return bad("--clip_grad must be >= 0 (0 turns clipping off)");
+  if (o.grad_accum < 1) return bad("--grad_accum must be >= 1");
+  if (o.batch_size < 1) return bad("--batch_size must be >= 1");
+  if (o.num_epochs < 1) return bad("--num_epochs must be >= 1");
+  if (o.log_every < 1) return bad("--log_every must be >= 1");
+  if (o.warmup_epochs < 0) return bad("--warmup_epochs must be >= 0");
+  if (o.step_size < 1) return bad("--step_size must be >= 1");
+  if (!(o.gamma > 0) || o.gamma > 1) return bad("--gamma must be in (0, 1]");
+  if (o.input_size < 8 || o.input_size > 4096) return bad("--input_size must be in [8, 4096]");
+  if (o.subset < 0 || o.limit_train_batches < 0 || o.limit_eval_batches < 0 || o.max_steps < 0)
+    return bad("--subset, --limit_*_batches and --max_steps must be >= 0");
+  if (o.keep_checkpoints < 1) return bad("--keep_checkpoints must be >= 1");
+  if (o.threads < 0) return bad("--threads must be >= 0");
+
+  // Precision depends on the device: libtorch's CPU autocast knows bf16 only.
+  const bool cpu = o.device == "cpu" || (o.device == "auto" && !torch::cuda::is_available());
+  if (o.precision == "fp16" && cpu)
+    return bad(
+        "--precision fp16 is not supported on the CPU (libtorch's CPU autocast runs bf16 only)",
+        "use --precision bf16 on the CPU, or fp16 on a CUDA/ROCm device");
+  if (!cpu && !torch::cuda::is_available())
+    return bad("--device " + o.device + " asked for, but this libtorch sees no CUDA/ROCm device",
+               "use --device cpu or --device auto");
+  return ok_status();
+}
+
+Json options_to_json(const TrainOptions& o) {
+  return Json{{"model", o.model},
+              {"dataset", o.dataset},
+              {"data_dir", o.data_dir},
+              {"output_dir", effective_output_dir(o)},
+              {"input_size", o.input_size},
+              {"normalize", o.normalize},
+              {"augment", o.augment},
+              {"optimizer", o.optimizer},
+              {"learning_rate", o.learning_rate},
+              {"weight_decay", o.weight_decay},
+              {"momentum", o.momentum},
+              {"nesterov", o.nesterov},
+              {"lr_schedule", o.lr_schedule},
+              {"warmup_epochs", o.warmup_epochs},
+              {"step_size", o.step_size},
+              {"gamma", o.gamma},
+              {"label_smoothing", o.label_smoothing},
+              {"clip_grad", o.clip_grad},
+              {"grad_accum", o.grad_accum},
+              {"batch_size", o.batch_size},
+              {"batch_size_scaled", o.batch_size_scaled},
+              {"num_epochs", o.num_epochs},
+              {"log_every", o.log_every},
+              {"precision", o.precision},
+              {"channels_last", o.channels_last},
+              {"seed", o.seed},
+              {"deterministic", o.deterministic},
+              {"device", o.device},
+              {"subset", o.subset},
+              {"limit_train_batches", o.limit_train_batches},
+              {"limit_eval_batches", o.limit_eval_batches},
+              {"max_steps", o.max_steps}};
+}
+
+std::string script_options_text() {
+  // The seed's examples, plus the Fashion-MNIST run that works on any machine.
+  return R"(Training script options (examples):
+
+Quick testing:
+  --model resnet18 --learning_rate 0.001 --optimizer sgd --batch_size 256 --num_epochs 10
+
+Best performance:
+  --model resnet101 --learning_rate 0.002 --optimizer sgd --batch_size 1024 --num_epochs 100 --normalize neg_one_one
+
+Scaled batch size (global batch stays the same on any number of GPUs):
+  --model resnet101 --learning_rate 0.002 --optimizer sgd --batch_size 1024 --batch_size_scaled --num_epochs 100
+
+Large models:
+  --model efficientnet_b0 --learning_rate 0.001 --optimizer adamw --batch_size 256 --weight_decay 1e-5
+
+Vision transformers:
+  --model vit_base_patch16_224 --learning_rate 0.0001 --optimizer adamw --batch_size 128 --weight_decay 0.05
+
+CIFAR-10:
+  --model resnet18 --learning_rate 0.001 --optimizer sgd --dataset cifar10 --batch_size 256 --num_epochs 20
+
+Fashion-MNIST on a CPU (data set found automatically; >= 90% test accuracy in 3 epochs):
+  --model resnet18 --dataset fashion-mnist --input_size 32 --learning_rate 0.1 --optimizer sgd --nesterov --lr_schedule cosine --warmup_epochs 0.3 --batch_size 128 --num_epochs 3 --channels_last
+
+Mixed precision, gradient accumulation, clipping, resume:
+  --precision bf16 --grad_accum 4 --clip_grad 1.0 --resume auto
+)";
+}
+
+}  // namespace gpulab::train

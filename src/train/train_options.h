@@ -1,0 +1,89 @@
+// The options of `gpulab train` in one struct (the seed's ddp-training.py flags plus gpulab's),
+// the lists of valid values, and the cross-field validation that runs before any work starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/result.h"
+
+namespace gpulab::train {
+
+struct TrainOptions {
+  // What to train, on what. Flag names and defaults follow the seed's ddp-training.py.
+  std::string model = "resnet18";
+  std::string dataset = "cifar100";
+  std::string data_dir = "data";
+  std::string output_dir;  // empty: runs/<model>-<dataset>
+  int64_t input_size = 224;
+  std::string normalize = "imagenet";
+  bool augment = false;  // random crop + flip (off by default: short runs converge faster)
+
+  // Optimization.
+  std::string optimizer = "sgd";
+  double learning_rate = 0.001;
+  double weight_decay = 1e-4;
+  double momentum = 0.9;
+  bool nesterov = false;
+  std::string lr_schedule = "none";
+  double warmup_epochs = 0;
+  int64_t step_size = 30;  // epochs between decays for --lr_schedule step
+  double gamma = 0.1;      // decay factor for --lr_schedule step
+  double label_smoothing = 0;
+  double clip_grad = 0;  // max global gradient norm; 0 = off
+  int64_t grad_accum = 1;
+
+  // Batches and epochs. With batch_size_scaled, batch_size is the global batch (split by ranks).
+  int64_t batch_size = 128;
+  bool batch_size_scaled = false;
+  int64_t num_epochs = 10;
+  int64_t log_every = 1;  // evaluate on the test set every N epochs (and after the last)
+
+  // Execution.
+  std::string precision = "fp32";
+  bool channels_last = false;
+  int64_t seed = 0;
+  bool deterministic = false;
+  std::string device = "auto";
+  int64_t num_workers = -1;  // -1: auto
+  int64_t threads = 0;       // intra-op threads; 0: all cores (split between local ranks)
+
+  // Checkpoints and outputs.
+  std::string resume;  // "", "auto" or a checkpoint path
+  int64_t keep_checkpoints = 2;
+  bool no_checkpoints = false;
+  bool no_report = false;
+
+  // Small runs for tests and demos.
+  int64_t subset = 0;               // use only the first N training and N test images
+  int64_t limit_train_batches = 0;  // stop each epoch after N batches
+  int64_t limit_eval_batches = 0;
+  int64_t max_steps = 0;  // stop the run after N optimizer steps (0: no limit); no checkpoint
+
+  // Print-and-exit modes of the seed.
+  bool show_recommendations = false;
+  bool script_options = false;
+};
+
+// Valid values of the enumerated flags (printed in error messages and --help).
+const std::vector<std::string>& optimizer_names();
+const std::vector<std::string>& schedule_names();
+const std::vector<std::string>& precision_names();
+const std::vector<std::string>& normalize_names();
+
+// The run folder: output_dir, or runs/<model>-<dataset> when none was given.
+std::string effective_output_dir(const TrainOptions& opts);
+
+// The options as JSON (recorded in checkpoints and the metrics log).
+Json options_to_json(const TrainOptions& opts);
+
+// Checks values and combinations that flags alone cannot (ranges, enum values, precision on a
+// device). Fails with kInvalidArgument and a hint that lists the valid values.
+Status validate(const TrainOptions& opts);
+
+// The seed's --script_options text: example command lines for common jobs.
+std::string script_options_text();
+
+}  // namespace gpulab::train

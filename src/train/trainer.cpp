@@ -1,0 +1,425 @@
+// The training loop, as named steps: set up, resume, then per epoch train, evaluate, log and
+// checkpoint; at the end export weights and the report.
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+#include <thread>
+
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/models/registry.h"
+#include "train/optim/optimizers.h"
+#include "train/progress.h"
+#include "train/report.h"
+#include "train/weights_export.h"
+
+namespace gpulab::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+int configure_threads(int requested, int local_world_size) {
+  int n = requested;
+  if (n <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    n = std::max(1, cores / std::max(1, local_world_size));
+  }
+  // libtorch reports 1 thread on some machines unless told; say it explicitly.
+  at::set_num_threads(n);
+  return n;
+}
+
+torch::Device resolve_device(const std::string& name, int local_rank) {
+  if (name == "cpu") return torch::kCPU;
+  if (name == "auto" && !torch::cuda::is_available()) return torch::kCPU;
+  if (name == "auto" || name == "cuda") {
+    const int n = static_cast<int>(torch::cuda::device_count());
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(n > 0 ? local_rank % n : 0));
+  }
+  return torch::Device(name);  // "cuda:N", validated earlier
+}
+
+Trainer::Trainer(TrainOptions opts, DistContextPtr dist)
+    : opts_(std::move(opts)), dist_(std::move(dist)), out_dir_(effective_output_dir(opts_)) {}
+
+Trainer::~Trainer() = default;
+
+void Trainer::say(const std::string& line) const {
+  if (!dist_->is_main()) return;
+  std::cout << line << std::endl;
+}
+
+// Step 1: threads, device, seeds, determinism, precision.
+void Trainer::setup_runtime() {
+  if (auto st = validate(opts_); !st) throw Exception(st.error());
+  threads_ = configure_threads(static_cast<int>(opts_.threads), dist_->local_world_size);
+  device_ = resolve_device(opts_.device, dist_->local_rank);
+  torch::manual_seed(static_cast<uint64_t>(opts_.seed));
+  if (opts_.deterministic) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+  } else if (device_.is_cuda()) {
+    at::globalContext().setBenchmarkCuDNN(true);
+  }
+  precision_ = parse_precision(opts_.precision);
+  precision_note_ = configure_precision(precision_, device_);
+  scaler_ = std::make_unique<LossScaler>(needs_loss_scaler(precision_));
+}
+
+// Step 2: data sets, samplers and loaders (the sampler comes from the distributed context).
+void Trainer::setup_data() {
+  DatasetOptions dopts;
+  dopts.image_size = opts_.input_size;
+  dopts.seed = static_cast<uint64_t>(opts_.seed);
+  train_set_ = open_dataset(opts_.dataset, opts_.data_dir, Split::kTrain, dopts);
+  test_set_ = open_dataset(opts_.dataset, opts_.data_dir, Split::kTest, dopts);
+
+  batch_per_process_ = opts_.batch_size;
+  if (opts_.batch_size_scaled) {
+    if (opts_.batch_size < dist_->world_size)
+      throw Exception(Code::kInvalidArgument,
+                      fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
+                                  "processes",
+                                  opts_.batch_size, dist_->world_size),
+                      "raise --batch_size or drop --batch_size_scaled");
+    batch_per_process_ = opts_.batch_size / dist_->world_size;
+  }
+  LoaderOptions lo;
+  lo.batch_size = batch_per_process_;
+  lo.num_workers = static_cast<int>(opts_.num_workers);
+  lo.device = device_;
+  lo.seed = static_cast<uint64_t>(opts_.seed);
+  lo.transform.input_size = opts_.input_size;
+  lo.transform.normalize = parse_normalization(opts_.normalize);
+  lo.transform.augment = opts_.augment;
+  const auto limit = [&](int64_t n) { return opts_.subset > 0 ? std::min(n, opts_.subset) : n; };
+  const auto seed = static_cast<uint64_t>(opts_.seed);
+  train_loader_ = std::make_unique<DataLoader>(
+      train_set_, dist_->train_sampler(limit(train_set_->size()), seed), lo);
+  LoaderOptions eo = lo;
+  eo.transform.augment = false;
+  test_loader_ =
+      std::make_unique<DataLoader>(test_set_, dist_->eval_sampler(limit(test_set_->size())), eo);
+  train_loader_->start_epoch(0);  // to learn the epoch length
+  train_batches_ = train_loader_->batches_per_epoch();
+  if (opts_.limit_train_batches > 0)
+    train_batches_ = std::min(train_batches_, opts_.limit_train_batches);
+  if (train_batches_ == 0)
+    throw Exception(Code::kInvalidArgument, "the training set gives no batch on this process",
+                    "lower --batch_size or raise --subset");
+}
+
+// Step 3: the model, on its device, in its memory format, identical on every rank.
+void Trainer::setup_model() {
+  int64_t alias_size = 0;
+  find_model(opts_.model, &alias_size).value_or_throw();
+  if (alias_size > 0 && alias_size != opts_.input_size)
+    throw Exception(
+        Code::kInvalidArgument,
+        fmt::format("--model {} is built for {}x{} inputs, but --input_size is {}", opts_.model,
+                    alias_size, alias_size, opts_.input_size),
+        fmt::format("pass --input_size {} or use a model without a fixed size", alias_size));
+  ModelOptions mo;
+  mo.num_classes = train_set_->num_classes();
+  mo.image_size = opts_.input_size;
+  model_ = create_model(opts_.model, mo);
+  model_->to(device_);
+  if (opts_.channels_last) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model_->parameters())
+      if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+  dist_->prepare_model(*model_);
+}
+
+// Step 4: optimizer (decay / no-decay groups), schedule over optimizer steps, loss scaler.
+void Trainer::setup_optimizer() {
+  optimizer_ = make_optimizer(optimizer_spec(opts_), *model_);
+  ScheduleSpec s;
+  s.kind = opts_.lr_schedule;
+  s.base_lr = opts_.learning_rate;
+  s.steps_per_epoch = (train_batches_ + opts_.grad_accum - 1) / opts_.grad_accum;
+  s.total_epochs = opts_.num_epochs;
+  s.warmup_epochs = opts_.warmup_epochs;
+  s.step_size = opts_.step_size;
+  s.gamma = opts_.gamma;
+  schedule_ = std::make_unique<LrSchedule>(s);
+}
+
+// Step 5: --resume auto | PATH restores everything a checkpoint holds.
+void Trainer::maybe_resume() {
+  if (opts_.resume.empty()) return;
+  std::optional<CheckpointInfo> ckpt;
+  if (opts_.resume == "auto") {
+    ckpt = find_resumable(out_dir_ / "checkpoints");
+    if (!ckpt) {
+      say("No complete checkpoint in " + (out_dir_ / "checkpoints").string() +
+          "; starting from scratch");
+      return;
+    }
+  } else {
+    ckpt = checkpoint_at(opts_.resume).value_or_throw();
+  }
+  TrainState s = load_checkpoint(*ckpt, *model_, *optimizer_).value_or_throw();
+  if (s.options.contains("model") && s.options["model"] != opts_.model)
+    throw Exception(Code::kInvalidArgument,
+                    "checkpoint " + ckpt->file.string() + " holds a " +
+                        s.options["model"].get<std::string>() + ", not a " + opts_.model,
+                    "pass the same --model, or another --output_dir");
+  start_epoch_ = s.epoch;
+  step_ = s.step;
+  scaler_->load(s.scaler);
+  for (const auto& r : s.history) history_.push_back(EpochRecord::from_json(r));
+  resumed_from_ = ckpt->file.string();
+}
+
+void Trainer::print_header() const {
+  if (!dist_->is_main()) return;
+  const auto& shape = train_set_->image_shape();
+  if (opts_.num_workers < 0)
+    say(fmt::format("Auto-detected num_workers: {}", train_loader_->num_workers()));
+  say(fmt::format("Training {} on {} dataset", opts_.model, train_set_->name()));
+  say(fmt::format("Input size: {}x{}, Classes: {} (stored {}x{}x{}, {} train / {} test images)",
+                  opts_.input_size, opts_.input_size, train_set_->num_classes(), shape[0], shape[1],
+                  shape[2], train_set_->size(), test_set_->size()));
+  say(fmt::format("Using {} optimizer with lr={:g}, weight_decay={:g}{}", opts_.optimizer,
+                  opts_.learning_rate, opts_.weight_decay,
+                  opts_.lr_schedule == "none"
+                      ? std::string()
+                      : fmt::format(", schedule={} (warmup {} steps)", opts_.lr_schedule,
+                                    schedule_->warmup_steps())));
+  say(fmt::format("Batch size: {} (per process), {} steps per epoch{}", batch_per_process_,
+                  schedule_->spec().steps_per_epoch,
+                  opts_.grad_accum > 1 ? fmt::format(", grad_accum {}", opts_.grad_accum) : ""));
+  say(fmt::format("Workers: {}, Backend: {}, World size: {}", train_loader_->num_workers(),
+                  dist_->backend(), dist_->world_size));
+  say(fmt::format("Device: {}, Threads: {}, Precision: {}{}", device_.str(), threads_,
+                  opts_.precision, opts_.channels_last ? ", channels_last" : ""));
+  say("Normalization: " + opts_.normalize);
+  if (!precision_note_.empty()) say(precision_note_);
+  if (!resumed_from_.empty())
+    say(fmt::format("Resumed from {} (epoch {}, step {})", resumed_from_, start_epoch_, step_));
+  say("");
+}
+
+// One optimizer step after the last micro-batch of an accumulation group.
+void Trainer::optimizer_step() {
+  dist_->after_backward(*model_);
+  const bool finite = scaler_->unscale(*optimizer_);
+  if (finite && opts_.clip_grad > 0)
+    torch::nn::utils::clip_grad_norm_(model_->parameters(), opts_.clip_grad);
+  if (finite) optimizer_->step();
+  scaler_->update(!finite);
+  for (auto& p : model_->parameters()) p.mutable_grad().reset();  // set_to_none
+  ++step_;
+}
+
+EpochRecord Trainer::train_one_epoch(int64_t epoch) {
+  model_->train();
+  train_loader_->start_epoch(epoch);
+  train_loader_->reset_stats();
+  ProgressBar bar(dist_->is_main() && ProgressBar::stdout_is_tty(), train_batches_,
+                  fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
+  auto sums = torch::zeros({3}, torch::kFloat64);  // loss sum, correct, images (on the CPU)
+  torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device_));
+  torch::Tensor correct =
+      torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device_));
+  int64_t images = 0;
+  const auto t0 = Clock::now();
+  const int64_t accum = opts_.grad_accum;
+  for (int64_t b = 0; b < train_batches_; ++b) {
+    if (max_steps_reached()) break;
+    auto batch = train_loader_->next();
+    if (!batch) break;
+    // Named steps of one micro-batch: lr, forward, loss, backward, (step), bookkeeping.
+    const int64_t group_start = b / accum * accum;
+    const int64_t group_size = std::min(accum, train_batches_ - group_start);
+    const bool last_micro = b == group_start + group_size - 1;
+    if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
+    torch::Tensor x = batch->images;
+    if (opts_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    dist_->before_backward(*model_, last_micro);
+    torch::Tensor logits, loss;
+    {
+      AutocastGuard autocast(precision_, device_);
+      logits = model_->forward(x);
+    }
+    loss = torch::nn::functional::cross_entropy(
+        logits.to(torch::kFloat), batch->labels,
+        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(opts_.label_smoothing));
+    scaler_->scale_loss(loss / static_cast<double>(group_size)).backward();
+    if (last_micro) optimizer_step();
+
+    const int64_t n = batch->labels.size(0);
+    images += n;
+    loss_sum += loss.detach() * static_cast<double>(n);
+    correct += logits.detach().argmax(1).eq(batch->labels).sum();
+    if (dist_->is_main() && ProgressBar::stdout_is_tty())
+      bar.update(b + 1, fmt::format("loss {:.4f} {:.0f} img/s", loss.item<double>(),
+                                    static_cast<double>(images) / seconds_since(t0)));
+  }
+  bar.clear();
+  // Epoch sums over all ranks: mean loss and accuracy of every image trained on.
+  sums[0] = loss_sum.item<double>();
+  sums[1] = static_cast<double>(correct.item<int64_t>());
+  sums[2] = static_cast<double>(images);
+  dist_->all_reduce_sum(sums);
+  EpochRecord r;
+  r.epoch = epoch + 1;
+  r.num_epochs = opts_.num_epochs;
+  r.step = step_;
+  r.time_s = seconds_since(t0);
+  r.data_time_s = train_loader_->data_wait_seconds();
+  r.train_images = static_cast<int64_t>(sums[2].item<double>());
+  r.train_loss = sums[0].item<double>() / std::max<double>(1.0, sums[2].item<double>());
+  r.train_acc = sums[1].item<double>() / std::max<double>(1.0, sums[2].item<double>());
+  r.images_per_s = static_cast<double>(r.train_images) / std::max(1e-9, r.time_s);
+  r.lr = learning_rate(*optimizer_);
+  r.skipped_steps = scaler_->skipped_steps();
+  return r;
+}
+
+// Exact, unpadded evaluation: every test image counted once over all ranks (sum, then divide).
+void Trainer::evaluate(EpochRecord& rec) {
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  test_loader_->start_epoch(0);
+  auto sums = torch::zeros({4}, torch::kFloat64);  // loss sum, top-1, top-5, images
+  int64_t b = 0;
+  while (auto batch = test_loader_->next()) {
+    if (opts_.limit_eval_batches > 0 && b++ >= opts_.limit_eval_batches) break;
+    torch::Tensor x = batch->images;
+    if (opts_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    torch::Tensor logits;
+    {
+      AutocastGuard autocast(precision_, device_);
+      logits = model_->forward(x).to(torch::kFloat);
+    }
+    const auto& y = batch->labels;
+    const int64_t k = std::min<int64_t>(5, logits.size(1));
+    auto topk = std::get<1>(logits.topk(k, 1));
+    auto hits = topk.eq(y.unsqueeze(1));
+    sums[0] +=
+        torch::nn::functional::cross_entropy(
+            logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
+    sums[1] += hits.select(1, 0).sum().item<double>();
+    sums[2] += hits.any(1).sum().item<double>();
+    sums[3] += static_cast<double>(y.size(0));
+  }
+  dist_->all_reduce_sum(sums);
+  const double n = std::max(1.0, sums[3].item<double>());
+  rec.test_loss = sums[0].item<double>() / n;
+  rec.test_top1 = sums[1].item<double>() / n;
+  rec.test_top5 = sums[2].item<double>() / n;
+  rec.test_images = static_cast<int64_t>(sums[3].item<double>());
+}
+
+void Trainer::save_checkpoint_of(int64_t epochs_done) {
+  if (opts_.no_checkpoints) return;
+  if (dist_->is_main()) {
+    TrainState s;
+    s.epoch = epochs_done;
+    s.step = step_;
+    s.seed = opts_.seed;
+    s.world_size = dist_->world_size;
+    s.scaler = scaler_->state();
+    for (const auto& r : history_) s.history.push_back(r.to_json());
+    s.options = options_to_json(opts_);
+    save_checkpoint(out_dir_ / "checkpoints", s, *model_, *optimizer_,
+                    static_cast<int>(opts_.keep_checkpoints));
+  }
+  dist_->barrier();  // no rank runs ahead of a checkpoint that is not yet on disk
+}
+
+void Trainer::write_outputs(TrainResult& result) {
+  result.output_dir = out_dir_;
+  if (!dist_->is_main()) return;
+  result.weights_file = out_dir_ / "model.safetensors";
+  export_weights(*model_, result.weights_file);
+  say("Weights: " + result.weights_file.string());
+  if (opts_.no_report) return;
+  ReportInfo info;
+  info.title = opts_.model + " on " + train_set_->name();
+  info.facts = {
+      {"model", opts_.model},
+      {"dataset", train_set_->name()},
+      {"input size", std::to_string(opts_.input_size)},
+      {"optimizer", fmt::format("{} lr={:g} wd={:g} schedule={}", opts_.optimizer,
+                                opts_.learning_rate, opts_.weight_decay, opts_.lr_schedule)},
+      {"batch size (per process)", std::to_string(batch_per_process_)},
+      {"processes", std::to_string(dist_->world_size)},
+      {"device", fmt::format("{} ({} threads)", device_.str(), threads_)},
+      {"precision", opts_.precision}};
+  double best = 0;
+  for (const auto& e : history_) best = std::max(best, e.test_top1.value_or(0.0));
+  info.facts.emplace_back("best test top-1", fmt::format("{:.4f}", best));
+  info.facts.emplace_back("training time (this run)", fmt::format("{:.2f}s", result.train_seconds));
+  result.report_file = out_dir_ / "report.html";
+  write_report(result.report_file, info, history_);
+  say("Report: " + result.report_file.string());
+}
+
+TrainResult Trainer::run() {
+  setup_runtime();
+  setup_data();
+  setup_model();
+  setup_optimizer();
+  maybe_resume();
+  print_header();
+  std::unique_ptr<MetricsLog> log;
+  if (dist_->is_main()) {
+    Json hist = Json::array();
+    for (const auto& r : history_) hist.push_back(r.to_json());
+    log = std::make_unique<MetricsLog>(out_dir_, hist,
+                                       Json{{"type", "run"},
+                                            {"options", options_to_json(opts_)},
+                                            {"world_size", dist_->world_size},
+                                            {"device", device_.str()},
+                                            {"threads", threads_},
+                                            {"resumed_from", resumed_from_}});
+  }
+  TrainResult result;
+  const auto t0 = Clock::now();
+  for (int64_t epoch = start_epoch_; epoch < opts_.num_epochs; ++epoch) {
+    EpochRecord rec = train_one_epoch(epoch);
+    const bool eval_now = (epoch + 1) % opts_.log_every == 0 || epoch + 1 == opts_.num_epochs;
+    const bool stopped = max_steps_reached();
+    if (eval_now || stopped) evaluate(rec);
+    history_.push_back(rec);
+    say(rec.line());
+    if (rec.test_top1) say(rec.test_line());
+    if (log) log->append(rec.to_json());
+    ++result.epochs_run;
+    if (stopped) {
+      // A partial epoch is not a resumable state; --max_steps runs are smoke tests.
+      say(fmt::format("Stopped after --max_steps {} optimizer steps", opts_.max_steps));
+      break;
+    }
+    save_checkpoint_of(epoch + 1);
+  }
+  result.train_seconds = seconds_since(t0);
+  if (result.epochs_run == 0)
+    say(fmt::format("Nothing to train: the checkpoint already holds {} of {} epochs", start_epoch_,
+                    opts_.num_epochs));
+  else
+    say(fmt::format("Training took {:.2f}s for {} epochs", result.train_seconds,
+                    result.epochs_run));
+  write_outputs(result);
+  if (log)
+    log->append(Json{{"type", "end"},
+                     {"train_seconds", result.train_seconds},
+                     {"epochs_run", result.epochs_run}});
+  result.epochs = history_;
+  return result;
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,85 @@
+// The training loop of `gpulab train`: builds data, model, optimizer and schedule from
+// TrainOptions, resumes from a checkpoint, trains and evaluates epoch by epoch, and writes
+// checkpoints, metrics, a report and the final weights. Rank-aware through DistContext: every
+// rank runs the same loop; only rank 0 prints and writes files.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "train/data/datasets.h"
+#include "train/data/loader.h"
+#include "train/dist_hooks.h"
+#include "train/metrics.h"
+#include "train/models/classifier.h"
+#include "train/optim/loss_scaler.h"
+#include "train/optim/schedule.h"
+#include "train/precision.h"
+#include "train/train_options.h"
+
+namespace gpulab::train {
+
+struct TrainResult {
+  std::vector<EpochRecord> epochs;  // all epochs so far, resumed ones included
+  double train_seconds = 0;         // this invocation
+  int64_t epochs_run = 0;           // this invocation
+  std::filesystem::path output_dir, weights_file, report_file;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainOptions opts, DistContextPtr dist = single_process_context());
+  ~Trainer();
+  TrainResult run();
+
+  // Access for tests and for the DDP layer.
+  Classifier& model() { return *model_; }
+  const torch::Device& device() const { return device_; }
+
+ private:
+  void setup_runtime();
+  void setup_data();
+  void setup_model();
+  void setup_optimizer();
+  void maybe_resume();
+  void print_header() const;
+  EpochRecord train_one_epoch(int64_t epoch);
+  void optimizer_step();
+  void evaluate(EpochRecord& rec);
+  void save_checkpoint_of(int64_t epochs_done);
+  void write_outputs(TrainResult& result);
+  void say(const std::string& line) const;  // rank 0 only
+  bool max_steps_reached() const { return opts_.max_steps > 0 && step_ >= opts_.max_steps; }
+
+  TrainOptions opts_;
+  DistContextPtr dist_;
+  std::filesystem::path out_dir_;
+  torch::Device device_ = torch::kCPU;
+  Precision precision_ = Precision::kFp32;
+  std::string precision_note_;
+  int threads_ = 1;
+  int64_t batch_per_process_ = 0;
+
+  DatasetPtr train_set_, test_set_;
+  std::unique_ptr<DataLoader> train_loader_, test_loader_;
+  int64_t train_batches_ = 0;  // per epoch, after --limit_train_batches
+  ClassifierPtr model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<LossScaler> scaler_;
+
+  int64_t start_epoch_ = 0;  // epochs already done (from a checkpoint)
+  int64_t step_ = 0;         // optimizer steps done
+  std::vector<EpochRecord> history_;
+  std::string resumed_from_;
+};
+
+// Sets intra-op threads for this process: `requested`, or all cores split between local ranks.
+int configure_threads(int requested, int local_world_size);
+
+// "cpu", "cuda", "cuda:1" or "auto" -> a device.
+torch::Device resolve_device(const std::string& name, int local_rank);
+
+}  // namespace gpulab::train
