@@ -112,7 +112,10 @@ Inventory detect(const DetectOptions& opts) {
   inv.vendor = nv && amd ? "mixed" : nv ? "nvidia" : amd ? "amd" : "none";
 
   // Links are found by bus id; name them by the GPUs' indexes, once per pair.
-  for (const auto& [v, l] : links) {
+  for (const auto& entry : links) {
+    // Plain names, not a structured binding: clang before 16 cannot capture those in a lambda.
+    const Vendor v = entry.first;
+    const PciLink& l = entry.second;
     auto index_of = [&](const std::string& pci) -> std::optional<int> {
       for (const auto& g : inv.gpus) {
         if (g.vendor == v && g.pci_bus_id == pci) return g.index;

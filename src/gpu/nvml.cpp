@@ -13,7 +13,8 @@ namespace gpulab::gpu {
 
 namespace {
 
-// --- the NVML ABI we rely on (from nvml.h; stable since R450) ---
+// --- the NVML ABI we rely on (from nvml.h; stable since R450). The structs mirror nvmlMemory_t,
+// nvmlUtilization_t, nvmlPciInfo_t and nvmlProcessInfo_v2_t field for field. ---
 using nvmlReturn_t = int;
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 using nvmlDevice_t = struct nvmlDevice_st*;
@@ -21,16 +22,16 @@ constexpr unsigned kNvmlTemperatureGpu = 0;
 constexpr unsigned kNvlinkMaxLinks = 18;
 constexpr int kNvmlFeatureEnabled = 1;
 
-struct nvmlMemory_t {
+struct NvmlMemory {
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
 };
-struct nvmlUtilization_t {
+struct NvmlUtilization {
   unsigned int gpu;
   unsigned int memory;
 };
-struct nvmlPciInfo_t {  // the _v3 layout
+struct NvmlPciInfo {  // the _v3 layout
   char busIdLegacy[16];
   unsigned int domain;
   unsigned int bus;
@@ -39,7 +40,7 @@ struct nvmlPciInfo_t {  // the _v3 layout
   unsigned int pciSubSystemId;
   char busId[32];
 };
-struct nvmlProcessInfo_v2_t {
+struct NvmlProcessInfoV2 {
   unsigned int pid;
   unsigned long long usedGpuMemory;
   unsigned int gpuInstanceId;
@@ -56,15 +57,15 @@ struct NvmlApi {
   nvmlReturn_t (*cuda_driver_version)(int*) = nullptr;
   nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned) = nullptr;
   nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned) = nullptr;
-  nvmlReturn_t (*pci_info)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
-  nvmlReturn_t (*memory_info)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
-  nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
+  nvmlReturn_t (*pci_info)(nvmlDevice_t, NvmlPciInfo*) = nullptr;
+  nvmlReturn_t (*memory_info)(nvmlDevice_t, NvmlMemory*) = nullptr;
+  nvmlReturn_t (*utilization)(nvmlDevice_t, NvmlUtilization*) = nullptr;
   nvmlReturn_t (*temperature)(nvmlDevice_t, unsigned, unsigned*) = nullptr;
   nvmlReturn_t (*power_usage)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*compute_capability)(nvmlDevice_t, int*, int*) = nullptr;
   nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned, int*) = nullptr;
-  nvmlReturn_t (*nvlink_remote_pci)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
-  nvmlReturn_t (*processes)(nvmlDevice_t, unsigned*, nvmlProcessInfo_v2_t*) = nullptr;
+  nvmlReturn_t (*nvlink_remote_pci)(nvmlDevice_t, unsigned, NvmlPciInfo*) = nullptr;
+  nvmlReturn_t (*processes)(nvmlDevice_t, unsigned*, NvmlProcessInfoV2*) = nullptr;
 };
 
 class NvmlBackend : public GpuBackend {
@@ -128,12 +129,12 @@ class NvmlBackend : public GpuBackend {
     if (api_.name != nullptr && api_.name(d, buf, sizeof buf) == kNvmlSuccess) g.name = buf;
     if (api_.uuid != nullptr && api_.uuid(d, buf, sizeof buf) == kNvmlSuccess) g.uuid = buf;
     if (api_.pci_info != nullptr) {
-      nvmlPciInfo_t pci{};
+      NvmlPciInfo pci{};
       if (api_.pci_info(d, &pci) == kNvmlSuccess) g.pci_bus_id = normalize_pci_bus_id(pci.busId);
     }
     if (api_.driver_version != nullptr && api_.driver_version(buf, sizeof buf) == kNvmlSuccess)
       g.driver_version = std::string(buf);
-    nvmlMemory_t mem{};
+    NvmlMemory mem{};
     if (api_.memory_info != nullptr && api_.memory_info(d, &mem) == kNvmlSuccess)
       g.memory_total_bytes = mem.total;
     int major = 0, minor = 0;
@@ -153,10 +154,10 @@ class NvmlBackend : public GpuBackend {
 
   void sample(int i, GpuInfo& g) const override {
     nvmlDevice_t d = devices_.at(static_cast<size_t>(i));
-    nvmlMemory_t mem{};
+    NvmlMemory mem{};
     if (api_.memory_info != nullptr && api_.memory_info(d, &mem) == kNvmlSuccess)
       g.memory_used_bytes = mem.used;
-    nvmlUtilization_t util{};
+    NvmlUtilization util{};
     if (api_.utilization != nullptr && api_.utilization(d, &util) == kNvmlSuccess)
       g.utilization_percent = util.gpu;
     unsigned t = 0;
@@ -170,7 +171,7 @@ class NvmlBackend : public GpuBackend {
     std::vector<GpuProcess> out;
     if (api_.processes == nullptr) return out;
     nvmlDevice_t d = devices_.at(static_cast<size_t>(i));
-    std::vector<nvmlProcessInfo_v2_t> infos(64);
+    std::vector<NvmlProcessInfoV2> infos(64);
     unsigned n = static_cast<unsigned>(infos.size());
     if (api_.processes(d, &n, infos.data()) != kNvmlSuccess) return out;
     for (unsigned k = 0; k < n && k < infos.size(); ++k) {
@@ -190,7 +191,7 @@ class NvmlBackend : public GpuBackend {
         api_.pci_info == nullptr)
       return out;
     for (nvmlDevice_t d : devices_) {
-      nvmlPciInfo_t self{};
+      NvmlPciInfo self{};
       if (api_.pci_info(d, &self) != kNvmlSuccess) continue;
       auto self_id = normalize_pci_bus_id(self.busId);
       if (!self_id) continue;
@@ -198,7 +199,7 @@ class NvmlBackend : public GpuBackend {
         int state = 0;
         if (api_.nvlink_state(d, l, &state) != kNvmlSuccess || state != kNvmlFeatureEnabled)
           continue;
-        nvmlPciInfo_t peer{};
+        NvmlPciInfo peer{};
         if (api_.nvlink_remote_pci(d, l, &peer) != kNvmlSuccess) continue;
         auto peer_id = normalize_pci_bus_id(peer.busId);
         // Each link is seen from both ends: count it once, from the lower bus id.

@@ -24,7 +24,7 @@ constexpr int kRsmiSwCompDriver = 0;
 constexpr int kRsmiIolinkTypeXgmi = 2;
 constexpr int kRsmiIolinkTypePcie = 1;
 
-struct rsmi_process_info_t {
+struct RsmiProcessInfo {  // rsmi_process_info_t
   std::uint32_t process_id;
   std::uint32_t pasid;
   std::uint64_t vram_usage;
@@ -54,7 +54,7 @@ struct RsmiApi {
   rsmi_status_t (*numa_node)(std::uint32_t, std::uint32_t*) = nullptr;
   rsmi_status_t (*link_type)(std::uint32_t, std::uint32_t, std::uint64_t*, int*) = nullptr;
   rsmi_status_t (*link_weight)(std::uint32_t, std::uint32_t, std::uint64_t*) = nullptr;
-  rsmi_status_t (*processes)(rsmi_process_info_t*, std::uint32_t*) = nullptr;
+  rsmi_status_t (*processes)(RsmiProcessInfo*, std::uint32_t*) = nullptr;
 };
 
 // BDFID: domain in bits 63..32, bus 15..8, device 7..3, function 2..0 (rocm_smi.h).
@@ -187,7 +187,7 @@ class RocmSmiBackend : public GpuBackend {
     // ROCm SMI lists processes per system, not per device; report them on device 0 only.
     std::vector<GpuProcess> out;
     if (i != 0 || api_.processes == nullptr) return out;
-    std::vector<rsmi_process_info_t> infos(256);
+    std::vector<RsmiProcessInfo> infos(256);
     auto n = static_cast<std::uint32_t>(infos.size());
     if (api_.processes(infos.data(), &n) != kRsmiSuccess) return out;
     for (std::uint32_t k = 0; k < n && k < infos.size(); ++k) {
