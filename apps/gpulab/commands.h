@@ -21,18 +21,6 @@ void add_launch_command(CLI::App& app, CommandContext& ctx);
 void add_gpu_test_command(CLI::App& app, CommandContext& ctx);
 void add_train_command(CLI::App& app, CommandContext& ctx);
 void add_data_command(CLI::App& app, CommandContext& ctx);
-void add_models_command(CLI::App& app, CommandContext& ctx);
-void add_infer_command(CLI::App& app, CommandContext& ctx);
-void add_bench_command(CLI::App& app, CommandContext& ctx);
-#endif
-
-#if GPULAB_WITH_BUILDER
-void add_image_command(CLI::App& app, CommandContext& ctx);
-void add_ddp_command(CLI::App& app, CommandContext& ctx);
-#endif
-
-#if GPULAB_WITH_SERVICE
-void add_serve_command(CLI::App& app, CommandContext& ctx);
 #endif
 
 }  // namespace gpulab::cli
