@@ -1,0 +1,101 @@
+// Shared model building blocks (see layers.h): torchvision's small ops, expressed in torch::nn.
+#include "train/models/layers.h"
+
+namespace gpulab::train {
+
+torch::Tensor apply_activation(Act kind, const torch::Tensor& x) {
+  switch (kind) {
+    case Act::kNone:
+      return x;
+    case Act::kReLU:
+      return torch::relu(x);
+    case Act::kReLU6:
+      return torch::clamp(x, 0, 6);
+    case Act::kSiLU:
+      return torch::silu(x);
+    case Act::kHardswish:
+      return torch::hardswish(x);
+    case Act::kHardsigmoid:
+      return torch::hardsigmoid(x);
+    case Act::kSigmoid:
+      return torch::sigmoid(x);
+    case Act::kGELU:
+      return torch::gelu(x);
+  }
+  return x;
+}
+
+torch::Tensor ActivationImpl::forward(torch::Tensor x) {
+  return apply_activation(kind_, x);
+}
+
+torch::nn::Conv2d conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
+                         int64_t groups, bool bias, int64_t dilation) {
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
+                               .stride(stride)
+                               .padding(padding)
+                               .groups(groups)
+                               .dilation(dilation)
+                               .bias(bias));
+}
+
+torch::nn::BatchNorm2d batch_norm(int64_t channels, double eps, double momentum) {
+  return torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(channels).eps(eps).momentum(momentum));
+}
+
+Seq conv_norm_act(const ConvNormActOptions& o) {
+  const int64_t padding = o.padding >= 0 ? o.padding : (o.kernel - 1) / 2 * o.dilation;
+  Seq seq;
+  seq->push_back(conv2d(o.in, o.out, o.kernel, o.stride, padding, o.groups, !o.norm, o.dilation));
+  if (o.norm) seq->push_back(batch_norm(o.out, o.bn_eps, o.bn_momentum));
+  if (o.act != Act::kNone) seq->push_back(Activation(o.act));
+  return seq;
+}
+
+SqueezeExcitationImpl::SqueezeExcitationImpl(int64_t channels, int64_t squeeze_channels, Act act,
+                                             Act scale_act)
+    : act_(act), scale_act_(scale_act) {
+  fc1_ = register_module("fc1", conv2d(channels, squeeze_channels, 1, 1, 0, 1, true));
+  fc2_ = register_module("fc2", conv2d(squeeze_channels, channels, 1, 1, 0, 1, true));
+}
+
+torch::Tensor SqueezeExcitationImpl::forward(torch::Tensor x) {
+  auto scale = torch::adaptive_avg_pool2d(x, {1, 1});
+  scale = apply_activation(act_, fc1_->forward(scale));
+  scale = apply_activation(scale_act_, fc2_->forward(scale));
+  return scale * x;
+}
+
+torch::Tensor stochastic_depth(const torch::Tensor& x, double p, bool row_mode, bool training) {
+  if (!training || p <= 0.0) return x;
+  const double survival = 1.0 - p;
+  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
+  if (row_mode) shape[0] = x.size(0);
+  auto noise = torch::empty(shape, x.options()).bernoulli_(survival);
+  if (survival > 0.0) noise.div_(survival);
+  return x * noise;
+}
+
+void init_conv(torch::nn::Conv2d& conv, ConvInit how) {
+  torch::NoGradGuard no_grad;
+  if (how == ConvInit::kKaimingFanOutRelu) {
+    torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+  } else {
+    torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanIn, torch::kReLU);
+  }
+  if (conv->bias.defined()) conv->bias.zero_();
+}
+
+void init_batch_norm(torch::nn::BatchNorm2d& bn) {
+  torch::NoGradGuard no_grad;
+  bn->weight.fill_(1.0);
+  bn->bias.zero_();
+}
+
+int64_t count_parameters(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters(/*recurse=*/true)) n += p.numel();
+  return n;
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,85 @@
+// Building blocks shared by the model families: torchvision's Conv2dNormActivation (a Sequential
+// "0" conv, "1" norm, "2" activation), SqueezeExcitation, stochastic depth, weight init helpers.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace gpulab::train {
+
+// The activations the zoo uses. A module (not a function) so it can sit in a Sequential at the
+// index torchvision gives it; it has no parameters, so it adds no names to the state dict.
+enum class Act { kNone, kReLU, kReLU6, kSiLU, kHardswish, kHardsigmoid, kSigmoid, kGELU };
+
+class ActivationImpl : public torch::nn::Module {
+ public:
+  explicit ActivationImpl(Act kind = Act::kReLU) : kind_(kind) {}
+  torch::Tensor forward(torch::Tensor x);
+  Act kind() const { return kind_; }
+
+ private:
+  Act kind_;
+};
+TORCH_MODULE(Activation);
+
+torch::Tensor apply_activation(Act kind, const torch::Tensor& x);
+
+// A Sequential that can itself sit inside a Sequential (torch::nn::Sequential's templated
+// forward cannot): use it for every nested container, e.g. features.0 = Conv2dNormActivation.
+class SeqImpl : public torch::nn::SequentialImpl {
+ public:
+  using SequentialImpl::SequentialImpl;
+  torch::Tensor forward(torch::Tensor x) { return SequentialImpl::forward(x); }
+};
+TORCH_MODULE(Seq);
+
+// torchvision.ops.Conv2dNormActivation: conv (bias only without norm), BatchNorm2d, activation.
+struct ConvNormActOptions {
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  int64_t padding = -1;  // < 0: (kernel - 1) / 2 * dilation, as torchvision
+  int64_t groups = 1;
+  int64_t dilation = 1;
+  bool norm = true;
+  double bn_eps = 1e-5;
+  double bn_momentum = 0.1;
+  Act act = Act::kReLU;
+};
+
+// Children "0" (Conv2d), "1" (BatchNorm2d, if norm) and "2" (activation, if any), like torchvision.
+Seq conv_norm_act(const ConvNormActOptions& o);
+
+torch::nn::Conv2d conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
+                         int64_t padding = 0, int64_t groups = 1, bool bias = false,
+                         int64_t dilation = 1);
+torch::nn::BatchNorm2d batch_norm(int64_t channels, double eps = 1e-5, double momentum = 0.1);
+
+// torchvision.ops.SqueezeExcitation: avgpool, fc1 (1x1 conv), activation, fc2, scale_activation.
+class SqueezeExcitationImpl : public torch::nn::Module {
+ public:
+  SqueezeExcitationImpl(int64_t channels, int64_t squeeze_channels, Act act = Act::kReLU,
+                        Act scale_act = Act::kSigmoid);
+  torch::Tensor forward(torch::Tensor x);
+
+ private:
+  torch::nn::Conv2d fc1_{nullptr}, fc2_{nullptr};
+  Act act_, scale_act_;
+};
+TORCH_MODULE(SqueezeExcitation);
+
+// torchvision.ops.stochastic_depth: drops whole residual branches ("row": per sample, "batch":
+// all at once) with probability p in training, scaling survivors by 1 / (1 - p).
+torch::Tensor stochastic_depth(const torch::Tensor& x, double p, bool row_mode, bool training);
+
+// Makes torchvision's usual initialisation easy to state per family.
+enum class ConvInit { kKaimingFanOutRelu, kKaimingFanInRelu };
+void init_conv(torch::nn::Conv2d& conv, ConvInit how);
+void init_batch_norm(torch::nn::BatchNorm2d& bn);
+
+// All parameters (not buffers) of a module, as torchvision counts them.
+int64_t count_parameters(const torch::nn::Module& module);
+
+}  // namespace gpulab::train
