@@ -29,7 +29,7 @@ PKGS=(
   # real container engine and what test images are made from
   docker.io busybox-static debootstrap openssh-client sshpass
   # network namespaces for multi-host tests, and process tools
-  iproute2 procps psmisc curl ca-certificates
+  iproute2 procps psmisc curl ca-certificates jq binutils
 )
 
 missing=()
