@@ -17,9 +17,7 @@ namespace gpulab::docker {
 
 // The newest API version this client speaks; the one used is min(this, the server's).
 inline constexpr const char* kMaxApiVersion = "1.43";
-// Hint attached to kUnavailable errors when the engine cannot be reached.
-inline constexpr const char* kStartEngineHint =
-    "start dockerd (sudo systemctl start docker) or point DOCKER_HOST at a running engine";
+// kStartEngineHint (http_transport.h) is the hint of kUnavailable errors.
 
 // Error mapping (every call):
 //   engine unreachable / connection broken -> kUnavailable, hint kStartEngineHint
@@ -56,6 +54,8 @@ class Client {
   // ---- containers ----
   // Returns the new container's id. Fails kNotFound when the image is absent (no pull is done).
   Result<std::string> create_container(const CreateSpec& spec) const;
+  // Same, plus bind mounts / host network for trusted local callers only (see HostAccess).
+  Result<std::string> create_container(const CreateSpec& spec, const HostAccess& host) const;
   Status start_container(const std::string& id_or_name) const;
   // Sends SIGTERM, then SIGKILL after timeout_s.
   Status stop_container(const std::string& id_or_name, int timeout_s = 10) const;

@@ -17,6 +17,10 @@
 
 namespace gpulab::docker {
 
+// Hint attached to kUnavailable errors when the engine cannot be reached.
+inline constexpr const char* kStartEngineHint =
+    "start dockerd (sudo systemctl start docker) or point DOCKER_HOST at a running engine";
+
 // Where the engine listens. Parsed from DOCKER_HOST-style strings:
 //   unix:///var/run/docker.sock      (default)
 //   tcp://host:2376                  (TLS when DOCKER_TLS_VERIFY is set or a cert dir is given)
@@ -63,8 +67,9 @@ struct HttpRequest {
   std::filesystem::path response_file;  // write the body to this file (image save, archive)
   BodySink on_data;                     // or hand it over piece by piece (logs, events, build)
 
-  // Stops a long request (events, follow logs) soon after it turns true (polled a few times a
-  // second); a cancelled request still succeeds, with HttpResponse::cancelled set.
+  // Stops a long request (events, follow logs) soon after it turns true (checked about once a
+  // second, and whenever data arrives); a cancelled request still succeeds, with
+  // HttpResponse::cancelled set.
   const std::atomic<bool>* cancel = nullptr;
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds timeout{0};  // whole request; 0 = no limit (streams)

@@ -97,6 +97,20 @@ struct CreateSpec {
   Json to_json() const;
 };
 
+// Host access for gpulab's own local commands run by the machine's operator (gpulab ddp: data
+// and log folders, the host network for multi-node rendezvous). Deliberately a separate type,
+// passed only to Client::create_container(spec, host): the REST service never builds one, so a
+// remote user still cannot reach the host's files or network.
+struct BindMount {
+  std::string host_path;       // absolute, must exist
+  std::string container_path;  // absolute
+  bool read_only = false;
+};
+struct HostAccess {
+  std::vector<BindMount> mounts;
+  bool host_network = false;  // share the host's network stack (published ports are then moot)
+};
+
 // Resource changes for a running container (POST /containers/{id}/update). Unset = unchanged.
 struct ResourceUpdate {
   std::optional<std::int64_t> nano_cpus, memory_bytes, memory_swap_bytes, pids_limit;

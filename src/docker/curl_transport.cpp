@@ -1,0 +1,271 @@
+// libcurl implementation of HttpTransport: one easy handle per request (so calls from several
+// threads never share state), unix socket or TCP/TLS, streamed upload and download, cancel.
+#include <curl/curl.h>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "core/strings.h"
+#include "docker/http_transport.h"
+
+namespace gpulab::docker {
+
+namespace {
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+// State shared with the libcurl callbacks of one request.
+struct Call {
+  const HttpRequest* req = nullptr;
+  CURL* curl = nullptr;
+  HttpResponse resp;
+  FilePtr upload, download;
+  std::size_t body_offset = 0;  // for an in-memory body sent by the read callback
+  std::optional<Error> error;   // set by a callback that aborted the transfer
+  bool stopped_by_sink = false;
+
+  bool streaming_2xx() {
+    long code = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    return code >= 200 && code < 300 && (download || req->on_data);
+  }
+};
+
+std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* call = static_cast<Call*>(user);
+  std::string line(data, size * n);
+  if (starts_with(line, "HTTP/")) {
+    call->resp.headers.clear();  // a new status line (after "100 Continue") starts afresh
+    return size * n;
+  }
+  auto colon = line.find(':');
+  if (colon != std::string::npos)
+    call->resp.headers.emplace_back(trim(line.substr(0, colon)), trim(line.substr(colon + 1)));
+  return size * n;
+}
+
+std::size_t on_write(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* call = static_cast<Call*>(user);
+  std::size_t len = size * n;
+  if (!call->streaming_2xx()) {
+    call->resp.body.append(data, len);
+    return len;
+  }
+  if (call->download) {
+    if (std::fwrite(data, 1, len, call->download.get()) != len) {
+      call->error = Error(Code::kInternal,
+                          "cannot write " + call->req->response_file.string() + " (disk full?)");
+      return 0;
+    }
+    return len;
+  }
+  if (!call->req->on_data(std::string_view(data, len))) {
+    call->stopped_by_sink = true;
+    return 0;
+  }
+  return len;
+}
+
+std::size_t on_read(char* buf, std::size_t size, std::size_t n, void* user) {
+  auto* call = static_cast<Call*>(user);
+  std::size_t cap = size * n;
+  if (call->upload) {
+    std::size_t got = std::fread(buf, 1, cap, call->upload.get());
+    if (got == 0 && std::ferror(call->upload.get())) {
+      call->error = Error(Code::kInternal, "cannot read " + call->req->body_file.string());
+      return CURL_READFUNC_ABORT;
+    }
+    return got;
+  }
+  if (call->req->body_reader) {
+    auto got = call->req->body_reader(buf, cap);
+    if (!got.ok()) {
+      call->error = got.error();
+      return CURL_READFUNC_ABORT;
+    }
+    return *got;
+  }
+  const std::string& body = call->req->body;
+  std::size_t left = body.size() - call->body_offset;
+  std::size_t k = left < cap ? left : cap;
+  body.copy(buf, k, call->body_offset);
+  call->body_offset += k;
+  return k;
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* call = static_cast<Call*>(user);
+  return (call->req->cancel && call->req->cancel->load()) ? 1 : 0;
+}
+
+class CurlTransport : public HttpTransport {
+ public:
+  explicit CurlTransport(Endpoint ep) : ep_(std::move(ep)) { global_init(); }
+
+  std::string describe() const override { return ep_.to_string(); }
+
+  Result<HttpResponse> send(const HttpRequest& req) override {
+    std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
+    if (!curl) return Error(Code::kInternal, "curl_easy_init failed");
+    Call call;
+    call.req = &req;
+    call.curl = curl.get();
+    CURL* c = curl.get();
+
+    std::string url;
+    if (ep_.kind == Endpoint::Kind::kUnix) {
+      curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ep_.socket_path.c_str());
+      url = "http://docker" + req.target;  // host name is ignored on a unix socket
+    } else {
+      std::string host = ep_.host.find(':') != std::string::npos ? "[" + ep_.host + "]" : ep_.host;
+      url = std::string(ep_.tls ? "https://" : "http://") + host + ":" + std::to_string(ep_.port) +
+            req.target;
+      if (ep_.tls) {
+        if (!ep_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ep_.ca_file.c_str());
+        if (!ep_.cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, ep_.cert_file.c_str());
+        if (!ep_.key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, ep_.key_file.c_str());
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, ep_.tls_verify ? 1L : 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, ep_.tls_verify ? 2L : 0L);
+      }
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM-based timeouts
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
+    if (req.timeout.count() > 0)
+      curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
+
+    struct curl_slist* headers = nullptr;
+    for (const auto& [k, v] : req.headers)
+      headers = curl_slist_append(headers, (k + ": " + v).c_str());
+
+    // Body: an upload (PUT semantics in curl; the method is then set explicitly).
+    bool has_stream = !req.body_file.empty() || static_cast<bool>(req.body_reader);
+    long long size = req.body_size;
+    if (!req.body_file.empty()) {
+      std::error_code ec;
+      size = static_cast<long long>(std::filesystem::file_size(req.body_file, ec));
+      call.upload.reset(std::fopen(req.body_file.c_str(), "rb"));
+      if (ec || !call.upload)
+        return Error(Code::kNotFound, "cannot open " + req.body_file.string() + " for upload");
+    }
+    if (has_stream || !req.body.empty() || req.method == "POST" || req.method == "PUT") {
+      if (!has_stream) size = static_cast<long long>(req.body.size());
+      curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+      curl_easy_setopt(c, CURLOPT_READDATA, &call);
+      if (size >= 0) curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(size));
+      headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+    }
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    if (req.method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_guard(headers, curl_slist_free_all);
+
+    if (!req.response_file.empty()) {
+      call.download.reset(std::fopen(req.response_file.c_str(), "wb"));
+      if (!call.download)
+        return Error(Code::kInternal, "cannot create " + req.response_file.string());
+    }
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &call);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &call);
+    if (req.cancel) {
+      curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+      curl_easy_setopt(c, CURLOPT_XFERINFODATA, &call);
+    }
+
+    CURLcode rc = curl_easy_perform(c);
+    long code = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    call.resp.status = static_cast<int>(code);
+    if (call.download) {
+      bool flushed = std::fflush(call.download.get()) == 0;
+      call.download.reset();
+      if (!flushed && !call.error)
+        call.error = Error(Code::kInternal, "cannot write " + req.response_file.string());
+    }
+    if (call.error) return *call.error;
+    if (rc == CURLE_ABORTED_BY_CALLBACK || (rc == CURLE_WRITE_ERROR && call.stopped_by_sink)) {
+      call.resp.cancelled = true;
+      return std::move(call.resp);
+    }
+    if (rc != CURLE_OK) return transport_error(rc, code);
+    return std::move(call.resp);
+  }
+
+ private:
+  Error transport_error(CURLcode rc, long status) const {
+    std::string what = "Docker engine at " + ep_.to_string();
+    switch (rc) {
+      case CURLE_OPERATION_TIMEDOUT:
+        return Error(Code::kTimeout, what + " did not answer in time",
+                     "the engine may be overloaded; try again");
+      case CURLE_COULDNT_CONNECT:
+      case CURLE_COULDNT_RESOLVE_HOST:
+        return Error(Code::kUnavailable, "cannot reach the " + what + ": " + curl_easy_strerror(rc),
+                     kStartEngineHint);
+      case CURLE_SSL_CONNECT_ERROR:
+      case CURLE_PEER_FAILED_VERIFICATION:
+      case CURLE_SSL_CERTPROBLEM:
+      case CURLE_SSL_CACERT_BADFILE:
+        return Error(Code::kUnavailable,
+                     "TLS to the " + what + " failed: " + curl_easy_strerror(rc),
+                     "check DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem) and DOCKER_TLS_VERIFY");
+      default:
+        return Error(Code::kUnavailable,
+                     "connection to the " + what + " broke" +
+                         (status ? " (after HTTP " + std::to_string(status) + ")" : std::string()) +
+                         ": " + curl_easy_strerror(rc),
+                     kStartEngineHint);
+    }
+  }
+
+  Endpoint ep_;
+};
+
+}  // namespace
+
+std::string HttpResponse::header(std::string_view name) const {
+  std::string want = to_lower(name);
+  for (const auto& [k, v] : headers)
+    if (to_lower(k) == want) return v;
+  return {};
+}
+
+std::unique_ptr<HttpTransport> make_curl_transport(const Endpoint& endpoint) {
+  return std::make_unique<CurlTransport>(endpoint);
+}
+
+std::string url_encode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace gpulab::docker
