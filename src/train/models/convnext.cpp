@@ -1,5 +1,6 @@
 // ConvNeXt tiny/small/base with torchvision's names (features.N.M.block.0, layer_scale,
 // LayerNorm2d), stochastic depth schedule and truncated-normal init.
+#include <charconv>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -31,29 +32,46 @@ torch::nn::Functional permute(std::vector<int64_t> dims) {
   return torch::nn::Functional([dims](torch::Tensor x) { return x.permute(dims); });
 }
 
-// LayerNorm over channels of an NCHW tensor (torchvision's LayerNorm2d, eps 1e-6).
-class LayerNorm2dImpl : public torch::nn::Module {
+// LayerNorm over the channels of an NCHW tensor, eps 1e-6: torchvision's LayerNorm2d, which is
+// an nn.LayerNorm too (same parameters and options).
+class LayerNorm2dImpl : public torch::nn::LayerNormImpl {
  public:
-  explicit LayerNorm2dImpl(int64_t channels) : channels_(channels) {
-    weight_ = register_parameter("weight", torch::ones({channels}));
-    bias_ = register_parameter("bias", torch::zeros({channels}));
+  explicit LayerNorm2dImpl(int64_t channels)
+      : LayerNormImpl(torch::nn::LayerNormOptions({channels}).eps(1e-6)) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return LayerNormImpl::forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
   }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::layer_norm(x.permute({0, 2, 3, 1}), {channels_}, weight_, bias_, 1e-6);
-    return x.permute({0, 3, 1, 2});
-  }
-
- private:
-  int64_t channels_;
-  torch::Tensor weight_, bias_;
 };
 TORCH_MODULE(LayerNorm2d);
 
+// torchvision.ops.StochasticDepth, "row" mode: drops the residual branch per sample with
+// probability p while training. A child named like torchvision's, so printouts show its p.
+class StochasticDepthImpl : public torch::nn::Module {
+ public:
+  explicit StochasticDepthImpl(double p) : p_(p) {}
+  torch::Tensor forward(torch::Tensor x) {
+    if (!is_training() || p_ <= 0) return x;
+    const double survival = 1.0 - p_;
+    auto noise = torch::empty({x.size(0), 1, 1, 1}, x.options()).bernoulli_(survival);
+    if (survival > 0) noise.div_(survival);
+    return x * noise;
+  }
+  void pretty_print(std::ostream& os) const override {
+    char p[32];
+    *std::to_chars(p, p + sizeof(p) - 1, p_).ptr = '\0';  // shortest round-trip, as Python's repr
+    os << "StochasticDepth(p=" << p << ", mode=row)";
+  }
+
+ private:
+  double p_;
+};
+TORCH_MODULE(StochasticDepth);
+
 // ConvNeXt block: depthwise 7x7, LayerNorm and an inverted MLP in channels-last, scaled per
-// channel by layer_scale; the branch is dropped per sample with probability sd_prob in training.
+// channel by layer_scale, with stochastic depth on the residual branch.
 class CNBlockImpl : public torch::nn::Module {
  public:
-  CNBlockImpl(int64_t dim, double layer_scale, double sd_prob) : sd_prob_(sd_prob) {
+  CNBlockImpl(int64_t dim, double layer_scale, double sd_prob) {
     layer_scale_ = register_parameter("layer_scale", torch::ones({dim, 1, 1}) * layer_scale);
     block_ = register_module(
         "block",
@@ -62,22 +80,16 @@ class CNBlockImpl : public torch::nn::Module {
             torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(1e-6)),
             torch::nn::Linear(dim, 4 * dim), torch::nn::GELU(), torch::nn::Linear(4 * dim, dim),
             permute({0, 3, 1, 2})));
+    stochastic_depth_ = register_module("stochastic_depth", StochasticDepth(sd_prob));
   }
   torch::Tensor forward(torch::Tensor input) {
-    auto result = layer_scale_ * block_->forward(input);
-    if (is_training() && sd_prob_ > 0) {
-      const double survival = 1.0 - sd_prob_;
-      auto noise = torch::empty({result.size(0), 1, 1, 1}, result.options()).bernoulli_(survival);
-      if (survival > 0) noise.div_(survival);
-      result = result * noise;
-    }
-    return result + input;
+    return stochastic_depth_->forward(layer_scale_ * block_->forward(input)) + input;
   }
 
  private:
-  double sd_prob_;
   torch::Tensor layer_scale_;
   Seq block_{nullptr};
+  StochasticDepth stochastic_depth_{nullptr};
 };
 TORCH_MODULE(CNBlock);
 

@@ -1,5 +1,6 @@
 // EfficientNet B0..B7 with torchvision's layer names, channel rounding, stochastic depth schedule
 // and init, so that weights move between gpulab and torchvision without a mapping table.
+#include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -75,36 +76,54 @@ struct StageConfig {
   int64_t num_layers;
 };
 
-// Mobile inverted bottleneck: expand 1x1, depthwise kxk, squeeze-excitation, project 1x1; the
-// residual branch is dropped per sample with probability sd_prob while training ("row" mode).
+// torchvision.ops.StochasticDepth, "row" mode: drops the residual branch per sample with
+// probability p while training. A child named like torchvision's, so printouts show its p.
+class StochasticDepthImpl : public torch::nn::Module {
+ public:
+  explicit StochasticDepthImpl(double p) : p_(p) {}
+  torch::Tensor forward(torch::Tensor x) {
+    if (!is_training() || p_ <= 0) return x;
+    const double survival = 1.0 - p_;
+    auto noise = torch::empty({x.size(0), 1, 1, 1}, x.options()).bernoulli_(survival);
+    if (survival > 0) noise.div_(survival);
+    return x * noise;
+  }
+  void pretty_print(std::ostream& os) const override {
+    char p[32];
+    *std::to_chars(p, p + sizeof(p) - 1, p_).ptr = '\0';  // shortest round-trip, as Python's repr
+    os << "StochasticDepth(p=" << p << ", mode=row)";
+  }
+
+ private:
+  double p_;
+};
+TORCH_MODULE(StochasticDepth);
+
+// Mobile inverted bottleneck: expand 1x1, depthwise kxk, squeeze-excitation, project 1x1, and
+// stochastic depth on the residual branch.
 class MBConvImpl : public torch::nn::Module {
  public:
-  MBConvImpl(const StageConfig& c, double sd_prob, const BnSettings& bn) : sd_prob_(sd_prob) {
+  MBConvImpl(const StageConfig& c, double sd_prob, const BnSettings& bn) {
     use_residual_ = c.stride == 1 && c.in_channels == c.out_channels;
     int64_t expanded = make_divisible(static_cast<double>(c.in_channels * c.expand_ratio));
     Seq block;
-    if (expanded != c.in_channels)
+    if (expanded != c.in_channels) {
       block->push_back(conv_bn(c.in_channels, expanded, 1, 1, 1, true, bn));
+    }
     block->push_back(conv_bn(expanded, expanded, c.kernel, c.stride, expanded, true, bn));
     block->push_back(SqueezeExcitation(expanded, std::max<int64_t>(1, c.in_channels / 4)));
     block->push_back(conv_bn(expanded, c.out_channels, 1, 1, 1, false, bn));
     block_ = register_module("block", block);
+    stochastic_depth_ = register_module("stochastic_depth", StochasticDepth(sd_prob));
   }
   torch::Tensor forward(torch::Tensor x) {
     auto result = block_->forward(x);
-    if (!use_residual_) return result;
-    if (is_training() && sd_prob_ > 0) {
-      double survival = 1.0 - sd_prob_;
-      auto noise = torch::empty({result.size(0), 1, 1, 1}, result.options()).bernoulli_(survival);
-      if (survival > 0) noise.div_(survival);
-      result = result * noise;
-    }
-    return result + x;
+    return use_residual_ ? stochastic_depth_->forward(result) + x : result;
   }
 
  private:
   Seq block_{nullptr};
-  double sd_prob_;
+  StochasticDepth stochastic_depth_{nullptr};
   bool use_residual_ = false;
 };
 TORCH_MODULE(MBConv);

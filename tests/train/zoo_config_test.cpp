@@ -1,0 +1,162 @@
+// What weight parity cannot see, checked against torchvision for EfficientNet, MobileNet, ViT
+// and ConvNeXt: BatchNorm eps/momentum, LayerNorm eps, dropout and the per-block stochastic depth
+// schedule (module by module), and the initial weights' statistics (so training from scratch
+// starts where torchvision's would).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "core/json.h"
+#include "core/subprocess.h"
+#include "train/models/registry.h"
+
+namespace gpulab::train {
+namespace {
+
+// Prints, for torchvision's model: every norm/dropout/stochastic-depth module's settings and
+// every parameter's numel, mean, std, min and max right after construction.
+constexpr const char* kDescribe = R"PY(
+import json, sys, torch, torchvision
+from torchvision.ops import StochasticDepth
+name, size = sys.argv[1], int(sys.argv[2])
+torch.manual_seed(0)
+kw = {"num_classes": 10}
+if name.startswith("vit_"):
+    kw["image_size"] = size
+m = torchvision.models.__dict__[name](weights=None, **kw)
+mods = {}
+for n, x in m.named_modules():
+    if isinstance(x, torch.nn.modules.batchnorm._BatchNorm):
+        mods[n] = ["bn", x.eps, x.momentum]
+    elif isinstance(x, torch.nn.LayerNorm):
+        mods[n] = ["ln", x.eps]
+    elif isinstance(x, torch.nn.Dropout):
+        mods[n] = ["dropout", x.p]
+    elif isinstance(x, StochasticDepth):
+        mods[n] = ["sd", x.p]
+params = {n: [p.numel(), p.mean().item(), p.std().item() if p.numel() > 1 else 0.0]
+          for n, p in m.named_parameters()}
+json.dump({"modules": mods, "params": params}, sys.stdout)
+)PY";
+
+const std::string& python() {
+  static const std::string found = [] {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("GPULAB_PYTHON")) candidates.emplace_back(env);
+    candidates.emplace_back("/usr/bin/python3");
+    for (const auto& py : candidates) {
+      auto r = run_process({py, "-c", "import torchvision"});
+      if (r.ok() && r->success()) return py;
+    }
+    return std::string();
+  }();
+  return found;
+}
+
+// Cached: both tests of a model read the same description.
+Json describe_torchvision(const std::string& name, int64_t size) {
+  static std::map<std::string, Json> cache;
+  if (auto it = cache.find(name); it != cache.end()) return it->second;
+  RunOptions opts;
+  opts.timeout = std::chrono::minutes(5);
+  auto r = run_process({python(), "-c", kDescribe, name, std::to_string(size)}, opts);
+  EXPECT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
+  if (!r.ok() || !r->success()) return Json();
+  return cache[name] = Json::parse(r->out);
+}
+
+// Our model's settings in the same shape as kDescribe's "modules".
+Json describe_ours(torch::nn::Module& model) {
+  Json mods = Json::object();
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    const auto& m = item.value();
+    if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
+      mods[item.key()] = {"bn", bn->options.eps(), bn->options.momentum().value_or(-1)};
+    } else if (auto* ln = m->as<torch::nn::LayerNorm>()) {
+      mods[item.key()] = {"ln", ln->options.eps()};
+    } else if (auto* drop = m->as<torch::nn::Dropout>()) {
+      mods[item.key()] = {"dropout", drop->options.p()};
+    } else {
+      std::ostringstream text;
+      m->pretty_print(text);
+      const std::string prefix = "StochasticDepth(p=";
+      if (text.str().rfind(prefix, 0) == 0) {
+        mods[item.key()] = {"sd", std::stod(text.str().substr(prefix.size()))};
+      }
+    }
+  }
+  return mods;
+}
+
+struct Case {
+  const char* model;
+  int64_t image_size;
+};
+
+class ZooConfig : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ZooConfig, NormDropoutAndStochasticDepthSettingsMatchTorchvision) {
+  if (python().empty()) GTEST_SKIP() << "python3 with torchvision is not installed";
+  const Case c = GetParam();
+  const Json ref = describe_torchvision(c.model, c.image_size);
+  ASSERT_TRUE(ref.is_object());
+  ModelOptions o;
+  o.num_classes = 10;
+  o.image_size = c.image_size;
+  auto model = create_model(c.model, o);
+  const Json ours = describe_ours(*model);
+  for (const auto& [name, want] : ref["modules"].items()) {
+    ASSERT_TRUE(ours.contains(name)) << c.model << ": no " << want[0] << " module " << name;
+    const Json& got = ours[name];
+    ASSERT_EQ(got[0], want[0]) << name;
+    for (size_t i = 1; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i].get<double>(), want[i].get<double>(), 1e-12)
+          << c.model << " " << name << " " << want[0] << " setting " << i;
+    }
+  }
+  EXPECT_EQ(ours.size(), ref["modules"].size()) << c.model << ": modules torchvision lacks";
+}
+
+// Same distributions as torchvision (He fan-out, uniform, truncated normal, xavier, constants):
+// constants exactly, random tensors by mean and std within a few sampling errors.
+TEST_P(ZooConfig, InitialWeightsFollowTorchvisionsInit) {
+  if (python().empty()) GTEST_SKIP() << "python3 with torchvision is not installed";
+  const Case c = GetParam();
+  const Json ref = describe_torchvision(c.model, c.image_size);
+  ASSERT_TRUE(ref.is_object());
+  torch::manual_seed(0);
+  ModelOptions o;
+  o.num_classes = 10;
+  o.image_size = c.image_size;
+  auto model = create_model(c.model, o);
+  for (const auto& p : model->named_parameters()) {
+    ASSERT_TRUE(ref["params"].contains(p.key())) << p.key();
+    const Json& want = ref["params"][p.key()];
+    const auto n = static_cast<double>(want[0].get<int64_t>());
+    const double mean = want[1].get<double>(), std = want[2].get<double>();
+    auto t = p.value().detach().to(torch::kFloat64);
+    if (std <= 1e-6 * std::abs(mean)) {  // a constant (float32 sums leave a tiny std)
+      EXPECT_EQ(t.min().item<double>(), t.max().item<double>()) << p.key() << " is not constant";
+      EXPECT_NEAR(t.mean().item<double>(), mean, std::abs(mean) * 1e-6) << p.key();
+      continue;
+    }
+    // Six sampling errors: a wrong fan mode or distribution is off by far more.
+    const double got_std = t.std().item<double>();
+    EXPECT_NEAR(got_std / std, 1.0, 6.0 / std::sqrt(2 * n)) << p.key() << " std";
+    EXPECT_NEAR(t.mean().item<double>(), mean, 6.0 * std * std::sqrt(2.0 / n)) << p.key();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PartB, ZooConfig,
+                         ::testing::Values(Case{"efficientnet_b0", 0}, Case{"efficientnet_b5", 0},
+                                           Case{"mobilenet_v2", 0}, Case{"mobilenet_v3_small", 0},
+                                           Case{"mobilenet_v3_large", 0}, Case{"vit_b_32", 32},
+                                           Case{"convnext_tiny", 0}, Case{"convnext_small", 0}),
+                         [](const auto& info) { return std::string(info.param.model); });
+
+}  // namespace
+}  // namespace gpulab::train
