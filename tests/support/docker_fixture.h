@@ -4,16 +4,16 @@
 // How it works (see tests/integration/dockerd/README.md):
 //  - Engines are started by tests/integration/dockerd/start-dockerd.sh <name>, each under
 //    /tmp/gpulab-dockerd-<name>/ (data root, exec root, pid file, docker.sock, log) with its own
-//    bridge. "main" uses docker0-like bridge gpulabbr0, "peer" uses gpulabbr1: two engines side
-//    by side play two machines (backup on one, restore on the other).
+//    bridge gpulab-<name> ("main": gpulab-main, "peer": gpulab-peer) on a free 172.31.X.0/24: two
+//    engines side by side play two machines (backup on one, restore on the other).
 //  - If GPULAB_TEST_DOCKER_HOST is set ("unix:///run/docker.sock"), main_engine() uses that
 //    engine instead of starting one (peer_engine() still starts its own).
 //  - Under ctest, the dockerd_start / dockerd_stop fixture tests (tests/integration/dockerd.cmake)
 //    start the engines once and stop them at the end; add `FIXTURES_REQUIRED dockerd` to your
-//    test binary's properties. Run directly, a test binary starts what it needs and stops the
-//    engines it started at exit (unless GPULAB_TEST_DOCKER_KEEP=1).
-//  - Not root, no dockerd binary, or the engine fails to start: the reason is returned and
-//    tests GTEST_SKIP with it.
+//    test binary's properties. Run directly, a test binary starts what it needs and leaves the
+//    engines running for the next run (stop them: tests/integration/dockerd/stop-dockerd.sh --all).
+//  - Not root or no dockerd binary: Code::kUnsupported with the reason, and tests GTEST_SKIP
+//    with it. An engine that should start here but fails: Code::kUnavailable (tests fail).
 #pragma once
 
 #include <filesystem>
@@ -62,15 +62,22 @@ std::filesystem::path dockerd_script(const std::string& script);
 
 }  // namespace gpulab::testing
 
-// In a TEST body or SetUp: connects `var` to the main engine (with the busybox image present),
-// or skips the test with the reason.
-#define GPULAB_REQUIRE_DOCKER(var)                                            \
-  auto var##_result_ = ::gpulab::testing::main_engine();                      \
-  if (!var##_result_.ok()) GTEST_SKIP() << var##_result_.error().to_string(); \
-  auto var##_client_ = ::gpulab::testing::client_for(*var##_result_);         \
-  if (!var##_client_.ok()) GTEST_SKIP() << var##_client_.error().to_string(); \
-  {                                                                           \
-    auto st_ = ::gpulab::testing::ensure_busybox_image(*var##_client_);       \
-    ASSERT_TRUE(st_.ok()) << st_.error().to_string();                         \
-  }                                                                           \
+// In a TEST body or SetUp: connects `var` to the main engine (with the busybox image present).
+// Skips the test when this machine cannot run an engine (not root, no dockerd: Code::kUnsupported);
+// fails it when an engine should run here but does not start.
+#define GPULAB_REQUIRE_DOCKER(var)                                      \
+  auto var##_engine_ = ::gpulab::testing::main_engine();                \
+  if (!var##_engine_.ok()) {                                            \
+    if (var##_engine_.error().code == ::gpulab::Code::kUnsupported)     \
+      GTEST_SKIP() << var##_engine_.error().to_string();                \
+    FAIL() << var##_engine_.error().to_string();                        \
+  }                                                                     \
+  auto var##_client_ = ::gpulab::testing::client_for(*var##_engine_);   \
+  ASSERT_TRUE(var##_client_.ok()) << var##_client_.error().to_string(); \
+  {                                                                     \
+    auto st_ = ::gpulab::testing::ensure_busybox_image(*var##_client_); \
+    if (!st_.ok() && st_.error().code == ::gpulab::Code::kUnsupported)  \
+      GTEST_SKIP() << st_.error().to_string();                          \
+    ASSERT_TRUE(st_.ok()) << st_.error().to_string();                   \
+  }                                                                     \
   ::gpulab::docker::Client& var = *var##_client_
