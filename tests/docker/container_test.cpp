@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "docker/tar.h"
 #include "support/docker_fixture.h"
@@ -203,6 +205,42 @@ TEST(Container, ErrorsMapToCodes) {
   bad.ports = {};
   bad.devices = {{"/etc/passwd", "", "rwm"}};
   EXPECT_EQ(client.create_container(bad).error().code, Code::kInvalidArgument);
+}
+
+TEST(Container, FollowLogsStreamsUntilStoppedOrCancelled) {
+  GPULAB_REQUIRE_DOCKER(client);
+  CreateSpec s = sleeper(unique_name("follow"));
+  s.cmd = {"/bin/sh", "-c",
+           "i=0; while true; do echo tick-$i; echo err-$i >&2; i=$((i+1)); sleep 0.1; done"};
+  auto id = client.create_container(s);
+  ASSERT_TRUE(id.ok());
+  Cleanup g{client, *id};
+  ASSERT_TRUE(client.start_container(*id).ok());
+  LogOptions follow;
+  follow.follow = true;
+  std::string out, err;
+  // The callback ends the stream once it has seen enough.
+  auto st = client.logs_stream(*id, follow, [&](bool is_stderr, std::string_view d) {
+    (is_stderr ? err : out).append(d);
+    return out.find("tick-5\n") == std::string::npos;
+  });
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  EXPECT_EQ(out.substr(0, 14), "tick-0\ntick-1\n");
+  EXPECT_EQ(err.substr(0, 12), "err-0\nerr-1\n");
+  // The cancel flag ends it from another thread.
+  std::atomic<bool> cancel{false};
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    cancel = true;
+  });
+  int chunks = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  st = client.logs_stream(
+      *id, follow, [&](bool, std::string_view) { return ++chunks > 0; }, &cancel);
+  t.join();
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  EXPECT_GT(chunks, 10);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
 TEST(Container, ArchiveCopiesFilesInAndOut) {

@@ -8,6 +8,9 @@
 # Env:   GPULAB_DOCKERD_STORAGE=overlay2|vfs   default: overlay2, falling back to vfs
 #        GPULAB_DOCKERD_IPTABLES=0             start with --iptables=false --ip-masq=false
 #        GPULAB_DOCKERD_ROOT=/tmp              where gpulab-dockerd-<NAME>/ lives
+#        GPULAB_DOCKERD_TCP=127.0.0.1:23760    also listen on TCP there (besides the socket)
+#        GPULAB_DOCKERD_TLS_DIR=DIR            with TCP: require TLS client certs; DIR holds
+#                                              ca.pem, server-cert.pem, server-key.pem
 # Exit:  0 running; 77 cannot run here (not root, no dockerd) -- tests treat that as a skip;
 #        1 dockerd failed to start (the end of its log is printed).
 set -euo pipefail
@@ -57,6 +60,15 @@ if [ "${GPULAB_DOCKERD_IPTABLES:-1}" = 0 ] || ! command -v iptables >/dev/null; 
   iptables_flags=(--iptables=false --ip-masq=false)
 fi
 
+tcp_flags=()
+if [ -n "${GPULAB_DOCKERD_TCP:-}" ]; then
+  tcp_flags=(-H "tcp://$GPULAB_DOCKERD_TCP")
+  if [ -n "${GPULAB_DOCKERD_TLS_DIR:-}" ]; then
+    d="$GPULAB_DOCKERD_TLS_DIR"
+    tcp_flags+=(--tlsverify --tlscacert "$d/ca.pem" --tlscert "$d/server-cert.pem" --tlskey "$d/server-key.pem")
+  fi
+fi
+
 start_with() {  # storage driver
   local driver="$1"
   rm -f "$sock" "$root/dockerd.pid"
@@ -65,7 +77,7 @@ start_with() {  # storage driver
     --data-root "$root/data" --exec-root "$root/exec" --pidfile "$root/dockerd.pid" \
     -H "unix://$sock" --bridge "$bridge" --storage-driver "$driver" \
     --containerd-namespace "gpulab-$name" --containerd-plugins-namespace "gpulab-$name-plugins" \
-    "${iptables_flags[@]}" >>"$root/dockerd.log" 2>&1 </dev/null 9>&- &
+    "${iptables_flags[@]}" "${tcp_flags[@]}" >>"$root/dockerd.log" 2>&1 </dev/null 9>&- &
   local pid=$!
   for _ in $(seq 1 600); do
     if ping_ok; then
