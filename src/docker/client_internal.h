@@ -26,6 +26,8 @@ Result<Json> call_json(HttpTransport& transport, const HttpRequest& request, std
 class Query {
  public:
   Query& add(const std::string& key, const std::string& value);
+  // Without this, a string literal would pick the bool overload (pointer -> bool).
+  Query& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
   Query& add(const std::string& key, bool value) {
     return add(key, std::string(value ? "1" : "0"));
   }
