@@ -84,7 +84,8 @@ class Client {
 
   // ---- exec ----
   Result<std::string> exec_create(const std::string& container, const ExecSpec& spec) const;
-  // Runs the exec and collects its output until it ends.
+  // Runs the exec and collects its output until it ends (no time limit: as long as the command
+  // runs; give long commands a `timeout` of their own inside).
   Result<LogOutput> exec_start(const std::string& exec_id, bool tty = false) const;
   Result<ExecInspect> exec_inspect(const std::string& exec_id) const;
   // create + start + inspect: runs cmd in a running container, returns output and exit code.
@@ -101,6 +102,8 @@ class Client {
 
   // ---- images ----
   // Snapshots a container's filesystem as an image; returns the new image id ("sha256:...").
+  // The image keeps the container's config (Cmd, Env, ExposedPorts, and its labels, with
+  // spec.labels added over them).
   Result<std::string> commit(const std::string& container, const CommitSpec& spec) const;
   Result<std::vector<ImageSummary>> list_images(const ImageListOptions& options = {}) const;
   Result<ImageInfo> inspect_image(const std::string& name_or_id) const;
