@@ -23,4 +23,8 @@ void add_train_command(CLI::App& app, CommandContext& ctx);
 void add_data_command(CLI::App& app, CommandContext& ctx);
 #endif
 
+#if GPULAB_WITH_SERVICE
+void add_serve_command(CLI::App& app, CommandContext& ctx);
+#endif
+
 }  // namespace gpulab::cli

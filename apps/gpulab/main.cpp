@@ -21,6 +21,9 @@ const std::vector<RegisterFn>& command_table() {
       // gpulab::cli::add_gpu_test_command,
       gpulab::cli::add_data_command,
 #endif
+#if GPULAB_WITH_SERVICE
+      gpulab::cli::add_serve_command,
+#endif
   };
   return table;
 }

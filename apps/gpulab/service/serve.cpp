@@ -1,0 +1,94 @@
+// `gpulab serve [--config FILE] [--listen ADDR:PORT] [--docker-host URL] [--db PATH]
+// [--backup-dir DIR] [--ssh-port-base N]`: the GPU container REST service. Also issues API
+// tokens (--add-user) and prints the OpenAPI document (--openapi), without serving.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "core/error.h"
+#include "service/config.h"
+#include "service/server.h"
+
+namespace gpulab::cli {
+
+namespace {
+
+struct ServeArgs {
+  std::string config_file;
+  std::string listen;
+  std::string docker_host;
+  std::string db;
+  std::string backup_dir;
+  int ssh_port_base = -1;
+  std::string port_file;
+  std::string add_user;
+  bool admin = false;
+  bool openapi = false;
+};
+
+service::ServiceConfig build_config(const ServeArgs& a) {
+  service::ServiceConfig c;
+  if (!a.config_file.empty()) c = service::load_config(a.config_file).value_or_throw();
+  // Flags override the file; the seed's SSH_PORT_BASE variable is honoured below the file.
+  if (!a.listen.empty()) {
+    auto st = service::parse_listen(a.listen, c);
+    if (!st) throw Exception(st.error());
+  }
+  if (!a.docker_host.empty()) c.docker_host = a.docker_host;
+  if (!a.db.empty()) c.db_path = a.db;
+  if (!a.backup_dir.empty()) c.backup_dir = a.backup_dir;
+  if (a.ssh_port_base >= 0) c.ssh_port_base = a.ssh_port_base;
+  return c;
+}
+
+void run(const ServeArgs& a) {
+  service::ServiceConfig c = build_config(a);
+  if (a.openapi) {
+    std::fputs(service::openapi_json().c_str(), stdout);
+    return;
+  }
+  if (!a.add_user.empty()) {
+    std::string token = service::issue_token(c, a.add_user, a.admin);
+    std::printf("%s\n", token.c_str());
+    std::fprintf(stderr, "token for %s%s (shown once; the service keeps only its SHA-256)\n",
+                 a.add_user.c_str(), a.admin ? " (admin)" : "");
+    return;
+  }
+  service::ServeOptions o;
+  o.port_file = a.port_file;
+  service::serve(c, o);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, CommandContext& ctx) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("serve", "GPU container REST service (the GPU Docker Service API)");
+  cmd->add_option("--config", args->config_file, "JSON config file (see docs/service.md)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--listen", args->listen, "ADDR:PORT to listen on (default 127.0.0.1:8000)");
+  cmd->add_option(
+      "--docker-host", args->docker_host,
+      "engine URL: unix:///var/run/docker.sock or tcp://host:2376 (default $DOCKER_HOST)");
+  cmd->add_option("--db", args->db, "SQLite database file (default /var/lib/gpulab/service.db)");
+  cmd->add_option("--backup-dir", args->backup_dir,
+                  "where backup_<name>.tar files go (default /backups)");
+  cmd->add_option("--ssh-port-base", args->ssh_port_base,
+                  "SSH ports are BASE+11, BASE+22, ... (default 2200)")
+      ->envname("SSH_PORT_BASE")
+      ->check(CLI::Range(1, 65000));
+  cmd->add_option("--port-file", args->port_file, "write the bound port here once listening");
+  cmd->add_option("--add-user", args->add_user,
+                  "create USER (if needed) and print a new API token for it, then exit");
+  cmd->add_flag("--admin", args->admin, "with --add-user: the user may see and manage everything");
+  cmd->add_flag("--openapi", args->openapi, "print the OpenAPI document and exit");
+  cmd->callback([args, &ctx] {
+    (void)ctx;
+    run(*args);
+  });
+}
+
+}  // namespace gpulab::cli

@@ -1,0 +1,46 @@
+// Who is asking: API tokens ("Authorization: Bearer <token>"), stored only as SHA-256, each
+// belonging to a user; admins see everything, users only their own containers.
+#pragma once
+
+#include <string>
+
+#include "service/config.h"
+#include "service/store.h"
+
+namespace gpulab::service {
+
+struct Principal {
+  std::string user;
+  bool admin = false;
+};
+
+// The user name an unauthenticated request acts as when tokens are not required (loopback only).
+inline constexpr const char* kLocalUser = "local";
+
+class Auth {
+ public:
+  Auth(Store& store, bool required) : store_(store), required_(required) {}
+  bool required() const { return required_; }
+
+  // From the Authorization header value ("" when absent). A wrong token is always refused; a
+  // missing one only when tokens are required (else the request acts as the local admin).
+  Principal authenticate(const std::string& authorization) const;
+
+  // Creates the user if needed and a new token for it; returns the token (shown once).
+  std::string issue_token(const std::string& user, bool admin);
+
+  // Loads users from the config file (token hashes only).
+  void seed_users(const std::vector<UserSeed>& users);
+
+ private:
+  Store& store_;
+  bool required_;
+};
+
+// Valid user names: 1-64 of [A-Za-z0-9_.-], starting alphanumeric.
+bool valid_user_name(const std::string& name);
+
+// Throws FORBIDDEN unless `p` owns `owner`'s objects (or is an admin).
+void require_owner(const Principal& p, const std::string& owner, const std::string& what);
+
+}  // namespace gpulab::service

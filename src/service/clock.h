@@ -1,0 +1,15 @@
+// Time stamps as the API shows them: ISO 8601 with the host's UTC offset, like the seed
+// ("2025-07-05T15:01:03+08:00"), plus a monotonic-free wall clock in seconds for the store.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gpulab::service {
+
+std::string iso_time(std::int64_t unix_seconds);
+std::string iso_now();
+std::int64_t unix_now();
+double unix_now_precise();
+
+}  // namespace gpulab::service

@@ -1,0 +1,343 @@
+// Create / start / stop / delete / update against the engine, with the book kept in step.
+#include "service/container_ops.h"
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "service/api_error.h"
+#include "service/clock.h"
+#include "service/crypto.h"
+#include "service/port_allocator.h"
+#include "service/validation.h"
+
+namespace gpulab::service {
+
+namespace {
+
+struct Allocation {
+  std::int64_t id = 0;
+  std::vector<GpuSlot> gpus;
+  int ssh_port = 0;
+};
+
+// Chooses GPUs and ports and records them with the intent row, in one transaction, under the
+// allocation lock (the bind probes and the inserts must not interleave with another request).
+Allocation allocate(Service& s, const CreateOptions& o, const std::string& state) {
+  std::lock_guard<std::mutex> lock(s.alloc_mu);
+  return s.store->transaction([&] {
+    if (s.store->find_container(o.name))
+      throw ApiError(ApiCode::kNameConflict, "Container '" + o.name + "' already exists");
+    std::set<std::string> used;
+    for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
+    auto chosen = choose_gpus(s.inventory.gpus, used, o.spec.gpu_count, s.policy);
+    if (!chosen) {
+      s.metrics.increment("gpu_allocation_failures");
+      throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed",
+                     std::to_string(o.spec.gpu_count) + " GPU(s) asked, " +
+                         std::to_string(s.inventory.gpus.size() - used.size()) +
+                         " free; check /api/v1/gpu-docker/status and delete unused containers");
+    }
+    std::set<int> unavailable = s.store->unavailable_ports(s.config.port_rest_seconds);
+    std::vector<int> wanted;
+    for (const auto& p : o.spec.ports) wanted.push_back(p.host_port);
+    auto taken = taken_ports(wanted, unavailable);
+    if (!taken.empty())
+      throw ApiError(ApiCode::kPortConflict, port_conflict_message(taken),
+                     "use different host ports");
+    for (int p : wanted) unavailable.insert(p);
+    auto ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable);
+    if (!ssh) throw ApiError(ApiCode::kPortExhausted, "No free SSH port left");
+    ContainerRecord rec;
+    rec.name = o.name;
+    rec.owner = o.owner;
+    rec.state = state;
+    rec.spec = o.spec;
+    rec.ssh_port = *ssh;
+    Allocation a;
+    a.id = s.store->insert_container(rec);
+    for (const auto& g : *chosen) s.store->add_gpu(a.id, GpuAssignment{g.uuid, g.index});
+    s.store->add_port(a.id, *ssh, "ssh", 22);
+    for (const auto& p : o.spec.ports)
+      s.store->add_port(a.id, p.host_port, "user", p.container_port);
+    a.gpus = *chosen;
+    a.ssh_port = *ssh;
+    return a;
+  });
+}
+
+docker::CreateSpec engine_spec(Service& s, const std::string& name, const std::string& owner,
+                               const ContainerSpec& spec, const std::vector<GpuSlot>& gpus,
+                               int ssh_port, std::int64_t intent, const std::string& password) {
+  docker::CreateSpec cs;
+  cs.name = name;
+  cs.image = spec.image;
+  cs.hostname = name;
+  GpuAttachment att = attachment_for(gpus, s.config);
+  cs.env = spec.env;
+  for (auto& e : att.env) cs.env.push_back(e);
+  // The lab image's entrypoint applies these (an empty password with a key locks the password).
+  cs.env.push_back("GPULAB_SSH_PASSWORD=" + password);
+  cs.env.push_back("GPULAB_SSH_PUBKEY=" + spec.ssh_public_key);
+  cs.env.push_back("GPULAB_CONTAINER_NAME=" + name);
+  std::vector<std::string> uuids;
+  for (const auto& g : gpus) uuids.push_back(g.uuid);
+  cs.labels = {{"gpulab.managed", "true"},
+               {"gpulab.owner", owner},
+               {"gpulab.gpus", join(uuids, ",")},
+               {"gpulab.intent", std::to_string(intent)},
+               {"gpulab.ssh_port", std::to_string(ssh_port)}};
+  cs.ports.push_back(docker::PortBinding{22, "tcp", ssh_port, "0.0.0.0"});
+  for (const auto& p : spec.ports)
+    cs.ports.push_back(docker::PortBinding{p.container_port, p.protocol, p.host_port, "0.0.0.0"});
+  if (!spec.cpus.empty()) cs.nano_cpus = parse_cpus(Json(spec.cpus));
+  if (!spec.memory.empty()) cs.memory_bytes = parse_size(Json(spec.memory), "memory");
+  if (!spec.shm_size.empty()) cs.shm_size_bytes = parse_size(Json(spec.shm_size), "shm_size");
+  cs.pids_limit = spec.pids_limit;
+  cs.gpus = att.requests;
+  cs.devices = att.devices;
+  cs.group_add = att.group_add;
+  return cs;
+}
+
+void check_image(Service& s, const std::string& image, bool internal) {
+  if (!internal) {
+    if (starts_with(image, "gpulab-snapshot") || starts_with(image, "gpulab-backup") ||
+        starts_with(image, "gpulab-recreate"))
+      throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is internal to the service",
+                     "use restore-snapshot or restore");
+    if (!image_allowed(image, s.config.image_allowlist))
+      throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not in the allowlist",
+                     "allowed: " + join(s.config.image_allowlist, ", "));
+  }
+  if (!s.docker().image_exists(image))
+    throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not on the engine",
+                   "the service never pulls; build or load the image on this host first");
+}
+
+// Creates and starts the engine container for an allocated row; on failure removes what it made.
+std::string engine_create_start(Service& s, const docker::CreateSpec& cs) {
+  auto id = s.docker().create_container(cs);
+  if (!id) throw_engine_error(id.error());
+  auto st = s.docker().start_container(*id);
+  if (!st) {
+    (void)s.docker().remove_container(*id, true);
+    throw_engine_error(st.error());
+  }
+  return *id;
+}
+
+}  // namespace
+
+ContainerSpec apply_spec_fields(const Json& req, ContainerSpec base) {
+  if (req.contains("gpu_count")) {
+    int n = req["gpu_count"].get<int>();
+    if (n < 0 || n > 64) throw ApiError(ApiCode::kInvalidRequest, "gpu_count must be 0..64");
+    base.gpu_count = n;
+  }
+  if (req.contains("port")) base.ports = parse_ports(req["port"]);
+  if (req.contains("cpus")) {
+    parse_cpus(req["cpus"]);
+    base.cpus = as_text(req["cpus"]);
+  }
+  if (req.contains("memory")) {
+    parse_size(req["memory"], "memory");
+    base.memory = as_text(req["memory"]);
+  }
+  if (req.contains("shm_size")) {
+    parse_size(req["shm_size"], "shm_size");
+    base.shm_size = as_text(req["shm_size"]);
+  }
+  if (req.contains("pids_limit")) {
+    auto n = req["pids_limit"].get<std::int64_t>();
+    if (n < 16 || n > 4194304)
+      throw ApiError(ApiCode::kInvalidRequest, "pids_limit must be 16..4194304");
+    base.pids_limit = n;
+  }
+  if (req.contains("ssh_public_key")) {
+    check_ssh_public_key(req["ssh_public_key"].get<std::string>());
+    base.ssh_public_key = req["ssh_public_key"].get<std::string>();
+  }
+  if (req.contains("env")) base.env = parse_env(req["env"]);
+  return base;
+}
+
+CreateOutcome create_container(Service& s, const CreateOptions& o) {
+  check_name(o.name, "container name");
+  check_image(s, o.spec.image, o.internal_image);
+  auto lock = s.lock_container(o.name);
+  // A container of that name the service does not manage blocks the name too.
+  if (!s.store->find_container(o.name) && s.docker().inspect_container(o.name).ok())
+    throw ApiError(ApiCode::kNameConflict,
+                   "A container named '" + o.name + "' exists on the engine");
+  Allocation a = allocate(s, o, state::kCreating);
+  CreateOutcome out;
+  out.ssh_password = o.spec.ssh_public_key.empty() ? random_secret(20) : std::string();
+  try {
+    auto cs = engine_spec(s, o.name, o.owner, o.spec, a.gpus, a.ssh_port, a.id, out.ssh_password);
+    std::string id = engine_create_start(s, cs);
+    s.store->transaction([&] {
+      s.store->set_docker_id(a.id, id);
+      s.store->set_state(a.id, state::kRunning);
+    });
+  } catch (...) {
+    // Nothing was given out: ports go back without resting.
+    (void)s.docker().remove_container(o.name, true);
+    s.store->remove_container(a.id, false);
+    s.store->audit(o.owner, "create", o.name, "failed");
+    throw;
+  }
+  s.store->audit(
+      o.owner, "create", o.name, "ok",
+      "gpus=" + std::to_string(a.gpus.size()) + " ssh_port=" + std::to_string(a.ssh_port));
+  out.record = *s.store->find_container(a.id);
+  return out;
+}
+
+ContainerRecord require_container(Service& s, const Principal& who, const std::string& name) {
+  check_name(name, "container name");
+  auto c = s.store->find_container(name);
+  if (!c) throw ApiError(ApiCode::kContainerNotFound, "Container '" + name + "' not found");
+  require_owner(who, c->owner, "Container '" + name + "'");
+  return *c;
+}
+
+void start_container(Service& s, const ContainerRecord& c) {
+  auto st = s.docker().start_container(c.docker_id.empty() ? c.name : c.docker_id);
+  if (!st) throw_engine_error(st.error());
+  s.store->set_state(c.id, state::kRunning);
+}
+
+void stop_container(Service& s, const ContainerRecord& c) {
+  auto st = s.docker().stop_container(c.docker_id.empty() ? c.name : c.docker_id,
+                                      s.config.stop_timeout_seconds);
+  if (!st) throw_engine_error(st.error());
+  s.store->set_state(c.id, state::kExited);
+}
+
+void restart_container(Service& s, const ContainerRecord& c) {
+  auto st = s.docker().restart_container(c.docker_id.empty() ? c.name : c.docker_id,
+                                         s.config.stop_timeout_seconds);
+  if (!st) throw_engine_error(st.error());
+  s.store->set_state(c.id, state::kRunning);
+}
+
+void delete_container(Service& s, const ContainerRecord& c) {
+  s.store->set_state(c.id, state::kDeleting);  // intent: a restart finishes the removal
+  auto st = s.docker().remove_container(c.docker_id.empty() ? c.name : c.docker_id, true);
+  if (!st && st.error().code != Code::kNotFound) throw_engine_error(st.error());
+  s.store->remove_container(c.id, true);
+}
+
+ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Json& req) {
+  ContainerSpec spec = apply_spec_fields(req, c.spec);
+  docker::ResourceUpdate u;
+  bool engine_update = false;
+  if (req.contains("cpus")) {
+    u.nano_cpus = parse_cpus(req["cpus"]);
+    engine_update = true;
+  }
+  if (req.contains("memory")) {
+    u.memory_bytes = parse_size(req["memory"], "memory");
+    u.memory_swap_bytes = *u.memory_bytes * 2;  // the engine's default ratio at create
+    engine_update = true;
+  }
+  if (req.contains("pids_limit")) {
+    u.pids_limit = req["pids_limit"].get<std::int64_t>();
+    engine_update = true;
+  }
+  if (engine_update) {
+    auto st = s.docker().update_container(c.docker_id.empty() ? c.name : c.docker_id, u);
+    if (!st) throw_engine_error(st.error());
+  }
+  s.store->set_spec(c.id, spec);
+  if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count) {
+    // Commit -> recreate, keeping the writable layer, the name and the ports.
+    std::vector<GpuSlot> chosen;
+    {
+      std::lock_guard<std::mutex> lock(s.alloc_mu);
+      s.store->transaction([&] {
+        std::set<std::string> used;
+        for (const auto& [uuid, holder] : s.store->gpu_holders())
+          if (holder != c.name) used.insert(uuid);
+        auto pick = choose_gpus(s.inventory.gpus, used, spec.gpu_count, s.policy);
+        if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
+        s.store->clear_gpus(c.id);
+        for (const auto& g : *pick) s.store->add_gpu(c.id, GpuAssignment{g.uuid, g.index});
+        chosen = *pick;
+      });
+    }
+    std::string tag = c.name + "-" + std::to_string(unix_now());
+    auto img = s.docker().commit(c.docker_id.empty() ? c.name : c.docker_id,
+                                 docker::CommitSpec{"gpulab-recreate",
+                                                    tag,
+                                                    "gpulab recreate",
+                                                    "gpulab",
+                                                    {{"gpulab.recreate.source", c.name}},
+                                                    {},
+                                                    true});
+    if (!img) throw_engine_error(img.error());
+    std::string old_image = spec.image;
+    spec.image = "gpulab-recreate:" + tag;
+    s.store->transaction([&] {
+      s.store->set_spec(c.id, spec);
+      s.store->set_state(c.id, state::kRecreating);
+    });
+    auto rm = s.docker().remove_container(c.docker_id.empty() ? c.name : c.docker_id, true);
+    if (!rm && rm.error().code != Code::kNotFound) throw_engine_error(rm.error());
+    auto cs = engine_spec(s, c.name, c.owner, spec, chosen, c.ssh_port, c.id, "");
+    // Keep the password the container already had (in its committed /etc/shadow): no new one.
+    std::erase_if(cs.env,
+                  [](const std::string& e) { return starts_with(e, "GPULAB_SSH_PASSWORD="); });
+    std::string id = engine_create_start(s, cs);
+    s.store->transaction([&] {
+      s.store->set_docker_id(c.id, id);
+      s.store->set_state(c.id, state::kRunning);
+    });
+    if (starts_with(old_image, "gpulab-recreate:")) (void)s.docker().remove_image(old_image);
+  }
+  return *s.store->find_container(c.id);
+}
+
+std::string create_engine_container(Service& s, const ContainerRecord& c) {
+  std::vector<GpuSlot> gpus;
+  for (const auto& g : c.gpus)
+    if (const GpuSlot* slot = s.inventory.find(g.uuid)) gpus.push_back(*slot);
+  auto cs = engine_spec(s, c.name, c.owner, c.spec, gpus, c.ssh_port, c.id, "");
+  std::erase_if(cs.env,
+                [](const std::string& e) { return starts_with(e, "GPULAB_SSH_PASSWORD="); });
+  return engine_create_start(s, cs);
+}
+
+std::map<std::string, docker::ContainerSummary> engine_containers(Service& s) {
+  docker::ListOptions lo;
+  lo.all = true;
+  lo.labels = {"gpulab.managed=true"};
+  auto list = s.docker().list_containers(lo);
+  if (!list) throw_engine_error(list.error());
+  std::map<std::string, docker::ContainerSummary> m;
+  for (auto& c : *list) m[c.name] = c;
+  return m;
+}
+
+Json container_json(const ContainerRecord& c, const docker::ContainerSummary* engine) {
+  Json ports = Json::array();
+  for (const auto& p : c.spec.ports) ports.push_back(p.to_string());
+  Json j = {{"name", c.name},
+            {"owner", c.owner},
+            {"status", engine ? engine->state : (c.state == state::kRunning ? "missing" : c.state)},
+            {"state", c.state},
+            {"image", c.spec.image},
+            {"ssh_port", c.ssh_port},
+            {"gpu_devices", c.gpu_indices()},
+            {"gpu_uuids", c.gpu_uuids()},
+            {"port_mappings", ports},
+            {"cpus", c.spec.cpus},
+            {"memory", c.spec.memory},
+            {"shm_size", c.spec.shm_size},
+            {"pids_limit", c.spec.pids_limit},
+            {"id", c.docker_id.substr(0, 12)},
+            {"created_at", c.created_at}};
+  if (engine) j["engine_status"] = engine->status;
+  return j;
+}
+
+}  // namespace gpulab::service

@@ -1,0 +1,51 @@
+// Container lifecycle as transactions over the book and the engine: allocate (GPUs, SSH and user
+// ports) -> record intent -> create -> start, releasing everything on any failure; and start,
+// stop, restart, delete, resource updates and the GPU-count change (commit -> recreate).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "service/auth.h"
+#include "service/service.h"
+
+namespace gpulab::service {
+
+struct CreateOptions {
+  std::string name;
+  std::string owner;
+  ContainerSpec spec;
+  bool internal_image = false;  // a snapshot or backup image of ours: skip the allowlist
+};
+
+struct CreateOutcome {
+  ContainerRecord record;
+  std::string ssh_password;  // returned once; empty when a public key was given
+};
+
+CreateOutcome create_container(Service& s, const CreateOptions& opts);
+
+// Applies request fields (gpu_count, port, cpus, memory, shm_size, pids_limit, ssh_public_key,
+// env) onto `base`, checking each value.
+ContainerSpec apply_spec_fields(const Json& req, ContainerSpec base);
+
+// The caller's container by name: CONTAINER_NOT_FOUND, or FORBIDDEN for another user's.
+ContainerRecord require_container(Service& s, const Principal& who, const std::string& name);
+
+void start_container(Service& s, const ContainerRecord& c);
+void stop_container(Service& s, const ContainerRecord& c);
+void restart_container(Service& s, const ContainerRecord& c);
+void delete_container(Service& s, const ContainerRecord& c);
+// cpus / memory / pids_limit through the engine; gpu_count through commit -> recreate.
+ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Json& req);
+
+// Creates and starts the engine container for a row as booked (its GPUs and ports); used when a
+// restart finds a recreate that was cut off. No new password is set.
+std::string create_engine_container(Service& s, const ContainerRecord& c);
+
+// The engine's view of managed containers, by name.
+std::map<std::string, docker::ContainerSummary> engine_containers(Service& s);
+// One container as the API shows it (list, create answers).
+Json container_json(const ContainerRecord& c, const docker::ContainerSummary* engine);
+
+}  // namespace gpulab::service

@@ -1,0 +1,63 @@
+// OpenSSL-backed hashing and secrets.
+#include "service/crypto.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "core/error.h"
+
+namespace gpulab::service {
+
+struct Sha256::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+};
+
+Sha256::Sha256() : impl_(new Impl) {
+  impl_->ctx = EVP_MD_CTX_new();
+  GPULAB_ASSERT(impl_->ctx && EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) == 1,
+                "SHA-256 init failed");
+}
+
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(impl_->ctx);
+}
+
+void Sha256::update(const void* data, size_t n) {
+  GPULAB_ASSERT(EVP_DigestUpdate(impl_->ctx, data, n) == 1, "SHA-256 update failed");
+}
+
+std::string Sha256::hex() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  GPULAB_ASSERT(EVP_DigestFinal_ex(impl_->ctx, md, &len) == 1, "SHA-256 final failed");
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s += kHex[md[i] >> 4];
+    s += kHex[md[i] & 15];
+  }
+  return s;
+}
+
+std::string sha256_hex(std::string_view data) {
+  Sha256 h;
+  h.update(data);
+  return h.hex();
+}
+
+std::string random_secret(size_t n) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::string s;
+  while (s.size() < n) {
+    unsigned char buf[64];
+    GPULAB_ASSERT(RAND_bytes(buf, sizeof buf) == 1, "RAND_bytes failed");
+    for (unsigned char b : buf) {
+      if (b >= 248) continue;  // 248 = 4*62: reject to keep the choice uniform
+      s += kAlphabet[b % 62];
+      if (s.size() == n) break;
+    }
+  }
+  return s;
+}
+
+}  // namespace gpulab::service

@@ -1,0 +1,31 @@
+// SHA-256 (one-shot and streaming, through OpenSSL EVP) and random secrets for tokens and
+// SSH passwords (OpenSSL's CSPRNG).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace gpulab::service {
+
+std::string sha256_hex(std::string_view data);
+
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(const void* data, size_t n);
+  void update(std::string_view s) { update(s.data(), s.size()); }
+  std::string hex();  // finishes; call once
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// n random characters from [A-Za-z0-9] (62 symbols; 32 chars ~ 190 bits).
+std::string random_secret(size_t n);
+
+}  // namespace gpulab::service

@@ -1,0 +1,219 @@
+// Container endpoints: the seed's status/create/list/start/stop/restart/delete/update-resources,
+// plus logs and stats.
+#include <set>
+
+#include "service/api_error.h"
+#include "service/clock.h"
+#include "service/container_ops.h"
+#include "service/handlers.h"
+#include "service/validation.h"
+
+namespace gpulab::service {
+
+std::string query_param(const ApiRequest& req, const std::string& key) {
+  auto it = req.query.find(key);
+  if (it == req.query.end() || it->second.empty())
+    throw ApiError(ApiCode::kInvalidRequest, "Missing query parameter '" + key + "'");
+  return it->second;
+}
+
+Json created_json(const CreateOutcome& out, const ServiceConfig& config) {
+  Json ports = Json::array();
+  for (const auto& p : out.record.spec.ports) ports.push_back(p.to_string());
+  Json d = {{"name", out.record.name},
+            {"ssh_port", out.record.ssh_port},
+            {"gpu_devices", out.record.gpu_indices()},
+            {"port_mappings", ports},
+            {"gpu_uuids", out.record.gpu_uuids()},
+            {"owner", out.record.owner},
+            {"ssh_user", config.ssh_user}};
+  // Shown once: the service keeps no copy of it.
+  if (!out.ssh_password.empty()) d["ssh_password"] = out.ssh_password;
+  return d;
+}
+
+namespace {
+
+using Req = const ApiRequest&;
+using Who = const Principal&;
+
+ApiReply status(Service& s, Who who) {
+  auto holders = s.store->gpu_holders();
+  Json available = Json::array(), used = Json::array(), mapping = Json::object();
+  std::set<std::string> mine;
+  for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user)))
+    mine.insert(c.name);
+  for (const auto& g : s.inventory.gpus) {
+    auto it = holders.find(g.uuid);
+    if (it == holders.end()) {
+      available.push_back(g.index);
+      continue;
+    }
+    used.push_back(g.index);
+    if (mine.count(it->second)) mapping[it->second].push_back(g.index);
+  }
+  Json d = {{"gpu_type", s.inventory.gpu_type},
+            {"available_gpu_indices", available},
+            {"used_gpu_indices", used},
+            {"container_gpu_mapping", mapping},
+            {"last_updated", iso_now()},
+            {"inventory_source", s.inventory.source},
+            {"total_gpus", s.inventory.gpus.size()}};
+  return ApiReply::ok("GPU status retrieved successfully", d);
+}
+
+ApiReply create(Service& s, Req req, Who who) {
+  Json j = parse_request(req.body, create_schema());
+  CreateOptions o;
+  o.name = j["name"].get<std::string>();
+  check_name(o.name, "container name");
+  o.owner = who.user;
+  o.spec = apply_spec_fields(j, ContainerSpec{});
+  o.spec.image = j["image"].get<std::string>();
+  auto out = create_container(s, o);
+  return ApiReply::ok("Container created successfully", created_json(out, s.config));
+}
+
+ApiReply list(Service& s, Who who) {
+  auto engine = engine_containers(s);
+  Json a = Json::array();
+  for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user))) {
+    auto it = engine.find(c.name);
+    a.push_back(container_json(c, it == engine.end() ? nullptr : &it->second));
+  }
+  return ApiReply::ok("Containers retrieved successfully",
+                      {{"containers", a}, {"total", a.size()}});
+}
+
+template <typename Op>
+ApiReply lifecycle(Service& s, Req req, Who who, const char* verb, Op op) {
+  Json j = parse_request(req.body, name_schema());
+  ContainerRecord c = require_container(s, who, j["name"].get<std::string>());
+  auto lock = s.lock_container(c.name);
+  op(s, c);
+  s.store->audit(who.user, verb, c.name, "ok");
+  return ApiReply::ok(std::string("Container ") + verb + " successfully", {{"name", c.name}});
+}
+
+ApiReply update(Service& s, Req req, Who who) {
+  Json j = parse_request(req.body, update_resources_schema());
+  ContainerRecord c = require_container(s, who, j["name"].get<std::string>());
+  if (j.size() == 1)
+    throw ApiError(ApiCode::kInvalidRequest, "Nothing to update",
+                   "give cpus, memory, pids_limit or gpu_count");
+  auto lock = s.lock_container(c.name);
+  ContainerRecord after = update_resources(s, c, j);
+  s.store->audit(who.user, "update-resources", c.name, "ok", j.dump());
+  return ApiReply::ok("Container resources updated successfully", container_json(after, nullptr));
+}
+
+ApiReply logs(Service& s, Req req, Who who) {
+  ContainerRecord c = require_container(s, who, query_param(req, "name"));
+  docker::LogOptions lo;
+  if (req.query.count("tail")) {
+    try {
+      lo.tail = std::stoi(req.query.at("tail"));
+    } catch (...) {
+      throw ApiError(ApiCode::kInvalidRequest, "tail must be a number");
+    }
+  } else {
+    lo.tail = 200;
+  }
+  auto out = s.docker().logs(c.docker_id.empty() ? c.name : c.docker_id, lo);
+  if (!out) throw_engine_error(out.error());
+  return ApiReply::ok("Container logs retrieved successfully",
+                      {{"name", c.name}, {"stdout", out->out}, {"stderr", out->err}});
+}
+
+ApiReply stats(Service& s, Req req, Who who) {
+  ContainerRecord c = require_container(s, who, query_param(req, "name"));
+  auto st = s.docker().stats(c.docker_id.empty() ? c.name : c.docker_id);
+  if (!st) throw_engine_error(st.error());
+  Json gpus = Json::array();
+  auto samples = sample_gpus(s.inventory);
+  for (const auto& g : c.gpus) {
+    Json gj = {{"index", g.index}, {"uuid", g.uuid}};
+    for (const auto& smp : samples) {
+      if (smp.uuid != g.uuid) continue;
+      if (smp.utilization_percent) gj["utilization_percent"] = *smp.utilization_percent;
+      if (smp.memory_used_bytes) gj["memory_used_bytes"] = *smp.memory_used_bytes;
+      if (smp.temperature_c) gj["temperature_c"] = *smp.temperature_c;
+      if (smp.power_mw) gj["power_mw"] = *smp.power_mw;
+    }
+    gpus.push_back(gj);
+  }
+  return ApiReply::ok("Container stats retrieved successfully",
+                      {{"name", c.name},
+                       {"cpu_percent", st->cpu_percent},
+                       {"online_cpus", st->online_cpus},
+                       {"memory_usage_bytes", st->memory_usage_bytes},
+                       {"memory_limit_bytes", st->memory_limit_bytes},
+                       {"memory_percent", st->memory_percent},
+                       {"net_rx_bytes", st->net_rx_bytes},
+                       {"net_tx_bytes", st->net_tx_bytes},
+                       {"block_read_bytes", st->block_read_bytes},
+                       {"block_write_bytes", st->block_write_bytes},
+                       {"pids", st->pids},
+                       {"gpus", gpus}});
+}
+
+}  // namespace
+
+void add_container_routes(Router& r, Service& s) {
+  const std::string b = kApiBase;
+  Service* sp = &s;
+  auto post = [&](const std::string& path, Handler h, const std::string& summary,
+                  const RequestSchema* schema) {
+    r.add(Route{"POST", b + path, std::move(h), summary, "containers", schema, {}});
+  };
+  r.add(Route{"GET",
+              b + "/status",
+              [sp](Req, Who w) { return status(*sp, w); },
+              "GPU status: free and used GPU indices and which container holds which",
+              "containers",
+              nullptr,
+              {}});
+  post(
+      "/create", [sp](Req q, Who w) { return create(*sp, q, w); },
+      "Create and start a container with GPUs, an SSH port and port mappings", &create_schema());
+  r.add(Route{"GET",
+              b + "/list",
+              [sp](Req, Who w) { return list(*sp, w); },
+              "List your containers (admins: all)",
+              "containers",
+              nullptr,
+              {}});
+  post(
+      "/start", [sp](Req q, Who w) { return lifecycle(*sp, q, w, "started", start_container); },
+      "Start a stopped container", &name_schema());
+  post(
+      "/stop", [sp](Req q, Who w) { return lifecycle(*sp, q, w, "stopped", stop_container); },
+      "Stop a container (it keeps its GPUs and ports)", &name_schema());
+  post(
+      "/restart",
+      [sp](Req q, Who w) { return lifecycle(*sp, q, w, "restarted", restart_container); },
+      "Restart a container", &name_schema());
+  post(
+      "/delete", [sp](Req q, Who w) { return lifecycle(*sp, q, w, "deleted", delete_container); },
+      "Delete a container and release its GPUs and ports", &name_schema());
+  post(
+      "/update-resources", [sp](Req q, Who w) { return update(*sp, q, w); },
+      "Change cpus, memory, pids_limit (live) or gpu_count (commit and recreate)",
+      &update_resources_schema());
+  r.add(Route{"GET",
+              b + "/logs",
+              [sp](Req q, Who w) { return logs(*sp, q, w); },
+              "A container's recent output",
+              "monitoring",
+              nullptr,
+              {"name", "tail"}});
+  r.add(Route{"GET",
+              b + "/stats",
+              [sp](Req q, Who w) { return stats(*sp, q, w); },
+              "A container's CPU, memory, network, disk I/O and GPU use",
+              "monitoring",
+              nullptr,
+              {"name"}});
+}
+
+}  // namespace gpulab::service

@@ -1,0 +1,32 @@
+// Host ports for containers: the SSH port sequence of the seed (base+11, base+22, ...) and checks
+// of user-requested host ports. A port is free only if no container holds it, it is not resting
+// after a release, and binding it on the host succeeds (so no other process listens there).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gpulab::service {
+
+// True when a TCP listener could bind `port` on all IPv4 and IPv6 addresses right now.
+bool host_port_bindable(int port);
+
+using PortProbe = std::function<bool(int port)>;
+
+// The first port base+step*k (k = 1, 2, ...) up to 65535 that is not in `unavailable` and passes
+// `probe`; nullopt when none is left.
+std::optional<int> next_ssh_port(int base, int step, const std::set<int>& unavailable,
+                                 const PortProbe& probe = host_port_bindable);
+
+// The requested host ports that are taken (held, resting, or bound by some process), in the
+// order given; empty when all are free.
+std::vector<int> taken_ports(const std::vector<int>& wanted, const std::set<int>& unavailable,
+                             const PortProbe& probe = host_port_bindable);
+
+// "Port(s) already in use: [3002, 4002]" (the seed's PORT_CONFLICT message).
+std::string port_conflict_message(const std::vector<int>& ports);
+
+}  // namespace gpulab::service

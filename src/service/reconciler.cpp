@@ -1,0 +1,168 @@
+// Reconciliation rules, one per book state; see reconciler.h.
+#include "service/reconciler.h"
+
+#include <filesystem>
+
+#include "core/log.h"
+#include "service/api_error.h"
+#include "service/clock.h"
+#include "service/container_ops.h"
+
+namespace gpulab::service {
+
+Json ReconcileReport::to_json() const {
+  return {{"rolled_back", rolled_back},      {"finished_deletes", finished_deletes},
+          {"recreated", recreated},          {"released", released},
+          {"state_fixed", state_fixed},      {"orphans", orphans},
+          {"backups_failed", backups_failed}};
+}
+
+namespace {
+
+bool intent_matches(const docker::ContainerSummary& e, const ContainerRecord& c) {
+  auto it = e.labels.find("gpulab.intent");
+  return it != e.labels.end() && it->second == std::to_string(c.id);
+}
+
+void cleanup_backups(Service& s, ReconcileReport& r) {
+  for (auto b : s.store->backups()) {
+    if (b.state != "running") continue;
+    std::error_code ec;
+    std::filesystem::remove(b.file + ".partial", ec);
+    (void)s.docker().remove_image("gpulab-backup:" + b.name);
+    b.state = "failed";
+    b.message = "interrupted (the service stopped while it ran)";
+    s.store->upsert_backup(b);
+    ++r.backups_failed;
+  }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(s.config.backup_dir, ec)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind(".upload-", 0) == 0) std::filesystem::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+ReconcileReport reconcile(Service& s, bool startup) {
+  ReconcileReport r;
+  auto engine = engine_containers(s);
+  std::set<std::string> booked;
+  for (const auto& listed : s.store->containers()) {
+    booked.insert(listed.name);
+    auto lock = s.lock_container(listed.name);
+    // Re-read under the lock: a request may have changed the row since the listing.
+    auto fresh = s.store->find_container(listed.id);
+    if (!fresh) continue;
+    const ContainerRecord& c = *fresh;
+    bool intent =
+        c.state == state::kCreating || c.state == state::kDeleting || c.state == state::kRecreating;
+    if (intent && !startup) continue;  // a request in flight owns it
+    auto it = engine.find(c.name);
+    std::optional<docker::ContainerSummary> looked;
+    if (it == engine.end()) {
+      // The engine listing predates the row: ask the engine once more before deciding.
+      auto info = s.docker().inspect_container(c.name);
+      if (info) {
+        docker::ContainerSummary sum;
+        sum.id = info->id;
+        sum.name = info->name;
+        sum.state = info->status;
+        sum.labels = info->labels;
+        looked = sum;
+      } else if (info.error().code != Code::kNotFound) {
+        continue;  // engine trouble: decide nothing
+      }
+    }
+    const docker::ContainerSummary* e =
+        it != engine.end() ? &it->second : (looked ? &*looked : nullptr);
+    if (c.state == state::kCreating) {
+      if (e && intent_matches(*e, c)) (void)s.docker().remove_container(e->id, true);
+      s.store->remove_container(c.id, false);
+      s.store->audit("gpulab", "reconcile", c.name, "rolled back unfinished create");
+      ++r.rolled_back;
+    } else if (c.state == state::kDeleting) {
+      if (e) (void)s.docker().remove_container(e->id, true);
+      s.store->remove_container(c.id, true);
+      s.store->audit("gpulab", "reconcile", c.name, "finished delete");
+      ++r.finished_deletes;
+    } else if (c.state == state::kRecreating) {
+      try {
+        std::string id = e ? e->id : create_engine_container(s, c);
+        s.store->set_docker_id(c.id, id);
+        s.store->set_state(c.id, state::kRunning);
+        ++r.recreated;
+      } catch (const Exception& ex) {
+        spdlog::warn("reconcile: cannot recreate {}: {}", c.name, ex.error().message);
+      }
+    } else if (!e) {
+      // Removed outside the service: release its GPUs and ports.
+      s.store->remove_container(c.id, true);
+      s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
+      s.metrics.increment("reconcile_released");
+      ++r.released;
+    } else {
+      std::string want = e->state == "running"   ? state::kRunning
+                         : e->state == "created" ? state::kCreated
+                                                 : state::kExited;
+      if (want != c.state || e->id != c.docker_id) {
+        s.store->set_state(c.id, want);
+        if (e->id != c.docker_id) s.store->set_docker_id(c.id, e->id);
+        ++r.state_fixed;
+      }
+    }
+  }
+  for (const auto& [name, e] : engine)
+    if (!booked.count(name)) ++r.orphans;
+  if (startup) cleanup_backups(s, r);
+  return r;
+}
+
+void EventWatcher::start() {
+  cancel_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void EventWatcher::stop() {
+  cancel_ = true;
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EventWatcher::loop() {
+  while (!cancel_) {
+    try {
+      reconcile(s_, false);
+    } catch (const Exception& e) {
+      spdlog::warn("reconcile: {}", e.error().message);
+    }
+    docker::EventFilter f;
+    f.types = {"container"};
+    f.labels = {"gpulab.managed=true"};
+    f.events = {"die", "destroy", "start", "stop"};
+    // Stream until the engine drops the stream or it is time for a periodic pass.
+    f.since = unix_now();
+    f.until = unix_now() + std::max(5, s_.config.reconcile_interval_seconds * 6);
+    auto st = s_.docker().events(
+        f,
+        [this](const docker::Event& ev) {
+          spdlog::debug("engine event {} {}", ev.action,
+                        ev.attributes.count("name") ? ev.attributes.at("name") : "");
+          try {
+            reconcile(s_, false);
+          } catch (const Exception& e) {
+            spdlog::warn("reconcile: {}", e.error().message);
+          }
+          return !cancel_;
+        },
+        &cancel_);
+    if (!st) {
+      spdlog::warn("engine events: {}", st.error().message);
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait_for(lk, std::chrono::seconds(s_.config.reconcile_interval_seconds),
+                   [this] { return cancel_.load(); });
+    }
+  }
+}
+
+}  // namespace gpulab::service

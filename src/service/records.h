@@ -1,0 +1,83 @@
+// The service's records: what a container was asked to be (ContainerSpec, kept so a snapshot,
+// backup or GPU change can recreate it), and the rows the store keeps about it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+
+namespace gpulab::service {
+
+struct PortMapping {
+  int host_port = 0;
+  int container_port = 0;
+  std::string protocol = "tcp";
+  std::string to_string() const;  // "3002:3002" (or "3002:3002/udp")
+};
+
+// The user-settable fields of a container, as given (strings keep the seed's "2", "8g").
+struct ContainerSpec {
+  std::string image;
+  int gpu_count = 0;
+  std::string cpus;      // "2", "0.5"
+  std::string memory;    // "8g", "512m"
+  std::string shm_size;  // "1g"
+  std::int64_t pids_limit = 0;
+  std::vector<PortMapping> ports;
+  std::string ssh_public_key;
+  std::vector<std::string> env;  // "KEY=value", user-provided (no GPULAB_ names)
+
+  Json to_json() const;
+  static ContainerSpec from_json(const Json& j);
+};
+
+struct GpuAssignment {
+  std::string uuid;
+  int index = 0;
+};
+
+// Container states in the book. "creating" and "deleting" are intents: a restart finds them
+// and completes or rolls them back against what the engine has.
+namespace state {
+inline constexpr const char* kCreating = "creating";
+inline constexpr const char* kRunning = "running";
+inline constexpr const char* kExited = "exited";
+inline constexpr const char* kCreated = "created";
+inline constexpr const char* kDeleting = "deleting";
+inline constexpr const char* kRecreating = "recreating";
+inline constexpr const char* kLost = "lost";  // gone from the engine outside the service
+}  // namespace state
+
+struct ContainerRecord {
+  std::int64_t id = 0;
+  std::string name;
+  std::string owner;
+  std::string state;
+  std::string docker_id;
+  ContainerSpec spec;
+  int ssh_port = 0;
+  std::vector<GpuAssignment> gpus;  // sorted by index
+  std::string created_at, updated_at;
+  std::vector<int> gpu_indices() const;
+  std::vector<std::string> gpu_uuids() const;
+};
+
+struct UserRecord {
+  std::int64_t id = 0;
+  std::string name;
+  bool admin = false;
+};
+
+struct SnapshotRecord {
+  std::string name, owner, source, image, created_at;
+  ContainerSpec spec;
+};
+
+struct BackupRecord {
+  std::string name, owner, source, file, state, sha256, message, created_at;
+  std::int64_t bytes_total = 0, bytes_done = 0;
+};
+
+}  // namespace gpulab::service

@@ -1,0 +1,68 @@
+// Start-up sequence of the service and the two offline helpers (tokens, OpenAPI).
+#include "service/server.h"
+
+#include <cstdio>
+
+#include "core/files.h"
+#include "core/log.h"
+#include "service/handlers.h"
+#include "service/http_server.h"
+#include "service/openapi.h"
+#include "service/reconciler.h"
+
+namespace gpulab::service {
+
+namespace {
+
+void add_routes(Router& router, Service& s) {
+  add_container_routes(router, s);
+  add_image_routes(router, s);
+  add_system_routes(router, s);
+}
+
+}  // namespace
+
+void serve(const ServiceConfig& config, const ServeOptions& options) {
+  auto s = open_service(config);
+  ReconcileReport rep = reconcile(*s, true);
+  spdlog::info("reconciled with the engine: {}", rep.to_json().dump());
+  Router router(*s->auth, &s->metrics);
+  add_routes(router, *s);
+  HttpServer server(s->config, router);
+  auto st = server.listen();
+  if (!st) throw Exception(st.error());
+  if (!options.port_file.empty()) {
+    auto w = write_file_atomic(options.port_file, std::to_string(server.port()) + "\n");
+    if (!w) throw Exception(w.error());
+  }
+  std::printf("gpulab serve: listening on http://%s:%u (engine %s, %zu GPU(s) %s, auth %s)\n",
+              s->config.listen_host.c_str(), server.port(), s->engine->describe().c_str(),
+              s->inventory.gpus.size(), s->inventory.source.c_str(),
+              s->config.auth_required ? "required" : "off (loopback)");
+  std::fflush(stdout);
+  EventWatcher watcher(*s);
+  watcher.start();
+  server.run(true);
+  watcher.stop();
+}
+
+std::string issue_token(const ServiceConfig& config, const std::string& user, bool admin) {
+  auto store = Store::open(config.db_path);
+  if (!store) throw Exception(store.error());
+  Auth auth(**store, true);
+  return auth.issue_token(user, admin);
+}
+
+std::string openapi_json() {
+  // Routes only need a Service to bind handlers to; none of them runs here.
+  Service s;
+  auto store = Store::open(":memory:");
+  if (!store) throw Exception(store.error());
+  s.store = std::move(*store);
+  s.auth = std::make_unique<Auth>(*s.store, false);
+  Router router(*s.auth, nullptr);
+  add_routes(router, s);
+  return openapi_document(router).dump(2) + "\n";
+}
+
+}  // namespace gpulab::service

@@ -1,0 +1,24 @@
+// gpulab serve as a library call: open the book, reconcile with the engine, register the routes,
+// watch engine events, and serve HTTP until a signal.
+#pragma once
+
+#include <string>
+
+#include "service/config.h"
+
+namespace gpulab::service {
+
+struct ServeOptions {
+  std::string port_file;  // written with the bound port once listening (for scripts and tests)
+};
+
+// Returns when the server stops; throws gpulab::Exception for start-up failures.
+void serve(const ServiceConfig& config, const ServeOptions& options);
+
+// Creates a user (if needed) and a token in the book at config.db_path; returns the token.
+std::string issue_token(const ServiceConfig& config, const std::string& user, bool admin);
+
+// The OpenAPI document of the full route table (no engine needed).
+std::string openapi_json();
+
+}  // namespace gpulab::service

@@ -1,0 +1,93 @@
+// Config file: strict keys, declared GPUs, device paths checked in map mode, --listen parsing.
+#include <gtest/gtest.h>
+
+#include "service/config.h"
+#include "service/inventory.h"
+
+namespace gpulab::service {
+namespace {
+
+TEST(Config, DeclaredGpusAndDefaults) {
+  auto c = config_from_json(R"({"gpus":[{"uuid":"GPU-a","index":0,"vendor":"nvidia"},
+                                        {"uuid":"GPU-b","index":1,"vendor":"nvidia","links":[0]}],
+                               "device_mode":"none","ssh_port_base":3300})");
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  EXPECT_EQ(c->gpus.size(), 2u);
+  EXPECT_EQ(c->ssh_port_base, 3300);
+  EXPECT_EQ(c->device_mode, DeviceMode::kNone);
+  EXPECT_TRUE(validate_config(*c).ok());
+  auto inv = build_inventory(*c);
+  EXPECT_EQ(inv.source, "declared");
+  EXPECT_EQ(inv.gpu_type, "nvidia");
+}
+
+TEST(Config, RefusesUnknownKeysAndDuplicates) {
+  EXPECT_FALSE(config_from_json(R"({"listen":"127.0.0.1:8000","privileged":true})").ok());
+  EXPECT_FALSE(config_from_json(R"({"gpus":[{"uuid":"x","vendor":"intel"}]})").ok());
+  auto dup =
+      config_from_json(R"({"device_mode":"none","gpus":[{"uuid":"x","index":0,"vendor":"amd"},
+                                                               {"uuid":"x","index":1,"vendor":"amd"}]})");
+  ASSERT_TRUE(dup.ok());
+  EXPECT_FALSE(validate_config(*dup).ok());
+}
+
+TEST(Config, MapModeNeedsRealCharacterDevices) {
+  // A declared AMD GPU whose render node this host lacks must not pass in map mode...
+  auto missing = config_from_json(
+      R"({"gpus":[{"uuid":"GPU-amd0","index":0,"vendor":"amd","render_node":"/dev/dri/renderD199"}]})");
+  ASSERT_TRUE(missing.ok());
+  auto st = validate_config(*missing);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("renderD199"), std::string::npos);
+  // ...and a regular file is not a device either.
+  auto file = config_from_json(
+      R"({"gpus":[{"uuid":"GPU-amd0","index":0,"vendor":"amd","render_node":"/etc/hostname"}],
+          "amd_kfd_path":"/dev/null"})");
+  ASSERT_TRUE(file.ok());
+  EXPECT_FALSE(validate_config(*file).ok());
+  // Safe character devices stand in for kfd and the render node in tests: only these are mapped.
+  auto safe = config_from_json(
+      R"({"gpus":[{"uuid":"GPU-amd0","index":0,"vendor":"amd","render_node":"/dev/null",
+                   "render_node_in_container":"/dev/dri/renderD128"}],
+          "amd_kfd_path":"/dev/zero","amd_kfd_in_container":"/dev/kfd"})");
+  ASSERT_TRUE(safe.ok());
+  EXPECT_TRUE(validate_config(*safe).ok());
+  auto att = attachment_for(safe->gpus, *safe);
+  ASSERT_EQ(att.devices.size(), 2u);
+  EXPECT_EQ(att.devices[0].path_on_host, "/dev/zero");
+  EXPECT_EQ(att.devices[1].path_on_host, "/dev/null");
+  EXPECT_EQ(att.devices[1].path_in_container, "/dev/dri/renderD128");
+  // No GPUs: no devices, and NVIDIA visibility explicitly "void".
+  auto none = attachment_for({}, *safe);
+  EXPECT_TRUE(none.devices.empty());
+  EXPECT_TRUE(none.requests.empty());
+  EXPECT_EQ(none.env[0], "NVIDIA_VISIBLE_DEVICES=void");
+}
+
+TEST(Config, NvidiaByUuid) {
+  auto c = config_from_json(R"({"gpus":[{"uuid":"GPU-1111","index":0,"vendor":"nvidia"},
+                                        {"uuid":"GPU-2222","index":1,"vendor":"nvidia"}]})");
+  ASSERT_TRUE(c.ok());
+  auto att = attachment_for({c->gpus[1]}, *c);
+  ASSERT_EQ(att.requests.size(), 1u);
+  EXPECT_EQ(att.requests[0].device_ids, std::vector<std::string>{"GPU-2222"});
+  EXPECT_EQ(att.env[0], "NVIDIA_VISIBLE_DEVICES=GPU-2222");
+  c->device_mode = DeviceMode::kNone;
+  EXPECT_TRUE(attachment_for({c->gpus[1]}, *c).requests.empty());
+}
+
+TEST(Config, Listen) {
+  ServiceConfig c;
+  ASSERT_TRUE(parse_listen("0.0.0.0:9000", c).ok());
+  EXPECT_EQ(c.listen_host, "0.0.0.0");
+  EXPECT_EQ(c.listen_port, 9000);
+  ASSERT_TRUE(parse_listen("[::1]:8000", c).ok());
+  EXPECT_EQ(c.listen_host, "::1");
+  EXPECT_FALSE(parse_listen("nohost", c).ok());
+  EXPECT_FALSE(parse_listen("1.2.3.4:99999", c).ok());
+  EXPECT_TRUE(is_loopback_host("127.0.0.1"));
+  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
+}
+
+}  // namespace
+}  // namespace gpulab::service

@@ -1,0 +1,46 @@
+// A small libcurl client for the service tests: JSON requests, file upload/download, and a
+// reused connection (to observe keep-alive).
+#pragma once
+
+#include <curl/curl.h>
+
+#include <string>
+
+#include "core/json.h"
+
+namespace gpulab::service::testing {
+
+struct HttpResult {
+  long status = 0;
+  std::string body;
+  std::string error;  // curl's error when no answer came
+  Json json() const;  // parsed body (null if not JSON)
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(std::string base_url, std::string token = {});
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  void set_token(std::string token) { token_ = std::move(token); }
+  HttpResult get(const std::string& path);
+  HttpResult post(const std::string& path, const std::string& body);
+  HttpResult post_json(const std::string& path, const Json& body) {
+    return post(path, body.dump());
+  }
+  // Sends a body of `size` zero bytes (announced with Content-Length).
+  HttpResult post_zeros(const std::string& path, long long size);
+  HttpResult put_file(const std::string& path, const std::string& file);
+  HttpResult download(const std::string& path, const std::string& dest_file);
+  long connections_opened() const;  // new connections the last request had to open
+
+ private:
+  HttpResult perform(const std::string& method, const std::string& path);
+  std::string base_, token_;
+  CURL* curl_;
+  bool to_file_ = false;
+};
+
+}  // namespace gpulab::service::testing

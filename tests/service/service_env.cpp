@@ -1,0 +1,125 @@
+// Engine, images and per-test service for the real-dockerd service tests.
+#include "service_env.h"
+
+#include <unistd.h>
+
+#include <atomic>
+
+#include "core/files.h"
+#include "docker/tar.h"
+#include "service/crypto.h"
+
+namespace gpulab::service::testing {
+
+namespace {
+
+Status build(const docker::Client& c, const std::string& tag, const std::string& dockerfile,
+             const std::vector<std::pair<std::string, std::string>>& files) {
+  if (c.image_exists(tag)) return ok_status();
+  auto ctx = std::filesystem::temp_directory_path() / ("gpulab-ctx-" + random_secret(8) + ".tar");
+  {
+    auto w = docker::TarWriter::create(ctx);
+    if (!w) return w.error();
+    auto st = w->add_file("Dockerfile", dockerfile);
+    for (const auto& [name, data] : files)
+      if (st) st = w->add_file(name, data, 0755);
+    if (st) st = w->finish();
+    if (!st) return st;
+  }
+  docker::BuildSpec b;
+  b.context_tar = ctx;
+  b.tags = {tag};
+  auto id = c.build_image(b);
+  std::filesystem::remove(ctx);
+  if (!id) return id.error();
+  return ok_status();
+}
+
+}  // namespace
+
+Status ensure_service_images(const docker::Client& c, bool with_ssh) {
+  auto st = gpulab::testing::ensure_busybox_image(c);
+  if (!st) return st;
+  st = build(
+      c, kBoxImage,
+      std::string("FROM ") + gpulab::testing::kBusyboxImage +
+          "\nCMD [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 1; done\"]\n",
+      {});
+  if (!st || !with_ssh) return st;
+  st = gpulab::testing::ensure_debian_ssh_image(c);
+  if (!st) return st;
+  auto entry = read_file(std::filesystem::path(GPULAB_SOURCE_DIR) / "images/common/entrypoint.sh");
+  if (!entry) return entry.error();
+  return build(c, kSshImage,
+               std::string("FROM ") + gpulab::testing::kDebianSshImage +
+                   "\nCOPY entrypoint.sh /usr/local/bin/gpulab-entrypoint\n"
+                   "ENTRYPOINT [\"/usr/local/bin/gpulab-entrypoint\"]\nCMD []\n",
+               {{"entrypoint.sh", *entry}});
+}
+
+int unique_port_base() {
+  static std::atomic<int> n{0};
+  // 20000-59999 in blocks of 1100 (100 SSH ports each), spread by pid.
+  int block = (static_cast<int>(::getpid()) * 7 + n++) % 36;
+  return 20000 + block * 1100;
+}
+
+Json four_gpu_config(const std::string& docker_host, int port_base) {
+  Json gpus = Json::array();
+  for (int i = 0; i < 4; ++i)
+    gpus.push_back({{"uuid", "GPU-fake-" + std::to_string(i)},
+                    {"index", i},
+                    {"vendor", "nvidia"},
+                    {"numa_node", i / 2},
+                    {"links", Json::array({i ^ 1})}});
+  return {{"docker_host", docker_host},
+          {"gpus", gpus},
+          {"ssh_port_base", port_base},
+          {"image_allowlist", Json::array({"gpulab-test/*"})}};
+}
+
+void ServiceTest::SetUp() {
+  auto eng = gpulab::testing::main_engine();
+  if (!eng) GTEST_SKIP() << eng.error().to_string();
+  engine_ = *eng;
+  auto c = gpulab::testing::client_for(*engine_);
+  if (!c) GTEST_SKIP() << c.error().to_string();
+  client_.emplace(std::move(*c));
+  dir_ = std::filesystem::temp_directory_path() / ("gpulab-svc-" + random_secret(8));
+  std::filesystem::create_directories(dir_);
+  prefix_ = "t" + random_secret(5);
+  for (auto& ch : prefix_) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+}
+
+void ServiceTest::start_service(Json config, bool with_ssh) {
+  auto st = ensure_service_images(*client_, with_ssh);
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  svc_ = std::make_unique<ServiceProcess>(dir_, std::move(config));
+  ASSERT_TRUE(svc_->start()) << svc_->log_tail();
+}
+
+int ServiceTest::engine_managed_count(const std::string& name_prefix) {
+  docker::ListOptions lo;
+  lo.labels = {"gpulab.managed=true"};
+  auto list = client_->list_containers(lo);
+  if (!list) return -1;
+  int n = 0;
+  for (const auto& c : *list)
+    if (c.name.rfind(name_prefix, 0) == 0) ++n;
+  return n;
+}
+
+void ServiceTest::TearDown() {
+  if (svc_) svc_->stop();
+  if (client_) {
+    docker::ListOptions lo;
+    lo.labels = {"gpulab.managed=true"};
+    if (auto list = client_->list_containers(lo))
+      for (const auto& c : *list)
+        if (c.name.rfind(prefix_, 0) == 0) (void)client_->remove_container(c.id, true);
+  }
+  std::error_code ec;
+  if (!dir_.empty() && !::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ec);
+}
+
+}  // namespace gpulab::service::testing

@@ -1,0 +1,56 @@
+// Shared set-up for the tests that run `gpulab serve` against a real dockerd (the harness in
+// tests/support): the engine, the test images the service tests need, and a service per test.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "docker/client.h"
+#include "http_client.h"
+#include "service_process.h"
+#include "support/docker_fixture.h"
+
+namespace gpulab::service::testing {
+
+// FROM gpulab-test/busybox with a long-running command (so stats and exec work).
+inline constexpr const char* kBoxImage = "gpulab-test/service-box:latest";
+// FROM gpulab-test/debian-ssh with the lab entrypoint (images/common/entrypoint.sh) that applies
+// GPULAB_SSH_PASSWORD / GPULAB_SSH_PUBKEY and starts sshd.
+inline constexpr const char* kSshImage = "gpulab-test/service-ssh:latest";
+
+// Builds kBoxImage (and kSshImage when with_ssh) on the engine if absent.
+Status ensure_service_images(const docker::Client& client, bool with_ssh);
+
+// A port base whose SSH ports (base+11, base+22, ...) are unlikely to collide between tests.
+int unique_port_base();
+
+// Four declared NVIDIA GPUs without devices (no GPU on CI), allowlist of the test images.
+Json four_gpu_config(const std::string& docker_host, int port_base);
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  // Starts the main engine (or skips), the images, and one service with `config`.
+  void start_service(Json config, bool with_ssh = false);
+  void SetUp() override;
+  void TearDown() override;
+  // Containers on the engine labeled as managed by the service of this test (by owner label).
+  int engine_managed_count(const std::string& name_prefix);
+
+  std::optional<gpulab::testing::TestEngine> engine_;
+  std::optional<docker::Client> client_;
+  std::filesystem::path dir_;
+  std::unique_ptr<ServiceProcess> svc_;
+  std::string prefix_;  // container names of this test start with it
+};
+
+// Envelope helpers.
+inline bool ok(const HttpResult& r) {
+  return r.status == 200 && r.json().value("success", false);
+}
+inline std::string code(const HttpResult& r) {
+  return r.json().value("error_code", std::string());
+}
+
+}  // namespace gpulab::service::testing

@@ -1,0 +1,258 @@
+// Concurrency, crashes and consistency against a real dockerd: 50 simultaneous creates for 4
+// GPUs, SIGKILL in the middle of creates and backups, containers removed behind the service's
+// back, AMD device mapping, and a move between two engines through download and upload.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/strings.h"
+#include "service/crypto.h"
+#include "service/store.h"
+#include "service_env.h"
+
+namespace gpulab::service::testing {
+namespace {
+
+class ServiceRobustness : public ServiceTest {
+ protected:
+  // The book and the engine agree: every row has its engine container and vice versa, no intent
+  // is left, no GPU or port is held twice or by a missing container, no partial backup file.
+  void expect_consistent() {
+    auto store = Store::open(svc_->db_path().string());
+    ASSERT_TRUE(store.ok());
+    auto rows = (*store)->containers();
+    std::set<std::string> booked;
+    for (const auto& r : rows) {
+      booked.insert(r.name);
+      EXPECT_TRUE(r.state == state::kRunning || r.state == state::kExited ||
+                  r.state == state::kCreated)
+          << r.name << " left in state " << r.state;
+      EXPECT_TRUE(client_->inspect_container(r.name).ok())
+          << r.name << " booked but not on the engine";
+    }
+    docker::ListOptions lo;
+    lo.labels = {"gpulab.managed=true"};
+    auto list = client_->list_containers(lo);
+    ASSERT_TRUE(list.ok());
+    std::set<std::string> engine_gpus;
+    for (const auto& c : *list) {
+      if (c.name.rfind(prefix_, 0) != 0) continue;
+      EXPECT_TRUE(booked.count(c.name)) << c.name << " on the engine but not in the book";
+      for (const auto& g : split(c.labels.at("gpulab.gpus"), ','))
+        EXPECT_TRUE(engine_gpus.insert(g).second) << g << " held by two engine containers";
+    }
+    auto holders = (*store)->gpu_holders();
+    for (const auto& [uuid, name] : holders) EXPECT_TRUE(booked.count(name));
+    auto rows_gpus = (*store)->db().query(
+        "SELECT COUNT(*) FROM gpu_allocations WHERE container_id NOT IN (SELECT id FROM "
+        "containers)");
+    EXPECT_EQ(rows_gpus[0].i64(0), 0);
+    auto ports = (*store)->db().query(
+        "SELECT COUNT(*) FROM port_allocations WHERE container_id NOT IN (SELECT id FROM "
+        "containers)");
+    EXPECT_EQ(ports[0].i64(0), 0);
+    for (const auto& b : (*store)->backups()) EXPECT_NE(b.state, "running") << b.name;
+    for (const auto& e : std::filesystem::directory_iterator(svc_->backup_dir()))
+      EXPECT_EQ(e.path().string().find(".partial"), std::string::npos) << e.path();
+  }
+};
+
+TEST_F(ServiceRobustness, FiftyConcurrentCreatesForFourGpus) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  const int n = 50;
+  std::vector<HttpResult> results(n);
+  std::vector<std::thread> threads;
+  std::atomic<bool> go{false};
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      HttpClient c(svc_->url());
+      while (!go) std::this_thread::yield();
+      results[i] = c.post_json(
+          "/api/v1/gpu-docker/create",
+          {{"name", prefix_ + "-c" + std::to_string(i)}, {"image", kBoxImage}, {"gpu_count", 1}});
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int created = 0, refused = 0, other = 0;
+  std::set<int> gpus, ports;
+  for (const auto& r : results) {
+    if (ok(r)) {
+      ++created;
+      for (int g : r.json()["data"]["gpu_devices"])
+        EXPECT_TRUE(gpus.insert(g).second) << "GPU " << g << " twice";
+      EXPECT_TRUE(ports.insert(r.json()["data"]["ssh_port"].get<int>()).second);
+    } else if (code(r) == "GPU_ALLOCATION_FAILED") {
+      ++refused;
+    } else {
+      ++other;
+      ADD_FAILURE() << r.status << " " << r.body << r.error;
+    }
+  }
+  std::printf(
+      "[ figures  ] 50 concurrent creates: %d created, %d GPU_ALLOCATION_FAILED, %d other, %.2f "
+      "s\n",
+      created, refused, other, secs);
+  EXPECT_EQ(created, 4);
+  EXPECT_EQ(refused, 46);
+  EXPECT_EQ(engine_managed_count(prefix_), 4);
+  expect_consistent();
+}
+
+TEST_F(ServiceRobustness, SigkillDuringCreatesAndBackupsLeaksNothing) {
+  Json cfg = four_gpu_config(engine_->host, unique_port_base());
+  start_service(cfg);
+  if (HasFatalFailure() || IsSkipped()) return;
+  {
+    HttpClient c(svc_->url());
+    ASSERT_TRUE(
+        ok(c.post_json("/api/v1/gpu-docker/create",
+                       {{"name", prefix_ + "-base"}, {"image", kBoxImage}, {"gpu_count", 1}})));
+  }
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> load;
+    for (int t = 0; t < 4; ++t) {
+      load.emplace_back([&, t] {
+        HttpClient c(svc_->url());
+        for (int i = 0; !stop; ++i) {
+          std::string n = prefix_ + "-r" + std::to_string(round) + "-" + std::to_string(t) + "-" +
+                          std::to_string(i);
+          if (t == 0) {
+            c.post_json("/api/v1/gpu-docker/backup",
+                        {{"name", prefix_ + "-base"}, {"backup_name", n}});
+          } else {
+            c.post_json("/api/v1/gpu-docker/create",
+                        {{"name", n}, {"image", kBoxImage}, {"gpu_count", 1}});
+            c.post_json("/api/v1/gpu-docker/delete", {{"name", n}});
+          }
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(700 + 400 * round));
+    svc_->kill_hard();
+    stop = true;
+    for (auto& t : load) t.join();
+    ASSERT_TRUE(svc_->start()) << svc_->log_tail();  // start-up reconciles
+    expect_consistent();
+    HttpClient c(svc_->url());
+    auto status = c.get("/api/v1/gpu-docker/status");
+    auto used = status.json()["data"]["used_gpu_indices"].size();
+    EXPECT_EQ(used, static_cast<size_t>(engine_managed_count(prefix_))) << status.body;
+  }
+}
+
+TEST_F(ServiceRobustness, ContainerRemovedOutsideReleasesItsGpu) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  std::string name = prefix_ + "-gone";
+  ASSERT_TRUE(ok(c.post_json("/api/v1/gpu-docker/create",
+                             {{"name", name}, {"image", kBoxImage}, {"gpu_count", 2}})));
+  EXPECT_EQ(c.get("/api/v1/gpu-docker/status").json()["data"]["used_gpu_indices"].size(), 2u);
+  ASSERT_TRUE(client_->remove_container(name, true).ok());
+  bool released = false;
+  for (int i = 0; i < 100 && !released; ++i) {
+    released = c.get("/api/v1/gpu-docker/status").json()["data"]["used_gpu_indices"].empty();
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(released);
+  EXPECT_EQ(code(c.post_json("/api/v1/gpu-docker/stop", {{"name", name}})), "CONTAINER_NOT_FOUND");
+}
+
+TEST_F(ServiceRobustness, AmdContainerSeesOnlyItsDevices) {
+  Json cfg = {{"docker_host", engine_->host},
+              {"ssh_port_base", unique_port_base()},
+              {"device_mode", "map"},
+              {"amd_kfd_path", "/dev/zero"},
+              {"amd_kfd_in_container", "/dev/kfd"},
+              {"gpus", Json::array({{{"uuid", "GPU-amd-0"},
+                                     {"index", 0},
+                                     {"vendor", "amd"},
+                                     {"render_node", "/dev/null"},
+                                     {"render_node_in_container", "/dev/dri/renderD128"}},
+                                    {{"uuid", "GPU-amd-1"},
+                                     {"index", 1},
+                                     {"vendor", "amd"},
+                                     {"render_node", "/dev/full"},
+                                     {"render_node_in_container", "/dev/dri/renderD129"}}})}};
+  start_service(cfg);
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  std::string with = prefix_ + "-amd", without = prefix_ + "-nogpu";
+  auto r = c.post_json("/api/v1/gpu-docker/create",
+                       {{"name", with}, {"image", kBoxImage}, {"gpu_count", 1}});
+  ASSERT_TRUE(ok(r)) << r.body;
+  EXPECT_EQ(c.get("/api/v1/gpu-docker/status").json()["data"]["gpu_type"], "rocm");
+  ASSERT_TRUE(ok(c.post_json("/api/v1/gpu-docker/create",
+                             {{"name", without}, {"image", kBoxImage}, {"gpu_count", 0}})));
+  auto ls1 = client_->exec(with, {"sh", "-c", "ls /dev/kfd /dev/dri/ 2>&1"});
+  ASSERT_TRUE(ls1.ok());
+  EXPECT_NE(ls1->out.find("/dev/kfd"), std::string::npos) << ls1->out;
+  EXPECT_NE(ls1->out.find("renderD128"), std::string::npos) << ls1->out;
+  EXPECT_EQ(ls1->out.find("renderD129"), std::string::npos) << ls1->out;  // the other GPU
+  auto ls2 = client_->exec(without, {"sh", "-c", "ls /dev/kfd /dev/dri 2>&1; true"});
+  ASSERT_TRUE(ls2.ok());
+  EXPECT_EQ(ls2->out.find("renderD"), std::string::npos) << ls2->out;
+  EXPECT_NE(ls2->out.find("No such file"), std::string::npos) << ls2->out;
+  auto info = client_->inspect_container(with);
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->raw["HostConfig"].value("Privileged", true));
+  EXPECT_EQ(info->devices.size(), 2u);
+}
+
+TEST_F(ServiceRobustness, MoveBetweenEnginesByDownloadAndUpload) {
+  auto peer = gpulab::testing::peer_engine();
+  if (!peer) GTEST_SKIP() << peer.error().to_string();
+  auto peer_client = gpulab::testing::client_for(*peer);
+  ASSERT_TRUE(peer_client.ok());
+  ASSERT_TRUE(ensure_service_images(*peer_client, false).ok());
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  ServiceProcess other(dir_ / "peer", four_gpu_config(peer->host, unique_port_base()));
+  ASSERT_TRUE(other.start()) << other.log_tail();
+  HttpClient a(svc_->url()), b(other.url());
+  std::string name = prefix_ + "-mover";
+  ASSERT_TRUE(ok(a.post_json("/api/v1/gpu-docker/create",
+                             {{"name", name}, {"image", kBoxImage}, {"gpu_count", 1}})));
+  std::string payload = random_secret(4096);
+  ASSERT_TRUE(
+      client_->exec(name, {"sh", "-c", "mkdir -p /work && echo " + payload + " > /work/data.txt"})
+          .ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto bk = a.post_json("/api/v1/gpu-docker/backup",
+                        {{"name", name}, {"backup_name", prefix_ + "-move"}});
+  ASSERT_TRUE(ok(bk)) << bk.body;
+  auto file = dir_ / "download.tar";
+  auto dl = a.download("/api/v1/gpu-docker/backups/download?backup_name=" + prefix_ + "-move",
+                       file.string());
+  ASSERT_EQ(dl.status, 200) << dl.error;
+  EXPECT_EQ(std::filesystem::file_size(file),
+            std::filesystem::file_size(svc_->backup_dir() / ("backup_" + prefix_ + "-move.tar")));
+  auto up = b.put_file("/api/v1/gpu-docker/backups/upload?backup_name=" + prefix_ + "-move",
+                       file.string());
+  ASSERT_TRUE(ok(up)) << up.body;
+  std::string moved = prefix_ + "-moved";
+  auto rr =
+      b.post_json("/api/v1/gpu-docker/restore",
+                  {{"backup_path", prefix_ + "-move.tar"}, {"name", moved}, {"gpu_count", 2}});
+  ASSERT_TRUE(ok(rr)) << rr.body;
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto cat = peer_client->exec(moved, {"cat", "/work/data.txt"});
+  ASSERT_TRUE(cat.ok());
+  EXPECT_EQ(cat->out, payload + "\n");
+  std::printf("[ figures  ] move: backup %lld bytes, backup+download+upload+restore %.2f s\n",
+              static_cast<long long>(std::filesystem::file_size(file)), secs);
+  (void)peer_client->remove_container(moved, true);
+  other.stop();
+}
+
+}  // namespace
+}  // namespace gpulab::service::testing
