@@ -20,6 +20,7 @@ const std::vector<RegisterFn>& command_table() {
 #if GPULAB_WITH_TRAIN
       // gpulab::cli::add_gpu_test_command,
       gpulab::cli::add_data_command,
+      gpulab::cli::add_bench_command,
 #endif
 #if GPULAB_WITH_SERVICE
       gpulab::cli::add_serve_command,

@@ -1,0 +1,11 @@
+# Multi-process DDP through the real CLI (tests/integration/ddp/ddp_test.sh): 1 vs 2 vs 3 ranks,
+# 4 ranks over two network namespaces, SIGKILL of a rank, and --max_restarts resume.
+if(GPULAB_WITH_TRAIN)
+  foreach(case equivalence multinode kill restart)
+    add_test(NAME integration.ddp.${case}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/ddp/ddp_test.sh ${case}
+                     $<TARGET_FILE:gpulab>)
+    set_tests_properties(integration.ddp.${case} PROPERTIES LABELS "integration;ddp"
+                         SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
+  endforeach()
+endif()

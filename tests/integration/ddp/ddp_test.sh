@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# End-to-end DDP checks through the gpulab CLI on CPU (Gloo): equivalence of 1, 2 and 3 ranks;
+# a 4-rank job over two network namespaces; SIGKILL of a rank; --max_restarts resume.
+# usage: ddp_test.sh equivalence|multinode|kill|restart /path/to/gpulab
+# Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
+set -uo pipefail
+
+CASE=${1:?case}
+GPULAB=${2:?path to gpulab}
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /tmp/gpulab-ddp-XXXXXX)
+NETNS=()
+cleanup() {
+  for ns in "${NETNS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIPPED: $*"; exit 77; }
+
+# A tiny deterministic job: ResNet-18 on 32x32 synthetic images, SyncBatchNorm so that BatchNorm
+# sees the global batch whatever the number of ranks, global batch 12.
+COMMON=(train --model resnet18 --dataset synthetic --input_size 32 --optimizer sgd
+        --learning_rate 0.05 --seed 3 --deterministic --sync_bn --no_report --num_workers 1
+        --batch_size 12)
+
+# run NAME ARGS...: one job, output in $WORK/NAME, log in $WORK/NAME.log; fails on non-zero exit.
+run() {
+  local name=$1; shift
+  "$@" --output_dir "$WORK/$name" >"$WORK/$name.log" 2>&1
+  local code=$?
+  [ $code = 0 ] || { cat "$WORK/$name.log"; fail "$name exited with $code"; }
+}
+compare() { python3 "$HERE/compare_weights.py" "$WORK/$1/model.safetensors" "$WORK/$2/model.safetensors" "${3:-1e-5}" \
+  || fail "weights of $1 and $2 differ"; }
+accuracy() { grep "Test accuracy" "$WORK/$1.log" | tail -1 | awk '{print $3}'; }
+count() { grep -c -- "$2" "$WORK/$1.log"; }
+
+case "$CASE" in
+equivalence)
+  SHORT=(--subset 48 --num_epochs 2)
+  run single "$GPULAB" "${COMMON[@]}" "${SHORT[@]}"
+  for n in 2 3; do
+    run ddp$n "$GPULAB" "${COMMON[@]}" "${SHORT[@]}" --batch_size_scaled --nproc_per_node $n
+    echo "== $n ranks vs one process"
+    compare ddp$n single
+    [ "$(accuracy ddp$n)" = "$(accuracy single)" ] || fail "test accuracy $(accuracy ddp$n) vs $(accuracy single)"
+    echo "test accuracy $(accuracy ddp$n) (one process: $(accuracy single))"
+    [ "$(count ddp$n 'Hello from local_rank')" = "$n" ] || fail "expected $n hello lines"
+    grep -q "Hello from local_rank $((n-1)), global_rank $((n-1))" "$WORK/ddp$n.log" || fail "no hello from the last rank"
+    [ "$(count ddp$n 'Auto-detected backend: gloo')" = 1 ] || fail "expected one 'Auto-detected backend: gloo'"
+    [ "$(count ddp$n 'Epoch 2/2')" = 1 ] || fail "epoch lines must come from rank 0 only"
+  done
+  ;;
+
+multinode)
+  [ "$(id -u)" = 0 ] || skip "network namespaces need root"
+  command -v ip >/dev/null || skip "no ip(8)"
+  N0=gpulab-ddp-a$$; N1=gpulab-ddp-b$$
+  ip netns add "$N0" 2>/dev/null || skip "cannot create network namespaces here"
+  NETNS+=("$N0"); ip netns add "$N1" && NETNS+=("$N1") || fail "second namespace"
+  # The veth pair is created with its ends inside the namespaces: no traffic leaves them.
+  ip link add gla$$ netns "$N0" type veth peer name glb$$ netns "$N1" || skip "cannot create a veth pair"
+  ip -n "$N0" addr add 10.200.0.1/24 dev gla$$ && ip -n "$N1" addr add 10.200.0.2/24 dev glb$$ || fail "addresses"
+  for ns in "$N0" "$N1"; do ip -n "$ns" link set lo up; done
+  ip -n "$N0" link set gla$$ up && ip -n "$N1" link set glb$$ up || fail "links up"
+  ip netns exec "$N0" ping -c1 -W2 10.200.0.2 >/dev/null || fail "namespaces cannot reach each other"
+  SHORT=(--subset 48 --num_epochs 2)
+  run single "$GPULAB" "${COMMON[@]}" "${SHORT[@]}"
+  MN=(--batch_size_scaled --nnodes 2 --nproc_per_node 2 --master_addr 10.200.0.1 --master_port 29431)
+  ip netns exec "$N1" "$GPULAB" "${COMMON[@]}" "${SHORT[@]}" "${MN[@]}" --node_rank 1 \
+     --output_dir "$WORK/node1" >"$WORK/node1.log" 2>&1 &
+  NODE1=$!
+  run node0 ip netns exec "$N0" "$GPULAB" "${COMMON[@]}" "${SHORT[@]}" "${MN[@]}" --node_rank 0
+  wait $NODE1 || { cat "$WORK/node1.log"; fail "node 1 exited with $?"; }
+  cat "$WORK/node0.log" | grep -E "Hello|Backend|World size|Test accuracy"
+  grep -E "Hello" "$WORK/node1.log"
+  grep -q "World size: 4" "$WORK/node0.log" || fail "rank 0 did not see 4 ranks"
+  echo "== 4 ranks on two hosts vs one process"
+  compare node0 single
+  [ "$(accuracy node0)" = "$(accuracy single)" ] || fail "test accuracy $(accuracy node0) vs $(accuracy single)"
+  ;;
+
+kill|restart)
+  # Long enough epochs that the kill lands mid-epoch; the restart case resumes from the
+  # checkpoint of epoch 1 and must end with the uninterrupted run's weights.
+  if [ "$CASE" = kill ]; then JOB=(--subset 1200 --num_epochs 20 --nproc_per_node 3 --batch_size_scaled)
+  else JOB=(--subset 192 --num_epochs 3 --nproc_per_node 2 --batch_size_scaled --max_restarts 1); fi
+  "$GPULAB" "${COMMON[@]}" "${JOB[@]}" --output_dir "$WORK/job" >"$WORK/job.log" 2>&1 &
+  LAUNCHER=$!
+  # kill: a few seconds into the first epoch. restart: once epoch 1's checkpoint is complete.
+  for _ in $(seq 900); do
+    if [ "$CASE" = kill ]; then grep -q "^Normalization" "$WORK/job.log" && break
+    else ls "$WORK/job/checkpoints"/*.json >/dev/null 2>&1 && break; fi
+    kill -0 $LAUNCHER 2>/dev/null || { cat "$WORK/job.log"; fail "job ended early"; }
+    sleep 0.2
+  done
+  if [ "$CASE" = kill ]; then sleep 3; else sleep 0.5; fi
+  RANKS=$(pgrep -P $LAUNCHER)
+  VICTIM=""
+  for p in $RANKS; do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "RANK=1" && VICTIM=$p; done
+  [ -n "$VICTIM" ] || { cat "$WORK/job.log"; fail "rank 1 not found among $RANKS"; }
+  PORT=$(sed -n 's/.*master 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/job.log" | head -1)
+  T0=$(date +%s.%N)
+  kill -9 "$VICTIM"
+  if [ "$CASE" = kill ]; then
+    wait $LAUNCHER; CODE=$?
+    T1=$(date +%s.%N)
+    SECS=$(python3 -c "print(f'{$T1-$T0:.2f}')")
+    grep -E "gpulab launch|error:" "$WORK/job.log"
+    echo "launcher exited with code $CODE, $SECS s after the SIGKILL"
+    [ "$CODE" != 0 ] || fail "exit code 0 after a rank was killed"
+    python3 -c "import sys; sys.exit(0 if $T1-$T0 < 10 else 1)" || fail "took $SECS s (limit 10)"
+    grep -q "error: rank 1 (pid $VICTIM) was killed by signal 9 (SIGKILL)" "$WORK/job.log" || fail "message does not name rank 1"
+    for p in $RANKS; do
+      if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then fail "rank pid $p survived"; fi
+    done
+    python3 -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $PORT))" \
+      || fail "port $PORT still bound"
+    echo "all ranks gone, port $PORT free"
+  else
+    wait $LAUNCHER || { cat "$WORK/job.log"; fail "restarted job failed"; }
+    grep -E "gpulab launch|Resumed from" "$WORK/job.log"
+    grep -q "restarting the group (restart 1 of 1)" "$WORK/job.log" || fail "no restart"
+    grep -q "Resumed from" "$WORK/job.log" || fail "the restarted group did not resume from a checkpoint"
+    run straight "$GPULAB" "${COMMON[@]}" --subset 192 --num_epochs 3 --nproc_per_node 2 --batch_size_scaled
+    echo "== resumed run vs uninterrupted run"
+    compare job straight
+  fi
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo PASS
