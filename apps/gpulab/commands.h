@@ -24,6 +24,11 @@ void add_data_command(CLI::App& app, CommandContext& ctx);
 void add_bench_command(CLI::App& app, CommandContext& ctx);
 #endif
 
+#if GPULAB_WITH_BUILDER
+void add_image_command(CLI::App& app, CommandContext& ctx);
+void add_ddp_command(CLI::App& app, CommandContext& ctx);
+#endif
+
 #if GPULAB_WITH_SERVICE
 void add_serve_command(CLI::App& app, CommandContext& ctx);
 #endif

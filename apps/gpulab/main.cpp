@@ -18,9 +18,13 @@ const std::vector<RegisterFn>& command_table() {
       gpulab::cli::add_detect_command,
       gpulab::cli::add_launch_command,
 #if GPULAB_WITH_TRAIN
-      // gpulab::cli::add_gpu_test_command,
+      gpulab::cli::add_gpu_test_command,
       gpulab::cli::add_data_command,
       gpulab::cli::add_bench_command,
+#endif
+#if GPULAB_WITH_BUILDER
+      gpulab::cli::add_image_command,
+      gpulab::cli::add_ddp_command,
 #endif
 #if GPULAB_WITH_SERVICE
       gpulab::cli::add_serve_command,

@@ -1,0 +1,44 @@
+// Build context assembly through the Docker client's tar writer.
+#include "builder/build_context.h"
+
+#include "builder/runtime_packages.h"
+#include "core/strings.h"
+#include "docker/tar.h"
+
+namespace gpulab::builder {
+
+namespace fs = std::filesystem;
+
+Status write_build_context(const Recipe& recipe, const fs::path& images, const fs::path& out_tar) {
+  auto writer = docker::TarWriter::create(out_tar);
+  if (!writer.ok()) return writer.error();
+  auto& tar = *writer;
+  for (const auto& f : recipe.files) {
+    if (auto st = tar.add_path(f.context_name, images / f.recipe_path); !st.ok()) return st;
+  }
+  if (recipe.needs_binary) {
+    std::error_code ec;
+    fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return Error{Code::kInternal, "cannot locate the running gpulab binary"};
+    auto pkgs = runtime_packages(self);
+    if (!pkgs.ok()) return pkgs.error();
+    std::vector<std::string> lines = *pkgs;
+    lines.push_back("openssh-server");
+    std::string list =
+        "# Debian packages gpulab links against, and sshd\n" + join(lines, "\n") + "\n";
+    if (auto st = tar.add_file("runtime-packages.txt", list); !st.ok()) return st;
+    if (auto st = tar.add_path("gpulab", self); !st.ok()) return st;
+  }
+  if (recipe.needs_source_tree) {
+    const fs::path src = images / "..";
+    for (const char* p : {"CMakeLists.txt", "Makefile", "cmake", "src", "apps"}) {
+      if (!fs::exists(src / p)) continue;
+      Status st = fs::is_directory(src / p) ? tar.add_tree(src / p, std::string("source/") + p)
+                                            : tar.add_path(std::string("source/") + p, src / p);
+      if (!st.ok()) return st;
+    }
+  }
+  return tar.finish();
+}
+
+}  // namespace gpulab::builder

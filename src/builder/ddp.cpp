@@ -1,0 +1,276 @@
+// gpulab ddp: GPU choice, container naming, mounts and the script/interactive runs.
+#include "builder/ddp.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <ostream>
+#include <random>
+#include <set>
+
+#include "core/strings.h"
+#include "docker/client.h"
+#include "gpu/inventory.h"
+#include "gpu/partition.h"
+
+namespace gpulab::builder {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_mode(const std::string& s) {
+  return s == "interactive" || s == "script_single_node" || s == "script_multi_node";
+}
+
+DdpMode mode_of(const std::string& s) {
+  if (s == "script_single_node") return DdpMode::kScriptSingleNode;
+  if (s == "script_multi_node") return DdpMode::kScriptMultiNode;
+  return DdpMode::kInteractive;
+}
+
+std::string random_token(size_t n, const char* alphabet) {
+  std::random_device rd;
+  std::string a(alphabet), s;
+  std::uniform_int_distribution<size_t> pick(0, a.size() - 1);
+  for (size_t i = 0; i < n; ++i) s += a[pick(rd)];
+  return s;
+}
+
+bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The seed's SSH ports: base+11, base+22, ... the first one no process and no container holds.
+int pick_ssh_port(int base, const std::set<int>& taken) {
+  for (int k = 1; k < 500; ++k) {
+    int p = base + 11 * k;
+    if (p > 65535) break;
+    if (!taken.count(p) && port_free(p)) return p;
+  }
+  throw Exception(Code::kResourceExhausted, "no free SSH port above " + std::to_string(base),
+                  "stop unused ddp containers or pass --ssh-port-base");
+}
+
+bool data_present(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  return fs::directory_iterator(dir, ec) != fs::directory_iterator();
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+DdpOptions parse_ddp_args(const std::vector<std::string>& args, DdpOptions o) {
+  if (args.empty()) {
+    throw Exception(Code::kInvalidArgument, "missing the number of GPUs",
+                    "usage: gpulab ddp N [interactive|script_single_node|script_multi_node] "
+                    "[MASTER_ADDR] [\"train flags\"]");
+  }
+  try {
+    size_t used = 0;
+    o.gpus = std::stoi(args[0], &used);
+    if (used != args[0].size()) throw std::invalid_argument(args[0]);
+  } catch (const std::exception&) {
+    throw Exception(Code::kInvalidArgument, "N must be a number of GPUs, got '" + args[0] + "'");
+  }
+  if (o.gpus < 1 || o.gpus > 8) {
+    throw Exception(Code::kInvalidArgument, "N must be between 1 and 8 GPUs per node");
+  }
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (is_mode(a)) {
+      o.mode = mode_of(a);
+    } else if (a == "auto") {
+      // The seed's placeholder for automatic GPU choice: that is what gpulab always does.
+    } else if (starts_with(a, "-") || a.find(' ') != std::string::npos) {
+      o.train_flags = a;
+    } else if (o.master_addr.empty()) {
+      o.master_addr = a;
+    } else {
+      throw Exception(Code::kInvalidArgument, "unexpected argument '" + a + "'",
+                      "quote the training flags as one argument: \"--model resnet18 ...\"");
+    }
+  }
+  if (o.mode == DdpMode::kScriptMultiNode && o.master_addr.empty()) {
+    throw Exception(Code::kInvalidArgument, "script_multi_node needs the master's address",
+                    "gpulab ddp 8 auto 192.168.1.100 script_multi_node \"--model ...\"");
+  }
+  return o;
+}
+
+DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
+  // 1. Data first: nothing is allocated for a run that cannot start.
+  fs::path data = fs::absolute(opts.data_dir), logs = fs::absolute(opts.log_dir);
+  if (!data_present(data)) {
+    throw Exception(Code::kNotFound,
+                    "Training data not found in " + opts.data_dir.string() + " directory",
+                    "fetch it with: gpulab data get cifar100 --dir " + opts.data_dir.string());
+  }
+  fs::create_directories(logs);
+
+  // 2. GPUs on this host; MI300X must be in NPS1 + SPX, as the seed requires.
+  gpu::DetectOptions d;
+  d.root = opts.detect_root;
+  d.host_checks = false;
+  auto inv = gpu::detect(d);
+  bool amd = false, nvidia = false;
+  for (const auto& g : inv.gpus) (g.vendor == gpu::Vendor::kAmd ? amd : nvidia) = true;
+  if (amd) gpu::require_partition("NPS1,SPX", d);
+
+  // 3. The engine.
+  auto ep = opts.docker_host.empty() ? docker::Endpoint::from_env()
+                                     : docker::Endpoint::parse(opts.docker_host);
+  if (!ep.ok()) throw Exception(ep.error());
+  auto client_r = docker::Client::connect(*ep);
+  if (!client_r.ok() || !client_r->ping().ok()) {
+    throw Exception(
+        Code::kUnavailable,
+        "Docker service is not running. Please start Docker service (" + ep->to_string() + ")",
+        docker::kStartEngineHint);
+  }
+  docker::Client& client = *client_r;
+
+  // 4. GPUs and ports held by other gpulab containers are not ours to take.
+  std::set<int> used_gpus, used_ports;
+  docker::ListOptions lo;
+  lo.all = false;
+  if (auto list = client.list_containers(lo); list.ok()) {
+    for (const auto& c : *list) {
+      if (auto it = c.labels.find("gpulab.gpu_indices"); it != c.labels.end()) {
+        for (const auto& s : split(it->second, ',')) used_gpus.insert(std::atoi(s.c_str()));
+      }
+      for (const auto& p : c.ports) used_ports.insert(p.host_port);
+    }
+  }
+  DdpResult res;
+  const std::string vendor = nvidia ? "nvidia" : amd ? "rocm" : "cpu";
+  if (vendor != "cpu") {
+    for (const auto& g : inv.gpus) {
+      if (static_cast<int>(res.gpu_indices.size()) == opts.gpus) break;
+      if (!used_gpus.count(g.index)) res.gpu_indices.push_back(g.index);
+    }
+    if (static_cast<int>(res.gpu_indices.size()) < opts.gpus) {
+      throw Exception(Code::kResourceExhausted,
+                      "GPU allocation failed: " + std::to_string(opts.gpus) + " requested, " +
+                          std::to_string(res.gpu_indices.size()) + " free",
+                      "stop other ddp containers (docker ps | grep ddp-) or ask for fewer GPUs");
+    }
+  }
+
+  std::vector<std::string> idx;
+  for (int i : res.gpu_indices) idx.push_back(std::to_string(i));
+  res.container = "ddp-" +
+                  random_token(5, "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789") +
+                  "-" + std::to_string(opts.gpus) + "-" + (idx.empty() ? "cpu" : join(idx, "-"));
+  res.log_file = logs / (today() + "_" + res.container + ".log");
+
+  docker::CreateSpec spec;
+  spec.name = res.container;
+  spec.image = opts.image.empty() ? vendor + "-lab:latest" : opts.image;
+  if (!client.image_exists(spec.image)) {
+    throw Exception(Code::kNotFound, "image " + spec.image + " is not on the engine",
+                    "build it first: gpulab image build --vendor " + vendor + " -y");
+  }
+  spec.labels = {
+      {"gpulab.managed", "true"}, {"gpulab.kind", "ddp"}, {"gpulab.gpu_indices", join(idx, ",")}};
+  // Mounts and the host network are for this trusted local tool only; the REST service never
+  // passes a HostAccess, so no request can reach the host this way.
+  docker::HostAccess host;
+  host.mounts = {{data.string(), "/workspace/data", false},
+                 {logs.string(), "/workspace/log", false}};
+  spec.shm_size_bytes = 8LL << 30;  // DataLoader-style workers need more than 64 MiB of /dev/shm
+  spec.init = true;
+  if (vendor == "nvidia") {
+    docker::GpuRequest g;
+    for (const auto& gi : inv.gpus)
+      for (int i : res.gpu_indices)
+        if (gi.index == i) g.device_ids.push_back(gi.uuid.value_or(std::to_string(i)));
+    spec.gpus.push_back(g);
+  } else if (vendor == "rocm") {
+    spec.devices = {{"/dev/kfd", "", "rwm"}, {"/dev/dri", "", "rwm"}};
+    spec.group_add = {"video"};
+    spec.env.push_back("HIP_VISIBLE_DEVICES=" + join(idx, ","));
+  }
+
+  const bool script = opts.mode != DdpMode::kInteractive;
+  if (script) {
+    std::string cmd = "gpulab train --nproc_per_node " + std::to_string(opts.gpus) +
+                      " --data_dir /workspace/data --output_dir /workspace/log/" + res.container;
+    if (opts.mode == DdpMode::kScriptMultiNode) {
+      int node_rank = opts.node_rank < 0 ? 0 : opts.node_rank;
+      cmd += " --nnodes " + std::to_string(opts.nnodes) + " --node_rank " +
+             std::to_string(node_rank) + " --master_addr " + opts.master_addr + " --master_port " +
+             std::to_string(opts.master_port);
+      host.host_network = true;  // ranks on other nodes connect to this one directly
+    }
+    cmd += " " + opts.train_flags;
+    spec.cmd = {"bash", "-o", "pipefail", "-c",
+                cmd + " 2>&1 | tee /workspace/log/" + res.log_file.filename().string()};
+  } else {
+    res.ssh_password =
+        opts.ssh_password.empty()
+            ? random_token(16, "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789")
+            : opts.ssh_password;
+    res.ssh_port = pick_ssh_port(opts.ssh_port_base, used_ports);
+    spec.env.push_back("GPULAB_SSH_PASSWORD=" + res.ssh_password);
+    spec.ports.push_back({22, "tcp", res.ssh_port, "0.0.0.0"});
+  }
+
+  // 5. Create and start; a failure removes what was created.
+  auto id = client.create_container(spec, host);
+  if (!id.ok()) throw Exception(id.error());
+  if (auto st = client.start_container(*id); !st.ok()) {
+    (void)client.remove_container(*id, true);
+    throw Exception(st.error());
+  }
+
+  if (!script) {
+    out << "======================================\n"
+        << "\u25a0 DDP Training container started successfully!\n"
+        << "\u2022 Container name: " << res.container << "\n"
+        << "\u2022 GPUs allocated: " << (idx.empty() ? 0 : opts.gpus) << "\n"
+        << "\u2022 GPU indices: " << (idx.empty() ? "none (CPU ranks)" : join(idx, ",")) << "\n"
+        << "\u2022 SSH Connection: ssh root@localhost -p " << res.ssh_port << "\n"
+        << "\u2022 SSH password: " << res.ssh_password << "\n"
+        << "\u2022 Log file: " << res.log_file.string() << "\n"
+        << "======================================\n";
+    return res;
+  }
+
+  // 6. Script: follow the training's output, then remove the container whatever happened.
+  out << "Started " << res.container << " (" << opts.gpus
+      << " ranks); log: " << res.log_file.string() << "\n"
+      << std::flush;
+  docker::LogOptions lopt;
+  lopt.follow = true;
+  (void)client.logs_stream(*id, lopt, [&](bool, std::string_view chunk) {
+    out << chunk << std::flush;
+    return true;
+  });
+  auto code = client.wait_container(*id);
+  res.exit_code = code.ok() ? *code : 1;
+  (void)client.remove_container(*id, true);
+  out << "Container " << res.container << " finished with exit code " << res.exit_code
+      << " and was removed\n";
+  return res;
+}
+
+}  // namespace gpulab::builder
