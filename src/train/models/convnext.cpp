@@ -6,17 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "train/models/layers.h"
 #include "train/models/registry.h"
 
 namespace gpulab::train {
 namespace {
-
-// nn::Sequential with a concrete forward, so Sequentials can nest (torchvision nests them).
-struct SeqImpl : torch::nn::SequentialImpl {
-  using SequentialImpl::SequentialImpl;
-  torch::Tensor forward(torch::Tensor x) { return SequentialImpl::forward(x); }
-};
-TORCH_MODULE(Seq);
 
 // torch.nn.init.trunc_normal_ (bounds a, b are absolute values, as in PyTorch): inverse-CDF
 // sampling of a normal restricted to [a, b].
@@ -50,11 +44,7 @@ class StochasticDepthImpl : public torch::nn::Module {
  public:
   explicit StochasticDepthImpl(double p) : p_(p) {}
   torch::Tensor forward(torch::Tensor x) {
-    if (!is_training() || p_ <= 0) return x;
-    const double survival = 1.0 - p_;
-    auto noise = torch::empty({x.size(0), 1, 1, 1}, x.options()).bernoulli_(survival);
-    if (survival > 0) noise.div_(survival);
-    return x * noise;
+    return stochastic_depth(x, p_, /*row_mode=*/true, is_training());
   }
   void pretty_print(std::ostream& os) const override {
     char p[32];

@@ -6,17 +6,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "train/models/layers.h"
 #include "train/models/registry.h"
 
 namespace gpulab::train {
 namespace {
-
-// nn::Sequential with a concrete forward, so Sequentials can nest (torchvision nests them).
-struct SeqImpl : torch::nn::SequentialImpl {
-  using SequentialImpl::SequentialImpl;
-  torch::Tensor forward(torch::Tensor x) { return SequentialImpl::forward(x); }
-};
-TORCH_MODULE(Seq);
 
 // torchvision's _make_divisible: round to the nearest multiple of 8, never losing more than 10%.
 int64_t make_divisible(double v, int64_t divisor = 8) {
@@ -31,40 +25,20 @@ struct BnSettings {
   double momentum = 0.1;
 };
 
-// Conv2dNormActivation: conv (no bias) as "0", BatchNorm as "1", SiLU as "2" when wanted.
+// Conv2dNormActivation with SiLU (or none): "0" conv, "1" BatchNorm, "2" SiLU.
 Seq conv_bn(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups, bool silu,
             const BnSettings& bn) {
-  Seq seq;
-  seq->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
-                                       .stride(stride)
-                                       .padding((kernel - 1) / 2)
-                                       .groups(groups)
-                                       .bias(false)));
-  seq->push_back(
-      torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(out).eps(bn.eps).momentum(bn.momentum)));
-  if (silu) seq->push_back(torch::nn::SiLU());
-  return seq;
+  ConvNormActOptions o;
+  o.in = in;
+  o.out = out;
+  o.kernel = kernel;
+  o.stride = stride;
+  o.groups = groups;
+  o.bn_eps = bn.eps;
+  o.bn_momentum = bn.momentum;
+  o.act = silu ? Act::kSiLU : Act::kNone;
+  return conv_norm_act(o);
 }
-
-// torchvision.ops.SqueezeExcitation with SiLU inside and a sigmoid gate: fc1, fc2 are 1x1 convs.
-class SqueezeExcitationImpl : public torch::nn::Module {
- public:
-  SqueezeExcitationImpl(int64_t channels, int64_t squeeze) {
-    fc1_ =
-        register_module("fc1", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, squeeze, 1)));
-    fc2_ =
-        register_module("fc2", torch::nn::Conv2d(torch::nn::Conv2dOptions(squeeze, channels, 1)));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    auto scale = torch::adaptive_avg_pool2d(x, {1, 1});
-    scale = torch::sigmoid(fc2_->forward(torch::silu(fc1_->forward(scale))));
-    return scale * x;
-  }
-
- private:
-  torch::nn::Conv2d fc1_{nullptr}, fc2_{nullptr};
-};
-TORCH_MODULE(SqueezeExcitation);
 
 // One row of the EfficientNet paper's Table 1, already scaled by the variant's multipliers.
 struct StageConfig {
@@ -82,11 +56,7 @@ class StochasticDepthImpl : public torch::nn::Module {
  public:
   explicit StochasticDepthImpl(double p) : p_(p) {}
   torch::Tensor forward(torch::Tensor x) {
-    if (!is_training() || p_ <= 0) return x;
-    const double survival = 1.0 - p_;
-    auto noise = torch::empty({x.size(0), 1, 1, 1}, x.options()).bernoulli_(survival);
-    if (survival > 0) noise.div_(survival);
-    return x * noise;
+    return stochastic_depth(x, p_, /*row_mode=*/true, is_training());
   }
   void pretty_print(std::ostream& os) const override {
     char p[32];
@@ -111,7 +81,8 @@ class MBConvImpl : public torch::nn::Module {
       block->push_back(conv_bn(c.in_channels, expanded, 1, 1, 1, true, bn));
     }
     block->push_back(conv_bn(expanded, expanded, c.kernel, c.stride, expanded, true, bn));
-    block->push_back(SqueezeExcitation(expanded, std::max<int64_t>(1, c.in_channels / 4)));
+    block->push_back(
+        SqueezeExcitation(expanded, std::max<int64_t>(1, c.in_channels / 4), Act::kSiLU));
     block->push_back(conv_bn(expanded, c.out_channels, 1, 1, 1, false, bn));
     block_ = register_module("block", block);
     stochastic_depth_ = register_module("stochastic_depth", StochasticDepth(sd_prob));

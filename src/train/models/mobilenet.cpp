@@ -3,17 +3,11 @@
 #include <string>
 #include <vector>
 
+#include "train/models/layers.h"
 #include "train/models/registry.h"
 
 namespace gpulab::train {
 namespace {
-
-// nn::Sequential with a concrete forward, so Sequentials can nest (torchvision nests them).
-struct SeqImpl : torch::nn::SequentialImpl {
-  using SequentialImpl::SequentialImpl;
-  torch::Tensor forward(torch::Tensor x) { return SequentialImpl::forward(x); }
-};
-TORCH_MODULE(Seq);
 
 // torchvision's _make_divisible: round to the nearest multiple of 8, never losing more than 10%.
 int64_t make_divisible(double v, int64_t divisor = 8) {
@@ -23,42 +17,24 @@ int64_t make_divisible(double v, int64_t divisor = 8) {
   return new_v;
 }
 
-enum class Act { kNone, kReLU, kReLU6, kHardswish };
-
 struct BnSettings {
   double eps = 1e-5;
   double momentum = 0.1;
 };
 
-void push_activation(Seq& seq, Act act) {
-  switch (act) {
-    case Act::kNone:
-      break;
-    case Act::kReLU:
-      seq->push_back(torch::nn::ReLU());
-      break;
-    case Act::kReLU6:
-      seq->push_back(torch::nn::ReLU6());
-      break;
-    case Act::kHardswish:
-      seq->push_back(torch::nn::Functional(torch::hardswish));
-      break;
-  }
-}
-
 // Conv2dNormActivation: conv (no bias) "0", BatchNorm "1", activation "2" when there is one.
 Seq conv_bn(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups, Act act,
             const BnSettings& bn) {
-  Seq seq;
-  seq->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
-                                       .stride(stride)
-                                       .padding((kernel - 1) / 2)
-                                       .groups(groups)
-                                       .bias(false)));
-  seq->push_back(
-      torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(out).eps(bn.eps).momentum(bn.momentum)));
-  push_activation(seq, act);
-  return seq;
+  ConvNormActOptions o;
+  o.in = in;
+  o.out = out;
+  o.kernel = kernel;
+  o.stride = stride;
+  o.groups = groups;
+  o.bn_eps = bn.eps;
+  o.bn_momentum = bn.momentum;
+  o.act = act;
+  return conv_norm_act(o);
 }
 
 // MobileNetV2's InvertedResidual: `conv` = [expand CNA] + depthwise CNA + 1x1 conv + BatchNorm.
@@ -85,26 +61,6 @@ class InvertedResidualV2Impl : public torch::nn::Module {
 };
 TORCH_MODULE(InvertedResidualV2);
 
-// torchvision.ops.SqueezeExcitation as MobileNetV3 uses it: ReLU inside, hardsigmoid gate.
-class SqueezeExcitationImpl : public torch::nn::Module {
- public:
-  SqueezeExcitationImpl(int64_t channels, int64_t squeeze) {
-    fc1_ =
-        register_module("fc1", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, squeeze, 1)));
-    fc2_ =
-        register_module("fc2", torch::nn::Conv2d(torch::nn::Conv2dOptions(squeeze, channels, 1)));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    auto scale = torch::adaptive_avg_pool2d(x, {1, 1});
-    scale = torch::hardsigmoid(fc2_->forward(torch::relu(fc1_->forward(scale))));
-    return scale * x;
-  }
-
- private:
-  torch::nn::Conv2d fc1_{nullptr}, fc2_{nullptr};
-};
-TORCH_MODULE(SqueezeExcitation);
-
 // One row of the MobileNetV3 paper's tables 1 and 2 (width multiplier 1).
 struct V3Block {
   int64_t in;
@@ -125,7 +81,12 @@ class InvertedResidualV3Impl : public torch::nn::Module {
     Seq block;
     if (c.expanded != c.in) block->push_back(conv_bn(c.in, c.expanded, 1, 1, 1, act, bn));
     block->push_back(conv_bn(c.expanded, c.expanded, c.kernel, c.stride, c.expanded, act, bn));
-    if (c.se) block->push_back(SqueezeExcitation(c.expanded, make_divisible(c.expanded / 4)));
+    if (c.se) {
+      // torchvision's V3 SE: ReLU inside, hardsigmoid gate.
+      block->push_back(SqueezeExcitation(c.expanded,
+                                         make_divisible(static_cast<double>(c.expanded / 4)),
+                                         Act::kReLU, Act::kHardsigmoid));
+    }
     block->push_back(conv_bn(c.expanded, c.out, 1, 1, 1, Act::kNone, bn));
     block_ = register_module("block", block);
   }
@@ -206,10 +167,10 @@ class MobileNetV3 : public Classifier {
     features->push_back(conv_bn(last_in, last_out, 1, 1, 1, Act::kHardswish, bn));
     features_ = register_module("features", features);
     double dropout = opts.dropout >= 0 ? opts.dropout : 0.2;
-    classifier_ = register_module(
-        "classifier",
-        Seq(torch::nn::Linear(last_out, last_channel), torch::nn::Functional(torch::hardswish),
-            torch::nn::Dropout(dropout), torch::nn::Linear(last_channel, opts.num_classes)));
+    classifier_ =
+        register_module("classifier", Seq(torch::nn::Linear(last_out, last_channel),
+                                          Activation(Act::kHardswish), torch::nn::Dropout(dropout),
+                                          torch::nn::Linear(last_channel, opts.num_classes)));
     init_mobilenet(*this);
   }
   torch::Tensor forward(torch::Tensor x) override {

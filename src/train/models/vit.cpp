@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "train/models/layers.h"
 #include "train/models/registry.h"
 
 namespace gpulab::train {
@@ -53,13 +54,6 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear out_proj_{nullptr};
 };
 TORCH_MODULE(SelfAttention);
-
-// nn.Sequential with a concrete forward, so it can sit inside another module's Sequential.
-struct SeqImpl : torch::nn::SequentialImpl {
-  using SequentialImpl::SequentialImpl;
-  torch::Tensor forward(torch::Tensor x) { return SequentialImpl::forward(x); }
-};
-TORCH_MODULE(Seq);
 
 // Pre-norm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(x)); mlp = Linear "0", GELU "1",
 // Dropout "2", Linear "3", Dropout "4" (torchvision's MLPBlock, version 2 names).
