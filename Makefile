@@ -31,7 +31,7 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory build
-	@bash bench/compare $(BUILD)
+	@/usr/bin/python3 bench/compare $(BUILD) $(BENCH_ARGS)
 
 format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i

@@ -239,6 +239,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     if (max_steps_reached()) break;
     auto batch = train_loader_->next();
     if (!batch) break;
+    if (hooks_.batch_ready) hooks_.batch_ready(micro_steps_);
     // Named steps of one micro-batch: lr, forward, loss, backward, (step), bookkeeping.
     const int64_t group_start = b / accum * accum;
     const int64_t group_size = std::min(accum, train_batches_ - group_start);
@@ -265,6 +266,8 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     if (dist_->is_main() && ProgressBar::stdout_is_tty())
       bar.update(b + 1, fmt::format("loss {:.4f} {:.0f} img/s", loss.item<double>(),
                                     static_cast<double>(images) / seconds_since(t0)));
+    if (hooks_.step_done) hooks_.step_done(micro_steps_);
+    ++micro_steps_;
   }
   bar.clear();
   // Epoch sums over all ranks: mean loss and accuracy of every image trained on.

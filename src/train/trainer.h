@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,6 +21,13 @@
 #include "train/train_options.h"
 
 namespace gpulab::train {
+
+// Callbacks around each micro-batch of the training loop, for `gpulab bench train`: it times
+// data waits against compute (and starts its profiler) without a second training loop.
+struct StepHooks {
+  std::function<void(int64_t step)> batch_ready;  // after the loader handed over the batch
+  std::function<void(int64_t step)> step_done;    // after backward (and the optimizer step)
+};
 
 struct TrainResult {
   std::vector<EpochRecord> epochs;  // all epochs so far, resumed ones included
@@ -37,6 +45,7 @@ class Trainer {
   // Access for tests and for the DDP layer.
   Classifier& model() { return *model_; }
   const torch::Device& device() const { return device_; }
+  void set_step_hooks(StepHooks hooks) { hooks_ = std::move(hooks); }
 
  private:
   void setup_runtime();
@@ -74,6 +83,8 @@ class Trainer {
   int64_t step_ = 0;         // optimizer steps done
   std::vector<EpochRecord> history_;
   std::string resumed_from_;
+  StepHooks hooks_;
+  int64_t micro_steps_ = 0;  // micro-batches trained by this invocation (for hooks_)
 };
 
 // Sets intra-op threads for this process: `requested`, or all cores split between local ranks.

@@ -1,0 +1,79 @@
+// `gpulab bench train`: steady-state training throughput of a model (bench::run_train_bench),
+// on one process or as DDP ranks (--nproc_per_node, through the same launcher as `gpulab train`).
+#include <iostream>
+#include <memory>
+
+#include "bench/train_bench.h"
+#include "commands.h"
+#include "core/strings.h"
+#include "train/data/datasets.h"
+#include "train/dist/dist_options.h"
+
+namespace gpulab::cli {
+
+void add_bench_train(CLI::App* bench, CommandContext& ctx) {
+  auto o = std::make_shared<bench::TrainBenchOptions>();
+  auto d = std::make_shared<train::dist::DistOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto& t = o->train;
+  // The reference script's settings (bench/reference/train_ref.py): SGD lr 0.1, momentum 0.9,
+  // weight decay 5e-4, random horizontal flips, synthetic data unless a data set is named.
+  t.dataset = "synthetic";
+  t.input_size = 32;
+  t.learning_rate = 0.1;
+  t.weight_decay = 5e-4;
+  t.augment = true;
+  t.device = "auto";
+  auto* cmd = bench->add_subcommand(
+      "train", "training throughput after warm-up: images/s, data vs compute time, peak memory");
+  cmd->add_option("--model", t.model, "model name (see `gpulab models`)")->capture_default_str();
+  cmd->add_option("--dataset", t.dataset, "synthetic, cifar10, cifar100, mnist, imagefolder, ...")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (!train::canonical_dataset_name(v).empty()) return {};
+            return "unknown dataset '" + v + "'; valid: " + join(train::dataset_names(), ", ");
+          },
+          "DATASET"))
+      ->capture_default_str();
+  cmd->add_option("--data_dir", t.data_dir, "folder with the data sets")->capture_default_str();
+  cmd->add_option("--device", t.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--batch_size", t.batch_size, "batch size per process")->capture_default_str();
+  cmd->add_option("--input_size", t.input_size, "side of the model input (resized on the fly)")
+      ->capture_default_str();
+  cmd->add_option("--precision", t.precision, "fp32, tf32, bf16 or fp16")
+      ->check(CLI::IsMember(train::precision_names()))
+      ->capture_default_str();
+  cmd->add_flag("--channels_last", t.channels_last, "channels-last memory format");
+  cmd->add_option("--threads", t.threads, "intra-op threads (0: all cores / local ranks)")
+      ->capture_default_str();
+  cmd->add_option("--num_workers", t.num_workers, "data loader threads (-1: auto)")
+      ->capture_default_str();
+  cmd->add_option("--steps", o->steps, "timed steps")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed steps first")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--profile", o->profile,
+                  "write a Chrome trace of the timed steps here (libtorch profiler, rank 0)");
+  cmd->add_option("--seed", t.seed, "random seed")->capture_default_str();
+  cmd->add_flag("--json", *json, "print one JSON line (rank 0)");
+  train::dist::add_dist_options(cmd, *d);
+  cmd->callback([o, d, json, &ctx] {
+    o->train.dataset = train::canonical_dataset_name(o->train.dataset);
+    if (auto code = train::dist::launch_if_needed(*d)) {
+      ctx.exit_code = *code;
+      return;
+    }
+    d->say_hello = false;
+    auto dist = train::dist::make_dist_context(*d);
+    auto r = bench::run_train_bench(*o, dist);
+    if (!dist->is_main()) return;
+    if (*json)
+      std::cout << r.to_json().dump() << std::endl;
+    else
+      std::cout << r.summary() << std::flush;
+  });
+}
+
+}  // namespace gpulab::cli

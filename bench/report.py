@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+# Turns a bench/compare results file into the README's Markdown table and an SVG bar chart of
+# the ratios (gpulab / reference) against the goals of issue 8. No plotting library: plain SVG.
+# Usage: bench/report.py RESULTS.json [--svg OUT.svg] [--markdown]
+import argparse, json, os
+
+# Goals (gpulab / reference): throughput at least this, memory at most this.
+GOALS = [("cpu 1 process", "images_per_second", 1.15), ("cpu 2 ranks", "images_per_second", 1.10),
+         ("gemm", "average_gflops", 0.95), ("gpu", "images_per_second", 1.30),
+         ("", "peak_host_memory_bytes", 1.0), ("", "peak_device_memory_bytes", 1.0)]
+
+
+def goal_for(case, metric):
+    for prefix, m, g in GOALS:
+        if m == metric and case.startswith(prefix):
+            return g
+    return None
+
+
+def fmt(metric, x):
+    if x is None:
+        return "-"
+    return f"{x / 2**20:.0f} MiB" if "bytes" in metric else f"{x:.1f}"
+
+
+def rows_of(res):
+    for row in res["rows"]:
+        for m, v in row.items():
+            if m == "case" or v.get("gpulab") is None:
+                continue
+            yield row["case"], m, v
+
+
+def markdown(res):
+    meta = res["meta"]
+    out = [f"Taken {meta['date']} on `{meta['host']}`: {meta.get('cpu_model', meta['device'])}, "
+           f"{meta['cpu_count']} cores, torch {meta.get('torch', '?')}; {meta['reps']} paired "
+           f"repetitions, {meta['warmup']} warm-up + {meta['steps']} timed steps; load average "
+           f"{meta.get('loadavg_start', '?')} at the start, {meta.get('loadavg_end', '?')} at the end.", "",
+           "| case | metric | gpulab | PyTorch | ratio | goal | met |", "|---|---|---:|---:|---:|---:|:-:|"]
+    for case, m, v in rows_of(res):
+        g = goal_for(case, m)
+        r = v["ratio"]
+        met = "-" if (g is None or r is None) else (
+            "yes" if (r >= g if v["higher_is_better"] else r <= g) else "no")
+        gs = "-" if g is None else (f"≥ {g:.2f}" if v["higher_is_better"] else f"≤ {g:.2f}")
+        out.append(f"| {case} | {m} | {fmt(m, v['gpulab'])} | {fmt(m, v['reference'])} | "
+                   f"{'-' if r is None else f'{r:.3f}'} | {gs} | {met} |")
+    return "\n".join(out)
+
+
+def svg(res):
+    bars = [(f"{c} · {m.replace('_', ' ')}", v["ratio"], goal_for(c, m), v["higher_is_better"])
+            for c, m, v in rows_of(res) if v["ratio"]]
+    w, left, bh, gap, top = 900, 380, 22, 8, 40
+    h = top + len(bars) * (bh + gap) + 40
+    xmax = max([2.0] + [b[1] * 1.1 for b in bars])
+    sx = lambda r: left + (w - left - 30) * r / xmax
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+         f'<rect width="{w}" height="{h}" fill="white"/>',
+         f'<text x="10" y="22" font-size="14" font-weight="bold">gpulab ÷ PyTorch reference '
+         f'({res["meta"]["date"]}, {res["meta"]["host"]}, {res["meta"]["device"]})</text>']
+    for i, (label, r, g, hib) in enumerate(bars):
+        y = top + i * (bh + gap)
+        ok = g is None or (r >= g if hib else r <= g)
+        s.append(f'<text x="{left - 8}" y="{y + bh - 6}" text-anchor="end">{label}</text>')
+        s.append(f'<rect x="{left}" y="{y}" width="{sx(r) - left:.1f}" height="{bh}" '
+                 f'fill="{"#3a7d44" if ok else "#c0392b"}"/>')
+        s.append(f'<text x="{sx(r) + 4:.1f}" y="{y + bh - 6}">{r:.2f}{"" if hib else " (lower is better)"}</text>')
+        if g is not None:
+            s.append(f'<line x1="{sx(g):.1f}" x2="{sx(g):.1f}" y1="{y - 2}" y2="{y + bh + 2}" '
+                     f'stroke="black" stroke-width="2" stroke-dasharray="3,2"/>')
+    y1 = top + len(bars) * (bh + gap)
+    s.append(f'<line x1="{sx(1):.1f}" x2="{sx(1):.1f}" y1="{top - 4}" y2="{y1}" stroke="#888"/>')
+    s.append(f'<text x="{sx(1):.1f}" y="{y1 + 14}" text-anchor="middle">1.0 = parity; dashed: goal</text>')
+    s.append("</svg>")
+    return "\n".join(s)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--svg", default="")
+    ap.add_argument("--markdown", action="store_true")
+    a = ap.parse_args()
+    with open(a.results) as f:
+        res = json.load(f)
+    if a.svg:
+        with open(a.svg, "w") as f:
+            f.write(svg(res))
+        print(f"chart: {a.svg}")
+    if a.markdown:
+        print(markdown(res))

@@ -1,0 +1,190 @@
+// Training throughput through the trainer's loop: hooks time each step (data wait from the end
+// of the previous step to the batch in hand, compute from there to the step done, with the
+// device synchronized), the profiler records the timed steps, memory peaks come from the OS and
+// the CUDA allocator.
+#include "bench/train_bench.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/error.h"
+#include "train/trainer.h"
+
+// Debian ships the c10/cuda headers without CUDA: only a CUDA build has cuda_runtime_api.h.
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>) && __has_include(<cuda_runtime_api.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define GPULAB_BENCH_CUDA_STATS 1
+#endif
+
+namespace gpulab::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+void reset_device_peak(const torch::Device& d) {
+#ifdef GPULAB_BENCH_CUDA_STATS
+  if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
+#else
+  (void)d;
+#endif
+}
+
+std::optional<int64_t> device_peak(const torch::Device& d) {
+#ifdef GPULAB_BENCH_CUDA_STATS
+  if (d.is_cuda())
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(d.index()).allocated_bytes[0].peak;
+#else
+  (void)d;
+#endif
+  return std::nullopt;
+}
+
+// A private run folder: the trainer writes its metrics log and final weights there.
+fs::path scratch_dir() {
+  return fs::temp_directory_path() / fmt::format("gpulab-bench-train-{}", ::getpid());
+}
+
+}  // namespace
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistContextPtr dist) {
+  if (opts.steps < 1 || opts.warmup < 0)
+    throw Exception(Code::kInvalidArgument, "--steps must be at least 1 and --warmup at least 0",
+                    "e.g. --warmup 5 --steps 20");
+  train::TrainOptions t = opts.train;
+  const int64_t total = opts.warmup + opts.steps;
+  // As many epochs as needed (a small synthetic set may hold fewer batches than the run), ended
+  // by --max_steps; evaluation only once at the stop, on one batch.
+  t.num_epochs = total;
+  t.max_steps = total;
+  t.limit_train_batches = 0;
+  t.limit_eval_batches = 1;
+  t.log_every = total + 1;
+  t.grad_accum = 1;
+  t.no_checkpoints = true;
+  t.no_report = true;
+  t.resume.clear();
+  const fs::path scratch = scratch_dir();
+  t.output_dir = scratch.string();
+
+  train::Trainer trainer(t, dist);
+  TrainBenchResult r;
+  Clock::time_point step_end = Clock::now(), batch_in_hand;
+  double data_s = 0, compute_s = 0;
+  int64_t timed = 0;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
+  const bool profile = !opts.profile.empty() && dist->is_main();
+
+  train::StepHooks hooks;
+  hooks.batch_ready = [&](int64_t step) {
+    if (step == opts.warmup) {
+      reset_device_peak(trainer.device());
+      if (profile)
+        profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(opts.profile);
+    }
+    batch_in_hand = Clock::now();
+  };
+  hooks.step_done = [&](int64_t step) {
+    // Kernels are asynchronous on a GPU: the step is done when the device is.
+    if (trainer.device().is_cuda()) torch::cuda::synchronize(trainer.device().index());
+    const auto now = Clock::now();
+    if (step >= opts.warmup && step < total) {
+      data_s += std::chrono::duration<double>(batch_in_hand - step_end).count();
+      compute_s += std::chrono::duration<double>(now - batch_in_hand).count();
+      ++timed;
+      if (step + 1 == total) profiler.reset();  // writes the trace; eval stays out of it
+    }
+    step_end = now;
+  };
+  trainer.set_step_hooks(std::move(hooks));
+  try {
+    trainer.run();
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+    throw;
+  }
+  profiler.reset();
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  if (timed < opts.steps)
+    throw Exception(Code::kInvalidArgument,
+                    fmt::format("the data set gave only {} timed steps of {} (after {} warm-up)",
+                                timed, opts.steps, opts.warmup),
+                    "lower --steps/--warmup or --batch_size, or use a larger data set");
+
+  r.steps = timed;
+  r.world_size = dist->world_size;
+  r.batch_size = t.batch_size;
+  r.data_seconds = data_s;
+  r.compute_seconds = compute_s;
+  r.images_per_second = static_cast<double>(timed * t.batch_size * dist->world_size) /
+                        std::max(1e-9, data_s + compute_s);
+  r.threads = at::get_num_threads();
+  r.device = trainer.device().str();
+  r.peak_host_memory_bytes = peak_rss_bytes();
+  r.peak_device_memory_bytes = device_peak(trainer.device());
+  if (profile) {
+    r.profile_file = opts.profile;
+    r.profile_top = summarize_trace(opts.profile);
+  }
+  return r;
+}
+
+Json TrainBenchResult::to_json() const {
+  Json j{{"images_per_second", images_per_second},
+         {"data_seconds", data_seconds},
+         {"compute_seconds", compute_seconds},
+         {"steps", steps},
+         {"world_size", world_size},
+         {"batch_size", batch_size},
+         {"threads", threads},
+         {"device", device},
+         {"peak_host_memory_bytes", peak_host_memory_bytes},
+         {"torch", TORCH_VERSION}};
+  if (peak_device_memory_bytes) j["peak_device_memory_bytes"] = *peak_device_memory_bytes;
+  if (!profile_file.empty()) {
+    j["profile_file"] = profile_file;
+    j["profile_top"] = profile_top;
+  }
+  return j;
+}
+
+std::string TrainBenchResult::summary() const {
+  const double total = data_seconds + compute_seconds;
+  std::string s = fmt::format(
+      "Throughput: {:.1f} images/s ({} steps x {} images x {} processes, {} threads, {})\n"
+      "Time: {:.3f}s ({:.1f}% waiting for data, {:.1f}% compute)\n"
+      "Peak host memory: {:.0f} MiB",
+      images_per_second, steps, batch_size, world_size, threads, device, total,
+      100 * data_seconds / std::max(1e-9, total), 100 * compute_seconds / std::max(1e-9, total),
+      static_cast<double>(peak_host_memory_bytes) / (1 << 20));
+  if (peak_device_memory_bytes)
+    s += fmt::format(", peak device memory: {:.0f} MiB",
+                     static_cast<double>(*peak_device_memory_bytes) / (1 << 20));
+  s += "\n";
+  if (!profile_file.empty()) {
+    s += "Profile (Chrome trace): " + profile_file + "\nHeaviest ops by self time:\n";
+    for (const auto& op : profile_top)
+      s += fmt::format("  {:>10.1f} ms {:>7} calls  {}\n", op["self_ms"].get<double>(),
+                       op["calls"].get<int64_t>(), op["name"].get<std::string>());
+  }
+  return s;
+}
+
+}  // namespace gpulab::bench

@@ -1,0 +1,52 @@
+// `gpulab bench train`: steady-state training throughput of a model on a data set, measured
+// through the trainer's own loop (train::Trainer with step hooks), split into data wait and
+// compute time, with peak host and device memory and an optional Chrome trace of the steps.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/json.h"
+#include "train/dist_hooks.h"
+#include "train/train_options.h"
+
+namespace gpulab::bench {
+
+struct TrainBenchOptions {
+  // Model, data, batch, precision, layout, device, threads: the trainer's own options. The
+  // bench overrides epochs, checkpoints, reports and outputs (see run_train_bench).
+  train::TrainOptions train;
+  int64_t steps = 20;   // timed steps
+  int64_t warmup = 5;   // untimed steps first (allocator, oneDNN/cuDNN plans, caches)
+  std::string profile;  // Chrome trace of the timed steps (libtorch profiler); empty: off
+};
+
+struct TrainBenchResult {
+  double images_per_second = 0;  // all ranks together
+  double data_seconds = 0;       // rank 0: waits for the loader in the timed steps
+  double compute_seconds = 0;    // rank 0: forward, backward, optimizer (device synced)
+  int64_t steps = 0;             // timed steps
+  int world_size = 1;
+  int64_t batch_size = 0;  // per process
+  int threads = 0;
+  std::string device;
+  int64_t peak_host_memory_bytes = 0;               // rank 0's maximum resident set
+  std::optional<int64_t> peak_device_memory_bytes;  // CUDA builds: allocator peak
+  std::string profile_file;                         // written when asked
+  Json profile_top;                                 // heaviest ops of the trace (self time)
+
+  Json to_json() const;
+  std::string summary() const;  // the human-readable lines
+};
+
+// Runs warmup + steps training steps of opts.train through train::Trainer on `dist` (one
+// process, or a DDP rank) and returns the measurements (aggregate images/s on every rank).
+TrainBenchResult run_train_bench(const TrainBenchOptions& opts,
+                                 train::DistContextPtr dist = train::single_process_context());
+
+// Sums the self time of each op name in a Chrome trace written by the libtorch profiler and
+// returns the `top` heaviest as [{name, self_ms, calls}].
+Json summarize_trace(const std::string& trace_file, int top = 15);
+
+}  // namespace gpulab::bench
