@@ -19,6 +19,7 @@ const std::vector<RegisterFn>& command_table() {
       gpulab::cli::add_launch_command,
 #if GPULAB_WITH_TRAIN
       gpulab::cli::add_gpu_test_command,
+      gpulab::cli::add_train_command,
       gpulab::cli::add_data_command,
       gpulab::cli::add_bench_command,
 #endif

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Real data, real accuracy: ResNet-18 on Debian's Fashion-MNIST must reach >= 90% test top-1
+# within 3 epochs on a CPU. Prints the run and exits 77 (skip) when the data set is missing.
+set -euo pipefail
+G=$1
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "[  SKIPPED ] dataset-fashion-mnist is not installed"
+  exit 77
+fi
+"$G" train --model resnet18 --dataset fashion-mnist --input_size 32 --batch_size 128 \
+  --optimizer sgd --learning_rate 0.1 --nesterov --weight_decay 5e-4 --lr_schedule cosine \
+  --warmup_epochs 0.2 --num_epochs 3 --channels_last --seed 0 --output_dir "$OUT/run" | tee "$OUT/log"
+acc=$(grep '^Test accuracy:' "$OUT/log" | tail -1 | awk '{print $3}')
+test -s "$OUT/run/report.html" && test -s "$OUT/run/model.safetensors" && test -s "$OUT/run/metrics.jsonl"
+echo "final test top-1: $acc"
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.90) }' || { echo "FAIL: below 0.90"; exit 1; }

@@ -1,0 +1,155 @@
+// `gpulab train` as users call it: the seed's example command lines run unchanged (one step on
+// small generated CIFAR files), bad flags and values exit 2 with the valid values, and the
+// seed's print-and-exit modes work.
+#include <gtest/gtest.h>
+
+#include "core/strings.h"
+#include "train/models/registry.h"
+#include "trainer_test_util.h"
+
+namespace gpulab::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_gpulab;
+
+class TrainerCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::temp_dir("cli"));
+    have_data_ = testing::make_cifar(*dir_ / "data", 100, 20, 20) &&
+                 testing::make_cifar(*dir_ / "data", 10, 20, 20);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static fs::path* dir_;
+  static bool have_data_;
+};
+fs::path* TrainerCli::dir_ = nullptr;
+bool TrainerCli::have_data_ = false;
+
+// The seed's command lines (rocm-ddp guide), each with the flags that keep it to one step.
+struct SeedLine {
+  std::string args;
+  std::vector<std::string> expect;  // lines the header must contain
+};
+
+TEST_F(TrainerCli, SeedCommandLinesRunUnchanged) {
+  if (!have_data_) GTEST_SKIP() << "/usr/bin/python3 with numpy is needed to write CIFAR files";
+  const std::vector<SeedLine> lines = {
+      {"--model resnet101 --learning_rate 0.002 --optimizer sgd --batch_size 1024 --num_epochs 10",
+       {"Training resnet101 on cifar100 dataset",
+        "Using sgd optimizer with lr=0.002, weight_decay=0.0001",
+        "Batch size: 1024 (per process)"}},
+      {"--model resnet101 --learning_rate 0.002 --optimizer sgd --batch_size 1024 --num_epochs 100 "
+       "--normalize neg_one_one",
+       {"Normalization: neg_one_one", "Epoch 1/100"}},
+      {"--model resnet101 --learning_rate 0.002 --optimizer sgd --batch_size 1024 "
+       "--batch_size_scaled "
+       "--num_epochs 100",
+       {"Batch size: 1024 (per process)"}},
+      {"--model resnet50 --learning_rate 0.001 --optimizer sgd --batch_size 512 --num_epochs 10 "
+       "--log_every 2",
+       {"Training resnet50 on cifar100 dataset"}},
+      {"--model resnet18 --learning_rate 0.001 --optimizer sgd --dataset cifar10 --batch_size 256 "
+       "--num_epochs 20",
+       {"Training resnet18 on cifar10 dataset", "Classes: 10"}},
+      {"--model resnet18 --learning_rate 0.001 --optimizer sgd --batch_size 256 --num_epochs 10",
+       {"Classes: 100"}},
+      {"--model efficientnet_b0 --learning_rate 0.001 --optimizer adamw --batch_size 256 "
+       "--num_epochs 20",
+       {"Using adamw optimizer with lr=0.001"}},
+      {"--model efficientnet_b0 --learning_rate 0.001 --optimizer adamw --batch_size 256 "
+       "--weight_decay 1e-5",
+       {"weight_decay=1e-05"}},
+      {"--model vit_base_patch16_224 --learning_rate 0.0001 --optimizer adamw --batch_size 128 "
+       "--num_epochs 20",
+       {"Input size: 224x224"}},
+      {"--model vit_base_patch16_224 --learning_rate 0.0001 --optimizer adamw --batch_size 128 "
+       "--weight_decay 0.05",
+       {"weight_decay=0.05"}},
+  };
+  int ran = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto& l = lines[i];
+    std::vector<std::string> args = {"train"};
+    for (auto& a : split(l.args, ' ')) args.push_back(a);
+    const std::string model = args[2];
+    if (!find_model(model).ok()) {
+      std::cout << "[ NOTE ] model " << model << " is not in the registry yet; line skipped\n";
+      continue;
+    }
+    // ViT's alias fixes 224 px; the others run at 32 px to stay fast.
+    for (const std::string& extra :
+         std::vector<std::string>{"--data_dir", (*dir_ / "data").string(), "--output_dir",
+                                  (*dir_ / ("out" + std::to_string(i))).string(), "--subset", "2",
+                                  "--max_steps", "1", "--limit_eval_batches", "1", "--no_report"})
+      args.push_back(extra);
+    if (!starts_with(model, "vit")) {
+      args.push_back("--input_size");
+      args.push_back("32");
+    }
+    auto r = run_gpulab(args, 600);
+    ASSERT_EQ(r.exit_code, 0) << l.args << "\n" << r.out << r.err;
+    for (const auto& e : l.expect)
+      EXPECT_NE(r.out.find(e), std::string::npos) << e << "\n" << r.out;
+    EXPECT_NE(r.out.find("Test accuracy:"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Stopped after --max_steps 1"), std::string::npos) << r.out;
+    ++ran;
+  }
+  EXPECT_GE(ran, 5);
+}
+
+TEST(TrainerCliErrors, UnknownFlagsAndBadValuesExit2WithTheValidOnes) {
+  auto r = run_gpulab({"train", "--learning-rate", "0.1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--learning-rate"), std::string::npos) << r.err;
+
+  r = run_gpulab({"train", "--optimizer", "lion"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("sgd"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rmsprop"), std::string::npos) << r.err;
+
+  r = run_gpulab({"train", "--precision", "fp8"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bf16"), std::string::npos) << r.err;
+
+  r = run_gpulab({"train", "--dataset", "imagenet21k"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cifar100"), std::string::npos) << r.err;
+
+  r = run_gpulab({"train", "--num_epochs", "ten"});
+  EXPECT_EQ(r.exit_code, 2);
+
+  r = run_gpulab({"train", "--label_smoothing", "1.5"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("label_smoothing"), std::string::npos) << r.err;
+
+  r = run_gpulab({"train", "--model", "resnet9000", "--dataset", "synthetic"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("resnet18"), std::string::npos) << r.err;  // the valid names are listed
+}
+
+TEST(TrainerCliErrors, Fp16OnTheCpuIsRejectedClearly) {
+  auto r = run_gpulab({"train", "--device", "cpu", "--precision", "fp16"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not supported on the CPU"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bf16"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate"), std::string::npos);
+}
+
+TEST(TrainerCliPrint, RecommendationsAndScriptOptions) {
+  auto r = run_gpulab({"train", "--show_recommendations"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("resnet18"), std::string::npos) << r.out;
+  r = run_gpulab({"train", "--script_options"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--model resnet101 --learning_rate 0.002 --optimizer sgd --batch_size 1024"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace gpulab::train

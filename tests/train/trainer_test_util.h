@@ -1,0 +1,75 @@
+// Helpers shared by the trainer tests: run the built gpulab CLI, make small CIFAR-100 files in
+// the Python (pickle) format, and find the system Fashion-MNIST.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/subprocess.h"
+#include "train/data/datasets.h"
+
+namespace gpulab::train::testing {
+
+namespace fs = std::filesystem;
+
+inline ProcessResult run_gpulab(std::vector<std::string> args, int timeout_s = 300,
+                                std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), GPULAB_BINARY);
+  RunOptions ro;
+  ro.timeout = std::chrono::seconds(timeout_s);
+  ro.env_add = std::move(env);
+  auto r = run_process(args, ro);
+  EXPECT_TRUE(r.ok()) << "cannot start " << GPULAB_BINARY;
+  return r ? *r : ProcessResult{};
+}
+
+// A fresh folder under the test temp dir.
+inline fs::path temp_dir(const std::string& name) {
+  fs::path p =
+      fs::temp_directory_path() / ("gpulab_trainer_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// Writes CIFAR files in the Python (pickle) format the real sets use (numpy uint8 N×3072
+// "data" plus label lists), with random images: cifar-100-python/{train,test,meta} for 100
+// classes, cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta} for 10. Needs
+// Debian's python3 with numpy (the reference interpreter); false if it is missing.
+inline bool make_cifar(const fs::path& data_dir, int classes, int n_train, int n_test) {
+  const std::string script = R"(
+import numpy as np, pickle, os, sys
+out, classes, n_train, n_test = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(0)
+def batch(n, key):
+    return {b'batch_label': b'x', b'filenames': [b'x.png'] * n, key: [int(i % classes) for i in range(n)],
+            b'coarse_labels': [int(i % 20) for i in range(n)],
+            b'data': rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)}
+def dump(obj, *path):
+    with open(os.path.join(*path), 'wb') as f: pickle.dump(obj, f, protocol=2)
+if classes == 100:
+    root = os.path.join(out, 'cifar-100-python'); os.makedirs(root, exist_ok=True)
+    dump(batch(n_train, b'fine_labels'), root, 'train'); dump(batch(n_test, b'fine_labels'), root, 'test')
+    dump({b'fine_label_names': [b'c%d' % i for i in range(100)],
+          b'coarse_label_names': [b'k%d' % i for i in range(20)]}, root, 'meta')
+else:
+    root = os.path.join(out, 'cifar-10-batches-py'); os.makedirs(root, exist_ok=True)
+    for i in range(1, 6): dump(batch(n_train // 5, b'labels'), root, 'data_batch_%d' % i)
+    dump(batch(n_test, b'labels'), root, 'test_batch')
+    dump({b'label_names': [b'c%d' % i for i in range(10)], b'num_cases_per_batch': n_train // 5}, root, 'batches.meta')
+)";
+  if (!fs::exists("/usr/bin/python3")) return false;
+  auto r = run_process({"/usr/bin/python3", "-c", script, data_dir.string(),
+                        std::to_string(classes), std::to_string(n_train), std::to_string(n_test)});
+  return r && r->success();
+}
+
+inline bool have_fashion_mnist() {
+  return !system_fashion_mnist_dir().empty();
+}
+
+}  // namespace gpulab::train::testing
