@@ -111,7 +111,7 @@ GpuAttachment attachment_for(const std::vector<GpuSlot>& gpus, const ServiceConf
           {g.render_node,
            g.render_node_in_container.empty() ? g.render_node : g.render_node_in_container, "rwm"});
     }
-    a.group_add = {"video"};
+    // Lab containers run as root: no extra group is needed (and an image may lack "video").
   }
   return a;
 }

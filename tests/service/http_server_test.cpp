@@ -93,8 +93,9 @@ TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
     ASSERT_EQ(r.status, 200) << r.body << r.error;
     EXPECT_EQ(r.json()["data"]["user"], "alice");
     EXPECT_EQ(r.json()["success"], true);
-    if (i > 0)
+    if (i > 0) {
       EXPECT_EQ(c.connections_opened(), 0) << "request " << i << " opened a new connection";
+    }
   }
   EXPECT_NE(metrics_.render().find("route=\"/echo\",status=\"200\"} 5"), std::string::npos);
 }

@@ -2,6 +2,7 @@
 // refusal the service must make without creating anything.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -259,6 +260,68 @@ TEST_F(ServiceApi, RefusalsCreateNothing) {
                      {{"backup_path", "../etc/passwd"}, {"name", prefix_ + "-y"}}),
          "INVALID_REQUEST");
   EXPECT_EQ(engine_managed_count(prefix_), 1);  // only the one good container
+}
+
+TEST_F(ServiceApi, ListeningBeyondLoopbackForcesTokens) {
+  Json cfg = four_gpu_config(engine_->host, unique_port_base());
+  cfg["listen"] = "0.0.0.0:0";
+  cfg["auth_required"] = false;  // asked for, but not granted off loopback
+  start_service(cfg);
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient anon(svc_->url());
+  auto r = anon.get("/api/v1/gpu-docker/list");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(code(r), "UNAUTHORIZED");
+  HttpClient c(svc_->url(), svc_->add_user("carol", false));
+  EXPECT_TRUE(ok(c.get("/api/v1/gpu-docker/list")));
+}
+
+TEST_F(ServiceApi, BackupDoesNotHoldOtherRequestsAndShowsProgress) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()), true);
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  std::string name = prefix_ + "-big";
+  ASSERT_TRUE(ok(c.post_json("/api/v1/gpu-docker/create", {{"name", name}, {"image", kSshImage}})));
+  // Some bulk in the writable layer, so the backup takes a while.
+  ASSERT_TRUE(
+      client_->exec(name, {"sh", "-c", "head -c 200000000 /dev/urandom > /root/bulk"}).ok());
+  std::atomic<bool> done{false};
+  HttpResult backup;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread t([&] {
+    HttpClient b(svc_->url());
+    backup = b.post_json("/api/v1/gpu-docker/backup",
+                         {{"name", name}, {"backup_name", prefix_ + "-big"}});
+    done = true;
+  });
+  double worst = 0;
+  int polls = 0;
+  std::int64_t progress_seen = 0;
+  while (!done) {
+    auto q0 = std::chrono::steady_clock::now();
+    auto st = c.get("/api/v1/gpu-docker/status");
+    auto bl = c.get("/api/v1/gpu-docker/backups");
+    worst = std::max(worst,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - q0).count());
+    EXPECT_TRUE(ok(st));
+    Json listing = bl.json();  // keep the document alive while iterating it
+    for (const auto& b : listing["data"]["backups"])
+      if (b["state"] == "running")
+        progress_seen = std::max(progress_seen, b["bytes_done"].get<std::int64_t>());
+    ++polls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  t.join();
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(ok(backup)) << backup.body;
+  std::printf(
+      "[ figures  ] backup of %lld bytes took %.2f s; %d status+backups polls meanwhile, "
+      "slowest %.3f s; progress seen %lld bytes\n",
+      static_cast<long long>(backup.json()["data"]["size_bytes"].get<std::int64_t>()), total, polls,
+      worst, static_cast<long long>(progress_seen));
+  EXPECT_LT(worst, 2.0);
+  EXPECT_GT(polls, 1);
+  EXPECT_GT(progress_seen, 0);
 }
 
 }  // namespace

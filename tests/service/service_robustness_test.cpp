@@ -86,7 +86,8 @@ TEST_F(ServiceRobustness, FiftyConcurrentCreatesForFourGpus) {
   for (const auto& r : results) {
     if (ok(r)) {
       ++created;
-      for (int g : r.json()["data"]["gpu_devices"])
+      Json answer = r.json();  // keep the document alive while iterating it
+      for (int g : answer["data"]["gpu_devices"])
         EXPECT_TRUE(gpus.insert(g).second) << "GPU " << g << " twice";
       EXPECT_TRUE(ports.insert(r.json()["data"]["ssh_port"].get<int>()).second);
     } else if (code(r) == "GPU_ALLOCATION_FAILED") {
@@ -213,7 +214,8 @@ TEST_F(ServiceRobustness, MoveBetweenEnginesByDownloadAndUpload) {
   if (!peer) GTEST_SKIP() << peer.error().to_string();
   auto peer_client = gpulab::testing::client_for(*peer);
   ASSERT_TRUE(peer_client.ok());
-  ASSERT_TRUE(ensure_service_images(*peer_client, false).ok());
+  auto images = ensure_service_images(*peer_client, false);
+  ASSERT_TRUE(images.ok()) << images.error().to_string();
   start_service(four_gpu_config(engine_->host, unique_port_base()));
   if (HasFatalFailure() || IsSkipped()) return;
   ServiceProcess other(dir_ / "peer", four_gpu_config(peer->host, unique_port_base()));
