@@ -117,6 +117,13 @@ void ServiceTest::TearDown() {
     if (auto list = client_->list_containers(lo))
       for (const auto& c : *list)
         if (c.name.rfind(prefix_, 0) == 0) (void)client_->remove_container(c.id, true);
+    // Snapshot, backup and recreate images of this test carry its prefix in their tag.
+    if (auto images = client_->list_images())
+      for (const auto& img : *images)
+        for (const auto& tag : img.repo_tags)
+          for (const char* repo : {"gpulab-snapshot:", "gpulab-backup:", "gpulab-recreate:"})
+            if (tag.rfind(std::string(repo) + prefix_, 0) == 0)
+              (void)client_->remove_image(tag, true);
   }
   std::error_code ec;
   if (!dir_.empty() && !::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ec);

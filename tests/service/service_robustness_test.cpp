@@ -253,6 +253,7 @@ TEST_F(ServiceRobustness, MoveBetweenEnginesByDownloadAndUpload) {
   std::printf("[ figures  ] move: backup %lld bytes, backup+download+upload+restore %.2f s\n",
               static_cast<long long>(std::filesystem::file_size(file)), secs);
   (void)peer_client->remove_container(moved, true);
+  (void)peer_client->remove_image("gpulab-backup:" + prefix_ + "-move", true);
   other.stop();
 }
 
