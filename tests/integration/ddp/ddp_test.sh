@@ -22,7 +22,7 @@ skip() { echo "SKIPPED: $*"; exit 77; }
 # A tiny deterministic job: ResNet-18 on 32x32 synthetic images, SyncBatchNorm so that BatchNorm
 # sees the global batch whatever the number of ranks, global batch 12.
 COMMON=(train --model resnet18 --dataset synthetic --input_size 32 --optimizer sgd
-        --learning_rate 0.05 --seed 3 --deterministic --sync_bn --no_report --num_workers 1
+        --learning_rate 0.002 --seed 3 --deterministic --sync_bn --no_report --num_workers 1 --threads 1
         --batch_size 12)
 
 # run NAME ARGS...: one job, output in $WORK/NAME, log in $WORK/NAME.log; fails on non-zero exit.
