@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/subprocess.h"
 #include "data_test_util.h"
 #include "train/data/datasets.h"
@@ -171,6 +172,15 @@ TEST_F(DataFetch, CommandLine) {
   EXPECT_NE(r->out.find("cifar10: downloaded and verified in " + o.dir + "/cifar-10-batches-py"),
             std::string::npos)
       << r->out;
+  // On a terminal (script(1) gives it one) the download draws a progress bar.
+  if (auto script = which("script")) {
+    const std::string cmd = std::string(GPULAB_BINARY) + " data get cifar10 --dir " +
+                            (tmp_.path / "tty").string() + " --url " + o.url + " --md5 " + md5_;
+    r = run_process({script->string(), "-qec", cmd, "/dev/null"});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit_code, 0) << r->out;
+    EXPECT_NE(r->out.find("100.0%"), std::string::npos) << r->out;
+  }
   r = run_process({GPULAB_BINARY, "data", "info", "cifar10", "--data_dir", o.dir});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 0) << r->err;

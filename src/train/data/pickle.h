@@ -45,6 +45,10 @@ struct Value {
   ValuePtr get(std::string_view key) const;
 };
 
+// Python 3 pickles bytes under protocol 2 as _codecs.encode(text, 'latin1'); this turns the
+// text (held as UTF-8) back into those bytes.
+Result<std::string> latin1_from_utf8(const std::string& s);
+
 // Parses a whole pickle. kDataError with the offset of the first problem (truncation, an
 // unknown opcode, a stack underflow).
 Result<ValuePtr> parse(std::string_view data);
