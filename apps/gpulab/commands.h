@@ -21,6 +21,8 @@ void add_launch_command(CLI::App& app, CommandContext& ctx);
 void add_gpu_test_command(CLI::App& app, CommandContext& ctx);
 void add_train_command(CLI::App& app, CommandContext& ctx);
 void add_data_command(CLI::App& app, CommandContext& ctx);
+void add_models_command(CLI::App& app, CommandContext& ctx);
+void add_infer_command(CLI::App& app, CommandContext& ctx);
 void add_bench_command(CLI::App& app, CommandContext& ctx);
 #endif
 

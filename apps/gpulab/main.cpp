@@ -21,6 +21,8 @@ const std::vector<RegisterFn>& command_table() {
       gpulab::cli::add_gpu_test_command,
       gpulab::cli::add_train_command,
       gpulab::cli::add_data_command,
+      gpulab::cli::add_models_command,
+      gpulab::cli::add_infer_command,
       gpulab::cli::add_bench_command,
 #endif
 #if GPULAB_WITH_BUILDER

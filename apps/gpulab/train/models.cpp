@@ -1,0 +1,110 @@
+// `gpulab models [--json]`: every model of the zoo with its family, parameter count, input size
+// and the recommended hyperparameters (the seed's --show_recommendations rows).
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "commands.h"
+#include "core/json.h"
+#include "core/table.h"
+#include "train/models/layers.h"
+#include "train/models/recommendations.h"
+#include "train/models/registry.h"
+
+namespace gpulab::cli {
+namespace {
+
+// Thousands separators keep 138,357,544 readable in the table.
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// "sgd lr=0.001 bs=256 epochs=10": the recommendation in one table cell.
+std::string summary(const train::Recommendation& r) {
+  std::ostringstream s;
+  s << r.optimizer << " lr=" << r.learning_rate << " bs=" << r.batch_size;
+  if (r.num_epochs) s << " epochs=" << *r.num_epochs;
+  if (r.weight_decay) s << " wd=" << *r.weight_decay;
+  if (r.normalize) s << " normalize=" << *r.normalize;
+  return s.str();
+}
+
+OrderedJson recommendation_json(const train::Recommendation& r, bool from_seed) {
+  OrderedJson j = {
+      {"learning_rate", r.learning_rate}, {"optimizer", r.optimizer}, {"batch_size", r.batch_size}};
+  if (r.num_epochs) j["num_epochs"] = *r.num_epochs;
+  if (r.weight_decay) j["weight_decay"] = *r.weight_decay;
+  if (r.normalize) j["normalize"] = *r.normalize;
+  j["source"] = from_seed ? "seed: " + r.use_case : "family default (seed: " + r.use_case + ")";
+  j["args"] = r.args();
+  return j;
+}
+
+void run_models(bool as_json, int64_t num_classes) {
+  torch::NoGradGuard no_grad;
+  OrderedJson list = OrderedJson::array();
+  TextTable table({"model", "family", "params", "input", "recommended"});
+  for (const auto& info : train::model_table()) {
+    train::ModelOptions opts;
+    opts.num_classes = num_classes;
+    // Counted on the model itself, so the figure is what training and torchvision see.
+    const int64_t params = train::count_parameters(*info.make(opts));
+    bool from_seed = false;
+    const auto rec = train::recommendation_for(info.name, info.family, &from_seed);
+    const std::string input = std::to_string(info.default_image_size) +
+                              (info.image_size_fixed ? " (fixed by weights)" : "") + ", min " +
+                              std::to_string(info.min_image_size);
+    if (as_json) {
+      list.push_back({{"name", info.name},
+                      {"family", info.family},
+                      {"params", params},
+                      {"num_classes", num_classes},
+                      {"default_image_size", info.default_image_size},
+                      {"min_image_size", info.min_image_size},
+                      {"image_size_fixed", info.image_size_fixed},
+                      {"recommended", recommendation_json(rec, from_seed)}});
+    } else {
+      table.add_row({info.name, info.family, grouped(params), input,
+                     summary(rec) + (from_seed ? " (seed)" : "")});
+    }
+  }
+  if (as_json) {
+    OrderedJson seed = OrderedJson::array();
+    for (const auto& r : train::recommendations()) {
+      seed.push_back({{"use_case", r.use_case}, {"model", r.model}, {"args", r.args()}});
+    }
+    std::printf("%s\n", OrderedJson({{"models", list}, {"recommendations", seed}}).dump(2).c_str());
+    return;
+  }
+  std::printf("%s", table.render().c_str());
+  std::printf(
+      "\nparams for %lld classes; `gpulab train --model NAME` accepts these names and "
+      "the seed's aliases (vit_base_patch16_224 = vit_b_16 at 224).\n",
+      static_cast<long long>(num_classes));
+  std::printf("\nModel Recommendations (the seed's --show_recommendations):\n");
+  for (const auto& r : train::recommendations()) {
+    std::printf("  %-24s %s\n", (r.use_case + ":").c_str(), r.args().c_str());
+  }
+}
+
+}  // namespace
+
+void add_models_command(CLI::App& app, CommandContext& /*ctx*/) {
+  auto as_json = std::make_shared<bool>(false);
+  auto num_classes = std::make_shared<int64_t>(1000);
+  auto* cmd = app.add_subcommand(
+      "models", "list the model zoo: family, parameters, input size, recommended settings");
+  cmd->add_flag("--json", *as_json, "print JSON instead of a table");
+  cmd->add_option("--num_classes,--num-classes", *num_classes, "classes the counts assume")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->callback([as_json, num_classes] { run_models(*as_json, *num_classes); });
+}
+
+}  // namespace gpulab::cli

@@ -1,0 +1,171 @@
+// `gpulab infer` end to end: torchvision's weights in, the same logits out; and every kind of
+// bad weights or input file ends with exit code 2 and one line naming the problem.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/files.h"
+#include "core/json.h"
+#include "core/subprocess.h"
+#include "train/models/registry.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class InferCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gpulab_infer_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    ModelOptions o;
+    o.num_classes = 10;
+    auto model = create_model("resnet18", o);
+    good_ = module_state_dict(*model);
+    ASSERT_TRUE(write_safetensors(path("good.safetensors"), good_).ok());
+    ASSERT_TRUE(
+        write_safetensors(path("x.safetensors"), {{"input", torch::randn({2, 3, 32, 32})}}).ok());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  ProcessResult infer(const std::string& weights, const std::string& input = "x.safetensors",
+                      std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {GPULAB_BINARY,   "infer",    "--model",   "resnet18",
+                                     "--num_classes", "10",       "--weights", path(weights),
+                                     "--input",       path(input)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    RunOptions opts;
+    opts.timeout = std::chrono::minutes(5);
+    return run_process(argv, opts).value();
+  }
+
+  // Exit code 2, no crash, and exactly one line on stderr that contains `needle`.
+  void expect_one_line_error(const ProcessResult& r, const std::string& needle) {
+    EXPECT_EQ(r.signal, 0) << "crashed: " << r.err;
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    std::printf("[infer-error] %s", r.err.c_str());
+  }
+
+  void write_raw(const std::string& name, const std::string& bytes) {
+    ASSERT_TRUE(write_file_atomic(path(name), bytes).ok());
+  }
+
+  fs::path dir_;
+  StateDict good_;
+};
+
+TEST_F(InferCli, RunsAndWritesTheSameLogitsAsTheLibrary) {
+  auto r = infer("good.safetensors", "x.safetensors", {"--out", path("y.safetensors")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("row 0:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("row 1:"), std::string::npos) << r.out;
+  auto y = read_safetensors(path("y.safetensors"));
+  ASSERT_TRUE(y.ok()) << y.error().message;
+  ModelOptions o;
+  o.num_classes = 10;
+  auto model = create_model("resnet18", o);
+  ASSERT_TRUE(load_state_dict(*model, good_).ok());
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto expect = model->forward(read_safetensors(path("x.safetensors"))->tensors.at("input"));
+  EXPECT_TRUE(torch::allclose(y->tensors.at("output"), expect, 1e-5, 1e-6));
+}
+
+TEST_F(InferCli, TruncatedWeights) {
+  auto bytes = read_file(path("good.safetensors")).value();
+  write_raw("cut.safetensors", bytes.substr(0, bytes.size() / 2));
+  expect_one_line_error(infer("cut.safetensors"), "truncated");
+  write_raw("tiny.safetensors", bytes.substr(0, 3));
+  expect_one_line_error(infer("tiny.safetensors"), "too short");
+}
+
+TEST_F(InferCli, MalformedHeader) {
+  auto bytes = read_file(path("good.safetensors")).value();
+  bytes[8] = '[';  // the JSON object's opening brace
+  write_raw("bad.safetensors", bytes);
+  expect_one_line_error(infer("bad.safetensors"), "malformed");
+  write_raw("garbage.safetensors", std::string(4096, 'G'));
+  expect_one_line_error(infer("garbage.safetensors"), "implausible");
+}
+
+TEST_F(InferCli, WrongDtype) {
+  StateDict w = good_;
+  w["fc.weight"] = w["fc.weight"].to(torch::kInt64);
+  ASSERT_TRUE(write_safetensors(path("int.safetensors"), w).ok());
+  expect_one_line_error(infer("int.safetensors"), "wrong dtype (fc.weight I64 vs model F32)");
+}
+
+TEST_F(InferCli, WrongShapeNamesTheTensor) {
+  auto r = infer("good.safetensors", "x.safetensors", {"--num_classes", "1000"});
+  expect_one_line_error(r, "fc.weight [10,512] vs model [1000,512]");
+}
+
+TEST_F(InferCli, MissingAndUnexpectedNames) {
+  StateDict w = good_;
+  w.erase("layer4.1.bn2.running_var");
+  w["head.weight"] = torch::zeros({1});
+  ASSERT_TRUE(write_safetensors(path("names.safetensors"), w).ok());
+  auto r = infer("names.safetensors");
+  expect_one_line_error(r, "1 missing (layer4.1.bn2.running_var)");
+  EXPECT_NE(r.err.find("1 unexpected (head.weight)"), std::string::npos) << r.err;
+}
+
+TEST_F(InferCli, MissingFileAndBadInputs) {
+  expect_one_line_error(infer("nope.safetensors"), "no such file");
+  ASSERT_TRUE(
+      write_safetensors(path("noinput.safetensors"), {{"x", torch::zeros({1, 3, 32, 32})}}).ok());
+  expect_one_line_error(infer("good.safetensors", "noinput.safetensors"),
+                        "no tensor named 'input'");
+  ASSERT_TRUE(
+      write_safetensors(path("flat.safetensors"), {{"input", torch::zeros({3, 32, 32})}}).ok());
+  expect_one_line_error(infer("good.safetensors", "flat.safetensors"), "N x 3 x H x W");
+  ASSERT_TRUE(
+      write_safetensors(path("small.safetensors"), {{"input", torch::zeros({1, 3, 8, 8})}}).ok());
+  expect_one_line_error(infer("good.safetensors", "small.safetensors"), "at least 32 px");
+}
+
+TEST_F(InferCli, UnknownModelListsValidNames) {
+  auto r = run_process({GPULAB_BINARY, "infer", "--model", "resnet19", "--weights",
+                        path("good.safetensors"), "--input", path("x.safetensors")})
+               .value();
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown model 'resnet19'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean resnet18"), std::string::npos) << r.err;
+}
+
+TEST(ModelsCli, ListsEveryModelWithCountsAndRecommendations) {
+  RunOptions opts;
+  opts.timeout = std::chrono::minutes(10);
+  auto r = run_process({GPULAB_BINARY, "models", "--json"}, opts).value();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = Json::parse(r.out);
+  ASSERT_EQ(j["models"].size(), model_table().size());
+  for (size_t i = 0; i < model_table().size(); ++i) {
+    const auto& m = j["models"][i];
+    EXPECT_EQ(m["name"], model_table()[i].name);
+    EXPECT_GT(m["params"].get<int64_t>(), 0);
+    EXPECT_FALSE(m["recommended"]["optimizer"].get<std::string>().empty());
+  }
+  ASSERT_EQ(j["recommendations"].size(), 4u);
+  EXPECT_EQ(j["recommendations"][0]["args"],
+            "--model resnet18 --learning_rate 0.001 --optimizer sgd --batch_size 256 "
+            "--num_epochs 10");
+  auto table = run_process({GPULAB_BINARY, "models"}, opts).value();
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const auto& info : model_table()) {
+    EXPECT_NE(table.out.find(info.name + " "), std::string::npos) << info.name;
+  }
+  EXPECT_NE(table.out.find("For Vision Transformers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpulab::train
