@@ -65,7 +65,7 @@ multinode)
   ip -n "$N0" addr add 10.200.0.1/24 dev gla$$ && ip -n "$N1" addr add 10.200.0.2/24 dev glb$$ || fail "addresses"
   for ns in "$N0" "$N1"; do ip -n "$ns" link set lo up; done
   ip -n "$N0" link set gla$$ up && ip -n "$N1" link set glb$$ up || fail "links up"
-  SHORT=(--subset 48 --num_epochs 2)
+  SHORT=(--subset 24 --num_epochs 1)
   run single "$GPULAB" "${COMMON[@]}" "${SHORT[@]}"
   MN=(--batch_size_scaled --nnodes 2 --nproc_per_node 2 --master_addr 10.200.0.1 --master_port 29431)
   ip netns exec "$N1" "$GPULAB" "${COMMON[@]}" "${SHORT[@]}" "${MN[@]}" --node_rank 1 \
