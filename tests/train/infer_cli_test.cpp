@@ -105,7 +105,10 @@ TEST_F(InferCli, WrongDtype) {
 }
 
 TEST_F(InferCli, WrongShapeNamesTheTensor) {
-  auto r = infer("good.safetensors", "x.safetensors", {"--num_classes", "1000"});
+  // Weights for 10 classes, model built for the default 1000.
+  auto r = run_process({GPULAB_BINARY, "infer", "--model", "resnet18", "--weights",
+                        path("good.safetensors"), "--input", path("x.safetensors")})
+               .value();
   expect_one_line_error(r, "fc.weight [10,512] vs model [1000,512]");
 }
 

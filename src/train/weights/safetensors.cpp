@@ -74,7 +74,10 @@ Result<SafetensorsFile> parse_safetensors(std::string_view bytes, std::string_vi
                                 " after the length");
   }
   auto parsed = parse_json(bytes.substr(8, header_len), "safetensors header");
-  if (!parsed.ok()) return data_error(what, "malformed " + parsed.error().message);
+  if (!parsed.ok()) {
+    const std::string& m = parsed.error().message;  // parse_json may already say "malformed"
+    return data_error(what, m.rfind("malformed", 0) == 0 ? m : "malformed " + m);
+  }
   const Json& header = *parsed;
   if (!header.is_object()) return data_error(what, "malformed safetensors header: not an object");
 
