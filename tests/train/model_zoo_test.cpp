@@ -239,7 +239,12 @@ TEST_P(GradParity, LossAndEveryGradientMatchTorchvision) {
   auto model = create_model(info.name, o);
   // float64 on both sides: in float32, train-mode BatchNorm over 1x1 feature maps turns
   // rounding noise into gradient differences above 1e-4 (torchvision against itself too).
-  model->to(torch::kFloat64);
+  // Only floating tensors, as Python's .double(): Module::to(kFloat64) would also turn
+  // BatchNorm's integer num_batches_tracked into a double.
+  for (auto& p : model->parameters()) p.set_data(p.data().to(torch::kFloat64));
+  for (auto& b : model->buffers()) {
+    if (b.is_floating_point()) b.set_data(b.data().to(torch::kFloat64));
+  }
   ASSERT_TRUE(load_state_dict(*model, read_safetensors(d + "/weights.safetensors")->tensors).ok());
   auto inputs = read_safetensors(d + "/input.safetensors").value().tensors;
   auto ref = read_safetensors(d + "/reference.safetensors").value().tensors;
