@@ -15,22 +15,22 @@ using gpulab::cli::RegisterFn;
 // One explicit list: a subcommand exists when its component is built.
 const std::vector<RegisterFn>& command_table() {
   static const std::vector<RegisterFn> table = {
-      gpulab::cli::add_detect_command,
-      gpulab::cli::add_launch_command,
+    gpulab::cli::add_detect_command,
+    gpulab::cli::add_launch_command,
 #if GPULAB_WITH_TRAIN
-      gpulab::cli::add_gpu_test_command,
-      gpulab::cli::add_train_command,
-      gpulab::cli::add_data_command,
-      gpulab::cli::add_models_command,
-      gpulab::cli::add_infer_command,
-      gpulab::cli::add_bench_command,
+    gpulab::cli::add_gpu_test_command,
+    gpulab::cli::add_train_command,
+    gpulab::cli::add_data_command,
+    gpulab::cli::add_models_command,
+    gpulab::cli::add_infer_command,
+    gpulab::cli::add_bench_command,
 #endif
 #if GPULAB_WITH_BUILDER
-      gpulab::cli::add_image_command,
-      gpulab::cli::add_ddp_command,
+    gpulab::cli::add_image_command,
+    gpulab::cli::add_ddp_command,
 #endif
 #if GPULAB_WITH_SERVICE
-      gpulab::cli::add_serve_command,
+    gpulab::cli::add_serve_command,
 #endif
   };
   return table;
