@@ -4,6 +4,11 @@ JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 GPULAB  := $(BUILD)/gpulab
 
+# ccache across clones: paths relative to the checkout, and precompiled headers allowed.
+export CCACHE_BASEDIR   := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
+
 .PHONY: all deps configure build test demo bench format format-check tidy clean
 
 all: build
