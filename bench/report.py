@@ -26,7 +26,7 @@ def fmt(metric, x):
 def rows_of(res):
     for row in res["rows"]:
         for m, v in row.items():
-            if m == "case" or v.get("gpulab") is None:
+            if m in ("case", "error") or v.get("gpulab") is None:
                 continue
             yield row["case"], m, v
 
