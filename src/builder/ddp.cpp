@@ -250,7 +250,6 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
         << "\u2022 GPU indices: " << (idx.empty() ? "none (CPU ranks)" : join(idx, ",")) << "\n"
         << "\u2022 SSH Connection: ssh root@localhost -p " << res.ssh_port << "\n"
         << "\u2022 SSH password: " << res.ssh_password << "\n"
-        << "\u2022 Log file: " << res.log_file.string() << "\n"
         << "======================================\n";
     return res;
   }
