@@ -1,6 +1,5 @@
 // ConvNeXt tiny/small/base with torchvision's names (features.N.M.block.0, layer_scale,
 // LayerNorm2d), stochastic depth schedule and truncated-normal init.
-#include <charconv>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -11,15 +10,6 @@
 
 namespace gpulab::train {
 namespace {
-
-// torch.nn.init.trunc_normal_ (bounds a, b are absolute values, as in PyTorch): inverse-CDF
-// sampling of a normal restricted to [a, b].
-void trunc_normal(torch::Tensor& t, double std, double a = -2.0, double b = 2.0) {
-  torch::NoGradGuard no_grad;
-  auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
-  const double lo = cdf(a / std), hi = cdf(b / std);
-  t.uniform_(2 * lo - 1, 2 * hi - 1).erfinv_().mul_(std * std::sqrt(2.0)).clamp_(a, b);
-}
 
 // torchvision's Permute module: no parameters, only holds an index in a Sequential.
 torch::nn::Functional permute(std::vector<int64_t> dims) {
@@ -37,25 +27,6 @@ class LayerNorm2dImpl : public torch::nn::LayerNormImpl {
   }
 };
 TORCH_MODULE(LayerNorm2d);
-
-// torchvision.ops.StochasticDepth, "row" mode: drops the residual branch per sample with
-// probability p while training. A child named like torchvision's, so printouts show its p.
-class StochasticDepthImpl : public torch::nn::Module {
- public:
-  explicit StochasticDepthImpl(double p) : p_(p) {}
-  torch::Tensor forward(torch::Tensor x) {
-    return stochastic_depth(x, p_, /*row_mode=*/true, is_training());
-  }
-  void pretty_print(std::ostream& os) const override {
-    char p[32];
-    *std::to_chars(p, p + sizeof(p) - 1, p_).ptr = '\0';  // shortest round-trip, as Python's repr
-    os << "StochasticDepth(p=" << p << ", mode=row)";
-  }
-
- private:
-  double p_;
-};
-TORCH_MODULE(StochasticDepth);
 
 // ConvNeXt block: depthwise 7x7, LayerNorm and an inverted MLP in channels-last, scaled per
 // channel by layer_scale, with stochastic depth on the residual branch.

@@ -1,6 +1,5 @@
 // EfficientNet B0..B7 with torchvision's layer names, channel rounding, stochastic depth schedule
 // and init, so that weights move between gpulab and torchvision without a mapping table.
-#include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,14 +10,6 @@
 
 namespace gpulab::train {
 namespace {
-
-// torchvision's _make_divisible: round to the nearest multiple of 8, never losing more than 10%.
-int64_t make_divisible(double v, int64_t divisor = 8) {
-  int64_t rounded = static_cast<int64_t>(v + static_cast<double>(divisor) / 2) / divisor * divisor;
-  int64_t new_v = std::max(divisor, rounded);
-  if (static_cast<double>(new_v) < 0.9 * v) new_v += divisor;
-  return new_v;
-}
 
 struct BnSettings {
   double eps = 1e-5;
@@ -49,25 +40,6 @@ struct StageConfig {
   int64_t out_channels;
   int64_t num_layers;
 };
-
-// torchvision.ops.StochasticDepth, "row" mode: drops the residual branch per sample with
-// probability p while training. A child named like torchvision's, so printouts show its p.
-class StochasticDepthImpl : public torch::nn::Module {
- public:
-  explicit StochasticDepthImpl(double p) : p_(p) {}
-  torch::Tensor forward(torch::Tensor x) {
-    return stochastic_depth(x, p_, /*row_mode=*/true, is_training());
-  }
-  void pretty_print(std::ostream& os) const override {
-    char p[32];
-    *std::to_chars(p, p + sizeof(p) - 1, p_).ptr = '\0';  // shortest round-trip, as Python's repr
-    os << "StochasticDepth(p=" << p << ", mode=row)";
-  }
-
- private:
-  double p_;
-};
-TORCH_MODULE(StochasticDepth);
 
 // Mobile inverted bottleneck: expand 1x1, depthwise kxk, squeeze-excitation, project 1x1, and
 // stochastic depth on the residual branch.

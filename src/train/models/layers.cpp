@@ -1,6 +1,9 @@
 // Shared model building blocks (see layers.h): torchvision's small ops, expressed in torch::nn.
 #include "train/models/layers.h"
 
+#include <charconv>
+#include <cmath>
+
 namespace gpulab::train {
 
 torch::Tensor apply_activation(Act kind, const torch::Tensor& x) {
@@ -64,6 +67,27 @@ torch::Tensor SqueezeExcitationImpl::forward(torch::Tensor x) {
   scale = apply_activation(act_, fc1_->forward(scale));
   scale = apply_activation(scale_act_, fc2_->forward(scale));
   return scale * x;
+}
+
+void StochasticDepthImpl::pretty_print(std::ostream& os) const {
+  char p[32];
+  *std::to_chars(p, p + sizeof(p) - 1, p_).ptr = '\0';  // shortest round-trip, as Python's repr
+  os << "StochasticDepth(p=" << p << ", mode=row)";
+}
+
+int64_t make_divisible(double v, int64_t divisor) {
+  int64_t rounded = static_cast<int64_t>(v + static_cast<double>(divisor) / 2) / divisor * divisor;
+  int64_t new_v = std::max(divisor, rounded);
+  if (static_cast<double>(new_v) < 0.9 * v) new_v += divisor;
+  return new_v;
+}
+
+// Inverse-CDF sampling of a normal restricted to [a, b].
+void trunc_normal(torch::Tensor& t, double std, double a, double b) {
+  torch::NoGradGuard no_grad;
+  auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
+  const double lo = cdf(a / std), hi = cdf(b / std);
+  t.uniform_(2 * lo - 1, 2 * hi - 1).erfinv_().mul_(std * std::sqrt(2.0)).clamp_(a, b);
 }
 
 torch::Tensor stochastic_depth(const torch::Tensor& x, double p, bool row_mode, bool training) {

@@ -74,6 +74,27 @@ TORCH_MODULE(SqueezeExcitation);
 // all at once) with probability p in training, scaling survivors by 1 / (1 - p).
 torch::Tensor stochastic_depth(const torch::Tensor& x, double p, bool row_mode, bool training);
 
+// torchvision.ops.StochasticDepth, "row" mode, as a child module (named like torchvision's, so
+// printouts show its p).
+class StochasticDepthImpl : public torch::nn::Module {
+ public:
+  explicit StochasticDepthImpl(double p) : p_(p) {}
+  torch::Tensor forward(torch::Tensor x) {
+    return stochastic_depth(x, p_, /*row_mode=*/true, is_training());
+  }
+  void pretty_print(std::ostream& os) const override;
+
+ private:
+  double p_;
+};
+TORCH_MODULE(StochasticDepth);
+
+// torchvision's _make_divisible: round to the nearest multiple of 8, never losing more than 10%.
+int64_t make_divisible(double v, int64_t divisor = 8);
+
+// torch.nn.init.trunc_normal_ (bounds a, b are absolute values, as in PyTorch).
+void trunc_normal(torch::Tensor& t, double std, double a = -2.0, double b = 2.0);
+
 // Makes torchvision's usual initialisation easy to state per family.
 enum class ConvInit { kKaimingFanOutRelu, kKaimingFanInRelu };
 void init_conv(torch::nn::Conv2d& conv, ConvInit how);

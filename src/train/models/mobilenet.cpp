@@ -9,14 +9,6 @@
 namespace gpulab::train {
 namespace {
 
-// torchvision's _make_divisible: round to the nearest multiple of 8, never losing more than 10%.
-int64_t make_divisible(double v, int64_t divisor = 8) {
-  int64_t rounded = static_cast<int64_t>(v + static_cast<double>(divisor) / 2) / divisor * divisor;
-  int64_t new_v = std::max(divisor, rounded);
-  if (static_cast<double>(new_v) < 0.9 * v) new_v += divisor;
-  return new_v;
-}
-
 struct BnSettings {
   double eps = 1e-5;
   double momentum = 0.1;

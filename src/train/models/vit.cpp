@@ -12,15 +12,6 @@
 namespace gpulab::train {
 namespace {
 
-// torch.nn.init.trunc_normal_ (bounds a, b are absolute values, as in PyTorch): inverse-CDF
-// sampling of a normal restricted to [a, b].
-void trunc_normal(torch::Tensor& t, double std, double a = -2.0, double b = 2.0) {
-  torch::NoGradGuard no_grad;
-  auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
-  const double lo = cdf(a / std), hi = cdf(b / std);
-  t.uniform_(2 * lo - 1, 2 * hi - 1).erfinv_().mul_(std * std::sqrt(2.0)).clamp_(a, b);
-}
-
 // nn.MultiheadAttention(batch_first=True) as the encoder uses it: self-attention only, with its
 // parameter names (in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias).
 class SelfAttentionImpl : public torch::nn::Module {
