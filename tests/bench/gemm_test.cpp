@@ -39,7 +39,8 @@ TEST(GemmTest, CorruptedProductIsCounted) {
   o.fault_iteration = 2;
   auto r = run_gemm_test(o);
   EXPECT_EQ(r.successful, 5);
-  EXPECT_GT(r.max_rel_error, 1.0);
+  // The injected error is 1000 times the fp32 bound (1e-4 of sum |a*b|), reported in those units.
+  EXPECT_GT(r.max_rel_error, 1e-2);
 }
 
 TEST(GemmTest, BadOptionsAreRefused) {
