@@ -4,10 +4,10 @@ set -uo pipefail
 BUILD=${1:-build}
 junit="$BUILD/ctest-junit.xml"
 rm -f "$junit"
-# Every test's output, passed ones too, lands in $BUILD/ctest.log (the figures a report quotes).
+# Every test's output, passed ones too, is kept in the JUnit file (the figures a report quotes).
 # Tests that start dockerd, namespaces or several ranks serialize themselves with RESOURCE_LOCK.
 ctest --test-dir "$BUILD" --output-on-failure --parallel "${CTEST_PARALLEL:-2}" \
-  --timeout 1800 --output-junit "$(realpath -m "$junit")" --output-log "$BUILD/ctest.log" "${@:2}"
+  --timeout 1800 --output-junit "$(realpath -m "$junit")" "${@:2}"
 rc=$?
 if [ -f "$junit" ]; then
   total=$(grep -o 'tests="[0-9]*"' "$junit" | head -1 | grep -o '[0-9]*')
