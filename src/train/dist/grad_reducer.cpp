@@ -104,8 +104,12 @@ void GradReducer::build_buckets() {
     for (size_t i = 0; i < groups[b].size(); ++i) {
       size_t k = groups[b][i];
       bucket_of_[k] = b;
-      views_[k] =
-          bucket.buffer.narrow(0, bucket.offsets[i], params_[k].numel()).view(params_[k].sizes());
+      // The view takes the parameter's strides (channels-last weights stay channels-last), so
+      // autograd accumulates straight into it: the gradient layout contract DDP keeps too.
+      const auto& p = params_[k];
+      auto flat = bucket.buffer.narrow(0, bucket.offsets[i], p.numel());
+      views_[k] = p.is_non_overlapping_and_dense() ? flat.as_strided(p.sizes(), p.strides())
+                                                   : flat.view(p.sizes());
     }
     stats_.bytes += total * static_cast<int64_t>(compress_ ? 2 : first.element_size());
     buckets_.push_back(std::move(bucket));
