@@ -216,6 +216,32 @@ TEST_P(EvalParity, OutputsMatchTorchvision) {
 INSTANTIATE_TEST_SUITE_P(AllModels, EvalParity, ::testing::ValuesIn(all_models()),
                          [](const auto& p) { return p.param; });
 
+// The check above can fail: the same export with one classifier weight off by a tenth of the
+// largest one is outside the 1e-4 tolerance (a wrong layer or a missed buffer is far worse).
+TEST(EvalParityControl, ANudgedWeightIsCaught) {
+  REQUIRE_TORCHVISION();
+  TempDir dir("control");
+  const std::string d = dir.path.string();
+  ASSERT_NO_FATAL_FAILURE(
+      run_reference({"export", "--model", "resnet18", "--out", d, "--num_classes", "10",
+                     "--image_size", "32", "--batch", "2"}));
+  ModelOptions o;
+  o.num_classes = 10;
+  auto model = create_model("resnet18", o);
+  ASSERT_TRUE(load_state_dict(*model, read_safetensors(d + "/weights.safetensors")->tensors).ok());
+  auto input = read_safetensors(d + "/input.safetensors").value().tensors.at("input");
+  auto ref = read_safetensors(d + "/reference.safetensors").value().tensors.at("output");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const double exact = relative_diff(model->forward(input), ref);
+  auto w = model->named_parameters()["fc.weight"];
+  w.view(-1)[0] += 0.1 * w.abs().max();
+  const double nudged = relative_diff(model->forward(input), ref);
+  std::printf("[eval-parity-control] resnet18 exact=%.3g nudged=%.3g\n", exact, nudged);
+  EXPECT_LT(exact, 1e-4);
+  EXPECT_GT(nudged, 1e-4);
+}
+
 // --- one training step, one model per family --------------------------------------------
 
 class GradParity : public ::testing::TestWithParam<std::string> {};
