@@ -1,7 +1,15 @@
 #!/bin/sh
-# Lab container entrypoint: applies the SSH login the container was given (a password or a
-# public key, from the environment), starts sshd, then runs the command or stays up.
+# Lab container entrypoint: applies the SSH login the container was given (a password, put in
+# /run/gpulab/ssh_password before the first start, or a public key from the environment), starts
+# sshd, then runs the command or stays up.
 set -e
+# The password comes as a file (never in the environment, which `docker inspect` shows); it is
+# applied once and deleted. GPULAB_SSH_PASSWORD is still read for older callers.
+secret=/run/gpulab/ssh_password
+if [ -f "$secret" ]; then
+  GPULAB_SSH_PASSWORD=$(cat "$secret")
+  rm -f "$secret"
+fi
 mkdir -p /run/sshd /root/.ssh
 chmod 700 /root/.ssh
 ssh-keygen -A >/dev/null 2>&1 || true
@@ -13,8 +21,13 @@ if [ -n "${GPULAB_SSH_PUBKEY:-}" ]; then
   chmod 600 /root/.ssh/authorized_keys
   echo "PermitRootLogin prohibit-password" >> "$conf"
 fi
+marker=/etc/ssh/gpulab-password-login
 if [ -n "${GPULAB_SSH_PASSWORD:-}" ]; then
   echo "root:${GPULAB_SSH_PASSWORD}" | chpasswd
+  touch "$marker"
+fi
+if [ -f "$marker" ]; then
+  # Also on later starts (restart, recreate): the password stays in /etc/shadow.
   echo "PermitRootLogin yes" >> "$conf"
   echo "PasswordAuthentication yes" >> "$conf"
 else

@@ -99,6 +99,10 @@ class Client {
   // PUT /containers/{id}/archive: extracts a tar into directory `dest_dir` in the container.
   Status copy_to_container(const std::string& id_or_name, const std::string& dest_dir,
                            const std::filesystem::path& src_tar) const;
+  // Puts one small file (a secret, say) at absolute `path` in a created or running container,
+  // with `mode`; its folder is made (or set to) mode 0700. Nothing of it shows in inspect.
+  Status put_file(const std::string& id_or_name, const std::string& path, std::string_view contents,
+                  std::uint32_t mode = 0600) const;
 
   // ---- images ----
   // Snapshots a container's filesystem as an image; returns the new image id ("sha256:...").

@@ -33,6 +33,11 @@ struct EngineInfo {
   Json raw;                           // the whole /info answer
 };
 
+// Where a lab container's SSH password is put before its first start (Client::put_file): the
+// lab entrypoint (images/common/entrypoint.sh) applies it and deletes the file. Unlike an
+// environment variable, it never shows in the engine's inspect output.
+inline constexpr const char* kLabSshPasswordFile = "/run/gpulab/ssh_password";
+
 // ---- container creation ----
 //
 // CreateSpec deliberately has NO field for Privileged, Binds/Mounts/Volumes, CapAdd,

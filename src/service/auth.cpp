@@ -46,6 +46,17 @@ std::string Auth::issue_token(const std::string& user, bool admin) {
   return token;
 }
 
+void Auth::revoke_token(const std::string& token) {
+  if (store_.revoke_token(sha256_hex(token)) == 0)
+    throw ApiError(ApiCode::kNotFound, "No such token", "it may have been revoked already");
+}
+
+int Auth::revoke_user(const std::string& user) {
+  auto u = store_.find_user(user);
+  if (!u) throw ApiError(ApiCode::kNotFound, "User '" + user + "' not found");
+  return store_.revoke_user_tokens(u->id);
+}
+
 void Auth::seed_users(const std::vector<UserSeed>& users) {
   for (const auto& s : users) {
     store_.transaction([&] {

@@ -29,6 +29,11 @@ class Auth {
   // Creates the user if needed and a new token for it; returns the token (shown once).
   std::string issue_token(const std::string& user, bool admin);
 
+  // Revokes one token (given in clear; only its hash is looked up) -> NOT_FOUND if unknown.
+  void revoke_token(const std::string& token);
+  // Revokes every token of a user -> how many; NOT_FOUND for an unknown user.
+  int revoke_user(const std::string& user);
+
   // Loads users from the config file (token hashes only).
   void seed_users(const std::vector<UserSeed>& users);
 

@@ -2,6 +2,7 @@
 #include "service/clock.h"
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 
 namespace gpulab::service {
@@ -26,6 +27,20 @@ std::int64_t unix_now() {
 
 double unix_now_precise() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::int64_t parse_iso_time(const std::string& text) {
+  std::tm tm{};
+  int oh = 0, om = 0;
+  char sign = '+';
+  if (std::sscanf(text.c_str(), "%d-%d-%dT%d:%d:%d%c%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &sign, &oh, &om) != 9 ||
+      (sign != '+' && sign != '-'))
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  std::int64_t offset = (oh * 3600 + om * 60) * (sign == '-' ? -1 : 1);
+  return static_cast<std::int64_t>(timegm(&tm)) - offset;
 }
 
 std::string iso_now() {

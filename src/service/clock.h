@@ -11,5 +11,7 @@ std::string iso_time(std::int64_t unix_seconds);
 std::string iso_now();
 std::int64_t unix_now();
 double unix_now_precise();
+// Reads back what iso_time wrote ("2025-07-05T15:01:03+08:00"); -1 when it is not that form.
+std::int64_t parse_iso_time(const std::string& text);
 
 }  // namespace gpulab::service

@@ -117,6 +117,7 @@ Result<ServiceConfig> config_from_json(const std::string& text) {
                         "worker_threads",
                         "stop_timeout_seconds",
                         "reconcile_interval_seconds",
+                        "lease_grace_seconds",
                         "users",
                         "ssh_user"},
                        "config");
@@ -155,6 +156,7 @@ Result<ServiceConfig> config_from_json(const std::string& text) {
     c.stop_timeout_seconds = j.value("stop_timeout_seconds", c.stop_timeout_seconds);
     c.reconcile_interval_seconds =
         j.value("reconcile_interval_seconds", c.reconcile_interval_seconds);
+    c.lease_grace_seconds = j.value("lease_grace_seconds", c.lease_grace_seconds);
     c.ssh_user = j.value("ssh_user", c.ssh_user);
     if (j.contains("gpus")) {
       if (!j["gpus"].is_array()) return bad("gpus must be an array");

@@ -11,17 +11,7 @@
 
 namespace gpulab::service {
 
-namespace {
-
-struct Allocation {
-  std::int64_t id = 0;
-  std::vector<GpuSlot> gpus;
-  int ssh_port = 0;
-};
-
-// Chooses GPUs and ports and records them with the intent row, in one transaction, under the
-// allocation lock (the bind probes and the inserts must not interleave with another request).
-Allocation allocate(Service& s, const CreateOptions& o, const std::string& state) {
+Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
   std::lock_guard<std::mutex> lock(s.alloc_mu);
   return s.store->transaction([&] {
     if (s.store->find_container(o.name))
@@ -44,7 +34,8 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
       throw ApiError(ApiCode::kPortConflict, port_conflict_message(taken),
                      "use different host ports");
     for (int p : wanted) unavailable.insert(p);
-    auto ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable);
+    std::optional<int> ssh = 0;
+    if (with_ssh) ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable);
     if (!ssh) throw ApiError(ApiCode::kPortExhausted, "No free SSH port left");
     ContainerRecord rec;
     rec.name = o.name;
@@ -55,7 +46,7 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
     Allocation a;
     a.id = s.store->insert_container(rec);
     for (const auto& g : *chosen) s.store->add_gpu(a.id, GpuAssignment{g.uuid, g.index});
-    s.store->add_port(a.id, *ssh, "ssh", 22);
+    if (with_ssh) s.store->add_port(a.id, *ssh, "ssh", 22);
     for (const auto& p : o.spec.ports)
       s.store->add_port(a.id, p.host_port, "user", p.container_port);
     a.gpus = *chosen;
@@ -64,9 +55,11 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
   });
 }
 
+namespace {
+
 docker::CreateSpec engine_spec(Service& s, const std::string& name, const std::string& owner,
                                const ContainerSpec& spec, const std::vector<GpuSlot>& gpus,
-                               int ssh_port, std::int64_t intent, const std::string& password) {
+                               int ssh_port, std::int64_t intent) {
   docker::CreateSpec cs;
   cs.name = name;
   cs.image = spec.image;
@@ -74,8 +67,7 @@ docker::CreateSpec engine_spec(Service& s, const std::string& name, const std::s
   GpuAttachment att = attachment_for(gpus, s.config);
   cs.env = spec.env;
   for (auto& e : att.env) cs.env.push_back(e);
-  // The lab image's entrypoint applies these (an empty password with a key locks the password).
-  cs.env.push_back("GPULAB_SSH_PASSWORD=" + password);
+  // The lab image's entrypoint applies the key (the password goes in a file: engine_create_start).
   cs.env.push_back("GPULAB_SSH_PUBKEY=" + spec.ssh_public_key);
   cs.env.push_back("GPULAB_CONTAINER_NAME=" + name);
   std::vector<std::string> uuids;
@@ -114,10 +106,15 @@ void check_image(Service& s, const std::string& image, bool internal) {
 }
 
 // Creates and starts the engine container for an allocated row; on failure removes what it made.
-std::string engine_create_start(Service& s, const docker::CreateSpec& cs) {
+// A new SSH password goes in as a file before the start, so the engine's inspect never shows it;
+// without one the container keeps the password its layer has (recreate, restart after a crash).
+std::string engine_create_start(Service& s, const docker::CreateSpec& cs,
+                                const std::string& password = {}) {
   auto id = s.docker().create_container(cs);
   if (!id) throw_engine_error(id.error());
-  auto st = s.docker().start_container(*id);
+  auto st = password.empty() ? ok_status()
+                             : s.docker().put_file(*id, docker::kLabSshPasswordFile, password);
+  if (st) st = s.docker().start_container(*id);
   if (!st) {
     (void)s.docker().remove_container(*id, true);
     throw_engine_error(st.error());
@@ -172,8 +169,8 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
   CreateOutcome out;
   out.ssh_password = o.spec.ssh_public_key.empty() ? random_secret(20) : std::string();
   try {
-    auto cs = engine_spec(s, o.name, o.owner, o.spec, a.gpus, a.ssh_port, a.id, out.ssh_password);
-    std::string id = engine_create_start(s, cs);
+    auto cs = engine_spec(s, o.name, o.owner, o.spec, a.gpus, a.ssh_port, a.id);
+    std::string id = engine_create_start(s, cs, out.ssh_password);
     s.store->transaction([&] {
       s.store->set_docker_id(a.id, id);
       s.store->set_state(a.id, state::kRunning);
@@ -197,6 +194,9 @@ ContainerRecord require_container(Service& s, const Principal& who, const std::s
   auto c = s.store->find_container(name);
   if (!c) throw ApiError(ApiCode::kContainerNotFound, "Container '" + name + "' not found");
   require_owner(who, c->owner, "Container '" + name + "'");
+  if (c->state == state::kLeased)
+    throw ApiError(ApiCode::kStateConflict, "'" + name + "' is a GPU lease, not a container",
+                   "see /api/v1/gpu-docker/leases; release it there once its container is gone");
   return *c;
 }
 
@@ -283,10 +283,8 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     });
     auto rm = s.docker().remove_container(c.docker_id.empty() ? c.name : c.docker_id, true);
     if (!rm && rm.error().code != Code::kNotFound) throw_engine_error(rm.error());
-    auto cs = engine_spec(s, c.name, c.owner, spec, chosen, c.ssh_port, c.id, "");
-    // Keep the password the container already had (in its committed /etc/shadow): no new one.
-    std::erase_if(cs.env,
-                  [](const std::string& e) { return starts_with(e, "GPULAB_SSH_PASSWORD="); });
+    // No new password: the container keeps the one in its committed /etc/shadow.
+    auto cs = engine_spec(s, c.name, c.owner, spec, chosen, c.ssh_port, c.id);
     std::string id = engine_create_start(s, cs);
     s.store->transaction([&] {
       s.store->set_docker_id(c.id, id);
@@ -301,9 +299,7 @@ std::string create_engine_container(Service& s, const ContainerRecord& c) {
   std::vector<GpuSlot> gpus;
   for (const auto& g : c.gpus)
     if (const GpuSlot* slot = s.inventory.find(g.uuid)) gpus.push_back(*slot);
-  auto cs = engine_spec(s, c.name, c.owner, c.spec, gpus, c.ssh_port, c.id, "");
-  std::erase_if(cs.env,
-                [](const std::string& e) { return starts_with(e, "GPULAB_SSH_PASSWORD="); });
+  auto cs = engine_spec(s, c.name, c.owner, c.spec, gpus, c.ssh_port, c.id);
   return engine_create_start(s, cs);
 }
 

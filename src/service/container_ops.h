@@ -25,6 +25,19 @@ struct CreateOutcome {
 
 CreateOutcome create_container(Service& s, const CreateOptions& opts);
 
+// What allocate() took: the row's id, its GPUs and its SSH port (0 without one).
+struct Allocation {
+  std::int64_t id = 0;
+  std::vector<GpuSlot> gpus;
+  int ssh_port = 0;
+};
+// Chooses GPUs and ports (the SSH port unless !with_ssh, and the spec's user ports) and records
+// them with a row in `state`, in one transaction under the allocation lock (the bind probes and
+// the inserts must not interleave with another request). GPU_ALLOCATION_FAILED, PORT_CONFLICT,
+// PORT_EXHAUSTED, NAME_CONFLICT.
+Allocation allocate(Service& s, const CreateOptions& opts, const std::string& state,
+                    bool with_ssh = true);
+
 // Applies request fields (gpu_count, port, cpus, memory, shm_size, pids_limit, ssh_public_key,
 // env) onto `base`, checking each value.
 ContainerSpec apply_spec_fields(const Json& req, ContainerSpec base);

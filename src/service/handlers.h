@@ -12,6 +12,7 @@ void add_container_routes(Router& router,
                           Service& s);               // status, create, list, lifecycle, logs, stats
 void add_image_routes(Router& router, Service& s);   // snapshots and backups
 void add_system_routes(Router& router, Service& s);  // gpus, metrics, openapi, users, audit, health
+void add_lease_routes(Router& router, Service& s);   // GPU leases for gpulab ddp
 
 // Reads a required query parameter or throws INVALID_REQUEST.
 std::string query_param(const ApiRequest& req, const std::string& key);

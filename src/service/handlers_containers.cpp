@@ -78,6 +78,7 @@ ApiReply list(Service& s, Who who) {
   auto engine = engine_containers(s);
   Json a = Json::array();
   for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user))) {
+    if (c.state == state::kLeased) continue;  // leases have their own list
     auto it = engine.find(c.name);
     a.push_back(container_json(c, it == engine.end() ? nullptr : &it->second));
   }

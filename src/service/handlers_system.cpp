@@ -114,6 +114,22 @@ ApiReply add_user(Service& s, Req req, Who who) {
   return ApiReply::ok("Token created (shown once)", {{"name", j["name"]}, {"token", token}});
 }
 
+ApiReply revoke(Service& s, Req req, Who who) {
+  require_admin(who);
+  Json j = parse_request(req.body, revoke_schema());
+  if (j.contains("token") == j.contains("name"))
+    throw ApiError(ApiCode::kInvalidRequest, "Give either 'token' or 'name'");
+  if (j.contains("token")) {
+    s.auth->revoke_token(j["token"].get<std::string>());
+    s.store->audit(who.user, "revoke-token", "(token)", "ok");
+    return ApiReply::ok("Token revoked", {{"revoked", 1}});
+  }
+  std::string name = j["name"].get<std::string>();
+  int n = s.auth->revoke_user(name);
+  s.store->audit(who.user, "revoke-tokens", name, "ok", std::to_string(n));
+  return ApiReply::ok("Tokens revoked", {{"name", name}, {"revoked", n}});
+}
+
 }  // namespace
 
 void add_system_routes(Router& r, Service& s) {
@@ -150,8 +166,11 @@ void add_system_routes(Router& r, Service& s) {
               "/healthz",
               [sp](Req, Who) {
                 bool engine = sp->engine && sp->engine->ping().ok();
-                return ApiReply::ok(engine ? "ok" : "engine unreachable",
-                                    {{"engine", engine}, {"gpus", sp->inventory.gpus.size()}});
+                Json d = {{"engine", engine}, {"gpus", sp->inventory.gpus.size()}};
+                // Which engine this service books for: gpulab ddp checks it uses the same one.
+                if (engine)
+                  if (auto info = sp->engine->info(); info) d["engine_id"] = info->id;
+                return ApiReply::ok(engine ? "ok" : "engine unreachable", d);
               },
               "Liveness and engine reachability",
               "system",
@@ -164,6 +183,13 @@ void add_system_routes(Router& r, Service& s) {
               "Create a user (or a new token for one); admins only",
               "system",
               &user_schema(),
+              {}});
+  r.add(Route{"POST",
+              b + "/users/revoke",
+              [sp](Req q, Who w) { return revoke(*sp, q, w); },
+              "Revoke a token, or all tokens of a user; admins only",
+              "system",
+              &revoke_schema(),
               {}});
   r.add(Route{"GET",
               b + "/audit",

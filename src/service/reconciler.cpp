@@ -7,6 +7,7 @@
 #include "service/api_error.h"
 #include "service/clock.h"
 #include "service/container_ops.h"
+#include "service/lease_ops.h"
 
 namespace gpulab::service {
 
@@ -42,11 +43,32 @@ void cleanup_backups(Service& s, ReconcileReport& r) {
   }
 }
 
+// A lease lives while a container with its label is on the engine. Without one it is released
+// once its container was seen and is gone, or when none appeared within the grace time.
+void reconcile_lease(Service& s, const ContainerRecord& c,
+                     const std::map<std::string, docker::ContainerSummary>& bound,
+                     ReconcileReport& r) {
+  auto it = bound.find(c.name);
+  if (it != bound.end()) {
+    if (it->second.id != c.docker_id) s.store->set_docker_id(c.id, it->second.id);
+    return;
+  }
+  std::int64_t made = parse_iso_time(c.created_at);
+  bool expired = made < 0 || unix_now() - made > s.config.lease_grace_seconds;
+  if (c.docker_id.empty() && !expired) return;  // its container is still being made
+  s.store->remove_container(c.id, true);
+  s.store->audit("gpulab", "reconcile", c.name, "released",
+                 c.docker_id.empty() ? "lease never used" : "lease's container gone");
+  s.metrics.increment("reconcile_released");
+  ++r.released;
+}
+
 }  // namespace
 
 ReconcileReport reconcile(Service& s, bool startup) {
   ReconcileReport r;
   auto engine = engine_containers(s);
+  auto leased = lease_containers(s);
   std::set<std::string> booked;
   for (const auto& listed : s.store->containers()) {
     booked.insert(listed.name);
@@ -55,6 +77,12 @@ ReconcileReport reconcile(Service& s, bool startup) {
     auto fresh = s.store->find_container(listed.id);
     if (!fresh) continue;
     const ContainerRecord& c = *fresh;
+    if (is_lease(c)) {
+      // The listing may predate a container made since: look again before releasing.
+      if (!leased.count(c.name) && !c.docker_id.empty()) leased = lease_containers(s);
+      reconcile_lease(s, c, leased, r);
+      continue;
+    }
     bool intent =
         c.state == state::kCreating || c.state == state::kDeleting || c.state == state::kRecreating;
     if (intent && !startup) continue;  // a request in flight owns it
@@ -113,7 +141,7 @@ ReconcileReport reconcile(Service& s, bool startup) {
     }
   }
   for (const auto& [name, e] : engine)
-    if (!booked.count(name)) ++r.orphans;
+    if (!booked.count(name) && !e.labels.count(kLeaseLabel)) ++r.orphans;
   if (startup) cleanup_backups(s, r);
   return r;
 }

@@ -48,6 +48,9 @@ inline constexpr const char* kCreated = "created";
 inline constexpr const char* kDeleting = "deleting";
 inline constexpr const char* kRecreating = "recreating";
 inline constexpr const char* kLost = "lost";  // gone from the engine outside the service
+// GPUs and an SSH port reserved for a container made outside the service (gpulab ddp, which
+// needs host mounts the API never allows); see lease_ops.h.
+inline constexpr const char* kLeased = "leased";
 }  // namespace state
 
 struct ContainerRecord {

@@ -18,6 +18,7 @@ void add_routes(Router& router, Service& s) {
   add_container_routes(router, s);
   add_image_routes(router, s);
   add_system_routes(router, s);
+  add_lease_routes(router, s);
 }
 
 }  // namespace
@@ -51,6 +52,17 @@ std::string issue_token(const ServiceConfig& config, const std::string& user, bo
   if (!store) throw Exception(store.error());
   Auth auth(**store, true);
   return auth.issue_token(user, admin);
+}
+
+int revoke_tokens(const ServiceConfig& config, const std::string& token, const std::string& user) {
+  auto store = Store::open(config.db_path);
+  if (!store) throw Exception(store.error());
+  Auth auth(**store, true);
+  if (!token.empty()) {
+    auth.revoke_token(token);
+    return 1;
+  }
+  return auth.revoke_user(user);
 }
 
 std::string openapi_json() {

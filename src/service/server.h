@@ -17,6 +17,9 @@ void serve(const ServiceConfig& config, const ServeOptions& options);
 
 // Creates a user (if needed) and a token in the book at config.db_path; returns the token.
 std::string issue_token(const ServiceConfig& config, const std::string& user, bool admin);
+// Offline: revokes a token (given in clear) or, with a user name, all of a user's tokens;
+// returns how many were revoked (0 with a NOT_FOUND error thrown for an unknown one).
+int revoke_tokens(const ServiceConfig& config, const std::string& token, const std::string& user);
 
 // The OpenAPI document of the full route table (no engine needed).
 std::string openapi_json();

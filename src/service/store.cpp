@@ -115,6 +115,16 @@ std::optional<UserRecord> Store::user_for_token(const std::string& token_sha256)
   return UserRecord{rows[0].i64(0), rows[0].str(1), rows[0].i64(2) != 0};
 }
 
+int Store::revoke_token(const std::string& token_sha256) {
+  db_->exec("DELETE FROM tokens WHERE token_sha256=?", {token_sha256});
+  return db_->changes();
+}
+
+int Store::revoke_user_tokens(std::int64_t user_id) {
+  db_->exec("DELETE FROM tokens WHERE user_id=?", {user_id});
+  return db_->changes();
+}
+
 // ---- containers ----
 
 std::int64_t Store::insert_container(const ContainerRecord& rec) {

@@ -34,6 +34,9 @@ class Store {
   std::vector<UserRecord> users();
   void add_token(std::int64_t user_id, const std::string& token_sha256);
   std::optional<UserRecord> user_for_token(const std::string& token_sha256);
+  // Deletes one token (by hash) or all of a user's; returns how many went.
+  int revoke_token(const std::string& token_sha256);
+  int revoke_user_tokens(std::int64_t user_id);
 
   // ---- containers ----
   // Inserts the row (an intent when state is "creating"); returns its id. Name taken ->

@@ -154,12 +154,36 @@ const RequestSchema& user_schema() {
   return s;
 }
 
+const RequestSchema& revoke_schema() {
+  static const RequestSchema s{
+      "RevokeRequest",
+      {{"token", FT::kString, false, "the token to revoke"},
+       {"name", FT::kString, false, "or a user: revoke all of their tokens"}}};
+  return s;
+}
+
+const RequestSchema& lease_schema() {
+  static const RequestSchema s{
+      "LeaseRequest",
+      {{"name", FT::kString, true, "lease name; label your container gpulab.lease=<name>"},
+       {"gpu_count", FT::kInteger, false, "GPUs to book (default 0)"},
+       {"ssh_port", FT::kBoolean, false, "also book an SSH port (default true)"}}};
+  return s;
+}
+
 std::vector<const RequestSchema*> all_schemas() {
-  return {&create_schema(),           &name_schema(),
-          &update_resources_schema(), &snapshot_schema(),
-          &restore_snapshot_schema(), &backup_schema(),
-          &restore_schema(),          &delete_snapshot_schema(),
-          &delete_backup_schema(),    &user_schema()};
+  return {&create_schema(),
+          &name_schema(),
+          &update_resources_schema(),
+          &snapshot_schema(),
+          &restore_snapshot_schema(),
+          &backup_schema(),
+          &restore_schema(),
+          &delete_snapshot_schema(),
+          &delete_backup_schema(),
+          &user_schema(),
+          &lease_schema(),
+          &revoke_schema()};
 }
 
 Json parse_request(const std::string& body, const RequestSchema& schema) {

@@ -37,6 +37,8 @@ const RequestSchema& restore_schema();
 const RequestSchema& delete_snapshot_schema();
 const RequestSchema& delete_backup_schema();
 const RequestSchema& user_schema();
+const RequestSchema& lease_schema();
+const RequestSchema& revoke_schema();
 std::vector<const RequestSchema*> all_schemas();
 
 // Parses a JSON body and checks it against `schema`: an object, only known fields, right types,

@@ -13,9 +13,17 @@ namespace gpulab::service::testing {
 
 namespace {
 
+// Builds `tag` unless the engine has it already; with `label` ("key=value"), an image without
+// that label (made from older files) is rebuilt.
 Status build(const docker::Client& c, const std::string& tag, const std::string& dockerfile,
-             const std::vector<std::pair<std::string, std::string>>& files) {
-  if (c.image_exists(tag)) return ok_status();
+             const std::vector<std::pair<std::string, std::string>>& files,
+             const std::string& label = {}) {
+  if (auto info = c.inspect_image(tag); info) {
+    auto eq = label.find('=');
+    if (label.empty()) return ok_status();
+    auto it = info->labels.find(label.substr(0, eq));
+    if (it != info->labels.end() && it->second == label.substr(eq + 1)) return ok_status();
+  }
   auto ctx = std::filesystem::temp_directory_path() / ("gpulab-ctx-" + random_secret(8) + ".tar");
   {
     auto w = docker::TarWriter::create(ctx);
@@ -50,11 +58,14 @@ Status ensure_service_images(const docker::Client& c, bool with_ssh) {
   if (!st) return st;
   auto entry = read_file(std::filesystem::path(GPULAB_SOURCE_DIR) / "images/common/entrypoint.sh");
   if (!entry) return entry.error();
+  // Labeled with the entrypoint's hash, so an engine that kept an older image rebuilds it.
+  std::string label = "gpulab.test.entrypoint=" + sha256_hex(*entry).substr(0, 16);
   return build(c, kSshImage,
                std::string("FROM ") + gpulab::testing::kDebianSshImage +
                    "\nCOPY entrypoint.sh /usr/local/bin/gpulab-entrypoint\n"
-                   "ENTRYPOINT [\"/usr/local/bin/gpulab-entrypoint\"]\nCMD []\n",
-               {{"entrypoint.sh", *entry}});
+                   "ENTRYPOINT [\"/usr/local/bin/gpulab-entrypoint\"]\nCMD []\nLABEL " +
+                   label + "\n",
+               {{"entrypoint.sh", *entry}}, label);
 }
 
 int unique_port_base() {

@@ -17,7 +17,7 @@ namespace gpulab::service::testing {
 // FROM gpulab-test/busybox with a long-running command (so stats and exec work).
 inline constexpr const char* kBoxImage = "gpulab-test/service-box:latest";
 // FROM gpulab-test/debian-ssh with the lab entrypoint (images/common/entrypoint.sh) that applies
-// GPULAB_SSH_PASSWORD / GPULAB_SSH_PUBKEY and starts sshd.
+// the password file (docker::kLabSshPasswordFile) / GPULAB_SSH_PUBKEY and starts sshd.
 inline constexpr const char* kSshImage = "gpulab-test/service-ssh:latest";
 
 // Builds kBoxImage (and kSshImage when with_ssh) on the engine if absent.

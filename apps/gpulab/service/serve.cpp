@@ -1,6 +1,7 @@
 // `gpulab serve [--config FILE] [--listen ADDR:PORT] [--docker-host URL] [--db PATH]
-// [--backup-dir DIR] [--ssh-port-base N]`: the GPU container REST service. Also issues API
-// tokens (--add-user) and prints the OpenAPI document (--openapi), without serving.
+// [--backup-dir DIR] [--ssh-port-base N]`: the GPU container REST service. Also issues and
+// revokes API tokens (--add-user, --revoke-token, --revoke-user) and prints the OpenAPI
+// document (--openapi), without serving.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -25,6 +26,8 @@ struct ServeArgs {
   std::string port_file;
   std::string add_user;
   bool admin = false;
+  std::string revoke_token;
+  std::string revoke_user;
   bool openapi = false;
 };
 
@@ -56,6 +59,12 @@ void run(const ServeArgs& a) {
                  a.add_user.c_str(), a.admin ? " (admin)" : "");
     return;
   }
+  if (!a.revoke_token.empty() || !a.revoke_user.empty()) {
+    int n = service::revoke_tokens(c, a.revoke_token, a.revoke_user);
+    std::printf("revoked %d token(s)%s\n", n,
+                a.revoke_user.empty() ? "" : (" of " + a.revoke_user).c_str());
+    return;
+  }
   service::ServeOptions o;
   o.port_file = a.port_file;
   service::serve(c, o);
@@ -84,6 +93,10 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--add-user", args->add_user,
                   "create USER (if needed) and print a new API token for it, then exit");
   cmd->add_flag("--admin", args->admin, "with --add-user: the user may see and manage everything");
+  auto* rt = cmd->add_option("--revoke-token", args->revoke_token,
+                             "revoke this API token (requests with it get 401), then exit");
+  cmd->add_option("--revoke-user", args->revoke_user, "revoke every token of USER, then exit")
+      ->excludes(rt);
   cmd->add_flag("--openapi", args->openapi, "print the OpenAPI document and exit");
   cmd->callback([args, &ctx] {
     (void)ctx;
