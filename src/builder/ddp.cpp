@@ -1,16 +1,10 @@
 // gpulab ddp: GPU choice, container naming, mounts and the script/interactive runs.
 #include "builder/ddp.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <ctime>
-#include <fstream>
 #include <ostream>
-#include <random>
-#include <set>
 
+#include "builder/ddp_allocation.h"
 #include "core/strings.h"
 #include "docker/client.h"
 #include "gpu/inventory.h"
@@ -30,37 +24,6 @@ DdpMode mode_of(const std::string& s) {
   if (s == "script_single_node") return DdpMode::kScriptSingleNode;
   if (s == "script_multi_node") return DdpMode::kScriptMultiNode;
   return DdpMode::kInteractive;
-}
-
-std::string random_token(size_t n, const char* alphabet) {
-  std::random_device rd;
-  std::string a(alphabet), s;
-  std::uniform_int_distribution<size_t> pick(0, a.size() - 1);
-  for (size_t i = 0; i < n; ++i) s += a[pick(rd)];
-  return s;
-}
-
-bool port_free(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
-
-// The seed's SSH ports: base+11, base+22, ... the first one no process and no container holds.
-int pick_ssh_port(int base, const std::set<int>& taken) {
-  for (int k = 1; k < 500; ++k) {
-    int p = base + 11 * k;
-    if (p > 65535) break;
-    if (!taken.count(p) && port_free(p)) return p;
-  }
-  throw Exception(Code::kResourceExhausted, "no free SSH port above " + std::to_string(base),
-                  "stop unused ddp containers or pass --ssh-port-base");
 }
 
 bool data_present(const fs::path& dir) {
@@ -148,49 +111,46 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
   }
   docker::Client& client = *client_r;
 
-  // 4. GPUs and ports held by other gpulab containers are not ours to take.
-  std::set<int> used_gpus, used_ports;
-  docker::ListOptions lo;
-  lo.all = false;
-  if (auto list = client.list_containers(lo); list.ok()) {
-    for (const auto& c : *list) {
-      if (auto it = c.labels.find("gpulab.gpu_indices"); it != c.labels.end()) {
-        for (const auto& s : split(it->second, ',')) used_gpus.insert(std::atoi(s.c_str()));
-      }
-      for (const auto& p : c.ports) used_ports.insert(p.host_port);
-    }
-  }
-  DdpResult res;
   const std::string vendor = nvidia ? "nvidia" : amd ? "rocm" : "cpu";
-  if (vendor != "cpu") {
-    for (const auto& g : inv.gpus) {
-      if (static_cast<int>(res.gpu_indices.size()) == opts.gpus) break;
-      if (!used_gpus.count(g.index)) res.gpu_indices.push_back(g.index);
-    }
-    if (static_cast<int>(res.gpu_indices.size()) < opts.gpus) {
-      throw Exception(Code::kResourceExhausted,
-                      "GPU allocation failed: " + std::to_string(opts.gpus) + " requested, " +
-                          std::to_string(res.gpu_indices.size()) + " free",
-                      "stop other ddp containers (docker ps | grep ddp-) or ask for fewer GPUs");
-    }
+  const std::string image = opts.image.empty() ? vendor + "-lab:latest" : opts.image;
+  if (!client.image_exists(image)) {
+    throw Exception(Code::kNotFound, "image " + image + " is not on the engine",
+                    "build it first: gpulab image build --vendor " + vendor + " -y");
   }
+
+  // 4. GPUs and the SSH port (multi-node shares the host's network: no port to publish).
+  const bool script = opts.mode != DdpMode::kInteractive;
+  DdpAllocator alloc(opts, client, inv, out);
+  DdpGrant grant = alloc.allocate(opts.gpus, opts.mode != DdpMode::kScriptMultiNode);
+  DdpResult res;
+  res.gpu_indices = grant.gpu_indices;
+  res.ssh_port = grant.ssh_port;
+  res.lease = grant.lease;
+  // Until the container runs, a failure gives the lease back at once.
+  struct ReleaseOnThrow {
+    DdpAllocator& a;
+    DdpGrant& g;
+    std::ostream& o;
+    bool armed = true;
+    ~ReleaseOnThrow() {
+      if (armed) a.release(g, o);
+    }
+  } guard{alloc, grant, out};
 
   std::vector<std::string> idx;
   for (int i : res.gpu_indices) idx.push_back(std::to_string(i));
-  res.container = "ddp-" +
-                  random_token(5, "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789") +
-                  "-" + std::to_string(opts.gpus) + "-" + (idx.empty() ? "cpu" : join(idx, "-"));
+  // The lease is ddp-<random>; the container adds the seed's -<N>-<gpu indices>.
+  std::string base = grant.lease.empty() ? "ddp-" + random_token(5, kNameAlphabet) : grant.lease;
+  res.container =
+      base + "-" + std::to_string(opts.gpus) + "-" + (idx.empty() ? "cpu" : join(idx, "-"));
   res.log_file = logs / (today() + "_" + res.container + ".log");
 
   docker::CreateSpec spec;
   spec.name = res.container;
-  spec.image = opts.image.empty() ? vendor + "-lab:latest" : opts.image;
-  if (!client.image_exists(spec.image)) {
-    throw Exception(Code::kNotFound, "image " + spec.image + " is not on the engine",
-                    "build it first: gpulab image build --vendor " + vendor + " -y");
-  }
+  spec.image = image;
   spec.labels = {
       {"gpulab.managed", "true"}, {"gpulab.kind", "ddp"}, {"gpulab.gpu_indices", join(idx, ",")}};
+  for (const auto& [k, v] : grant.labels) spec.labels[k] = v;
   // Mounts and the host network are for this trusted local tool only; the REST service never
   // passes a HostAccess, so no request can reach the host this way.
   docker::HostAccess host;
@@ -198,19 +158,12 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
                  {logs.string(), "/workspace/log", false}};
   spec.shm_size_bytes = 8LL << 30;  // DataLoader-style workers need more than 64 MiB of /dev/shm
   spec.init = true;
-  if (vendor == "nvidia") {
-    docker::GpuRequest g;
-    for (const auto& gi : inv.gpus)
-      for (int i : res.gpu_indices)
-        if (gi.index == i) g.device_ids.push_back(gi.uuid.value_or(std::to_string(i)));
-    spec.gpus.push_back(g);
-  } else if (vendor == "rocm") {
-    spec.devices = {{"/dev/kfd", "", "rwm"}, {"/dev/dri", "", "rwm"}};
-    spec.group_add = {"video"};
-    spec.env.push_back("HIP_VISIBLE_DEVICES=" + join(idx, ","));
-  }
+  spec.gpus = grant.gpu_requests;
+  spec.devices = grant.devices;
+  spec.group_add = grant.group_add;
+  spec.env = grant.env;
+  if (res.ssh_port > 0) spec.ports.push_back({22, "tcp", res.ssh_port, "0.0.0.0"});
 
-  const bool script = opts.mode != DdpMode::kInteractive;
   if (script) {
     std::string cmd = "gpulab train --nproc_per_node " + std::to_string(opts.gpus) +
                       " --data_dir /workspace/data --output_dir /workspace/log/" + res.container;
@@ -229,18 +182,21 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
         opts.ssh_password.empty()
             ? random_token(16, "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789")
             : opts.ssh_password;
-    res.ssh_port = pick_ssh_port(opts.ssh_port_base, used_ports);
-    spec.env.push_back("GPULAB_SSH_PASSWORD=" + res.ssh_password);
-    spec.ports.push_back({22, "tcp", res.ssh_port, "0.0.0.0"});
   }
 
-  // 5. Create and start; a failure removes what was created.
+  // 5. Create, put the password in (never in the environment: inspect would show it), start; a
+  // failure removes what was created.
   auto id = client.create_container(spec, host);
   if (!id.ok()) throw Exception(id.error());
-  if (auto st = client.start_container(*id); !st.ok()) {
+  Status st = res.ssh_password.empty()
+                  ? ok_status()
+                  : client.put_file(*id, docker::kLabSshPasswordFile, res.ssh_password);
+  if (st) st = client.start_container(*id);
+  if (!st) {
     (void)client.remove_container(*id, true);
     throw Exception(st.error());
   }
+  guard.armed = false;
 
   if (!script) {
     out << "======================================\n"
@@ -251,6 +207,9 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
         << "\u2022 SSH Connection: ssh root@localhost -p " << res.ssh_port << "\n"
         << "\u2022 SSH password: " << res.ssh_password << "\n"
         << "======================================\n";
+    if (!res.lease.empty())
+      out << "GPUs and port stay booked in gpulab serve (lease " << res.lease
+          << ") until the container is removed\n";
     return res;
   }
 
@@ -269,6 +228,7 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
   (void)client.remove_container(*id, true);
   out << "Container " << res.container << " finished with exit code " << res.exit_code
       << " and was removed\n";
+  alloc.release(grant, out);
   return res;
 }
 

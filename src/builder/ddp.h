@@ -1,4 +1,5 @@
-// `gpulab ddp`: the seed's run-ddp.sh. Allocates N GPUs on this host, starts a lab container
+// `gpulab ddp`: the seed's run-ddp.sh. Allocates N GPUs on this host (through gpulab serve when
+// one runs, see ddp_allocation.h), starts a lab container
 // named as the seed does (ddp-<random>-<N>-<gpu indices>) with data/ and log/ mounted, and either
 // leaves it running for SSH (interactive) or runs `gpulab train` in it and removes it (script).
 #pragma once
@@ -29,6 +30,11 @@ struct DdpOptions {
   std::string docker_host;
   std::filesystem::path detect_root;  // captured tree for detection (tests)
   std::string ssh_password;           // empty: a random one (interactive)
+  // gpulab serve to book GPUs and the SSH port through (empty: try the default URL); the token
+  // when it requires one. no_service: always allocate directly on the engine.
+  std::string service_url;
+  std::string token;
+  bool no_service = false;
 };
 
 struct DdpResult {
@@ -38,6 +44,7 @@ struct DdpResult {
   std::string ssh_password;
   std::filesystem::path log_file;
   int exit_code = 0;  // script modes: the training's exit code
+  std::string lease;  // the lease in gpulab serve ("" when allocated directly)
 };
 
 // Parses the seed's positional form: N [mode] [auto] [MASTER_ADDR] ["train flags"].

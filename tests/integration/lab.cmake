@@ -1,7 +1,7 @@
 # Lab images and gpulab ddp end to end (tests/integration/lab/lab_test.sh): error cases, the cpu
 # lab image with an ssh login through gpulab serve, and 2-rank training in a container.
 if(GPULAB_WITH_BUILDER AND GPULAB_WITH_SERVICE AND GPULAB_WITH_TRAIN)
-  foreach(case errors image ddp)
+  foreach(case errors image ddp ddp_service)
     add_test(NAME integration.lab.${case}
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/lab/lab_test.sh ${case}
                      ${CMAKE_BINARY_DIR}/gpulab)
@@ -12,5 +12,6 @@ if(GPULAB_WITH_BUILDER AND GPULAB_WITH_SERVICE AND GPULAB_WITH_TRAIN)
     endif()
   endforeach()
   # The ddp case reuses the image the image case built; order them.
-  set_tests_properties(integration.lab.ddp PROPERTIES DEPENDS integration.lab.image)
+  set_tests_properties(integration.lab.ddp integration.lab.ddp_service PROPERTIES
+                       DEPENDS integration.lab.image)
 endif()

@@ -27,6 +27,13 @@ void add_ddp_command(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--docker-host", opts->docker_host, "engine URL (default: $DOCKER_HOST)");
   cmd->add_option("--detect-root", opts->detect_root, "captured tree for GPU detection");
+  cmd->add_option("--service", opts->service_url,
+                  "gpulab serve URL to book GPUs and the SSH port through (default: "
+                  "http://127.0.0.1:8000 when a service answers there)")
+      ->envname("GPULAB_SERVICE");
+  cmd->add_option("--token", opts->token, "API token for --service")->envname("GPULAB_TOKEN");
+  cmd->add_flag("--no-service", opts->no_service,
+                "allocate directly on the engine even when gpulab serve runs");
   cmd->callback([cmd, opts, &ctx] {
     auto parsed = builder::parse_ddp_args(cmd->remaining(), *opts);
     auto res = builder::run_ddp(parsed, std::cout);

@@ -1,0 +1,173 @@
+// gpulab ddp's GPU and SSH port allocation: a lease from gpulab serve, or a direct choice.
+#include "builder/ddp_allocation.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ostream>
+#include <random>
+#include <set>
+
+#include "core/strings.h"
+
+namespace gpulab::builder {
+
+namespace {
+
+bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The seed's SSH ports: base+11, base+22, ... the first one no process and no container holds.
+int pick_ssh_port(int base, const std::set<int>& taken) {
+  for (int k = 1; k < 500; ++k) {
+    int p = base + 11 * k;
+    if (p > 65535) break;
+    if (!taken.count(p) && port_free(p)) return p;
+  }
+  throw Exception(Code::kResourceExhausted, "no free SSH port above " + std::to_string(base),
+                  "stop unused ddp containers or pass --ssh-port-base");
+}
+
+Exception allocation_failed(int asked, size_t free, const std::string& hint) {
+  return Exception(Code::kResourceExhausted,
+                   "GPU allocation failed: " + std::to_string(asked) + " requested, " +
+                       std::to_string(free) + " free",
+                   hint);
+}
+
+}  // namespace
+
+std::string random_token(size_t n, const char* alphabet) {
+  std::random_device rd;
+  std::string a(alphabet), s;
+  std::uniform_int_distribution<size_t> pick(0, a.size() - 1);
+  for (size_t i = 0; i < n; ++i) s += a[pick(rd)];
+  return s;
+}
+
+DdpAllocator::DdpAllocator(const DdpOptions& opts, const docker::Client& engine,
+                           const gpu::Inventory& inv, std::ostream& out)
+    : opts_(opts), engine_(engine), inv_(inv) {
+  if (opts.no_service) {
+    out << "Allocation: directly on the engine (--no-service)\n";
+    return;
+  }
+  const bool named = !opts.service_url.empty();
+  const std::string url = named ? opts.service_url : kDefaultServiceUrl;
+  auto svc = ServiceClient::open(url, opts.token);
+  if (!svc) throw Exception(svc.error());
+  auto health = svc->health();
+  if (!health) {
+    if (named) throw Exception(health.error());
+    out << "Allocation: directly on the engine (no gpulab serve answers at " << url << ")\n";
+    return;
+  }
+  // The service's books are for one engine: a lease from it means nothing on another one.
+  auto info = engine.info();
+  std::string mine = info ? info->id : "";
+  if (health->engine_id.empty() || health->engine_id != mine) {
+    std::string why = "gpulab serve at " + url + " books GPUs for another engine (" +
+                      (health->engine_id.empty() ? "unknown" : health->engine_id) +
+                      ") than the one ddp uses (" + engine.describe() + ")";
+    if (named)
+      throw Exception(Code::kConflict, why,
+                      "pass --docker-host of the service's engine, or --no-service");
+    out << "Allocation: directly on the engine (" << why << ")\n";
+    return;
+  }
+  service_.emplace(std::move(*svc));
+  service_gpus_ = health->gpus;
+  out << "Allocation: through gpulab serve at " << url << " (a lease in its books)\n";
+}
+
+DdpGrant DdpAllocator::allocate(int gpus, bool want_ssh) {
+  if (!service_) return allocate_direct(gpus, want_ssh);
+  DdpGrant g;
+  // A service without GPUs runs CPU ranks: book the SSH port alone.
+  int asked = service_gpus_ > 0 ? gpus : 0;
+  auto lease = service_->lease("ddp-" + random_token(5, kNameAlphabet), asked, want_ssh);
+  if (!lease) {
+    if (lease.error().code == Code::kResourceExhausted && asked > 0)
+      throw allocation_failed(gpus, 0, lease.error().message);
+    throw Exception(lease.error());
+  }
+  g.lease = lease->name;
+  g.gpu_indices = lease->gpu_indices;
+  g.ssh_port = lease->ssh_port;
+  g.env = lease->env;
+  g.gpu_requests = lease->gpu_requests;
+  g.devices = lease->devices;
+  g.labels = {{lease->label, lease->name}};
+  return g;
+}
+
+DdpGrant DdpAllocator::allocate_direct(int gpus, bool want_ssh) {
+  // GPUs and ports held by other containers (ddp's by index, the service's by UUID).
+  std::set<int> used_gpus, used_ports;
+  docker::ListOptions lo;
+  lo.all = false;
+  if (auto list = engine_.list_containers(lo); list.ok()) {
+    for (const auto& c : *list) {
+      if (auto it = c.labels.find("gpulab.gpu_indices"); it != c.labels.end())
+        for (const auto& s : split(it->second, ','))
+          if (!s.empty()) used_gpus.insert(std::atoi(s.c_str()));
+      if (auto it = c.labels.find("gpulab.gpus"); it != c.labels.end())
+        for (const auto& uuid : split(it->second, ','))
+          for (const auto& gi : inv_.gpus)
+            if (gi.uuid && *gi.uuid == uuid) used_gpus.insert(gi.index);
+      for (const auto& p : c.ports) used_ports.insert(p.host_port);
+    }
+  }
+  DdpGrant g;
+  bool amd = false, nvidia = false;
+  for (const auto& gi : inv_.gpus) (gi.vendor == gpu::Vendor::kAmd ? amd : nvidia) = true;
+  if (amd || nvidia) {
+    for (const auto& gi : inv_.gpus) {
+      if (static_cast<int>(g.gpu_indices.size()) == gpus) break;
+      if (!used_gpus.count(gi.index)) g.gpu_indices.push_back(gi.index);
+    }
+    if (static_cast<int>(g.gpu_indices.size()) < gpus)
+      throw allocation_failed(
+          gpus, g.gpu_indices.size(),
+          "stop other ddp containers (docker ps | grep ddp-) or ask for fewer GPUs");
+  }
+  std::vector<std::string> idx;
+  for (int i : g.gpu_indices) idx.push_back(std::to_string(i));
+  if (nvidia) {
+    docker::GpuRequest r;
+    for (const auto& gi : inv_.gpus)
+      for (int i : g.gpu_indices)
+        if (gi.index == i) r.device_ids.push_back(gi.uuid.value_or(std::to_string(i)));
+    g.gpu_requests.push_back(r);
+  } else if (amd) {
+    g.devices = {{"/dev/kfd", "", "rwm"}, {"/dev/dri", "", "rwm"}};
+    g.group_add = {"video"};
+    g.env.push_back("HIP_VISIBLE_DEVICES=" + join(idx, ","));
+  }
+  if (want_ssh) g.ssh_port = pick_ssh_port(opts_.ssh_port_base, used_ports);
+  return g;
+}
+
+void DdpAllocator::release(const DdpGrant& grant, std::ostream& out) const {
+  if (!service_ || grant.lease.empty()) return;
+  auto st = service_->release(grant.lease);
+  if (st)
+    out << "Released lease " << grant.lease << " in gpulab serve\n";
+  else if (st.error().code == Code::kNotFound)  // its reconciler saw the container go first
+    out << "Released lease " << grant.lease << " in gpulab serve (it had seen the container go)\n";
+  else
+    out << "warning: could not release lease " << grant.lease << ": " << st.error().message
+        << " (the service releases it once it sees the container gone)\n";
+}
+
+}  // namespace gpulab::builder
