@@ -6,6 +6,7 @@
 #include "service/api_error.h"
 #include "service/clock.h"
 #include "service/crypto.h"
+#include "service/lease_ops.h"
 #include "service/port_allocator.h"
 #include "service/validation.h"
 
@@ -13,10 +14,13 @@ namespace gpulab::service {
 
 Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
   std::lock_guard<std::mutex> lock(s.alloc_mu);
+  // GPUs a ddp run outside the service holds are not free either (asked only when needed).
+  std::set<std::string> outside;
+  if (o.spec.gpu_count > 0) outside = unleased_ddp_gpus(s);
   return s.store->transaction([&] {
     if (s.store->find_container(o.name))
       throw ApiError(ApiCode::kNameConflict, "Container '" + o.name + "' already exists");
-    std::set<std::string> used;
+    std::set<std::string> used = outside;
     for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
     auto chosen = choose_gpus(s.inventory.gpus, used, o.spec.gpu_count, s.policy);
     if (!chosen) {
@@ -254,8 +258,9 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     std::vector<GpuSlot> chosen;
     {
       std::lock_guard<std::mutex> lock(s.alloc_mu);
+      std::set<std::string> outside = unleased_ddp_gpus(s);
       s.store->transaction([&] {
-        std::set<std::string> used;
+        std::set<std::string> used = outside;
         for (const auto& [uuid, holder] : s.store->gpu_holders())
           if (holder != c.name) used.insert(uuid);
         auto pick = choose_gpus(s.inventory.gpus, used, spec.gpu_count, s.policy);

@@ -1,6 +1,7 @@
 // GPU leases for containers made outside the service (gpulab ddp): book, show, release.
 #include "service/lease_ops.h"
 
+#include "core/strings.h"
 #include "service/api_error.h"
 #include "service/validation.h"
 
@@ -35,6 +36,25 @@ std::map<std::string, docker::ContainerSummary> lease_containers(Service& s) {
   std::map<std::string, docker::ContainerSummary> m;
   for (auto& c : *list) m[c.labels.at(kLeaseLabel)] = c;
   return m;
+}
+
+std::set<std::string> unleased_ddp_gpus(Service& s) {
+  std::set<std::string> held;
+  if (!s.engine) return held;
+  docker::ListOptions lo;
+  lo.all = true;
+  lo.labels = {"gpulab.kind=ddp"};
+  auto list = s.engine->list_containers(lo);
+  if (!list) return held;
+  for (const auto& c : *list) {
+    if (c.labels.count(kLeaseLabel)) continue;  // booked through a lease already
+    auto it = c.labels.find("gpulab.gpu_indices");
+    if (it == c.labels.end()) continue;
+    for (const auto& idx : split(it->second, ','))
+      for (const auto& g : s.inventory.gpus)
+        if (!idx.empty() && std::to_string(g.index) == idx) held.insert(g.uuid);
+  }
+  return held;
 }
 
 void release_lease(Service& s, const ContainerRecord& lease) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "service/auth.h"
@@ -45,6 +46,11 @@ std::map<std::string, docker::ContainerSummary> lease_containers(Service& s);
 inline bool is_lease(const ContainerRecord& c) {
   return c.state == state::kLeased;
 }
+
+// Uuids of inventory GPUs held by ddp containers made without a lease (`gpulab ddp
+// --no-service`, labels gpulab.kind=ddp and gpulab.gpu_indices): the allocator skips them too.
+// Empty when the engine cannot be asked (allocation then relies on the book alone).
+std::set<std::string> unleased_ddp_gpus(Service& s);
 
 // What the API shows for a lease (the attachment only right after it was made).
 Json lease_json(Service& s, const ContainerRecord& lease, const docker::ContainerSummary* bound,

@@ -142,5 +142,41 @@ TEST_F(ServiceLeases, ExplicitReleaseAndUnusedLeaseExpiry) {
   EXPECT_TRUE(released);
 }
 
+TEST_F(ServiceLeases, GpusOfADdpRunWithoutLeaseAreNotHandedOut) {
+  // GPU indices 10-13: no other test's service declares them, so the fake ddp run below cannot
+  // take GPUs from tests running beside this one on the same engine.
+  Json cfg = four_gpu_config(engine_->host, unique_port_base());
+  for (int i = 0; i < 4; ++i) {
+    cfg["gpus"][i]["index"] = 10 + i;
+    cfg["gpus"][i]["links"] = Json::array({10 + (i ^ 1)});
+  }
+  start_service(cfg);
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  const std::string api = "/api/v1/gpu-docker";
+  // What `gpulab ddp --no-service` leaves on the engine: labels only, no lease.
+  docker::CreateSpec spec;
+  spec.name = prefix_ + "-direct-2-11-12";
+  spec.image = kBoxImage;
+  spec.labels = {
+      {"gpulab.managed", "true"}, {"gpulab.kind", "ddp"}, {"gpulab.gpu_indices", "11,12"}};
+  auto id = client_->create_container(spec);
+  ASSERT_TRUE(id.ok()) << id.error().to_string();
+  ASSERT_TRUE(client_->start_container(*id).ok());
+  EXPECT_EQ(code(c.post_json(api + "/create",
+                             {{"name", prefix_ + "-a"}, {"image", kBoxImage}, {"gpu_count", 3}})),
+            "GPU_ALLOCATION_FAILED");
+  auto a = c.post_json(api + "/create",
+                       {{"name", prefix_ + "-a"}, {"image", kBoxImage}, {"gpu_count", 2}});
+  ASSERT_TRUE(ok(a)) << a.body;
+  EXPECT_EQ(as_set(a.json()["data"]["gpu_devices"]), (std::set<int>{10, 13}));
+  // Once that run is gone its GPUs are free again.
+  ASSERT_TRUE(client_->remove_container(*id, true).ok());
+  auto b = c.post_json(api + "/create",
+                       {{"name", prefix_ + "-b"}, {"image", kBoxImage}, {"gpu_count", 2}});
+  ASSERT_TRUE(ok(b)) << b.body;
+  EXPECT_EQ(as_set(b.json()["data"]["gpu_devices"]), (std::set<int>{11, 12}));
+}
+
 }  // namespace
 }  // namespace gpulab::service::testing
