@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "launch/heartbeat.h"
 #include "launch/ports.h"
 #include "launch/rank_env.h"
 #include "launch/rank_group.h"
@@ -152,6 +153,9 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
       if (!tmp.path.empty()) {
         s.error_file = (tmp.path / ("rank" + std::to_string(s.rank) + ".err")).string();
         s.env[kEnvErrorFile] = s.error_file;
+        // Always: a rank stopped by a signal is reported with its last progress too.
+        s.heartbeat_file = (tmp.path / ("rank" + std::to_string(s.rank) + ".beat")).string();
+        s.env[kEnvHeartbeatFile] = s.heartbeat_file;
       }
       specs.push_back(std::move(s));
     }
@@ -167,6 +171,7 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
     std::optional<RankFailure> failure;
     while (!group.done() && !failure && g_stop_signal == 0) {
       failure = group.poll(std::chrono::milliseconds(100));
+      if (!failure) failure = group.check_progress(o.heartbeat_timeout);
     }
     if (g_stop_signal != 0) {
       int sig = g_stop_signal;
@@ -192,7 +197,13 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
     say(o, std::string("all ranks stopped in ") + buf + " s");
     result.failure = failure;
     result.message = failure->describe();
-    result.exit_code = failure->signal ? 128 + failure->signal : failure->exit_code;
+    if (failure->signal || failure->stopped_by) {
+      result.exit_code = 128 + (failure->signal ? failure->signal : failure->stopped_by);
+    } else if (failure->silent_s > 0) {
+      result.exit_code = 124;  // timeout(1)'s code for "ran too long"
+    } else {
+      result.exit_code = failure->exit_code;
+    }
     if (attempt >= o.max_restarts) return result;
     result.restarts = attempt + 1;
     say(o, "restarting the group (restart " + std::to_string(attempt + 1) + " of " +

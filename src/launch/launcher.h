@@ -24,6 +24,9 @@ struct LaunchOptions {
   int threads_per_rank = 0;  // 0: this host's cores split between the local ranks
   // SIGTERM first, SIGKILL after this: ranks stopped well inside the 10 s budget.
   std::chrono::milliseconds stop_grace{3000};
+  // A rank whose heartbeat (launch/heartbeat.h) is older than this is hung: the group is
+  // stopped. 0: off. Only ranks that have beaten at least once are watched.
+  std::chrono::milliseconds heartbeat_timeout{0};
   std::map<std::string, std::string> env;  // added to every rank's environment
   bool verbose = true;                     // launcher status lines on stderr
 };
@@ -33,16 +36,22 @@ struct RankFailure {
   int rank = 0;
   int local_rank = 0;
   int pid = 0;
-  int exit_code = 0;  // when it exited
-  int signal = 0;     // when a signal ended it
-  std::string error;  // what the rank wrote to its error file, if anything
-  // "rank 1 (pid 4242) was killed by signal 9 (SIGKILL)" [+ ": <error>"]
+  int exit_code = 0;          // when it exited
+  int signal = 0;             // when a signal ended it
+  int stopped_by = 0;         // when a signal (SIGSTOP, SIGTSTP) stopped it: it hangs its peers
+  double silent_s = 0;        // when its heartbeat went quiet for longer than the timeout
+  std::string last_progress;  // its last heartbeat record, when known
+  std::string error;          // what the rank wrote to its error file, if anything
+  // "rank 1 (pid 4242) was killed by signal 9 (SIGKILL)" [+ ": <error>"], "... was stopped by
+  // signal 19 (SIGSTOP)", "... made no progress for 6.0 s (last: ...)".
   std::string describe() const;
 };
 
 struct LaunchResult {
-  int exit_code = 0;  // 0, the failed rank's code, 128+signal, or 128+the signal that stopped us
-  int restarts = 0;   // restarts performed
+  // 0, the failed rank's code, 128+signal (killed or stopped), 124 (hung), or 128+the signal
+  // that stopped the launcher.
+  int exit_code = 0;
+  int restarts = 0;                    // restarts performed
   std::optional<RankFailure> failure;  // the last failure, if the job did not succeed
   std::string message;                 // one line for the user when exit_code != 0
 };

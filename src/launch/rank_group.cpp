@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/strings.h"
+#include "launch/heartbeat.h"
 
 extern char** environ;
 
@@ -53,6 +54,14 @@ std::string signal_name(int sig) {
       return "SIGALRM";
     case SIGTERM:
       return "SIGTERM";
+    case SIGSTOP:
+      return "SIGSTOP";
+    case SIGTSTP:
+      return "SIGTSTP";
+    case SIGTTIN:
+      return "SIGTTIN";
+    case SIGTTOU:
+      return "SIGTTOU";
     case SIGXCPU:
       return "SIGXCPU";
     case SIGXFSZ:
@@ -66,9 +75,17 @@ std::string RankFailure::describe() const {
   std::string s = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
   if (signal) {
     s += " was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
+  } else if (stopped_by) {
+    s += " was stopped by signal " + std::to_string(stopped_by) + " (" + signal_name(stopped_by) +
+         ") and hangs the job";
+  } else if (silent_s > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", silent_s);
+    s += std::string(" hangs: no progress for ") + buf + " s";
   } else {
     s += " exited with code " + std::to_string(exit_code);
   }
+  if (!last_progress.empty()) s += " (last progress: " + last_progress + ")";
   if (!error.empty()) s += ": " + error;
   return s;
 }
@@ -96,6 +113,7 @@ Status RankGroup::start(const std::vector<std::string>& command,
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
     if (!spec.error_file.empty()) ::unlink(spec.error_file.c_str());
+    if (!spec.heartbeat_file.empty()) ::unlink(spec.heartbeat_file.c_str());
 
     pid_t pid = ::fork();
     if (pid < 0) {
@@ -129,11 +147,25 @@ std::optional<RankFailure> RankGroup::reap(bool blocking, bool record) {
   std::vector<RankFailure> failures;
   while (alive_ > 0) {
     int status = 0;
-    pid_t pid = ::waitpid(-pgid_, &status, blocking ? 0 : WNOHANG);
+    // WUNTRACED: a rank stopped by SIGSTOP never ends by itself and blocks its peers in their
+    // next collective; it is a failure now, not after the collective timeout.
+    pid_t pid = ::waitpid(-pgid_, &status, (blocking ? 0 : WNOHANG) | WUNTRACED);
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) break;
     for (Proc& p : procs_) {
       if (p.pid != pid || !p.running) continue;
+      if (WIFSTOPPED(status)) {
+        if (record) {
+          RankFailure f;
+          f.rank = p.spec.rank;
+          f.local_rank = p.spec.local_rank;
+          f.pid = pid;
+          f.stopped_by = WSTOPSIG(status);
+          if (auto b = read_heartbeat(p.spec.heartbeat_file)) f.last_progress = b->what;
+          failures.push_back(std::move(f));
+        }
+        continue;
+      }
       p.running = false;
       --alive_;
       RankFailure f;
@@ -153,8 +185,40 @@ std::optional<RankFailure> RankGroup::reap(bool blocking, bool record) {
   }
   if (failures.empty()) return std::nullopt;
   for (const auto& f : failures)
-    if (f.signal) return f;
+    if (f.signal || f.stopped_by) return f;
   return failures.front();
+}
+
+std::optional<RankFailure> RankGroup::check_progress(std::chrono::milliseconds timeout) const {
+  if (timeout.count() <= 0) return std::nullopt;
+  const auto now = std::chrono::system_clock::now();
+  const Proc* oldest = nullptr;
+  std::optional<Beat> oldest_beat;
+  for (const Proc& p : procs_) {
+    if (!p.running) continue;
+    auto b = read_heartbeat(p.spec.heartbeat_file);
+    if (!b || now - b->when <= timeout) continue;
+    if (!oldest || b->when < oldest_beat->when) {
+      oldest = &p;
+      oldest_beat = b;
+    }
+  }
+  if (!oldest) return std::nullopt;
+  RankFailure f;
+  f.rank = oldest->spec.rank;
+  f.local_rank = oldest->spec.local_rank;
+  f.pid = oldest->pid;
+  f.silent_s = std::chrono::duration<double>(now - oldest_beat->when).count();
+  f.last_progress = oldest_beat->what;
+  // The peers it blocks are usually inside a collective: say which.
+  for (const Proc& p : procs_) {
+    if (!p.running || &p == oldest) continue;
+    if (auto b = read_heartbeat(p.spec.heartbeat_file); b && !b->what.empty())
+      f.error += (f.error.empty() ? "" : "; ") + std::string("rank ") +
+                 std::to_string(p.spec.rank) + ": " + b->what;
+  }
+  if (!f.error.empty()) f.error = "the other ranks were at: " + f.error;
+  return f;
 }
 
 std::optional<RankFailure> RankGroup::poll(std::chrono::milliseconds timeout) {
@@ -183,7 +247,10 @@ void RankGroup::signal_all(int sig) {
 
 void RankGroup::stop(std::chrono::milliseconds grace) {
   if (pgid_ <= 0) return;
-  if (alive_ > 0) ::kill(-pgid_, SIGTERM);
+  if (alive_ > 0) {
+    ::kill(-pgid_, SIGTERM);
+    ::kill(-pgid_, SIGCONT);  // a stopped rank acts on SIGTERM only once it runs again
+  }
   auto deadline = std::chrono::steady_clock::now() + grace;
   while (alive_ > 0 && std::chrono::steady_clock::now() < deadline) {
     reap(false, false);

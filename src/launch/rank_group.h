@@ -20,6 +20,7 @@ struct RankSpec {
   int local_rank = 0;
   std::map<std::string, std::string> env;  // set on top of the launcher's environment
   std::string error_file;
+  std::string heartbeat_file;  // empty: not watched
 };
 
 class RankGroup {
@@ -37,6 +38,9 @@ class RankGroup {
   // exits its echo), or nullopt. done() tells whether all have ended.
   std::optional<RankFailure> poll(std::chrono::milliseconds timeout);
   bool done() const { return alive_ == 0; }
+  // A rank whose heartbeat is older than `timeout` (the oldest such rank), or nullopt. The
+  // report adds where the other ranks are waiting.
+  std::optional<RankFailure> check_progress(std::chrono::milliseconds timeout) const;
 
   // SIGTERM to the whole group, SIGKILL after `grace`, and reap every rank.
   void stop(std::chrono::milliseconds grace);

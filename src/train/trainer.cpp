@@ -5,10 +5,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include "core/error.h"
+#include "launch/heartbeat.h"
+#include "launch/launcher.h"
+#include "launch/rank_env.h"
 #include "train/checkpoint.h"
 #include "train/models/registry.h"
 #include "train/optim/optimizers.h"
@@ -23,17 +27,46 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// GPULAB_TRAIN_FP64=1 trains and evaluates in float64 (model, inputs, loss). A numerics check,
+// not a speed mode: the DDP equivalence test uses it so that fp32 rounding, which ReLU kinks
+// amplify within a few steps, does not hide whether two runs compute the same thing.
+bool fp64_requested() {
+  const char* v = std::getenv("GPULAB_TRAIN_FP64");
+  return v && std::string(v) == "1";
+}
 }  // namespace
 
 int configure_threads(int requested, int local_world_size) {
   int n = requested;
   if (n <= 0) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    n = std::max(1, cores / std::max(1, local_world_size));
+    // The launcher's share (it counts the cores this process may use, its affinity mask);
+    // else, under torchrun or Slurm, this host's cores split between its local ranks.
+    const char* share = std::getenv(launch::kEnvNumThreads);
+    n = share ? std::atoi(share) : 0;
+    if (n <= 0) n = std::max(1, launch::available_cores() / std::max(1, local_world_size));
   }
   // libtorch reports 1 thread on some machines unless told; say it explicitly.
   at::set_num_threads(n);
   return n;
+}
+
+void check_train_options(const TrainOptions& o, int world_size) {
+  if (auto st = validate(o); !st) throw Exception(st.error());
+  int64_t alias_size = 0;
+  find_model(o.model, &alias_size).value_or_throw();
+  if (alias_size > 0 && alias_size != o.input_size)
+    throw Exception(
+        Code::kInvalidArgument,
+        fmt::format("--model {} is built for {}x{} inputs, but --input_size is {}", o.model,
+                    alias_size, alias_size, o.input_size),
+        fmt::format("pass --input_size {} or use a model without a fixed size", alias_size));
+  if (o.batch_size_scaled && o.batch_size < world_size)
+    throw Exception(Code::kInvalidArgument,
+                    fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
+                                "processes",
+                                o.batch_size, world_size),
+                    "raise --batch_size or drop --batch_size_scaled");
 }
 
 torch::Device resolve_device(const std::string& name, int local_rank) {
@@ -58,7 +91,7 @@ void Trainer::say(const std::string& line) const {
 
 // Step 1: threads, device, seeds, determinism, precision.
 void Trainer::setup_runtime() {
-  if (auto st = validate(opts_); !st) throw Exception(st.error());
+  check_train_options(opts_, dist_->world_size);
   threads_ = configure_threads(static_cast<int>(opts_.threads), dist_->local_world_size);
   device_ = resolve_device(opts_.device, dist_->local_rank);
   torch::manual_seed(static_cast<uint64_t>(opts_.seed));
@@ -70,6 +103,12 @@ void Trainer::setup_runtime() {
     at::globalContext().setBenchmarkCuDNN(true);
   }
   precision_ = parse_precision(opts_.precision);
+  if (fp64_requested()) {
+    if (precision_ != Precision::kFp32)
+      throw Exception(Code::kInvalidArgument, "GPULAB_TRAIN_FP64=1 needs --precision fp32",
+                      "unset GPULAB_TRAIN_FP64 or drop --precision");
+    compute_dtype_ = torch::kDouble;
+  }
   precision_note_ = configure_precision(precision_, device_);
   scaler_ = std::make_unique<LossScaler>(needs_loss_scaler(precision_));
 }
@@ -95,6 +134,8 @@ void Trainer::setup_data() {
   LoaderOptions lo;
   lo.batch_size = batch_per_process_;
   lo.num_workers = static_cast<int>(opts_.num_workers);
+  // Auto: loader threads share the cores with the other ranks on this host, like intra-op ones.
+  if (lo.num_workers < 0) lo.num_workers = auto_num_workers(dist_->local_world_size);
   lo.device = device_;
   lo.seed = static_cast<uint64_t>(opts_.seed);
   lo.transform.input_size = opts_.input_size;
@@ -119,19 +160,12 @@ void Trainer::setup_data() {
 
 // Step 3: the model, on its device, in its memory format, identical on every rank.
 void Trainer::setup_model() {
-  int64_t alias_size = 0;
-  find_model(opts_.model, &alias_size).value_or_throw();
-  if (alias_size > 0 && alias_size != opts_.input_size)
-    throw Exception(
-        Code::kInvalidArgument,
-        fmt::format("--model {} is built for {}x{} inputs, but --input_size is {}", opts_.model,
-                    alias_size, alias_size, opts_.input_size),
-        fmt::format("pass --input_size {} or use a model without a fixed size", alias_size));
+  // The name and its input size were checked in setup_runtime (check_train_options).
   ModelOptions mo;
   mo.num_classes = train_set_->num_classes();
   mo.image_size = opts_.input_size;
   model_ = create_model(opts_.model, mo);
-  model_->to(device_);
+  model_->to(device_, compute_dtype_);
   if (opts_.channels_last) {
     torch::NoGradGuard no_grad;
     for (auto& p : model_->parameters())
@@ -201,8 +235,12 @@ void Trainer::print_header() const {
                   opts_.grad_accum > 1 ? fmt::format(", grad_accum {}", opts_.grad_accum) : ""));
   say(fmt::format("Workers: {}, Backend: {}, World size: {}", train_loader_->num_workers(),
                   dist_->backend(), dist_->world_size));
-  say(fmt::format("Device: {}, Threads: {}, Precision: {}{}", device_.str(), threads_,
-                  opts_.precision, opts_.channels_last ? ", channels_last" : ""));
+  say(fmt::format(
+      "Device: {}, Threads: {}{}, Precision: {}{}", device_.str(), threads_,
+      opts_.threads <= 0 && dist_->local_world_size > 1
+          ? fmt::format(" per rank (cores split between {} local ranks)", dist_->local_world_size)
+          : "",
+      opts_.precision, opts_.channels_last ? ", channels_last" : ""));
   say("Normalization: " + opts_.normalize);
   if (!precision_note_.empty()) say(precision_note_);
   if (!resumed_from_.empty())
@@ -240,12 +278,13 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     auto batch = train_loader_->next();
     if (!batch) break;
     if (hooks_.batch_ready) hooks_.batch_ready(micro_steps_);
+    launch::heartbeat(fmt::format("epoch {} batch {} of {}", epoch + 1, b + 1, train_batches_));
     // Named steps of one micro-batch: lr, forward, loss, backward, (step), bookkeeping.
     const int64_t group_start = b / accum * accum;
     const int64_t group_size = std::min(accum, train_batches_ - group_start);
     const bool last_micro = b == group_start + group_size - 1;
     if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
-    torch::Tensor x = batch->images;
+    torch::Tensor x = batch->images.to(compute_dtype_);
     if (opts_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
     dist_->before_backward(*model_, last_micro);
     torch::Tensor logits, loss;
@@ -254,7 +293,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
       logits = model_->forward(x);
     }
     loss = torch::nn::functional::cross_entropy(
-        logits.to(torch::kFloat), batch->labels,
+        logits.to(compute_dtype_), batch->labels,
         torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(opts_.label_smoothing));
     scaler_->scale_loss(loss / static_cast<double>(group_size)).backward();
     if (last_micro) optimizer_step();
@@ -298,13 +337,14 @@ void Trainer::evaluate(EpochRecord& rec) {
   auto sums = torch::zeros({4}, torch::kFloat64);  // loss sum, top-1, top-5, images
   int64_t b = 0;
   while (auto batch = test_loader_->next()) {
-    if (opts_.limit_eval_batches > 0 && b++ >= opts_.limit_eval_batches) break;
-    torch::Tensor x = batch->images;
+    if (opts_.limit_eval_batches > 0 && b >= opts_.limit_eval_batches) break;
+    launch::heartbeat(fmt::format("evaluation batch {}", ++b));
+    torch::Tensor x = batch->images.to(compute_dtype_);
     if (opts_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
     torch::Tensor logits;
     {
       AutocastGuard autocast(precision_, device_);
-      logits = model_->forward(x).to(torch::kFloat);
+      logits = model_->forward(x).to(compute_dtype_);
     }
     const auto& y = batch->labels;
     const int64_t k = std::min<int64_t>(5, logits.size(1));
@@ -328,6 +368,7 @@ void Trainer::evaluate(EpochRecord& rec) {
 
 void Trainer::save_checkpoint_of(int64_t epochs_done) {
   if (opts_.no_checkpoints) return;
+  launch::heartbeat("checkpoint after epoch " + std::to_string(epochs_done));
   if (dist_->is_main()) {
     TrainState s;
     s.epoch = epochs_done;

@@ -67,6 +67,7 @@ class Trainer {
   std::filesystem::path out_dir_;
   torch::Device device_ = torch::kCPU;
   Precision precision_ = Precision::kFp32;
+  torch::ScalarType compute_dtype_ = torch::kFloat;  // kDouble under GPULAB_TRAIN_FP64=1
   std::string precision_note_;
   int threads_ = 1;
   int64_t batch_per_process_ = 0;
@@ -86,6 +87,11 @@ class Trainer {
   StepHooks hooks_;
   int64_t micro_steps_ = 0;  // micro-batches trained by this invocation (for hooks_)
 };
+
+// Every check that needs no data and no peer (option values, the model name and its input size,
+// the batch split): the launcher runs it before starting ranks, so a typo gives one error, not
+// one per rank. Throws gpulab::Exception (invalid input).
+void check_train_options(const TrainOptions& o, int world_size);
 
 // Sets intra-op threads for this process: `requested`, or all cores split between local ranks.
 int configure_threads(int requested, int local_world_size);

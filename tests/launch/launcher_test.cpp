@@ -127,6 +127,66 @@ TEST_F(LauncherTest, KilledRankStopsTheOthersAndNoOrphanRemains) {
   }
 }
 
+TEST_F(LauncherTest, StoppedRankIsAFailureAtOnce) {
+  // Rank 1 records some progress, then stops itself (SIGSTOP): it neither ends nor answers, so
+  // only the launcher's WUNTRACED wait can see it. Rank 0 keeps running, as a peer blocked in a
+  // collective would.
+  auto o = sh(2,
+              "echo $$ > $D/pid$RANK; if [ $RANK = 1 ]; then printf 'epoch 1 batch 7 of 9' > "
+              "$GPULAB_HEARTBEAT_FILE; sleep 0.3; kill -STOP $$; fi; sleep 60");
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run_launch(o);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 128 + SIGSTOP);
+  ASSERT_TRUE(r->failure.has_value());
+  EXPECT_EQ(r->failure->rank, 1);
+  EXPECT_EQ(r->failure->stopped_by, SIGSTOP);
+  EXPECT_NE(r->message.find("was stopped by signal 19 (SIGSTOP)"), std::string::npos) << r->message;
+  EXPECT_NE(r->message.find("last progress: epoch 1 batch 7 of 9"), std::string::npos)
+      << r->message;
+  EXPECT_LT(secs, 5.0);  // SIGTERM + SIGCONT end it without waiting for the grace
+  for (int rank : {0, 1}) EXPECT_FALSE(alive(std::stoi(read("pid" + std::to_string(rank)))));
+}
+
+TEST_F(LauncherTest, SilentHeartbeatIsAHangNamingTheRankAndWhereTheOthersWait) {
+  // Both ranks beat; rank 1 goes quiet (a deadlock, an endless loop) while rank 0 keeps beating
+  // "waiting in ..." as a rank inside a collective would not: rank 1 is the oldest, the hung one.
+  auto o = sh(2,
+              "echo $$ > $D/pid$RANK; if [ $RANK = 1 ]; then printf 'epoch 2 batch 3 of 9' > "
+              "$GPULAB_HEARTBEAT_FILE; sleep 60; fi; "
+              "for i in 1 2 3 4 5 6 7 8 9 10; do printf 'waiting in allreduce of gradient "
+              "bucket 1 of 4' > $GPULAB_HEARTBEAT_FILE; sleep 0.5; done; sleep 60");
+  o.heartbeat_timeout = std::chrono::milliseconds(1500);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run_launch(o);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 124);
+  ASSERT_TRUE(r->failure.has_value());
+  EXPECT_EQ(r->failure->rank, 1);
+  EXPECT_GT(r->failure->silent_s, 1.5);
+  EXPECT_NE(r->message.find("rank 1 (pid "), std::string::npos) << r->message;
+  EXPECT_NE(r->message.find("hangs: no progress for"), std::string::npos) << r->message;
+  EXPECT_NE(r->message.find("last progress: epoch 2 batch 3 of 9"), std::string::npos)
+      << r->message;
+  EXPECT_NE(r->message.find("rank 0: waiting in allreduce of gradient bucket 1 of 4"),
+            std::string::npos)
+      << r->message;
+  EXPECT_LT(secs, 8.0);
+  for (int rank : {0, 1}) EXPECT_FALSE(alive(std::stoi(read("pid" + std::to_string(rank)))));
+}
+
+TEST_F(LauncherTest, RankThatNeverBeatsIsNotAHang) {
+  // Start-up (data loading, rendezvous) does not beat; the watch starts with a rank's first beat.
+  auto o = sh(2, "sleep 1.2; echo ok > $D/done$RANK");
+  o.heartbeat_timeout = std::chrono::milliseconds(300);
+  auto r = run_launch(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0) << r->message;
+  EXPECT_EQ(read("done1"), "ok");
+}
+
 TEST_F(LauncherTest, RankThatIgnoresSigtermIsKilledAfterTheGrace) {
   auto o = sh(2, "if [ $RANK = 0 ]; then sleep 0.3; exit 4; fi; trap '' TERM; sleep 60");
   o.stop_grace = std::chrono::milliseconds(500);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "launch/heartbeat.h"
 #include "launch/ports.h"
 
 #if GPULAB_DIST_NCCL
@@ -132,6 +133,7 @@ WorkPtr Communicator::allreduce_async(torch::Tensor& t, const std::string& what)
 }
 
 void Communicator::wait(const WorkPtr& work, const std::string& what) {
+  launch::heartbeat_if_armed("waiting in " + what);
   try {
     work->wait();
   } catch (const std::exception& e) {

@@ -46,6 +46,13 @@ void add_dist_options(CLI::App* cmd, DistOptions& o, bool training) {
       ->check(CLI::Range(0, 1000))
       ->group(g)
       ->capture_default_str();
+  cmd->add_option("--heartbeat_timeout", o.heartbeat_timeout_s,
+                  "seconds a rank may go without progress (a training or evaluation batch, a "
+                  "collective) before the launcher stops the job as hung; 0: off. Set it above "
+                  "the slowest batch")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->group(g)
+      ->capture_default_str();
   cmd->add_flag("--sync_bn", o.sync_bn, "BatchNorm statistics over the global batch")->group(g);
   cmd->add_option("--bucket_cap_mb", o.bucket_cap_mb,
                   "gradient bucket size in MB (the first bucket is 1 MB)")
@@ -70,6 +77,8 @@ std::optional<int> launch_if_needed(const DistOptions& o) {
   lo.master_addr = o.master_addr;
   lo.master_port = o.master_port;
   lo.max_restarts = o.max_restarts;
+  lo.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout_s * 1000));
   lo.command = launch::self_command_line();
   auto r = launch::run_launch(lo).value_or_throw();
   if (r.exit_code != 0) {

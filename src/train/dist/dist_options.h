@@ -20,6 +20,7 @@ struct DistOptions {
   std::string master_addr;  // empty: 127.0.0.1
   int master_port = 0;      // 0: a free port (one node) or 29500 (several)
   int max_restarts = 0;
+  double heartbeat_timeout_s = 0;  // a rank silent for longer is hung (0: off; SIGSTOP always)
   // Inside a rank.
   std::string backend = "auto";  // auto | nccl | gloo
   bool sync_bn = false;
@@ -31,7 +32,8 @@ struct DistOptions {
 };
 
 // Registers --nproc_per_node, --nnodes, --node_rank, --master_addr, --master_port,
-// --max_restarts, --backend, --sync_bn, --bucket_cap_mb, --grad_compression, --dist_timeout.
+// --max_restarts, --heartbeat_timeout, --backend, --sync_bn, --bucket_cap_mb, --grad_compression,
+// --dist_timeout.
 void add_dist_options(CLI::App* cmd, DistOptions& o, bool training = true);
 
 // When this process was asked to start ranks (--nproc_per_node > 1 or --nnodes > 1) and is not

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end DDP checks through the gpulab CLI on CPU (Gloo): equivalence of 1, 2 and 3 ranks;
-# a 4-rank job over two network namespaces; SIGKILL of a rank; --max_restarts resume.
-# usage: ddp_test.sh equivalence|multinode|kill|restart /path/to/gpulab
+# a 4-rank job over two network namespaces; SIGKILL of a rank; SIGSTOP of a rank (a hang);
+# --max_restarts resume.
+# Bad options are rejected once, before any rank starts.
+# usage: ddp_test.sh equivalence|multinode|kill|hang|restart|options /path/to/gpulab
 # Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 set -uo pipefail
 
@@ -20,10 +22,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIPPED: $*"; exit 77; }
 
 # A tiny deterministic job: ResNet-18 on 32x32 synthetic images, SyncBatchNorm so that BatchNorm
-# sees the global batch whatever the number of ranks, global batch 12.
-COMMON=(train --model resnet18 --dataset synthetic --input_size 32 --optimizer sgd
-        --learning_rate 0.002 --seed 3 --deterministic --sync_bn --no_report --num_workers 1 --threads 1
-        --batch_size 12)
+# sees the global batch whatever the number of ranks; global batch 12 unless a case says otherwise.
+BASE=(train --model resnet18 --dataset synthetic --input_size 32 --optimizer sgd
+      --learning_rate 0.002 --seed 3 --deterministic --sync_bn --no_report --num_workers 1)
+COMMON=("${BASE[@]}" --threads 1 --batch_size 12)
 
 # run NAME ARGS...: one job, output in $WORK/NAME, log in $WORK/NAME.log; fails on non-zero exit.
 run() {
@@ -39,18 +41,29 @@ count() { grep -c -- "$2" "$WORK/$1.log"; }
 
 case "$CASE" in
 equivalence)
-  SHORT=(--subset 24 --num_epochs 1)
-  run single "$GPULAB" "${COMMON[@]}" "${SHORT[@]}"
+  # 2 epochs of 4 optimizer steps (global batch 6 = 3x2 = 2x3), so the per-epoch reshuffle, the
+  # momentum buffers and the running statistics all take part. In float64 (GPULAB_TRAIN_FP64):
+  # in fp32 this ResNet on 6-12 images amplifies rounding so fast (a ReLU or max-pool decision
+  # that flips changes a whole BatchNorm channel of the 1x1 layer4 maps) that one process with 1
+  # thread and with 2 threads already differ by 1e-2 after 6 steps; in fp64 they agree to 1e-13,
+  # so a DDP difference above 1e-9 is a real one.
+  export GPULAB_TRAIN_FP64=1
+  # fp64 convolutions are slow on the CPU: the test set is evaluated once (--log_every 2) on
+  # its first 12 images (the same 12 whatever the number of ranks), and the one-process run
+  # uses 2 threads (fp64 does not mind the order).
+  LONG=("${BASE[@]}" --batch_size 6 --subset 24 --num_epochs 2 --log_every 2 --limit_eval_batches 2)
+  run single "$GPULAB" "${LONG[@]}" --threads 2
+  grep -q "4 steps per epoch" "$WORK/single.log" || { cat "$WORK/single.log"; fail "expected 4 steps per epoch"; }
   for n in 2 3; do
-    run ddp$n "$GPULAB" "${COMMON[@]}" "${SHORT[@]}" --batch_size_scaled --nproc_per_node $n
-    echo "== $n ranks vs one process"
-    compare ddp$n single
+    run ddp$n "$GPULAB" "${LONG[@]}" --threads 1 --batch_size_scaled --nproc_per_node $n
+    echo "== $n ranks vs one process (float64, 8 steps over 2 epochs)"
+    compare ddp$n single 1e-9
     [ "$(accuracy ddp$n)" = "$(accuracy single)" ] || fail "test accuracy $(accuracy ddp$n) vs $(accuracy single)"
     echo "test accuracy $(accuracy ddp$n) (one process: $(accuracy single))"
     [ "$(count ddp$n 'Hello from local_rank')" = "$n" ] || fail "expected $n hello lines"
     grep -q "Hello from local_rank $((n-1)), global_rank $((n-1))" "$WORK/ddp$n.log" || fail "no hello from the last rank"
     [ "$(count ddp$n 'Auto-detected backend: gloo')" = 1 ] || fail "expected one 'Auto-detected backend: gloo'"
-    [ "$(count ddp$n 'Epoch 1/1')" = 1 ] || fail "epoch lines must come from rank 0 only"
+    [ "$(count ddp$n 'Epoch 2/2')" = 1 ] || fail "epoch lines must come from rank 0 only"
   done
   ;;
 
@@ -81,37 +94,44 @@ multinode)
   [ "$(accuracy node0)" = "$(accuracy single)" ] || fail "test accuracy $(accuracy node0) vs $(accuracy single)"
   ;;
 
-kill|restart)
+kill|hang|restart)
   # Long enough epochs that the kill lands mid-epoch; the restart case resumes from the
-  # checkpoint of epoch 1 and must end with the uninterrupted run's weights.
+  # checkpoint of epoch 1 and must end with the uninterrupted run's weights. hang: SIGSTOP
+  # instead of SIGKILL (the rank neither ends nor answers; the launcher must see it stopped),
+  # with a heartbeat timeout that normal progress must never trip.
   if [ "$CASE" = kill ]; then JOB=(--subset 1200 --num_epochs 20 --nproc_per_node 3 --batch_size_scaled)
+  elif [ "$CASE" = hang ]; then
+    JOB=(--subset 1200 --num_epochs 20 --nproc_per_node 3 --batch_size_scaled --heartbeat_timeout 8)
   else JOB=(--subset 192 --num_epochs 3 --nproc_per_node 2 --batch_size_scaled --max_restarts 1); fi
   "$GPULAB" "${COMMON[@]}" "${JOB[@]}" --output_dir "$WORK/job" >"$WORK/job.log" 2>&1 &
   LAUNCHER=$!
   # kill: a few seconds into the first epoch. restart: once epoch 1's checkpoint is complete.
   for _ in $(seq 900); do
-    if [ "$CASE" = kill ]; then grep -q "^Normalization" "$WORK/job.log" && break
+    if [ "$CASE" != restart ]; then grep -q "^Normalization" "$WORK/job.log" && break
     else ls "$WORK/job/checkpoints"/*.json >/dev/null 2>&1 && break; fi
     kill -0 $LAUNCHER 2>/dev/null || { cat "$WORK/job.log"; fail "job ended early"; }
     sleep 0.2
   done
-  if [ "$CASE" = kill ]; then sleep 3; else sleep 0.5; fi
+  if [ "$CASE" != restart ]; then sleep 3; else sleep 0.5; fi
   RANKS=$(pgrep -P $LAUNCHER)
   VICTIM=""
   for p in $RANKS; do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "RANK=1" && VICTIM=$p; done
   [ -n "$VICTIM" ] || { cat "$WORK/job.log"; fail "rank 1 not found among $RANKS"; }
   PORT=$(sed -n 's/.*master 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/job.log" | head -1)
   T0=$(date +%s.%N)
-  kill -9 "$VICTIM"
-  if [ "$CASE" = kill ]; then
+  if [ "$CASE" = hang ]; then SIG=STOP; WHAT="was stopped by signal 19 (SIGSTOP)"
+  else SIG=KILL; WHAT="was killed by signal 9 (SIGKILL)"; fi
+  kill -$SIG "$VICTIM"
+  if [ "$CASE" != restart ]; then
     wait $LAUNCHER; CODE=$?
     T1=$(date +%s.%N)
     SECS=$(python3 -c "print(f'{$T1-$T0:.2f}')")
     grep -E "gpulab launch|error:" "$WORK/job.log"
-    echo "launcher exited with code $CODE, $SECS s after the SIGKILL"
+    echo "launcher exited with code $CODE, $SECS s after the SIG$SIG"
     [ "$CODE" != 0 ] || fail "exit code 0 after a rank was killed"
     python3 -c "import sys; sys.exit(0 if $T1-$T0 < 10 else 1)" || fail "took $SECS s (limit 10)"
-    grep -q "error: rank 1 (pid $VICTIM) was killed by signal 9 (SIGKILL)" "$WORK/job.log" || fail "message does not name rank 1"
+    grep -q "error: rank 1 (pid $VICTIM) $WHAT" "$WORK/job.log" || fail "message does not name rank 1 and SIG$SIG"
+    grep -q "hangs: no progress" "$WORK/job.log" && fail "the heartbeat tripped on a healthy rank"
     for p in $RANKS; do
       if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then fail "rank pid $p survived"; fi
     done
@@ -127,6 +147,25 @@ kill|restart)
     echo "== resumed run vs uninterrupted run"
     compare job straight
   fi
+  ;;
+options)
+  # Each bad option: exit 2, one error, no rank started (no launcher line, no hello).
+  check_bad() {
+    local want=$1; shift
+    "$GPULAB" train --dataset synthetic --input_size 32 --subset 24 --nproc_per_node 2 "$@" \
+      --output_dir "$WORK/bad" >"$WORK/bad.log" 2>&1
+    local code=$?
+    echo "== $* -> exit $code: $(head -1 "$WORK/bad.log" | cut -c1-150)"
+    [ $code = 2 ] || { cat "$WORK/bad.log"; fail "$*: exit $code, expected 2"; }
+    grep -q -- "$want" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "$*: no '$want' in the message"; }
+    grep -qE "Hello from|gpulab launch" "$WORK/bad.log" && { cat "$WORK/bad.log"; fail "$*: ranks were started"; }
+    [ "$(grep -ciE 'error|not in|not expected' "$WORK/bad.log")" = 1 ] || { cat "$WORK/bad.log"; fail "$*: expected one error"; }
+    [ ! -e "$WORK/bad" ] || fail "$*: the run folder was created"
+  }
+  check_bad "valid models: resnet18" --model nosuch
+  check_bad "not in {sgd,adam,adamw,rmsprop}" --optimizer nosuch
+  check_bad "not expected" --no_such_flag 3
+  check_bad "smaller than the 2 processes" --batch_size_scaled --batch_size 1
   ;;
 *) fail "unknown case $CASE" ;;
 esac
