@@ -16,6 +16,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "train/thread_env.h"
 #include "train/trainer.h"
 
 // Debian ships the c10/cuda headers without CUDA: only a CUDA build has cuda_runtime_api.h.
@@ -136,6 +137,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   r.images_per_second = static_cast<double>(timed * t.batch_size * dist->world_size) /
                         std::max(1e-9, data_s + compute_s);
   r.threads = at::get_num_threads();
+  r.omp_wait_policy = train::omp_wait_policy();
   r.device = trainer.device().str();
   r.peak_host_memory_bytes = peak_rss_bytes();
   r.peak_device_memory_bytes = device_peak(trainer.device());
@@ -154,6 +156,7 @@ Json TrainBenchResult::to_json() const {
          {"world_size", world_size},
          {"batch_size", batch_size},
          {"threads", threads},
+         {"omp_wait_policy", omp_wait_policy},
          {"device", device},
          {"peak_host_memory_bytes", peak_host_memory_bytes},
          {"torch", TORCH_VERSION}};
@@ -169,9 +172,10 @@ std::string TrainBenchResult::summary() const {
   const double total = data_seconds + compute_seconds;
   std::string s = fmt::format(
       "Throughput: {:.1f} images/s ({} steps x {} images x {} processes, {} threads, {})\n"
+      "OpenMP wait policy: {}\n"
       "Time: {:.3f}s ({:.1f}% waiting for data, {:.1f}% compute)\n"
       "Peak host memory: {:.0f} MiB",
-      images_per_second, steps, batch_size, world_size, threads, device, total,
+      images_per_second, steps, batch_size, world_size, threads, device, omp_wait_policy, total,
       100 * data_seconds / std::max(1e-9, total), 100 * compute_seconds / std::max(1e-9, total),
       static_cast<double>(peak_host_memory_bytes) / (1 << 20));
   if (peak_device_memory_bytes)

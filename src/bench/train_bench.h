@@ -30,6 +30,7 @@ struct TrainBenchResult {
   int world_size = 1;
   int64_t batch_size = 0;  // per process
   int threads = 0;
+  std::string omp_wait_policy;  // how idle intra-op threads wait (train/thread_env.h)
   std::string device;
   int64_t peak_host_memory_bytes = 0;               // rank 0's maximum resident set
   std::optional<int64_t> peak_device_memory_bytes;  // CUDA builds: allocator peak

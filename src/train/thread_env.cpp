@@ -1,0 +1,65 @@
+// Gives the computing commands OMP_WAIT_POLICY=PASSIVE (see thread_env.h). libgomp parses OMP_*
+// once, in its constructor, and libc resets the environment after .preinit_array runs, so a
+// setenv() cannot reach it: the executable's preinit function re-executes the program with the
+// variable added, before any library's constructor has run (costs one exec, not a full start).
+#include "train/thread_env.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace gpulab::train {
+
+namespace {
+
+constexpr const char* kMarker = "GPULAB_OMP_WAIT_DEFAULT";
+
+// No libc state is set up yet where these run: plain loops over the arrays the loader passes.
+bool has_key(char** envp, const char* key) {
+  const size_t n = std::strlen(key);
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e)
+    if (std::strncmp(*e, key, n) == 0 && (*e)[n] == '=') return true;
+  return false;
+}
+
+bool runs_kernels(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    for (const char* c : {"train", "bench", "gpu-test", "infer"})
+      if (std::strcmp(argv[i], c) == 0) return true;
+  return false;
+}
+
+void reexec_with_passive_wait(int argc, char** argv, char** envp) {
+  if (envp == nullptr || !runs_kernels(argc, argv) || has_key(envp, "OMP_WAIT_POLICY") ||
+      has_key(envp, "GOMP_SPINCOUNT") || has_key(envp, kMarker))
+    return;
+  static char* env[4096];
+  static char policy[] = "OMP_WAIT_POLICY=PASSIVE";
+  static char marker[] = "GPULAB_OMP_WAIT_DEFAULT=1";
+  size_t n = 0;
+  for (char** e = envp; *e != nullptr; ++e) {
+    if (n + 3 >= sizeof env / sizeof env[0]) return;  // an odd environment: keep the default
+    env[n++] = *e;
+  }
+  env[n++] = policy;
+  env[n++] = marker;
+  env[n] = nullptr;
+  execve("/proc/self/exe", argv, env);  // returns only on failure: run on with the default
+}
+
+// Linked into every binary that calls omp_wait_policy() (the CLI does, through the bench).
+__attribute__((section(".preinit_array"),
+               used)) void (*preinit_wait_policy)(int, char**, char**) = &reexec_with_passive_wait;
+
+}  // namespace
+
+std::string omp_wait_policy() {
+  const char* p = std::getenv("OMP_WAIT_POLICY");
+  if (std::getenv(kMarker) != nullptr && p != nullptr) return "passive (gpulab default)";
+  if (p != nullptr) return p;
+  if (const char* s = std::getenv("GOMP_SPINCOUNT")) return std::string("GOMP_SPINCOUNT=") + s;
+  return "default";
+}
+
+}  // namespace gpulab::train
