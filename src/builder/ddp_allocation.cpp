@@ -99,6 +99,10 @@ DdpGrant DdpAllocator::allocate(int gpus, bool want_ssh) {
   if (!lease) {
     if (lease.error().code == Code::kResourceExhausted && asked > 0)
       throw allocation_failed(gpus, 0, lease.error().message);
+    if (lease.error().code == Code::kUnauthenticated)
+      throw Exception(Code::kUnauthenticated, lease.error().message,
+                      "pass --token (or set GPULAB_TOKEN) for gpulab serve at " + service_->url() +
+                          ", or --no-service to allocate directly on the engine");
     throw Exception(lease.error());
   }
   g.lease = lease->name;
