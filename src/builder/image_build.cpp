@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kRule = "==========================================";
+const char* const kRule = "==========================================";
 
 docker::Client connect_engine(const ImageBuildOptions& opts, std::ostream& out) {
   auto ep = opts.docker_host.empty() ? docker::Endpoint::from_env()

@@ -30,7 +30,7 @@ std::string Sha256::hex() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   GPULAB_ASSERT(EVP_DigestFinal_ex(impl_->ctx, md, &len) == 1, "SHA-256 final failed");
-  static const char* kHex = "0123456789abcdef";
+  static const char* const kHex = "0123456789abcdef";
   std::string s;
   for (unsigned i = 0; i < len; ++i) {
     s += kHex[md[i] >> 4];

@@ -155,7 +155,7 @@ ContainerRecord Store::container_from_row(const DbRow& r) {
   return c;
 }
 
-static const char* kContainerCols =
+static const char* const kContainerCols =
     "SELECT id,name,owner,state,docker_id,spec,ssh_port,created_at,updated_at FROM containers ";
 
 std::optional<ContainerRecord> Store::find_container(const std::string& name) {
@@ -328,7 +328,7 @@ static BackupRecord backup_from_row(const DbRow& r) {
   return b;
 }
 
-static const char* kBackupCols =
+static const char* const kBackupCols =
     "SELECT name,owner,source,file,state,sha256,message,bytes_total,bytes_done,created_at "
     "FROM backups ";
 

@@ -330,12 +330,12 @@ std::vector<std::string> parse_env(const Json& value) {
     for (char c : key)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') ok = false;
     if (!ok) invalid("Invalid env entry '" + s + "'", "use \"KEY=value\"");
-    static const char* kReserved[] = {"GPULAB_",
-                                      "NVIDIA_",
-                                      "CUDA_VISIBLE_DEVICES",
-                                      "HIP_VISIBLE_DEVICES",
-                                      "ROCR_VISIBLE_DEVICES",
-                                      "LD_PRELOAD"};
+    static const char* const kReserved[] = {"GPULAB_",
+                                            "NVIDIA_",
+                                            "CUDA_VISIBLE_DEVICES",
+                                            "HIP_VISIBLE_DEVICES",
+                                            "ROCR_VISIBLE_DEVICES",
+                                            "LD_PRELOAD"};
     for (const char* r : kReserved)
       if (key.rfind(r, 0) == 0)
         invalid("Env variable '" + key + "' is reserved", "GPU visibility is set by the service");
