@@ -4,6 +4,9 @@
 
 #include <torch/version.h>
 
+#include <utility>
+
+#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -42,6 +45,11 @@ using BackendBase = ::c10d::ProcessGroup;
 #endif
 using BackendPtr = c10::intrusive_ptr<BackendBase>;
 using WorkPtr = c10::intrusive_ptr<::c10d::Work>;
+
+// A parameter's gradient accumulator: std::shared_ptr<Node> in 1.13, c10::intrusive_ptr<Node> in
+// 2.x (2.14 at least). The reducer only holds it to keep its hook alive.
+using GradAccumulatorPtr =
+    decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
 inline ::c10d::AllreduceOptions sum_options() {
   ::c10d::AllreduceOptions o;

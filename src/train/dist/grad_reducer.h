@@ -76,9 +76,9 @@ class GradReducer : public std::enable_shared_from_this<GradReducer> {
 
   std::vector<Bucket> buckets_;
   std::vector<std::vector<size_t>> bucket_params_;
-  std::vector<size_t> bucket_of_;     // parameter -> bucket
-  std::vector<torch::Tensor> views_;  // parameter -> its view into the bucket
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
+  std::vector<size_t> bucket_of_;                 // parameter -> bucket
+  std::vector<torch::Tensor> views_;              // parameter -> its view into the bucket
+  std::vector<GradAccumulatorPtr> accumulators_;  // keeps the hooks alive
 
   std::mutex mu_;
   bool sync_ = true;
