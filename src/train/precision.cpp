@@ -12,8 +12,9 @@ Precision parse_precision(const std::string& name) {
   if (name == "tf32") return Precision::kTf32;
   if (name == "bf16") return Precision::kBf16;
   if (name == "fp16") return Precision::kFp16;
+  if (name == "fp64") return Precision::kFp64;
   throw Exception(Code::kInvalidArgument, "unknown precision '" + name + "'",
-                  "valid values: fp32, tf32, bf16, fp16");
+                  "valid values: fp32, tf32, bf16, fp16, fp64");
 }
 
 std::string configure_precision(Precision p, const torch::Device& device) {

@@ -1,4 +1,4 @@
-// --precision: fp32 | tf32 | bf16 | fp16 mapped onto libtorch's autocast and TF32 switches,
+// --precision: fp32 | tf32 | bf16 | fp16 | fp64 mapped onto libtorch's autocast and TF32 switches,
 // with an RAII guard that turns autocast on for the forward pass only.
 #pragma once
 
@@ -9,7 +9,8 @@
 
 namespace gpulab::train {
 
-enum class Precision { kFp32, kTf32, kBf16, kFp16 };
+// kFp64 trains in float64 throughout: a numerics check (DDP equivalence), not a speed mode.
+enum class Precision { kFp32, kTf32, kBf16, kFp16, kFp64 };
 
 Precision parse_precision(const std::string& name);
 

@@ -18,7 +18,7 @@ const std::vector<std::string>& schedule_names() {
   return names;
 }
 const std::vector<std::string>& precision_names() {
-  static const std::vector<std::string> names = {"fp32", "tf32", "bf16", "fp16"};
+  static const std::vector<std::string> names = {"fp32", "tf32", "bf16", "fp16", "fp64"};
   return names;
 }
 const std::vector<std::string>& normalize_names() {

@@ -28,13 +28,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// GPULAB_TRAIN_FP64=1 trains and evaluates in float64 (model, inputs, loss). A numerics check,
-// not a speed mode: the DDP equivalence test uses it so that fp32 rounding, which ReLU kinks
-// amplify within a few steps, does not hide whether two runs compute the same thing.
-bool fp64_requested() {
-  const char* v = std::getenv("GPULAB_TRAIN_FP64");
-  return v && std::string(v) == "1";
-}
 }  // namespace
 
 int configure_threads(int requested, int local_world_size) {
@@ -103,12 +96,10 @@ void Trainer::setup_runtime() {
     at::globalContext().setBenchmarkCuDNN(true);
   }
   precision_ = parse_precision(opts_.precision);
-  if (fp64_requested()) {
-    if (precision_ != Precision::kFp32)
-      throw Exception(Code::kInvalidArgument, "GPULAB_TRAIN_FP64=1 needs --precision fp32",
-                      "unset GPULAB_TRAIN_FP64 or drop --precision");
-    compute_dtype_ = torch::kDouble;
-  }
+  // --precision fp64 trains and evaluates in float64 (model, inputs, loss): the DDP
+  // equivalence test uses it so that fp32 rounding, which ReLU kinks amplify within a few
+  // steps, does not hide whether two runs compute the same thing.
+  if (precision_ == Precision::kFp64) compute_dtype_ = torch::kDouble;
   precision_note_ = configure_precision(precision_, device_);
   scaler_ = std::make_unique<LossScaler>(needs_loss_scaler(precision_));
 }

@@ -67,7 +67,7 @@ class Trainer {
   std::filesystem::path out_dir_;
   torch::Device device_ = torch::kCPU;
   Precision precision_ = Precision::kFp32;
-  torch::ScalarType compute_dtype_ = torch::kFloat;  // kDouble under GPULAB_TRAIN_FP64=1
+  torch::ScalarType compute_dtype_ = torch::kFloat;  // kDouble under --precision fp64
   std::string precision_note_;
   int threads_ = 1;
   int64_t batch_per_process_ = 0;

@@ -85,7 +85,9 @@ void add_options(CLI::App* cmd, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--grad_accum", o.grad_accum, "micro-batches per optimizer step")
       ->capture_default_str();
-  cmd->add_option("--precision", o.precision, "fp32, tf32, bf16 or fp16 (fp16: GPU only)")
+  cmd->add_option("--precision", o.precision,
+                  "fp32, tf32, bf16, fp16 (GPU only) or fp64 (a numerics check: model, inputs and "
+                  "loss in float64)")
       ->check(member(train::precision_names()))
       ->capture_default_str();
   cmd->add_flag("--channels_last", o.channels_last, "channels-last memory format");

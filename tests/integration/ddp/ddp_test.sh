@@ -42,16 +42,15 @@ count() { grep -c -- "$2" "$WORK/$1.log"; }
 case "$CASE" in
 equivalence)
   # 2 epochs of 4 optimizer steps (global batch 6 = 3x2 = 2x3), so the per-epoch reshuffle, the
-  # momentum buffers and the running statistics all take part. In float64 (GPULAB_TRAIN_FP64):
+  # momentum buffers and the running statistics all take part. In float64 (--precision fp64):
   # in fp32 this ResNet on 6-12 images amplifies rounding so fast (a ReLU or max-pool decision
   # that flips changes a whole BatchNorm channel of the 1x1 layer4 maps) that one process with 1
   # thread and with 2 threads already differ by 1e-2 after 6 steps; in fp64 they agree to 1e-13,
   # so a DDP difference above 1e-9 is a real one.
-  export GPULAB_TRAIN_FP64=1
   # fp64 convolutions are slow on the CPU: the test set is evaluated once (--log_every 2) on
   # its first 12 images (the same 12 whatever the number of ranks), and the one-process run
   # uses 2 threads (fp64 does not mind the order).
-  LONG=("${BASE[@]}" --batch_size 6 --subset 24 --num_epochs 2 --log_every 2 --limit_eval_batches 2)
+  LONG=("${BASE[@]}" --precision fp64 --batch_size 6 --subset 24 --num_epochs 2 --log_every 2 --limit_eval_batches 2)
   run single "$GPULAB" "${LONG[@]}" --threads 2
   grep -q "4 steps per epoch" "$WORK/single.log" || { cat "$WORK/single.log"; fail "expected 4 steps per epoch"; }
   for n in 2 3; do
