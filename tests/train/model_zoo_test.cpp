@@ -13,6 +13,7 @@
 #include "core/subprocess.h"
 #include "train/models/layers.h"
 #include "train/models/registry.h"
+#include "train/torchvision_python.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train {
@@ -20,19 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The interpreter with torchvision: $GPULAB_PYTHON, else Debian's /usr/bin/python3. Empty if none.
 const std::string& python() {
-  static const std::string found = [] {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("GPULAB_PYTHON")) candidates.emplace_back(env);
-    candidates.emplace_back("/usr/bin/python3");
-    for (const auto& py : candidates) {
-      auto r = run_process({py, "-c", "import torchvision, numpy"});
-      if (r.ok() && r->success()) return py;
-    }
-    return std::string();
-  }();
-  return found;
+  return testing::torchvision_python();
 }
 
 std::string reference_script() {

@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/subprocess.h"
 #include "train/models/registry.h"
+#include "train/torchvision_python.h"
 
 namespace gpulab::train {
 namespace {
@@ -44,17 +45,7 @@ json.dump({"modules": mods, "params": params}, sys.stdout)
 )PY";
 
 const std::string& python() {
-  static const std::string found = [] {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("GPULAB_PYTHON")) candidates.emplace_back(env);
-    candidates.emplace_back("/usr/bin/python3");
-    for (const auto& py : candidates) {
-      auto r = run_process({py, "-c", "import torchvision"});
-      if (r.ok() && r->success()) return py;
-    }
-    return std::string();
-  }();
-  return found;
+  return testing::torchvision_python();
 }
 
 // Cached: both tests of a model read the same description.
