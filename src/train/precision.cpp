@@ -2,6 +2,7 @@
 #include "train/precision.h"
 
 #include <ATen/autocast_mode.h>
+#include <torch/version.h>
 
 #include "core/error.h"
 
@@ -32,22 +33,51 @@ std::string configure_precision(Precision p, const torch::Device& device) {
   return {};
 }
 
+namespace {
+
+// libtorch 2.4 made autocast's switches per device type and deprecated the CPU/GPU pairs that
+// 1.13 has (the 2.x build uses -Werror too), so both spellings sit behind these three calls.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+at::DeviceType autocast_device(bool cuda) {
+  return cuda ? at::kCUDA : at::kCPU;
+}
+bool autocast_enabled(bool cuda) {
+  return at::autocast::is_autocast_enabled(autocast_device(cuda));
+}
+at::ScalarType autocast_dtype(bool cuda) {
+  return at::autocast::get_autocast_dtype(autocast_device(cuda));
+}
+void set_autocast(bool cuda, bool enabled, at::ScalarType dtype) {
+  at::autocast::set_autocast_dtype(autocast_device(cuda), dtype);
+  at::autocast::set_autocast_enabled(autocast_device(cuda), enabled);
+}
+#else
+bool autocast_enabled(bool cuda) {
+  return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+at::ScalarType autocast_dtype(bool cuda) {
+  return cuda ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+}
+void set_autocast(bool cuda, bool enabled, at::ScalarType dtype) {
+  if (cuda) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(enabled);
+  }
+}
+#endif
+
+}  // namespace
+
 AutocastGuard::AutocastGuard(Precision p, const torch::Device& device) {
   if (p != Precision::kBf16 && p != Precision::kFp16) return;
   active_ = true;
   cuda_ = device.is_cuda();
-  const at::ScalarType dtype = p == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
-  if (cuda_) {
-    prev_enabled_ = at::autocast::is_enabled();
-    prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(dtype);
-    at::autocast::set_enabled(true);
-  } else {
-    prev_enabled_ = at::autocast::is_cpu_enabled();
-    prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_autocast_cpu_dtype(dtype);
-    at::autocast::set_cpu_enabled(true);
-  }
+  prev_enabled_ = autocast_enabled(cuda_);
+  prev_dtype_ = autocast_dtype(cuda_);
+  set_autocast(cuda_, true, p == Precision::kBf16 ? at::kBFloat16 : at::kHalf);
   at::autocast::increment_nesting();
 }
 
@@ -55,13 +85,7 @@ AutocastGuard::~AutocastGuard() {
   if (!active_) return;
   // The cast cache lives as long as the outermost autocast region (as in torch.autocast).
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (cuda_) {
-    at::autocast::set_enabled(prev_enabled_);
-    at::autocast::set_autocast_gpu_dtype(prev_dtype_);
-  } else {
-    at::autocast::set_cpu_enabled(prev_enabled_);
-    at::autocast::set_autocast_cpu_dtype(prev_dtype_);
-  }
+  set_autocast(cuda_, prev_enabled_, prev_dtype_);
 }
 
 }  // namespace gpulab::train
