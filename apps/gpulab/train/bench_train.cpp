@@ -6,6 +6,7 @@
 #include "bench/train_bench.h"
 #include "commands.h"
 #include "core/strings.h"
+#include "dataset_validator.h"
 #include "train/data/datasets.h"
 #include "train/dist/dist_options.h"
 
@@ -28,12 +29,7 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
       "train", "training throughput after warm-up: images/s, data vs compute time, peak memory");
   cmd->add_option("--model", t.model, "model name (see `gpulab models`)")->capture_default_str();
   cmd->add_option("--dataset", t.dataset, "synthetic, cifar10, cifar100, mnist, imagefolder, ...")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            if (!train::canonical_dataset_name(v).empty()) return {};
-            return "unknown dataset '" + v + "'; valid: " + join(train::dataset_names(), ", ");
-          },
-          "DATASET"))
+      ->check(dataset_validator())
       ->capture_default_str();
   cmd->add_option("--data_dir", t.data_dir, "folder with the data sets")->capture_default_str();
   cmd->add_option("--device", t.device, "auto, cpu, cuda or cuda:N")->capture_default_str();

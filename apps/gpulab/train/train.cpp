@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/strings.h"
+#include "dataset_validator.h"
 #include "train/data/datasets.h"
 #include "train/dist/dist_options.h"
 #include "train/models/recommendations.h"
@@ -37,12 +38,7 @@ void add_options(CLI::App* cmd, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--dataset", o.dataset,
                   "cifar10, cifar100, mnist, fashion-mnist, imagefolder, synthetic")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            if (!train::canonical_dataset_name(v).empty()) return {};
-            return "unknown dataset '" + v + "'; valid: " + join(train::dataset_names(), ", ");
-          },
-          "DATASET"))
+      ->check(dataset_validator())
       ->capture_default_str();
   cmd->add_option("--log_every", o.log_every, "evaluate on the test set every N epochs")
       ->capture_default_str();

@@ -11,26 +11,6 @@
 namespace gpulab::train {
 namespace {
 
-struct BnSettings {
-  double eps = 1e-5;
-  double momentum = 0.1;
-};
-
-// Conv2dNormActivation with SiLU (or none): "0" conv, "1" BatchNorm, "2" SiLU.
-Seq conv_bn(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups, bool silu,
-            const BnSettings& bn) {
-  ConvNormActOptions o;
-  o.in = in;
-  o.out = out;
-  o.kernel = kernel;
-  o.stride = stride;
-  o.groups = groups;
-  o.bn_eps = bn.eps;
-  o.bn_momentum = bn.momentum;
-  o.act = silu ? Act::kSiLU : Act::kNone;
-  return conv_norm_act(o);
-}
-
 // One row of the EfficientNet paper's Table 1, already scaled by the variant's multipliers.
 struct StageConfig {
   int64_t expand_ratio;
@@ -50,12 +30,12 @@ class MBConvImpl : public torch::nn::Module {
     int64_t expanded = make_divisible(static_cast<double>(c.in_channels * c.expand_ratio));
     Seq block;
     if (expanded != c.in_channels) {
-      block->push_back(conv_bn(c.in_channels, expanded, 1, 1, 1, true, bn));
+      block->push_back(conv_bn(c.in_channels, expanded, 1, 1, 1, Act::kSiLU, bn));
     }
-    block->push_back(conv_bn(expanded, expanded, c.kernel, c.stride, expanded, true, bn));
+    block->push_back(conv_bn(expanded, expanded, c.kernel, c.stride, expanded, Act::kSiLU, bn));
     block->push_back(
         SqueezeExcitation(expanded, std::max<int64_t>(1, c.in_channels / 4), Act::kSiLU));
-    block->push_back(conv_bn(expanded, c.out_channels, 1, 1, 1, false, bn));
+    block->push_back(conv_bn(expanded, c.out_channels, 1, 1, 1, Act::kNone, bn));
     block_ = register_module("block", block);
     stochastic_depth_ = register_module("stochastic_depth", StochasticDepth(sd_prob));
   }
@@ -97,7 +77,7 @@ class EfficientNet : public Classifier {
     double dropout = opts.dropout >= 0 ? opts.dropout : v.dropout;
 
     Seq features;
-    features->push_back(conv_bn(3, stages[0].in_channels, 3, 2, 1, true, v.bn));
+    features->push_back(conv_bn(3, stages[0].in_channels, 3, 2, 1, Act::kSiLU, v.bn));
     int64_t total_blocks = 0;
     for (const auto& s : stages) total_blocks += s.num_layers;
     int64_t block_id = 0;
@@ -118,7 +98,7 @@ class EfficientNet : public Classifier {
     }
     int64_t last_in = stages.back().out_channels;
     int64_t last_out = 4 * last_in;
-    features->push_back(conv_bn(last_in, last_out, 1, 1, 1, true, v.bn));
+    features->push_back(conv_bn(last_in, last_out, 1, 1, 1, Act::kSiLU, v.bn));
     features_ = register_module("features", features);
 
     classifier_ = register_module("classifier", Seq(torch::nn::Dropout(dropout),

@@ -55,6 +55,20 @@ Seq conv_norm_act(const ConvNormActOptions& o) {
   return seq;
 }
 
+Seq conv_bn(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups, Act act,
+            const BnSettings& bn) {
+  ConvNormActOptions o;
+  o.in = in;
+  o.out = out;
+  o.kernel = kernel;
+  o.stride = stride;
+  o.groups = groups;
+  o.bn_eps = bn.eps;
+  o.bn_momentum = bn.momentum;
+  o.act = act;
+  return conv_norm_act(o);
+}
+
 SqueezeExcitationImpl::SqueezeExcitationImpl(int64_t channels, int64_t squeeze_channels, Act act,
                                              Act scale_act)
     : act_(act), scale_act_(scale_act) {

@@ -52,6 +52,16 @@ struct ConvNormActOptions {
 // Children "0" (Conv2d), "1" (BatchNorm2d, if norm) and "2" (activation, if any), like torchvision.
 Seq conv_norm_act(const ConvNormActOptions& o);
 
+// BatchNorm settings of a family (EfficientNet and MobileNet differ from the defaults).
+struct BnSettings {
+  double eps = 1e-5;
+  double momentum = 0.1;
+};
+
+// conv_norm_act with BatchNorm `bn` and activation `act` (padding as torchvision, no dilation).
+Seq conv_bn(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups, Act act,
+            const BnSettings& bn);
+
 torch::nn::Conv2d conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
                          int64_t padding = 0, int64_t groups = 1, bool bias = false,
                          int64_t dilation = 1);

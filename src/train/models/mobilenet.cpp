@@ -9,26 +9,6 @@
 namespace gpulab::train {
 namespace {
 
-struct BnSettings {
-  double eps = 1e-5;
-  double momentum = 0.1;
-};
-
-// Conv2dNormActivation: conv (no bias) "0", BatchNorm "1", activation "2" when there is one.
-Seq conv_bn(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups, Act act,
-            const BnSettings& bn) {
-  ConvNormActOptions o;
-  o.in = in;
-  o.out = out;
-  o.kernel = kernel;
-  o.stride = stride;
-  o.groups = groups;
-  o.bn_eps = bn.eps;
-  o.bn_momentum = bn.momentum;
-  o.act = act;
-  return conv_norm_act(o);
-}
-
 // MobileNetV2's InvertedResidual: `conv` = [expand CNA] + depthwise CNA + 1x1 conv + BatchNorm.
 class InvertedResidualV2Impl : public torch::nn::Module {
  public:
