@@ -6,9 +6,19 @@ function(gpulab_warnings target)
   endif()
 endfunction()
 
+# Precompiled headers: PCH names the headers a target precompiles; PCH_FROM reuses another
+# target's (libtorch's PCH is ~750 MB per copy, so one copy serves train, bench and their tests).
+function(gpulab_pch target pch from)
+  if(from)
+    target_precompile_headers(${target} REUSE_FROM ${from})
+  elseif(pch)
+    target_precompile_headers(${target} PRIVATE ${pch})
+  endif()
+endfunction()
+
 # Declares a module library from the .cpp files of its folder (recursively).
 function(gpulab_module name)
-  cmake_parse_arguments(M "" "" "DEPS;PCH" ${ARGN})
+  cmake_parse_arguments(M "" "PCH_FROM" "DEPS;PCH" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   if(NOT srcs)
     # A module with headers only (or not yet written) still gives its dependants the include path.
@@ -21,7 +31,5 @@ function(gpulab_module name)
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${name} PUBLIC ${M_DEPS})
   gpulab_warnings(${name})
-  if(M_PCH)
-    target_precompile_headers(${name} PRIVATE ${M_PCH})
-  endif()
+  gpulab_pch(${name} "${M_PCH}" "${M_PCH_FROM}")
 endfunction()
