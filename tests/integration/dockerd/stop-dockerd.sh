@@ -1,7 +1,8 @@
 #!/bin/bash
 # Stops test engines started by start-dockerd.sh: removes their containers, stops dockerd (TERM,
-# then KILL after 30 s), unmounts what it left, and deletes its bridge. Images stay in the data
-# root (so the next start reuses them) unless --purge is given.
+# then KILL after 30 s), unmounts what it left, and deletes its bridge. Tagged images stay in the
+# data root (so the next start reuses them) unless --purge is given; untagged ones (a lab image
+# rebuilt by a later run, ~1.9 GB each) are pruned, so repeated runs do not fill the disk.
 # Usage: stop-dockerd.sh [--purge] [NAME...|--all]      default NAME: main
 set -uo pipefail
 
@@ -41,6 +42,11 @@ stop_one() {
         "http://engine/containers/$id?force=1&v=1" >/dev/null || true
     done
     [ -n "$ids" ] && log "$name" "removed $(wc -w <<<"$ids") container(s)"
+    local pruned
+    pruned=$(curl -sf --max-time 120 -X POST --unix-socket "$sock" \
+      'http://engine/images/prune?filters=%7B%22dangling%22%3A%5B%22true%22%5D%7D' |
+      grep -o '"SpaceReclaimed":[0-9]*' | cut -d: -f2 || true)
+    [ -n "$pruned" ] && log "$name" "pruned untagged images ($((pruned / 1048576)) MiB)"
     kill -TERM "$pid" 2>/dev/null
     for _ in $(seq 1 300); do
       kill -0 "$pid" 2>/dev/null || break
