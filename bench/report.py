@@ -31,21 +31,34 @@ def rows_of(res):
             yield row["case"], m, v
 
 
+def load(meta, key):
+    x = meta.get(key)
+    return f"{x:.2f}" if isinstance(x, (int, float)) else "?"
+
+
 def markdown(res):
     meta = res["meta"]
     out = [f"Taken {meta['date']} on `{meta['host']}`: {meta.get('cpu_model', meta['device'])}, "
            f"{meta['cpu_count']} cores, torch {meta.get('torch', '?')}; {meta['reps']} paired "
            f"repetitions, {meta['warmup']} warm-up + {meta['steps']} timed steps; load average "
-           f"{meta.get('loadavg_start', '?')} at the start, {meta.get('loadavg_end', '?')} at the end.", "",
-           "| case | metric | gpulab | PyTorch | ratio | goal | met |", "|---|---|---:|---:|---:|---:|:-:|"]
+           f"{load(meta, 'loadavg_start')} at the start, {load(meta, 'loadavg_end')} at the end.", "",
+           "| case | metric | gpulab | PyTorch | ratio | goal | met | ratio vs PyTorch with "
+           "`OMP_WAIT_POLICY=PASSIVE` | same, reference `--channels_last` |",
+           "|---|---|---:|---:|---:|---:|:-:|---:|---:|"]
     for case, m, v in rows_of(res):
         g = goal_for(case, m)
         r = v["ratio"]
         met = "-" if (g is None or r is None) else (
             "yes" if (r >= g if v["higher_is_better"] else r <= g) else "no")
         gs = "-" if g is None else (f"≥ {g:.2f}" if v["higher_is_better"] else f"≤ {g:.2f}")
+        extra = []
+        for ratio_key, ref_key in [("ratio_vs_passive_reference", "reference_passive_wait"),
+                                   ("ratio_vs_passive_channels_last_reference",
+                                    "reference_passive_channels_last")]:
+            rr = v.get(ratio_key)
+            extra.append("-" if rr is None else f"{rr:.3f} ({fmt(m, v[ref_key])})")
         out.append(f"| {case} | {m} | {fmt(m, v['gpulab'])} | {fmt(m, v['reference'])} | "
-                   f"{'-' if r is None else f'{r:.3f}'} | {gs} | {met} |")
+                   f"{'-' if r is None else f'{r:.3f}'} | {gs} | {met} | {' | '.join(extra)} |")
     return "\n".join(out)
 
 
