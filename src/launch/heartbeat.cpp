@@ -1,4 +1,6 @@
 // Heartbeat file: fixed-size records written in place, read back with their modification time.
+// A record is "#<progress points> <slowest phase in ms> <what>"; the reader also takes plain
+// text (no counters), which is what a shell script writing the file produces.
 #include "launch/heartbeat.h"
 
 #include <fcntl.h>
@@ -6,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -17,23 +21,22 @@ namespace gpulab::launch {
 
 namespace {
 
-constexpr size_t kRecord = 160;  // longer texts are cut; the reader trims the padding
+constexpr size_t kRecord = 192;  // longer texts are cut; the reader trims the padding
 
 struct Channel {
   std::mutex mu;
   int fd = -1;
   bool opened = false;
   bool armed = false;
+  int64_t progress = 0;
+  std::chrono::steady_clock::time_point last_point;
+  int64_t slowest_ms = 0;
 };
 
 Channel& channel() {
   static Channel c;
   return c;
 }
-
-}  // namespace
-
-namespace {
 
 void write_locked(Channel& c, std::string_view what) {
   if (!c.opened) {
@@ -44,7 +47,11 @@ void write_locked(Channel& c, std::string_view what) {
   if (c.fd < 0) return;
   char buf[kRecord];
   std::memset(buf, ' ', sizeof buf);
-  std::memcpy(buf, what.data(), std::min(what.size(), sizeof buf - 1));
+  int head = std::snprintf(buf, sizeof buf, "#%" PRId64 " %" PRId64 " ", c.progress, c.slowest_ms);
+  const size_t at = std::min(head > 0 ? static_cast<size_t>(head) : 0, sizeof buf - 1);
+  std::memcpy(buf + at, what.data(), std::min(what.size(), sizeof buf - 1 - at));
+  for (char& ch : buf)
+    if (ch == '\0') ch = ' ';  // snprintf's terminator
   buf[sizeof buf - 1] = '\n';
   // Same size every time, so the record is replaced whole and the file never grows.
   (void)!::pwrite(c.fd, buf, sizeof buf, 0);
@@ -55,6 +62,14 @@ void write_locked(Channel& c, std::string_view what) {
 void heartbeat(std::string_view what) {
   Channel& c = channel();
   std::lock_guard<std::mutex> lock(c.mu);
+  const auto now = std::chrono::steady_clock::now();
+  if (c.progress > 0) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - c.last_point).count();
+    c.slowest_ms = std::max<int64_t>(c.slowest_ms, ms);
+  }
+  c.last_point = now;
+  ++c.progress;
   c.armed = true;
   write_locked(c, what);
 }
@@ -73,8 +88,19 @@ std::optional<Beat> read_heartbeat(const std::string& file) {
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
           std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
   std::ifstream in(file);
-  std::getline(in, b.what);
-  b.what = trim(b.what);
+  std::string line;
+  std::getline(in, line);
+  int64_t progress = 0, slowest_ms = 0;
+  int used = 0;
+  if (!line.empty() && line[0] == '#' &&
+      std::sscanf(line.c_str(), "#%" SCNd64 " %" SCNd64 " %n", &progress, &slowest_ms, &used) >=
+          2 &&
+      used > 0) {
+    b.progress = progress;
+    b.slowest_phase_s = static_cast<double>(slowest_ms) / 1000.0;
+    line.erase(0, static_cast<size_t>(used));
+  }
+  b.what = trim(line);
   return b;
 }
 

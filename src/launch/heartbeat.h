@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,9 +17,11 @@ inline constexpr const char* kEnvHeartbeatFile = "GPULAB_HEARTBEAT_FILE";
 // Rank side: records `what` as this rank's latest progress. Cheap (one pwrite of a fixed-size
 // record, no allocation on the steady path); does nothing when no launcher asked for it.
 // Thread-safe: the gradient hooks call it from autograd's threads.
-// The first call arms the channel: progress points that may legitimately wait for slow peers
-// during start-up (the first collectives) use heartbeat_if_armed, so they count only once the
-// rank has started its real work.
+// heartbeat() marks a progress point (a training or evaluation batch starts, a checkpoint): it
+// counts them and times the phase between two of them, so the launcher can learn how long a
+// healthy phase takes. The first call arms the channel: waits inside a phase (collectives, which
+// may legitimately wait for slow peers during start-up) use heartbeat_if_armed, which refreshes
+// the record without counting, and only once the rank has started its real work.
 void heartbeat(std::string_view what);
 void heartbeat_if_armed(std::string_view what);
 
@@ -27,6 +30,8 @@ void heartbeat_if_armed(std::string_view what);
 struct Beat {
   std::chrono::system_clock::time_point when;  // the file's modification time
   std::string what;
+  int64_t progress = 0;        // progress points so far (0: a record written by other means)
+  double slowest_phase_s = 0;  // the longest time between two progress points so far
 };
 std::optional<Beat> read_heartbeat(const std::string& file);
 

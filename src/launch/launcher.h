@@ -13,6 +13,32 @@
 
 namespace gpulab::launch {
 
+// When a rank that still runs but makes no progress is hung (its heartbeat, launch/heartbeat.h,
+// is older than a limit): the group is then stopped. A rank stopped by a signal (SIGSTOP) is
+// caught at once whatever this says.
+struct HangPolicy {
+  // > 0: a fixed limit, watched from a rank's first beat (--heartbeat_timeout S).
+  std::chrono::milliseconds fixed{0};
+  // With no fixed limit: learn it (--heartbeat_timeout auto). A rank is watched once it has
+  // passed `warmup` progress points (its first steps, which include one-time set-up, are timed
+  // but not judged), and is hung when silent for longer than max(floor, factor x the slowest
+  // phase between two progress points that any rank has reported). false: no hang detection
+  // (--heartbeat_timeout 0).
+  bool adaptive = false;
+  std::chrono::milliseconds floor{60000};
+  double factor = 10;
+  int64_t warmup = 4;
+
+  bool off() const { return fixed.count() <= 0 && !adaptive; }
+  // The limit given the slowest phase seen so far, and how it was found, for the message.
+  std::chrono::milliseconds limit(double slowest_phase_s) const;
+  std::string explain(double slowest_phase_s) const;
+};
+
+// --heartbeat_timeout ("auto", 0 for off, or seconds) and --heartbeat_floor (seconds) as a
+// policy; an error for anything else.
+Result<HangPolicy> hang_policy_from_flags(const std::string& timeout, double floor_s);
+
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
@@ -24,9 +50,7 @@ struct LaunchOptions {
   int threads_per_rank = 0;  // 0: this host's cores split between the local ranks
   // SIGTERM first, SIGKILL after this: ranks stopped well inside the 10 s budget.
   std::chrono::milliseconds stop_grace{3000};
-  // A rank whose heartbeat (launch/heartbeat.h) is older than this is hung: the group is
-  // stopped. 0: off. Only ranks that have beaten at least once are watched.
-  std::chrono::milliseconds heartbeat_timeout{0};
+  HangPolicy hang;                         // when a rank whose heartbeat went quiet is hung
   std::map<std::string, std::string> env;  // added to every rank's environment
   bool verbose = true;                     // launcher status lines on stderr
 };
@@ -39,11 +63,12 @@ struct RankFailure {
   int exit_code = 0;          // when it exited
   int signal = 0;             // when a signal ended it
   int stopped_by = 0;         // when a signal (SIGSTOP, SIGTSTP) stopped it: it hangs its peers
-  double silent_s = 0;        // when its heartbeat went quiet for longer than the timeout
+  double silent_s = 0;        // when its heartbeat went quiet for longer than the limit
+  std::string limit;          // that limit and where it came from ("limit 6.0 s = 10 x ...")
   std::string last_progress;  // its last heartbeat record, when known
   std::string error;          // what the rank wrote to its error file, if anything
   // "rank 1 (pid 4242) was killed by signal 9 (SIGKILL)" [+ ": <error>"], "... was stopped by
-  // signal 19 (SIGSTOP)", "... made no progress for 6.0 s (last: ...)".
+  // signal 19 (SIGSTOP)", "... hangs: no progress for 6.1 s (limit ...) (last progress: ...)".
   std::string describe() const;
 };
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -82,6 +83,7 @@ std::string RankFailure::describe() const {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f", silent_s);
     s += std::string(" hangs: no progress for ") + buf + " s";
+    if (!limit.empty()) s += " (" + limit + ")";
   } else {
     s += " exited with code " + std::to_string(exit_code);
   }
@@ -189,33 +191,37 @@ std::optional<RankFailure> RankGroup::reap(bool blocking, bool record) {
   return failures.front();
 }
 
-std::optional<RankFailure> RankGroup::check_progress(std::chrono::milliseconds timeout) const {
-  if (timeout.count() <= 0) return std::nullopt;
+std::optional<RankFailure> RankGroup::check_progress(const HangPolicy& policy) {
+  if (policy.off()) return std::nullopt;
   const auto now = std::chrono::system_clock::now();
-  const Proc* oldest = nullptr;
-  std::optional<Beat> oldest_beat;
+  std::vector<std::optional<Beat>> beats;
   for (const Proc& p : procs_) {
-    if (!p.running) continue;
-    auto b = read_heartbeat(p.spec.heartbeat_file);
-    if (!b || now - b->when <= timeout) continue;
-    if (!oldest || b->when < oldest_beat->when) {
-      oldest = &p;
-      oldest_beat = b;
-    }
+    beats.push_back(p.running ? read_heartbeat(p.spec.heartbeat_file) : std::nullopt);
+    if (beats.back()) slowest_phase_s_ = std::max(slowest_phase_s_, beats.back()->slowest_phase_s);
   }
-  if (!oldest) return std::nullopt;
+  const auto limit = policy.limit(slowest_phase_s_);
+  size_t oldest = procs_.size();
+  for (size_t i = 0; i < procs_.size(); ++i) {
+    const auto& b = beats[i];
+    if (!b || now - b->when <= limit) continue;
+    // Learning the limit needs a few timed phases first: until then, a rank is not judged.
+    if (policy.fixed.count() <= 0 && b->progress < policy.warmup) continue;
+    if (oldest == procs_.size() || b->when < beats[oldest]->when) oldest = i;
+  }
+  if (oldest == procs_.size()) return std::nullopt;
+  const Proc& hung = procs_[oldest];
   RankFailure f;
-  f.rank = oldest->spec.rank;
-  f.local_rank = oldest->spec.local_rank;
-  f.pid = oldest->pid;
-  f.silent_s = std::chrono::duration<double>(now - oldest_beat->when).count();
-  f.last_progress = oldest_beat->what;
+  f.rank = hung.spec.rank;
+  f.local_rank = hung.spec.local_rank;
+  f.pid = hung.pid;
+  f.silent_s = std::chrono::duration<double>(now - beats[oldest]->when).count();
+  f.limit = policy.explain(slowest_phase_s_);
+  f.last_progress = beats[oldest]->what;
   // The peers it blocks are usually inside a collective: say which.
-  for (const Proc& p : procs_) {
-    if (!p.running || &p == oldest) continue;
-    if (auto b = read_heartbeat(p.spec.heartbeat_file); b && !b->what.empty())
-      f.error += (f.error.empty() ? "" : "; ") + std::string("rank ") +
-                 std::to_string(p.spec.rank) + ": " + b->what;
+  for (size_t i = 0; i < procs_.size(); ++i) {
+    if (i == oldest || !beats[i] || beats[i]->what.empty()) continue;
+    f.error += (f.error.empty() ? "" : "; ") + std::string("rank ") +
+               std::to_string(procs_[i].spec.rank) + ": " + beats[i]->what;
   }
   if (!f.error.empty()) f.error = "the other ranks were at: " + f.error;
   return f;

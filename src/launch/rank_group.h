@@ -38,9 +38,9 @@ class RankGroup {
   // exits its echo), or nullopt. done() tells whether all have ended.
   std::optional<RankFailure> poll(std::chrono::milliseconds timeout);
   bool done() const { return alive_ == 0; }
-  // A rank whose heartbeat is older than `timeout` (the oldest such rank), or nullopt. The
-  // report adds where the other ranks are waiting.
-  std::optional<RankFailure> check_progress(std::chrono::milliseconds timeout) const;
+  // A rank whose heartbeat is older than the policy's limit (the oldest such rank), or nullopt.
+  // The report says the limit and adds where the other ranks are waiting.
+  std::optional<RankFailure> check_progress(const HangPolicy& policy);
 
   // SIGTERM to the whole group, SIGKILL after `grace`, and reap every rank.
   void stop(std::chrono::milliseconds grace);
@@ -58,6 +58,7 @@ class RankGroup {
   std::vector<Proc> procs_;
   pid_t pgid_ = -1;
   int alive_ = 0;
+  double slowest_phase_s_ = 0;  // the longest phase any rank of this group has reported
 };
 
 // "SIGKILL" for 9.

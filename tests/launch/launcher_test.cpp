@@ -157,7 +157,7 @@ TEST_F(LauncherTest, SilentHeartbeatIsAHangNamingTheRankAndWhereTheOthersWait) {
               "$GPULAB_HEARTBEAT_FILE; sleep 60; fi; "
               "for i in 1 2 3 4 5 6 7 8 9 10; do printf 'waiting in allreduce of gradient "
               "bucket 1 of 4' > $GPULAB_HEARTBEAT_FILE; sleep 0.5; done; sleep 60");
-  o.heartbeat_timeout = std::chrono::milliseconds(1500);
+  o.hang.fixed = std::chrono::milliseconds(1500);
   auto t0 = std::chrono::steady_clock::now();
   auto r = run_launch(o);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -180,7 +180,7 @@ TEST_F(LauncherTest, SilentHeartbeatIsAHangNamingTheRankAndWhereTheOthersWait) {
 TEST_F(LauncherTest, RankThatNeverBeatsIsNotAHang) {
   // Start-up (data loading, rendezvous) does not beat; the watch starts with a rank's first beat.
   auto o = sh(2, "sleep 1.2; echo ok > $D/done$RANK");
-  o.heartbeat_timeout = std::chrono::milliseconds(300);
+  o.hang.fixed = std::chrono::milliseconds(300);
   auto r = run_launch(o);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 0) << r->message;

@@ -2,6 +2,8 @@
 // variable names), stops them all when one fails, and restarts the group if asked to.
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "commands.h"
 #include "core/error.h"
@@ -12,6 +14,7 @@ namespace gpulab::cli {
 void add_launch_command(CLI::App& app, CommandContext& ctx) {
   auto o = std::make_shared<launch::LaunchOptions>();
   auto grace_s = std::make_shared<double>(3.0);
+  auto hang = std::make_shared<std::pair<std::string, double>>("auto", 60.0);
   auto* cmd = app.add_subcommand(
       "launch", "Run a command as N ranks (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT set)");
   cmd->footer("Example: gpulab launch --nproc_per_node 2 -- ./my_rank_program --flag");
@@ -37,9 +40,24 @@ void add_launch_command(CLI::App& app, CommandContext& ctx) {
                   "seconds between SIGTERM and SIGKILL when stopping the ranks")
       ->check(CLI::Range(0.0, 60.0))
       ->capture_default_str();
+  cmd->add_option("--heartbeat_timeout", hang->first,
+                  "when a rank that writes $GPULAB_HEARTBEAT_FILE (gpulab train does) and stops "
+                  "making progress is hung: auto (10 x its slowest phase, at least "
+                  "--heartbeat_floor), seconds, or 0 (off)")
+      ->check([](const std::string& v) {
+        return launch::hang_policy_from_flags(v, 60).ok()
+                   ? std::string()
+                   : v + " is not in {auto, 0 (off), seconds up to 86400}";
+      })
+      ->capture_default_str();
+  cmd->add_option("--heartbeat_floor", hang->second,
+                  "seconds of silence that --heartbeat_timeout auto always allows")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   cmd->add_option("command", o->command, "the command each rank runs (after --)")->required();
-  cmd->callback([o, grace_s, &ctx] {
+  cmd->callback([o, grace_s, hang, &ctx] {
     o->stop_grace = std::chrono::milliseconds(static_cast<int64_t>(*grace_s * 1000));
+    o->hang = launch::hang_policy_from_flags(hang->first, hang->second).value_or_throw();
     auto r = launch::run_launch(*o).value_or_throw();
     if (r.exit_code != 0) {
       std::fflush(stdout);

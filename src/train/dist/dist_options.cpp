@@ -46,11 +46,23 @@ void add_dist_options(CLI::App* cmd, DistOptions& o, bool training) {
       ->check(CLI::Range(0, 1000))
       ->group(g)
       ->capture_default_str();
-  cmd->add_option("--heartbeat_timeout", o.heartbeat_timeout_s,
-                  "seconds a rank may go without progress (a training or evaluation batch, a "
-                  "collective) before the launcher stops the job as hung; 0: off. Set it above "
-                  "the slowest batch")
-      ->check(CLI::Range(0.0, 86400.0))
+  cmd->add_option("--heartbeat_timeout", o.heartbeat_timeout,
+                  "when a rank that runs but makes no progress (a training or evaluation batch, "
+                  "a collective) is hung and the job stopped: auto (a rank silent for longer "
+                  "than 10 x the slowest step or evaluation batch seen, and at least "
+                  "--heartbeat_floor, once it has done a few steps), seconds (a fixed limit), "
+                  "or 0 (off)")
+      ->check([](const std::string& v) {
+        return launch::hang_policy_from_flags(v, 60).ok()
+                   ? std::string()
+                   : v + " is not in {auto, 0 (off), seconds up to 86400}";
+      })
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--heartbeat_floor", o.heartbeat_floor_s,
+                  "seconds of silence that --heartbeat_timeout auto always allows (raise it "
+                  "when checkpoints take longer to write)")
+      ->check(CLI::Range(0.1, 86400.0))
       ->group(g)
       ->capture_default_str();
   cmd->add_flag("--sync_bn", o.sync_bn, "BatchNorm statistics over the global batch")->group(g);
@@ -77,8 +89,8 @@ std::optional<int> launch_if_needed(const DistOptions& o) {
   lo.master_addr = o.master_addr;
   lo.master_port = o.master_port;
   lo.max_restarts = o.max_restarts;
-  lo.heartbeat_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout_s * 1000));
+  lo.hang =
+      launch::hang_policy_from_flags(o.heartbeat_timeout, o.heartbeat_floor_s).value_or_throw();
   lo.command = launch::self_command_line();
   auto r = launch::run_launch(lo).value_or_throw();
   if (r.exit_code != 0) {

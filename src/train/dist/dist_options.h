@@ -20,7 +20,11 @@ struct DistOptions {
   std::string master_addr;  // empty: 127.0.0.1
   int master_port = 0;      // 0: a free port (one node) or 29500 (several)
   int max_restarts = 0;
-  double heartbeat_timeout_s = 0;  // a rank silent for longer is hung (0: off; SIGSTOP always)
+  // Hang detection (launch::HangPolicy): "auto" learns the limit from the ranks' step times,
+  // with heartbeat_floor_s as its least value; "0" is off; seconds set a fixed limit. A rank
+  // stopped by a signal is caught at once whatever this says.
+  std::string heartbeat_timeout = "auto";
+  double heartbeat_floor_s = 60;
   // Inside a rank.
   std::string backend = "auto";  // auto | nccl | gloo
   bool sync_bn = false;
@@ -32,7 +36,8 @@ struct DistOptions {
 };
 
 // Registers --nproc_per_node, --nnodes, --node_rank, --master_addr, --master_port,
-// --max_restarts, --heartbeat_timeout, --backend, --sync_bn, --bucket_cap_mb, --grad_compression,
+// --max_restarts, --heartbeat_timeout, --heartbeat_floor, --backend, --sync_bn, --bucket_cap_mb,
+// --grad_compression,
 // --dist_timeout.
 void add_dist_options(CLI::App* cmd, DistOptions& o, bool training = true);
 

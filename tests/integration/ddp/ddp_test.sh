@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end DDP checks through the gpulab CLI on CPU (Gloo): equivalence of 1, 2 and 3 ranks;
 # a 4-rank job over two network namespaces; SIGKILL of a rank; SIGSTOP of a rank (a hang);
-# --max_restarts resume.
+# --max_restarts resume; a rank that hangs while still running (stall), found by the default
+# hang detection.
 # Bad options are rejected once, before any rank starts.
-# usage: ddp_test.sh equivalence|multinode|kill|hang|restart|options /path/to/gpulab
+# usage: ddp_test.sh equivalence|multinode|kill|hang|restart|stall|options /path/to/gpulab
 # Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 set -uo pipefail
 
@@ -18,6 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+PY=/usr/bin/python3  # Debian's interpreter (the standard library is all these scripts need)
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIPPED: $*"; exit 77; }
 
@@ -34,7 +36,7 @@ run() {
   local code=$?
   [ $code = 0 ] || { cat "$WORK/$name.log"; fail "$name exited with $code"; }
 }
-compare() { python3 "$HERE/compare_weights.py" "$WORK/$1/model.safetensors" "$WORK/$2/model.safetensors" "${3:-1e-5}" \
+compare() { $PY "$HERE/compare_weights.py" "$WORK/$1/model.safetensors" "$WORK/$2/model.safetensors" "${3:-1e-5}" \
   || fail "weights of $1 and $2 differ"; }
 accuracy() { grep "Test accuracy" "$WORK/$1.log" | tail -1 | awk '{print $3}'; }
 count() { grep -c -- "$2" "$WORK/$1.log"; }
@@ -77,7 +79,10 @@ multinode)
   ip -n "$N0" addr add 10.200.0.1/24 dev gla$$ && ip -n "$N1" addr add 10.200.0.2/24 dev glb$$ || fail "addresses"
   for ns in "$N0" "$N1"; do ip -n "$ns" link set lo up; done
   ip -n "$N0" link set gla$$ up && ip -n "$N1" link set glb$$ up || fail "links up"
-  SHORT=(--subset 24 --num_epochs 1)
+  # float64 (--precision fp64), as in the equivalence case: in fp32 two steps already differ by
+  # about 5e-6 (summation order), too close to a 1e-5 limit to be a robust check; in fp64 the
+  # two runs agree to ~1e-15, so any difference above 1e-9 is a real one. 2 steps of batch 12.
+  SHORT=(--precision fp64 --subset 24 --num_epochs 1 --limit_eval_batches 1)
   run single "$GPULAB" "${COMMON[@]}" "${SHORT[@]}"
   MN=(--batch_size_scaled --nnodes 2 --nproc_per_node 2 --master_addr 10.200.0.1 --master_port 29431)
   ip netns exec "$N1" "$GPULAB" "${COMMON[@]}" "${SHORT[@]}" "${MN[@]}" --node_rank 1 \
@@ -88,8 +93,8 @@ multinode)
   cat "$WORK/node0.log" | grep -E "Hello|Backend|World size|Test accuracy"
   grep -E "Hello" "$WORK/node1.log"
   grep -q "World size: 4" "$WORK/node0.log" || fail "rank 0 did not see 4 ranks"
-  echo "== 4 ranks on two hosts vs one process"
-  compare node0 single
+  echo "== 4 ranks on two hosts vs one process (float64, 2 steps)"
+  compare node0 single 1e-9
   [ "$(accuracy node0)" = "$(accuracy single)" ] || fail "test accuracy $(accuracy node0) vs $(accuracy single)"
   ;;
 
@@ -124,17 +129,17 @@ kill|hang|restart)
   if [ "$CASE" != restart ]; then
     wait $LAUNCHER; CODE=$?
     T1=$(date +%s.%N)
-    SECS=$(python3 -c "print(f'{$T1-$T0:.2f}')")
+    SECS=$($PY -c "print(f'{$T1-$T0:.2f}')")
     grep -E "gpulab launch|error:" "$WORK/job.log"
     echo "launcher exited with code $CODE, $SECS s after the SIG$SIG"
     [ "$CODE" != 0 ] || fail "exit code 0 after a rank was killed"
-    python3 -c "import sys; sys.exit(0 if $T1-$T0 < 10 else 1)" || fail "took $SECS s (limit 10)"
+    $PY -c "import sys; sys.exit(0 if $T1-$T0 < 10 else 1)" || fail "took $SECS s (limit 10)"
     grep -q "error: rank 1 (pid $VICTIM) $WHAT" "$WORK/job.log" || fail "message does not name rank 1 and SIG$SIG"
     grep -q "hangs: no progress" "$WORK/job.log" && fail "the heartbeat tripped on a healthy rank"
     for p in $RANKS; do
       if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then fail "rank pid $p survived"; fi
     done
-    python3 -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $PORT))" \
+    $PY -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $PORT))" \
       || fail "port $PORT still bound"
     echo "all ranks gone, port $PORT free"
   else
@@ -146,6 +151,48 @@ kill|hang|restart)
     echo "== resumed run vs uninterrupted run"
     compare job straight
   fi
+  ;;
+stall)
+  # A rank that hangs while it still runs (a deadlock, an endless loop): nothing ends or stops,
+  # only its heartbeat goes quiet. The test hook GPULAB_TEST_STALL=1:6 (src/train/dist/
+  # ddp_context.h) makes rank 1 sleep for good before its 6th step. The job runs with the
+  # default hang detection (--heartbeat_timeout auto: once a rank has done a few steps, silence
+  # longer than 10 x the slowest step seen, and at least --heartbeat_floor, is a hang), with the
+  # floor lowered from 60 s to 2 s so that the test is short.
+  JOB=(--subset 1200 --num_epochs 20 --nproc_per_node 3 --batch_size_scaled --heartbeat_floor 2)
+  GPULAB_TEST_STALL=1:6 "$GPULAB" "${COMMON[@]}" "${JOB[@]}" --output_dir "$WORK/job" >"$WORK/job.log" 2>&1 &
+  LAUNCHER=$!
+  for _ in $(seq 1500); do
+    grep -q "stalls before micro-step" "$WORK/job.log" && break
+    kill -0 $LAUNCHER 2>/dev/null || { cat "$WORK/job.log"; fail "job ended before the stall"; }
+    sleep 0.2
+  done
+  T0=$(date +%s.%N)
+  RANKS=$(pgrep -P $LAUNCHER)
+  VICTIM=""
+  for p in $RANKS; do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "RANK=1" && VICTIM=$p; done
+  [ -n "$VICTIM" ] || { cat "$WORK/job.log"; fail "rank 1 not found among $RANKS"; }
+  PORT=$(sed -n 's/.*master 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/job.log" | head -1)
+  wait $LAUNCHER; CODE=$?
+  T1=$(date +%s.%N)
+  grep -E "stalls before|gpulab launch|error:" "$WORK/job.log"
+  SECS=$($PY -c "print(f'{$T1-$T0:.2f}')")
+  echo "launcher exited with code $CODE, $SECS s after rank 1 stalled"
+  [ "$CODE" = 124 ] || { cat "$WORK/job.log"; fail "exit code $CODE, expected 124 (hung)"; }
+  grep -q "error: rank 1 (pid $VICTIM) hangs: no progress for .* s (limit .*) (last progress: epoch 1 batch 6 of [0-9]*)" \
+    "$WORK/job.log" || fail "the message does not name rank 1, the limit and its last progress"
+  grep -q "the other ranks were at: rank 0: waiting in" "$WORK/job.log" || fail "no word on where the others wait"
+  grep -q "collective timeout" "$WORK/job.log" && fail "found by the collective timeout, not the heartbeat"
+  # Found well before the collective timeout (300 s), and stopped within 10 s once found.
+  $PY -c "import sys; sys.exit(0 if $T1-$T0 < 60 else 1)" || fail "took $SECS s"
+  STOP=$(sed -n 's/.*all ranks stopped in \([0-9.]*\) s.*/\1/p' "$WORK/job.log" | head -1)
+  $PY -c "import sys; sys.exit(0 if 0 <= ${STOP:-99} < 10 else 1)" || fail "ranks stopped in ${STOP:-?} s (limit 10)"
+  for p in $RANKS; do
+    if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then fail "rank pid $p survived"; fi
+  done
+  $PY -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $PORT))" \
+    || fail "port $PORT still bound"
+  echo "all ranks gone, port $PORT free"
   ;;
 options)
   # Each bad option: exit 2, one error, no rank started (no launcher line, no hello).
@@ -165,6 +212,7 @@ options)
   check_bad "not in {sgd,adam,adamw,rmsprop}" --optimizer nosuch
   check_bad "not expected" --no_such_flag 3
   check_bad "smaller than the 2 processes" --batch_size_scaled --batch_size 1
+  check_bad "not in {auto, 0 (off), seconds" --heartbeat_timeout soon
   ;;
 *) fail "unknown case $CASE" ;;
 esac
