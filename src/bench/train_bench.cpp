@@ -139,6 +139,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   r.threads = at::get_num_threads();
   r.omp_wait_policy = train::omp_wait_policy();
   r.device = trainer.device().str();
+  r.memory_format = trainer.memory_format().name;
+  r.memory_format_reason = trainer.memory_format().reason;
   r.peak_host_memory_bytes = peak_rss_bytes();
   r.peak_device_memory_bytes = device_peak(trainer.device());
   if (profile) {
@@ -157,6 +159,7 @@ Json TrainBenchResult::to_json() const {
          {"batch_size", batch_size},
          {"threads", threads},
          {"omp_wait_policy", omp_wait_policy},
+         {"memory_format", memory_format},
          {"device", device},
          {"peak_host_memory_bytes", peak_host_memory_bytes},
          {"torch", TORCH_VERSION}};
@@ -173,10 +176,12 @@ std::string TrainBenchResult::summary() const {
   std::string s = fmt::format(
       "Throughput: {:.1f} images/s ({} steps x {} images x {} processes, {} threads, {})\n"
       "OpenMP wait policy: {}\n"
+      "Memory format: {} ({})\n"
       "Time: {:.3f}s ({:.1f}% waiting for data, {:.1f}% compute)\n"
       "Peak host memory: {:.0f} MiB",
-      images_per_second, steps, batch_size, world_size, threads, device, omp_wait_policy, total,
-      100 * data_seconds / std::max(1e-9, total), 100 * compute_seconds / std::max(1e-9, total),
+      images_per_second, steps, batch_size, world_size, threads, device, omp_wait_policy,
+      memory_format, memory_format_reason, total, 100 * data_seconds / std::max(1e-9, total),
+      100 * compute_seconds / std::max(1e-9, total),
       static_cast<double>(peak_host_memory_bytes) / (1 << 20));
   if (peak_device_memory_bytes)
     s += fmt::format(", peak device memory: {:.0f} MiB",

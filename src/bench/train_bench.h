@@ -31,6 +31,8 @@ struct TrainBenchResult {
   int64_t batch_size = 0;  // per process
   int threads = 0;
   std::string omp_wait_policy;  // how idle intra-op threads wait (train/thread_env.h)
+  std::string memory_format;    // the layout the trainer chose, and why (train/memory_format.h)
+  std::string memory_format_reason;
   std::string device;
   int64_t peak_host_memory_bytes = 0;               // rank 0's maximum resident set
   std::optional<int64_t> peak_device_memory_bytes;  // CUDA builds: allocator peak

@@ -25,6 +25,10 @@ const std::vector<std::string>& normalize_names() {
   static const std::vector<std::string> names = {"imagenet", "neg_one_one", "zero_one"};
   return names;
 }
+const std::vector<std::string>& memory_format_names() {
+  static const std::vector<std::string> names = {"auto", "channels_last", "contiguous"};
+  return names;
+}
 
 std::string effective_output_dir(const TrainOptions& opts) {
   if (!opts.output_dir.empty()) return opts.output_dir;
@@ -53,12 +57,17 @@ bool valid_device(const std::string& d) {
 }  // namespace
 
 Status validate(const TrainOptions& o) {
-  for (auto [flag, value, valid] : {std::tuple{"optimizer", &o.optimizer, &optimizer_names()},
-                                    std::tuple{"lr_schedule", &o.lr_schedule, &schedule_names()},
-                                    std::tuple{"precision", &o.precision, &precision_names()},
-                                    std::tuple{"normalize", &o.normalize, &normalize_names()}}) {
+  for (auto [flag, value, valid] :
+       {std::tuple{"optimizer", &o.optimizer, &optimizer_names()},
+        std::tuple{"lr_schedule", &o.lr_schedule, &schedule_names()},
+        std::tuple{"precision", &o.precision, &precision_names()},
+        std::tuple{"normalize", &o.normalize, &normalize_names()},
+        std::tuple{"memory_format", &o.memory_format, &memory_format_names()}}) {
     if (auto s = one_of(flag, *value, *valid); !s) return s;
   }
+  if (o.channels_last && o.memory_format == "contiguous")
+    return bad("--channels_last and --memory_format contiguous contradict each other",
+               "pass one of them");
   if (!valid_device(o.device))
     return bad("--device '" + o.device + "' is not valid", "valid values: auto, cpu, cuda, cuda:N");
   if (!(o.learning_rate > 0)) return bad("--learning_rate must be > 0");
@@ -120,6 +129,7 @@ Json options_to_json(const TrainOptions& o) {
               {"log_every", o.log_every},
               {"precision", o.precision},
               {"channels_last", o.channels_last},
+              {"memory_format", o.memory_format},
               {"seed", o.seed},
               {"deterministic", o.deterministic},
               {"device", o.device},

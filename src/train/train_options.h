@@ -43,7 +43,8 @@ struct TrainOptions {
 
   // Execution.
   std::string precision = "fp32";
-  bool channels_last = false;
+  bool channels_last = false;          // --channels_last: same as memory_format channels_last
+  std::string memory_format = "auto";  // auto | channels_last | contiguous (train/memory_format.h)
   int64_t seed = 0;
   bool deterministic = false;
   std::string device = "auto";
@@ -72,6 +73,7 @@ const std::vector<std::string>& optimizer_names();
 const std::vector<std::string>& schedule_names();
 const std::vector<std::string>& precision_names();
 const std::vector<std::string>& normalize_names();
+const std::vector<std::string>& memory_format_names();
 
 // The run folder: output_dir, or runs/<model>-<dataset> when none was given.
 std::string effective_output_dir(const TrainOptions& opts);

@@ -14,6 +14,7 @@
 #include "launch/launcher.h"
 #include "launch/rank_env.h"
 #include "train/checkpoint.h"
+#include "train/memory_format.h"
 #include "train/models/registry.h"
 #include "train/optim/optimizers.h"
 #include "train/progress.h"
@@ -157,11 +158,9 @@ void Trainer::setup_model() {
   mo.image_size = opts_.input_size;
   model_ = create_model(opts_.model, mo);
   model_->to(device_, compute_dtype_);
-  if (opts_.channels_last) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model_->parameters())
-      if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
-  }
+  memory_format_ =
+      choose_memory_format(opts_, device_, find_model(opts_.model).value_or_throw()->family);
+  if (memory_format_.channels_last) make_channels_last(*model_);
   dist_->prepare_model(*model_);
 }
 
@@ -194,6 +193,9 @@ void Trainer::maybe_resume() {
     ckpt = checkpoint_at(opts_.resume).value_or_throw();
   }
   TrainState s = load_checkpoint(*ckpt, *model_, *optimizer_).value_or_throw();
+  // Loading replaces the parameters' storage with the file's layout (a checkpoint written in
+  // the other layout); this run's layout is the one chosen above.
+  if (memory_format_.channels_last) make_channels_last(*model_);
   if (s.options.contains("model") && s.options["model"] != opts_.model)
     throw Exception(Code::kInvalidArgument,
                     "checkpoint " + ckpt->file.string() + " holds a " +
@@ -231,7 +233,8 @@ void Trainer::print_header() const {
       opts_.threads <= 0 && dist_->local_world_size > 1
           ? fmt::format(" per rank (cores split between {} local ranks)", dist_->local_world_size)
           : "",
-      opts_.precision, opts_.channels_last ? ", channels_last" : ""));
+      opts_.precision, memory_format_.channels_last ? ", channels_last" : ""));
+  say(fmt::format("Memory format: {} ({})", memory_format_.name, memory_format_.reason));
   say("Normalization: " + opts_.normalize);
   if (!precision_note_.empty()) say(precision_note_);
   if (!resumed_from_.empty())
@@ -276,7 +279,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     const bool last_micro = b == group_start + group_size - 1;
     if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
     torch::Tensor x = batch->images.to(compute_dtype_);
-    if (opts_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    if (memory_format_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
     dist_->before_backward(*model_, last_micro);
     torch::Tensor logits, loss;
     {
@@ -331,7 +334,7 @@ void Trainer::evaluate(EpochRecord& rec) {
     if (opts_.limit_eval_batches > 0 && b >= opts_.limit_eval_batches) break;
     launch::heartbeat(fmt::format("evaluation batch {}", ++b));
     torch::Tensor x = batch->images.to(compute_dtype_);
-    if (opts_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    if (memory_format_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
     torch::Tensor logits;
     {
       AutocastGuard autocast(precision_, device_);
@@ -393,7 +396,8 @@ void Trainer::write_outputs(TrainResult& result) {
       {"batch size (per process)", std::to_string(batch_per_process_)},
       {"processes", std::to_string(dist_->world_size)},
       {"device", fmt::format("{} ({} threads)", device_.str(), threads_)},
-      {"precision", opts_.precision}};
+      {"precision", opts_.precision},
+      {"memory format", memory_format_.name}};
   double best = 0;
   for (const auto& e : history_) best = std::max(best, e.test_top1.value_or(0.0));
   info.facts.emplace_back("best test top-1", fmt::format("{:.4f}", best));
@@ -420,6 +424,7 @@ TrainResult Trainer::run() {
                                             {"world_size", dist_->world_size},
                                             {"device", device_.str()},
                                             {"threads", threads_},
+                                            {"memory_format", memory_format_.name},
                                             {"resumed_from", resumed_from_}});
   }
   TrainResult result;

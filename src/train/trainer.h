@@ -13,6 +13,7 @@
 #include "train/data/datasets.h"
 #include "train/data/loader.h"
 #include "train/dist_hooks.h"
+#include "train/memory_format.h"
 #include "train/metrics.h"
 #include "train/models/classifier.h"
 #include "train/optim/loss_scaler.h"
@@ -45,6 +46,7 @@ class Trainer {
   // Access for tests and for the DDP layer.
   Classifier& model() { return *model_; }
   const torch::Device& device() const { return device_; }
+  const MemoryFormatChoice& memory_format() const { return memory_format_; }
   void set_step_hooks(StepHooks hooks) { hooks_ = std::move(hooks); }
 
  private:
@@ -69,6 +71,7 @@ class Trainer {
   Precision precision_ = Precision::kFp32;
   torch::ScalarType compute_dtype_ = torch::kFloat;  // kDouble under --precision fp64
   std::string precision_note_;
+  MemoryFormatChoice memory_format_;  // chosen in setup_model
   int threads_ = 1;
   int64_t batch_per_process_ = 0;
 

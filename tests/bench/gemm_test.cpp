@@ -18,6 +18,10 @@ TEST(GemmTest, CpuFp32AllIterationsPass) {
   EXPECT_DOUBLE_EQ(r.success_rate(), 100.0);
   EXPECT_GT(r.gflops(), 0.0);
   EXPECT_LT(r.max_rel_error, 1e-4);
+  // Only the products are timed; the loop around them (with the checks) takes longer.
+  EXPECT_GT(r.total_seconds, 0.0);
+  EXPECT_GT(r.wall_seconds, r.total_seconds);
+  EXPECT_EQ(r.to_json()["wall_seconds"], r.wall_seconds);
   EXPECT_EQ(r.device.device, "cpu");
   EXPECT_GT(r.device.multiprocessor_count, 0);
 }

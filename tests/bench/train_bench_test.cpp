@@ -45,10 +45,25 @@ TEST(TrainBench, SyntheticStepsSplitIntoDataAndCompute) {
   EXPECT_GT(r.peak_host_memory_bytes, int64_t{50} << 20);
   EXPECT_FALSE(r.peak_device_memory_bytes.has_value());
   const Json j = r.to_json();
-  for (const char* k : {"images_per_second", "data_seconds", "compute_seconds",
-                        "peak_host_memory_bytes", "threads", "omp_wait_policy", "torch"})
+  for (const char* k :
+       {"images_per_second", "data_seconds", "compute_seconds", "peak_host_memory_bytes", "threads",
+        "omp_wait_policy", "memory_format", "torch"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_NE(r.summary().find("waiting for data"), std::string::npos) << r.summary();
+  // A ResNet in fp32 on the CPU trains channels-last unless told otherwise, and says so.
+  EXPECT_EQ(r.memory_format, "channels_last");
+  EXPECT_NE(r.summary().find("Memory format: channels_last (auto"), std::string::npos)
+      << r.summary();
+}
+
+TEST(TrainBench, MemoryFormatContiguousIsHonoured) {
+  auto o = small_run();
+  o.steps = 1;
+  o.warmup = 0;
+  o.train.memory_format = "contiguous";
+  auto r = bench::run_train_bench(o);
+  EXPECT_EQ(r.memory_format, "contiguous");
+  EXPECT_EQ(r.to_json()["memory_format"], "contiguous");
 }
 
 TEST(TrainBench, CifarFilesThroughTheCliAsJson) {

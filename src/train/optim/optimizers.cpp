@@ -2,6 +2,7 @@
 #include "train/optim/optimizers.h"
 
 #include "core/error.h"
+#include "train/optim/fused_sgd.h"
 
 namespace gpulab::train {
 
@@ -47,6 +48,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
   if (s.name == "sgd") {
     auto base = o::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay);
     base.nesterov(s.nesterov && s.momentum > 0);
+    if (s.fused) return build<FusedSgd>(base, std::move(decay), std::move(no_decay));
     return build<o::SGD>(base, std::move(decay), std::move(no_decay));
   }
   if (s.name == "adam")

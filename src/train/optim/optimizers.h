@@ -17,6 +17,7 @@ struct OptimizerSpec {
   double weight_decay = 0;
   double momentum = 0.9;  // sgd, rmsprop
   bool nesterov = false;  // sgd
+  bool fused = true;      // sgd: one pass per parameter (optim/fused_sgd.h), same numbers
 };
 
 OptimizerSpec optimizer_spec(const TrainOptions& opts);
