@@ -66,6 +66,13 @@ equivalence)
     [ "$(count ddp$n 'Auto-detected backend: gloo')" = 1 ] || fail "expected one 'Auto-detected backend: gloo'"
     [ "$(count ddp$n 'Epoch 2/2')" = 1 ] || fail "epoch lines must come from rank 0 only"
   done
+  # Channels-last parameters (the CPU default for ResNet in fp32) reach DDP's gradient buckets
+  # through strided views: 2 ranks channels-last must match the contiguous single process too.
+  run ddp2cl "$GPULAB" "${LONG[@]}" --threads 1 --batch_size_scaled --nproc_per_node 2 \
+    --memory_format channels_last
+  grep -q "Memory format: channels_last" "$WORK/ddp2cl.log" || fail "expected a channels_last run"
+  echo "== 2 ranks channels-last vs one process contiguous (float64, 8 steps over 2 epochs)"
+  compare ddp2cl single 1e-9
   ;;
 
 multinode)
