@@ -40,6 +40,23 @@ compare() { $PY "$HERE/compare_weights.py" "$WORK/$1/model.safetensors" "$WORK/$
   || fail "weights of $1 and $2 differ"; }
 accuracy() { grep "Test accuracy" "$WORK/$1.log" | tail -1 | awk '{print $3}'; }
 count() { grep -c -- "$2" "$WORK/$1.log"; }
+# The launcher's ranks (RANKS), the pid of rank 1 (VICTIM) and the master port (PORT).
+find_rank1() {
+  RANKS=$(pgrep -P $LAUNCHER)
+  VICTIM=""
+  for p in $RANKS; do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "RANK=1" && VICTIM=$p; done
+  [ -n "$VICTIM" ] || { cat "$WORK/job.log"; fail "rank 1 not found among $RANKS"; }
+  PORT=$(sed -n 's/.*master 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/job.log" | head -1)
+}
+# After a failure: no rank left (a zombie awaiting its reaper counts as gone) and the port free again.
+assert_all_gone() {
+  for p in $RANKS; do
+    if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then fail "rank pid $p survived"; fi
+  done
+  $PY -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $PORT))" \
+    || fail "port $PORT still bound"
+  echo "all ranks gone, port $PORT free"
+}
 
 case "$CASE" in
 equivalence)
@@ -124,11 +141,7 @@ kill|hang|restart)
     sleep 0.2
   done
   if [ "$CASE" != restart ]; then sleep 3; else sleep 0.5; fi
-  RANKS=$(pgrep -P $LAUNCHER)
-  VICTIM=""
-  for p in $RANKS; do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "RANK=1" && VICTIM=$p; done
-  [ -n "$VICTIM" ] || { cat "$WORK/job.log"; fail "rank 1 not found among $RANKS"; }
-  PORT=$(sed -n 's/.*master 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/job.log" | head -1)
+  find_rank1
   T0=$(date +%s.%N)
   if [ "$CASE" = hang ]; then SIG=STOP; WHAT="was stopped by signal 19 (SIGSTOP)"
   else SIG=KILL; WHAT="was killed by signal 9 (SIGKILL)"; fi
@@ -143,12 +156,7 @@ kill|hang|restart)
     $PY -c "import sys; sys.exit(0 if $T1-$T0 < 10 else 1)" || fail "took $SECS s (limit 10)"
     grep -q "error: rank 1 (pid $VICTIM) $WHAT" "$WORK/job.log" || fail "message does not name rank 1 and SIG$SIG"
     grep -q "hangs: no progress" "$WORK/job.log" && fail "the heartbeat tripped on a healthy rank"
-    for p in $RANKS; do
-      if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then fail "rank pid $p survived"; fi
-    done
-    $PY -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $PORT))" \
-      || fail "port $PORT still bound"
-    echo "all ranks gone, port $PORT free"
+    assert_all_gone
   else
     wait $LAUNCHER || { cat "$WORK/job.log"; fail "restarted job failed"; }
     grep -E "gpulab launch|Resumed from" "$WORK/job.log"
@@ -175,11 +183,7 @@ stall)
     sleep 0.2
   done
   T0=$(date +%s.%N)
-  RANKS=$(pgrep -P $LAUNCHER)
-  VICTIM=""
-  for p in $RANKS; do tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "RANK=1" && VICTIM=$p; done
-  [ -n "$VICTIM" ] || { cat "$WORK/job.log"; fail "rank 1 not found among $RANKS"; }
-  PORT=$(sed -n 's/.*master 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/job.log" | head -1)
+  find_rank1
   wait $LAUNCHER; CODE=$?
   T1=$(date +%s.%N)
   grep -E "stalls before|gpulab launch|error:" "$WORK/job.log"
@@ -194,12 +198,7 @@ stall)
   $PY -c "import sys; sys.exit(0 if $T1-$T0 < 60 else 1)" || fail "took $SECS s"
   STOP=$(sed -n 's/.*all ranks stopped in \([0-9.]*\) s.*/\1/p' "$WORK/job.log" | head -1)
   $PY -c "import sys; sys.exit(0 if 0 <= ${STOP:-99} < 10 else 1)" || fail "ranks stopped in ${STOP:-?} s (limit 10)"
-  for p in $RANKS; do
-    if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then fail "rank pid $p survived"; fi
-  done
-  $PY -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $PORT))" \
-    || fail "port $PORT still bound"
-  echo "all ranks gone, port $PORT free"
+  assert_all_gone
   ;;
 options)
   # Each bad option: exit 2, one error, no rank started (no launcher line, no hello).
