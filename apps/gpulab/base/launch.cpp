@@ -44,11 +44,7 @@ void add_launch_command(CLI::App& app, CommandContext& ctx) {
                   "when a rank that writes $GPULAB_HEARTBEAT_FILE (gpulab train does) and stops "
                   "making progress is hung: auto (10 x its slowest phase, at least "
                   "--heartbeat_floor), seconds, or 0 (off)")
-      ->check([](const std::string& v) {
-        return launch::hang_policy_from_flags(v, 60).ok()
-                   ? std::string()
-                   : v + " is not in {auto, 0 (off), seconds up to 86400}";
-      })
+      ->check([](const std::string& v) { return launch::heartbeat_timeout_error(v); })
       ->capture_default_str();
   cmd->add_option("--heartbeat_floor", hang->second,
                   "seconds of silence that --heartbeat_timeout auto always allows")

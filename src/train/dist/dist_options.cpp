@@ -52,11 +52,7 @@ void add_dist_options(CLI::App* cmd, DistOptions& o, bool training) {
                   "than 10 x the slowest step or evaluation batch seen, and at least "
                   "--heartbeat_floor, once it has done a few steps), seconds (a fixed limit), "
                   "or 0 (off)")
-      ->check([](const std::string& v) {
-        return launch::hang_policy_from_flags(v, 60).ok()
-                   ? std::string()
-                   : v + " is not in {auto, 0 (off), seconds up to 86400}";
-      })
+      ->check([](const std::string& v) { return launch::heartbeat_timeout_error(v); })
       ->group(g)
       ->capture_default_str();
   cmd->add_option("--heartbeat_floor", o.heartbeat_floor_s,
