@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "core/strings.h"
 #include "launch/heartbeat.h"
@@ -200,15 +201,25 @@ std::optional<RankFailure> RankGroup::check_progress(const HangPolicy& policy) {
     if (beats.back()) slowest_phase_s_ = std::max(slowest_phase_s_, beats.back()->slowest_phase_s);
   }
   const auto limit = policy.limit(slowest_phase_s_);
-  size_t oldest = procs_.size();
-  for (size_t i = 0; i < procs_.size(); ++i) {
-    const auto& b = beats[i];
+  bool over = false;
+  for (const auto& b : beats) {
     if (!b || now - b->when <= limit) continue;
     // Learning the limit needs a few timed phases first: until then, a rank is not judged.
     if (policy.fixed.count() <= 0 && b->progress < policy.warmup) continue;
-    if (oldest == procs_.size() || b->when < beats[oldest]->when) oldest = i;
+    over = true;
   }
-  if (oldest == procs_.size()) return std::nullopt;
+  if (!over) return std::nullopt;
+  // Which rank to name: one waiting inside a collective is blocked by another (and a fast peer
+  // may have started waiting before the hung rank's last beat), so a rank that is not waiting
+  // comes first, the longest silent among equals.
+  const auto waits = [](const Beat& b) { return b.what.rfind("waiting in ", 0) == 0; };
+  size_t oldest = procs_.size();
+  for (size_t i = 0; i < procs_.size(); ++i) {
+    if (!beats[i]) continue;
+    if (oldest == procs_.size() || std::pair(waits(*beats[i]), beats[i]->when) <
+                                       std::pair(waits(*beats[oldest]), beats[oldest]->when))
+      oldest = i;
+  }
   const Proc& hung = procs_[oldest];
   RankFailure f;
   f.rank = hung.spec.rank;
