@@ -137,3 +137,26 @@ TEST(Heartbeat, AdaptiveLimitSparesWarmUpAndPhasesWithinTheLearnedLimit) {
   EXPECT_TRUE(fs::exists(dir / "done1"));
   fs::remove_all(dir);
 }
+
+TEST(Heartbeat, NamesTheRankNotWaitingEvenWhenAPeerWaitedFirst) {
+  // The CI case: rank 0 reaches the collective (one record, not refreshed) before rank 1 writes
+  // its last batch record and stalls, so rank 0's beat is the older one; rank 1 is the culprit.
+  auto dir = scratch("waited-first");
+  HangPolicy p;
+  p.adaptive = true;
+  p.floor = std::chrono::milliseconds(500);
+  auto o = two_ranks(dir,
+                     "for i in 1 2 3 4 5; do beat $i 100 \"epoch 1 batch $i of 9\"; sleep 0.1; "
+                     "done; if [ $RANK = 0 ]; then beat 5 100 'waiting in allreduce'; sleep 60; "
+                     "fi; sleep 0.4; beat 6 100 'epoch 1 batch 6 of 9'; sleep 60",
+                     p);
+  auto r = run_launch(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 124);
+  ASSERT_TRUE(r->failure.has_value());
+  EXPECT_EQ(r->failure->rank, 1) << r->message;
+  EXPECT_NE(r->message.find("last progress: epoch 1 batch 6 of 9"), std::string::npos)
+      << r->message;
+  EXPECT_NE(r->message.find("rank 0: waiting in allreduce"), std::string::npos) << r->message;
+  fs::remove_all(dir);
+}
