@@ -2,6 +2,8 @@
 // wide_resnet50_2, with torchvision's module names so state dicts move both ways unchanged.
 #include "train/models/layers.h"
 #include "train/models/registry.h"
+#include "train/ops/bn_relu.h"
+#include "train/ops/conv.h"
 
 namespace gpulab::train {
 namespace {
@@ -37,12 +39,14 @@ class BlockImpl : public torch::nn::Module {
 
   // In-place ReLU and residual add, as torchvision's ReLU(inplace=True) and `out += identity`:
   // fewer activations kept for backward (peak memory) and fewer allocations per step.
+  // The last BatchNorm, the residual add and the ReLU go through one call (a fused kernel where
+  // there is one); the identity branch is computed just before it, as torchvision orders it.
   torch::Tensor forward(torch::Tensor x) {
-    auto out = bn1_->forward(conv1_->forward(x)).relu_();
-    out = bn2_->forward(conv2_->forward(out));
-    if (bottleneck_) out = bn3_->forward(conv3_->forward(out.relu_()));
-    out += downsample_ ? downsample_->forward(x) : x;
-    return out.relu_();
+    auto out = batch_norm_relu(*bn1_, conv2d_forward(*conv1_, x));
+    if (bottleneck_) out = batch_norm_relu(*bn2_, conv2d_forward(*conv2_, out));
+    auto last = conv2d_forward(bottleneck_ ? *conv3_ : *conv2_, out);
+    auto identity = downsample_ ? downsample_->forward(x) : x;
+    return batch_norm_relu(bottleneck_ ? *bn3_ : *bn2_, last, identity);
   }
 
  private:
@@ -93,7 +97,7 @@ class ResNet : public Classifier {
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    x = bn1_->forward(conv1_->forward(x)).relu_();
+    x = batch_norm_relu(*bn1_, conv2d_forward(*conv1_, x));
     x = torch::max_pool2d(x, 3, 2, 1);
     for (auto& layer : layers_) x = layer->forward(x);
     x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
