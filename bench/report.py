@@ -36,15 +36,26 @@ def load(meta, key):
     return f"{x:.2f}" if isinstance(x, (int, float)) else "?"
 
 
+# Extra reference columns a results file may hold: (ratio key, reference key, header). Older
+# files ran the channels-last reference with the passive wait; the header says which it was.
+EXTRA = [("ratio_vs_channels_last_reference", "reference_channels_last",
+          "ratio vs PyTorch `--channels_last`"),
+         ("ratio_vs_passive_reference", "reference_passive_wait",
+          "ratio vs PyTorch with `OMP_WAIT_POLICY=PASSIVE`"),
+         ("ratio_vs_passive_channels_last_reference", "reference_passive_channels_last",
+          "ratio vs PyTorch `--channels_last`, `OMP_WAIT_POLICY=PASSIVE`")]
+
+
 def markdown(res):
     meta = res["meta"]
+    extras = [e for e in EXTRA if any(v.get(e[0]) for _, _, v in rows_of(res))]
     out = [f"Taken {meta['date']} on `{meta['host']}`: {meta.get('cpu_model', meta['device'])}, "
            f"{meta['cpu_count']} cores, torch {meta.get('torch', '?')}; {meta['reps']} paired "
            f"repetitions, {meta['warmup']} warm-up + {meta['steps']} timed steps; load average "
            f"{load(meta, 'loadavg_start')} at the start, {load(meta, 'loadavg_end')} at the end.", "",
-           "| case | metric | gpulab | PyTorch | ratio | goal | met | ratio vs PyTorch with "
-           "`OMP_WAIT_POLICY=PASSIVE` | same, reference `--channels_last` |",
-           "|---|---|---:|---:|---:|---:|:-:|---:|---:|"]
+           "| case | metric | gpulab | PyTorch | ratio | goal | met |"
+           + "".join(f" {e[2]} |" for e in extras),
+           "|---|---|---:|---:|---:|---:|:-:|" + "---:|" * len(extras)]
     for case, m, v in rows_of(res):
         g = goal_for(case, m)
         r = v["ratio"]
@@ -52,13 +63,12 @@ def markdown(res):
             "yes" if (r >= g if v["higher_is_better"] else r <= g) else "no")
         gs = "-" if g is None else (f"≥ {g:.2f}" if v["higher_is_better"] else f"≤ {g:.2f}")
         extra = []
-        for ratio_key, ref_key in [("ratio_vs_passive_reference", "reference_passive_wait"),
-                                   ("ratio_vs_passive_channels_last_reference",
-                                    "reference_passive_channels_last")]:
+        for ratio_key, ref_key, _ in extras:
             rr = v.get(ratio_key)
             extra.append("-" if rr is None else f"{rr:.3f} ({fmt(m, v[ref_key])})")
         out.append(f"| {case} | {m} | {fmt(m, v['gpulab'])} | {fmt(m, v['reference'])} | "
-                   f"{'-' if r is None else f'{r:.3f}'} | {gs} | {met} | {' | '.join(extra)} |")
+                   f"{'-' if r is None else f'{r:.3f}'} | {gs} | {met} |"
+                   + "".join(f" {x} |" for x in extra))
     return "\n".join(out)
 
 

@@ -1,4 +1,4 @@
-// Gives the computing commands OMP_WAIT_POLICY=PASSIVE (see thread_env.h). libgomp parses OMP_*
+// Gives the computing commands a bounded OpenMP spin (see thread_env.h). libgomp parses OMP_*
 // once, in its constructor, and libc resets the environment after .preinit_array runs, so a
 // setenv() cannot reach it: the executable's preinit function re-executes the program with the
 // variable added, before any library's constructor has run (costs one exec, not a full start).
@@ -14,6 +14,7 @@ namespace gpulab::train {
 namespace {
 
 constexpr const char* kMarker = "GPULAB_OMP_WAIT_DEFAULT";
+constexpr const char* kSpinCount = "1000";
 
 // No libc state is set up yet where these run: plain loops over the arrays the loader passes.
 bool has_key(char** envp, const char* key) {
@@ -30,12 +31,12 @@ bool runs_kernels(int argc, char** argv) {
   return false;
 }
 
-void reexec_with_passive_wait(int argc, char** argv, char** envp) {
+void reexec_with_bounded_spin(int argc, char** argv, char** envp) {
   if (envp == nullptr || !runs_kernels(argc, argv) || has_key(envp, "OMP_WAIT_POLICY") ||
       has_key(envp, "GOMP_SPINCOUNT") || has_key(envp, kMarker))
     return;
   static char* env[4096];
-  static char policy[] = "OMP_WAIT_POLICY=PASSIVE";
+  static char policy[] = "GOMP_SPINCOUNT=1000";  // keep in step with kSpinCount
   static char marker[] = "GPULAB_OMP_WAIT_DEFAULT=1";
   size_t n = 0;
   for (char** e = envp; *e != nullptr; ++e) {
@@ -50,15 +51,16 @@ void reexec_with_passive_wait(int argc, char** argv, char** envp) {
 
 // Linked into every binary that calls omp_wait_policy() (the CLI does, through the bench).
 __attribute__((section(".preinit_array"),
-               used)) void (*preinit_wait_policy)(int, char**, char**) = &reexec_with_passive_wait;
+               used)) void (*preinit_wait_policy)(int, char**, char**) = &reexec_with_bounded_spin;
 
 }  // namespace
 
 std::string omp_wait_policy() {
-  const char* p = std::getenv("OMP_WAIT_POLICY");
-  if (std::getenv(kMarker) != nullptr && p != nullptr) return "passive (gpulab default)";
-  if (p != nullptr) return p;
-  if (const char* s = std::getenv("GOMP_SPINCOUNT")) return std::string("GOMP_SPINCOUNT=") + s;
+  const char* s = std::getenv("GOMP_SPINCOUNT");
+  if (std::getenv(kMarker) != nullptr && s != nullptr && std::strcmp(s, kSpinCount) == 0)
+    return "GOMP_SPINCOUNT=1000 (gpulab default)";  // kSpinCount
+  if (const char* p = std::getenv("OMP_WAIT_POLICY")) return p;
+  if (s != nullptr) return std::string("GOMP_SPINCOUNT=") + s;
   return "default";
 }
 

@@ -98,9 +98,9 @@ TEST(TrainBench, CifarFilesThroughTheCliAsJson) {
   EXPECT_GT(j["compute_seconds"].get<double>(), 0.0);
   EXPECT_GE(j["data_seconds"].get<double>(), 0.0);
   EXPECT_GT(j["peak_host_memory_bytes"].get<int64_t>(), int64_t{50} << 20);
-  // Without a policy of the user's, the CLI re-executes itself with the passive wait.
+  // Without a policy of the user's, the CLI re-executes itself with the bounded spin.
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
-    EXPECT_EQ(j["omp_wait_policy"], "passive (gpulab default)");
+    EXPECT_EQ(j["omp_wait_policy"], "GOMP_SPINCOUNT=1000 (gpulab default)");
   }
 }
 
