@@ -90,6 +90,18 @@ equivalence)
   grep -q "Memory format: channels_last" "$WORK/ddp2cl.log" || fail "expected a channels_last run"
   echo "== 2 ranks channels-last vs one process contiguous (float64, 8 steps over 2 epochs)"
   compare ddp2cl single 1e-9
+  # float32 at 1e-5, one step of global batch 48: after more steps one process with 1 and with
+  # 2 threads drifts apart as far as DDP does (docs/ddp.md). Contiguous: PyTorch 1.13's
+  # channels-last float32 gradient on 1 thread is itself 2e-3 off the float64 one.
+  F32=("${BASE[@]}" --batch_size 48 --subset 48 --num_epochs 1 --log_every 1 --limit_eval_batches 1
+       --memory_format contiguous)
+  run single32 "$GPULAB" "${F32[@]}" --threads 1
+  for n in 2 3; do
+    run ddp32_$n "$GPULAB" "${F32[@]}" --threads 1 --batch_size_scaled --nproc_per_node $n
+    echo "== $n ranks vs one process (float32, 1 step)"
+    compare ddp32_$n single32 1e-5
+    [ "$(accuracy ddp32_$n)" = "$(accuracy single32)" ] || fail "float32 test accuracy $(accuracy ddp32_$n) vs $(accuracy single32)"
+  done
   ;;
 
 multinode)
