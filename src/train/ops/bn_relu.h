@@ -8,7 +8,24 @@ namespace gpulab::train {
 
 // relu(bn(x) + residual), residual optional (undefined: relu(bn(x))). Same numbers, running
 // statistics and autograd as bn->forward(x), `+= residual`, relu_().
+//
+// Where batch_norm_relu_fused() says so, this runs as one custom autograd function on the CPU:
+// one pass for the batch statistics, one writing y = max(0, x*scale + shift [+ residual]); in
+// backward one reduction pass and one pass writing the input gradient (the residual's gradient
+// is the masked output gradient that the reduction pass writes anyway). Everything else takes
+// libtorch's modules and ops, as before.
+//
+// GPULAB_BN_RELU_PATH=libtorch (environment, read on every call) forces libtorch's path, for A/B
+// comparisons; unset or any other value: the fused kernel where it applies.
 torch::Tensor batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                               const torch::Tensor& residual = {});
+
+// Whether batch_norm_relu(bn, x, residual) takes the fused kernel: CPU float32, 4-D x in
+// channels-last memory order (an [N*H*W, C] matrix, more than one row, C a multiple of 4), bn in
+// training mode with affine weight and bias and running statistics, a residual (if any) of x's
+// shape and layout, SyncBatchNorm off (its global-batch statistics need libtorch's path) and no
+// GPULAB_BN_RELU_PATH=libtorch.
+bool batch_norm_relu_fused(const torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                           const torch::Tensor& residual = {});
 
 }  // namespace gpulab::train
