@@ -12,8 +12,9 @@ fi
 PKGS=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git clang-format clang-tidy
-  # tensors, collectives (libgloo-dev: headers ProcessGroupGloo needs)
-  libtorch-dev libgloo-dev
+  # tensors, collectives (libgloo-dev: headers ProcessGroupGloo needs; libdnnl-dev: the oneDNN
+  # that Debian's libtorch links, for the CPU conv weight-gradient path in train/ops/conv.cpp)
+  libtorch-dev libgloo-dev libdnnl-dev
   # header-only and small libraries
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   # service: HTTP server, Docker client, state

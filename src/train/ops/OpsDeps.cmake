@@ -1,0 +1,15 @@
+# Optional library of train/ops, included from src/train/CMakeLists.txt after gpulab_train exists:
+# oneDNN (Debian's libdnnl-dev: the same libdnnl.so.2 that Debian's libtorch links) lets the CPU
+# conv path write weight gradients straight into channels-last (GPULAB_HAVE_DNNL, conv.cpp).
+# Without it (e.g. a CUDA libtorch host) conv.cpp compiles to the plain libtorch path.
+find_path(GPULAB_DNNL_INCLUDE_DIR NAMES oneapi/dnnl/dnnl.hpp)
+find_library(GPULAB_DNNL_LIBRARY NAMES dnnl)
+if(GPULAB_DNNL_INCLUDE_DIR AND GPULAB_DNNL_LIBRARY)
+  # A target-level definition, as DataDeps.cmake's: the shared libtorch PCH stays valid.
+  target_include_directories(gpulab_train SYSTEM PRIVATE ${GPULAB_DNNL_INCLUDE_DIR})
+  target_link_libraries(gpulab_train PRIVATE ${GPULAB_DNNL_LIBRARY})
+  target_compile_definitions(gpulab_train PRIVATE GPULAB_HAVE_DNNL=1)
+  message(STATUS "gpulab ops: dnnl=TRUE (${GPULAB_DNNL_LIBRARY})")
+else()
+  message(STATUS "gpulab ops: dnnl=FALSE (conv uses the plain libtorch path)")
+endif()

@@ -1,0 +1,212 @@
+// conv2d_forward's oneDNN path (train/ops/conv.cpp) against libtorch's own Conv2d: the same output,
+// grad_input, grad_weight and grad_bias in contiguous and channels-last layout, at 1 and 2
+// threads, with the weight gradient in channels-last; and the cases that must keep the plain path.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "train/memory_format.h"
+#include "train/models/registry.h"
+#include "train/ops/conv.h"
+
+namespace gpulab::train {
+namespace {
+
+struct Case {
+  const char* name;
+  int64_t n, c, h, w, o, k, stride, padding, dilation, groups;
+  bool bias, x_grad;
+};
+
+// ResNet's convs (3x3 stride 1/2, 1x1 stride 2 shortcut, the 7x7 stem whose input needs no
+// grad), an odd size whose right padding differs from the left, bias, groups and dilation.
+const std::vector<Case> kCases = {
+    {"3x3s1p1", 4, 16, 10, 10, 32, 3, 1, 1, 1, 1, false, true},
+    {"3x3s2p1_odd_bias", 3, 8, 9, 9, 16, 3, 2, 1, 1, 1, true, true},
+    {"1x1s2", 4, 16, 8, 8, 32, 1, 2, 0, 1, 1, false, true},
+    {"7x7s2p3_stem", 2, 3, 16, 16, 8, 7, 2, 3, 1, 1, false, false},
+    {"3x3_groups2_bias", 2, 8, 8, 8, 16, 3, 1, 1, 1, 2, true, true},
+    {"3x3_dilation2", 2, 8, 12, 12, 8, 3, 1, 2, 2, 1, false, true},
+};
+
+torch::nn::Conv2d make_conv(const Case& c) {
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(c.c, c.o, c.k)
+                               .stride(c.stride)
+                               .padding(c.padding)
+                               .dilation(c.dilation)
+                               .groups(c.groups)
+                               .bias(c.bias));
+}
+
+void set_layout(torch::nn::Conv2d& conv, torch::MemoryFormat fmt) {
+  conv->weight.set_data(conv->weight.data().contiguous(fmt));
+}
+
+// max |a - b| / max |b|: the usual relative measure for sums in a different order.
+double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = b.abs().max().item<double>();
+  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1.0);
+}
+
+struct Grads {
+  torch::Tensor out, x, w, b;
+};
+
+// Output and gradients of `conv` (through `forward`) for x laid out as asked.
+template <class F>
+Grads run(torch::nn::Conv2d& conv, const torch::Tensor& x0, const torch::Tensor& g,
+          torch::MemoryFormat fmt, bool x_grad, F forward) {
+  set_layout(conv, fmt);
+  conv->zero_grad(true);
+  auto x = x0.contiguous(fmt).detach().requires_grad_(x_grad);
+  auto out = forward(*conv, x);
+  out.backward(g);
+  return {out.detach(), x_grad ? x.grad() : torch::Tensor(), conv->weight.grad(),
+          conv->options.bias() ? conv->bias.grad() : torch::Tensor()};
+}
+
+class ConvDnnl : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!conv2d_fast_path_built())
+      GTEST_SKIP() << "built without oneDNN (libdnnl-dev): conv2d_forward is libtorch's conv only";
+    threads_ = at::get_num_threads();
+  }
+  void TearDown() override {
+    if (threads_ > 0) at::set_num_threads(threads_);
+  }
+  int threads_ = 0;
+};
+
+TEST_F(ConvDnnl, MatchesLibtorchConvAtOneAndTwoThreads) {
+  const auto cl = torch::MemoryFormat::ChannelsLast;
+  const auto plain = [](torch::nn::Conv2dImpl& m, const torch::Tensor& x) { return m.forward(x); };
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (const auto& c : kCases) {
+      SCOPED_TRACE(std::string(c.name) + " threads=" + std::to_string(threads));
+      torch::manual_seed(7);
+      auto conv = make_conv(c);
+      const auto x = torch::randn({c.n, c.c, c.h, c.w});
+      const auto g = torch::randn(conv->forward(x).sizes()).contiguous(cl);
+      const auto fast = run(conv, x, g, cl, c.x_grad, [](torch::nn::Conv2dImpl& m, auto& xi) {
+        EXPECT_TRUE(conv2d_fast_path_applies(m, xi));
+        auto out = conv2d_forward(m, xi);
+        EXPECT_EQ(out.grad_fn()->name().find("ConvolutionBackward"), std::string::npos)
+            << out.grad_fn()->name();
+        return out;
+      });
+      ASSERT_TRUE(fast.w.defined());
+      EXPECT_TRUE(fast.w.is_contiguous(cl));
+      EXPECT_EQ(fast.w.strides(), conv->weight.strides());  // AccumulateGrad kept it as made
+      for (auto fmt : {cl, torch::MemoryFormat::Contiguous}) {
+        SCOPED_TRACE(fmt == cl ? "reference channels-last" : "reference contiguous");
+        const auto ref = run(conv, x, g, fmt, c.x_grad, plain);
+        EXPECT_LE(rel_diff(fast.out, ref.out), 1e-5);
+        EXPECT_LE(rel_diff(fast.w, ref.w), 1e-5);
+        if (c.x_grad) {
+          EXPECT_LE(rel_diff(fast.x, ref.x), 1e-5);
+        }
+        if (c.bias) {
+          EXPECT_LE(rel_diff(fast.b, ref.b), 1e-5);
+        }
+        if (fmt == cl) {
+          // Forward and grad_input are libtorch's own kernels on the same layout: bit for bit.
+          EXPECT_TRUE(torch::equal(fast.out, ref.out));
+          if (c.x_grad) {
+            EXPECT_TRUE(torch::equal(fast.x, ref.x));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(ConvDnnl, GradientsAccumulateOverTwoBackwards) {
+  const auto cl = torch::MemoryFormat::ChannelsLast;
+  torch::manual_seed(3);
+  auto conv = make_conv(kCases[1]);
+  set_layout(conv, cl);
+  const auto x = torch::randn({3, 8, 9, 9}).contiguous(cl);
+  conv2d_forward(*conv, x).sum().backward();
+  const auto once_w = conv->weight.grad().clone();
+  const auto once_b = conv->bias.grad().clone();
+  conv2d_forward(*conv, x).sum().backward();
+  EXPECT_LE(rel_diff(conv->weight.grad(), 2 * once_w), 1e-6);
+  EXPECT_LE(rel_diff(conv->bias.grad(), 2 * once_b), 1e-6);
+  EXPECT_TRUE(conv->weight.grad().is_contiguous(cl));
+}
+
+TEST_F(ConvDnnl, OtherCasesKeepTheLibtorchPath) {
+  const auto cl = torch::MemoryFormat::ChannelsLast;
+  torch::manual_seed(5);
+  auto conv = make_conv(kCases[0]);
+  set_layout(conv, cl);
+  const auto x = torch::randn({2, 16, 6, 6});
+  const auto takes_plain = [&](const torch::Tensor& xi, const char* why) {
+    SCOPED_TRACE(why);
+    EXPECT_FALSE(conv2d_fast_path_applies(*conv, xi));
+    auto out = conv2d_forward(*conv, xi);
+    if (out.requires_grad()) {
+      EXPECT_NE(out.grad_fn()->name().find("ConvolutionBackward"), std::string::npos);
+    }
+    EXPECT_TRUE(torch::equal(out, conv->forward(xi)));
+  };
+  takes_plain(x, "contiguous x");
+  {
+    torch::NoGradGuard no_grad;
+    takes_plain(x.contiguous(cl), "no grad mode");
+  }
+  conv->weight.requires_grad_(false);
+  takes_plain(x.contiguous(cl), "weight without grad");
+  conv->weight.requires_grad_(true);
+  ::setenv("GPULAB_CONV_PATH", "libtorch", 1);
+  takes_plain(x.contiguous(cl), "GPULAB_CONV_PATH=libtorch");
+  ::unsetenv("GPULAB_CONV_PATH");
+  EXPECT_TRUE(conv2d_fast_path_applies(*conv, x.contiguous(cl)));
+  conv->to(torch::kDouble);
+  set_layout(conv, cl);
+  takes_plain(x.to(torch::kDouble).contiguous(cl), "fp64");
+  // 'same' padding is an option the fast path does not read: it falls back.
+  auto same = torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 8, 3).padding(torch::kSame));
+  set_layout(same, cl);
+  EXPECT_FALSE(conv2d_fast_path_applies(*same, x.contiguous(cl)));
+}
+
+// A whole ResNet-18 in fp32 channels-last, through the oneDNN path and then through
+// GPULAB_CONV_PATH=libtorch: every gradient agrees. Eval-mode BatchNorm keeps the comparison
+// about the convolutions (train mode over 1x1 maps magnifies fp32 rounding, see model_zoo_test).
+TEST_F(ConvDnnl, ResNet18GradientsMatchTheLibtorchPath) {
+  at::set_num_threads(2);
+  ModelOptions o;
+  o.num_classes = 10;
+  torch::manual_seed(11);
+  auto model = create_model("resnet18", o);
+  make_channels_last(*model);
+  model->eval();
+  const auto x = torch::randn({2, 3, 64, 64}).contiguous(torch::MemoryFormat::ChannelsLast);
+  const auto w = torch::randn({2, 10});
+  const auto grads = [&] {
+    model->zero_grad(true);
+    (model->forward(x) * w).sum().backward();
+    std::vector<torch::Tensor> g;
+    for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  const auto fast = grads();
+  ::setenv("GPULAB_CONV_PATH", "libtorch", 1);
+  const auto plain = grads();
+  ::unsetenv("GPULAB_CONV_PATH");
+  ASSERT_EQ(fast.size(), plain.size());
+  for (size_t i = 0; i < fast.size(); ++i) {
+    SCOPED_TRACE("parameter " + std::to_string(i));
+    EXPECT_LE(rel_diff(fast[i], plain[i]), 1e-5);
+    EXPECT_EQ(fast[i].strides(), plain[i].strides());
+  }
+}
+
+}  // namespace
+}  // namespace gpulab::train
