@@ -22,7 +22,8 @@ struct Case {
 };
 
 // ResNet's convs (3x3 stride 1/2, 1x1 stride 2 shortcut, the 7x7 stem whose input needs no
-// grad), an odd size whose right padding differs from the left, bias, groups and dilation.
+// grad), an odd size whose right padding differs from the left, bias, groups, dilation, and a
+// 1x1 feature map (its x's strides read as NCHW; the weight makes libtorch take channels-last).
 const std::vector<Case> kCases = {
     {"3x3s1p1", 4, 16, 10, 10, 32, 3, 1, 1, 1, 1, false, true},
     {"3x3s2p1_odd_bias", 3, 8, 9, 9, 16, 3, 2, 1, 1, 1, true, true},
@@ -30,6 +31,7 @@ const std::vector<Case> kCases = {
     {"7x7s2p3_stem", 2, 3, 16, 16, 8, 7, 2, 3, 1, 1, false, false},
     {"3x3_groups2_bias", 2, 8, 8, 8, 16, 3, 1, 1, 1, 2, true, true},
     {"3x3_dilation2", 2, 8, 12, 12, 8, 3, 1, 2, 2, 1, false, true},
+    {"3x3_on_1x1_map", 4, 16, 1, 1, 16, 3, 1, 1, 1, 1, false, true},
 };
 
 torch::nn::Conv2d make_conv(const Case& c) {
@@ -131,7 +133,11 @@ TEST_F(ConvDnnl, GradientsAccumulateOverTwoBackwards) {
   auto conv = make_conv(kCases[1]);
   set_layout(conv, cl);
   const auto x = torch::randn({3, 8, 9, 9}).contiguous(cl);
+  // The first gradient becomes .grad as made (no copy): it has the parameter's strides.
+  const void* made = nullptr;
+  conv->weight.register_hook([&](const torch::Tensor& g) { made = g.data_ptr(); });
   conv2d_forward(*conv, x).sum().backward();
+  EXPECT_EQ(made, conv->weight.grad().data_ptr());
   const auto once_w = conv->weight.grad().clone();
   const auto once_b = conv->bias.grad().clone();
   conv2d_forward(*conv, x).sum().backward();

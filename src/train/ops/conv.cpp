@@ -156,8 +156,17 @@ std::shared_ptr<WeightGradPlan> plan_for(const PlanKey& key, const ConvGeometry&
   return plan;
 }
 
-torch::Tensor byte_buffer(size_t bytes) {
-  return torch::empty({static_cast<int64_t>(bytes)}, torch::TensorOptions().dtype(torch::kByte));
+// Per-thread grow-only byte buffers (slot 0: scratchpad, 1: blocked weight gradient), as oneDNN's
+// own scratchpad: a fresh allocation per call costs page faults on every step (ResNet-50 measured).
+const torch::Tensor& thread_buffer(int slot, size_t bytes) {
+  thread_local std::array<torch::Tensor, 2> buffers;
+  auto& b = buffers[slot];
+  if (!b.defined() || static_cast<size_t>(b.numel()) < bytes) {
+    b = torch::Tensor();  // free the old one first
+    b = torch::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))},
+                     torch::TensorOptions().dtype(torch::kByte));
+  }
+  return b;
 }
 
 void* ptr(const torch::Tensor& t) {
@@ -180,8 +189,10 @@ std::optional<std::pair<torch::Tensor, torch::Tensor> > dnnl_weight_grad(
   // Preserve: the gradient has the parameter's exact strides, so AccumulateGrad keeps it as is.
   auto grad_w = torch::empty_like(weight, torch::MemoryFormat::Preserve);
   torch::Tensor grad_b = bias ? torch::empty({weight.size(0)}, weight.options()) : torch::Tensor();
-  torch::Tensor blocked = plan->to_user ? byte_buffer(plan->diff_weights.get_size()) : grad_w;
-  torch::Tensor scratch = byte_buffer(std::max(plan->scratch_bytes, plan->reorder_scratch_bytes));
+  const torch::Tensor blocked =
+      plan->to_user ? thread_buffer(1, plan->diff_weights.get_size()) : grad_w;
+  const torch::Tensor& scratch =
+      thread_buffer(0, std::max(plan->scratch_bytes, plan->reorder_scratch_bytes));
   auto& engine = cpu_engine();
   thread_local dnnl::stream stream(cpu_engine());
   dnnl::memory scratch_mem(
@@ -262,8 +273,10 @@ bool conv2d_fast_path_applies(const torch::nn::Conv2dImpl& conv, const torch::Te
   if (plain_path_forced() || !torch::GradMode::is_enabled()) return false;
   const auto& w = conv.weight;
   if (!w.requires_grad() || !channels_last_fp32_cpu(x) || !channels_last_fp32_cpu(w)) return false;
-  // x decides the layout libtorch computes in (an N x C x 1 x 1 x is both): channels-last only.
-  if (x.suggest_memory_format() != torch::MemoryFormat::ChannelsLast) return false;
+  // As libtorch decides its layout (mkldnn_conv_use_channels_last): x or the weight says
+  // channels-last; an N x C x 1 x 1 x (ResNet's last stage at 32 px) is both, its strides say NCHW.
+  const auto cl = torch::MemoryFormat::ChannelsLast;
+  if (x.suggest_memory_format() != cl && w.suggest_memory_format() != cl) return false;
   const auto& b = conv.bias;
   if (b.defined() && (!b.device().is_cpu() || b.scalar_type() != torch::kFloat)) return false;
   return geometry_of(conv).has_value();
