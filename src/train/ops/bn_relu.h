@@ -21,7 +21,7 @@ torch::Tensor batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tenso
                               const torch::Tensor& residual = {});
 
 // Whether batch_norm_relu(bn, x, residual) takes the fused kernel: CPU float32, 4-D x in
-// channels-last memory order (an [N*H*W, C] matrix, more than one row, C a multiple of 4), bn in
+// channels-last memory order (an [N*H*W, C] matrix, more than one row, C a multiple of 16), bn in
 // training mode with affine weight and bias and running statistics, a residual (if any) of x's
 // shape and layout, SyncBatchNorm off (its global-batch statistics need libtorch's path) and no
 // GPULAB_BN_RELU_PATH=libtorch.
