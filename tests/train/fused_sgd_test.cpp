@@ -14,12 +14,13 @@ namespace gpulab::train {
 namespace {
 
 // Parameters of the shapes a ConvNet has: a channels-last conv weight, a plain one, a matrix
-// (more than 2^16 elements, so several threads share it), a vector and an odd-sized vector.
+// (with it more than 2 x 2^16 elements in all, so two threads share the step), a vector and an
+// odd-sized vector.
 std::vector<torch::Tensor> make_params(uint64_t seed) {
   torch::manual_seed(seed);
   std::vector<torch::Tensor> ps = {
       torch::randn({16, 8, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast),
-      torch::randn({8, 3, 5, 5}), torch::randn({300, 301}), torch::randn({64}), torch::randn({13})};
+      torch::randn({8, 3, 5, 5}), torch::randn({400, 401}), torch::randn({64}), torch::randn({13})};
   for (auto& p : ps) p.requires_grad_(true);
   return ps;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "train/dist/sync_batch_norm.h"
+#include "train/parallel_chunks.h"
 
 namespace gpulab::train {
 
@@ -181,31 +182,6 @@ void run(A... a) {
   if (cpu_has_avx2()) return run_avx2<kBody>(a...);
 #endif
   run_base<kBody>(a...);
-}
-
-// Runs f(t) for t in [0, chunks): the caller and chunks-1 tasks on libtorch's inter-op pool take
-// chunks in turn until none is left. (at::parallel_for would run serially here: its OpenMP body
-// is inline code, and this library is not compiled with -fopenmp.) A task that starts late finds
-// nothing left, so the caller never waits for a task that has not started.
-template <typename F>
-void parallel_chunks(int64_t chunks, const F& f) {
-  if (chunks <= 1) {
-    if (chunks == 1) f(0);
-    return;
-  }
-  struct State {
-    std::atomic<int64_t> next{0}, done{0};
-  };
-  auto state = std::make_shared<State>();
-  const auto take = [chunks](State& s, const F& fn) {
-    for (int64_t t; (t = s.next.fetch_add(1)) < chunks;) {
-      fn(t);
-      s.done.fetch_add(1, std::memory_order_release);
-    }
-  };
-  for (int64_t i = 1; i < chunks; ++i) at::launch([state, &f, take] { take(*state, f); });
-  take(*state, f);
-  while (state->done.load(std::memory_order_acquire) < chunks) std::this_thread::yield();
 }
 
 // Splits rows [0, m) into one chunk per intra-op thread: f(chunk, r0, r1). Returns the count.

@@ -3,18 +3,21 @@
 // so the update is the one torch.optim.SGD computes, read and written once per element.
 #include "train/optim/fused_sgd.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define GPULAB_SGD_X86 1
 #endif
+
+#include "train/parallel_chunks.h"
 
 namespace gpulab::train {
 
@@ -95,6 +98,19 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
   RECORD_FUNCTION("gpulab::FusedSgd::step", std::vector<c10::IValue>());
   using Key = typename std::decay_t<decltype(state_)>::key_type;
   fused_params_ = 0;
+#if defined(GPULAB_SGD_X86)
+  // The fused updates are collected, then run in one parallel pass over all of them: each thread
+  // takes its share of every parameter (one hand-off per step, not one per parameter).
+  struct Update {
+    float* p;
+    const float* g;
+    float* buf;
+    int64_t n;
+    Coeffs c;
+  };
+  std::vector<Update> updates;
+  int64_t total = 0;
+#endif
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
     const double wd = o.weight_decay(), mu = o.momentum(), damp = o.dampening();
@@ -130,13 +146,9 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
                        mu != 0,
                        first,
                        o.nesterov()};
-        float* pd = p.data_ptr<float>();
-        const float* gd = grad.data_ptr<float>();
-        float* bd = buf.defined() ? buf.data_ptr<float>() : nullptr;
-        // Memory-bound: large chunks per thread, small parameters on one.
-        at::parallel_for(0, p.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
-          sgd_kernel(pd + begin, gd + begin, bd ? bd + begin : nullptr, end - begin, c);
-        });
+        updates.push_back({p.data_ptr<float>(), grad.data_ptr<float>(),
+                           buf.defined() ? buf.data_ptr<float>() : nullptr, p.numel(), c});
+        total += p.numel();
         ++fused_params_;
         continue;
       }
@@ -160,6 +172,16 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
       p.add_(d_p, -1 * o.lr());
     }
   }
+#if defined(GPULAB_SGD_X86)
+  // Memory-bound: a thread per 64 Ki elements at most, so small models stay on one.
+  const int64_t chunks = std::clamp<int64_t>(total >> 16, 1, at::get_num_threads());
+  parallel_chunks(chunks, [&](int64_t t) {
+    for (const Update& u : updates) {
+      const int64_t begin = u.n * t / chunks, end = u.n * (t + 1) / chunks;
+      sgd_kernel(u.p + begin, u.g + begin, u.buf ? u.buf + begin : nullptr, end - begin, u.c);
+    }
+  });
+#endif
   return loss;
 }
 
