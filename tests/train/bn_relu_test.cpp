@@ -24,6 +24,12 @@ double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
          std::max(scale, 1e-30);
 }
 
+// The fused path is opt-in (bn_relu.h): each test turns it on and leaves the default behind.
+struct FusedScope {
+  FusedScope() { setenv("GPULAB_BN_RELU_PATH", "fused", 1); }
+  ~FusedScope() { unsetenv("GPULAB_BN_RELU_PATH"); }
+};
+
 // Restores the intra-op thread count at the end of a test.
 struct ThreadScope {
   explicit ThreadScope(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
@@ -113,6 +119,7 @@ void check_parity(const Case& k, int threads, bool cumulative = false) {
 }
 
 TEST(BnRelu, MatchesLibtorchOneThread) {
+  FusedScope fused_on;
   torch::manual_seed(1);
   for (const Case& k : {Case{3, 64, 1, 1, false}, Case{32, 64, 1, 1, true}, Case{4, 64, 4, 4, true},
                         Case{8, 128, 8, 8, false}, Case{3, 128, 16, 16, true}})
@@ -120,6 +127,7 @@ TEST(BnRelu, MatchesLibtorchOneThread) {
 }
 
 TEST(BnRelu, MatchesLibtorchTwoThreads) {
+  FusedScope fused_on;
   torch::manual_seed(2);
   for (const Case& k :
        {Case{4, 128, 1, 1, true}, Case{16, 64, 4, 4, false}, Case{8, 64, 8, 8, true},
@@ -128,11 +136,13 @@ TEST(BnRelu, MatchesLibtorchTwoThreads) {
 }
 
 TEST(BnRelu, CumulativeAverageWithoutMomentum) {
+  FusedScope fused_on;
   torch::manual_seed(3);
   check_parity(Case{4, 64, 4, 4, true}, 2, /*cumulative=*/true);
 }
 
 TEST(BnRelu, NoGradModeStillTrainsStatistics) {
+  FusedScope fused_on;
   torch::manual_seed(4);
   auto [fused_bn, plain_bn] = twin_bn(64, torch::kFloat);
   auto x = torch::randn({4, 64, 8, 8}).contiguous(torch::MemoryFormat::ChannelsLast);
@@ -162,6 +172,7 @@ void check_plain(torch::nn::BatchNorm2d& a, torch::nn::BatchNorm2d& b, const tor
 }
 
 TEST(BnRelu, OtherCasesKeepLibtorchPath) {
+  FusedScope fused_on;
   torch::manual_seed(5);
   const auto cl = torch::MemoryFormat::ChannelsLast;
   {
@@ -196,7 +207,7 @@ TEST(BnRelu, OtherCasesKeepLibtorchPath) {
     auto [a, b] = twin_bn(64, torch::kFloat);
     ASSERT_EQ(setenv("GPULAB_BN_RELU_PATH", "libtorch", 1), 0);
     check_plain(a, b, torch::randn({4, 64, 4, 4}).contiguous(cl), {});
-    unsetenv("GPULAB_BN_RELU_PATH");
+    setenv("GPULAB_BN_RELU_PATH", "fused", 1);
     EXPECT_TRUE(batch_norm_relu_fused(*a, torch::randn({4, 64, 4, 4}).contiguous(cl)));
   }
 }
@@ -208,6 +219,7 @@ TEST(BnRelu, OtherCasesKeepLibtorchPath) {
 // either path against an fp64 run just as between the two); this input has none. Each fp32 path is
 // ~1e-4 from fp64 here.
 TEST(BnRelu, ResNet18TrainingStepMatchesTheLibtorchPath) {
+  FusedScope fused_on;
   ThreadScope scope(2);
   ModelOptions o;
   o.num_classes = 10;
@@ -226,7 +238,7 @@ TEST(BnRelu, ResNet18TrainingStepMatchesTheLibtorchPath) {
     if (plain) setenv("GPULAB_BN_RELU_PATH", "libtorch", 1);
     auto loss = torch::nn::functional::cross_entropy(model->forward(x), target);
     loss.backward();
-    unsetenv("GPULAB_BN_RELU_PATH");
+    setenv("GPULAB_BN_RELU_PATH", "fused", 1);
     Step s{loss.item<double>(), {}, {}};
     for (const auto& p : model->parameters()) s.grads.push_back(p.grad());
     for (const auto& b : model->buffers()) s.buffers.push_back(b);

@@ -15,16 +15,18 @@ namespace gpulab::train {
 // is the masked output gradient that the reduction pass writes anyway). Everything else takes
 // libtorch's modules and ops, as before.
 //
-// GPULAB_BN_RELU_PATH=libtorch (environment, read on every call) forces libtorch's path, for A/B
-// comparisons; unset or any other value: the fused kernel where it applies.
+// Off by default, GPULAB_BN_RELU_PATH=fused (environment, read on every call) turns it on: on a
+// quiet machine it measured slower than libtorch's path (Fashion-MNIST epoch 1008-1013 vs
+// 1057-1088 img/s), and training with it was worse in both seeds tried (epoch-1 loss 1.18 vs
+// 0.51 and 1.20 vs 0.97 at lr 0.1), which per-op parity tests up to N=32 did not explain yet.
 torch::Tensor batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                               const torch::Tensor& residual = {});
 
 // Whether batch_norm_relu(bn, x, residual) takes the fused kernel: CPU float32, 4-D x in
 // channels-last memory order (an [N*H*W, C] matrix, more than one row, C a multiple of 16), bn in
 // training mode with affine weight and bias and running statistics, a residual (if any) of x's
-// shape and layout, SyncBatchNorm off (its global-batch statistics need libtorch's path) and no
-// GPULAB_BN_RELU_PATH=libtorch.
+// shape and layout, SyncBatchNorm off (its global-batch statistics need libtorch's path) and
+// GPULAB_BN_RELU_PATH=fused.
 bool batch_norm_relu_fused(const torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                            const torch::Tensor& residual = {});
 
