@@ -4,7 +4,7 @@
 // 6-8 on 2 cores). Sleeping at once (OMP_WAIT_POLICY=PASSIVE) fixes that but costs ~20 % on an
 // idle machine, where the next op's region starts microseconds later. A short bounded spin
 // (GOMP_SPINCOUNT=1000) measured as fast as spinning when idle and best under load, so
-// gpulab's commands that compute (train, bench, gpu-test, infer) run with it unless the user
+// gpulab's training commands (train, bench, infer) run with it unless the user
 // set OMP_WAIT_POLICY or GOMP_SPINCOUNT.
 #pragma once
 
