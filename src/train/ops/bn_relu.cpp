@@ -325,7 +325,7 @@ struct BatchNormRelu : public torch::autograd::Function<BatchNormRelu> {
 };
 
 // Opt-in (see bn_relu.h for why it is off by default).
-bool forced_libtorch() {
+bool fused_not_requested() {
   const char* v = std::getenv("GPULAB_BN_RELU_PATH");
   return v == nullptr || std::string_view(v) != "fused";
 }
@@ -338,7 +338,7 @@ bool cpu_float(const torch::Tensor& t) {
 
 bool batch_norm_relu_fused(const torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                            const torch::Tensor& residual) {
-  if (forced_libtorch() || dist::sync_batch_norm_enabled()) return false;
+  if (fused_not_requested() || dist::sync_batch_norm_enabled()) return false;
   if (!bn.is_training() || !bn.options.affine() || !bn.options.track_running_stats()) return false;
   if (!cpu_float(bn.weight) || !cpu_float(bn.bias) || !cpu_float(bn.running_mean) ||
       !cpu_float(bn.running_var) || !bn.num_batches_tracked.defined())

@@ -16,7 +16,7 @@ namespace gpulab::train {
 // libtorch's modules and ops, as before.
 //
 // Off by default, GPULAB_BN_RELU_PATH=fused (environment, read on every call) turns it on: on a
-// quiet machine it measured slower than libtorch's path (Fashion-MNIST epoch 1008-1013 vs
+// quiet machine it measured slower than libtorch's path (Fashion-MNIST epoch 1007-1013 vs
 // 1057-1088 img/s), and training with it was worse in both seeds tried (epoch-1 loss 1.18 vs
 // 0.51 and 1.20 vs 0.97 at lr 0.1), which per-op parity tests up to N=32 did not explain yet.
 torch::Tensor batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
