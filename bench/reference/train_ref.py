@@ -3,7 +3,7 @@
 # PyTorch's docs recommend (DataLoader workers, zero_grad(set_to_none), channels_last and AMP
 # where asked), measuring steady-state images/s after warm-up, data time vs compute time, and
 # peak host memory. Runs as one process, or under torchrun with DistributedDataParallel.
-import argparse, json, os, pickle, resource, time
+import argparse, gc, json, os, pickle, resource, time
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -128,3 +128,8 @@ if rank == 0:
     print(json.dumps(out))
 if world > 1:
     dist.destroy_process_group()
+# Shut the workers down before exit (after the measurement): workers killed at interpreter exit
+# leave their pymp-* folders in the temporary folder.
+del it
+del loader
+gc.collect()

@@ -1,9 +1,11 @@
-// conv2d_forward's oneDNN path (train/ops/conv.cpp) against libtorch's own Conv2d: the same output,
-// grad_input, grad_weight and grad_bias in contiguous and channels-last layout, at 1 and 2
-// threads, with the weight gradient in channels-last; and the cases that must keep the plain path.
+// conv2d_forward's oneDNN paths (train/ops/conv.cpp, train/ops/conv_gemm.cpp) against libtorch's
+// own Conv2d: the same output, grad_input, grad_weight and grad_bias in contiguous and
+// channels-last layout, at 1 and 2 threads, with the weight gradient in channels-last; the cases
+// that take the sgemm path and those that must keep the plain path.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -17,27 +19,39 @@ namespace {
 
 struct Case {
   const char* name;
-  int64_t n, c, h, w, o, k, stride, padding, dilation, groups;
+  int64_t n, c, h, w, o;
+  std::array<int64_t, 2> k, stride, padding;
+  int64_t dilation, groups;
   bool bias, x_grad;
+  bool gemm;  // conv_gemm.cpp computes it (a 1x1 kernel without padding, or one output pixel)
 };
 
-// ResNet's convs (3x3 stride 1/2, 1x1 stride 2 shortcut, the 7x7 stem whose input needs no
-// grad), an odd size whose right padding differs from the left, bias, groups, dilation, and a
-// 1x1 feature map (its x's strides read as NCHW; the weight makes libtorch take channels-last).
+// ResNet's convs (3x3 stride 1/2, 1x1 stride 1/2, the 7x7 stem whose input needs no grad), an odd
+// size whose right padding differs from the left, bias, groups, dilation; and the single output
+// pixel cases: a 1x1 map (its x's strides read as NCHW; the weight makes libtorch take
+// channels-last), ResNet-50's 2x2 -> 1x1 stride-2 conv, input rows and kernel taps that meet no
+// output (zero gradients), a non-square kernel.
 const std::vector<Case> kCases = {
-    {"3x3s1p1", 4, 16, 10, 10, 32, 3, 1, 1, 1, 1, false, true},
-    {"3x3s2p1_odd_bias", 3, 8, 9, 9, 16, 3, 2, 1, 1, 1, true, true},
-    {"1x1s2", 4, 16, 8, 8, 32, 1, 2, 0, 1, 1, false, true},
-    {"7x7s2p3_stem", 2, 3, 16, 16, 8, 7, 2, 3, 1, 1, false, false},
-    {"3x3_groups2_bias", 2, 8, 8, 8, 16, 3, 1, 1, 1, 2, true, true},
-    {"3x3_dilation2", 2, 8, 12, 12, 8, 3, 1, 2, 2, 1, false, true},
-    {"3x3_on_1x1_map", 4, 16, 1, 1, 16, 3, 1, 1, 1, 1, false, true},
+    {"3x3s1p1", 4, 16, 10, 10, 32, {3, 3}, {1, 1}, {1, 1}, 1, 1, false, true, false},
+    {"3x3s2p1_odd_bias", 3, 8, 9, 9, 16, {3, 3}, {2, 2}, {1, 1}, 1, 1, true, true, false},
+    {"1x1s2", 4, 16, 8, 8, 32, {1, 1}, {2, 2}, {0, 0}, 1, 1, false, true, true},
+    {"1x1s1_bias", 3, 24, 5, 7, 40, {1, 1}, {1, 1}, {0, 0}, 1, 1, true, true, true},
+    {"1x1s2_odd", 2, 8, 7, 5, 16, {1, 1}, {2, 2}, {0, 0}, 1, 1, false, true, true},
+    {"1x1p1", 2, 8, 4, 4, 16, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, true, false},
+    {"7x7s2p3_stem", 2, 3, 16, 16, 8, {7, 7}, {2, 2}, {3, 3}, 1, 1, false, false, false},
+    {"3x3_groups2_bias", 2, 8, 8, 8, 16, {3, 3}, {1, 1}, {1, 1}, 1, 2, true, true, false},
+    {"3x3_dilation2", 2, 8, 12, 12, 8, {3, 3}, {1, 1}, {2, 2}, 2, 1, false, true, false},
+    {"3x3_on_1x1_map", 4, 16, 1, 1, 16, {3, 3}, {1, 1}, {1, 1}, 1, 1, false, true, true},
+    {"3x3s2p1_2x2_to_1x1", 4, 16, 2, 2, 24, {3, 3}, {2, 2}, {1, 1}, 1, 1, true, true, true},
+    {"3x3s2p0_4x4_to_1x1", 3, 8, 4, 4, 8, {3, 3}, {2, 2}, {0, 0}, 1, 1, false, true, true},
+    {"1x3p1_on_1x1_map", 2, 8, 1, 1, 8, {1, 3}, {1, 1}, {0, 1}, 1, 1, false, true, true},
+    {"3x3_on_1x1_map_no_x_grad", 4, 16, 1, 1, 16, {3, 3}, {1, 1}, {1, 1}, 1, 1, false, false, true},
 };
 
 torch::nn::Conv2d make_conv(const Case& c) {
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(c.c, c.o, c.k)
-                               .stride(c.stride)
-                               .padding(c.padding)
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(c.c, c.o, torch::ExpandingArray<2>(c.k))
+                               .stride(torch::ExpandingArray<2>(c.stride))
+                               .padding(torch::ExpandingArray<2>(c.padding))
                                .dilation(c.dilation)
                                .groups(c.groups)
                                .bias(c.bias));
@@ -94,11 +108,12 @@ TEST_F(ConvDnnl, MatchesLibtorchConvAtOneAndTwoThreads) {
       auto conv = make_conv(c);
       const auto x = torch::randn({c.n, c.c, c.h, c.w});
       const auto g = torch::randn(conv->forward(x).sizes()).contiguous(cl);
-      const auto fast = run(conv, x, g, cl, c.x_grad, [](torch::nn::Conv2dImpl& m, auto& xi) {
+      const auto fast = run(conv, x, g, cl, c.x_grad, [&c](torch::nn::Conv2dImpl& m, auto& xi) {
         EXPECT_TRUE(conv2d_fast_path_applies(m, xi));
         auto out = conv2d_forward(m, xi);
-        EXPECT_EQ(out.grad_fn()->name().find("ConvolutionBackward"), std::string::npos)
-            << out.grad_fn()->name();
+        const auto node = out.grad_fn()->name();
+        EXPECT_EQ(node.find("ConvolutionBackward"), std::string::npos) << node;
+        EXPECT_EQ(node.find("GemmConv2d") != std::string::npos, c.gemm) << node;
         return out;
       });
       ASSERT_TRUE(fast.w.defined());
@@ -115,7 +130,7 @@ TEST_F(ConvDnnl, MatchesLibtorchConvAtOneAndTwoThreads) {
         if (c.bias) {
           EXPECT_LE(rel_diff(fast.b, ref.b), 1e-5);
         }
-        if (fmt == cl) {
+        if (fmt == cl && !c.gemm) {
           // Forward and grad_input are libtorch's own kernels on the same layout: bit for bit.
           EXPECT_TRUE(torch::equal(fast.out, ref.out));
           if (c.x_grad) {
@@ -129,21 +144,26 @@ TEST_F(ConvDnnl, MatchesLibtorchConvAtOneAndTwoThreads) {
 
 TEST_F(ConvDnnl, GradientsAccumulateOverTwoBackwards) {
   const auto cl = torch::MemoryFormat::ChannelsLast;
-  torch::manual_seed(3);
-  auto conv = make_conv(kCases[1]);
-  set_layout(conv, cl);
-  const auto x = torch::randn({3, 8, 9, 9}).contiguous(cl);
-  // The first gradient becomes .grad as made (no copy): it has the parameter's strides.
-  const void* made = nullptr;
-  conv->weight.register_hook([&](const torch::Tensor& g) { made = g.data_ptr(); });
-  conv2d_forward(*conv, x).sum().backward();
-  EXPECT_EQ(made, conv->weight.grad().data_ptr());
-  const auto once_w = conv->weight.grad().clone();
-  const auto once_b = conv->bias.grad().clone();
-  conv2d_forward(*conv, x).sum().backward();
-  EXPECT_LE(rel_diff(conv->weight.grad(), 2 * once_w), 1e-6);
-  EXPECT_LE(rel_diff(conv->bias.grad(), 2 * once_b), 1e-6);
-  EXPECT_TRUE(conv->weight.grad().is_contiguous(cl));
+  for (size_t i : {1, 3, 10}) {  // the oneDNN weight gradient, then the sgemm path (two shapes)
+    const auto& c = kCases[i];
+    SCOPED_TRACE(c.name);
+    ASSERT_TRUE(c.bias);
+    torch::manual_seed(3);
+    auto conv = make_conv(c);
+    set_layout(conv, cl);
+    const auto x = torch::randn({c.n, c.c, c.h, c.w}).contiguous(cl);
+    // The first gradient becomes .grad as made (no copy): it has the parameter's strides.
+    const void* made = nullptr;
+    conv->weight.register_hook([&](const torch::Tensor& g) { made = g.data_ptr(); });
+    conv2d_forward(*conv, x).sum().backward();
+    EXPECT_EQ(made, conv->weight.grad().data_ptr());
+    const auto once_w = conv->weight.grad().clone();
+    const auto once_b = conv->bias.grad().clone();
+    conv2d_forward(*conv, x).sum().backward();
+    EXPECT_LE(rel_diff(conv->weight.grad(), 2 * once_w), 1e-6);
+    EXPECT_LE(rel_diff(conv->bias.grad(), 2 * once_b), 1e-6);
+    EXPECT_TRUE(conv->weight.grad().is_contiguous(cl));
+  }
 }
 
 TEST_F(ConvDnnl, OtherCasesKeepTheLibtorchPath) {
@@ -173,6 +193,18 @@ TEST_F(ConvDnnl, OtherCasesKeepTheLibtorchPath) {
   takes_plain(x.contiguous(cl), "GPULAB_CONV_PATH=libtorch");
   ::unsetenv("GPULAB_CONV_PATH");
   EXPECT_TRUE(conv2d_fast_path_applies(*conv, x.contiguous(cl)));
+  {
+    // GPULAB_CONV_PATH=dnnl keeps the oneDNN weight gradient but not the sgemm path.
+    auto one = make_conv(kCases[3]);
+    set_layout(one, cl);
+    const auto xi = torch::randn({3, 24, 5, 7}).contiguous(cl);
+    ::setenv("GPULAB_CONV_PATH", "dnnl", 1);
+    const auto dnnl_node = conv2d_forward(*one, xi).grad_fn()->name();
+    ::unsetenv("GPULAB_CONV_PATH");
+    EXPECT_NE(dnnl_node.find("DnnlConv2d"), std::string::npos) << dnnl_node;
+    const auto gemm_node = conv2d_forward(*one, xi).grad_fn()->name();
+    EXPECT_NE(gemm_node.find("GemmConv2d"), std::string::npos) << gemm_node;
+  }
   conv->to(torch::kDouble);
   set_layout(conv, cl);
   takes_plain(x.to(torch::kDouble).contiguous(cl), "fp64");
@@ -182,35 +214,46 @@ TEST_F(ConvDnnl, OtherCasesKeepTheLibtorchPath) {
   EXPECT_FALSE(conv2d_fast_path_applies(*same, x.contiguous(cl)));
 }
 
-// A whole ResNet-18 in fp32 channels-last, through the oneDNN path and then through
-// GPULAB_CONV_PATH=libtorch: every gradient agrees. Eval-mode BatchNorm keeps the comparison
-// about the convolutions (train mode over 1x1 maps magnifies fp32 rounding, see model_zoo_test).
-TEST_F(ConvDnnl, ResNet18GradientsMatchTheLibtorchPath) {
+// A whole ResNet-18 and ResNet-50 in fp32 channels-last at 32 px (the last stage's maps are 1x1,
+// so the sgemm path runs there), through the default paths and then through
+// GPULAB_CONV_PATH=libtorch: every gradient agrees. Eval-mode BatchNorm keeps the comparison about
+// the convolutions (train mode over 1x1 maps magnifies fp32 rounding, see model_zoo_test).
+TEST_F(ConvDnnl, ResNetGradientsMatchTheLibtorchPath) {
   at::set_num_threads(2);
-  ModelOptions o;
-  o.num_classes = 10;
-  torch::manual_seed(11);
-  auto model = create_model("resnet18", o);
-  make_channels_last(*model);
-  model->eval();
-  const auto x = torch::randn({2, 3, 64, 64}).contiguous(torch::MemoryFormat::ChannelsLast);
-  const auto w = torch::randn({2, 10});
-  const auto grads = [&] {
-    model->zero_grad(true);
-    (model->forward(x) * w).sum().backward();
-    std::vector<torch::Tensor> g;
-    for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
-    return g;
-  };
-  const auto fast = grads();
-  ::setenv("GPULAB_CONV_PATH", "libtorch", 1);
-  const auto plain = grads();
-  ::unsetenv("GPULAB_CONV_PATH");
-  ASSERT_EQ(fast.size(), plain.size());
-  for (size_t i = 0; i < fast.size(); ++i) {
-    SCOPED_TRACE("parameter " + std::to_string(i));
-    EXPECT_LE(rel_diff(fast[i], plain[i]), 1e-5);
-    EXPECT_EQ(fast[i].strides(), plain[i].strides());
+  for (const char* name : {"resnet18", "resnet50"}) {
+    SCOPED_TRACE(name);
+    ModelOptions o;
+    o.num_classes = 10;
+    torch::manual_seed(11);
+    auto model = create_model(name, o);
+    make_channels_last(*model);
+    model->eval();
+    const auto x = torch::randn({2, 3, 32, 32}).contiguous(torch::MemoryFormat::ChannelsLast);
+    const auto w = torch::randn({2, 10});
+    const auto grads = [&] {
+      model->zero_grad(true);
+      (model->forward(x) * w).sum().backward();
+      std::vector<torch::Tensor> g;
+      for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
+      return g;
+    };
+    const auto fast = grads();
+    ::setenv("GPULAB_CONV_PATH", "libtorch", 1);
+    const auto plain = grads();
+    ::unsetenv("GPULAB_CONV_PATH");
+    const auto params = model->parameters();
+    ASSERT_EQ(fast.size(), plain.size());
+    for (size_t i = 0; i < fast.size(); ++i) {
+      SCOPED_TRACE("parameter " + std::to_string(i));
+      EXPECT_LE(rel_diff(fast[i], plain[i]), 1e-5);
+      // The parameter's memory order: its strides wherever a size is above 1 (AccumulateGrad's
+      // layout contract; a 1x1 weight's strides over its size-1 dims say nothing).
+      for (int64_t d = 0; d < params[i].dim(); ++d) {
+        if (params[i].size(d) > 1) {
+          EXPECT_EQ(fast[i].stride(d), params[i].stride(d)) << "dim " << d;
+        }
+      }
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 # Optional library of train/ops, included from src/train/CMakeLists.txt after gpulab_train exists:
 # oneDNN (Debian's libdnnl-dev: the same libdnnl.so.2 that Debian's libtorch links) lets the CPU
-# conv path write weight gradients straight into channels-last (GPULAB_HAVE_DNNL, conv.cpp).
+# conv path write weight gradients straight into channels-last and run 1x1 / single-pixel convs as
+# sgemm (GPULAB_HAVE_DNNL, conv.cpp, conv_gemm.cpp).
 # Without it (e.g. a CUDA libtorch host) conv.cpp compiles to the plain libtorch path.
 find_path(GPULAB_DNNL_INCLUDE_DIR NAMES oneapi/dnnl/dnnl.hpp)
 find_library(GPULAB_DNNL_LIBRARY NAMES dnnl)

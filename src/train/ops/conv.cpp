@@ -2,6 +2,8 @@
 // CPU channels-last autograd function whose weight gradient oneDNN writes in channels-last.
 #include "train/ops/conv.h"
 
+#include "train/ops/conv_gemm.h"
+
 #if GPULAB_HAVE_DNNL
 #include <algorithm>
 #include <array>
@@ -37,16 +39,10 @@ torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x
 
 namespace {
 
-bool plain_path_forced() {
+bool conv_path_is(std::string_view what) {
   const char* v = std::getenv("GPULAB_CONV_PATH");
-  return v != nullptr && std::string_view(v) == "libtorch";
+  return v != nullptr && std::string_view(v) == what;
 }
-
-// Stride, padding, dilation (h, w) and groups of a Conv2d with numeric zero padding.
-struct ConvGeometry {
-  std::array<int64_t, 2> stride{}, padding{}, dilation{};
-  int64_t groups = 1;
-};
 
 // The module's geometry, or nothing when its options are outside the fast path (transposed,
 // non-zero padding modes, 'same'/'valid' padding). ADL picks c10::get_if (1.13) or std::get_if.
@@ -270,7 +266,7 @@ bool conv2d_fast_path_built() {
 }
 
 bool conv2d_fast_path_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
-  if (plain_path_forced() || !torch::GradMode::is_enabled()) return false;
+  if (conv_path_is("libtorch") || !torch::GradMode::is_enabled()) return false;
   const auto& w = conv.weight;
   if (!w.requires_grad() || !channels_last_fp32_cpu(x) || !channels_last_fp32_cpu(w)) return false;
   // As libtorch decides its layout (mkldnn_conv_use_channels_last): x or the weight says
@@ -286,7 +282,10 @@ torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x
   if (!conv2d_fast_path_applies(conv, x)) return conv.forward(x);
   // An absent bias goes in as nullopt: autograd takes no undefined tensor as an input.
   const auto bias = conv.bias.defined() ? c10::optional<torch::Tensor>(conv.bias) : c10::nullopt;
-  return DnnlConv2d::apply(x, conv.weight, bias, *geometry_of(conv));
+  const auto g = *geometry_of(conv);
+  if (!conv_path_is("dnnl") && gemm_conv_applies(x.sizes(), conv.weight.sizes(), g))
+    return gemm_conv2d(x, conv.weight, bias, g);
+  return DnnlConv2d::apply(x, conv.weight, bias, g);
 }
 
 #endif  // GPULAB_HAVE_DNNL

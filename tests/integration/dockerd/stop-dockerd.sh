@@ -69,7 +69,8 @@ stop_one() {
   rm -f "$sock" "$root/dockerd.pid"
   ip link show "$bridge" >/dev/null 2>&1 && ip link delete "$bridge" 2>/dev/null
   if [ "$purge" = 1 ]; then
-    rm -rf "$root" && log "$name" "purged $root"
+    # The lock file goes too: one-off engines (a test's tls<pid>) would leave one per run.
+    rm -rf "$root" && rm -f "$root.lock" && log "$name" "purged $root"
   fi
   flock -u 9
 }

@@ -1,0 +1,199 @@
+// Convolutions as sgemm calls on channels-last memory (see conv_gemm.h): the forward, the input
+// gradient and the weight gradient each read and write the tensors' own layouts.
+#include "train/ops/conv_gemm.h"
+
+#if GPULAB_HAVE_DNNL
+#include <algorithm>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace gpulab::train {
+
+#if !GPULAB_HAVE_DNNL
+
+bool gemm_conv_applies(at::IntArrayRef, at::IntArrayRef, const ConvGeometry&) {
+  return false;
+}
+
+torch::Tensor gemm_conv2d(const torch::Tensor&, const torch::Tensor&,
+                          const c10::optional<torch::Tensor>&, const ConvGeometry&) {
+  TORCH_CHECK(false, "gemm_conv2d needs a build with oneDNN (libdnnl-dev)");
+}
+
+#else
+
+namespace {
+
+// Row-major C = op(A) op(B) (+ C when accumulate), all fp32. A failure is a bug in the shapes
+// computed here, never the caller's input.
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  const auto status =
+      dnnl::sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+  TORCH_CHECK(status == dnnl::status::success, "oneDNN sgemm failed (", static_cast<int>(status),
+              ") for ", m, "x", n, "x", k);
+}
+
+// Sizes of one convolution, with the kernel taps that meet the input when the output is one
+// pixel: kernel rows [kh0, kh1) and columns [kw0, kw1) (input row kh - ph, column kw - pw).
+struct Shape {
+  int64_t n, c, h, w, o, kh, kw, oh, ow;
+  int64_t kh0 = 0, kh1 = 0, kw0 = 0, kw1 = 0;
+  bool one_by_one() const { return kh == 1 && kw == 1; }
+};
+
+Shape shape_of(at::IntArrayRef xs, at::IntArrayRef ws, const ConvGeometry& g) {
+  Shape s{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], 0, 0};
+  s.oh = (s.h + 2 * g.padding[0] - s.kh) / g.stride[0] + 1;
+  s.ow = (s.w + 2 * g.padding[1] - s.kw) / g.stride[1] + 1;
+  s.kh0 = std::max<int64_t>(0, g.padding[0]);
+  s.kh1 = std::min<int64_t>(s.kh, s.h + g.padding[0]);
+  s.kw0 = std::max<int64_t>(0, g.padding[1]);
+  s.kw1 = std::min<int64_t>(s.kw, s.w + g.padding[1]);
+  return s;
+}
+
+const float* cptr(const torch::Tensor& t) {
+  return t.data_ptr<float>();
+}
+float* mptr(torch::Tensor& t) {
+  return t.data_ptr<float>();
+}
+
+const auto kCl = torch::MemoryFormat::ChannelsLast;
+
+// A 1x1 kernel's input at the output pixels: x itself at stride 1, else the strided pixels.
+torch::Tensor sampled_input(const torch::Tensor& x, const Shape& s, const ConvGeometry& g) {
+  if (g.stride[0] == 1 && g.stride[1] == 1) return x;
+  return x.slice(2, 0, s.h, g.stride[0]).slice(3, 0, s.w, g.stride[1]).contiguous(kCl);
+}
+
+// Memory order (channels-last): x[n][h][w][c], weight[o][kh][kw][c], y[n][oh][ow][o].
+torch::Tensor forward_product(const torch::Tensor& x, const torch::Tensor& w, const Shape& s,
+                              const ConvGeometry& g) {
+  auto y = torch::empty({s.n, s.o, s.oh, s.ow}, x.options().memory_format(kCl));
+  if (s.one_by_one()) {
+    const auto xs = sampled_input(x, s, g);
+    gemm('N', 'T', s.n * s.oh * s.ow, s.o, s.c, cptr(xs), s.c, cptr(w), s.c, false, mptr(y), s.o);
+    return y;
+  }
+  // One output pixel: for each kernel row that meets the input, the taps [kw0, kw1) read one
+  // contiguous run of input pixels and one contiguous run of the weight row.
+  bool first = true;
+  for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
+    const float* a = cptr(x) + ((kh - g.padding[0]) * s.w + (s.kw0 - g.padding[1])) * s.c;
+    const float* b = cptr(w) + (kh * s.kw + s.kw0) * s.c;
+    gemm('N', 'T', s.n, s.o, (s.kw1 - s.kw0) * s.c, a, s.h * s.w * s.c, b, s.kh * s.kw * s.c,
+         !first, mptr(y), s.o);
+    first = false;
+  }
+  if (first) y.zero_();  // no tap meets the input: only padding is summed
+  return y;
+}
+
+torch::Tensor input_grad(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& w,
+                         const Shape& s, const ConvGeometry& g) {
+  if (s.one_by_one()) {
+    const bool strided = g.stride[0] != 1 || g.stride[1] != 1;
+    auto dxs = torch::empty({s.n, s.c, s.oh, s.ow}, x.options().memory_format(kCl));
+    gemm('N', 'N', s.n * s.oh * s.ow, s.c, s.o, cptr(dy), s.o, cptr(w), s.c, false, mptr(dxs), s.c);
+    if (!strided) return dxs;
+    auto dx = torch::zeros_like(x, kCl);
+    dx.slice(2, 0, s.h, g.stride[0]).slice(3, 0, s.w, g.stride[1]).copy_(dxs);
+    return dx;
+  }
+  // Each input pixel meets exactly one tap of the single output pixel, or none (left at zero).
+  const bool covers_all = s.kh0 - g.padding[0] == 0 && s.kh1 - g.padding[0] == s.h &&
+                          s.kw0 - g.padding[1] == 0 && s.kw1 - g.padding[1] == s.w;
+  auto dx = covers_all ? torch::empty_like(x, kCl) : torch::zeros_like(x, kCl);
+  for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
+    float* c = mptr(dx) + ((kh - g.padding[0]) * s.w + (s.kw0 - g.padding[1])) * s.c;
+    const float* b = cptr(w) + (kh * s.kw + s.kw0) * s.c;
+    gemm('N', 'N', s.n, (s.kw1 - s.kw0) * s.c, s.o, cptr(dy), s.o, b, s.kh * s.kw * s.c, false, c,
+         s.h * s.w * s.c);
+  }
+  return dx;
+}
+
+torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& w,
+                          const Shape& s, const ConvGeometry& g) {
+  // Preserve: the gradient has the parameter's exact strides, so AccumulateGrad keeps it as is.
+  auto dw = torch::empty_like(w, torch::MemoryFormat::Preserve);
+  if (s.one_by_one()) {
+    const auto xs = sampled_input(x, s, g);
+    gemm('T', 'N', s.o, s.c, s.n * s.oh * s.ow, cptr(dy), s.o, cptr(xs), s.c, false, mptr(dw), s.c);
+    return dw;
+  }
+  const bool all_taps = s.kh0 == 0 && s.kh1 == s.kh && s.kw0 == 0 && s.kw1 == s.kw;
+  if (!all_taps) dw.zero_();  // taps that only meet padding get no gradient
+  for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
+    const float* a = cptr(x) + ((kh - g.padding[0]) * s.w + (s.kw0 - g.padding[1])) * s.c;
+    float* c = mptr(dw) + (kh * s.kw + s.kw0) * s.c;
+    gemm('T', 'N', s.o, (s.kw1 - s.kw0) * s.c, s.n, cptr(dy), s.o, a, s.h * s.w * s.c, false, c,
+         s.kh * s.kw * s.c);
+  }
+  return dw;
+}
+
+class GemmConv2d : public torch::autograd::Function<GemmConv2d> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight,
+                               const c10::optional<torch::Tensor>& bias, const ConvGeometry& g) {
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["geometry"] =
+        std::vector<int64_t>{g.stride[0],   g.stride[1],   g.padding[0], g.padding[1],
+                             g.dilation[0], g.dilation[1], g.groups};
+    ctx->saved_data["x_grad"] = x.requires_grad();
+    ctx->saved_data["bias_grad"] = bias.has_value() && bias->requires_grad();
+    auto y = forward_product(x, weight, shape_of(x.sizes(), weight.sizes(), g), g);
+    if (bias.has_value()) y.add_(bias->view({1, -1, 1, 1}));
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& weight = saved[1];
+    const auto v = ctx->saved_data["geometry"].toIntVector();
+    const ConvGeometry g{{v[0], v[1]}, {v[2], v[3]}, {v[4], v[5]}, v[6]};
+    const auto s = shape_of(x.sizes(), weight.sizes(), g);
+    const auto dy = grads[0].contiguous(kCl);
+    torch::Tensor dx, db;
+    if (ctx->saved_data["x_grad"].toBool()) dx = input_grad(dy, x, weight, s, g);
+    auto dw = weight_grad(dy, x, weight, s, g);
+    if (ctx->saved_data["bias_grad"].toBool()) db = dy.sum({0, 2, 3});
+    return {dx, dw, db, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool gemm_conv_applies(at::IntArrayRef x_sizes, at::IntArrayRef w_sizes, const ConvGeometry& g) {
+  if (x_sizes.size() != 4 || w_sizes.size() != 4 || g.groups != 1) return false;
+  if (g.dilation[0] != 1 || g.dilation[1] != 1 || x_sizes[1] != w_sizes[1]) return false;
+  for (auto d : x_sizes)
+    if (d <= 0) return false;
+  for (auto d : w_sizes)
+    if (d <= 0) return false;
+  const auto s = shape_of(x_sizes, w_sizes, g);
+  if (s.oh <= 0 || s.ow <= 0) return false;
+  if (s.one_by_one()) return g.padding[0] == 0 && g.padding[1] == 0;
+  return s.oh == 1 && s.ow == 1;
+}
+
+torch::Tensor gemm_conv2d(const torch::Tensor& x, const torch::Tensor& weight,
+                          const c10::optional<torch::Tensor>& bias, const ConvGeometry& g) {
+  TORCH_CHECK(gemm_conv_applies(x.sizes(), weight.sizes(), g),
+              "gemm_conv2d called for a convolution it does not compute");
+  TORCH_CHECK(x.is_contiguous(kCl) && weight.is_contiguous(kCl),
+              "gemm_conv2d needs channels-last x and weight");
+  return GemmConv2d::apply(x, weight, bias, g);
+}
+
+#endif  // GPULAB_HAVE_DNNL
+
+}  // namespace gpulab::train
