@@ -218,12 +218,7 @@ class DnnlConv2d : public torch::autograd::Function<DnnlConv2d> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight,
                                const c10::optional<torch::Tensor>& bias, const ConvGeometry& g) {
-    ctx->save_for_backward({x, weight});
-    ctx->saved_data["geometry"] =
-        std::vector<int64_t>{g.stride[0],   g.stride[1],   g.padding[0], g.padding[1],
-                             g.dilation[0], g.dilation[1], g.groups};
-    ctx->saved_data["x_grad"] = x.requires_grad();
-    ctx->saved_data["bias_grad"] = bias.has_value() && bias->requires_grad();
+    save_conv(ctx, x, weight, bias, g);
     // Grad mode is off in here: the same kernel as conv.forward(x), recording nothing.
     return at::convolution(x, weight, bias, g.stride, g.padding, g.dilation, false, {0, 0},
                            g.groups);
@@ -231,13 +226,12 @@ class DnnlConv2d : public torch::autograd::Function<DnnlConv2d> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto& x = saved[0];
-    const auto& weight = saved[1];
-    const auto v = ctx->saved_data["geometry"].toIntVector();
-    const ConvGeometry g{{v[0], v[1]}, {v[2], v[3]}, {v[4], v[5]}, v[6]};
-    const bool x_grad = ctx->saved_data["x_grad"].toBool();
-    const bool bias_grad = ctx->saved_data["bias_grad"].toBool();
+    const auto c = saved_conv(ctx);
+    const auto& x = c.x;
+    const auto& weight = c.weight;
+    const auto& g = c.g;
+    const bool x_grad = c.x_grad;
+    const bool bias_grad = c.bias_grad;
     const auto grad_out = grads[0].contiguous(torch::MemoryFormat::ChannelsLast);
     torch::Tensor grad_x, grad_w, grad_b;
     auto dnnl_grads = dnnl_weight_grad(x, grad_out, weight, g, bias_grad);

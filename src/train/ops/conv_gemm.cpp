@@ -142,12 +142,7 @@ class GemmConv2d : public torch::autograd::Function<GemmConv2d> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight,
                                const c10::optional<torch::Tensor>& bias, const ConvGeometry& g) {
-    ctx->save_for_backward({x, weight});
-    ctx->saved_data["geometry"] =
-        std::vector<int64_t>{g.stride[0],   g.stride[1],   g.padding[0], g.padding[1],
-                             g.dilation[0], g.dilation[1], g.groups};
-    ctx->saved_data["x_grad"] = x.requires_grad();
-    ctx->saved_data["bias_grad"] = bias.has_value() && bias->requires_grad();
+    save_conv(ctx, x, weight, bias, g);
     auto y = forward_product(x, weight, shape_of(x.sizes(), weight.sizes(), g), g);
     if (bias.has_value()) y.add_(bias->view({1, -1, 1, 1}));
     return y;
@@ -155,17 +150,13 @@ class GemmConv2d : public torch::autograd::Function<GemmConv2d> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto& x = saved[0];
-    const auto& weight = saved[1];
-    const auto v = ctx->saved_data["geometry"].toIntVector();
-    const ConvGeometry g{{v[0], v[1]}, {v[2], v[3]}, {v[4], v[5]}, v[6]};
-    const auto s = shape_of(x.sizes(), weight.sizes(), g);
+    const auto c = saved_conv(ctx);
+    const auto s = shape_of(c.x.sizes(), c.weight.sizes(), c.g);
     const auto dy = grads[0].contiguous(kCl);
     torch::Tensor dx, db;
-    if (ctx->saved_data["x_grad"].toBool()) dx = input_grad(dy, x, weight, s, g);
-    auto dw = weight_grad(dy, x, weight, s, g);
-    if (ctx->saved_data["bias_grad"].toBool()) db = dy.sum({0, 2, 3});
+    if (c.x_grad) dx = input_grad(dy, c.x, c.weight, s, c.g);
+    auto dw = weight_grad(dy, c.x, c.weight, s, c.g);
+    if (c.bias_grad) db = dy.sum({0, 2, 3});
     return {dx, dw, db, torch::Tensor()};
   }
 };

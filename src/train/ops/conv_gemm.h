@@ -4,16 +4,9 @@
 
 #include <torch/torch.h>
 
-#include <array>
-#include <cstdint>
+#include "train/ops/conv_geometry.h"
 
 namespace gpulab::train {
-
-// Stride, padding and dilation (h, w) and groups of a Conv2d with numeric zero padding.
-struct ConvGeometry {
-  std::array<int64_t, 2> stride{}, padding{}, dilation{};
-  int64_t groups = 1;
-};
 
 // Whether gemm_conv2d computes a convolution of an N x C x H x W input with an O x C x KH x KW
 // weight: groups 1, dilation 1, and either a 1x1 kernel without padding (one product over all
