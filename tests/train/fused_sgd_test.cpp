@@ -97,6 +97,32 @@ TEST(FusedSgd, MatchesLibtorchSgdOverSteps) {
   }
 }
 
+// A 1x1 conv weight whose gradient carries channels-last strides over its size-1 dims (as the
+// conv paths hand it over) is in the parameter's memory order: the one-pass kernel takes it.
+TEST(FusedSgd, TakesGradientsThatDifferOnlyInSizeOneStrides) {
+  torch::manual_seed(5);
+  auto ref = std::vector<torch::Tensor>{torch::randn({64, 32, 1, 1}).requires_grad_(true)};
+  auto ours = clone_params(ref);
+  const auto o = torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3).nesterov(true);
+  torch::optim::SGD sgd(ref, o);
+  FusedSgd fused(ours, o);
+  for (int step = 0; step < 3; ++step) {
+    auto g =
+        torch::empty_strided({64, 32, 1, 1}, {32, 1, 32, 32}).copy_(torch::randn({64, 32, 1, 1}));
+    ASSERT_NE(g.strides(), ours[0].strides());
+    ref[0].mutable_grad() = g.clone();
+    ours[0].mutable_grad() = g.clone(torch::MemoryFormat::Preserve);
+    sgd.step();
+    fused.step();
+  }
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_EQ(fused.fused_params(), 1) << "the one-pass kernel did not run";
+  }
+#endif
+  EXPECT_LT(worst_relative(ours, ref), 1e-6);
+}
+
 TEST(FusedSgd, SharesStateWithLibtorchSgdAndItsCheckpoints) {
   const auto o = torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3).nesterov(true);
   auto ref = make_params(3), ours = clone_params(ref);

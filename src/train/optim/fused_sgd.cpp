@@ -64,12 +64,24 @@ bool cpu_has_fma() {
   return has;
 }
 
+// Two dense tensors of the same sizes whose elements lie in the same order in memory: their
+// strides agree wherever a size is above 1 (a 1x1 conv weight's gradient may carry other strides
+// over its size-1 dims, as AccumulateGrad's layout contract allows).
+bool same_memory_order(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.sizes() != b.sizes() || !a.is_non_overlapping_and_dense() ||
+      !b.is_non_overlapping_and_dense())
+    return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
 // The one-pass kernel applies: float32 on the CPU, dense, gradient (and buffer) in the
-// parameter's layout, so that all three are the same flat array order.
+// parameter's memory order, so that all three are the same flat array.
 bool fusable(const torch::Tensor& p, const torch::Tensor& g) {
   return cpu_has_fma() && p.device().is_cpu() && p.scalar_type() == torch::kFloat &&
          g.device().is_cpu() && g.scalar_type() == torch::kFloat && !g.is_sparse() &&
-         p.is_non_overlapping_and_dense() && g.sizes() == p.sizes() && g.strides() == p.strides();
+         same_memory_order(g, p);
 }
 #endif
 
@@ -132,7 +144,7 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
             fresh->momentum_buffer(torch::empty_like(p));  // the parameter's layout
             st = fresh.get();
             state_[key] = std::move(fresh);
-          } else if (st->momentum_buffer().strides() != p.strides()) {
+          } else if (!same_memory_order(st->momentum_buffer(), p)) {
             // A buffer restored in another layout: take the parameter's once.
             st->momentum_buffer(torch::empty_like(p).copy_(st->momentum_buffer()));
           }
