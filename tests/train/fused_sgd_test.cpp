@@ -65,6 +65,15 @@ double worst_relative(const std::vector<torch::Tensor>& a, const std::vector<tor
   return worst;
 }
 
+// Where the CPU has the one-pass kernel (x86 with AVX2 and FMA), it updated `n` parameters.
+void expect_one_pass(const FusedSgd& fused, int64_t n) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_EQ(fused.fused_params(), n) << "the one-pass kernel did not run";
+  }
+#endif
+}
+
 TEST(FusedSgd, MatchesLibtorchSgdOverSteps) {
   struct Case {
     double momentum, dampening, weight_decay;
@@ -85,11 +94,7 @@ TEST(FusedSgd, MatchesLibtorchSgdOverSteps) {
       sgd.step();
       fused.step();
     }
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      EXPECT_EQ(fused.fused_params(), 5) << "the one-pass kernel did not run";
-    }
-#endif
+    expect_one_pass(fused, 5);
     // The same fused multiply-adds as libtorch's vector kernels: equal up to the last bit where
     // libtorch's scalar tail rounds a product separately.
     EXPECT_LT(worst_relative(ours, ref), 1e-6)
@@ -115,11 +120,7 @@ TEST(FusedSgd, TakesGradientsThatDifferOnlyInSizeOneStrides) {
     sgd.step();
     fused.step();
   }
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    EXPECT_EQ(fused.fused_params(), 1) << "the one-pass kernel did not run";
-  }
-#endif
+  expect_one_pass(fused, 1);
   EXPECT_LT(worst_relative(ours, ref), 1e-6);
 }
 
