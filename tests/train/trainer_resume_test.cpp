@@ -116,10 +116,13 @@ TEST(TrainerResume, FourEpochsEqualTwoPlusResumeTwo) {
 }
 
 TEST(TrainerResume, MissingCheckpointPathIsAClearError) {
+  const auto out = testing::temp_dir("missing");
   auto r = run_gpulab({"train", "--dataset", "synthetic", "--resume", "/nonexistent/ckpt.pt",
-                       "--output_dir", testing::temp_dir("missing").string()});
+                       "--output_dir", out.string()});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;  // kNotFound: bad input
   EXPECT_NE(r.err.find("no checkpoint at /nonexistent/ckpt.pt"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(out)) << "bad input wrote into the output folder";
+  fs::remove_all(out);
 }
 
 TEST(TrainerOptionsRun, EveryOptimizationOptionTogether) {
