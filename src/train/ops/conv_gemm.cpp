@@ -40,14 +40,23 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
 // pixel: kernel rows [kh0, kh1) and columns [kw0, kw1) (input row kh - ph, column kw - pw).
 struct Shape {
   int64_t n, c, h, w, o, kh, kw, oh, ow;
+  int64_t ph = 0, pw = 0;
   int64_t kh0 = 0, kh1 = 0, kw0 = 0, kw1 = 0;
   bool one_by_one() const { return kh == 1 && kw == 1; }
+  // For kernel row r of a single-pixel output: where its run of input pixels starts in one
+  // sample (x[n][h][w][c]), where its taps start in one weight row (w[o][kh][kw][c]), and the
+  // run's length; the strides between samples and weight rows are h*w*c and kh*kw*c.
+  int64_t x_run(int64_t r) const { return ((r - ph) * w + (kw0 - pw)) * c; }
+  int64_t w_run(int64_t r) const { return (r * kw + kw0) * c; }
+  int64_t run_len() const { return (kw1 - kw0) * c; }
 };
 
 Shape shape_of(at::IntArrayRef xs, at::IntArrayRef ws, const ConvGeometry& g) {
   Shape s{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], 0, 0};
   s.oh = (s.h + 2 * g.padding[0] - s.kh) / g.stride[0] + 1;
   s.ow = (s.w + 2 * g.padding[1] - s.kw) / g.stride[1] + 1;
+  s.ph = g.padding[0];
+  s.pw = g.padding[1];
   s.kh0 = std::max<int64_t>(0, g.padding[0]);
   s.kh1 = std::min<int64_t>(s.kh, s.h + g.padding[0]);
   s.kw0 = std::max<int64_t>(0, g.padding[1]);
@@ -83,10 +92,8 @@ torch::Tensor forward_product(const torch::Tensor& x, const torch::Tensor& w, co
   // contiguous run of input pixels and one contiguous run of the weight row.
   bool first = true;
   for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
-    const float* a = cptr(x) + ((kh - g.padding[0]) * s.w + (s.kw0 - g.padding[1])) * s.c;
-    const float* b = cptr(w) + (kh * s.kw + s.kw0) * s.c;
-    gemm('N', 'T', s.n, s.o, (s.kw1 - s.kw0) * s.c, a, s.h * s.w * s.c, b, s.kh * s.kw * s.c,
-         !first, mptr(y), s.o);
+    gemm('N', 'T', s.n, s.o, s.run_len(), cptr(x) + s.x_run(kh), s.h * s.w * s.c,
+         cptr(w) + s.w_run(kh), s.kh * s.kw * s.c, !first, mptr(y), s.o);
     first = false;
   }
   if (first) y.zero_();  // no tap meets the input: only padding is summed
@@ -109,10 +116,8 @@ torch::Tensor input_grad(const torch::Tensor& dy, const torch::Tensor& x, const 
                           s.kw0 - g.padding[1] == 0 && s.kw1 - g.padding[1] == s.w;
   auto dx = covers_all ? torch::empty_like(x, kCl) : torch::zeros_like(x, kCl);
   for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
-    float* c = mptr(dx) + ((kh - g.padding[0]) * s.w + (s.kw0 - g.padding[1])) * s.c;
-    const float* b = cptr(w) + (kh * s.kw + s.kw0) * s.c;
-    gemm('N', 'N', s.n, (s.kw1 - s.kw0) * s.c, s.o, cptr(dy), s.o, b, s.kh * s.kw * s.c, false, c,
-         s.h * s.w * s.c);
+    gemm('N', 'N', s.n, s.run_len(), s.o, cptr(dy), s.o, cptr(w) + s.w_run(kh), s.kh * s.kw * s.c,
+         false, mptr(dx) + s.x_run(kh), s.h * s.w * s.c);
   }
   return dx;
 }
@@ -129,10 +134,8 @@ torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const
   const bool all_taps = s.kh0 == 0 && s.kh1 == s.kh && s.kw0 == 0 && s.kw1 == s.kw;
   if (!all_taps) dw.zero_();  // taps that only meet padding get no gradient
   for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
-    const float* a = cptr(x) + ((kh - g.padding[0]) * s.w + (s.kw0 - g.padding[1])) * s.c;
-    float* c = mptr(dw) + (kh * s.kw + s.kw0) * s.c;
-    gemm('T', 'N', s.o, (s.kw1 - s.kw0) * s.c, s.n, cptr(dy), s.o, a, s.h * s.w * s.c, false, c,
-         s.kh * s.kw * s.c);
+    gemm('T', 'N', s.o, s.run_len(), s.n, cptr(dy), s.o, cptr(x) + s.x_run(kh), s.h * s.w * s.c,
+         false, mptr(dw) + s.w_run(kh), s.kh * s.kw * s.c);
   }
   return dw;
 }
