@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "commands.h"
@@ -36,6 +37,18 @@ const std::vector<RegisterFn>& command_table() {
   return table;
 }
 
+// "gpulab train" for a parse error inside `train`: the command whose --help lists the options.
+std::string command_path(const CLI::App& app) {
+  std::string path = app.get_name();
+  const CLI::App* at = &app;
+  for (;;) {
+    auto subs = at->get_subcommands();
+    if (subs.empty()) return path;
+    at = subs.front();
+    path += " " + at->get_name();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,8 +75,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;  // usage errors share exit code 2 with other bad input
+    // Usage errors have the shape and the exit code of every other bad input.
+    std::fflush(stdout);
+    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "hint: `" << command_path(app) << " --help` lists the options\n";
+    return 2;
   } catch (const gpulab::Exception& e) {
     std::fflush(stdout);
     std::cerr << "error: " << e.error().message << "\n";

@@ -13,6 +13,7 @@
 #include "core/table.h"
 #include "gpu/inventory.h"
 #include "gpu/partition.h"
+#include "json_stdout.h"
 
 namespace gpulab::cli {
 
@@ -127,9 +128,10 @@ void run_detect(const DetectArgs& a) {
   if (!a.require_partition.empty())
     req = gpu::parse_partition_requirement(a.require_partition).value_or_throw();
 
+  JsonStdout out(a.json);
   gpu::Inventory inv = gpu::detect(opts);
   if (a.json) {
-    std::cout << gpu::to_json(inv).dump(2) << "\n";
+    out.emit(gpu::to_json(inv).dump(2));
   } else {
     print_human(inv);
   }

@@ -8,6 +8,7 @@
 #include "bench/allreduce.h"
 #include "commands.h"
 #include "core/json.h"
+#include "json_stdout.h"
 #include "launch/ports.h"
 #include "launch/rank_env.h"
 #include "train/dist/dist_options.h"
@@ -43,6 +44,7 @@ void add_bench_allreduce(CLI::App* bench, CommandContext& ctx) {
       ctx.exit_code = *code;
       return;
     }
+    JsonStdout out(*json);
     auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
     // One rank on its own: a private port, so no fixed port can collide.
     if (!place.distributed()) place.master_port = launch::pick_free_port().value_or_throw();
@@ -68,7 +70,7 @@ void add_bench_allreduce(CLI::App* bench, CommandContext& ctx) {
                                {"busbw_gbs", r.busbw_gbs},
                                {"wrong", r.wrong}});
         }
-        std::cout << j.dump(2) << "\n";
+        out.emit(j.dump(2));
       } else {
         std::cout << "# backend " << comm.backend() << ", device " << comm.device().str() << "\n"
                   << bench::format_allreduce_table(rows, o->dtype, comm.size());

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/strings.h"
 #include "dataset_validator.h"
+#include "json_stdout.h"
 #include "train/data/datasets.h"
 #include "train/dist/dist_options.h"
 
@@ -67,12 +68,13 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
       ctx.exit_code = *code;
       return;
     }
+    JsonStdout out(*json);
     d->say_hello = false;
     auto dist = train::dist::make_dist_context(*d);
     auto r = bench::run_train_bench(*o, dist);
     if (!dist->is_main()) return;
     if (*json)
-      std::cout << r.to_json().dump() << std::endl;
+      out.emit(r.to_json().dump());
     else
       std::cout << r.summary() << std::flush;
   });

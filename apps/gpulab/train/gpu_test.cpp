@@ -6,6 +6,7 @@
 #include "bench/gemm_test.h"
 #include "commands.h"
 #include "core/strings.h"
+#include "json_stdout.h"
 
 namespace gpulab::cli {
 
@@ -58,9 +59,10 @@ void add_gpu_test_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--seed", opts->seed, "random seed for the inputs")->capture_default_str();
   cmd->add_flag("--json", *json, "print the report as JSON");
   cmd->callback([opts, json, &ctx] {
+    JsonStdout out(*json);
     auto report = bench::run_gemm_test(*opts);
     if (*json) {
-      std::cout << report.to_json().dump(2) << "\n";
+      out.emit(report.to_json().dump(2));
     } else {
       print_report(report);
     }

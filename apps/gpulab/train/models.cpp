@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/json.h"
 #include "core/table.h"
+#include "json_stdout.h"
 #include "train/models/layers.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
@@ -48,6 +49,7 @@ OrderedJson recommendation_json(const train::Recommendation& r, bool from_seed) 
 
 void run_models(bool as_json, int64_t num_classes) {
   torch::NoGradGuard no_grad;
+  JsonStdout out(as_json);
   OrderedJson list = OrderedJson::array();
   TextTable table({"model", "family", "params", "input", "recommended"});
   for (const auto& info : train::model_table()) {
@@ -79,7 +81,7 @@ void run_models(bool as_json, int64_t num_classes) {
     for (const auto& r : train::recommendations()) {
       seed.push_back({{"use_case", r.use_case}, {"model", r.model}, {"args", r.args()}});
     }
-    std::printf("%s\n", OrderedJson({{"models", list}, {"recommendations", seed}}).dump(2).c_str());
+    out.emit(OrderedJson({{"models", list}, {"recommendations", seed}}).dump(2));
     return;
   }
   std::printf("%s", table.render().c_str());

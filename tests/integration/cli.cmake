@@ -1,0 +1,11 @@
+# CLI conventions through the real binary (tests/integration/cli/cli_test.sh): every --json is one
+# JSON document on stdout; usage errors have the error:/hint: shape.
+if(GPULAB_WITH_TRAIN)
+foreach(case json usage)
+  add_test(NAME integration.cli.${case}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/cli/cli_test.sh ${case}
+                   $<TARGET_FILE:gpulab>)
+  set_tests_properties(integration.cli.${case} PROPERTIES LABELS "integration;cli" TIMEOUT 900
+                       SKIP_RETURN_CODE 77)
+endforeach()
+endif()

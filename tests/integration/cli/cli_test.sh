@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# CLI conventions a script relies on, through the real binary: every --json prints exactly one JSON
+# document on stdout (human text on stderr), and a usage error has the error:/hint: shape of every
+# other error. Usage: cli_test.sh CASE GPULAB
+set -uo pipefail
+CASE=$1
+G=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Each --json command with small settings; the test fails when a command gains --json unlisted.
+json_cases() {
+  echo "detect --json"
+  echo "detect --json --no-host"
+  echo "gpu-test --json --size 64 --iterations 3"
+  echo "models --json"
+  echo "bench allreduce --json --min_bytes 1024 --max_bytes 4096 --iters 2 --warmup 1"
+  echo "bench allreduce --json --min_bytes 1024 --max_bytes 4096 --iters 2 --warmup 1 --nproc_per_node 2"
+  echo "bench train --json --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --warmup 0"
+  echo "bench train --json --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --warmup 0 --nproc_per_node 2"
+}
+
+# Every command path whose --help offers --json.
+commands_with_json() {
+  local top sub
+  for top in $("$G" --help | awk '/^SUBCOMMANDS:/{on=1;next} on && NF{print $1}'); do
+    if "$G" "$top" --help 2>/dev/null | grep -q -- '--json'; then echo "$top"; fi
+    for sub in $("$G" "$top" --help 2>/dev/null | awk '/^SUBCOMMANDS:/{on=1;next} on && NF{print $1}'); do
+      if "$G" "$top" "$sub" --help 2>/dev/null | grep -q -- '--json'; then echo "$top $sub"; fi
+    done
+  done
+}
+
+case "$CASE" in
+json)
+  listed=$(json_cases)
+  found=$(commands_with_json)
+  [ -n "$found" ] || fail "no command offers --json (help format changed?)"
+  while read -r cmd; do
+    echo "$listed" | grep -q "^$cmd --json" || fail "'gpulab $cmd' has --json but no case here"
+  done <<<"$found"
+  while read -r args; do
+    # shellcheck disable=SC2086
+    (cd "$WORK" && timeout 300 "$G" $args >"$WORK/out" 2>"$WORK/err")
+    code=$?
+    docs=$(python3 -c 'import json,sys
+t=sys.stdin.read(); d=json.JSONDecoder(); i=n=0
+while True:
+    while i<len(t) and t[i].isspace(): i+=1
+    if i==len(t): break
+    _, i = d.raw_decode(t, i); n+=1
+print(n)' <"$WORK/out" 2>/dev/null)
+    echo "== gpulab $args -> exit $code, $(wc -c <"$WORK/out") bytes, ${docs:-?} document(s)"
+    [ "$code" = 0 ] || { cat "$WORK/err"; fail "gpulab $args: exit $code"; }
+    python3 -m json.tool <"$WORK/out" >/dev/null || { cat "$WORK/out"; fail "gpulab $args: stdout is not one JSON document"; }
+    [ "$docs" = 1 ] || { cat "$WORK/out"; fail "gpulab $args: $docs documents on stdout"; }
+  done <<<"$listed"
+  ;;
+usage)
+  # An unknown flag, a bad value and a missing subcommand: exit 2, error: then hint: on stderr.
+  check_usage() {
+    "$G" "$@" >"$WORK/out" 2>"$WORK/err"
+    local code=$?
+    echo "== gpulab $* -> exit $code: $(head -2 "$WORK/err" | tr '\n' '|')"
+    [ "$code" = 2 ] || fail "gpulab $*: exit $code, expected 2"
+    [ ! -s "$WORK/out" ] || { cat "$WORK/out"; fail "gpulab $*: wrote to stdout"; }
+    head -1 "$WORK/err" | grep -q '^error: ' || fail "gpulab $*: first line is not 'error: ...'"
+    sed -n 2p "$WORK/err" | grep -q '^hint: .*--help' || fail "gpulab $*: second line is not 'hint: ... --help'"
+    [ "$(wc -l <"$WORK/err")" = 2 ] || { cat "$WORK/err"; fail "gpulab $*: more than two lines"; }
+  }
+  check_usage train --no_such_flag 3
+  grep -q 'gpulab train --help' "$WORK/err" || fail "the hint does not name 'gpulab train --help'"
+  check_usage bench train --steps 0
+  grep -q 'gpulab bench train --help' "$WORK/err" || fail "the hint does not name 'gpulab bench train --help'"
+  check_usage --no_such_flag
+  check_usage
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo PASS
