@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", GPULAB_VERSION);
   std::string log_level;
-  app.add_option("--log-level", log_level, "debug, info, warn (default), error")
+  app.add_option("--log_level,--log-level", log_level, "debug, info, warn (default), error")
       ->envname("GPULAB_LOG");
   app.parse_complete_callback([&] { gpulab::init_logging(log_level); });
 

@@ -1,7 +1,8 @@
 # CLI conventions through the real binary (tests/integration/cli/cli_test.sh): every --json is one
-# JSON document on stdout; usage errors have the error:/hint: shape.
+# JSON document on stdout; usage errors have the error:/hint: shape; every kebab-case flag has a
+# snake_case spelling.
 if(GPULAB_WITH_TRAIN)
-foreach(case json usage)
+foreach(case json usage spelling)
   add_test(NAME integration.cli.${case}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/cli/cli_test.sh ${case}
                    $<TARGET_FILE:gpulab>)

@@ -153,9 +153,10 @@ void add_detect_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--root", args->root,
                   "read a captured tree (sysfs/procfs files, commands/nvidia-smi-q-x.xml, "
                   "commands/rocm-smi.json) instead of the live system");
-  cmd->add_option("--require-partition", args->require_partition,
+  cmd->add_option("--require_partition,--require-partition", args->require_partition,
                   "fail unless every AMD GPU is in these modes, e.g. NPS1,SPX");
-  cmd->add_flag("--no-host", args->no_host, "skip the Docker / toolkit / device-node checks");
+  cmd->add_flag("--no_host,--no-host", args->no_host,
+                "skip the Docker / toolkit / device-node checks");
   cmd->callback([args] { run_detect(*args); });
   (void)ctx;
 }

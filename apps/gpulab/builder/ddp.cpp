@@ -23,16 +23,19 @@ void add_ddp_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--node_rank", opts->node_rank, "this node's rank (multi-node)");
   cmd->add_option("--nnodes", opts->nnodes, "number of nodes (multi-node)")->capture_default_str();
   cmd->add_option("--master_port", opts->master_port, "rendezvous port")->capture_default_str();
-  cmd->add_option("--ssh-port-base", opts->ssh_port_base, "SSH ports start above this")
+  cmd->add_option("--ssh_port_base,--ssh-port-base", opts->ssh_port_base,
+                  "SSH ports start above this")
       ->capture_default_str();
-  cmd->add_option("--docker-host", opts->docker_host, "engine URL (default: $DOCKER_HOST)");
-  cmd->add_option("--detect-root", opts->detect_root, "captured tree for GPU detection");
+  cmd->add_option("--docker_host,--docker-host", opts->docker_host,
+                  "engine URL (default: $DOCKER_HOST)");
+  cmd->add_option("--detect_root,--detect-root", opts->detect_root,
+                  "captured tree for GPU detection");
   cmd->add_option("--service", opts->service_url,
                   "gpulab serve URL to book GPUs and the SSH port through (default: "
                   "http://127.0.0.1:8000 when a service answers there)")
       ->envname("GPULAB_SERVICE");
   cmd->add_option("--token", opts->token, "API token for --service")->envname("GPULAB_TOKEN");
-  cmd->add_flag("--no-service", opts->no_service,
+  cmd->add_flag("--no_service,--no-service", opts->no_service,
                 "allocate directly on the engine even when gpulab serve runs");
   cmd->callback([cmd, opts, &ctx] {
     auto parsed = builder::parse_ddp_args(cmd->remaining(), *opts);

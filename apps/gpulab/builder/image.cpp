@@ -19,10 +19,13 @@ void add_image_command(CLI::App& app, CommandContext& /*ctx*/) {
   build->add_option("--base", opts->base, "base image (default: the recipe's)");
   build->add_option("--tag", opts->tag, "image tag (default: nvidia-lab, rocm-lab, cpu-lab)");
   build->add_flag("-y,--yes", opts->yes, "build without asking");
-  build->add_option("--docker-host", opts->docker_host, "engine URL (default: $DOCKER_HOST)");
+  build->add_option("--docker_host,--docker-host", opts->docker_host,
+                    "engine URL (default: $DOCKER_HOST)");
   build->add_option("--recipes", opts->recipes, "folder with the recipes (images/)");
-  build->add_option("--detect-root", opts->detect_root, "captured tree for GPU detection");
-  build->add_flag("--quiet-build", opts->quiet_build, "don't echo the engine's build output");
+  build->add_option("--detect_root,--detect-root", opts->detect_root,
+                    "captured tree for GPU detection");
+  build->add_flag("--quiet_build,--quiet-build", opts->quiet_build,
+                  "don't echo the engine's build output");
   build->callback([opts] { builder::build_lab_images(*opts, std::cin, std::cout); });
 }
 

@@ -80,22 +80,24 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--listen", args->listen, "ADDR:PORT to listen on (default 127.0.0.1:8000)");
   cmd->add_option(
-      "--docker-host", args->docker_host,
+      "--docker_host,--docker-host", args->docker_host,
       "engine URL: unix:///var/run/docker.sock or tcp://host:2376 (default $DOCKER_HOST)");
   cmd->add_option("--db", args->db, "SQLite database file (default /var/lib/gpulab/service.db)");
-  cmd->add_option("--backup-dir", args->backup_dir,
+  cmd->add_option("--backup_dir,--backup-dir", args->backup_dir,
                   "where backup_<name>.tar files go (default /backups)");
-  cmd->add_option("--ssh-port-base", args->ssh_port_base,
+  cmd->add_option("--ssh_port_base,--ssh-port-base", args->ssh_port_base,
                   "SSH ports are BASE+11, BASE+22, ... (default 2200)")
       ->envname("SSH_PORT_BASE")
       ->check(CLI::Range(1, 65000));
-  cmd->add_option("--port-file", args->port_file, "write the bound port here once listening");
-  cmd->add_option("--add-user", args->add_user,
+  cmd->add_option("--port_file,--port-file", args->port_file,
+                  "write the bound port here once listening");
+  cmd->add_option("--add_user,--add-user", args->add_user,
                   "create USER (if needed) and print a new API token for it, then exit");
   cmd->add_flag("--admin", args->admin, "with --add-user: the user may see and manage everything");
-  auto* rt = cmd->add_option("--revoke-token", args->revoke_token,
+  auto* rt = cmd->add_option("--revoke_token,--revoke-token", args->revoke_token,
                              "revoke this API token (requests with it get 401), then exit");
-  cmd->add_option("--revoke-user", args->revoke_user, "revoke every token of USER, then exit")
+  cmd->add_option("--revoke_user,--revoke-user", args->revoke_user,
+                  "revoke every token of USER, then exit")
       ->excludes(rt);
   cmd->add_flag("--openapi", args->openapi, "print the OpenAPI document and exit");
   cmd->callback([args, &ctx] {

@@ -23,7 +23,7 @@ void add_get(CLI::App& data) {
   cmd->add_option("--url", opts->url,
                   "download from this URL instead (base URL for multi-file sets)");
   cmd->add_option("--md5", opts->md5, "expected MD5 of the archive fetched from --url");
-  cmd->add_flag("--no-progress", *no_progress, "no progress bar");
+  cmd->add_flag("--no_progress,--no-progress", *no_progress, "no progress bar");
   cmd->callback([name, opts, no_progress] {
     if (!train::download_available())
       throw Exception(Code::kUnavailable,

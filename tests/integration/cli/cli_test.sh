@@ -76,6 +76,28 @@ usage)
   check_usage --no_such_flag
   check_usage
   ;;
+spelling)
+  # One flag style: every kebab-case long flag (the service's old spelling) has a snake_case twin.
+  paths=$( { echo ""; "$G" --help | awk '/^SUBCOMMANDS:/{on=1;next} on && NF{print $1}' | while read -r top; do
+    echo "$top"
+    "$G" "$top" --help 2>/dev/null | awk -v t="$top" '/^SUBCOMMANDS:/{on=1;next} on && NF{print t" "$1}'
+  done; } )
+  checked=0
+  while read -r path; do
+    # shellcheck disable=SC2086
+    help=$("$G" $path --help 2>/dev/null) || fail "gpulab $path --help failed"
+    for flag in $(grep -oE -- '--[a-z0-9]+(-[a-z0-9]+)+' <<<"$help" | sort -u); do
+      checked=$((checked + 1))
+      grep -qE -- "(^|[ ,])${flag//-/_}([ ,=]|$)" <<<"${help//--/__}" ||
+        fail "gpulab $path: $flag has no snake_case spelling ${flag//-/_}"
+    done
+  done <<<"$paths"
+  echo "$checked kebab-case flags, each with its snake_case twin"
+  [ "$checked" -gt 0 ] || fail "no kebab-case flag found (help format changed?)"
+  # Both spellings work.
+  "$G" detect --json --no_host >/dev/null 2>&1 || fail "detect --no_host"
+  "$G" detect --json --no-host >/dev/null 2>&1 || fail "detect --no-host"
+  ;;
 *) fail "unknown case $CASE" ;;
 esac
 echo PASS
