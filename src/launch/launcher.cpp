@@ -239,6 +239,14 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
       result.message.clear();
       return result;
     }
+    if (failure->reported_bad_input()) {
+      group.stop(o.stop_grace);
+      result.failure = failure;
+      result.exit_code = 2;
+      // The rank's own lines, "error: " left to the caller as for every message: "...\nhint: ...".
+      result.message = failure->error.substr(std::string("error: ").size());
+      return result;
+    }
     auto t0 = std::chrono::steady_clock::now();
     say(o, failure->describe() + "; stopping the other ranks");
     group.stop(o.stop_grace);
