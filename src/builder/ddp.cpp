@@ -178,6 +178,8 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
     spec.cmd = {"bash", "-o", "pipefail", "-c",
                 cmd + " 2>&1 | tee /workspace/log/" + res.log_file.filename().string()};
   } else {
+    // As the seed's `docker run --rm`: `docker stop` ends the session and removes the container.
+    spec.auto_remove = true;
     res.ssh_password =
         opts.ssh_password.empty()
             ? random_token(16, "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789")
@@ -206,6 +208,7 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
         << "\u2022 GPU indices: " << (idx.empty() ? "none (CPU ranks)" : join(idx, ",")) << "\n"
         << "\u2022 SSH Connection: ssh root@localhost -p " << res.ssh_port << "\n"
         << "\u2022 SSH password: " << res.ssh_password << "\n"
+        << "\u2022 Done: docker stop " << res.container << " (it removes itself)\n"
         << "======================================\n";
     if (!res.lease.empty())
       out << "GPUs and port stay booked in gpulab serve (lease " << res.lease

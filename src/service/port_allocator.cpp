@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 namespace gpulab::service {
@@ -73,6 +75,17 @@ std::string port_conflict_message(const std::vector<int>& ports) {
     s += std::to_string(ports[i]);
   }
   return s + "]";
+}
+
+std::string port_resting_message(const std::map<int, double>& resting) {
+  std::string s = "Port(s) resting after release: [";
+  double longest = 0;
+  for (const auto& [port, left] : resting) {
+    if (s.back() != '[') s += ", ";
+    s += std::to_string(port);
+    longest = std::max(longest, left);
+  }
+  return s + "] (free again in " + std::to_string(static_cast<long>(std::ceil(longest))) + " s)";
 }
 
 }  // namespace gpulab::service
