@@ -9,7 +9,7 @@ export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build test demo bench format format-check tidy clean
+.PHONY: all deps configure build test demo bench format format-check tidy clean sanitize fuzz
 
 all: build
 
@@ -28,6 +28,15 @@ build: configure
 test: deps
 	@$(MAKE) --no-print-directory build
 	@bash scripts/run-tests.sh $(BUILD)
+
+# The core, docker and service tests under ASan + UBSan in a clang tree without libtorch.
+sanitize: deps
+	@bash scripts/sanitize.sh $(BUILD)-asan
+
+# libFuzzer over the request path for FUZZ_TIME seconds (make test runs 20 s of it).
+FUZZ_TIME ?= 600
+fuzz: deps
+	@bash scripts/fuzz.sh $(BUILD)-asan $(FUZZ_TIME)
 
 # The main job: a short run on the bundled data set (Debian's dataset-fashion-mnist). Builds the
 # gpulab binary only: the test binaries are a third of the compile steps and the demo runs none.

@@ -12,6 +12,8 @@ fi
 PKGS=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git clang-format clang-tidy
+  # clang with its sanitizer and libFuzzer runtimes (make sanitize, make fuzz)
+  clang libclang-rt-14-dev
   # tensors, collectives (libgloo-dev: headers ProcessGroupGloo needs; libdnnl-dev: the oneDNN
   # that Debian's libtorch links, for the CPU conv weight-gradient path in train/ops/conv.cpp)
   libtorch-dev libgloo-dev libdnnl-dev

@@ -167,6 +167,8 @@ docker::CreateSpec container_spec(const DdpOptions& opts, const DdpGrant& grant,
   if (opts.mode != DdpMode::kInteractive) {
     spec.cmd = script_command(opts, res, host);
   } else {
+    // As the seed's `docker run --rm`: `docker stop` ends the session and removes the container.
+    spec.auto_remove = true;
     res.ssh_password =
         opts.ssh_password.empty()
             ? random_string(16, "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789")
@@ -204,6 +206,7 @@ void print_interactive(const DdpOptions& opts, const DdpResult& res, std::ostrea
       << "\u2022 GPU indices: " << (cpu ? "none (CPU ranks)" : join(idx, ",")) << "\n"
       << "\u2022 SSH Connection: ssh root@localhost -p " << res.ssh_port << "\n"
       << "\u2022 SSH password: " << res.ssh_password << "\n"
+      << "\u2022 Done: docker stop " << res.container << " (it removes itself)\n"
       << "======================================\n";
   if (!res.lease.empty())
     out << "GPUs and port stay booked in gpulab serve (lease " << res.lease

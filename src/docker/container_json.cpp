@@ -120,6 +120,7 @@ Json CreateSpec::to_json() const {
   if (!group_add.empty()) host["GroupAdd"] = group_add;
   host["RestartPolicy"] = restart_json(restart_policy);
   if (init) host["Init"] = true;
+  if (auto_remove) host["AutoRemove"] = true;
   j["HostConfig"] = host;
   return j;
 }

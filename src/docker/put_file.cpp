@@ -1,6 +1,8 @@
 // Client::put_file: one small file into a container through the archive endpoint, by way of a
-// tar in a private temporary folder that is removed right after the upload.
-#include <stdlib.h>
+// tar in an anonymous memory file (memfd): nothing on disk, so nothing is left behind even when
+// the process is killed mid-way, and the contents (a password) never touch a folder.
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -18,11 +20,16 @@ Status Client::put_file(const std::string& id, const std::string& path, std::str
   fs::path p(path);
   if (!p.is_absolute() || !p.has_filename() || p.parent_path() == p.root_path())
     return Error(Code::kInvalidArgument, "put_file needs an absolute path in a folder: " + path);
-  std::string tmpl = (fs::temp_directory_path() / "gpulab-put-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data()))  // mode 0700: the contents may be a secret
+  int fd = ::memfd_create("gpulab-put", MFD_CLOEXEC);
+  if (fd < 0)
     return Error(Code::kInternal,
-                 std::string("cannot make a temporary folder: ") + std::strerror(errno));
-  fs::path dir(tmpl), tar = dir / "file.tar";
+                 std::string("cannot make a memory file: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // The tar writer and the upload open it by path, as any file.
+  fs::path tar = "/proc/self/fd/" + std::to_string(fd);
   Status st = ok_status();
   {
     auto w = TarWriter::create(tar);
@@ -36,8 +43,6 @@ Status Client::put_file(const std::string& id, const std::string& path, std::str
     }
   }
   if (st) st = copy_to_container(id, "/", tar);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   return st;
 }
 

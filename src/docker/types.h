@@ -96,7 +96,8 @@ struct CreateSpec {
   std::vector<DeviceMapping> devices;
   std::vector<std::string> group_add;  // extra groups, e.g. "video", "render" (AMD)
   RestartPolicy restart_policy;
-  bool init = false;  // run the engine's tiny init as PID 1 (reaps zombies)
+  bool init = false;         // run the engine's tiny init as PID 1 (reaps zombies)
+  bool auto_remove = false;  // the engine removes the container once it stops (docker run --rm)
 
   // The POST /containers/create body.
   Json to_json() const;

@@ -21,6 +21,12 @@ Principal Auth::authenticate(const std::string& authorization) const {
     if (required_)
       throw ApiError(ApiCode::kUnauthorized, "Missing API token",
                      "send the header 'Authorization: Bearer <token>'");
+    // Anonymous = the local admin only while nobody else has objects to protect.
+    if (!store_.users().empty())
+      throw ApiError(ApiCode::kUnauthorized,
+                     "Missing API token: this service has users, so requests need a token",
+                     "send 'Authorization: Bearer <token>'; an admin issues one with "
+                     "'gpulab serve --add-user NAME' or POST /api/v1/gpu-docker/users");
     return Principal{kLocalUser, true};
   }
   const std::string prefix = "Bearer ";
@@ -31,6 +37,12 @@ Principal Auth::authenticate(const std::string& authorization) const {
   auto user = store_.user_for_token(sha256_hex(token));
   if (!user) throw ApiError(ApiCode::kUnauthorized, "Invalid API token");
   return Principal{user->name, user->admin};
+}
+
+std::string Auth::mode() const {
+  if (required_) return "required";
+  if (!store_.users().empty()) return "tokens (users exist: anonymous requests refused)";
+  return "off (loopback; anonymous acts as admin until the first user is added)";
 }
 
 std::string Auth::issue_token(const std::string& user, bool admin) {

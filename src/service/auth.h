@@ -21,9 +21,12 @@ class Auth {
  public:
   Auth(Store& store, bool required) : store_(store), required_(required) {}
   bool required() const { return required_; }
+  // How anonymous requests are treated right now, for the start-up line.
+  std::string mode() const;
 
   // From the Authorization header value ("" when absent). A wrong token is always refused; a
-  // missing one only when tokens are required (else the request acts as the local admin).
+  // missing one when tokens are required or once any user exists (else the request acts as the
+  // local admin: a single-user loopback service).
   Principal authenticate(const std::string& authorization) const;
 
   // Creates the user if needed and a new token for it; returns the token (shown once).

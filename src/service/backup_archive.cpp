@@ -172,7 +172,13 @@ void BackupWriter::abandon() {
   ::unlink(partial_path_.c_str());
 }
 
-Result<BackupManifest> read_backup(const std::string& path, bool verify) {
+Result<BackupManifest> read_backup(const std::string& file, bool verify,
+                                   const std::string& shown_as) {
+  // Errors name the backup the user knows, not a temporary upload file.
+  const std::string path = file;
+  auto corrupt = [&](const std::string&, const std::string& why) {
+    return service::corrupt(shown_as.empty() ? file : shown_as, why);
+  };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return Error{Code::kNotFound, "cannot open backup " + path + ": " + std::strerror(errno)};

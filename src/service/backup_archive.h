@@ -51,7 +51,9 @@ class BackupWriter {
 
 // Reads the manifest; with verify, also recomputes the image archive's SHA-256. Any mismatch,
 // truncation or foreign layout is kDataError naming what is wrong.
-Result<BackupManifest> read_backup(const std::string& path, bool verify);
+// `shown_as` names the backup in errors when `path` is a temporary file (an upload).
+Result<BackupManifest> read_backup(const std::string& path, bool verify,
+                                   const std::string& shown_as = {});
 
 // Streams the image archive member to `sink` (for loading into an engine).
 Status read_image_member(const std::string& path, const BackupManifest& manifest,

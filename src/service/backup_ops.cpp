@@ -11,6 +11,7 @@
 #include "service/api_error.h"
 #include "service/backup_archive.h"
 #include "service/clock.h"
+#include "service/crypto.h"
 #include "service/validation.h"
 
 namespace gpulab::service {
@@ -119,7 +120,10 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     auto fin = (*writer)->finish(m);
     if (!fin) throw Exception(fin.error());
     rec.state = "complete";
-    rec.sha256 = m.image_sha256;
+    auto file_sha = sha256_file(path);
+    if (!file_sha) throw Exception(file_sha.error());
+    rec.sha256 = *file_sha;
+    rec.image_sha256 = m.image_sha256;
     rec.bytes_total = rec.bytes_done = static_cast<std::int64_t>(fs::file_size(path, ec));
     s.store->upsert_backup(rec);
     (void)s.docker().remove_image(image);  // the file is the backup; keep the engine clean
@@ -199,9 +203,9 @@ CreateOutcome restore_backup(Service& s, const Principal& who, const Json& req) 
 BackupRecord accept_upload(Service& s, const Principal& who, const std::string& uploaded,
                            const std::string& backup_name) {
   check_name(backup_name, "backup_name");
-  auto m = read_backup(uploaded, true);
-  if (!m) throw ApiError(ApiCode::kBackupCorrupt, m.error().message, m.error().hint);
   std::string path = backup_file_path(s.config, backup_name);
+  auto m = read_backup(uploaded, true, fs::path(path).filename().string() + " (upload)");
+  if (!m) throw ApiError(ApiCode::kBackupCorrupt, m.error().message, m.error().hint);
   std::error_code ec;
   if (fs::exists(path, ec) || s.store->find_backup(backup_name))
     throw ApiError(ApiCode::kNameConflict, "Backup '" + backup_name + "' already exists");
@@ -213,7 +217,10 @@ BackupRecord accept_upload(Service& s, const Principal& who, const std::string& 
   rec.source = m->source;
   rec.file = path;
   rec.state = "complete";
-  rec.sha256 = m->image_sha256;
+  auto file_sha = sha256_file(path);
+  if (!file_sha) throw Exception(file_sha.error());
+  rec.sha256 = *file_sha;
+  rec.image_sha256 = m->image_sha256;
   rec.bytes_total = rec.bytes_done = static_cast<std::int64_t>(fs::file_size(path, ec));
   s.store->upsert_backup(rec);
   s.store->audit(who.user, "upload-backup", backup_name, "ok");

@@ -1,6 +1,8 @@
 // Create / start / stop / delete / update against the engine, with the book kept in step.
 #include "service/container_ops.h"
 
+#include <algorithm>
+
 #include "core/log.h"
 #include "core/strings.h"
 #include "service/api_error.h"
@@ -34,9 +36,25 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
     std::vector<int> wanted;
     for (const auto& p : o.spec.ports) wanted.push_back(p.host_port);
     auto taken = taken_ports(wanted, unavailable);
-    if (!taken.empty())
+    if (!taken.empty()) {
+      // Nothing listens on a resting port: say so, and for how long, rather than "in use".
+      auto resting = s.store->resting_ports(s.config.port_rest_seconds);
+      auto held = s.store->port_holders();
+      bool all_resting = std::all_of(taken.begin(), taken.end(), [&](int p) {
+        return resting.count(p) && !held.count(p) && host_port_bindable(p);
+      });
+      if (all_resting) {
+        std::erase_if(resting, [&](const auto& kv) {
+          return std::find(taken.begin(), taken.end(), kv.first) == taken.end();
+        });
+        throw ApiError(ApiCode::kPortConflict, port_resting_message(resting),
+                       "a deleted container's ports rest for port_rest_seconds (" +
+                           std::to_string(s.config.port_rest_seconds) +
+                           " s) before reuse; wait, or use different host ports");
+      }
       throw ApiError(ApiCode::kPortConflict, port_conflict_message(taken),
                      "use different host ports");
+    }
     for (int p : wanted) unavailable.insert(p);
     std::optional<int> ssh = 0;
     if (with_ssh) ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable);

@@ -3,6 +3,11 @@
 
 #include <openssl/evp.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
 #include "core/error.h"
 #include "core/random.h"
 
@@ -47,6 +52,19 @@ std::string sha256_hex(std::string_view data) {
 
 std::string random_secret(size_t n) {
   return random_string(n, kAlnum);
+}
+
+Result<std::string> sha256_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return Error{Code::kNotFound, "cannot open " + path + ": " + std::strerror(errno)};
+  Sha256 sha;
+  std::vector<char> buf(1 << 20);
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) sha.update(buf.data(), n);
+  bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return Error{Code::kDataError, "cannot read " + path};
+  return sha.hex();
 }
 
 }  // namespace gpulab::service

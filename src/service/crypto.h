@@ -6,9 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include "core/result.h"
+
 namespace gpulab::service {
 
 std::string sha256_hex(std::string_view data);
+// SHA-256 of a whole file (what `sha256sum FILE` prints), read in 1 MiB pieces.
+Result<std::string> sha256_file(const std::string& path);
 
 class Sha256 {
  public:

@@ -32,6 +32,13 @@ Json created_json(const CreateOutcome& out, const ServiceConfig& config) {
   return d;
 }
 
+std::set<std::string> visible_container_names(Service& s, const Principal& who) {
+  std::set<std::string> names;
+  for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user)))
+    names.insert(c.name);
+  return names;
+}
+
 namespace {
 
 using Req = const ApiRequest&;
@@ -40,9 +47,7 @@ using Who = const Principal&;
 ApiReply status(Service& s, Who who) {
   auto holders = s.store->gpu_holders();
   Json available = Json::array(), used = Json::array(), mapping = Json::object();
-  std::set<std::string> mine;
-  for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user)))
-    mine.insert(c.name);
+  std::set<std::string> mine = visible_container_names(s, who);
   for (const auto& g : s.inventory.gpus) {
     auto it = holders.find(g.uuid);
     if (it == holders.end()) {
@@ -105,7 +110,11 @@ ApiReply update(Service& s, Req req, Who who) {
   auto lock = s.lock_container(c.name);
   ContainerRecord after = update_resources(s, c, j);
   s.store->audit(who.user, "update-resources", c.name, "ok", j.dump());
-  return ApiReply::ok("Container resources updated successfully", container_json(after, nullptr));
+  // The engine's own state, as in list (without it a running container read "missing").
+  auto engine = engine_containers(s);
+  auto it = engine.find(after.name);
+  return ApiReply::ok("Container resources updated successfully",
+                      container_json(after, it == engine.end() ? nullptr : &it->second));
 }
 
 ApiReply logs(Service& s, Req req, Who who) {

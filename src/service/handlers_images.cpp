@@ -42,13 +42,15 @@ ApiReply delete_snap(Service& s, Req req, Who who) {
 }
 
 Json backup_summary(const BackupRecord& b) {
-  return {{"backup_name", b.name},
-          {"backup_path", b.file},
-          {"file", std::filesystem::path(b.file).filename().string()},
-          {"sha256", b.sha256},
-          {"size_bytes", b.bytes_total},
-          {"source_container", b.source},
-          {"owner", b.owner}};
+  Json j = {{"backup_name", b.name},
+            {"backup_path", b.file},
+            {"file", std::filesystem::path(b.file).filename().string()},
+            {"sha256", b.sha256},
+            {"size_bytes", b.bytes_total},
+            {"source_container", b.source},
+            {"owner", b.owner}};
+  if (!b.image_sha256.empty()) j["image_sha256"] = b.image_sha256;
+  return j;
 }
 
 ApiReply backup(Service& s, Req req, Who who) {

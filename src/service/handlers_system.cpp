@@ -15,6 +15,7 @@ using Who = const Principal&;
 
 ApiReply gpus(Service& s, Who who) {
   auto holders = s.store->gpu_holders();
+  auto visible = visible_container_names(s, who);
   auto samples = sample_gpus(s.inventory);
   // Host pid -> container name for the "which container uses it" column.
   std::map<std::string, std::string> by_docker_id;
@@ -24,7 +25,10 @@ ApiReply gpus(Service& s, Who who) {
     Json j = {{"index", g.index}, {"uuid", g.uuid},           {"vendor", g.vendor},
               {"name", g.name},   {"numa_node", g.numa_node}, {"links", g.links}};
     auto h = holders.find(g.uuid);
-    j["allocated_to"] = h == holders.end() ? Json(nullptr) : Json(h->second);
+    // Another user's container is not named to a non-admin: only that the GPU is taken.
+    j["allocated"] = h != holders.end();
+    j["allocated_to"] =
+        h == holders.end() || !visible.count(h->second) ? Json(nullptr) : Json(h->second);
     for (const auto& smp : samples) {
       if (smp.uuid != g.uuid) continue;
       if (smp.utilization_percent) j["utilization_percent"] = *smp.utilization_percent;
@@ -39,9 +43,7 @@ ApiReply gpus(Service& s, Who who) {
         pj["container"] = c == by_docker_id.end() ? Json(nullptr) : Json(c->second);
         if (p.memory_used_bytes) pj["memory_used_bytes"] = *p.memory_used_bytes;
         // Users see only their own containers' processes.
-        if (who.admin || (c != by_docker_id.end() && s.store->find_container(c->second) &&
-                          s.store->find_container(c->second)->owner == who.user))
-          procs.push_back(pj);
+        if (who.admin || (c != by_docker_id.end() && visible.count(c->second))) procs.push_back(pj);
       }
       j["processes"] = procs;
     }
@@ -52,19 +54,21 @@ ApiReply gpus(Service& s, Who who) {
       {{"gpus", a}, {"source", s.inventory.source}, {"gpu_type", s.inventory.gpu_type}});
 }
 
-ApiReply metrics(Service& s) {
+ApiReply metrics(Service& s, Who who) {
   std::string out = s.metrics.render();
   auto holders = s.store->gpu_holders();
+  auto visible = visible_container_names(s, who);
   out += metric_header("gpulab_gpus", "gauge", "GPUs in the inventory");
   out += gauge_line("gpulab_gpus", {}, static_cast<double>(s.inventory.gpus.size()));
   out += metric_header("gpulab_gpu_allocated", "gauge", "1 when a container holds the GPU");
   for (const auto& g : s.inventory.gpus) {
     auto h = holders.find(g.uuid);
-    out += gauge_line("gpulab_gpu_allocated",
-                      {{"uuid", g.uuid},
-                       {"index", std::to_string(g.index)},
-                       {"container", h == holders.end() ? "" : h->second}},
-                      h == holders.end() ? 0 : 1);
+    out += gauge_line(
+        "gpulab_gpu_allocated",
+        {{"uuid", g.uuid},
+         {"index", std::to_string(g.index)},
+         {"container", h == holders.end() || !visible.count(h->second) ? "" : h->second}},
+        h == holders.end() ? 0 : 1);
   }
   std::map<std::string, int> by_state;
   for (const auto& c : s.store->containers()) ++by_state[c.state];
@@ -145,7 +149,7 @@ void add_system_routes(Router& r, Service& s) {
               {}});
   r.add(Route{"GET",
               "/metrics",
-              [sp](Req, Who) { return metrics(*sp); },
+              [sp](Req, Who w) { return metrics(*sp, w); },
               "Prometheus metrics",
               "monitoring",
               nullptr,
@@ -172,7 +176,24 @@ void add_system_routes(Router& r, Service& s) {
                   if (auto info = sp->engine->info(); info) d["engine_id"] = info->id;
                 return ApiReply::ok(engine ? "ok" : "engine unreachable", d);
               },
-              "Liveness and engine reachability",
+              "Liveness: 200 while the service answers (engine reachability as a field)",
+              "system",
+              nullptr,
+              {},
+              false});
+  // Readiness for load balancers and probes: not ready while the engine cannot be reached.
+  r.add(Route{"GET",
+              "/readyz",
+              [sp](Req, Who) {
+                auto ping = sp->engine ? sp->engine->ping()
+                                       : Status(Error{Code::kUnavailable, "not connected"});
+                if (!ping)
+                  throw ApiError(ApiCode::kEngineUnavailable,
+                                 "Not ready: Docker engine unreachable: " + ping.error().message,
+                                 docker::kStartEngineHint);
+                return ApiReply::ok("ready", {{"engine", true}});
+              },
+              "Readiness: 200 when the Docker engine answers, else 503 ENGINE_UNAVAILABLE",
               "system",
               nullptr,
               {},

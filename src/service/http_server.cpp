@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "service/api_error.h"
 #include "service/crypto.h"
+#include "service/http_request.h"
 
 namespace gpulab::service {
 
@@ -65,20 +66,31 @@ class Session : public std::enable_shared_from_this<Session> {
                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
   }
 
+  // Bytes that are not HTTP get the error envelope (then the connection closes); end of stream
+  // and timeouts have no one to answer.
+  bool answer_malformed(beast::error_code ec) {
+    if (ec.category() != beast::http::make_error_code(http::error::bad_target).category() ||
+        ec == http::error::end_of_stream || ec == http::error::partial_message)
+      return false;
+    if (ec == http::error::header_limit) {
+      reject(Router::error(ApiCode::kPayloadTooLarge, "Request header larger than 64 KiB"));
+    } else {
+      reject(Router::error(ApiCode::kInvalidRequest, "Malformed HTTP request: " + ec.message(),
+                           "send an HTTP/1.1 request; the API is described at "
+                           "/api/v1/openapi.json"));
+    }
+    return true;
+  }
+
   void on_header(beast::error_code ec, std::size_t) {
-    if (ec) {  // end of stream, timeout, garbage: nothing to answer
+    if (ec) {
       spdlog::debug("reading a request header: {}", ec.message());
+      if (answer_malformed(ec)) return;
       return close();
     }
     auto& h = header_->get();
     keep_alive_ = h.keep_alive();
-    req_ = ApiRequest{};
-    req_.method = std::string(h.method_string());
-    std::string target(h.target());
-    auto qm = target.find('?');
-    req_.path = target.substr(0, qm);
-    if (qm != std::string::npos) req_.query = parse_query(std::string_view(target).substr(qm + 1));
-    req_.authorization = std::string(h[http::field::authorization]);
+    req_ = request_from_header(h);
     beast::error_code rec;
     auto ep = stream_.socket().remote_endpoint(rec);
     if (!rec) req_.remote = ep.address().to_string();
@@ -137,6 +149,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                       std::to_string(srv_.config.max_body_bytes) + " bytes"));
     if (ec) {
       spdlog::debug("reading a request body: {}", ec.message());
+      if (answer_malformed(ec)) return;
       return close();
     }
     req_.body = std::move(string_parser_->get().body());
@@ -186,14 +199,21 @@ class Session : public std::enable_shared_from_this<Session> {
     spdlog::debug("{} {} ({} body bytes)", req_.method, req_.path, req_.body.size());
     stream_.expires_never();
     net::post(srv_.workers, [self = shared_from_this()] {
-      ApiReply reply = self->srv_.router.dispatch(self->req_);
-      if (!self->req_.upload_file.empty()) {
-        std::error_code ec;
-        std::filesystem::remove(self->req_.upload_file, ec);  // the handler moved what it kept
+      // A throw here would end the worker thread and the process; dropping `self` instead
+      // closes this connection only.
+      try {
+        ApiReply reply = self->srv_.router.dispatch(self->req_);
+        if (!self->req_.upload_file.empty()) {
+          std::error_code ec;
+          std::filesystem::remove(self->req_.upload_file, ec);  // the handler moved what it kept
+        }
+        net::post(self->stream_.get_executor(), [self, reply = std::move(reply)]() mutable {
+          self->write(std::move(reply), false);
+        });
+      } catch (const std::exception& e) {
+        spdlog::error("{} {}: dropped the connection: {}", self->req_.method, self->req_.path,
+                      e.what());
       }
-      net::post(self->stream_.get_executor(), [self, reply = std::move(reply)]() mutable {
-        self->write(std::move(reply), false);
-      });
     });
   }
 
@@ -346,10 +366,22 @@ void HttpServer::run(bool handle_signals) {
     });
   }
   impl_->accept();
+  // A handler that throws leaves run(); its session is dropped (its connection closes) and the
+  // thread goes back to serving everyone else.
+  auto serve = [this] {
+    for (;;) {
+      try {
+        impl_->ioc.run();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("HTTP I/O: dropped a connection: {}", e.what());
+      }
+    }
+  };
   // A few I/O threads are plenty: handlers run on the worker pool.
   std::vector<std::thread> io;
-  for (int i = 0; i < 3; ++i) io.emplace_back([this] { impl_->ioc.run(); });
-  impl_->ioc.run();
+  for (int i = 0; i < 3; ++i) io.emplace_back(serve);
+  serve();
   for (auto& t : io) t.join();
 }
 

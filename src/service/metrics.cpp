@@ -1,7 +1,7 @@
 // Prometheus counters and histograms kept in memory (they restart at zero with the process).
 #include "service/metrics.h"
 
-#include <cstdio>
+#include <charconv>
 
 namespace gpulab::service {
 
@@ -22,10 +22,11 @@ std::string escape(const std::string& v) {
   return o;
 }
 
+// The shortest text that reads back as the same double: le="0.005", not 0.0050000000000000001.
 std::string number(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,5 +21,8 @@ std::vector<int> taken_ports(const std::vector<int>& wanted, const std::set<int>
 
 // "Port(s) already in use: [3002, 4002]" (the seed's PORT_CONFLICT message).
 std::string port_conflict_message(const std::vector<int>& ports);
+// The same for ports that nothing holds but that still rest after a release (port -> seconds
+// left): "Port(s) resting after release: [3002] (free again in 5 s)".
+std::string port_resting_message(const std::map<int, double>& resting);
 
 }  // namespace gpulab::service

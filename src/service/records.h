@@ -79,7 +79,9 @@ struct SnapshotRecord {
 };
 
 struct BackupRecord {
+  // sha256: of the backup file as downloaded (`sha256sum backup_x.tar` matches).
   std::string name, owner, source, file, state, sha256, message, created_at;
+  std::string image_sha256;  // not stored: the inner image.tar's, when at hand (from the manifest)
   std::int64_t bytes_total = 0, bytes_done = 0;
 };
 

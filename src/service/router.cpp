@@ -12,7 +12,9 @@ namespace gpulab::service {
 ApiReply ApiReply::json(const Json& j, int status) {
   ApiReply r;
   r.status = status;
-  r.body = j.dump();
+  // Messages may quote what a client sent (a name, a parse error's "last read"): bytes that are
+  // not UTF-8 become U+FFFD instead of throwing type_error 316 out of the request.
+  r.body = j.dump(-1, ' ', false, Json::error_handler_t::replace);
   return r;
 }
 
@@ -126,7 +128,19 @@ Principal Router::authenticate(const Route& route, const std::string& authorizat
   return auth_.authenticate(authorization);
 }
 
-ApiReply Router::dispatch(ApiRequest request) const {
+ApiReply Router::dispatch(ApiRequest request) const noexcept {
+  try {
+    return dispatch_checked(std::move(request));
+  } catch (...) {
+    // Only allocation can get here (formatting an error reply failed): a fixed answer.
+    ApiReply r;
+    r.status = 500;
+    r.body = R"({"success":false,"message":"Internal error","error_code":"INTERNAL_ERROR"})";
+    return r;
+  }
+}
+
+ApiReply Router::dispatch_checked(ApiRequest request) const {
   auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, std::string> params;
   bool known = false;
@@ -152,6 +166,9 @@ ApiReply Router::dispatch(ApiRequest request) const {
       spdlog::error("{} {}: unexpected: {}", request.method, request.path, e.what());
       reply = error(ApiCode::kInternalError, std::string("Internal error: ") + e.what(),
                     "see the service log");
+    } catch (...) {
+      spdlog::error("{} {}: unexpected non-standard exception", request.method, request.path);
+      reply = error(ApiCode::kInternalError, "Internal error", "see the service log");
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

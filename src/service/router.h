@@ -64,13 +64,14 @@ class Router {
   // Authenticates (throws ApiError) without running anything: used before accepting an upload.
   Principal authenticate(const Route& route, const std::string& authorization) const;
 
-  // Runs a request to completion; never throws.
-  ApiReply dispatch(ApiRequest request) const;
+  // Runs a request to completion; never throws: whatever fails becomes the error envelope.
+  ApiReply dispatch(ApiRequest request) const noexcept;
 
   // Formats an error reply (used by the server for errors before dispatch: 413, timeouts).
   static ApiReply error(ApiCode code, const std::string& message, const std::string& hint = {});
 
  private:
+  ApiReply dispatch_checked(ApiRequest request) const;
   Auth& auth_;
   Metrics* metrics_;
   std::vector<Route> routes_;

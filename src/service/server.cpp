@@ -12,16 +12,12 @@
 
 namespace gpulab::service {
 
-namespace {
-
 void add_routes(Router& router, Service& s) {
   add_container_routes(router, s);
   add_image_routes(router, s);
   add_system_routes(router, s);
   add_lease_routes(router, s);
 }
-
-}  // namespace
 
 void serve(const ServiceConfig& config, const ServeOptions& options) {
   auto s = open_service(config);
@@ -38,8 +34,7 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
   }
   std::printf("gpulab serve: listening on http://%s:%u (engine %s, %zu GPU(s) %s, auth %s)\n",
               s->config.listen_host.c_str(), server.port(), s->engine->describe().c_str(),
-              s->inventory.gpus.size(), s->inventory.source.c_str(),
-              s->config.auth_required ? "required" : "off (loopback)");
+              s->inventory.gpus.size(), s->inventory.source.c_str(), s->auth->mode().c_str());
   std::fflush(stdout);
   EventWatcher watcher(*s);
   watcher.start();

@@ -21,6 +21,11 @@ std::string issue_token(const ServiceConfig& config, const std::string& user, bo
 // returns how many were revoked (0 with a NOT_FOUND error thrown for an unknown one).
 int revoke_tokens(const ServiceConfig& config, const std::string& token, const std::string& user);
 
+// Registers every API route on `router`, bound to `s` (also used by the request fuzz target).
+class Router;
+struct Service;
+void add_routes(Router& router, Service& s);
+
 // The OpenAPI document of the full route table (no engine needed).
 std::string openapi_json();
 

@@ -245,6 +245,17 @@ std::set<int> Store::unavailable_ports(int rest_seconds) {
   return s;
 }
 
+std::map<int, double> Store::resting_ports(int rest_seconds) {
+  std::map<int, double> m;
+  double now = unix_now_precise();
+  for (const auto& r :
+       db_->query("SELECT port,CAST((released_at-?)*1000 AS INTEGER) FROM port_rest "
+                  "WHERE released_at > ?",
+                  {now - rest_seconds, now - rest_seconds}))
+    m[static_cast<int>(r.i64(0))] = static_cast<double>(r.i64(1)) / 1000.0;
+  return m;
+}
+
 std::map<int, std::string> Store::port_holders() {
   std::map<int, std::string> m;
   for (const auto& r : db_->query(

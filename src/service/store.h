@@ -60,6 +60,8 @@ class Store {
   // Ports held by a container, or resting (released less than rest_seconds ago).
   std::set<int> unavailable_ports(int rest_seconds);
   std::map<int, std::string> port_holders();  // port -> container name
+  // Ports still resting after a release -> seconds of rest left.
+  std::map<int, double> resting_ports(int rest_seconds);
   // Releases every port of a container except its SSH port (when keep_ssh).
   void release_ports(std::int64_t container_id, bool keep_ssh);
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -266,6 +267,41 @@ TEST(Container, ArchiveCopiesFilesInAndOut) {
   EXPECT_EQ(client.copy_from_container(*id, "/no/such/path", dir / "x.tar").error().code,
             Code::kNotFound);
   std::filesystem::remove_all(dir);
+}
+
+// gpulab ddp's interactive containers (the seed's `docker run --rm`): `docker stop` removes
+// them. The password goes in through put_file, which uses no temporary folder.
+TEST(Container, AutoRemoveGoesAwayOnStopAndPutFileLeavesNoFolder) {
+  GPULAB_REQUIRE_DOCKER(client);
+  CreateSpec spec = sleeper(unique_name("autorm"));
+  spec.auto_remove = true;
+  auto id = client.create_container(spec);
+  ASSERT_TRUE(id.ok()) << id.error().to_string();
+  Cleanup g{client, *id};
+  auto tmp = std::filesystem::temp_directory_path() / unique_name("put-tmp");
+  std::filesystem::create_directories(tmp);
+  std::string old_tmpdir = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  auto put = client.put_file(*id, "/etc/gpulab/secret", "s3cret\n", 0600);
+  if (old_tmpdir.empty()) {
+    ::unsetenv("TMPDIR");
+  } else {
+    ::setenv("TMPDIR", old_tmpdir.c_str(), 1);
+  }
+  ASSERT_TRUE(put.ok()) << put.error().to_string();
+  EXPECT_TRUE(std::filesystem::is_empty(tmp));
+  std::filesystem::remove_all(tmp);
+  ASSERT_TRUE(client.start_container(*id).ok());
+  EXPECT_EQ(client.exec(*id, {"cat", "/etc/gpulab/secret"})->out, "s3cret\n");
+  EXPECT_TRUE(client.inspect_container(*id)->raw["HostConfig"].value("AutoRemove", false));
+  ASSERT_TRUE(client.stop_container(*id, 5).ok());
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    auto r = client.inspect_container(*id);
+    gone = !r.ok() && r.error().code == Code::kNotFound;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(gone) << "an auto-remove container is still there after stop";
 }
 
 }  // namespace

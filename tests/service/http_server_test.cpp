@@ -100,6 +100,15 @@ TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
   EXPECT_NE(metrics_.render().find("route=\"/echo\",status=\"200\"} 5"), std::string::npos);
 }
 
+TEST_F(HttpServerTest, HistogramBoundsPrintAsWritten) {
+  HttpClient c(base_, token_);
+  ASSERT_EQ(c.post("/echo", R"({"name":"a"})").status, 200);
+  std::string text = metrics_.render();
+  EXPECT_NE(text.find(R"(route="/echo",le="0.005"})"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(route="/echo",le="2.5"})"), std::string::npos) << text;
+  EXPECT_EQ(text.find("0000000"), std::string::npos) << text;
+}
+
 TEST_F(HttpServerTest, BadRequestsGetTheErrorEnvelope) {
   HttpClient c(base_, token_);
   auto malformed = c.post("/echo", "{\"name\": ");
@@ -116,6 +125,34 @@ TEST_F(HttpServerTest, BadRequestsGetTheErrorEnvelope) {
   EXPECT_EQ(missing.json()["error_code"], "UNAUTHORIZED");
   HttpClient wrong(base_, "glt_not-a-token");
   EXPECT_EQ(wrong.post("/echo", R"({"name":"a"})").json()["error_code"], "UNAUTHORIZED");
+}
+
+// Issue 13: a body whose first byte is >= 0x80 made the parse error quote raw bytes, and
+// serializing that envelope threw outside every try: the process aborted. Paths and query
+// strings carry the same bytes into "No such endpoint" and name checks.
+TEST_F(HttpServerTest, InvalidUtf8NeverEscapesARequest) {
+  HttpClient c(base_, token_);
+  auto expect_clean_400 = [](const testing::HttpResult& r, long status) {
+    EXPECT_EQ(r.status, status) << r.error;
+    Json j = r.json();
+    ASSERT_TRUE(j.is_object()) << r.body;
+    EXPECT_EQ(j["success"], false);
+    EXPECT_TRUE(j["error_code"].is_string());
+    // The answer is valid UTF-8 (a strict parse succeeded) and quotes no raw 0xA1 byte.
+    EXPECT_EQ(r.body.find('\xa1'), std::string::npos);
+  };
+  expect_clean_400(c.post("/echo",
+                          "\xa1\x36\x0b"
+                          "c"),
+                   400);
+  expect_clean_400(c.post("/echo", R"({"name":")"
+                                   "\xff\xfe"
+                                   R"("})"),
+                   400);
+  expect_clean_400(c.get("/no%A1where"), 404);
+  expect_clean_400(c.get("/no\xa1where"), 404);
+  // Still serving, on the same connection.
+  EXPECT_EQ(c.post("/echo", R"({"name":"after"})").status, 200);
 }
 
 TEST_F(HttpServerTest, HundredMegabyteBodyIsRefusedEarly) {

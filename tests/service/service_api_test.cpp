@@ -9,6 +9,7 @@
 
 #include "core/files.h"
 #include "core/subprocess.h"
+#include "service/crypto.h"
 #include "service_env.h"
 
 namespace gpulab::service::testing {
@@ -69,7 +70,9 @@ TEST_F(ServiceApi, SeedWalkthrough) {
   EXPECT_EQ(info->nano_cpus, 2'000'000'000);
   EXPECT_EQ(info->labels.at("gpulab.gpus"), "GPU-fake-0");
 
-  EXPECT_TRUE(ok(c.post_json(api + "/update-resources", {{"name", a}, {"cpus", "1"}})));
+  auto upd = c.post_json(api + "/update-resources", {{"name", a}, {"cpus", "1"}});
+  EXPECT_TRUE(ok(upd)) << upd.body;
+  EXPECT_EQ(upd.json()["data"]["status"], "running") << upd.body;  // issue 13: was "missing"
   EXPECT_EQ(client_->inspect_container(a)->nano_cpus, 1'000'000'000);
   EXPECT_TRUE(ok(c.post_json(api + "/stop", {{"name", b}})));
   EXPECT_FALSE(client_->inspect_container(b)->running);
@@ -106,7 +109,12 @@ TEST_F(ServiceApi, SeedWalkthrough) {
   auto bkr = c.post_json(api + "/backup", {{"name", b}, {"backup_name", bk}});
   ASSERT_TRUE(ok(bkr)) << bkr.body;
   EXPECT_TRUE(std::filesystem::exists(svc_->backup_dir() / ("backup_" + bk + ".tar")));
-  EXPECT_EQ(bkr.json()["data"]["sha256"].get<std::string>().size(), 64u);
+  // The hash a user's `sha256sum backup_x.tar` prints; the inner image.tar's has its own name.
+  auto file_sha = sha256_file((svc_->backup_dir() / ("backup_" + bk + ".tar")).string());
+  ASSERT_TRUE(file_sha.ok());
+  EXPECT_EQ(bkr.json()["data"]["sha256"], *file_sha) << bkr.body;
+  EXPECT_EQ(bkr.json()["data"]["image_sha256"].get<std::string>().size(), 64u);
+  EXPECT_NE(bkr.json()["data"]["image_sha256"], *file_sha);
   EXPECT_TRUE(ok(c.post_json(api + "/delete", {{"name", b}})));
   std::string dual = prefix_ + "-dual";
   auto rr = c.post_json(api + "/restore", {{"backup_path", bk + ".tar"},
@@ -124,6 +132,7 @@ TEST_F(ServiceApi, SeedWalkthrough) {
   auto up = c.post_json(api + "/update-resources", {{"name", restored}, {"gpu_count", 0}});
   ASSERT_TRUE(ok(up)) << up.body;
   EXPECT_EQ(up.json()["data"]["gpu_devices"], Json::array());
+  EXPECT_EQ(up.json()["data"]["status"], "running") << up.body;
   EXPECT_EQ(client_->exec(restored, {"cat", "/root/layer"})->out, "still-here\n");
   EXPECT_EQ(c.get(api + "/status").json()["data"]["used_gpu_indices"].size(), 2u);
   auto metrics = c.get("/metrics");
@@ -247,9 +256,12 @@ TEST_F(ServiceApi, RefusalsCreateNothing) {
     f.put('\x5a');
     f.put('\xa5');
   }
-  expect(c.put_file("/api/v1/gpu-docker/backups/upload?backup_name=" + prefix_ + "-bad",
-                    copy.string()),
-         "BACKUP_CORRUPT");
+  auto corrupt = c.put_file("/api/v1/gpu-docker/backups/upload?backup_name=" + prefix_ + "-bad",
+                            copy.string());
+  expect(corrupt, "BACKUP_CORRUPT");
+  // Named as the backup the user uploads, not the service's temporary .partial file.
+  EXPECT_NE(corrupt.body.find("backup_" + prefix_ + "-bad.tar"), std::string::npos) << corrupt.body;
+  EXPECT_EQ(corrupt.body.find(".partial"), std::string::npos) << corrupt.body;
   EXPECT_FALSE(std::filesystem::exists(svc_->backup_dir() / ("backup_" + prefix_ + "-bad.tar")));
   std::filesystem::copy_file(copy, svc_->backup_dir() / ("backup_" + prefix_ + "-hand.tar"));
   HttpClient admin(svc_->url(), svc_->add_user("root-admin", true));

@@ -18,6 +18,7 @@ namespace gpulab::service::testing {
 ServiceProcess::ServiceProcess(std::filesystem::path dir, Json config)
     : dir_(std::move(dir)), config_(std::move(config)) {
   std::filesystem::create_directories(dir_ / "backups");
+  std::filesystem::create_directories(tmp_dir());
   Json c = {{"listen", "127.0.0.1:0"},
             {"db", (dir_ / "service.db").string()},
             {"backup_dir", (dir_ / "backups").string()},
@@ -44,6 +45,8 @@ bool ServiceProcess::start() {
       ::dup2(fileno(f), 1);
       ::dup2(fileno(f), 2);
     }
+    // Its own temporary folder, so a test can see what a killed service left there.
+    ::setenv("TMPDIR", tmp_dir().c_str(), 1);
     std::string cfg = (dir_ / "config.json").string();
     std::string pf = port_file.string();
     ::execl(GPULAB_BINARY, GPULAB_BINARY, "--log-level", "info", "serve", "--config", cfg.c_str(),

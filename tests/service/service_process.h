@@ -27,6 +27,7 @@ class ServiceProcess {
   std::string log_tail() const;
   std::filesystem::path backup_dir() const { return dir_ / "backups"; }
   std::filesystem::path db_path() const { return dir_ / "service.db"; }
+  std::filesystem::path tmp_dir() const { return dir_ / "tmp"; }  // the service's TMPDIR
 
  private:
   std::filesystem::path dir_;

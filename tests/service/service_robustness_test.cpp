@@ -58,6 +58,9 @@ class ServiceRobustness : public ServiceTest {
     for (const auto& b : (*store)->backups()) EXPECT_NE(b.state, "running") << b.name;
     for (const auto& e : std::filesystem::directory_iterator(svc_->backup_dir()))
       EXPECT_EQ(e.path().string().find(".partial"), std::string::npos) << e.path();
+    // Nothing of a killed request stays in the service's temporary folder (gpulab-put-*).
+    for (const auto& e : std::filesystem::directory_iterator(svc_->tmp_dir()))
+      ADD_FAILURE() << "left behind: " << e.path();
   }
 };
 

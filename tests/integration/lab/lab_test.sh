@@ -155,7 +155,10 @@ JSON
     [ -n "$name" ] && [ -n "$port" ] && [ -n "$pw" ] || fail "summary box incomplete"
     wait_ssh "$port" "$pw"
     ssh_run "$port" "$pw" "ls /workspace/data/fashion-mnist && gpulab --version" | sed 's/^/    /'
-    docker rm -f "$name" >/dev/null
+    # As the seed's `docker run --rm`: stopping it removes it (issue 13).
+    docker stop "$name" >/dev/null
+    for _ in $(seq 50); do docker inspect "$name" >/dev/null 2>&1 || break; sleep 0.2; done
+    docker inspect "$name" >/dev/null 2>&1 && fail "interactive container $name stayed after docker stop"
     ;;
   ddp_service)
     # gpulab ddp through a running gpulab serve: the service books the run's GPUs and SSH port

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The core, docker and service tests (and the gpulab serve they start) under ASan + UBSan, in
+# the clang tree of scripts/sanitizer-tree.sh. Any sanitizer report fails the run.
+# usage: scripts/sanitize.sh BUILD_DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-asan}
+t0=$(date +%s)
+bash scripts/sanitizer-tree.sh "$BUILD" gpulab test_core test_docker test_service || exit $?
+t1=$(date +%s)
+logs="$(realpath -m "$BUILD/sanitizer-logs")"
+rm -rf "$logs"
+mkdir -p "$logs"
+# Reports go to files (child processes too: gpulab serve writes them, not the test's output).
+export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
+set +e
+ctest --test-dir "$BUILD" -L '^(core|docker|service)$' --output-on-failure \
+  --parallel "${CTEST_PARALLEL:-2}" --timeout 1800
+rc=$?
+set -e
+t2=$(date +%s)
+reports=$(find "$logs" -type f | wc -l)
+for f in $(find "$logs" -type f); do
+  echo "---- $f"
+  head -n 60 "$f"
+done
+echo "sanitize: build $((t1 - t0)) s, tests $((t2 - t1)) s, ${reports} sanitizer report(s)"
+[ $rc -eq 0 ] && [ "$reports" -eq 0 ]
