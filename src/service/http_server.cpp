@@ -13,6 +13,8 @@
 #include "core/log.h"
 #include "service/api_error.h"
 #include "service/crypto.h"
+#include "service/sse_stream.h"
+#include "service/web_session.h"
 
 namespace gpulab::service {
 
@@ -79,6 +81,8 @@ class Session : public std::enable_shared_from_this<Session> {
     req_.path = target.substr(0, qm);
     if (qm != std::string::npos) req_.query = parse_query(std::string_view(target).substr(qm + 1));
     req_.authorization = std::string(h[http::field::authorization]);
+    req_.cookie = std::string(h[http::field::cookie]);
+    req_.csrf_token = std::string(h[kCsrfHeader]);
     beast::error_code rec;
     auto ep = stream_.socket().remote_endpoint(rec);
     if (!rec) req_.remote = ep.address().to_string();
@@ -92,7 +96,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (route && route->streamed_upload) {
       // Refuse before a byte of the body is stored: who asks, and how much.
       try {
-        srv_.router.authenticate(*route, req_.authorization);
+        srv_.router.authenticate(*route, req_);
       } catch (const Exception& e) {
         ErrorReply er = error_reply(e);
         return reject(ApiReply::json(envelope_error(er), er.http_status));
@@ -204,6 +208,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write(ApiReply reply, bool drain_after) {
+    if (reply.events) {  // the connection becomes an event stream, owned by the stream from here
+      return start_event_stream(std::move(stream_), *reply.events, std::move(reply.stream_allowed));
+    }
     if (!reply.file.empty()) {
       auto res = std::make_shared<http::response<http::file_body>>();
       beast::error_code ec;
