@@ -7,10 +7,10 @@ second -- five times the default rate).
 Each "dashboard" is what an open Overview page does, in a thread: it holds the event stream
 (GET /events) and, as the page does, refetches /gpus, /status and /list on every "hello" or
 "containers" event, and the GPU history once at start; "gpus" events arrive every second.
-With --browser, the ten dashboards are instead ten tabs of a real headless Chromium
-(python3-selenium) showing the Overview page.
+(Ten tabs of one real browser are not a fair stand-in: over HTTP/1.1 a browser opens at most six
+connections per server, so only the visible tabs hold a stream; see docs/dashboard.md.)
 
-Usage: bench/dashboard_load.py GPULAB_BINARY [--rounds 10] [--requests 1000] [--browser]
+Usage: bench/dashboard_load.py GPULAB_BINARY [--rounds 10] [--requests 1000]
 Prints one line per round and the summary; exit 77 when dockerd cannot run here.
 """
 import argparse
@@ -92,17 +92,8 @@ def sign_in(svc, user):
     return r.getheader("Set-Cookie").split(";")[0]
 
 
-def open_dashboards(svc, port, browser):
+def open_dashboards(svc, port):
     stop = threading.Event()
-    if browser:
-        d = bt.browser(1280, 800)
-        page = bt.Page(d, svc.url, None, (1280, 800))
-        page.sign_in(svc.tokens["alice"])
-        for i in range(9):
-            d.switch_to.new_window("tab")
-            d.get(svc.url + "/#/overview")
-        time.sleep(3)
-        return lambda: d.quit(), lambda: len(d.window_handles)
     boards = [Dashboard(port, sign_in(svc, "alice"), stop) for _ in range(10)]
     for b in boards:
         b.start()
@@ -118,7 +109,6 @@ def main():
     ap.add_argument("gpulab")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--browser", action="store_true")
     a = ap.parse_args()
     host = bt.start_engine()
     work = bt.tempfile.mkdtemp(prefix="gpulab-dashload-")
@@ -140,9 +130,9 @@ def main():
             for k in (0, 10):
                 close = info = None
                 if k:
-                    close, info = open_dashboards(svc, port, a.browser)
+                    close, info = open_dashboards(svc, port)
                 lat = measure(port, svc.tokens["alice"], a.requests)
-                extra = f"  ({info()} {'tabs' if a.browser else 'events received'})" if k else ""
+                extra = f"  ({info()} events received)" if k else ""
                 if close:
                     close()
                     time.sleep(1)
@@ -153,7 +143,7 @@ def main():
                     f"{p} p50 {statistics.median(v):.2f} ms p95 {p95(v):.2f} ms"
                     for p, v in lat.items()) + extra, flush=True)
         print(f"summary ({a.rounds} rounds x {a.requests // 2} requests per endpoint, "
-              f"{'real Chromium tabs' if a.browser else 'simulated pages'}):")
+              "simulated pages):")
         for p in ("/status", "/list"):
             b, d = p95(res[0][p]), p95(res[10][p])
             print(f"  {p:8s} p95: none open {b:.2f} ms, ten open {d:.2f} ms, change {100 * (d - b) / b:+.1f} %"

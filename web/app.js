@@ -43,8 +43,16 @@ function useLive(me, onSignedOut) {
   const [versions, setVersions] = useState({ containers: 0, images: 0, gpus: 0 });
   const [samples, setSamples] = useState(null);
   const [live, setLive] = useState(false);
+  // A hidden tab lets go of its stream: a browser allows only six connections per server over
+  // HTTP/1.1, and each open stream holds one. Coming back, "hello" refreshes everything.
+  const [visible, setVisible] = useState(document.visibilityState !== 'hidden');
   useEffect(() => {
-    if (!me) return undefined;
+    const f = () => setVisible(document.visibilityState !== 'hidden');
+    document.addEventListener('visibilitychange', f);
+    return () => document.removeEventListener('visibilitychange', f);
+  }, []);
+  useEffect(() => {
+    if (!me || !visible) { setLive(false); return undefined; }
     const es = new EventSource('/api/v1/gpu-docker/events');
     const bump = (...keys) => setVersions((v) => {
       const n = { ...v };
@@ -59,7 +67,7 @@ function useLive(me, onSignedOut) {
     es.addEventListener('gpus', (e) => { setSamples(JSON.parse(e.data)); bump('gpus'); });
     es.addEventListener('signed-out', () => { es.close(); onSignedOut('Your session ended.'); });
     return () => es.close();
-  }, [me]);
+  }, [me, visible]);
   return { versions, samples, live };
 }
 

@@ -155,7 +155,7 @@ class Page:
     def __init__(self, driver, url, shots, size):
         self.d, self.url, self.shots, self.size = driver, url, shots, size
 
-    def wait(self, cond, what, timeout=20):
+    def wait(self, cond, what, timeout=45):  # generous: CI machines are shared and slow
         def check(_):
             try:
                 return cond()
