@@ -9,7 +9,7 @@ export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build test demo bench format format-check tidy clean sanitize fuzz
+.PHONY: all deps configure build test demo bench format format-check tidy clean sanitize fuzz web
 
 all: build
 
@@ -66,3 +66,12 @@ tidy:
 
 clean:
 	rm -rf $(BUILD)
+
+# Dev only (needs the npm registry): refreshes the pinned UI libraries committed in web/vendor/
+# from web/package-lock.json. Building never needs it: the vendored files are in the repository.
+web:
+	cd web && npm ci --no-audit --no-fund
+	cp web/node_modules/htm/preact/standalone.module.js web/vendor/htm-preact-standalone.mjs
+	cp web/node_modules/uplot/dist/uPlot.iife.min.js web/node_modules/uplot/dist/uPlot.min.css web/vendor/
+	cp web/node_modules/htm/LICENSE web/vendor/htm.LICENSE
+	cp web/node_modules/uplot/LICENSE web/vendor/uPlot.LICENSE

@@ -33,6 +33,8 @@ PKGS=(
   docker.io busybox-static debootstrap openssh-client sshpass
   # network namespaces for multi-host tests, and process tools
   iproute2 procps psmisc curl ca-certificates jq binutils
+  # the dashboard's browser tests: a real headless Chromium driven by Selenium
+  chromium chromium-driver python3-selenium
 )
 
 missing=()

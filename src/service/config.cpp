@@ -119,7 +119,8 @@ Result<ServiceConfig> config_from_json(const std::string& text) {
                         "reconcile_interval_seconds",
                         "lease_grace_seconds",
                         "users",
-                        "ssh_user"},
+                        "ssh_user",
+                        "dashboard"},
                        "config");
   if (!st) return st.error();
   ServiceConfig c;
@@ -158,6 +159,19 @@ Result<ServiceConfig> config_from_json(const std::string& text) {
         j.value("reconcile_interval_seconds", c.reconcile_interval_seconds);
     c.lease_grace_seconds = j.value("lease_grace_seconds", c.lease_grace_seconds);
     c.ssh_user = j.value("ssh_user", c.ssh_user);
+    if (j.contains("dashboard")) {
+      const Json& d = j["dashboard"];
+      if (!d.is_object()) return bad("dashboard must be an object");
+      auto ds =
+          check_keys(d, {"sample_seconds", "history_seconds", "gpu_sample_root"}, "dashboard");
+      if (!ds) return ds.error();
+      c.dashboard.sample_seconds = d.value("sample_seconds", c.dashboard.sample_seconds);
+      c.dashboard.history_seconds = d.value("history_seconds", c.dashboard.history_seconds);
+      c.dashboard.gpu_sample_root = d.value("gpu_sample_root", c.dashboard.gpu_sample_root);
+      if (c.dashboard.sample_seconds < 1 ||
+          c.dashboard.history_seconds < c.dashboard.sample_seconds)
+        return bad("dashboard: sample_seconds must be >= 1 and history_seconds >= sample_seconds");
+    }
     if (j.contains("gpus")) {
       if (!j["gpus"].is_array()) return bad("gpus must be an array");
       size_t i = 0;

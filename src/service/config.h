@@ -35,6 +35,13 @@ struct UserSeed {
   std::string token_sha256;  // hex; the token itself never sits in a file
 };
 
+// The dashboard's GPU history: one sample per GPU every sample_seconds, kept for history_seconds.
+struct DashboardConfig {
+  int sample_seconds = 5;
+  int history_seconds = 3600;
+  std::string gpu_sample_root;  // a captured GPU tree (gpulab detect --root) sampled instead
+};
+
 struct ServiceConfig {
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = 8000;
@@ -63,6 +70,7 @@ struct ServiceConfig {
   int lease_grace_seconds = 120;
   std::vector<UserSeed> users;
   std::string ssh_user = "root";
+  DashboardConfig dashboard;
 };
 
 // Reads a config file; a missing file, malformed JSON or an unknown key is an error.

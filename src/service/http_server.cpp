@@ -14,6 +14,8 @@
 #include "service/api_error.h"
 #include "service/crypto.h"
 #include "service/http_request.h"
+#include "service/sse_stream.h"
+#include "service/web_session.h"
 
 namespace gpulab::service {
 
@@ -104,7 +106,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (route && route->streamed_upload) {
       // Refuse before a byte of the body is stored: who asks, and how much.
       try {
-        srv_.router.authenticate(*route, req_.authorization);
+        srv_.router.authenticate(*route, req_);
       } catch (const Exception& e) {
         ErrorReply er = error_reply(e);
         return reject(ApiReply::json(envelope_error(er), er.http_status));
@@ -224,6 +226,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write(ApiReply reply, bool drain_after) {
+    if (reply.events) {  // the connection becomes an event stream, owned by the stream from here
+      return start_event_stream(std::move(stream_), *reply.events, std::move(reply.stream_allowed));
+    }
     if (!reply.file.empty()) {
       auto res = std::make_shared<http::response<http::file_body>>();
       beast::error_code ec;

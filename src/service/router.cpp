@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "service/api_error.h"
 #include "service/metrics.h"
+#include "service/web_session.h"
 
 namespace gpulab::service {
 
@@ -128,6 +129,16 @@ Principal Router::authenticate(const Route& route, const std::string& authorizat
   return auth_.authenticate(authorization);
 }
 
+Principal Router::authenticate(const Route& route, const ApiRequest& request) const {
+  if (route.authenticated && request.authorization.empty() && sessions_ &&
+      !request.cookie.empty()) {
+    bool changes = request.method != "GET" && request.method != "HEAD";
+    if (auto who = sessions_->authenticate(request.cookie, changes, request.csrf_token))
+      return *who;
+  }
+  return authenticate(route, request.authorization);
+}
+
 ApiReply Router::dispatch(ApiRequest request) const noexcept {
   try {
     return dispatch_checked(std::move(request));
@@ -155,7 +166,7 @@ ApiReply Router::dispatch_checked(ApiRequest request) const {
   } else {
     for (auto& [k, v] : params) request.query[k] = v;
     try {
-      Principal who = authenticate(*route, request.authorization);
+      Principal who = authenticate(*route, request);
       reply = route->handler(request, who);
     } catch (const Exception& e) {
       ErrorReply er = error_reply(e);

@@ -14,6 +14,8 @@
 namespace gpulab::service {
 
 class Metrics;
+class EventHub;
+class WebSessions;
 
 struct ApiRequest {
   std::string method;
@@ -23,6 +25,8 @@ struct ApiRequest {
   std::string upload_file;                   // streamed uploads: where the body was written
   std::string authorization;                 // Authorization header value
   std::string remote;                        // peer address, for the audit log
+  std::string cookie;                        // Cookie header: the dashboard's session
+  std::string csrf_token;                    // X-CSRF-Token header
 };
 
 struct ApiReply {
@@ -31,6 +35,10 @@ struct ApiReply {
   std::string body;
   std::string file;  // when set, the body is this file, streamed
   std::vector<std::pair<std::string, std::string>> headers;
+  // When set, the connection becomes a Server-Sent Events stream of this hub's events for as long
+  // as stream_allowed() says yes (the session or token behind it is still valid).
+  const EventHub* events = nullptr;
+  std::function<bool()> stream_allowed;
   static ApiReply json(const Json& j, int status = 200);
   static ApiReply ok(std::string_view message, Json data);  // the seed's success envelope
 };
@@ -63,6 +71,9 @@ class Router {
 
   // Authenticates (throws ApiError) without running anything: used before accepting an upload.
   Principal authenticate(const Route& route, const std::string& authorization) const;
+  // The same, also accepting a dashboard session cookie (with its CSRF token for changes).
+  Principal authenticate(const Route& route, const ApiRequest& request) const;
+  void set_sessions(WebSessions* sessions) { sessions_ = sessions; }
 
   // Runs a request to completion; never throws: whatever fails becomes the error envelope.
   ApiReply dispatch(ApiRequest request) const noexcept;
@@ -74,6 +85,7 @@ class Router {
   ApiReply dispatch_checked(ApiRequest request) const;
   Auth& auth_;
   Metrics* metrics_;
+  WebSessions* sessions_ = nullptr;
   std::vector<Route> routes_;
 };
 

@@ -5,6 +5,7 @@
 
 #include "core/files.h"
 #include "core/log.h"
+#include "service/dashboard.h"
 #include "service/handlers.h"
 #include "service/http_server.h"
 #include "service/openapi.h"
@@ -25,6 +26,9 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
   spdlog::info("reconciled with the engine: {}", rep.to_json().dump());
   Router router(*s->auth, &s->metrics);
   add_routes(router, *s);
+  Dashboard dashboard(*s);
+  add_dashboard_routes(router, dashboard);
+  router.set_sessions(&dashboard.sessions);
   HttpServer server(s->config, router);
   auto st = server.listen();
   if (!st) throw Exception(st.error());
@@ -38,7 +42,9 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
   std::fflush(stdout);
   EventWatcher watcher(*s);
   watcher.start();
+  dashboard.start();
   server.run(true);
+  dashboard.stop();
   watcher.stop();
 }
 
@@ -69,6 +75,8 @@ std::string openapi_json() {
   s.auth = std::make_unique<Auth>(*s.store, false);
   Router router(*s.auth, nullptr);
   add_routes(router, s);
+  Dashboard dashboard(s);
+  add_dashboard_routes(router, dashboard);
   return openapi_document(router).dump(2) + "\n";
 }
 
