@@ -26,7 +26,10 @@ function(gpulab_data_deps target)
     pkg_check_modules(SENTENCEPIECE QUIET IMPORTED_TARGET sentencepiece)
     if(SENTENCEPIECE_FOUND)
       target_link_libraries(${target} PRIVATE PkgConfig::SENTENCEPIECE)
-      target_compile_definitions(${target} PRIVATE GPULAB_HAVE_SENTENCEPIECE=1)
+      # Only the one file that includes it sees the macro (and it needs no libtorch PCH), so
+      # having SentencePiece or not leaves every other object of the target as it was.
+      set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer_sentencepiece.cpp
+        PROPERTIES COMPILE_DEFINITIONS GPULAB_HAVE_SENTENCEPIECE=1 SKIP_PRECOMPILE_HEADERS ON)
     endif()
   endif()
   find_package(CURL QUIET)
