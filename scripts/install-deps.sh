@@ -15,6 +15,9 @@ PKGS=(
   # tensors, collectives (libgloo-dev: headers ProcessGroupGloo needs; libdnnl-dev: the oneDNN
   # that Debian's libtorch links, for the CPU conv weight-gradient path in train/ops/conv.cpp)
   libtorch-dev libgloo-dev libdnnl-dev
+  # fp32 matrix products: libtorch calls libblas.so.3; OpenBLAS (OpenMP build, the runtime
+  # libtorch uses) replaces the reference BLAS through update-alternatives (docs/cpu-blas.md)
+  libopenblas0-openmp
   # header-only and small libraries
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   # service: HTTP server, Docker client, state

@@ -25,11 +25,20 @@ function(gpulab_data_deps target)
     endif()
     pkg_check_modules(SENTENCEPIECE QUIET IMPORTED_TARGET sentencepiece)
     if(SENTENCEPIECE_FOUND)
-      target_link_libraries(${target} PRIVATE PkgConfig::SENTENCEPIECE)
-      # Only the one file that includes it sees the macro (and it needs no libtorch PCH), so
+      # Not linked into the target: its bundled protobuf clashes with libtorch's, so it sits in
+      # a module of its own that tokenizer_sentencepiece.cpp loads privately (src/spm/).
+      add_library(gpulab_spm MODULE ${PROJECT_SOURCE_DIR}/src/spm/spm_shim.cpp)
+      target_link_libraries(gpulab_spm PRIVATE PkgConfig::SENTENCEPIECE)
+      gpulab_warnings(gpulab_spm)
+      set_target_properties(gpulab_spm PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+      add_dependencies(${target} gpulab_spm)
+      target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS})
+      # Only the one file that loads it sees the macros (and it needs no libtorch PCH), so
       # having SentencePiece or not leaves every other object of the target as it was.
       set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer_sentencepiece.cpp
-        PROPERTIES COMPILE_DEFINITIONS GPULAB_HAVE_SENTENCEPIECE=1 SKIP_PRECOMPILE_HEADERS ON)
+        PROPERTIES COMPILE_DEFINITIONS
+          "GPULAB_HAVE_SENTENCEPIECE=1;GPULAB_SPM_MODULE=\"${CMAKE_BINARY_DIR}/libgpulab_spm.so\""
+        SKIP_PRECOMPILE_HEADERS ON)
     endif()
   endif()
   find_package(CURL QUIET)

@@ -35,6 +35,7 @@ struct WindowOptions {
 // batch(step * accum + micro).
 class TokenWindows {
  public:
+  // `file` must outlive the windows (TokenData keeps its files at fixed addresses).
   // kInvalidArgument when the file holds fewer than one window, or fewer windows than one
   // global batch (B * W); the message says how many tokens are needed.
   static Result<TokenWindows> create(const TokenFile& file, WindowOptions opts);
