@@ -17,18 +17,25 @@ PKGS=(
   # tensors, collectives (libgloo-dev: headers ProcessGroupGloo needs; libdnnl-dev: the oneDNN
   # that Debian's libtorch links, for the CPU conv weight-gradient path in train/ops/conv.cpp)
   libtorch-dev libgloo-dev libdnnl-dev
+  # fp32 matrix products: libtorch calls libblas.so.3; OpenBLAS (OpenMP build, the runtime
+  # libtorch uses) replaces the reference BLAS through update-alternatives (docs/cpu-blas.md)
+  libopenblas0-openmp
   # header-only and small libraries
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   # service: HTTP server, Docker client, state
   libboost-dev libcurl4-openssl-dev libsqlite3-dev libssl-dev
   # image decode for ImageFolder data sets
   libturbojpeg0-dev libpng-dev zlib1g-dev
+  # SentencePiece tokenizers for language models (train/data/tokenizer*.cpp)
+  libsentencepiece-dev
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # the reference: PyTorch and torchvision from Debian
   python3 python3-numpy python3-torch python3-torchvision
   # the real data set for accuracy checks and the demo
   dataset-fashion-mnist
+  # the real English text corpus for language models (docs/llm-data.md says why this one)
+  fortunes
   # real container engine and what test images are made from
   docker.io busybox-static debootstrap openssh-client sshpass
   # network namespaces for multi-host tests, and process tools

@@ -4,6 +4,7 @@
 #   turbojpeg   JPEG in ImageFolder                       GPULAB_HAVE_TURBOJPEG
 #   libpng      PNG in ImageFolder                        GPULAB_HAVE_PNG
 #   libcurl     gpulab data get                           GPULAB_HAVE_CURL
+#   sentencepiece  SentencePiece tokenizers (else bytes)  GPULAB_HAVE_SENTENCEPIECE
 function(gpulab_data_deps target)
   find_package(ZLIB QUIET)
   if(ZLIB_FOUND)
@@ -22,11 +23,28 @@ function(gpulab_data_deps target)
       target_link_libraries(${target} PRIVATE PkgConfig::TURBOJPEG)
       target_compile_definitions(${target} PRIVATE GPULAB_HAVE_TURBOJPEG=1)
     endif()
+    pkg_check_modules(SENTENCEPIECE QUIET IMPORTED_TARGET sentencepiece)
+    if(SENTENCEPIECE_FOUND)
+      # Not linked into the target: its bundled protobuf clashes with libtorch's, so it sits in
+      # a module of its own that tokenizer_sentencepiece.cpp loads privately (src/spm/).
+      add_library(gpulab_spm MODULE ${PROJECT_SOURCE_DIR}/src/spm/spm_shim.cpp)
+      target_link_libraries(gpulab_spm PRIVATE PkgConfig::SENTENCEPIECE)
+      gpulab_warnings(gpulab_spm)
+      set_target_properties(gpulab_spm PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+      add_dependencies(${target} gpulab_spm)
+      target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS})
+      # Only the one file that loads it sees the macros (and it needs no libtorch PCH), so
+      # having SentencePiece or not leaves every other object of the target as it was.
+      set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer_sentencepiece.cpp
+        PROPERTIES COMPILE_DEFINITIONS
+          "GPULAB_HAVE_SENTENCEPIECE=1;GPULAB_SPM_MODULE=\"${CMAKE_BINARY_DIR}/libgpulab_spm.so\""
+        SKIP_PRECOMPILE_HEADERS ON)
+    endif()
   endif()
   find_package(CURL QUIET)
   if(CURL_FOUND)
     target_link_libraries(${target} PRIVATE CURL::libcurl)
     target_compile_definitions(${target} PRIVATE GPULAB_HAVE_CURL=1)
   endif()
-  message(STATUS "gpulab data: zlib=${ZLIB_FOUND} png=${PNG_FOUND} turbojpeg=${TURBOJPEG_FOUND} curl=${CURL_FOUND}")
+  message(STATUS "gpulab data: zlib=${ZLIB_FOUND} png=${PNG_FOUND} turbojpeg=${TURBOJPEG_FOUND} curl=${CURL_FOUND} sentencepiece=${SENTENCEPIECE_FOUND}")
 endfunction()
