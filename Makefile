@@ -34,6 +34,12 @@ demo: deps
 	@$(MAKE) --no-print-directory build
 	@bash scripts/demo.sh $(BUILD)
 
+# Token folders of the bundled English corpus (Debian's fortunes) for language models.
+.PHONY: llm-data
+llm-data: deps
+	@$(MAKE) --no-print-directory build
+	@bash scripts/make-llm-data.sh $(BUILD)
+
 bench: deps
 	@$(MAKE) --no-print-directory build
 	@/usr/bin/python3 bench/compare $(BUILD) $(BENCH_ARGS)

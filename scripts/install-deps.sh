@@ -21,12 +21,16 @@ PKGS=(
   libboost-dev libcurl4-openssl-dev libsqlite3-dev libssl-dev
   # image decode for ImageFolder data sets
   libturbojpeg0-dev libpng-dev zlib1g-dev
+  # SentencePiece tokenizers for language models (train/data/tokenizer*.cpp)
+  libsentencepiece-dev
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # the reference: PyTorch and torchvision from Debian
   python3 python3-numpy python3-torch python3-torchvision
   # the real data set for accuracy checks and the demo
   dataset-fashion-mnist
+  # the real English text corpus for language models (docs/llm-data.md says why this one)
+  fortunes
   # real container engine and what test images are made from
   docker.io busybox-static debootstrap openssh-client sshpass
   # network namespaces for multi-host tests, and process tools

@@ -24,6 +24,9 @@ void add_data_command(CLI::App& app, CommandContext& ctx);
 void add_models_command(CLI::App& app, CommandContext& ctx);
 void add_infer_command(CLI::App& app, CommandContext& ctx);
 void add_bench_command(CLI::App& app, CommandContext& ctx);
+void add_tokenizer_command(CLI::App& app, CommandContext& ctx);
+// `gpulab data tokenize`, registered by add_data_command.
+void add_data_tokenize_command(CLI::App& data);
 #endif
 
 #if GPULAB_WITH_BUILDER

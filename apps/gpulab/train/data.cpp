@@ -74,10 +74,12 @@ void add_info(CLI::App& data) {
 }  // namespace
 
 void add_data_command(CLI::App& app, CommandContext& /*ctx*/) {
-  auto* data = app.add_subcommand("data", "data sets: download (get) and inspect (info)");
+  auto* data = app.add_subcommand(
+      "data", "data sets: download (get), inspect (info), tokenize text for language models");
   data->require_subcommand(1);
   add_get(*data);
   add_info(*data);
+  add_data_tokenize_command(*data);
 }
 
 }  // namespace gpulab::cli

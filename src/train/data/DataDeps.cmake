@@ -4,6 +4,7 @@
 #   turbojpeg   JPEG in ImageFolder                       GPULAB_HAVE_TURBOJPEG
 #   libpng      PNG in ImageFolder                        GPULAB_HAVE_PNG
 #   libcurl     gpulab data get                           GPULAB_HAVE_CURL
+#   sentencepiece  SentencePiece tokenizers (else bytes)  GPULAB_HAVE_SENTENCEPIECE
 function(gpulab_data_deps target)
   find_package(ZLIB QUIET)
   if(ZLIB_FOUND)
@@ -22,11 +23,16 @@ function(gpulab_data_deps target)
       target_link_libraries(${target} PRIVATE PkgConfig::TURBOJPEG)
       target_compile_definitions(${target} PRIVATE GPULAB_HAVE_TURBOJPEG=1)
     endif()
+    pkg_check_modules(SENTENCEPIECE QUIET IMPORTED_TARGET sentencepiece)
+    if(SENTENCEPIECE_FOUND)
+      target_link_libraries(${target} PRIVATE PkgConfig::SENTENCEPIECE)
+      target_compile_definitions(${target} PRIVATE GPULAB_HAVE_SENTENCEPIECE=1)
+    endif()
   endif()
   find_package(CURL QUIET)
   if(CURL_FOUND)
     target_link_libraries(${target} PRIVATE CURL::libcurl)
     target_compile_definitions(${target} PRIVATE GPULAB_HAVE_CURL=1)
   endif()
-  message(STATUS "gpulab data: zlib=${ZLIB_FOUND} png=${PNG_FOUND} turbojpeg=${TURBOJPEG_FOUND} curl=${CURL_FOUND}")
+  message(STATUS "gpulab data: zlib=${ZLIB_FOUND} png=${PNG_FOUND} turbojpeg=${TURBOJPEG_FOUND} curl=${CURL_FOUND} sentencepiece=${SENTENCEPIECE_FOUND}")
 endfunction()

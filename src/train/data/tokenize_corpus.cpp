@@ -1,0 +1,71 @@
+// Text files -> token data folder (see tokenize_corpus.h).
+#include "train/data/tokenize_corpus.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/files.h"
+#include "train/data/text_source.h"
+#include "train/data/tokenizer.h"
+
+namespace gpulab::train {
+
+Result<TokenMeta> tokenize_corpus(const TokenizeOptions& o, const TokenizeProgress& progress) {
+  if (!(o.val_fraction >= 0.0 && o.val_fraction < 1.0))
+    return Error(Code::kInvalidArgument,
+                 fmt::format("--val_fraction {} must be in [0, 1)", o.val_fraction));
+  if (o.out_dir.empty()) return Error(Code::kInvalidArgument, "no --out folder given");
+  auto reader = TextReader::open(o.inputs, o.block_bytes);
+  if (!reader) return reader.error();
+  auto tok = open_tokenizer(o.tokenizer);
+  if (!tok) return tok.error();
+  const Tokenizer& t = **tok;
+
+  TokenMeta meta;
+  meta.vocab_size = t.vocab_size();
+  meta.tokenizer = t.kind();
+  meta.eos_id = t.eos_id();
+  for (const auto& p : o.inputs)
+    meta.sources.push_back(fs::absolute(p).lexically_normal().string());
+  std::string model_bytes;
+  if (t.kind() != "bytes") {
+    auto m = read_file(o.tokenizer);
+    if (!m) return m.error();
+    model_bytes = std::move(*m);
+    meta.tokenizer_model = "tokenizer.model";
+  }
+  auto writer = TokenWriter::create(o.out_dir, meta, o.overwrite);
+  if (!writer) return writer.error();
+
+  const int64_t stride =
+      o.val_fraction > 0 ? std::max<int64_t>(1, std::llround(1.0 / o.val_fraction)) : 0;
+  TextBlock block;
+  for (int64_t k = 0;; ++k) {
+    auto more = reader->next(block);
+    if (!more) return more.error();  // the writer's destructor removes its partial files
+    if (!*more) break;
+    std::vector<int32_t> ids = t.encode(block.text);
+    if (block.document_end && t.eos_id() >= 0) ids.push_back(static_cast<int32_t>(t.eos_id()));
+    const bool val = stride > 0 && k % stride == stride - 1;
+    const auto split = val ? TokenWriter::Split::kVal : TokenWriter::Split::kTrain;
+    if (auto s = (*writer)->append(split, ids, static_cast<int64_t>(block.text.size())); !s)
+      return s.error();
+    if (progress) progress(reader->bytes_read(), reader->total_bytes());
+  }
+  const TokenMeta& m = (*writer)->meta();
+  if (m.train.tokens == 0)
+    return Error(Code::kInvalidArgument, "the inputs hold no text", "check the --input files");
+  if (stride > 0 && m.val.tokens == 0)
+    return Error(Code::kInvalidArgument,
+                 fmt::format("the validation split would be empty: the inputs make fewer than {} "
+                             "blocks of {} bytes",
+                             stride, o.block_bytes),
+                 "pass a larger --val_fraction, or more text");
+  if (!model_bytes.empty())
+    if (auto s = write_file_atomic(o.out_dir / "tokenizer.model", model_bytes); !s)
+      return s.error();
+  return (*writer)->finish();
+}
+
+}  // namespace gpulab::train
