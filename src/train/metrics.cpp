@@ -18,6 +18,14 @@ Json EpochRecord::to_json() const {
             {"images_per_s", images_per_s},
             {"lr", lr},
             {"skipped_steps", skipped_steps}};
+  if (lm) {
+    j["tokens_per_s"] = lm->tokens_per_s;
+    j["tokens_per_s_per_device"] = lm->tokens_per_s_per_device;
+    j["tflops_per_device"] = lm->tflops_per_device;
+    j["mfu"] = lm->mfu;
+    j["peak_memory_bytes"] = lm->peak_memory_bytes;
+    if (lm->val_bits_per_byte) j["val_bits_per_byte"] = *lm->val_bits_per_byte;
+  }
   if (test_top1) {
     j["test_loss"] = *test_loss;
     j["test_top1"] = *test_top1;
@@ -40,6 +48,16 @@ EpochRecord EpochRecord::from_json(const Json& j) {
   r.images_per_s = j.value("images_per_s", 0.0);
   r.lr = j.value("lr", 0.0);
   r.skipped_steps = j.value("skipped_steps", int64_t{0});
+  if (j.contains("tokens_per_s")) {
+    Lm lm;
+    lm.tokens_per_s = j.value("tokens_per_s", 0.0);
+    lm.tokens_per_s_per_device = j.value("tokens_per_s_per_device", 0.0);
+    lm.tflops_per_device = j.value("tflops_per_device", 0.0);
+    lm.mfu = j.value("mfu", 0.0);
+    lm.peak_memory_bytes = j.value("peak_memory_bytes", 0.0);
+    if (j.contains("val_bits_per_byte")) lm.val_bits_per_byte = j.value("val_bits_per_byte", 0.0);
+    r.lm = lm;
+  }
   if (j.contains("test_top1")) {
     r.test_loss = j.value("test_loss", 0.0);
     r.test_top1 = j.value("test_top1", 0.0);
@@ -50,6 +68,12 @@ EpochRecord EpochRecord::from_json(const Json& j) {
 }
 
 std::string EpochRecord::line() const {
+  if (lm)
+    return fmt::format(
+        "Epoch {}/{} (step {}): time={:.2f}s || loss={:.4f} || {:.0f} tok/s ({:.0f} per device) || "
+        "{:.3f} TFLOPS/device || MFU {:.1f}% || peak mem {:.0f} MiB || lr={:.6g}",
+        epoch, num_epochs, step, time_s, train_loss, lm->tokens_per_s, lm->tokens_per_s_per_device,
+        lm->tflops_per_device, 100 * lm->mfu, lm->peak_memory_bytes / (1 << 20), lr);
   return fmt::format(
       "Epoch {}/{}: time={:.2f}s || loss={:.4f} || acc={:.4f} || {:.1f} img/s || lr={:.6g}", epoch,
       num_epochs, time_s, train_loss, train_acc, images_per_s, lr);
@@ -57,6 +81,11 @@ std::string EpochRecord::line() const {
 
 std::string EpochRecord::test_line() const {
   if (!test_top1) return {};
+  if (lm)
+    return fmt::format(
+        "Validation: loss {:.4f}{} (next-token accuracy {:.4f}, {} tokens)", *test_loss,
+        lm->val_bits_per_byte ? fmt::format(", {:.4f} bits per byte", *lm->val_bits_per_byte) : "",
+        *test_top1, test_images);
   return fmt::format("Test accuracy: {:.4f} (top-5 {:.4f}, loss {:.4f}, {} images)", *test_top1,
                      *test_top5, *test_loss, test_images);
 }

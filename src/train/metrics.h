@@ -26,6 +26,14 @@ struct EpochRecord {
   std::optional<double> test_loss, test_top1, test_top5;
   int64_t test_images = 0;
   int64_t skipped_steps = 0;  // fp16 overflow steps
+  // Language models: train_images counts tokens; accuracy is next-token accuracy.
+  struct Lm {
+    double tokens_per_s = 0, tokens_per_s_per_device = 0;
+    double tflops_per_device = 0, mfu = 0;  // mfu 0 when no peak is known
+    double peak_memory_bytes = 0;
+    std::optional<double> val_bits_per_byte;  // when the data knows its bytes per token
+  };
+  std::optional<Lm> lm;
 
   Json to_json() const;
   static EpochRecord from_json(const Json& j);

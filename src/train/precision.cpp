@@ -71,6 +71,12 @@ void set_autocast(bool cuda, bool enabled, at::ScalarType dtype) {
 
 }  // namespace
 
+Precision active_autocast(const torch::Device& device) {
+  const bool cuda = device.is_cuda();
+  if (!autocast_enabled(cuda)) return Precision::kFp32;
+  return autocast_dtype(cuda) == at::kBFloat16 ? Precision::kBf16 : Precision::kFp16;
+}
+
 AutocastGuard::AutocastGuard(Precision p, const torch::Device& device) {
   if (p != Precision::kBf16 && p != Precision::kFp16) return;
   active_ = true;

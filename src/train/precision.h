@@ -23,6 +23,10 @@ inline bool needs_loss_scaler(Precision p) {
   return p == Precision::kFp16;
 }
 
+// The autocast precision in force on the device's type now (kFp32 when off): activation
+// checkpointing recomputes a block under the precision its forward pass ran in.
+Precision active_autocast(const torch::Device& device);
+
 // Enables autocast to bf16/fp16 on the device's type for its lifetime (no-op for fp32/tf32).
 class AutocastGuard {
  public:

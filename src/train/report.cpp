@@ -103,7 +103,12 @@ std::string render_report(const ReportInfo& info, const std::vector<EpochRecord>
   Series train_acc{"train acc", "#1f77b4", {}}, top1{"test top-1", "#d62728", {}},
       top5{"test top-5", "#2ca02c", {}};
   Series ips{"images/s", "#9467bd", {}}, lr{"learning rate", "#8c564b", {}};
+  // Language models: tokens instead of images, and TFLOPS per device beside them.
+  const bool lm = !epochs.empty() && epochs.back().lm.has_value();
+  if (lm) ips.name = "tokens/s";
+  Series tflops{"TFLOPS per device", "#17becf", {}};
   for (const auto& e : epochs) {
+    if (e.lm) tflops.points.emplace_back(static_cast<double>(e.epoch), e.lm->tflops_per_device);
     const double x = static_cast<double>(e.epoch);
     train_loss.points.emplace_back(x, e.train_loss);
     train_acc.points.emplace_back(x, e.train_acc);
@@ -127,7 +132,8 @@ std::string render_report(const ReportInfo& info, const std::vector<EpochRecord>
   html += "</table>\n<div class=\"charts\">\n";
   html += chart("Loss", {train_loss, test_loss}) + "\n";
   html += chart("Accuracy", {train_acc, top1, top5}) + "\n";
-  html += chart("Throughput (images/s)", {ips}) + "\n";
+  html += chart(lm ? "Throughput (tokens/s)" : "Throughput (images/s)", {ips}) + "\n";
+  if (lm) html += chart("TFLOPS per device", {tflops}) + "\n";
   html += chart("Learning rate (end of epoch)", {lr}) + "\n</div>\n";
   html +=
       "<h2>Epochs</h2>\n<table><tr><th>epoch</th><th>time s</th><th>data s</th><th>train loss</th>"

@@ -73,6 +73,7 @@ Status validate(const TrainOptions& o) {
     return bad("--label_smoothing must be in [0, 1)");
   if (o.clip_grad < 0) return bad("--clip_grad must be >= 0 (0 turns clipping off)");
   if (o.grad_accum < 1) return bad("--grad_accum must be >= 1");
+  if (o.seq_len < 1) return bad("--seq_len must be >= 1");
   if (o.batch_size < 1) return bad("--batch_size must be >= 1");
   if (o.num_epochs < 1) return bad("--num_epochs must be >= 1");
   if (o.log_every < 1) return bad("--log_every must be >= 1");
@@ -117,6 +118,8 @@ Json options_to_json(const TrainOptions& o) {
               {"label_smoothing", o.label_smoothing},
               {"clip_grad", o.clip_grad},
               {"grad_accum", o.grad_accum},
+              {"seq_len", o.seq_len},
+              {"activation_checkpointing", o.activation_checkpointing},
               {"batch_size", o.batch_size},
               {"batch_size_scaled", o.batch_size_scaled},
               {"num_epochs", o.num_epochs},

@@ -20,6 +20,10 @@ struct TrainOptions {
   int64_t input_size = 224;
   std::string normalize = "imagenet";
   bool augment = false;  // random crop + flip (off by default: short runs converge faster)
+  // Language models (--dataset text / synthetic-text): tokens per training window, and
+  // recomputing each block in the backward pass instead of keeping its activations.
+  int64_t seq_len = 256;
+  bool activation_checkpointing = false;
 
   // Optimization.
   std::string optimizer = "sgd";

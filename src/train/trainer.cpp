@@ -13,6 +13,7 @@
 
 #include "core/duration.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "launch/heartbeat.h"
 #include "launch/launcher.h"
 #include "launch/rank_env.h"
@@ -38,6 +39,24 @@ double seconds_since(Clock::time_point t) {
 
 void check_train_options(const TrainOptions& o, int world_size) {
   if (auto st = validate(o); !st) throw Exception(st.error());
+  if (is_language_model(o.model) || is_text_dataset(o.dataset)) {
+    if (!is_language_model(o.model))
+      throw Exception(Code::kInvalidArgument,
+                      "--dataset " + o.dataset + " trains a language model, not " + o.model,
+                      "pass --model llama-tiny (see `gpulab models`)");
+    if (!is_text_dataset(o.dataset))
+      throw Exception(
+          Code::kInvalidArgument,
+          "--model " + o.model + " is a language model; --dataset " + o.dataset + " holds images",
+          "pass --dataset text --data_dir DIR (from `gpulab data tokenize`)");
+    const LlamaConfig cfg = find_llama_config(o.model).value_or_throw();
+    if (o.seq_len > cfg.max_positions)
+      throw Exception(Code::kInvalidArgument,
+                      fmt::format("--seq_len {} is beyond {}'s {} positions", o.seq_len, cfg.name,
+                                  cfg.max_positions),
+                      fmt::format("pass --seq_len {} or less", cfg.max_positions));
+    return;
+  }
   int64_t alias_size = 0;
   find_model(o.model, &alias_size).value_or_throw();
   if (alias_size > 0 && alias_size != o.input_size)
@@ -88,6 +107,22 @@ void Trainer::setup_runtime() {
 
 // Step 2: data sets, samplers and loaders (the sampler comes from the distributed context).
 void Trainer::setup_data() {
+  if (lm_) {
+    batch_per_process_ = opts_.batch_size_scaled
+                             ? std::max<int64_t>(1, opts_.batch_size / dist_->world_size)
+                             : opts_.batch_size;
+    LmDataOptions lo;
+    lo.batch_size = batch_per_process_;
+    lo.seq_len = opts_.seq_len;
+    lo.rank = dist_->rank;
+    lo.world_size = dist_->world_size;
+    lo.seed = static_cast<uint64_t>(opts_.seed);
+    lm_data_ = open_lm_batches(opts_.dataset, opts_.data_dir, lo);
+    train_batches_ = lm_data_->train_batches();
+    if (opts_.limit_train_batches > 0)
+      train_batches_ = std::min(train_batches_, opts_.limit_train_batches);
+    return;
+  }
   DatasetOptions dopts;
   dopts.image_size = opts_.input_size;
   dopts.seed = static_cast<uint64_t>(opts_.seed);
@@ -133,6 +168,7 @@ void Trainer::setup_data() {
 
 // Step 3: the model, on its device, in its memory format, identical on every rank.
 void Trainer::setup_model() {
+  if (lm_) return setup_language_model();
   // The name and its input size were checked in setup_runtime (check_train_options).
   ModelOptions mo;
   mo.num_classes = train_set_->num_classes();
@@ -143,6 +179,40 @@ void Trainer::setup_model() {
       choose_memory_format(opts_, device_, find_model(opts_.model).value_or_throw()->family);
   if (memory_format_.channels_last) make_channels_last(*model_);
   dist_->prepare_model(*model_);
+}
+
+// Step 3 for a language model: its shape, the data's vocabulary, and the FLOPs behind MFU.
+void Trainer::setup_language_model() {
+  LlamaConfig cfg = find_llama_config(opts_.model).value_or_throw();
+  const int64_t data_vocab = lm_data_->vocab_size();
+  if (cfg.vocab_from_data) {
+    cfg.vocab_size = data_vocab;
+  } else if (data_vocab > cfg.vocab_size) {
+    throw Exception(Code::kInvalidArgument,
+                    fmt::format("the token data's vocabulary ({}) is larger than {}'s ({})",
+                                data_vocab, cfg.name, cfg.vocab_size),
+                    fmt::format("tokenize with a vocabulary of at most {}, or use a shape that "
+                                "takes the data's (llama-tiny, llama-125m)",
+                                cfg.vocab_size));
+  }
+  llama_ = std::make_shared<LlamaForCausalLM>(cfg);
+  llama_->set_activation_checkpointing(opts_.activation_checkpointing);
+  model_ = llama_;
+  model_->to(device_, compute_dtype_);
+  memory_format_ = {false, "contiguous", "language model"};
+  dist_->prepare_model(*model_);
+  flops_per_token_ = cfg.train_flops_per_token(opts_.seq_len);
+  peak_ = peak_flops(device_, precision_ == Precision::kBf16);
+}
+
+void Trainer::add_lm_metrics(EpochRecord& rec) const {
+  EpochRecord::Lm s;
+  s.tokens_per_s = rec.images_per_s;
+  s.tokens_per_s_per_device = rec.images_per_s / dist_->world_size;
+  s.tflops_per_device = s.tokens_per_s_per_device * flops_per_token_ / 1e12;
+  s.mfu = peak_.flops > 0 ? s.tflops_per_device * 1e12 / peak_.flops : 0;
+  s.peak_memory_bytes = static_cast<double>(peak_host_memory_bytes());
+  rec.lm = s;
 }
 
 // Step 4: optimizer (decay / no-decay groups), schedule over optimizer steps, loss scaler.
@@ -192,6 +262,38 @@ void Trainer::maybe_resume() {
 
 void Trainer::print_header() const {
   if (!dist_->is_main()) return;
+  if (lm_) {
+    const LlamaConfig& c = llama_->config();
+    say(
+        fmt::format("Training {} on {} ({} parameters, {} layers, {} heads / {} kv heads, "
+                    "vocabulary {})",
+                    opts_.model, lm_data_->name(), c.num_parameters(), c.num_layers, c.num_heads,
+                    c.num_kv_heads, c.vocab_size));
+    say(fmt::format("Sequence length {}, batch {} per process ({} tokens), {} steps per epoch{}",
+                    opts_.seq_len, batch_per_process_, batch_per_process_ * opts_.seq_len,
+                    schedule_->spec().steps_per_epoch,
+                    opts_.grad_accum > 1 ? fmt::format(", grad_accum {}", opts_.grad_accum) : ""));
+    say(
+        fmt::format("Using {} optimizer with lr={:g}, weight_decay={:g}, schedule={} (warmup {} "
+                    "steps), clip_grad={:g}",
+                    opts_.optimizer, opts_.learning_rate, opts_.weight_decay, opts_.lr_schedule,
+                    schedule_->warmup_steps(), opts_.clip_grad));
+    say(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
+                    device_.str(), threads_, opts_.precision, dist_->world_size, dist_->backend()));
+    say(fmt::format("Attention: {}; activation checkpointing {}",
+                    has_fused_attention() ? "scaled_dot_product_attention"
+                                          : "masked softmax (this libtorch has no fused kernel)",
+                    opts_.activation_checkpointing ? "on" : "off"));
+    say(fmt::format("FLOPs per token: {:.4g} (6N + attention); peak for MFU: {}", flops_per_token_,
+                    peak_.flops > 0
+                        ? fmt::format("{:.2f} TFLOPS, {}", peak_.flops / 1e12, peak_.source)
+                        : std::string("unknown for this device (MFU shows 0)")));
+    if (!precision_note_.empty()) say(precision_note_);
+    if (!resumed_from_.empty())
+      say(fmt::format("Resumed from {} (epoch {}, step {})", resumed_from_, start_epoch_, step_));
+    say("");
+    return;
+  }
   const auto& shape = train_set_->image_shape();
   if (opts_.num_workers < 0)
     say(fmt::format("Auto-detected num_workers: {}", train_loader_->num_workers()));
@@ -246,8 +348,10 @@ void Trainer::optimizer_step() {
 
 EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   model_->train();
-  train_loader_->start_epoch(epoch);
-  train_loader_->reset_stats();
+  if (!lm_) {
+    train_loader_->start_epoch(epoch);
+    train_loader_->reset_stats();
+  }
   ProgressBar bar(dist_->is_main(), train_batches_,
                   fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
   auto sums = torch::zeros({3}, torch::kFloat64);  // loss sum, correct, images (on the CPU)
@@ -259,7 +363,8 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   const int64_t accum = opts_.grad_accum;
   // A run stopped inside this epoch resumes after the batches it trained (same data order).
   const int64_t first = epoch == start_epoch_ ? std::min(resume_batches_, train_batches_) : 0;
-  for (int64_t b = 0; b < first; ++b) (void)train_loader_->next();
+  if (!lm_)  // token batches are indexed by step; the image loader is skipped forward
+    for (int64_t b = 0; b < first; ++b) (void)train_loader_->next();
   Clock::time_point estimate_t0;
   for (int64_t b = first; b < train_batches_; ++b) {
     if (max_steps_reached()) break;
@@ -267,8 +372,19 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
       stopped_at_batch_ = b;
       break;
     }
-    auto batch = train_loader_->next();
-    if (!batch) break;
+    torch::Tensor x, labels;
+    if (lm_) {
+      // A language model: next-token targets for every position, one class per token.
+      LmBatch tb = lm_data_->train_batch(epoch * train_batches_ + b);
+      x = tb.inputs.to(device_);
+      labels = tb.targets.to(device_).reshape({-1});
+    } else {
+      auto batch = train_loader_->next();
+      if (!batch) break;
+      x = batch->images.to(compute_dtype_);
+      labels = batch->labels;
+      if (memory_format_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    }
     if (hooks_.batch_ready) hooks_.batch_ready(micro_steps_);
     launch::heartbeat(fmt::format("epoch {} batch {} of {}", epoch + 1, b + 1, train_batches_));
     // Named steps of one micro-batch: lr, forward, loss, backward, (step), bookkeeping.
@@ -276,27 +392,27 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     const int64_t group_size = std::min(accum, train_batches_ - group_start);
     const bool last_micro = b == group_start + group_size - 1;
     if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
-    torch::Tensor x = batch->images.to(compute_dtype_);
-    if (memory_format_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
     dist_->before_backward(*model_, last_micro);
     torch::Tensor logits, loss;
     {
       AutocastGuard autocast(precision_, device_);
       logits = model_->forward(x);
     }
+    if (lm_) logits = logits.reshape({-1, logits.size(-1)});
     loss = torch::nn::functional::cross_entropy(
-        logits.to(compute_dtype_), batch->labels,
+        logits.to(compute_dtype_), labels,
         torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(opts_.label_smoothing));
     scaler_->scale_loss(loss / static_cast<double>(group_size)).backward();
     if (last_micro) optimizer_step();
 
-    const int64_t n = batch->labels.size(0);
+    const int64_t n = labels.size(0);
     images += n;
     loss_sum += loss.detach() * static_cast<double>(n);
     correct += logits.detach().argmax(1).eq(batch->labels).sum();
     if (bar.due(b + 1))
-      bar.update(b + 1, fmt::format("loss {:.4f}, {:.0f} img/s", loss.item<double>(),
-                                    static_cast<double>(images) / seconds_since(t0)));
+      bar.update(b + 1, fmt::format("loss {:.4f}, {:.0f} {}/s", loss.item<double>(),
+                                    static_cast<double>(images) / seconds_since(t0),
+                                    lm_ ? "tok" : "img"));
     if (hooks_.step_done) hooks_.step_done(micro_steps_);
     ++micro_steps_;
     // The first batch warms up; the next five give the estimate of a long run.
@@ -315,13 +431,14 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   r.num_epochs = opts_.num_epochs;
   r.step = step_;
   r.time_s = seconds_since(t0);
-  r.data_time_s = train_loader_->data_wait_seconds();
+  r.data_time_s = lm_ ? 0.0 : train_loader_->data_wait_seconds();
   r.train_images = static_cast<int64_t>(sums[2].item<double>());
   r.train_loss = sums[0].item<double>() / std::max<double>(1.0, sums[2].item<double>());
   r.train_acc = sums[1].item<double>() / std::max<double>(1.0, sums[2].item<double>());
   r.images_per_s = static_cast<double>(r.train_images) / std::max(1e-9, r.time_s);
   r.lr = learning_rate(*optimizer_);
   r.skipped_steps = scaler_->skipped_steps();
+  if (lm_) add_lm_metrics(r);
   return r;
 }
 
@@ -329,20 +446,32 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
 void Trainer::evaluate(EpochRecord& rec) {
   model_->eval();
   torch::NoGradGuard no_grad;
-  test_loader_->start_epoch(0);
+  if (!lm_) test_loader_->start_epoch(0);
   auto sums = torch::zeros({4}, torch::kFloat64);  // loss sum, top-1, top-5, images
   int64_t b = 0;
-  while (auto batch = test_loader_->next()) {
-    if (opts_.limit_eval_batches > 0 && b >= opts_.limit_eval_batches) break;
-    launch::heartbeat(fmt::format("evaluation batch {}", ++b));
+  // The next held-out batch: token windows for a language model, else the test loader's.
+  const auto next_batch = [&]() -> std::optional<std::pair<torch::Tensor, torch::Tensor>> {
+    if (lm_) {
+      if (b >= lm_data_->val_batches()) return std::nullopt;
+      LmBatch tb = lm_data_->val_batch(b);
+      return std::pair{tb.inputs.to(device_), tb.targets.to(device_).reshape({-1})};
+    }
+    auto batch = test_loader_->next();
+    if (!batch) return std::nullopt;
     torch::Tensor x = batch->images.to(compute_dtype_);
     if (memory_format_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    return std::pair{x, batch->labels};
+  };
+  while (auto batch = next_batch()) {
+    if (opts_.limit_eval_batches > 0 && b >= opts_.limit_eval_batches) break;
+    launch::heartbeat(fmt::format("evaluation batch {}", ++b));
     torch::Tensor logits;
     {
       AutocastGuard autocast(precision_, device_);
-      logits = model_->forward(x).to(compute_dtype_);
+      logits = model_->forward(batch->first).to(compute_dtype_);
     }
-    const auto& y = batch->labels;
+    if (lm_) logits = logits.reshape({-1, logits.size(-1)});
+    const auto& y = batch->second;
     const int64_t k = std::min<int64_t>(5, logits.size(1));
     auto topk = std::get<1>(logits.topk(k, 1));
     auto hits = topk.eq(y.unsqueeze(1));
@@ -360,6 +489,9 @@ void Trainer::evaluate(EpochRecord& rec) {
   rec.test_top1 = sums[1].item<double>() / n;
   rec.test_top5 = sums[2].item<double>() / n;
   rec.test_images = static_cast<int64_t>(sums[3].item<double>());
+  // Bits per byte: nats per token over ln 2, spread over the bytes of text a token stands for.
+  if (lm_ && rec.lm && lm_data_->bytes_per_token() > 0)
+    rec.lm->val_bits_per_byte = *rec.test_loss / std::log(2.0) / lm_data_->bytes_per_token();
 }
 
 bool Trainer::stop_requested() {
@@ -390,6 +522,12 @@ void Trainer::maybe_say_long_run(int64_t epoch, int64_t batches_done,
   if (opts_.max_steps > 0) left = std::min(left, (opts_.max_steps - step_) * opts_.grad_accum);
   const double seconds = seconds_per_batch * static_cast<double>(left);
   if (seconds < 3600) return;
+  if (lm_) {
+    say(fmt::format("Note: at {:.2f} s per batch on the CPU, the {} batches left take about {}; "
+                    "--max_steps, a smaller --seq_len or a GPU shortens it",
+                    seconds_per_batch, left, human_duration(seconds)));
+    return;
+  }
   const auto& shape = train_set_->image_shape();
   const int64_t stored = std::max(shape[1], shape[2]);
   const int64_t smaller =
@@ -430,13 +568,22 @@ void Trainer::write_outputs(TrainResult& result) {
   result.weights_file = out_dir_ / "model.safetensors";
   export_weights(*model_, result.weights_file);
   say("Weights: " + result.weights_file.string());
+  if (lm_) {
+    // Hugging Face's config.json beside the weights: `gpulab generate` and transformers read it.
+    const auto config_file = out_dir_ / "config.json";
+    if (auto st = write_file_atomic(config_file, llama_->config().to_json().dump(2) + "\n"); !st)
+      throw Exception(st.error());
+    say("Config: " + config_file.string());
+  }
   if (opts_.no_report) return;
+  const std::string data_name = lm_ ? lm_data_->name() : train_set_->name();
   ReportInfo info;
-  info.title = opts_.model + " on " + train_set_->name();
+  info.title = opts_.model + " on " + data_name;
   info.facts = {
       {"model", opts_.model},
-      {"dataset", train_set_->name()},
-      {"input size", std::to_string(opts_.input_size)},
+      {"dataset", data_name},
+      {"input size",
+       lm_ ? fmt::format("{} tokens", opts_.seq_len) : std::to_string(opts_.input_size)},
       {"optimizer", fmt::format("{} lr={:g} wd={:g} schedule={}", opts_.optimizer,
                                 opts_.learning_rate, opts_.weight_decay, opts_.lr_schedule)},
       {"batch size (per process)", std::to_string(batch_per_process_)},
@@ -455,6 +602,7 @@ void Trainer::write_outputs(TrainResult& result) {
 
 TrainResult Trainer::run() {
   const StopSignalGuard stop_guard;
+  lm_ = is_language_model(opts_.model);
   setup_runtime();
   setup_data();
   setup_model();

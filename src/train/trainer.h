@@ -13,11 +13,14 @@
 #include "train/data/datasets.h"
 #include "train/data/loader.h"
 #include "train/dist_hooks.h"
+#include "train/lm_batches.h"
 #include "train/memory_format.h"
 #include "train/metrics.h"
 #include "train/models/classifier.h"
+#include "train/models/llama.h"
 #include "train/optim/loss_scaler.h"
 #include "train/optim/schedule.h"
+#include "train/peak_flops.h"
 #include "train/precision.h"
 #include "train/train_options.h"
 
@@ -46,6 +49,7 @@ class Trainer {
 
   // Access for tests and for the DDP layer.
   Classifier& model() { return *model_; }
+  LlamaPtr language_model() const { return llama_; }
   const torch::Device& device() const { return device_; }
   const MemoryFormatChoice& memory_format() const { return memory_format_; }
   void set_step_hooks(StepHooks hooks) { hooks_ = std::move(hooks); }
@@ -60,6 +64,8 @@ class Trainer {
   EpochRecord train_one_epoch(int64_t epoch);
   void optimizer_step();
   void evaluate(EpochRecord& rec);
+  void setup_language_model();
+  void add_lm_metrics(EpochRecord& rec) const;
   void save_checkpoint_of(int64_t epochs_done, int64_t batches_done = 0);
   bool stop_requested();  // a stop signal on any rank: all ranks agree at a step boundary
   void say_stopped(int64_t epoch, int64_t batch) const;
@@ -96,6 +102,14 @@ class Trainer {
   int64_t resume_batches_ = 0;  // micro-batches of start_epoch_ a stopped run had trained
   int stop_signal_ = 0;         // set when the ranks agreed to stop
   int64_t stopped_at_batch_ = -1;
+
+  // Language models (--model llama-*, --dataset text): token batches instead of the image
+  // loader, the decoder itself, and what tokens/s turn into TFLOPS and MFU with.
+  bool lm_ = false;
+  std::unique_ptr<LmBatches> lm_data_;
+  LlamaPtr llama_;
+  double flops_per_token_ = 0;
+  PeakFlops peak_;
 };
 
 // Every check that needs no data and no peer (option values, the model name and its input size,

@@ -2,6 +2,7 @@
 #include "train/optim/optimizers.h"
 
 #include "core/error.h"
+#include "train/optim/fused_adamw.h"
 #include "train/optim/fused_sgd.h"
 
 namespace gpulab::train {
@@ -40,9 +41,12 @@ std::unique_ptr<torch::optim::Optimizer> build(const O& base, std::vector<torch:
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
                                                         torch::nn::Module& model) {
   std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& p : model.parameters()) {
+  for (const auto& item : model.named_parameters()) {
+    const torch::Tensor& p = item.value();
     if (!p.requires_grad()) continue;
-    (p.dim() <= 1 ? no_decay : decay).push_back(p);
+    // A language model's token embedding is a lookup table, not a weight matrix: no decay.
+    const bool token_table = item.key().find("embed_tokens") != std::string::npos;
+    (p.dim() <= 1 || token_table ? no_decay : decay).push_back(p);
   }
   namespace o = torch::optim;
   if (s.name == "sgd") {
@@ -55,8 +59,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
     return build<o::Adam>(o::AdamOptions(s.lr).weight_decay(s.weight_decay), std::move(decay),
                           std::move(no_decay));
   if (s.name == "adamw")
-    return build<o::AdamW>(o::AdamWOptions(s.lr).weight_decay(s.weight_decay), std::move(decay),
-                           std::move(no_decay));
+    return build<FusedAdamW>(o::AdamWOptions(s.lr).weight_decay(s.weight_decay), std::move(decay),
+                             std::move(no_decay));
   if (s.name == "rmsprop")
     return build<o::RMSprop>(
         o::RMSpropOptions(s.lr).weight_decay(s.weight_decay).momentum(s.momentum), std::move(decay),

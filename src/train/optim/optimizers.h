@@ -22,7 +22,8 @@ struct OptimizerSpec {
 
 OptimizerSpec optimizer_spec(const TrainOptions& opts);
 
-// Group 0 holds parameters with dim >= 2 (decay), group 1 those with dim <= 1 (no decay).
+// Group 0 holds parameters with dim >= 2 (decay), group 1 those with dim <= 1 and token
+// embeddings (no decay).
 // Parameters that do not require gradients are left out.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& spec,
                                                         torch::nn::Module& model);

@@ -1,0 +1,205 @@
+// The Llama decoder's modules and forward pass (training, evaluation and KV-cached generation).
+#include "train/models/llama.h"
+
+#include <torch/version.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "train/models/activation_checkpoint.h"
+#include "train/precision.h"
+
+namespace gpulab::train {
+namespace {
+
+torch::nn::Linear linear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+// Hugging Face's rotary layout: the two halves of the head dimension rotate as a pair.
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos,
+                           const torch::Tensor& sin) {
+  return x * cos.to(x.scalar_type()) + rotate_half(x) * sin.to(x.scalar_type());
+}
+
+// q: B x H x T x D; k, v: B x H x S x D, where the last T of the S key positions are the
+// queries' own. Causal: query i sees keys up to S - T + i.
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  const int64_t t = q.size(2), s = k.size(2);
+#if TORCH_VERSION_MAJOR >= 2
+  // The fused kernels (flash / memory-efficient on GPUs). Its is_causal aligns the mask to the
+  // top left, which is right only without earlier positions; one new token sees everything.
+  if (t == s || t == 1) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, t == s && t > 1);
+  auto allowed = torch::ones({t, s}, q.options().dtype(torch::kBool)).tril(s - t);
+  return at::scaled_dot_product_attention(q, k, v, allowed, 0.0, false);
+#else
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  if (t > 1) {
+    auto hidden = torch::ones({t, s}, q.options().dtype(torch::kBool)).triu(s - t + 1);
+    scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
+  }
+  // Softmax in float32 under autocast, as Hugging Face's eager attention does.
+  auto probs = torch::softmax(scores, -1, torch::kFloat).to(v.scalar_type());
+  return torch::matmul(probs, v);
+#endif
+}
+
+}  // namespace
+
+bool has_fused_attention() {
+  return TORCH_VERSION_MAJOR >= 2;
+}
+
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double theta, int64_t start,
+                                                      int64_t length, torch::Device device) {
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  // inv_freq in float32 as transformers computes it: 1 / theta^(2i / d).
+  auto exponents =
+      torch::arange(0, head_dim, 2, torch::TensorOptions().dtype(torch::kLong)).to(torch::kFloat) /
+      static_cast<double>(head_dim);
+  auto inv_freq = (1.0 / torch::pow(theta, exponents)).to(device);
+  auto pos = torch::arange(start, start + length, f32);
+  auto angles = torch::outer(pos, inv_freq);
+  auto table = torch::cat({angles, angles}, -1);
+  return {table.cos(), table.sin()};
+}
+
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  // Normalised in float32 whatever the input, then back to the input's dtype (transformers).
+  auto xf = x.to(torch::kFloat);
+  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps_);
+  return weight * y.to(x.scalar_type());
+}
+
+LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
+    : heads_(c.num_heads), kv_heads_(c.num_kv_heads), head_dim_(c.dim_per_head()) {
+  q_proj = register_module("q_proj", linear(c.hidden_size, heads_ * head_dim_));
+  k_proj = register_module("k_proj", linear(c.hidden_size, kv_heads_ * head_dim_));
+  v_proj = register_module("v_proj", linear(c.hidden_size, kv_heads_ * head_dim_));
+  o_proj = register_module("o_proj", linear(heads_ * head_dim_, c.hidden_size));
+}
+
+torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                          const torch::Tensor& sin, KvCache* cache, int64_t layer) {
+  const int64_t b = x.size(0), t = x.size(1);
+  auto q = q_proj(x).view({b, t, heads_, head_dim_}).transpose(1, 2);
+  auto k = k_proj(x).view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
+  auto v = v_proj(x).view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
+  q = apply_rotary(q, cos, sin);
+  k = apply_rotary(k, cos, sin);
+  if (cache != nullptr) {
+    auto& ck = cache->keys[static_cast<size_t>(layer)];
+    auto& cv = cache->values[static_cast<size_t>(layer)];
+    if (ck.defined()) {
+      k = torch::cat({ck, k.to(ck.scalar_type())}, 2);
+      v = torch::cat({cv, v.to(cv.scalar_type())}, 2);
+    }
+    ck = k;
+    cv = v;
+  }
+  if (kv_heads_ != heads_) {
+    // Grouped-query attention: key/value head j serves query heads j*rep .. (j+1)*rep - 1.
+    const int64_t rep = heads_ / kv_heads_, s = k.size(2);
+    k = k.unsqueeze(2).expand({b, kv_heads_, rep, s, head_dim_}).reshape({b, heads_, s, head_dim_});
+    v = v.unsqueeze(2).expand({b, kv_heads_, rep, s, head_dim_}).reshape({b, heads_, s, head_dim_});
+  }
+  auto out = attend(q, k.to(q.scalar_type()), v.to(q.scalar_type()));
+  return o_proj(out.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+}
+
+LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
+  gate_proj = register_module("gate_proj", linear(c.hidden_size, c.intermediate_size));
+  up_proj = register_module("up_proj", linear(c.hidden_size, c.intermediate_size));
+  down_proj = register_module("down_proj", linear(c.intermediate_size, c.hidden_size));
+}
+
+torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+LlamaBlockImpl::LlamaBlockImpl(const LlamaConfig& c) {
+  self_attn = register_module("self_attn", LlamaAttention(c));
+  mlp = register_module("mlp", LlamaMlp(c));
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                      const torch::Tensor& sin, KvCache* cache, int64_t layer) {
+  auto h = x + self_attn(input_layernorm(x), cos, sin, cache, layer);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+LlamaModelImpl::LlamaModelImpl(const LlamaConfig& c) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(LlamaBlock(c));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+LlamaForCausalLM::LlamaForCausalLM(LlamaConfig c) : config_(std::move(c)) {
+  if (auto st = config_.validate(); !st) throw Exception(st.error());
+  model = register_module("model", LlamaModel(config_));
+  if (!config_.tie_word_embeddings)
+    lm_head = register_module("lm_head", linear(config_.hidden_size, config_.vocab_size));
+  reset_parameters();
+}
+
+void LlamaForCausalLM::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (auto& p : named_parameters()) {
+    if (p.value().dim() >= 2)
+      p.value().normal_(0.0, 0.02);
+    else
+      p.value().fill_(1.0);  // RMSNorm scales
+  }
+}
+
+torch::Tensor LlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* cache) {
+  const int64_t start = cache ? cache->length : 0, t = tokens.size(1);
+  if (start + t > config_.max_positions)
+    throw Exception(Code::kInvalidArgument,
+                    "sequence of " + std::to_string(start + t) + " positions is longer than " +
+                        config_.name + "'s " + std::to_string(config_.max_positions),
+                    "use a shorter --seq_len (or fewer --max_new_tokens)");
+  if (cache && cache->keys.empty()) {
+    cache->keys.resize(static_cast<size_t>(config_.num_layers));
+    cache->values.resize(static_cast<size_t>(config_.num_layers));
+  }
+  auto h = model->embed_tokens(tokens);
+  auto [cos, sin] =
+      rotary_tables(config_.dim_per_head(), config_.rope_theta, start, t, tokens.device());
+  const bool recompute = checkpointing_ && is_training() && torch::GradMode::is_enabled();
+  const Precision autocast = active_autocast(tokens.device());
+  const torch::Device device = tokens.device();
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    std::shared_ptr<torch::nn::Module> block = model->layers[static_cast<size_t>(i)];
+    auto* blk = block->as<LlamaBlockImpl>();
+    if (recompute) {
+      // The recomputation runs under the autocast this forward pass runs under.
+      auto fn = [block, blk, cos = cos, sin = sin, autocast, device](const torch::Tensor& x) {
+        AutocastGuard guard(autocast, device);
+        return blk->forward(x, cos, sin);
+      };
+      h = checkpointed(fn, h, blk->parameters());
+    } else {
+      h = blk->forward(h, cos, sin, cache, i);
+    }
+  }
+  h = model->norm(h);
+  if (cache) cache->length += t;
+  if (lm_head) return lm_head(h);
+  return torch::nn::functional::linear(h, model->embed_tokens->weight);
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,68 @@
+// Peak FLOPS for MFU: the datasheet table and the CPU's measured GEMM rate.
+#include "train/peak_flops.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+
+namespace gpulab::train {
+namespace {
+
+struct Row {
+  const char* match;  // lower-case substring of the device name
+  const char* label;
+  double bf16, fp32, tf32;  // dense TFLOPS (fp16 = bf16 on all of these)
+};
+
+// Dense (no sparsity) peaks from NVIDIA's and AMD's datasheets (SXM / OAM parts).
+constexpr Row kRows[] = {
+    {"h200", "H200", 989.4, 66.9, 494.7},       {"h100", "H100 SXM", 989.4, 66.9, 494.7},
+    {"a100", "A100", 312.0, 19.5, 156.0},       {"mi325x", "MI325X", 1307.4, 163.4, 653.7},
+    {"mi300x", "MI300X", 1307.4, 163.4, 653.7},
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+PeakFlops datasheet_peak(const std::string& device_name, const std::string& dtype) {
+  const std::string name = lower(device_name);
+  for (const Row& r : kRows) {
+    if (name.find(r.match) == std::string::npos) continue;
+    const double t = dtype == "fp32" ? r.fp32 : dtype == "tf32" ? r.tf32 : r.bf16;
+    return {t * 1e12, std::string(r.label) + " " + dtype + " dense (datasheet)"};
+  }
+  return {};
+}
+
+PeakFlops peak_flops(const torch::Device& device, bool bf16) {
+  if (!device.is_cpu()) return {};  // the trainer asks datasheet_peak with the device's name
+  torch::NoGradGuard no_grad;
+  const int64_t n = 1024;
+  const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+  auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
+  torch::mm(a, b);  // warm-up (oneDNN primitive creation)
+  int reps = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double secs = 0;
+  while (secs < 0.25) {
+    torch::mm(a, b);
+    ++reps;
+    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return {2.0 * n * n * n * reps / secs, std::string("measured ") + std::to_string(n) + "^3 " +
+                                             (bf16 ? "bf16" : "fp32") + " GEMM on this CPU"};
+}
+
+int64_t peak_host_memory_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace gpulab::train
