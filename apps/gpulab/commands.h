@@ -24,6 +24,8 @@ void add_data_command(CLI::App& app, CommandContext& ctx);
 void add_models_command(CLI::App& app, CommandContext& ctx);
 void add_infer_command(CLI::App& app, CommandContext& ctx);
 void add_bench_command(CLI::App& app, CommandContext& ctx);
+void add_export_command(CLI::App& app, CommandContext& ctx);
+void add_plan_command(CLI::App& app, CommandContext& ctx);
 #endif
 
 #if GPULAB_WITH_BUILDER
