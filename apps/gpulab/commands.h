@@ -27,6 +27,8 @@ void add_bench_command(CLI::App& app, CommandContext& ctx);
 void add_tokenizer_command(CLI::App& app, CommandContext& ctx);
 // `gpulab data tokenize`, registered by add_data_command.
 void add_data_tokenize_command(CLI::App& data);
+void add_export_command(CLI::App& app, CommandContext& ctx);
+void add_plan_command(CLI::App& app, CommandContext& ctx);
 #endif
 
 #if GPULAB_WITH_BUILDER

@@ -28,6 +28,8 @@ const std::vector<RegisterFn>& command_table() {
     gpulab::cli::add_infer_command,
     gpulab::cli::add_bench_command,
     gpulab::cli::add_tokenizer_command,
+    gpulab::cli::add_export_command,
+    gpulab::cli::add_plan_command,
 #endif
 #if GPULAB_WITH_BUILDER
     gpulab::cli::add_image_command,

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "train/checkpoint.h"
 #include "train/data/sampler.h"
 
 namespace gpulab::train {
@@ -51,6 +52,32 @@ class DistContext {
   }
   virtual std::shared_ptr<Sampler> eval_sampler(int64_t size) {
     return std::make_shared<SequentialSampler>(size);
+  }
+
+  // Sharded data parallel (train/dist/shard_context.h). The tensors the optimizer steps instead
+  // of the model's parameters: {decaying, not decaying} (this rank's shards); empty: the model's.
+  virtual std::vector<std::vector<torch::Tensor>> optimizer_groups() { return {}; }
+  // Clips the gradients the optimizer steps to a global 2-norm; returns that norm.
+  virtual double clip_grad_norm(torch::nn::Module& model, double max_norm) {
+    return torch::nn::utils::clip_grad_norm_(model.parameters(), max_norm);
+  }
+  // After every optimizer step (sharded: drop gradient shards, gather the updated parameters).
+  virtual void after_step(torch::nn::Module& model, const torch::optim::Optimizer& opt) {}
+  // Before the model is read whole (weights export, checkpoints): every parameter present.
+  virtual void gather_parameters(torch::nn::Module& model) {}
+
+  // Sharded data parallel writes and reads its own checkpoints, on every rank (each its shard).
+  // save: false when the trainer's (rank 0 writes the whole model) should be used instead.
+  virtual bool save_checkpoint(const fs::path& dir, const TrainState& state,
+                               torch::nn::Module& model, const torch::optim::Optimizer& opt,
+                               int keep) {
+    return false;
+  }
+  // nullopt when the trainer's load_checkpoint should be used instead.
+  virtual std::optional<Result<TrainState>> load_checkpoint(const CheckpointInfo& ckpt,
+                                                            torch::nn::Module& model,
+                                                            torch::optim::Optimizer& opt) {
+    return std::nullopt;
   }
 
   // A human-readable name for the header line ("gloo", "nccl"; "none" for one process).

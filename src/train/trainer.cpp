@@ -217,7 +217,10 @@ void Trainer::add_lm_metrics(EpochRecord& rec) const {
 
 // Step 4: optimizer (decay / no-decay groups), schedule over optimizer steps, loss scaler.
 void Trainer::setup_optimizer() {
-  optimizer_ = make_optimizer(optimizer_spec(opts_), *model_);
+  // Sharded data parallel steps this rank's shards instead of the model's parameters.
+  auto groups = dist_->optimizer_groups();
+  optimizer_ = groups.empty() ? make_optimizer(optimizer_spec(opts_), *model_)
+                              : make_optimizer(optimizer_spec(opts_), groups[0], groups[1]);
   ScheduleSpec s;
   s.kind = opts_.lr_schedule;
   s.base_lr = opts_.learning_rate;
@@ -243,10 +246,12 @@ void Trainer::maybe_resume() {
   } else {
     ckpt = checkpoint_at(opts_.resume).value_or_throw();
   }
-  TrainState s = load_checkpoint(*ckpt, *model_, *optimizer_).value_or_throw();
+  auto sharded = dist_->load_checkpoint(*ckpt, *model_, *optimizer_);
+  TrainState s = (sharded ? std::move(*sharded) : load_checkpoint(*ckpt, *model_, *optimizer_))
+                     .value_or_throw();
   // Loading replaces the parameters' storage with the file's layout (a checkpoint written in
-  // the other layout); this run's layout is the one chosen above.
-  if (memory_format_.channels_last) make_channels_last(*model_);
+  // the other layout); this run's layout is the one chosen above. (Sharded loading keeps it.)
+  if (memory_format_.channels_last && !sharded) make_channels_last(*model_);
   if (s.options.contains("model") && s.options["model"] != opts_.model)
     throw Exception(Code::kInvalidArgument,
                     "checkpoint " + ckpt->file.string() + " holds a " +
@@ -338,10 +343,10 @@ void Trainer::print_header() const {
 void Trainer::optimizer_step() {
   dist_->after_backward(*model_);
   const bool finite = scaler_->unscale(*optimizer_);
-  if (finite && opts_.clip_grad > 0)
-    torch::nn::utils::clip_grad_norm_(model_->parameters(), opts_.clip_grad);
+  if (finite && opts_.clip_grad > 0) dist_->clip_grad_norm(*model_, opts_.clip_grad);
   if (finite) optimizer_->step();
   scaler_->update(!finite);
+  dist_->after_step(*model_, *optimizer_);
   for (auto& p : model_->parameters()) p.mutable_grad().reset();  // set_to_none
   ++step_;
 }
@@ -546,24 +551,26 @@ void Trainer::maybe_say_long_run(int64_t epoch, int64_t batches_done,
 void Trainer::save_checkpoint_of(int64_t epochs_done, int64_t batches_done) {
   if (opts_.no_checkpoints) return;
   launch::heartbeat("checkpoint after epoch " + std::to_string(epochs_done));
-  if (dist_->is_main()) {
-    TrainState s;
-    s.epoch = epochs_done;
-    s.step = step_;
-    s.batches_done = batches_done;
-    s.seed = opts_.seed;
-    s.world_size = dist_->world_size;
-    s.scaler = scaler_->state();
-    for (const auto& r : history_) s.history.push_back(r.to_json());
-    s.options = options_to_json(opts_);
-    save_checkpoint(out_dir_ / "checkpoints", s, *model_, *optimizer_,
-                    static_cast<int>(opts_.keep_checkpoints));
-  }
+  TrainState s;
+  s.epoch = epochs_done;
+  s.step = step_;
+  s.batches_done = batches_done;
+  s.seed = opts_.seed;
+  s.world_size = dist_->world_size;
+  s.scaler = scaler_->state();
+  for (const auto& r : history_) s.history.push_back(r.to_json());
+  s.options = options_to_json(opts_);
+  const int keep = static_cast<int>(opts_.keep_checkpoints);
+  // Sharded data parallel: every rank writes its shard; otherwise rank 0 writes the whole.
+  if (!dist_->save_checkpoint(out_dir_ / "checkpoints", s, *model_, *optimizer_, keep) &&
+      dist_->is_main())
+    save_checkpoint(out_dir_ / "checkpoints", s, *model_, *optimizer_, keep);
   dist_->barrier();  // no rank runs ahead of a checkpoint that is not yet on disk
 }
 
 void Trainer::write_outputs(TrainResult& result) {
   result.output_dir = out_dir_;
+  dist_->gather_parameters(*model_);  // sharded: every rank takes part
   if (!dist_->is_main()) return;
   result.weights_file = out_dir_ / "model.safetensors";
   export_weights(*model_, result.weights_file);

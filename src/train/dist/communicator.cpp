@@ -132,6 +132,26 @@ WorkPtr Communicator::allreduce_async(torch::Tensor& t, const std::string& what)
   }
 }
 
+WorkPtr Communicator::allgather_async(torch::Tensor& out, torch::Tensor& in,
+                                      const std::string& what) {
+  try {
+    return pg_->_allgather_base(out, in);
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+}
+
+WorkPtr Communicator::reduce_scatter_async(torch::Tensor& out, torch::Tensor& in,
+                                           const std::string& what) {
+  ::c10d::ReduceScatterOptions o;
+  o.reduceOp = ::c10d::ReduceOp(::c10d::ReduceOp::SUM);
+  try {
+    return pg_->_reduce_scatter_base(out, in, o);
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+}
+
 void Communicator::wait(const WorkPtr& work, const std::string& what) {
   launch::heartbeat_if_armed("waiting in " + what);
   try {

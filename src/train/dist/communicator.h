@@ -35,6 +35,13 @@ class Communicator {
 
   // Starts a sum all-reduce of `t` in place; `t` must live on device(). Finish it with wait().
   WorkPtr allreduce_async(torch::Tensor& t, const std::string& what);
+  // Sharded data parallel. Starts gathering every rank's `in` into `out` (size() * in.numel()
+  // elements, in rank order); both on device() and contiguous.
+  WorkPtr allgather_async(torch::Tensor& out, torch::Tensor& in, const std::string& what);
+  // Starts out = the sum over ranks of rank()'s slice of `in` (NCCL only: Gloo in libtorch
+  // 1.13 answers "does not support reduce_scatter"; train/dist/shard_collectives.h covers it).
+  bool has_reduce_scatter() const { return backend_ == "nccl"; }
+  WorkPtr reduce_scatter_async(torch::Tensor& out, torch::Tensor& in, const std::string& what);
   // Waits for a started collective; on failure throws (and reports) naming `what`.
   void wait(const WorkPtr& work, const std::string& what);
 

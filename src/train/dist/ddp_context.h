@@ -37,7 +37,8 @@ class DdpContext : public DistContext {
   Communicator& comm() { return *comm_; }
   GradReducer* reducer() { return reducer_.get(); }
 
- private:
+ protected:
+  // ShardContext (shard_context.h) reuses the broadcasts, samplers and metric reductions.
   void broadcast_tensors(std::vector<torch::Tensor> tensors, const std::string& what);
 
   DdpOptions opts_;

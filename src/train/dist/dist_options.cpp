@@ -5,8 +5,10 @@
 
 #include "core/error.h"
 #include "launch/launcher.h"
+#include "launch/ports.h"
 #include "launch/rank_env.h"
 #include "train/dist/ddp_context.h"
+#include "train/dist/shard_context.h"
 
 namespace gpulab::train::dist {
 
@@ -67,6 +69,22 @@ void add_dist_options(CLI::App* cmd, DistOptions& o, bool training) {
       ->check(CLI::Range(0.001, 4096.0))
       ->group(g)
       ->capture_default_str();
+  cmd->add_option("--shard", o.shard,
+                  "sharded data parallel: none (DDP), optimizer (ZeRO-1), gradients (ZeRO-2) or "
+                  "full (ZeRO-3/FSDP)")
+      ->check(CLI::IsMember({"none", "optimizer", "gradients", "full"}))
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--shard_wrap", o.shard_wrap,
+                  "units of --shard: auto (transformer blocks, else residual stages, else "
+                  "top-level children), blocks, children or none (one unit)")
+      ->check(CLI::IsMember({"auto", "blocks", "children", "none"}))
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_flag("--shard_keep_after_forward", o.shard_keep_after_forward,
+                "--shard full: keep a unit gathered from its forward to its backward (faster, "
+                "more memory)")
+      ->group(g);
   cmd->add_option("--grad_compression", o.grad_compression,
                   "gradient all-reduce format: none, fp16 or bf16")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}))
@@ -101,22 +119,43 @@ bool restarted() {
   return place.ok() && place->restart_count > 0;
 }
 
+namespace {
+
+DdpOptions ddp_options(const DistOptions& o) {
+  DdpOptions d;
+  d.comm.backend = o.backend;
+  d.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  d.reducer.bucket_cap_mb = o.bucket_cap_mb;
+  d.reducer.first_bucket_mb = o.first_bucket_mb;
+  d.reducer.compression = o.grad_compression;
+  d.sync_bn = o.sync_bn;
+  return d;
+}
+
+}  // namespace
+
 DistContextPtr make_dist_context(const DistOptions& o) {
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
   DistContextPtr ctx;
-  if (!place.distributed()) {
+  if (o.shard != "none") {
+    ShardContextOptions so;
+    so.ddp = ddp_options(o);
+    so.shard.stage = parse_shard_stage(o.shard);
+    so.shard.wrap = o.shard_wrap;
+    so.shard.reshard_after_forward = !o.shard_keep_after_forward;
+    if (!place.distributed()) {
+      // One rank still runs every collective and hook (a world of one).
+      place.master_addr = "127.0.0.1";
+      place.master_port = launch::pick_free_port().value_or_throw();
+      so.ddp.comm.print_auto = false;
+    }
+    ctx = std::make_shared<ShardContext>(place, so);
+  } else if (!place.distributed()) {
     if (o.backend == "nccl" || o.backend == "gloo") (void)resolve_backend(o.backend);
     ctx = single_process_context();
     ctx->local_rank = place.local_rank;
   } else {
-    DdpOptions d;
-    d.comm.backend = o.backend;
-    d.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
-    d.reducer.bucket_cap_mb = o.bucket_cap_mb;
-    d.reducer.first_bucket_mb = o.first_bucket_mb;
-    d.reducer.compression = o.grad_compression;
-    d.sync_bn = o.sync_bn;
-    ctx = std::make_shared<DdpContext>(place, d);
+    ctx = std::make_shared<DdpContext>(place, ddp_options(o));
   }
   if (o.say_hello) {
     std::printf("Hello from local_rank %d, global_rank %d\n", place.local_rank, place.rank);

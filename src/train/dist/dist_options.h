@@ -32,13 +32,16 @@ struct DistOptions {
   double first_bucket_mb = 1.0;
   std::string grad_compression = "none";  // none | fp16 | bf16
   double timeout_s = 300;                 // a collective that takes longer fails the run
+  // Sharded data parallel (shard_context.h): none | optimizer | gradients | full.
+  std::string shard = "none";
+  std::string shard_wrap = "auto";
+  bool shard_keep_after_forward = false;  // full: keep units gathered from forward to backward
   bool say_hello = true;                  // "Hello from local_rank L, global_rank G"
 };
 
 // Registers --nproc_per_node, --nnodes, --node_rank, --master_addr, --master_port,
 // --max_restarts, --heartbeat_timeout, --heartbeat_floor, --backend, --sync_bn, --bucket_cap_mb,
-// --grad_compression,
-// --dist_timeout.
+// --grad_compression, --dist_timeout, --shard, --shard_wrap, --shard_keep_after_forward.
 void add_dist_options(CLI::App* cmd, DistOptions& o, bool training = true);
 
 // When this process was asked to start ranks (--nproc_per_node > 1 or --nnodes > 1) and is not
@@ -47,8 +50,9 @@ void add_dist_options(CLI::App* cmd, DistOptions& o, bool training = true);
 std::optional<int> launch_if_needed(const DistOptions& o);
 
 // The context for this process: single-process when no launcher set RANK/WORLD_SIZE (or the
-// world has one rank), DDP otherwise. Prints the hello line, and "Auto-detected backend: gloo"
-// on rank 0 for --backend auto. Throws gpulab::Exception when rendezvous fails.
+// world has one rank), DDP otherwise; sharded (also for one rank) when --shard is not none. Prints
+// the hello line, and "Auto-detected backend: gloo" on rank 0 for --backend auto. Throws
+// gpulab::Exception when rendezvous fails.
 DistContextPtr make_dist_context(const DistOptions& o);
 
 // True in a rank the launcher restarted after a failure: the run should resume from its newest

@@ -3,6 +3,7 @@
 #include "train/models/layers.h"
 #include "train/models/registry.h"
 #include "train/ops/conv.h"
+#include "train/unit_hooks.h"
 
 namespace gpulab::train {
 namespace {
@@ -99,7 +100,8 @@ class ResNet : public Classifier {
   torch::Tensor forward(torch::Tensor x) override {
     x = batch_norm_relu(*bn1_, conv2d_forward(*conv1_, x));
     x = torch::max_pool2d(x, 3, 2, 1);
-    for (auto& layer : layers_) x = layer->forward(x);
+    // Each stage is one unit of sharded data parallel (train/unit_hooks.h).
+    for (auto& layer : layers_) x = run_unit(*layer, [&] { return layer->forward(x); });
     x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
     return fc_->forward(x);
   }

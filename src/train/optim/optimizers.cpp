@@ -48,6 +48,12 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
     const bool token_table = item.key().find("embed_tokens") != std::string::npos;
     (p.dim() <= 1 || token_table ? no_decay : decay).push_back(p);
   }
+  return make_optimizer(s, std::move(decay), std::move(no_decay));
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
+                                                        std::vector<torch::Tensor> decay,
+                                                        std::vector<torch::Tensor> no_decay) {
   namespace o = torch::optim;
   if (s.name == "sgd") {
     auto base = o::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay);

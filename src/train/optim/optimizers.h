@@ -28,6 +28,11 @@ OptimizerSpec optimizer_spec(const TrainOptions& opts);
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& spec,
                                                         torch::nn::Module& model);
 
+// The same optimizer over explicit groups (sharded data parallel steps flat shards).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& spec,
+                                                        std::vector<torch::Tensor> decay,
+                                                        std::vector<torch::Tensor> no_decay);
+
 // Sets the learning rate of every group.
 void set_learning_rate(torch::optim::Optimizer& opt, double lr);
 double learning_rate(const torch::optim::Optimizer& opt);

@@ -1,0 +1,131 @@
+// `gpulab plan --model M --gpus N [--gpu h100|mi300x|...] [--shard S] [--batch_size B]
+// [--precision P] [--activation_checkpointing]`: per-device memory by part for each shard stage,
+// whether it fits, the largest batch that fits, and the bytes each device sends per step.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/table.h"
+#include "train/dist/memory_plan.h"
+#include "train/models/registry.h"
+
+namespace gpulab::cli {
+namespace {
+
+struct PlanOptions {
+  std::string model = "resnet50";
+  int gpus = 1;
+  std::string gpu = "h100";
+  std::string shard = "all";
+  int64_t batch_size = 32;
+  int64_t seq_len = 0;  // language models (the token count per sample)
+  int64_t input_size = 0;
+  std::string precision = "fp32";
+  std::string optimizer = "sgd";
+  std::string wrap = "auto";
+  bool activation_checkpointing = false;
+  int64_t num_classes = 1000;
+};
+
+void run_plan(const PlanOptions& o) {
+  namespace d = train::dist;
+  const int64_t capacity = d::device_memory_bytes(o.gpu);
+  if (capacity == 0) {
+    std::string names;
+    for (const auto& n : d::known_gpus()) names += (names.empty() ? "" : ", ") + n;
+    throw Exception(Code::kInvalidArgument, "unknown --gpu '" + o.gpu + "'", "use one of " + names);
+  }
+  int64_t fixed_size = 0;
+  const auto* info = train::find_model(o.model, &fixed_size).value_or_throw();
+  const int64_t size =
+      o.input_size > 0 ? o.input_size : (fixed_size > 0 ? fixed_size : info->default_image_size);
+  train::ModelOptions mo;
+  mo.num_classes = o.num_classes;
+  mo.image_size = size;
+  auto model = train::create_model(o.model, mo);
+  if (o.precision == "fp64") model->to(torch::kDouble);
+  model->train();
+  auto f = d::measure_footprint(*model, o.wrap, [&] {
+    return model->forward(
+        torch::randn({1, 3, size, size}, o.precision == "fp64" ? torch::kDouble : torch::kFloat));
+  });
+  std::printf(
+      "Model %s: %lld parameters (%s), %zu units (%s wrap), activations %s per sample "
+      "(measured forward at %lldx%lld)\n",
+      o.model.c_str(), static_cast<long long>(f.params),
+      d::human_bytes(f.params * f.param_bytes).c_str(), f.units.size(), o.wrap.c_str(),
+      d::human_bytes(f.activation_bytes_per_sample).c_str(), static_cast<long long>(size),
+      static_cast<long long>(size));
+  std::printf("Per device on %d x %s (%s), batch %lld per device, %s, optimizer %s%s\n", o.gpus,
+              o.gpu.c_str(), d::human_bytes(capacity).c_str(), static_cast<long long>(o.batch_size),
+              o.precision.c_str(), o.optimizer.c_str(),
+              o.activation_checkpointing ? ", activation checkpointing" : "");
+  TextTable table({"shard", "params", "grads", "optimizer", "activations", "buffers", "total",
+                   "fits", "max batch", "comm/step"});
+  for (const auto& name : d::shard_stage_names()) {
+    if (o.shard != "all" && o.shard != name) continue;
+    d::PlanQuery q;
+    q.stage = d::parse_shard_stage(name);
+    q.world = o.gpus;
+    q.batch_size = o.batch_size;
+    q.optimizer_states = o.optimizer == "sgd" ? 1 : 2;
+    q.activation_scale = o.precision == "bf16" || o.precision == "fp16" ? 0.5 : 1.0;
+    q.activation_checkpointing = o.activation_checkpointing;
+    auto m = d::plan_peak(f, q);
+    d::PlanQuery one = q;
+    one.batch_size = 1;
+    const int64_t per_sample = std::max<int64_t>(1, d::plan_peak(f, one).activations);
+    const int64_t rest = m.total() - m.activations;
+    const int64_t max_batch = capacity > rest ? (capacity - rest) / per_sample : 0;
+    table.add_row({name, d::human_bytes(m.params), d::human_bytes(m.grads),
+                   d::human_bytes(m.optimizer), d::human_bytes(m.activations),
+                   d::human_bytes(m.buffers), d::human_bytes(m.total()),
+                   m.total() <= capacity ? "yes" : "no", std::to_string(max_batch),
+                   d::human_bytes(d::comm_bytes_per_step(f, q, false))});
+  }
+  std::printf("%s", table.render().c_str());
+  std::printf(
+      "comm/step: bytes each device sends per optimizer step on NCCL (Gloo has no "
+      "reduce-scatter: add one model size for the optimizer, gradients and full "
+      "stages).\n");
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
+  auto o = std::make_shared<PlanOptions>();
+  auto* cmd = app.add_subcommand(
+      "plan", "per-device memory of a training job for each --shard stage, and whether it fits");
+  cmd->add_option("--model", o->model, "a model of `gpulab models`")->capture_default_str();
+  cmd->add_option("--gpus", o->gpus, "devices (ranks) in the job")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--gpu", o->gpu, "h100, h200, a100, a100-40, l40s, mi300x, mi250x, rtx4090")
+      ->capture_default_str();
+  cmd->add_option("--shard", o->shard, "all, none, optimizer, gradients or full")
+      ->check(CLI::IsMember({"all", "none", "optimizer", "gradients", "full"}))
+      ->capture_default_str();
+  cmd->add_option("--batch_size", o->batch_size, "samples per device")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seq_len", o->seq_len, "tokens per sample (language models)");
+  cmd->add_option("--input_size", o->input_size, "image size (default: the model's)");
+  cmd->add_option("--precision", o->precision, "fp32, bf16, fp16 or fp64")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp64"}))
+      ->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer, "sgd (1 state tensor) or adamw (2)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--shard_wrap", o->wrap, "auto, blocks, children or none")
+      ->check(CLI::IsMember({"auto", "blocks", "children", "none"}))
+      ->capture_default_str();
+  cmd->add_flag("--activation_checkpointing", o->activation_checkpointing,
+                "keep only unit inputs and recompute the rest in backward");
+  cmd->callback([o] { run_plan(*o); });
+}
+
+}  // namespace gpulab::cli

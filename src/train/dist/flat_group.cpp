@@ -1,0 +1,74 @@
+// FlatGroup: building the flat buffer, pointing the parameters into it, release and allocation
+// of its storage, and flat gradients.
+#include "train/dist/flat_group.h"
+
+#include "core/error.h"
+
+namespace gpulab::train::dist {
+
+FlatGroup::FlatGroup(std::vector<torch::Tensor> params, int rank, int world)
+    : params_(std::move(params)), rank_(rank), world_(world) {
+  GPULAB_ASSERT(!params_.empty(), "a flat group needs parameters");
+  for (auto& p : params_) {
+    GPULAB_ASSERT(p.is_non_overlapping_and_dense(), "sharded parameters must be dense");
+    GPULAB_ASSERT(p.scalar_type() == params_[0].scalar_type() && p.device() == params_[0].device(),
+                  "a flat group holds one dtype on one device");
+    offsets_.push_back(numel_);
+    numel_ += p.numel();
+  }
+  shard_ = (numel_ + world_ - 1) / world_;
+  padded_ = shard_ * world_;
+  torch::NoGradGuard no_grad;
+  full_ = torch::zeros({padded_}, params_[0].options().requires_grad(false));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    auto region = param_view(full_, i);
+    region.copy_(p);
+    // The parameter keeps its identity (modules, autograd and optimizers hold it) and its own
+    // version counter; only its storage becomes the flat buffer's.
+    p.set_data(region);
+  }
+  shard_tensor_ = full_.narrow(0, shard_ * rank_, shard_).clone();
+}
+
+torch::Tensor FlatGroup::param_view(const torch::Tensor& full, size_t i) const {
+  const auto& p = params_[i];
+  return full.as_strided(p.sizes(), p.strides(), full.storage_offset() + offsets_[i]);
+}
+
+void FlatGroup::release() {
+  auto* impl = full_.storage().unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(c10::DataPtr(nullptr, full_.device()));
+  impl->set_nbytes(0);
+  gathered_ = false;
+}
+
+void FlatGroup::allocate() {
+  auto* impl = full_.storage().unsafeGetStorageImpl();
+  const auto nbytes = static_cast<size_t>(padded_) * full_.element_size();
+  if (impl->nbytes() == nbytes) return;
+  GPULAB_ASSERT(impl->allocator(), "the flat buffer's storage has no allocator");
+  impl->set_data_ptr_noswap(impl->allocator()->allocate(nbytes));
+  impl->set_nbytes(nbytes);
+}
+
+torch::Tensor FlatGroup::flat_grad() const {
+  torch::NoGradGuard no_grad;
+  auto flat = torch::zeros({padded_}, shard_tensor_.options().requires_grad(false));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& g = params_[i].grad();
+    if (!g.defined()) continue;
+    param_view(flat, i).copy_(g);
+  }
+  return flat;
+}
+
+int64_t FlatGroup::full_bytes() const {
+  return padded_ * static_cast<int64_t>(full_.element_size());
+}
+
+int64_t FlatGroup::shard_bytes() const {
+  return shard_ * static_cast<int64_t>(full_.element_size());
+}
+
+}  // namespace gpulab::train::dist

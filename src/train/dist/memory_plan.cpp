@@ -1,0 +1,246 @@
+// Memory planner: model footprint, per-stage bytes, communication volume, GPU sizes.
+#include "train/dist/memory_plan.h"
+
+#include <ATen/record_function.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace gpulab::train::dist {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Elements this rank holds as shards (each group padded to a multiple of the world size).
+int64_t shard_elements(const ModelFootprint& f, int world) {
+  int64_t n = 0;
+  for (const auto& unit : f.units)
+    for (int64_t g : unit) n += ceil_div(g, world);
+  return n;
+}
+
+int64_t unit_elements(const std::vector<int64_t>& unit) {
+  int64_t n = 0;
+  for (int64_t g : unit) n += g;
+  return n;
+}
+
+// Elements of units that stay gathered under ZeRO-3 (the root and units not run via run_unit).
+int64_t resident_elements(const ModelFootprint& f) {
+  int64_t n = 0;
+  for (size_t u = 0; u < f.units.size(); ++u)
+    if (!f.frees[u]) n += unit_elements(f.units[u]);
+  return n;
+}
+
+int64_t largest_freed_unit(const ModelFootprint& f) {
+  int64_t n = 0;
+  for (size_t u = 0; u < f.units.size(); ++u)
+    if (f.frees[u]) n = std::max(n, unit_elements(f.units[u]));
+  return n;
+}
+
+struct ActivationCounter {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+};
+thread_local ActivationCounter* t_counter = nullptr;
+
+}  // namespace
+
+ModelFootprint measure_footprint(torch::nn::Module& model, const std::string& wrap,
+                                 const std::function<torch::Tensor()>& forward_one_sample) {
+  ModelFootprint f;
+  std::set<const void*> assigned;
+  auto add_unit = [&](std::vector<torch::Tensor> params, bool frees) {
+    int64_t decay = 0, no_decay = 0;
+    for (auto& p : params) {
+      if (!p.requires_grad() || !assigned.insert(p.unsafeGetTensorImpl()).second) continue;
+      (p.dim() <= 1 ? no_decay : decay) += p.numel();
+      f.params += p.numel();
+      f.param_bytes = static_cast<int64_t>(p.element_size());
+    }
+    std::vector<int64_t> groups;
+    if (decay) groups.push_back(decay);
+    if (no_decay) groups.push_back(no_decay);
+    if (!groups.empty()) {
+      f.units.push_back(groups);
+      f.frees.push_back(frees);
+    }
+  };
+  auto units = choose_units(model, wrap);
+  // Which units the model runs through run_unit: watch one forward.
+  struct Watch : UnitHooks {
+    std::set<const torch::nn::Module*> ran;
+    int64_t input_bytes = 0;
+    torch::Tensor run(torch::nn::Module& unit, const std::function<torch::Tensor()>& fwd) override {
+      ran.insert(&unit);
+      auto out = fwd();
+      input_bytes += out.numel() * static_cast<int64_t>(out.element_size());
+      return out;
+    }
+  } watch;
+  UnitHooks* before = unit_hooks();
+  set_unit_hooks(&watch);
+  ActivationCounter counter;
+  t_counter = &counter;
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; },
+          [](const at::RecordFunction& fn, at::ObserverContext*) {
+            if (!t_counter) return;
+            for (const auto& v : fn.outputs()) {
+              if (!v.isTensor()) continue;
+              const auto& t = v.toTensor();
+              if (!t.defined() || !t.has_storage()) continue;
+              if (t_counter->seen.insert(t.storage().data()).second)
+                t_counter->bytes += static_cast<int64_t>(t.storage().nbytes());
+            }
+          })
+          .needsOutputs(true));
+  try {
+    forward_one_sample();
+  } catch (...) {
+    at::removeCallback(handle);
+    t_counter = nullptr;
+    set_unit_hooks(before);
+    throw;
+  }
+  at::removeCallback(handle);
+  t_counter = nullptr;
+  set_unit_hooks(before);
+  f.activation_bytes_per_sample = counter.bytes;
+  f.unit_input_bytes_per_sample = watch.input_bytes;
+  for (auto& w : units) add_unit(w.module->parameters(), watch.ran.count(w.module) > 0);
+  add_unit(model.parameters(), false);  // the root: whatever no unit holds
+  for (const auto& b : model.buffers())
+    f.buffer_bytes += b.numel() * static_cast<int64_t>(b.element_size());
+  return f;
+}
+
+ModelFootprint footprint_of(const ShardedModel& sharded) {
+  ModelFootprint f;
+  for (const auto& unit : sharded.layout()) {
+    std::vector<int64_t> groups;
+    for (const auto* g : unit.groups) {
+      groups.push_back(g->numel());
+      f.params += g->numel();
+      f.param_bytes = static_cast<int64_t>(g->shard().element_size());
+    }
+    f.units.push_back(groups);
+    f.frees.push_back(unit.frees);
+  }
+  return f;
+}
+
+int optimizer_state_tensors(const torch::optim::Optimizer& opt) {
+  if (dynamic_cast<const torch::optim::Adam*>(&opt) ||
+      dynamic_cast<const torch::optim::AdamW*>(&opt))
+    return 2;
+  if (auto* sgd = dynamic_cast<const torch::optim::SGD*>(&opt)) {
+    const auto& g = sgd->param_groups();
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(g.front().options());
+    return o.momentum() != 0 ? 1 : 0;
+  }
+  return 1;
+}
+
+MemoryParts plan_after_step(const ModelFootprint& f, const PlanQuery& q) {
+  MemoryParts m;
+  const int64_t b = f.param_bytes;
+  const int64_t full = f.params * b;
+  const int64_t shard = shard_elements(f, q.world) * b;
+  m.buffers = f.buffer_bytes;
+  switch (q.stage) {
+    case ShardStage::kNone:
+      m.params = full;
+      m.grads = full;
+      m.optimizer = q.optimizer_states * full;
+      break;
+    case ShardStage::kOptimizer:
+      m.params = full + shard;  // full parameters and the master shard
+      m.grads = full + shard;   // full gradients and the reduced shard
+      m.optimizer = q.optimizer_states * shard;
+      break;
+    case ShardStage::kGradients:
+      m.params = full + shard;
+      m.grads = shard;
+      m.optimizer = q.optimizer_states * shard;
+      break;
+    case ShardStage::kFull:
+      m.params = shard + resident_elements(f) * b;
+      m.grads = shard;
+      m.optimizer = q.optimizer_states * shard;
+      break;
+  }
+  return m;
+}
+
+MemoryParts plan_peak(const ModelFootprint& f, const PlanQuery& q) {
+  MemoryParts m = plan_after_step(f, q);
+  const int64_t b = f.param_bytes;
+  const int64_t unit = largest_freed_unit(f) * b;
+  if (q.stage == ShardStage::kFull) m.params += 2 * unit;  // the running unit and the prefetch
+  // Gradients in flight: ZeRO-2/3 hold a unit's full gradient and its flat copy while reducing.
+  if (q.stage >= ShardStage::kGradients) m.grads += 2 * std::max(unit, f.params * b / 4);
+  const double per_sample = q.activation_checkpointing
+                                ? static_cast<double>(f.unit_input_bytes_per_sample) +
+                                      static_cast<double>(f.activation_bytes_per_sample) /
+                                          static_cast<double>(std::max<size_t>(1, f.units.size()))
+                                : static_cast<double>(f.activation_bytes_per_sample);
+  m.activations =
+      static_cast<int64_t>(per_sample * q.activation_scale * static_cast<double>(q.batch_size));
+  return m;
+}
+
+int64_t comm_bytes_per_step(const ModelFootprint& f, const PlanQuery& q, bool gloo) {
+  if (q.world <= 1) return 0;
+  const double frac = static_cast<double>(q.world - 1) / q.world;
+  const double p = static_cast<double>(f.params * f.param_bytes);
+  double passes = 0;  // each pass moves (N-1)/N of the model per rank
+  switch (q.stage) {
+    case ShardStage::kNone:
+      passes = 2;  // ring all-reduce
+      break;
+    case ShardStage::kOptimizer:
+    case ShardStage::kGradients:
+      passes = (gloo ? 2 : 1) + 1;  // reduce-scatter (Gloo: all-reduce) + all-gather
+      break;
+    case ShardStage::kFull:
+      passes = (gloo ? 2 : 1) + 2;  // reduce-scatter + all-gather in forward and in backward
+      break;
+  }
+  return static_cast<int64_t>(passes * frac * p);
+}
+
+const std::vector<std::string>& known_gpus() {
+  static const std::vector<std::string> names{"h100", "h200",   "a100",   "a100-40",
+                                              "l40s", "mi300x", "mi250x", "rtx4090"};
+  return names;
+}
+
+int64_t device_memory_bytes(const std::string& gpu) {
+  const int64_t gib = int64_t{1} << 30;
+  if (gpu == "h100") return 80 * gib;
+  if (gpu == "h200") return 141 * gib;
+  if (gpu == "a100") return 80 * gib;
+  if (gpu == "a100-40") return 40 * gib;
+  if (gpu == "l40s") return 48 * gib;
+  if (gpu == "mi300x") return 192 * gib;
+  if (gpu == "mi250x") return 64 * gib;  // one GCD
+  if (gpu == "rtx4090") return 24 * gib;
+  return 0;
+}
+
+std::string human_bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  return fmt::format("{:.1f} KiB", b / 1024.0);
+}
+
+}  // namespace gpulab::train::dist

@@ -1,0 +1,111 @@
+// ShardContext: DDP's context with the gradient reducer replaced by a ShardedModel.
+#include "train/dist/shard_context.h"
+
+#include <cstdio>
+
+#include "train/dist/memory_plan.h"
+#include "train/dist/shard_optimizer.h"
+#include "train/dist/sharded_checkpoint.h"
+#include "train/dist/sync_batch_norm.h"
+
+namespace gpulab::train::dist {
+
+ShardContext::ShardContext(const launch::RankPlace& place, const ShardContextOptions& opts)
+    : DdpContext(place, opts.ddp), shard_opts_(opts.shard) {}
+
+ShardContext::~ShardContext() = default;
+
+void ShardContext::prepare_model(torch::nn::Module& model) {
+  auto params = model.parameters();
+  auto buffers = model.buffers();
+  std::vector<torch::Tensor> all(params.begin(), params.end());
+  all.insert(all.end(), buffers.begin(), buffers.end());
+  broadcast_tensors(all, "broadcast of rank 0's parameters");
+  if (opts_.sync_bn) {
+    set_sync_batch_norm(comm_);
+  } else {
+    buffers_ = buffers;
+  }
+  sharded_ = ShardedModel::create(comm_, model, shard_opts_);
+}
+
+void ShardContext::before_backward(torch::nn::Module& model, bool sync) {
+  DdpContext::before_backward(model, sync);
+  sharded_->prepare(sync);
+}
+
+void ShardContext::after_backward(torch::nn::Module& /*model*/) {
+  sharded_->finish();
+}
+
+std::vector<std::vector<torch::Tensor>> ShardContext::optimizer_groups() {
+  return {sharded_->decay_shards(), sharded_->no_decay_shards()};
+}
+
+double ShardContext::clip_grad_norm(torch::nn::Module& /*model*/, double max_norm) {
+  return clip_shard_grad_norm(*comm_, sharded_->all_shards(), max_norm);
+}
+
+void ShardContext::after_step(torch::nn::Module& /*model*/, const torch::optim::Optimizer& opt) {
+  if (!checked_memory_) check_memory(opt);
+  sharded_->after_step();
+}
+
+// Once, after the first step (gradient shards still held): the planner's figures for this rank
+// against the bytes of the tensors it holds; rank 0 prints both.
+void ShardContext::check_memory(const torch::optim::Optimizer& opt) {
+  checked_memory_ = true;
+  PlanQuery q;
+  q.stage = sharded_->stage();
+  q.world = world_size;
+  q.optimizer_states = optimizer_state_tensors(opt);
+  auto plan = plan_after_step(footprint_of(*sharded_), q);
+  auto m = sharded_->memory();
+  memory_check_.planned[0] = plan.params;
+  memory_check_.planned[1] = plan.grads;
+  memory_check_.planned[2] = plan.optimizer;
+  memory_check_.measured[0] = m.params_full + m.params_shard;
+  memory_check_.measured[1] = m.grads_full + m.grads_shard;
+  memory_check_.measured[2] = optimizer_state_bytes(opt);
+  if (!is_main()) return;
+  const auto& p = memory_check_.planned;
+  const auto& r = memory_check_.measured;
+  const int64_t pt = p[0] + p[1] + p[2], rt = r[0] + r[1] + r[2];
+  std::printf(
+      "Memory per rank after step 1 (--shard %s, %d ranks), planned / measured: params "
+      "%s / %s, grads %s / %s, optimizer %s / %s, total %s / %s (%+.1f %%)\n",
+      shard_stage_name(q.stage).c_str(), world_size, human_bytes(p[0]).c_str(),
+      human_bytes(r[0]).c_str(), human_bytes(p[1]).c_str(), human_bytes(r[1]).c_str(),
+      human_bytes(p[2]).c_str(), human_bytes(r[2]).c_str(), human_bytes(pt).c_str(),
+      human_bytes(rt).c_str(),
+      100.0 * static_cast<double>(pt - rt) / static_cast<double>(std::max<int64_t>(1, rt)));
+  std::fflush(stdout);
+}
+
+void ShardContext::gather_parameters(torch::nn::Module& /*model*/) {
+  sharded_->gather_all();
+}
+
+bool ShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,
+                                   torch::nn::Module& model, const torch::optim::Optimizer& opt,
+                                   int keep) {
+  save_sharded_checkpoint(dir, state, model, *sharded_, opt, keep);
+  return true;
+}
+
+std::optional<Result<TrainState>> ShardContext::load_checkpoint(const CheckpointInfo& ckpt,
+                                                                torch::nn::Module& model,
+                                                                torch::optim::Optimizer& opt) {
+  if (!is_sharded_checkpoint(ckpt))
+    return Result<TrainState>(Error{
+        Code::kInvalidArgument,
+        "checkpoint " + ckpt.file.string() + " was written without --shard (one file, whole model)",
+        "resume it with --shard none, or start afresh"});
+  return load_sharded_checkpoint(ckpt, model, *sharded_, opt);
+}
+
+std::string ShardContext::backend() const {
+  return comm_->backend() + ", shard " + shard_stage_name(shard_opts_.stage);
+}
+
+}  // namespace gpulab::train::dist

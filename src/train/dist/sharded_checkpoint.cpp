@@ -1,0 +1,360 @@
+// Sharded checkpoints: per-rank shard files, rank 0's index, resharding on load, consolidation.
+#include "train/dist/sharded_checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/files.h"
+
+namespace gpulab::train::dist {
+
+namespace {
+
+std::string stem(const TrainState& s) {
+  return fmt::format("ckpt-e{:04d}-s{:08d}", s.epoch, s.step);
+}
+
+std::string shard_name(const std::string& stem, int rank, int world) {
+  return fmt::format("{}.rank-{}-of-{}.pt", stem, rank, world);
+}
+
+std::string state_key(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+// The optimizer state of one shard as named tensors (SGD momentum; Adam/AdamW moments, step).
+std::vector<std::pair<std::string, torch::Tensor>> state_tensors(const torch::optim::Optimizer& opt,
+                                                                 const torch::Tensor& p) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  auto it = opt.state().find(state_key(p));
+  if (it == opt.state().end()) return out;
+  const auto* st = it->second.get();
+  if (auto* s = dynamic_cast<const torch::optim::SGDParamState*>(st)) {
+    if (s->momentum_buffer().defined()) out.emplace_back("momentum_buffer", s->momentum_buffer());
+  } else if (auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(st)) {
+    out.emplace_back("step", torch::tensor(s->step()));
+    out.emplace_back("exp_avg", s->exp_avg());
+    out.emplace_back("exp_avg_sq", s->exp_avg_sq());
+    if (s->max_exp_avg_sq().defined()) out.emplace_back("max_exp_avg_sq", s->max_exp_avg_sq());
+  } else if (auto* s = dynamic_cast<const torch::optim::AdamParamState*>(st)) {
+    out.emplace_back("step", torch::tensor(s->step()));
+    out.emplace_back("exp_avg", s->exp_avg());
+    out.emplace_back("exp_avg_sq", s->exp_avg_sq());
+    if (s->max_exp_avg_sq().defined()) out.emplace_back("max_exp_avg_sq", s->max_exp_avg_sq());
+  } else {
+    throw Exception(Code::kUnsupported, "sharded checkpoints hold SGD, Adam and AdamW state only",
+                    "use --optimizer sgd, adam or adamw with --shard");
+  }
+  return out;
+}
+
+void set_state(torch::optim::Optimizer& opt, const torch::Tensor& p,
+               const std::map<std::string, torch::Tensor>& t) {
+  if (t.empty()) return;
+  auto get = [&](const char* k) {
+    auto it = t.find(k);
+    return it == t.end() ? torch::Tensor() : it->second;
+  };
+  std::unique_ptr<torch::optim::OptimizerParamState> st;
+  if (dynamic_cast<torch::optim::SGD*>(&opt)) {
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(get("momentum_buffer"));
+    st = std::move(s);
+  } else if (dynamic_cast<torch::optim::AdamW*>(&opt)) {
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(get("step").item<int64_t>());
+    s->exp_avg(get("exp_avg"));
+    s->exp_avg_sq(get("exp_avg_sq"));
+    if (auto m = get("max_exp_avg_sq"); m.defined()) s->max_exp_avg_sq(m);
+    st = std::move(s);
+  } else if (dynamic_cast<torch::optim::Adam*>(&opt)) {
+    auto s = std::make_unique<torch::optim::AdamParamState>();
+    s->step(get("step").item<int64_t>());
+    s->exp_avg(get("exp_avg"));
+    s->exp_avg_sq(get("exp_avg_sq"));
+    if (auto m = get("max_exp_avg_sq"); m.defined()) s->max_exp_avg_sq(m);
+    st = std::move(s);
+  } else {
+    throw Exception(Code::kUnsupported, "sharded checkpoints hold SGD, Adam and AdamW state only",
+                    "use --optimizer sgd, adam or adamw with --shard");
+  }
+  opt.state()[state_key(p)] = std::move(st);
+}
+
+Json layout_json(torch::nn::Module& model, ShardedModel& sharded) {
+  std::map<const void*, std::string> names;
+  for (const auto& kv : model.named_parameters())
+    names[kv.value().unsafeGetTensorImpl()] = kv.key();
+  Json groups = Json::array();
+  for (const auto& unit : sharded.layout())
+    for (const auto* g : unit.groups) {
+      Json params = Json::array();
+      for (size_t i = 0; i < g->params().size(); ++i) {
+        const auto& p = g->params()[i];
+        params.push_back({{"name", names[p.unsafeGetTensorImpl()]},
+                          {"shape", p.sizes().vec()},
+                          {"strides", p.strides().vec()},
+                          {"offset", g->offset_of(i)}});
+      }
+      groups.push_back({{"unit", unit.name},
+                        {"numel", g->numel()},
+                        {"dtype", std::string(c10::toString(g->shard().scalar_type()))},
+                        {"params", params}});
+    }
+  return groups;
+}
+
+Error data_error(const fs::path& index, const std::string& what) {
+  return Error{Code::kDataError, "sharded checkpoint " + index.string() + ": " + what,
+               "it is damaged or incomplete; resume from an older checkpoint or start afresh"};
+}
+
+struct ShardFile {
+  std::map<std::string, torch::Tensor> tensors;
+  torch::Tensor rng;
+};
+
+// Reads the index and every shard, checking sizes and checksums, before anything is used.
+Result<std::pair<Json, std::vector<ShardFile>>> read_all(const fs::path& index_file) {
+  auto text = read_file(index_file);
+  if (!text) return text.error();
+  auto index = parse_json(*text, index_file.string());
+  if (!index) return index.error();
+  if (!index->is_object() || index->value("format", std::string{}) != kShardedFormat ||
+      !index->contains("shards") || !(*index)["shards"].is_array())
+    return data_error(index_file, "not a sharded checkpoint index");
+  const auto world = index->value("world_size", int64_t{0});
+  const auto& shards = (*index)["shards"];
+  if (world < 1 || static_cast<int64_t>(shards.size()) != world)
+    return data_error(index_file, fmt::format("the index lists {} shard files for a world of {}",
+                                              shards.size(), world));
+  std::vector<ShardFile> out;
+  for (const auto& s : shards) {
+    const fs::path file = index_file.parent_path() / s.value("file", std::string{});
+    auto data = read_file(file);
+    if (!data) return data_error(index_file, "shard file " + file.string() + " is missing");
+    if (static_cast<int64_t>(data->size()) != s.value("bytes", int64_t{-1}) ||
+        checksum_hex(*data) != s.value("checksum", std::string{}))
+      return data_error(index_file,
+                        fmt::format("shard file {} does not match the index ({} bytes, index "
+                                    "says {})",
+                                    file.string(), data->size(), s.value("bytes", int64_t{-1})));
+    ShardFile sf;
+    try {
+      torch::serialize::InputArchive ar;
+      ar.load_from(data->data(), data->size());
+      for (const auto& key : ar.keys()) {
+        torch::Tensor t;
+        ar.read(key, t);
+        if (key == "rng_cpu")
+          sf.rng = t;
+        else
+          sf.tensors[key] = t;
+      }
+    } catch (const std::exception& e) {
+      std::string w = e.what();
+      return data_error(
+          index_file, "cannot read shard file " + file.string() + ": " + w.substr(0, w.find('\n')));
+    }
+    out.push_back(std::move(sf));
+  }
+  return std::make_pair(std::move(*index), std::move(out));
+}
+
+// The real (unpadded) flat values of key `k` of group g, joined over the shards.
+Result<torch::Tensor> joined(const std::vector<ShardFile>& shards, const std::string& k,
+                             int64_t numel, const fs::path& index) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& s : shards) {
+    auto it = s.tensors.find(k);
+    if (it == s.tensors.end()) return data_error(index, "a shard file lacks " + k);
+    parts.push_back(it->second.reshape({-1}));
+  }
+  auto flat = torch::cat(parts);
+  if (flat.numel() < numel) return data_error(index, k + " is shorter than the index says");
+  return flat.narrow(0, 0, numel);
+}
+
+torch::Tensor my_slice(const torch::Tensor& real, const FlatGroup& g) {
+  auto out = torch::zeros({g.shard_numel()}, real.options());
+  const int64_t start = g.shard_numel() * g.rank();
+  const int64_t n = std::max<int64_t>(0, std::min(g.shard_numel(), real.numel() - start));
+  if (n > 0) out.narrow(0, 0, n).copy_(real.narrow(0, start, n));
+  return out;
+}
+
+}  // namespace
+
+bool is_sharded_checkpoint(const CheckpointInfo& ckpt) {
+  auto text = read_file(ckpt.manifest);
+  if (!text) return false;
+  auto j = parse_json(*text, ckpt.manifest.string());
+  return j && j->is_object() && j->value("format", std::string{}) == kShardedFormat;
+}
+
+CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
+                                       torch::nn::Module& model, ShardedModel& sharded,
+                                       const torch::optim::Optimizer& opt, int keep) {
+  auto& comm = sharded.comm();
+  const int rank = comm.rank(), world = comm.size();
+  fs::create_directories(dir);
+  const std::string name = stem(s);
+  torch::serialize::OutputArchive ar;
+  auto groups = sharded.groups();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto& shard = groups[i]->shard();
+    ar.write(fmt::format("g{}", i), shard.detach());
+    for (const auto& [k, t] : state_tensors(opt, shard)) ar.write(fmt::format("g{}.{}", i, k), t);
+  }
+  // Buffers (BatchNorm statistics) are the same on every rank: rank 0 keeps them.
+  if (rank == 0)
+    for (const auto& kv : model.named_buffers()) ar.write("b." + kv.key(), kv.value().detach());
+  ar.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  std::ostringstream os;
+  ar.save_to(os);
+  const std::string bytes = std::move(os).str();
+  const fs::path file = dir / shard_name(name, rank, world);
+  if (auto st = write_file_atomic(file, bytes); !st) throw Exception(st.error());
+  // Every rank's size and checksum reach rank 0 (one row each, summed).
+  auto sums = torch::zeros({world, 2}, torch::kLong);
+  sums[rank][0] = static_cast<int64_t>(bytes.size());
+  sums[rank][1] = static_cast<int64_t>(std::stoull(checksum_hex(bytes), nullptr, 16));
+  comm.allreduce_sum(sums, "all-reduce of the checkpoint shard sizes");
+  CheckpointInfo info;
+  info.epoch = s.epoch;
+  info.step = s.step;
+  info.file = dir / shard_name(name, 0, world);
+  info.manifest = dir / (name + ".json");
+  if (rank != 0) return info;
+  Json shards = Json::array();
+  for (int r = 0; r < world; ++r)
+    shards.push_back(
+        {{"file", shard_name(name, r, world)},
+         {"bytes", sums[r][0].item<int64_t>()},
+         {"checksum", fmt::format("{:016x}", static_cast<uint64_t>(sums[r][1].item<int64_t>()))}});
+  Json index = {{"format", kShardedFormat},
+                {"file", shards[0]["file"]},
+                {"bytes", shards[0]["bytes"]},
+                {"checksum", shards[0]["checksum"]},
+                {"checksum_algorithm", "fnv1a64"},
+                {"epoch", s.epoch},
+                {"step", s.step},
+                {"seed", s.seed},
+                {"world_size", world},
+                {"shard", shard_stage_name(sharded.stage())},
+                {"shards", shards},
+                {"groups", layout_json(model, sharded)},
+                {"scaler",
+                 {{"scale", s.scaler.scale},
+                  {"good_steps", s.scaler.good_steps},
+                  {"skipped", s.scaler.skipped}}},
+                {"history", s.history},
+                {"options", s.options}};
+  if (auto st = write_file_atomic(info.manifest, index.dump(2) + "\n"); !st)
+    throw Exception(st.error());
+  // Retention: the newest `keep` sharded checkpoints; the index goes first, then its shards.
+  std::error_code ec;
+  auto all = list_checkpoints(dir);
+  int kept = 0;
+  for (const auto& c : all) {
+    if (!is_sharded_checkpoint(c)) continue;
+    if (++kept <= keep) continue;
+    Json shard_list = Json::array();
+    if (auto text = read_file(c.manifest); text)
+      if (auto j = parse_json(*text, c.manifest.string()); j && j->contains("shards"))
+        shard_list = (*j)["shards"];
+    fs::remove(c.manifest, ec);
+    for (const auto& sh : shard_list) fs::remove(dir / sh.value("file", std::string{}), ec);
+  }
+  return info;
+}
+
+Result<TrainState> load_sharded_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                           ShardedModel& sharded, torch::optim::Optimizer& opt) {
+  auto all = read_all(ckpt.manifest);
+  if (!all) return all.error();
+  auto& [index, shards] = *all;
+  const Json want = layout_json(model, sharded);
+  const Json& have = index["groups"];
+  auto groups = sharded.groups();
+  bool same = have.is_array() && have.size() == groups.size();
+  for (size_t i = 0; same && i < groups.size(); ++i)
+    same = have[i].value("numel", int64_t{-1}) == want[i]["numel"].get<int64_t>() &&
+           have[i]["params"].size() == want[i]["params"].size();
+  if (!same)
+    return Error{Code::kDataError,
+                 "sharded checkpoint " + ckpt.manifest.string() +
+                     " was written for another model or wrap policy (its flat layout differs)",
+                 "pass the --model and --shard_wrap it was written with"};
+  // Everything is read and checked; now change the shards, the optimizer and the parameters.
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    auto& g = *groups[i];
+    const int64_t n = g.numel();
+    auto real = joined(shards, fmt::format("g{}", i), n, ckpt.manifest);
+    if (!real) return real.error();
+    g.shard().copy_(my_slice(*real, g));
+    std::map<std::string, torch::Tensor> st;
+    for (const char* k : {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+      const std::string key = fmt::format("g{}.{}", i, k);
+      if (!shards[0].tensors.count(key)) continue;
+      auto t = joined(shards, key, n, ckpt.manifest);
+      if (!t) return t.error();
+      st[k] = my_slice(*t, g).to(g.shard().options());
+    }
+    if (auto it = shards[0].tensors.find(fmt::format("g{}.step", i)); it != shards[0].tensors.end())
+      st["step"] = it->second;
+    set_state(opt, g.shard(), st);
+  }
+  for (const auto& kv : model.named_buffers())
+    if (auto it = shards[0].tensors.find("b." + kv.key()); it != shards[0].tensors.end())
+      kv.value().copy_(it->second);
+  const size_t mine =
+      std::min<size_t>(static_cast<size_t>(sharded.comm().rank()), shards.size() - 1);
+  if (shards[mine].rng.defined()) {
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    cpu.set_state(shards[mine].rng);
+  }
+  sharded.gather_all();
+  TrainState s;
+  s.epoch = index.value("epoch", int64_t{0});
+  s.step = index.value("step", int64_t{0});
+  s.seed = index.value("seed", int64_t{0});
+  s.world_size = index.value("world_size", int64_t{1});
+  const auto& sc = index["scaler"];
+  s.scaler = {sc.value("scale", 1.0), sc.value("good_steps", int64_t{0}),
+              sc.value("skipped", int64_t{0})};
+  s.history = index.value("history", Json::array());
+  s.options = index.value("options", Json::object());
+  return s;
+}
+
+Result<std::map<std::string, torch::Tensor>> consolidate_sharded_checkpoint(
+    const fs::path& index_file) {
+  auto all = read_all(index_file);
+  if (!all) return all.error();
+  auto& [index, shards] = *all;
+  std::map<std::string, torch::Tensor> out;
+  const auto& groups = index["groups"];
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto& g = groups[i];
+    auto real = joined(shards, fmt::format("g{}", i), g.value("numel", int64_t{0}), index_file);
+    if (!real) return real.error();
+    for (const auto& p : g["params"]) {
+      auto shape = p["shape"].get<std::vector<int64_t>>();
+      auto strides = p["strides"].get<std::vector<int64_t>>();
+      auto t =
+          real->as_strided(shape, strides, real->storage_offset() + p["offset"].get<int64_t>());
+      out[p["name"].get<std::string>()] = t.contiguous();
+    }
+  }
+  for (const auto& [key, t] : shards[0].tensors)
+    if (key.rfind("b.", 0) == 0) out[key.substr(2)] = t;
+  return out;
+}
+
+}  // namespace gpulab::train::dist

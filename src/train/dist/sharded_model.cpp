@@ -1,0 +1,386 @@
+// ShardedModel: units and flat groups, the forward/backward hooks that gather and free units,
+// gradient reduce-scatter as units finish their backward, and the post-step all-gather.
+#include "train/dist/sharded_model.h"
+
+#include <fmt/format.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+
+namespace gpulab::train::dist {
+
+namespace {
+
+// Runs after AccumulateGrad wrote a parameter's gradient (as in grad_reducer.cpp).
+class ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(std::weak_ptr<ShardedModel> model, size_t index,
+            std::function<void(ShardedModel&, size_t)> fn)
+      : model_(std::move(model)), index_(index), fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    if (auto m = model_.lock()) fn_(*m, index_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<ShardedModel> model_;
+  size_t index_;
+  std::function<void(ShardedModel&, size_t)> fn_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& shard_stage_names() {
+  static const std::vector<std::string> names{"none", "optimizer", "gradients", "full"};
+  return names;
+}
+
+ShardStage parse_shard_stage(const std::string& name) {
+  const auto& n = shard_stage_names();
+  for (size_t i = 0; i < n.size(); ++i)
+    if (n[i] == name) return static_cast<ShardStage>(i);
+  throw Exception(Code::kInvalidArgument, "unknown --shard '" + name + "'",
+                  "use none, optimizer (ZeRO-1), gradients (ZeRO-2) or full (ZeRO-3)");
+}
+
+std::string shard_stage_name(ShardStage s) {
+  return shard_stage_names()[static_cast<size_t>(s)];
+}
+
+std::shared_ptr<ShardedModel> ShardedModel::create(std::shared_ptr<Communicator> comm,
+                                                   torch::nn::Module& model, ShardOptions opts) {
+  std::shared_ptr<ShardedModel> m(new ShardedModel(std::move(comm), std::move(opts)));
+  m->build(model);
+  m->install_hooks();
+  set_unit_hooks(m.get());
+  return m;
+}
+
+ShardedModel::ShardedModel(std::shared_ptr<Communicator> comm, ShardOptions opts)
+    : comm_(std::move(comm)), opts_(std::move(opts)) {}
+
+ShardedModel::~ShardedModel() {
+  if (unit_hooks() == this) set_unit_hooks(nullptr);
+}
+
+void ShardedModel::build(torch::nn::Module& model) {
+  std::map<const void*, size_t> index;
+  for (auto& p : model.parameters()) {
+    if (!p.requires_grad() || index.count(p.unsafeGetTensorImpl())) continue;
+    index[p.unsafeGetTensorImpl()] = params_.size();
+    params_.push_back(p);
+  }
+  int64_t total = 0;
+  for (auto& p : params_) total += p.numel();
+  if (total < comm_->size())
+    throw Exception(Code::kInvalidArgument,
+                    fmt::format("--shard {}: the model has {} trainable elements, fewer than the "
+                                "{} ranks, so some rank would hold no shard",
+                                shard_stage_name(opts_.stage), total, comm_->size()),
+                    "use fewer ranks, or --shard none");
+  // Each parameter belongs to the first unit that holds it; the rest form the root.
+  unit_of_.assign(params_.size(), SIZE_MAX);
+  struct Draft {
+    size_t first;
+    std::string name;
+    torch::nn::Module* module;
+    std::vector<size_t> params;
+  };
+  std::vector<Draft> drafts;
+  for (auto& w : choose_units(model, opts_.wrap)) {
+    Draft d{SIZE_MAX, w.name, w.module, {}};
+    for (auto& p : w.module->parameters()) {
+      auto it = index.find(p.unsafeGetTensorImpl());
+      if (it == index.end() || unit_of_[it->second] != SIZE_MAX) continue;
+      unit_of_[it->second] = drafts.size();
+      d.params.push_back(it->second);
+      d.first = std::min(d.first, it->second);
+    }
+    if (!d.params.empty()) drafts.push_back(std::move(d));
+  }
+  Draft root{SIZE_MAX, "(root)", nullptr, {}};
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (unit_of_[k] != SIZE_MAX) continue;
+    root.params.push_back(k);
+    root.first = std::min(root.first, k);
+  }
+  if (!root.params.empty()) drafts.push_back(std::move(root));
+  // Units in parameter order: backward finishes them roughly from the last to the first.
+  std::sort(drafts.begin(), drafts.end(),
+            [](const Draft& a, const Draft& b) { return a.first < b.first; });
+  for (size_t u = 0; u < drafts.size(); ++u) {
+    Unit unit;
+    unit.name = drafts[u].name;
+    unit.module = drafts[u].module;
+    unit.params = drafts[u].params;
+    std::vector<torch::Tensor> decay, no_decay;
+    for (size_t k : unit.params) {
+      unit_of_[k] = u;
+      (params_[k].dim() <= 1 ? no_decay : decay).push_back(params_[k]);
+    }
+    for (auto* group : {&decay, &no_decay})
+      if (!group->empty())
+        unit.groups.push_back(
+            std::make_unique<FlatGroup>(std::move(*group), comm_->rank(), comm_->size()));
+    units_.push_back(std::move(unit));
+  }
+  param_ready_.assign(params_.size(), false);
+}
+
+void ShardedModel::install_hooks() {
+  std::weak_ptr<ShardedModel> self = weak_from_this();
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
+    GPULAB_ASSERT(acc, "a parameter that requires grad has no gradient accumulator");
+    acc->add_post_hook(std::make_unique<ReadyHook>(
+        self, k, [](ShardedModel& m, size_t i) { m.on_grad_ready(i); }));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+std::string ShardedModel::what(const char* op, size_t u) const {
+  return fmt::format("{} of unit {} ({})", op, u, units_[u].name);
+}
+
+void ShardedModel::start_gather(size_t u) {
+  Unit& unit = units_[u];
+  if (!unit.gathering.empty() || unit.groups.front()->gathered()) return;
+  for (auto& g : unit.groups)
+    unit.gathering.push_back(dist::start_gather(*comm_, *g, what("all-gather", u)));
+}
+
+void ShardedModel::ensure_gathered(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.groups.front()->gathered() && unit.gathering.empty()) return;
+  start_gather(u);
+  for (size_t i = 0; i < unit.groups.size(); ++i)
+    finish_gather(*comm_, *unit.groups[i], unit.gathering[i], what("all-gather", u));
+  unit.gathering.clear();
+  ++gathers_;
+}
+
+void ShardedModel::release(size_t u) {
+  Unit& unit = units_[u];
+  if (!unit.groups.front()->gathered()) return;
+  for (auto& g : unit.groups) g->release();
+  ++frees_;
+}
+
+void ShardedModel::prefetch_after(size_t u, int direction) {
+  if (!opts_.prefetch) return;
+  auto it = std::find(order_.begin(), order_.end(), u);
+  if (it == order_.end()) return;
+  const auto pos = static_cast<int64_t>(it - order_.begin()) + direction;
+  if (pos < 0 || pos >= static_cast<int64_t>(order_.size())) return;
+  start_gather(order_[static_cast<size_t>(pos)]);
+}
+
+torch::Tensor ShardedModel::run(torch::nn::Module& module,
+                                const std::function<torch::Tensor()>& forward) {
+  std::unique_lock<std::recursive_mutex> lock(mu_);
+  size_t u = units_.size();
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (units_[i].module == &module) u = i;
+  if (u == units_.size()) {
+    lock.unlock();
+    return forward();
+  }
+  if (!units_[u].announced) {
+    units_[u].announced = true;
+    order_.push_back(u);
+  }
+  if (frees_units()) {
+    ensure_gathered(u);
+    prefetch_after(u, +1);
+  }
+  lock.unlock();
+  torch::Tensor out = forward();
+  lock.lock();
+  if (!frees_units()) return out;
+  if (torch::GradMode::is_enabled() && out.requires_grad()) {
+    std::weak_ptr<ShardedModel> self = weak_from_this();
+    out.register_hook([self, u](const torch::Tensor&) {
+      if (auto m = self.lock()) m->pre_backward(u);
+    });
+    if (opts_.reshard_after_forward) release(u);
+  } else {
+    release(u);
+  }
+  return out;
+}
+
+void ShardedModel::pre_backward(size_t u) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  ensure_gathered(u);
+  prefetch_after(u, -1);
+}
+
+void ShardedModel::prepare(bool sync) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  sync_ = sync;
+}
+
+void ShardedModel::on_grad_ready(size_t k) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (param_ready_[k]) return;
+  if (!callback_queued_) {
+    std::weak_ptr<ShardedModel> self = weak_from_this();
+    torch::autograd::Engine::get_default_engine().queue_callback([self] {
+      if (auto m = self.lock()) m->finalize();
+    });
+    callback_queued_ = true;
+    reduced_ = false;
+  }
+  param_ready_[k] = true;
+  const size_t u = unit_of_[k];
+  if (++units_[u].ready == units_[u].params.size()) unit_backward_done(u);
+}
+
+void ShardedModel::unit_backward_done(size_t u) {
+  if (sync_) launch_ready();
+  if (frees_units() && units_[u].announced) release(u);
+}
+
+// Units reduce strictly from the last to the first, so every rank issues the same collectives
+// in the same order.
+void ShardedModel::launch_ready() {
+  while (next_launch_ < units_.size()) {
+    const size_t u = units_.size() - 1 - next_launch_;
+    if (units_[u].ready < units_[u].params.size()) break;
+    launch_reduce(u);
+    ++next_launch_;
+  }
+}
+
+void ShardedModel::launch_reduce(size_t u) {
+  Unit& unit = units_[u];
+  torch::NoGradGuard no_grad;
+  for (auto& g : unit.groups) {
+    torch::Tensor flat = g->flat_grad();
+    // Divide first, as DDP does: the sum of the shares is the mean.
+    flat.div_(comm_->size());
+    if (opts_.stage >= ShardStage::kGradients)
+      for (const auto& p : g->params()) p.mutable_grad().reset();
+    unit.reducing.push_back(start_reduce_scatter(*comm_, *g, flat, what("reduce-scatter", u)));
+  }
+  unit.launched = true;
+}
+
+void ShardedModel::finalize() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (reduced_) return;
+  // Parameters that took no part in this backward still join (other ranks may have used them).
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (param_ready_[k]) continue;
+    param_ready_[k] = true;
+    ++units_[unit_of_[k]].ready;
+  }
+  if (sync_) {
+    launch_ready();
+    GPULAB_ASSERT(next_launch_ == units_.size(), "a unit's gradient was never reduced");
+    for (size_t u = 0; u < units_.size(); ++u) {
+      Unit& unit = units_[u];
+      for (size_t i = 0; i < unit.groups.size(); ++i)
+        finish_reduce_scatter(*comm_, *unit.groups[i], unit.reducing[i], what("reduce-scatter", u));
+      unit.reducing.clear();
+    }
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    units_[u].ready = 0;
+    units_[u].launched = false;
+    if (frees_units() && units_[u].announced) release(u);
+  }
+  std::fill(param_ready_.begin(), param_ready_.end(), false);
+  next_launch_ = 0;
+  callback_queued_ = false;
+  reduced_ = sync_;
+}
+
+void ShardedModel::finish() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (!sync_) return;
+  if (!reduced_) finalize();  // no backward hook ran (nothing required grad)
+  reduced_ = false;
+}
+
+void ShardedModel::after_step() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  for (auto& unit : units_)
+    for (auto& g : unit.groups) g->shard().mutable_grad().reset();
+  std::vector<size_t> todo;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (frees_units() && units_[u].announced) continue;
+    // The buffer still holds the old values: all-gather over them.
+    for (auto& g : units_[u].groups) g->release();
+    start_gather(u);
+    todo.push_back(u);
+  }
+  for (size_t u : todo) ensure_gathered(u);
+}
+
+void ShardedModel::gather_all() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  for (size_t u = 0; u < units_.size(); ++u) start_gather(u);
+  for (size_t u = 0; u < units_.size(); ++u) ensure_gathered(u);
+}
+
+std::vector<torch::Tensor> ShardedModel::decay_shards() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& unit : units_)
+    for (const auto& g : unit.groups)
+      if (g->params().front().dim() > 1) out.push_back(g->shard());
+  return out;
+}
+
+std::vector<torch::Tensor> ShardedModel::no_decay_shards() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& unit : units_)
+    for (const auto& g : unit.groups)
+      if (g->params().front().dim() <= 1) out.push_back(g->shard());
+  return out;
+}
+
+std::vector<torch::Tensor> ShardedModel::all_shards() const {
+  auto out = decay_shards();
+  auto nd = no_decay_shards();
+  out.insert(out.end(), nd.begin(), nd.end());
+  return out;
+}
+
+ShardMemory ShardedModel::memory() const {
+  ShardMemory m;
+  for (const auto& unit : units_)
+    for (const auto& g : unit.groups) {
+      if (g->gathered()) m.params_full += g->full_bytes();
+      m.params_shard += g->shard_bytes();
+      if (g->shard().grad().defined()) m.grads_shard += g->shard_bytes();
+    }
+  for (const auto& p : params_)
+    if (p.grad().defined()) m.grads_full += p.grad().numel() * p.grad().element_size();
+  return m;
+}
+
+std::vector<ShardedModel::UnitInfo> ShardedModel::layout() const {
+  std::vector<UnitInfo> out;
+  for (const auto& unit : units_) {
+    UnitInfo info{unit.name, {}, frees_units() && unit.announced};
+    for (const auto& g : unit.groups) info.groups.push_back(g.get());
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::vector<FlatGroup*> ShardedModel::groups() {
+  std::vector<FlatGroup*> out;
+  for (auto& unit : units_)
+    for (auto& g : unit.groups) out.push_back(g.get());
+  return out;
+}
+
+}  // namespace gpulab::train::dist
