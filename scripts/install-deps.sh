@@ -31,6 +31,8 @@ PKGS=(
   docker.io busybox-static debootstrap openssh-client sshpass
   # network namespaces for multi-host tests, and process tools
   iproute2 procps psmisc curl ca-certificates jq binutils
+  # a real Slurm cluster for the scheduler tests (tests/integration/slurm)
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()
