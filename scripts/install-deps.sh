@@ -42,6 +42,8 @@ PKGS=(
   iproute2 procps psmisc curl ca-certificates jq binutils
   # the dashboard's browser tests: a real headless Chromium driven by Selenium
   chromium chromium-driver python3-selenium
+  # a real Slurm cluster for the scheduler tests (tests/integration/slurm)
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

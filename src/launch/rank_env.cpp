@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "launch/slurm_step.h"
+
 namespace gpulab::launch {
 
 namespace {
@@ -136,28 +138,24 @@ Result<RankPlace> detect_rank_place(const EnvLookup& env) {
     p.master_addr = master_addr.empty() ? "127.0.0.1" : master_addr;
     p.master_port = master_port.value_or(29500);
   } else if (slurm_rank) {
-    GPULAB_GET(ntasks, "SLURM_NTASKS");
-    GPULAB_GET(local_id, "SLURM_LOCALID");
-    GPULAB_GET(node_id, "SLURM_NODEID");
-    GPULAB_GET(job_id, "SLURM_JOB_ID");
-    GPULAB_GET(nnodes, "SLURM_NNODES");
-    p.source = "slurm";
-    p.rank = *slurm_rank;
-    p.world_size = ntasks.value_or(1);
-    p.local_rank = local_id.value_or(0);
-    // Tasks per node: SLURM_NTASKS_PER_NODE may be "4" or "4(x2)"; derive from the node count.
-    int nodes = std::max(1, nnodes.value_or(1));
-    p.local_world_size = std::max(1, p.world_size / nodes);
-    if (p.local_rank >= p.local_world_size) p.local_world_size = p.local_rank + 1;
-    p.node_rank = node_id.value_or(0);
-    if (master_addr.empty()) {
-      master_addr = first_slurm_host(
-          get_str(env, "SLURM_JOB_NODELIST", get_str(env, "SLURM_NODELIST", "127.0.0.1")));
+    // Inside an srun step (outside one, in the batch script, this is one process).
+    auto step = read_slurm_step(env);
+    if (!step.ok()) return step.error();
+    if (*step) {
+      const SlurmStep& st = **step;
+      p.source = "slurm";
+      p.rank = st.procid;
+      p.world_size = st.ntasks;
+      p.local_rank = st.localid;
+      p.local_world_size = std::max(st.tasks_on_this_node(), p.local_rank + 1);
+      p.node_rank = st.nodeid;
+      p.master_addr = master_addr.empty() ? st.first_node() : master_addr;
+      p.master_port = master_port.value_or(slurm_master_port(st.job_id, st.step_id));
     }
-    p.master_addr = master_addr;
-    // Jobs sharing a node must not share a port: derive one from the job id.
-    p.master_port = master_port.value_or(job_id ? 20000 + *job_id % 20000 : 29500);
   }
+  // A requeued Slurm job (sbatch --requeue) runs again from its newest checkpoint.
+  GPULAB_GET(slurm_restarts, "SLURM_RESTART_COUNT");
+  p.restart_count += slurm_restarts.value_or(0);
 #undef GPULAB_GET
   if (auto s = validate(p); !s.ok()) return s.error();
   return p;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "launch/rank_env.h"
+#include "launch/slurm_step.h"
 
 using namespace gpulab;
 using namespace gpulab::launch;
@@ -80,6 +81,8 @@ TEST(RankEnv, PyTorchJobPodWithoutTorchrun) {
 
 TEST(RankEnv, Slurm) {
   auto p = detect_rank_place(env_of({{"SLURM_PROCID", "5"},
+                                     {"SLURM_STEP_ID", "0"},
+                                     {"SLURM_STEP_NODELIST", "gpu[07-08]"},
                                      {"SLURM_LOCALID", "1"},
                                      {"SLURM_NTASKS", "8"},
                                      {"SLURM_NNODES", "2"},
@@ -94,7 +97,21 @@ TEST(RankEnv, Slurm) {
   EXPECT_EQ(p->local_world_size, 4);
   EXPECT_EQ(p->node_rank, 1);
   EXPECT_EQ(p->master_addr, "gpu07");
-  EXPECT_EQ(p->master_port, 20000 + 123456 % 20000);
+  EXPECT_EQ(p->master_port, slurm_master_port(123456, 0));
+}
+
+// The batch script of a multi-task job is no step: one process, not rank 0 of 8 waiting for
+// peers that never come.
+TEST(RankEnv, SlurmBatchScriptIsOneProcess) {
+  auto p = detect_rank_place(env_of({{"SLURM_PROCID", "0"},
+                                     {"SLURM_NTASKS", "8"},
+                                     {"SLURM_JOB_ID", "7"},
+                                     {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                                     {"SLURM_RESTART_COUNT", "1"}}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->source, "single");
+  EXPECT_EQ(p->world_size, 1);
+  EXPECT_EQ(p->restart_count, 1);  // a requeued job resumes
 }
 
 TEST(RankEnv, SlurmNodeListForms) {
