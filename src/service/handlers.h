@@ -13,6 +13,7 @@ void add_container_routes(Router& router,
 void add_image_routes(Router& router, Service& s);   // snapshots and backups
 void add_system_routes(Router& router, Service& s);  // gpus, metrics, openapi, users, audit, health
 void add_lease_routes(Router& router, Service& s);   // GPU leases for gpulab ddp
+void add_policy_routes(Router& router, Service& s);  // quotas and idle-reclaim policies
 
 // Reads a required query parameter or throws INVALID_REQUEST.
 std::string query_param(const ApiRequest& req, const std::string& key);

@@ -4,6 +4,7 @@
 #include "service/handlers.h"
 #include "service/inventory.h"
 #include "service/openapi.h"
+#include "service/usage_meter.h"
 #include "service/validation.h"
 
 namespace gpulab::service {
@@ -52,8 +53,9 @@ ApiReply gpus(Service& s, Who who) {
       {{"gpus", a}, {"source", s.inventory.source}, {"gpu_type", s.inventory.gpu_type}});
 }
 
-ApiReply metrics(Service& s) {
+ApiReply metrics(Service& s, Who who) {
   std::string out = s.metrics.render();
+  out += usage_metrics(*s.store, who.admin ? std::nullopt : std::optional(who.user));
   auto holders = s.store->gpu_holders();
   out += metric_header("gpulab_gpus", "gauge", "GPUs in the inventory");
   out += gauge_line("gpulab_gpus", {}, static_cast<double>(s.inventory.gpus.size()));
@@ -145,7 +147,7 @@ void add_system_routes(Router& r, Service& s) {
               {}});
   r.add(Route{"GET",
               "/metrics",
-              [sp](Req, Who) { return metrics(*sp); },
+              [sp](Req, Who w) { return metrics(*sp, w); },
               "Prometheus metrics",
               "monitoring",
               nullptr,

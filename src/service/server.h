@@ -21,6 +21,12 @@ std::string issue_token(const ServiceConfig& config, const std::string& user, bo
 // returns how many were revoked (0 with a NOT_FOUND error thrown for an unknown one).
 int revoke_tokens(const ServiceConfig& config, const std::string& token, const std::string& user);
 
+// Offline (the CLI's --set-quota / --set-idle-policy): applies "USER:key=value,..." to the book
+// at config.db_path through the same checks as the API; returns the user's stored fields (JSON).
+std::string set_policy_offline(const ServiceConfig& config, bool quota, const std::string& text);
+// Offline: every stored quota and idle policy, as JSON.
+std::string show_policies_offline(const ServiceConfig& config);
+
 // The OpenAPI document of the full route table (no engine needed).
 std::string openapi_json();
 
