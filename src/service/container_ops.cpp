@@ -260,7 +260,10 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     std::lock_guard<std::mutex> lock(s.alloc_mu);
     s.store->transaction([&] {
       check_quota(s, c.owner, spec, false, c.id);
-      s.store->set_spec(c.id, spec);
+      // gpu_count is booked below with the GPUs themselves, never ahead of them.
+      ContainerSpec now = spec;
+      now.gpu_count = c.spec.gpu_count;
+      s.store->set_spec(c.id, now);
     });
   }
   if (engine_update) {

@@ -64,8 +64,11 @@ TEST_F(Quota, FiftyConcurrentCreatesUnderAThreeGpuLimit) {
   EXPECT_EQ(created.load(), 3);
   EXPECT_EQ(refused.load(), 47);
   EXPECT_EQ(other.load(), 0);
-  for (const auto& h : hints)
-    if (!h.empty()) EXPECT_NE(h.find("in use 3 of 3 GPUs"), std::string::npos) << h;
+  for (const auto& h : hints) {
+    if (!h.empty()) {
+      EXPECT_NE(h.find("in use 3 of 3 GPUs"), std::string::npos) << h;
+    }
+  }
   EXPECT_EQ(engine_managed_count(prefix_), 3);
 
   HttpClient ac(svc_->url(), alice);
