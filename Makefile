@@ -9,7 +9,7 @@ export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build test demo bench format format-check tidy clean sanitize fuzz web
+.PHONY: all deps configure build test demo bench soak format format-check tidy clean sanitize fuzz web
 
 all: build
 
@@ -53,6 +53,15 @@ llm-data: deps
 bench: deps
 	@$(MAKE) --no-print-directory build
 	@/usr/bin/python3 bench/compare $(BUILD) $(BENCH_ARGS)
+
+# The long soak under faults (tests/service/soak_test.cpp; `make test` runs a short one):
+# 10 users, 10,000 operations, 50 SIGKILLs of the service; prints the counts at the end.
+SOAK_OPS ?= 10000
+SOAK_KILLS ?= 50
+soak: deps
+	@cmake --build $(BUILD) --target gpulab test_service -j $(JOBS)
+	@GPULAB_SOAK_OPS=$(SOAK_OPS) GPULAB_SOAK_KILLS=$(SOAK_KILLS) \
+	  $(BUILD)/tests/test_service --gtest_filter='Soak.*'
 
 format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i

@@ -31,6 +31,7 @@ constexpr CodeRow kCodes[] = {
     {ApiCode::kEngineUnavailable, "ENGINE_UNAVAILABLE", Code::kUnavailable},
     {ApiCode::kTimeout, "TIMEOUT", Code::kTimeout},
     {ApiCode::kUnsupported, "UNSUPPORTED", Code::kUnsupported},
+    {ApiCode::kQuotaExceeded, "QUOTA_EXCEEDED", Code::kResourceExhausted},
     {ApiCode::kInternalError, "INTERNAL_ERROR", Code::kInternal},
 };
 

@@ -31,6 +31,7 @@ enum class ApiCode {
   kEngineUnavailable,  // Docker engine down or failing
   kTimeout,
   kUnsupported,
+  kQuotaExceeded,  // the owner's quota (GPUs, containers, CPUs, memory, GPU-hours) is used up
   kInternalError,
 };
 

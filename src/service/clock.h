@@ -15,3 +15,34 @@ double unix_now_precise();
 std::int64_t parse_iso_time(const std::string& text);
 
 }  // namespace gpulab::service
+
+#include <atomic>
+#include <memory>
+
+namespace gpulab::service {
+
+// Wall time (unix seconds) for the service's timed policies: GPU-second metering and idle
+// reclaim. The service runs on SystemClock; tests inject a ManualClock so no test waits hours.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual double now() const = 0;
+};
+
+class SystemClock final : public Clock {
+ public:
+  double now() const override { return unix_now_precise(); }
+};
+
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(double start) : t_(start) {}
+  double now() const override { return t_.load(); }
+  void set(double t) { t_.store(t); }
+  void advance(double seconds) { t_.store(t_.load() + seconds); }
+
+ private:
+  std::atomic<double> t_;
+};
+
+}  // namespace gpulab::service

@@ -117,6 +117,7 @@ Result<ServiceConfig> config_from_json(const std::string& text) {
                         "worker_threads",
                         "stop_timeout_seconds",
                         "reconcile_interval_seconds",
+                        "idle_check_interval_seconds",
                         "lease_grace_seconds",
                         "users",
                         "ssh_user",
@@ -158,6 +159,8 @@ Result<ServiceConfig> config_from_json(const std::string& text) {
     c.reconcile_interval_seconds =
         j.value("reconcile_interval_seconds", c.reconcile_interval_seconds);
     c.lease_grace_seconds = j.value("lease_grace_seconds", c.lease_grace_seconds);
+    c.idle_check_interval_seconds =
+        j.value("idle_check_interval_seconds", c.idle_check_interval_seconds);
     c.ssh_user = j.value("ssh_user", c.ssh_user);
     if (j.contains("dashboard")) {
       const Json& d = j["dashboard"];
@@ -207,6 +210,8 @@ Status validate_config(const ServiceConfig& c) {
   if (c.allocation_policy != "pack" && c.allocation_policy != "spread")
     return bad("allocation_policy must be \"pack\" or \"spread\"");
   if (c.worker_threads < 1 || c.worker_threads > 1024) return bad("worker_threads out of range");
+  if (c.idle_check_interval_seconds < 1 || c.idle_check_interval_seconds > 86400)
+    return bad("idle_check_interval_seconds must be 1..86400");
   std::set<std::string> uuids;
   std::set<int> indices;
   for (const auto& g : c.gpus) {

@@ -66,6 +66,7 @@ struct ServiceConfig {
   int worker_threads = 16;                 // handlers run here, not on the I/O threads
   int stop_timeout_seconds = 10;
   int reconcile_interval_seconds = 5;
+  int idle_check_interval_seconds = 60;  // GPU metering and idle reclaim (housekeeper.h)
   // A lease (gpulab ddp) whose container has not appeared after this long is released.
   int lease_grace_seconds = 120;
   std::vector<UserSeed> users;

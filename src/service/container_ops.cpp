@@ -6,10 +6,13 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "service/api_error.h"
+#include "service/book_id.h"
 #include "service/clock.h"
 #include "service/crypto.h"
 #include "service/lease_ops.h"
 #include "service/port_allocator.h"
+#include "service/quota.h"
+#include "service/usage_meter.h"
 #include "service/validation.h"
 
 namespace gpulab::service {
@@ -22,6 +25,8 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
   return s.store->transaction([&] {
     if (s.store->find_container(o.name))
       throw ApiError(ApiCode::kNameConflict, "Container '" + o.name + "' already exists");
+    meter_tick(*s.store, s.clock->now());  // holders so far are charged up to now
+    check_quota(s, o.owner, o.spec, state != service::state::kLeased);
     std::set<std::string> used = outside;
     for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
     auto chosen = choose_gpus(s.inventory.gpus, used, o.spec.gpu_count, s.policy);
@@ -98,7 +103,8 @@ docker::CreateSpec engine_spec(Service& s, const std::string& name, const std::s
                {"gpulab.owner", owner},
                {"gpulab.gpus", join(uuids, ",")},
                {"gpulab.intent", std::to_string(intent)},
-               {"gpulab.ssh_port", std::to_string(ssh_port)}};
+               {"gpulab.ssh_port", std::to_string(ssh_port)},
+               {kBookLabel, book_id(*s.store)}};
   cs.ports.push_back(docker::PortBinding{22, "tcp", ssh_port, "0.0.0.0"});
   for (const auto& p : spec.ports)
     cs.ports.push_back(docker::PortBinding{p.container_port, p.protocol, p.host_port, "0.0.0.0"});
@@ -244,6 +250,7 @@ void restart_container(Service& s, const ContainerRecord& c) {
 
 void delete_container(Service& s, const ContainerRecord& c) {
   s.store->set_state(c.id, state::kDeleting);  // intent: a restart finishes the removal
+  meter_tick(*s.store, s.clock->now());        // charge its GPUs up to their release
   auto st = s.docker().remove_container(c.docker_id.empty() ? c.name : c.docker_id, true);
   if (!st && st.error().code != Code::kNotFound) throw_engine_error(st.error());
   s.store->remove_container(c.id, true);
@@ -266,28 +273,28 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     u.pids_limit = req["pids_limit"].get<std::int64_t>();
     engine_update = true;
   }
+  {
+    // Checked and booked in one step: two updates of one user cannot both pass the quota.
+    std::lock_guard<std::mutex> lock(s.alloc_mu);
+    s.store->transaction([&] {
+      check_quota(s, c.owner, spec, false, c.id);
+      // gpu_count is booked below with the GPUs themselves, never ahead of them.
+      ContainerSpec now = spec;
+      now.gpu_count = c.spec.gpu_count;
+      s.store->set_spec(c.id, now);
+    });
+  }
   if (engine_update) {
     auto st = s.docker().update_container(c.docker_id.empty() ? c.name : c.docker_id, u);
-    if (!st) throw_engine_error(st.error());
-  }
-  s.store->set_spec(c.id, spec);
-  if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count) {
-    // Commit -> recreate, keeping the writable layer, the name and the ports.
-    std::vector<GpuSlot> chosen;
-    {
-      std::lock_guard<std::mutex> lock(s.alloc_mu);
-      std::set<std::string> outside = unleased_ddp_gpus(s);
-      s.store->transaction([&] {
-        std::set<std::string> used = outside;
-        for (const auto& [uuid, holder] : s.store->gpu_holders())
-          if (holder != c.name) used.insert(uuid);
-        auto pick = choose_gpus(s.inventory.gpus, used, spec.gpu_count, s.policy);
-        if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
-        s.store->clear_gpus(c.id);
-        for (const auto& g : *pick) s.store->add_gpu(c.id, GpuAssignment{g.uuid, g.index});
-        chosen = *pick;
-      });
+    if (!st) {
+      s.store->set_spec(c.id, c.spec);
+      throw_engine_error(st.error());
     }
+  }
+  if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count) {
+    // Commit -> recreate, keeping the writable layer, the name and the ports. The commit comes
+    // first: the new GPUs, the new image and the "recreating" intent are booked in one step, so
+    // a crash leaves either the old container as booked or an intent the restart completes.
     std::string tag = c.name + "-" + std::to_string(unix_now());
     auto img = s.docker().commit(c.docker_id.empty() ? c.name : c.docker_id,
                                  docker::CommitSpec{"gpulab-recreate",
@@ -297,13 +304,35 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
                                                     {{"gpulab.recreate.source", c.name}},
                                                     {},
                                                     true});
-    if (!img) throw_engine_error(img.error());
+    if (!img) {
+      s.store->set_spec(c.id, c.spec);
+      throw_engine_error(img.error());
+    }
     std::string old_image = spec.image;
     spec.image = "gpulab-recreate:" + tag;
-    s.store->transaction([&] {
-      s.store->set_spec(c.id, spec);
-      s.store->set_state(c.id, state::kRecreating);
-    });
+    std::vector<GpuSlot> chosen;
+    try {
+      std::lock_guard<std::mutex> lock(s.alloc_mu);
+      std::set<std::string> outside = unleased_ddp_gpus(s);
+      s.store->transaction([&] {
+        meter_tick(*s.store, s.clock->now());
+        check_quota(s, c.owner, spec, false, c.id);
+        std::set<std::string> used = outside;
+        for (const auto& [uuid, holder] : s.store->gpu_holders())
+          if (holder != c.name) used.insert(uuid);
+        auto pick = choose_gpus(s.inventory.gpus, used, spec.gpu_count, s.policy);
+        if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
+        s.store->clear_gpus(c.id);
+        for (const auto& g : *pick) s.store->add_gpu(c.id, GpuAssignment{g.uuid, g.index});
+        chosen = *pick;
+        s.store->set_spec(c.id, spec);
+        s.store->set_state(c.id, state::kRecreating);
+      });
+    } catch (...) {
+      s.store->set_spec(c.id, c.spec);
+      (void)s.docker().remove_image(spec.image);
+      throw;
+    }
     auto rm = s.docker().remove_container(c.docker_id.empty() ? c.name : c.docker_id, true);
     if (!rm && rm.error().code != Code::kNotFound) throw_engine_error(rm.error());
     // No new password: the container keeps the one in its committed /etc/shadow.

@@ -16,6 +16,7 @@ void add_container_routes(Router& router,
 void add_image_routes(Router& router, Service& s);   // snapshots and backups
 void add_system_routes(Router& router, Service& s);  // gpus, metrics, openapi, users, audit, health
 void add_lease_routes(Router& router, Service& s);   // GPU leases for gpulab ddp
+void add_policy_routes(Router& router, Service& s);  // quotas and idle-reclaim policies
 
 // The containers `who` may see by name (all for admins): per-user views show no other names.
 std::set<std::string> visible_container_names(Service& s, const Principal& who);

@@ -6,6 +6,7 @@
 #include "service/clock.h"
 #include "service/container_ops.h"
 #include "service/handlers.h"
+#include "service/quota.h"
 #include "service/validation.h"
 
 namespace gpulab::service {
@@ -64,6 +65,7 @@ ApiReply status(Service& s, Who who) {
             {"last_updated", iso_now()},
             {"inventory_source", s.inventory.source},
             {"total_gpus", s.inventory.gpus.size()}};
+  d["quota"] = quota_json(s, who.user);  // the caller's limits and usage
   return ApiReply::ok("GPU status retrieved successfully", d);
 }
 
@@ -88,7 +90,7 @@ ApiReply list(Service& s, Who who) {
     a.push_back(container_json(c, it == engine.end() ? nullptr : &it->second));
   }
   return ApiReply::ok("Containers retrieved successfully",
-                      {{"containers", a}, {"total", a.size()}});
+                      {{"containers", a}, {"total", a.size()}, {"quota", quota_json(s, who.user)}});
 }
 
 template <typename Op>

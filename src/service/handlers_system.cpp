@@ -4,6 +4,7 @@
 #include "service/handlers.h"
 #include "service/inventory.h"
 #include "service/openapi.h"
+#include "service/usage_meter.h"
 #include "service/validation.h"
 
 namespace gpulab::service {
@@ -56,6 +57,7 @@ ApiReply gpus(Service& s, Who who) {
 
 ApiReply metrics(Service& s, Who who) {
   std::string out = s.metrics.render();
+  out += usage_metrics(*s.store, who.admin ? std::nullopt : std::optional(who.user));
   auto holders = s.store->gpu_holders();
   auto visible = visible_container_names(s, who);
   out += metric_header("gpulab_gpus", "gauge", "GPUs in the inventory");

@@ -56,6 +56,9 @@ OrderedJson openapi_document(const Router& router) {
                   "{success, message, data} or {success: false, message, error_code}."}};
   OrderedJson schemas = OrderedJson::object();
   for (const RequestSchema* s : all_schemas()) schemas[s->name] = schema_of(*s);
+  for (const auto& r : router.routes())  // schemas kept beside their routes (quota, idle policy)
+    if (r.schema && !schemas.contains(r.schema->name))
+      schemas[r.schema->name] = schema_of(*r.schema);
   OrderedJson codes = OrderedJson::array();
   for (int c = 0; c <= static_cast<int>(ApiCode::kInternalError); ++c)
     codes.push_back(std::string(api_code_name(static_cast<ApiCode>(c))));

@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "service/api_error.h"
+#include "service/book_id.h"
 #include "service/clock.h"
 #include "service/container_ops.h"
 #include "service/lease_ops.h"
@@ -12,9 +13,13 @@
 namespace gpulab::service {
 
 Json ReconcileReport::to_json() const {
-  return {{"rolled_back", rolled_back},      {"finished_deletes", finished_deletes},
-          {"recreated", recreated},          {"released", released},
-          {"state_fixed", state_fixed},      {"orphans", orphans},
+  return {{"rolled_back", rolled_back},
+          {"finished_deletes", finished_deletes},
+          {"recreated", recreated},
+          {"released", released},
+          {"state_fixed", state_fixed},
+          {"orphans", orphans},
+          {"orphans_removed", orphans_removed},
           {"backups_failed", backups_failed}};
 }
 
@@ -116,6 +121,12 @@ ReconcileReport reconcile(Service& s, bool startup) {
       ++r.finished_deletes;
     } else if (c.state == state::kRecreating) {
       try {
+        // The engine's container is the new one only if it runs the recreate image; the old one
+        // (the crash came before its removal) holds the old GPUs and goes.
+        if (e && e->image != c.spec.image) {
+          (void)s.docker().remove_container(e->id, true);
+          e = nullptr;
+        }
         std::string id = e ? e->id : create_engine_container(s, c);
         s.store->set_docker_id(c.id, id);
         s.store->set_state(c.id, state::kRunning);
@@ -140,8 +151,22 @@ ReconcileReport reconcile(Service& s, bool startup) {
       }
     }
   }
-  for (const auto& [name, e] : engine)
-    if (!booked.count(name) && !e.labels.count(kLeaseLabel)) ++r.orphans;
+  const std::string ours = book_id(*s.store);
+  for (const auto& [name, e] : engine) {
+    if (booked.count(name) || e.labels.count(kLeaseLabel)) continue;
+    auto label = e.labels.find(kBookLabel);
+    if (label == e.labels.end() || label->second != ours) {
+      ++r.orphans;  // another service's, or made before books had ids: reported only
+      continue;
+    }
+    // Ours without a row: the engine finished a create after a crash rolled its row back. The
+    // name lock waits out a create in flight (its row exists before the engine is asked).
+    auto lock = s.lock_container(name);
+    if (s.store->find_container(name)) continue;
+    (void)s.docker().remove_container(e.id, true);
+    s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
+    ++r.orphans_removed;
+  }
   if (startup) cleanup_backups(s, r);
   return r;
 }

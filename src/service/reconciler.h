@@ -19,6 +19,7 @@ struct ReconcileReport {
   int released = 0;          // containers gone from the engine: GPUs and ports released
   int state_fixed = 0;       // running/exited brought in line with the engine
   int orphans = 0;           // managed containers on the engine without a row (reported only)
+  int orphans_removed = 0;   // ours (this book's label) without a row: a create cut off by a crash
   int backups_failed = 0;    // backups cut off
   Json to_json() const;
 };

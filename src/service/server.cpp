@@ -7,9 +7,13 @@
 #include "core/log.h"
 #include "service/dashboard.h"
 #include "service/handlers.h"
+#include "service/housekeeper.h"
 #include "service/http_server.h"
+#include "service/idle_reclaim.h"
 #include "service/openapi.h"
+#include "service/quota.h"
 #include "service/reconciler.h"
+#include "service/user_policy.h"
 
 namespace gpulab::service {
 
@@ -18,6 +22,7 @@ void add_routes(Router& router, Service& s) {
   add_image_routes(router, s);
   add_system_routes(router, s);
   add_lease_routes(router, s);
+  add_policy_routes(router, s);
 }
 
 void serve(const ServiceConfig& config, const ServeOptions& options) {
@@ -42,9 +47,12 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
   std::fflush(stdout);
   EventWatcher watcher(*s);
   watcher.start();
+  Housekeeper housekeeper(*s);
+  housekeeper.start();
   dashboard.start();
   server.run(true);
   dashboard.stop();
+  housekeeper.stop();
   watcher.stop();
 }
 
@@ -64,6 +72,28 @@ int revoke_tokens(const ServiceConfig& config, const std::string& token, const s
     return 1;
   }
   return auth.revoke_user(user);
+}
+
+std::string set_policy_offline(const ServiceConfig& config, bool quota, const std::string& text) {
+  auto store = Store::open(config.db_path);
+  if (!store) throw Exception(store.error());
+  auto [user, fields] = policy_from_text(text);
+  fields["user"] = user;
+  Json j = parse_request(fields.dump(), quota ? quota_schema() : idle_policy_schema());
+  Json stored = quota ? set_quota(**store, j) : set_idle_policy(**store, j);
+  (*store)->audit("cli", quota ? "set-quota" : "set-idle-policy", user, "ok", stored.dump());
+  return Json{{"user", user}, {quota ? "quota" : "idle_policy", stored}}.dump();
+}
+
+std::string show_policies_offline(const ServiceConfig& config) {
+  auto store = Store::open(config.db_path);
+  if (!store) throw Exception(store.error());
+  Json out = {{"quotas", Json::object()}, {"idle_policies", Json::object()}};
+  for (const auto& u : policy_users(**store, PolicyKind::kQuota))
+    out["quotas"][u] = load_policy(**store, PolicyKind::kQuota, u);
+  for (const auto& u : policy_users(**store, PolicyKind::kIdle))
+    out["idle_policies"][u] = load_policy(**store, PolicyKind::kIdle, u);
+  return out.dump(2);
 }
 
 std::string openapi_json() {

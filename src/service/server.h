@@ -25,6 +25,11 @@ int revoke_tokens(const ServiceConfig& config, const std::string& token, const s
 class Router;
 struct Service;
 void add_routes(Router& router, Service& s);
+// Offline (the CLI's --set-quota / --set-idle-policy): applies "USER:key=value,..." to the book
+// at config.db_path through the same checks as the API; returns the user's stored fields (JSON).
+std::string set_policy_offline(const ServiceConfig& config, bool quota, const std::string& text);
+// Offline: every stored quota and idle policy, as JSON.
+std::string show_policies_offline(const ServiceConfig& config);
 
 // The OpenAPI document of the full route table (no engine needed).
 std::string openapi_json();

@@ -9,6 +9,7 @@
 
 #include "docker/client.h"
 #include "service/auth.h"
+#include "service/clock.h"
 #include "service/config.h"
 #include "service/gpu_allocator.h"
 #include "service/inventory.h"
@@ -26,6 +27,7 @@ struct Service {
   std::unique_ptr<Auth> auth;
   AllocationPolicy policy = AllocationPolicy::kPack;
   std::mutex alloc_mu;  // choose + record GPUs and ports: one decision at a time
+  std::shared_ptr<Clock> clock = std::make_shared<SystemClock>();  // metering, idle reclaim
 
   // The engine client, or ENGINE_UNAVAILABLE.
   const docker::Client& docker() const;

@@ -40,6 +40,18 @@ const char* const kMigrations[] = {
       id INTEGER PRIMARY KEY, at TEXT NOT NULL, user TEXT NOT NULL, action TEXT NOT NULL,
       target TEXT NOT NULL, outcome TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '');
     )sql",
+    // Quotas and idle-reclaim policies per user ("*": everyone), and GPU-seconds by hour
+    // (user_policy.h, usage_meter.h).
+    R"sql(
+    CREATE TABLE user_policies(
+      user TEXT PRIMARY KEY, quota TEXT NOT NULL DEFAULT '{}', idle TEXT NOT NULL DEFAULT '{}',
+      updated_at TEXT NOT NULL);
+    CREATE TABLE gpu_usage(
+      user TEXT NOT NULL, container TEXT NOT NULL, hour INTEGER NOT NULL,
+      gpu_seconds REAL NOT NULL, PRIMARY KEY(user, container, hour));
+    CREATE TABLE meter_state(id INTEGER PRIMARY KEY CHECK(id=1), last_tick REAL NOT NULL);
+    CREATE TABLE book_identity(id INTEGER PRIMARY KEY CHECK(id=1), book_id TEXT NOT NULL);
+    )sql",
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // `gpulab serve [--config FILE] [--listen ADDR:PORT] [--docker-host URL] [--db PATH]
 // [--backup-dir DIR] [--ssh-port-base N]`: the GPU container REST service. Also issues and
-// revokes API tokens (--add-user, --revoke-token, --revoke-user) and prints the OpenAPI
-// document (--openapi), without serving.
+// revokes API tokens (--add-user, --revoke-token, --revoke-user), sets quotas and idle policies
+// (--set-quota, --set-idle-policy, --show-policies) and prints the OpenAPI document (--openapi),
+// without serving.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -29,6 +30,8 @@ struct ServeArgs {
   std::string revoke_token;
   std::string revoke_user;
   bool openapi = false;
+  std::string set_quota, set_idle_policy;
+  bool show_policies = false;
 };
 
 service::ServiceConfig build_config(const ServeArgs& a) {
@@ -57,6 +60,14 @@ void run(const ServeArgs& a) {
     std::printf("%s\n", token.c_str());
     std::fprintf(stderr, "token for %s%s (shown once; the service keeps only its SHA-256)\n",
                  a.add_user.c_str(), a.admin ? " (admin)" : "");
+    return;
+  }
+  if (!a.set_quota.empty() || !a.set_idle_policy.empty() || a.show_policies) {
+    if (!a.set_quota.empty())
+      std::printf("%s\n", service::set_policy_offline(c, true, a.set_quota).c_str());
+    if (!a.set_idle_policy.empty())
+      std::printf("%s\n", service::set_policy_offline(c, false, a.set_idle_policy).c_str());
+    if (a.show_policies) std::printf("%s\n", service::show_policies_offline(c).c_str());
     return;
   }
   if (!a.revoke_token.empty() || !a.revoke_user.empty()) {
@@ -100,6 +111,14 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
                   "revoke every token of USER, then exit")
       ->excludes(rt);
   cmd->add_flag("--openapi", args->openapi, "print the OpenAPI document and exit");
+  cmd->add_option("--set-quota", args->set_quota,
+                  "USER:key=value,... (max_gpus, max_containers, max_cpus, max_memory, "
+                  "max_gpu_hours, period_hours, reset; USER * = everyone), then exit");
+  cmd->add_option("--set-idle-policy", args->set_idle_policy,
+                  "USER:key=value,... (enabled, utilization_percent, idle_minutes, warn_minutes, "
+                  "network_bytes, release_gpus, reset; USER * = everyone), then exit");
+  cmd->add_flag("--show-policies", args->show_policies,
+                "print the stored quotas and idle policies, then exit");
   cmd->callback([args, &ctx] {
     (void)ctx;
     run(*args);

@@ -1,0 +1,18 @@
+// Which book made an engine container: a random id kept in the book and put on every container
+// the service creates ("gpulab.book" label), so the reconciler can tell its own orphans (a create
+// that finished on the engine after the service died and rolled it back) from another service's
+// containers on a shared engine.
+#pragma once
+
+#include <string>
+
+#include "service/store.h"
+
+namespace gpulab::service {
+
+inline constexpr const char* kBookLabel = "gpulab.book";
+
+// The book's id, made on first use.
+std::string book_id(Store& store);
+
+}  // namespace gpulab::service

@@ -1,0 +1,184 @@
+// Idle reclaim on a real dockerd with an injected clock and GPU samples fed in by the test (on
+// declared GPUs): every container idle past the policy is warned, then stopped at the first
+// check past its deadline; busy ones, one with an open SSH connection and one whose owner's
+// policy is off keep running; "release_gpus" gives the GPUs back.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "service/container_ops.h"
+#include "service/idle_reclaim.h"
+#include "service/quota.h"
+#include "service/usage_meter.h"
+#include "service/user_policy.h"
+#include "service_env.h"
+
+namespace gpulab::service::testing {
+namespace {
+
+class IdleReclaim : public ServiceTest {};
+
+TEST(IdleReclaimParse, CountsEstablishedSessionsOnPort22) {
+  const std::string tcp =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
+      "   0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0\n"
+      "   1: 0100007F:0016 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0\n"
+      "   2: 0100007F:A1B2 0100007F:0016 01 00000000:00000000 00:00000000 00000000     0\n"
+      "   3: 0100007F:1F90 0100007F:C000 01 00000000:00000000 00:00000000 00000000     0\n";
+  EXPECT_EQ(ssh_sessions_in(tcp), 1);  // the listener (0A) and the client side do not count
+  EXPECT_EQ(ssh_sessions_in(""), 0);
+}
+
+TEST(UsageMeter, ChargesHeldGpusByHourAndSurvivesReopening) {
+  auto dir = std::filesystem::temp_directory_path() / ("gpulab-meter-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const double t0 = 1.7e9;  // an hour boundary (1.7e9 = 472222 h + 800 s); the split is checked
+  {
+    auto store = Store::open((dir / "m.db").string());
+    ASSERT_TRUE(store.ok());
+    Store& st = **store;
+    meter_tick(st, t0);  // starts the meter
+    ContainerRecord rec;
+    rec.name = "c1";
+    rec.owner = "alice";
+    rec.state = state::kRunning;
+    auto id = st.insert_container(rec);
+    st.add_gpu(id, {"GPU-a", 0});
+    st.add_gpu(id, {"GPU-b", 1});
+    meter_tick(st, t0 + 5400);  // 1.5 h with 2 GPUs, across an hour boundary
+    EXPECT_NEAR(gpu_seconds_since(st, "alice", t0 - 1), 2 * 5400, 1e-6);
+    EXPECT_EQ(gpu_seconds_since(st, "bob", t0 - 1), 0);
+    auto rows = st.db().query("SELECT COUNT(*) FROM gpu_usage WHERE user='alice'");
+    EXPECT_EQ(rows[0].i64(0), 2);  // two hour buckets
+    meter_tick(st, t0 + 100);      // a clock that went back charges nothing
+    EXPECT_NEAR(gpu_seconds_since(st, "alice", t0 - 1), 2 * 5400, 1e-6);
+    std::string m = usage_metrics(st, std::string("alice"));
+    EXPECT_NE(m.find("gpulab_gpu_seconds_total{user=\"alice\"} 10800"), std::string::npos) << m;
+    EXPECT_NE(m.find("gpulab_container_gpu_seconds_total{user=\"alice\",container=\"c1\"} 10800"),
+              std::string::npos);
+    EXPECT_EQ(usage_metrics(st, std::string("bob")).find("alice"), std::string::npos);
+  }
+  auto store = Store::open((dir / "m.db").string());
+  ASSERT_TRUE(store.ok());
+  meter_tick(**store, t0 + 5400 + 600);
+  EXPECT_NEAR(gpu_seconds_since(**store, "alice", t0 - 1), 2 * 6000, 1e-6);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
+  ASSERT_TRUE(ensure_service_images(*client_, false).ok());
+  ServiceConfig cfg;
+  cfg.docker_host = engine_->host;
+  cfg.db_path = (dir_ / "service.db").string();
+  cfg.backup_dir = (dir_ / "backups").string();
+  cfg.ssh_port_base = unique_port_base();
+  cfg.port_rest_seconds = 1;
+  cfg.device_mode = DeviceMode::kNone;
+  cfg.image_allowlist = {"gpulab-test/*"};
+  for (int i = 0; i < 6; ++i)
+    cfg.gpus.push_back(GpuSlot{"GPU-fake-" + std::to_string(i), i, "nvidia", "", 0, {}, "", ""});
+  auto s = open_service(cfg);
+  auto clock = std::make_shared<ManualClock>(2e9);
+  s->clock = clock;
+
+  // Default for everyone: on, below 5 %, idle 10 min, then 5 min after the warning; traffic
+  // below 1 MiB per check is none. bob's GPUs go back; carol's policy is off.
+  auto policy = [&](Json j) {
+    set_idle_policy(*s->store, parse_request(j.dump(), idle_policy_schema()));
+  };
+  policy({{"user", "*"},
+          {"enabled", true},
+          {"utilization_percent", 5},
+          {"idle_minutes", 10},
+          {"warn_minutes", 5},
+          {"network_bytes", 1 << 20}});
+  policy({{"user", "bob"}, {"release_gpus", true}});
+  policy({{"user", "carol"}, {"enabled", false}});
+
+  auto make = [&](const std::string& n, const std::string& owner) {
+    CreateOptions o;
+    o.name = prefix_ + "-" + n;
+    o.owner = owner;
+    o.spec.image = kBoxImage;
+    o.spec.gpu_count = 1;
+    return create_container(*s, o).record;
+  };
+  auto idle_a = make("idle", "alice");
+  auto busy_a = make("busy", "alice");
+  auto ssh_a = make("ssh", "alice");
+  auto idle_b = make("bobidle", "bob");
+  auto off_c = make("caroloff", "carol");
+  // An established connection to port 22 inside ssh_a (busybox nc on both ends).
+  auto ex = client_->exec(ssh_a.name,
+                          {"sh", "-c",
+                           "(sleep 3600 2>/dev/null | nc -l -p 22 >/dev/null 2>&1 &); sleep 0.5; "
+                           "(sleep 3600 2>/dev/null | nc 127.0.0.1 22 >/dev/null 2>&1 &); "
+                           "sleep 0.5"});
+  ASSERT_TRUE(ex.ok());
+  auto tcp = client_->exec(ssh_a.name, {"cat", "/proc/net/tcp", "/proc/net/tcp6"});
+  ASSERT_TRUE(tcp.ok());
+  ASSERT_EQ(ssh_sessions_in(tcp->out), 1) << "the test's SSH stand-in did not connect:\n"
+                                          << tcp->out;
+
+  // Utilization: the busy container's GPU at 80 %, every other at 1 % (below the threshold).
+  std::vector<GpuSample> samples;
+  for (const auto& g : s->inventory.gpus) {
+    GpuSample smp;
+    smp.uuid = g.uuid;
+    smp.utilization_percent = g.uuid == busy_a.gpus[0].uuid ? 80.0 : 1.0;
+    samples.push_back(smp);
+  }
+  auto running = [&](const ContainerRecord& c) {
+    auto info = client_->inspect_container(c.name);
+    return info.ok() && info->running;
+  };
+  IdleReclaimer reclaimer(*s);
+  const double interval = 300, t0 = clock->now();
+  const double deadline = t0 + (10 + 5) * 60;  // idle since the first check, warned, then stopped
+  int warned_at = -1, stopped_at = -1;
+  for (int k = 0; k <= 5; ++k) {
+    clock->set(t0 + k * interval);
+    auto r = reclaimer.check(samples);
+    std::printf("idle check %d at +%.0fs: checked %d, idle %d, warned %d, stopped %d\n", k,
+                k * interval, r.checked, r.idle, r.warned, r.stopped);
+    EXPECT_EQ(r.checked, k <= 3 ? 4 : 2);  // carol's is never looked at; stopped ones drop out
+    if (r.warned) {
+      EXPECT_EQ(r.warned, 2);
+      warned_at = k;
+      auto motd = client_->exec(idle_a.name, {"cat", "/etc/motd"});
+      ASSERT_TRUE(motd.ok());
+      EXPECT_NE(motd->out.find("gpulab: this container has been idle for 10 min"),
+                std::string::npos)
+          << motd->out;
+    }
+    if (r.stopped) {
+      EXPECT_EQ(r.stopped, 2);
+      stopped_at = k;
+    }
+    bool past = clock->now() >= deadline;
+    EXPECT_EQ(running(idle_a), !past) << "check " << k;
+    EXPECT_EQ(running(idle_b), !past) << "check " << k;
+    EXPECT_TRUE(running(busy_a));
+    EXPECT_TRUE(running(ssh_a));
+    EXPECT_TRUE(running(off_c));
+  }
+  EXPECT_EQ(warned_at, 2);   // at +600 s, the first check 10 min after idle began
+  EXPECT_EQ(stopped_at, 3);  // at +900 s: the first check past the deadline
+  EXPECT_LT(t0 + stopped_at * interval - deadline, interval);
+
+  // Stopped, not deleted. alice's keeps its GPU; bob's gave it back (and says how to get it).
+  auto a = s->store->find_container(idle_a.id);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->state, state::kExited);
+  EXPECT_EQ(a->gpus.size(), 1u);
+  auto b = s->store->find_container(idle_b.id);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->state, state::kExited);
+  EXPECT_TRUE(b->gpus.empty());
+  EXPECT_TRUE(client_->inspect_container(idle_b.name).ok());
+  std::string audit = s->store->audit_tail(50).dump();
+  EXPECT_NE(audit.find("idle-warning"), std::string::npos);
+  EXPECT_NE(audit.find("gpu_count=1"), std::string::npos) << audit;
+}
+
+}  // namespace
+}  // namespace gpulab::service::testing
