@@ -1,5 +1,6 @@
 // gpulab entry point: builds the subcommand table, parses, and maps errors to exit codes.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -8,6 +9,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "launch/rank_env.h"
 
 namespace {
 
@@ -82,9 +84,18 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const gpulab::Exception& e) {
     std::fflush(stdout);
-    std::cerr << "error: " << e.error().message << "\n";
-    if (!e.hint().empty()) std::cerr << "hint: " << e.hint() << "\n";
-    return gpulab::exit_code_for(e.code());
+    std::string text = "error: " + e.error().message;
+    if (!e.hint().empty()) text += "\nhint: " + e.hint();
+    const int code = gpulab::exit_code_for(e.code());
+    // A rank of `gpulab ... --nproc_per_node N` with bad input that every rank shares: the
+    // launcher prints it once, instead of every rank and the launcher each saying it.
+    const char* error_file = std::getenv(gpulab::launch::kEnvErrorFile);
+    if (code == 2 && error_file != nullptr && *error_file != '\0') {
+      gpulab::launch::report_rank_error(text);
+      return code;
+    }
+    std::cerr << text << "\n";
+    return code;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "error: " << e.what() << "\n";

@@ -73,6 +73,9 @@ struct RankFailure {
   // "rank 1 (pid 4242) was killed by signal 9 (SIGKILL)" [+ ": <error>"], "... was stopped by
   // signal 19 (SIGSTOP)", "... hangs: no progress for 6.1 s (limit ...) (last progress: ...)".
   std::string describe() const;
+  // The rank exited with code 2 after writing "error: ..." to its error file: bad input that
+  // every rank shares (a missing data set), said once by the launcher and never restarted.
+  bool reported_bad_input() const;
 };
 
 struct LaunchResult {

@@ -93,6 +93,11 @@ std::string RankFailure::describe() const {
   return s;
 }
 
+bool RankFailure::reported_bad_input() const {
+  return exit_code == 2 && signal == 0 && stopped_by == 0 && silent_s == 0 &&
+         error.rfind("error: ", 0) == 0;
+}
+
 RankGroup::~RankGroup() {
   if (alive_ > 0) stop(std::chrono::milliseconds(0));
 }

@@ -103,6 +103,7 @@ std::string serialize_state(const TrainState& s, torch::nn::Module& model,
   Json meta = {{"format", "gpulab-checkpoint-1"},
                {"epoch", s.epoch},
                {"step", s.step},
+               {"batches_done", s.batches_done},
                {"seed", s.seed},
                {"world_size", s.world_size},
                {"data_order", {{"sampler", "shuffle"}, {"seed_of_epoch", "seed + epoch"}}},
@@ -262,6 +263,7 @@ Result<TrainState> load_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module
     }
     s.epoch = meta.at("epoch").get<int64_t>();
     s.step = meta.at("step").get<int64_t>();
+    s.batches_done = meta.value("batches_done", int64_t{0});
     s.seed = meta.at("seed").get<int64_t>();
     s.world_size = meta.value("world_size", int64_t{1});
     const auto& sc = meta.at("scaler");

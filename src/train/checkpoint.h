@@ -24,7 +24,10 @@ namespace fs = std::filesystem;
 struct TrainState {
   int64_t epoch = 0;  // epochs completed
   int64_t step = 0;   // optimizer steps completed
-  int64_t seed = 0;   // base seed; epoch e shuffles with seed + e (the data order)
+  // Micro-batches of epoch `epoch` already trained: 0 at an epoch boundary, more when a run was
+  // stopped (Ctrl-C, SIGTERM) inside an epoch; a resumed run skips them.
+  int64_t batches_done = 0;
+  int64_t seed = 0;  // base seed; epoch e shuffles with seed + e (the data order)
   int64_t world_size = 1;
   LossScaler::State scaler{1.0, 0, 0};
   Json history = Json::array();   // per-epoch metric records so far

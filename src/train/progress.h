@@ -1,5 +1,5 @@
-// A one-line progress bar for the batches of an epoch, drawn only when stdout is a terminal
-// (logs and pipes get the per-epoch lines alone).
+// Progress of an epoch: a one-line bar with an ETA when stdout is a terminal, and a plain line
+// every few seconds otherwise (logs and pipes: step, rate, ETA), so a long run is never silent.
 #pragma once
 
 #include <chrono>
@@ -10,9 +10,13 @@ namespace gpulab::train {
 
 class ProgressBar {
  public:
-  // `enabled` false (not rank 0, or not a TTY) makes every call a no-op.
-  ProgressBar(bool enabled, int64_t total, std::string label);
-  // Redraws at most ~10 times per second; `extra` is shown after the bar ("loss 0.4123").
+  // `enabled` false (not rank 0) makes every call a no-op. Without a terminal a line is printed
+  // every `line_every_s` seconds.
+  ProgressBar(bool enabled, int64_t total, std::string label, double line_every_s = 30.0);
+  // Whether update(done, ...) would print now: callers skip building `extra` (a device sync for
+  // the loss) when it would not.
+  [[nodiscard]] bool due(int64_t done) const;
+  // `extra` is shown after the count ("loss 0.4123 850 img/s"); the ETA follows.
   void update(int64_t done, const std::string& extra);
   // Erases the bar so the next line starts clean.
   void clear();
@@ -20,10 +24,15 @@ class ProgressBar {
   static bool stdout_is_tty();
 
  private:
+  [[nodiscard]] std::string eta(int64_t done) const;
+
   bool enabled_;
+  bool tty_;
   int64_t total_;
   std::string label_;
-  std::chrono::steady_clock::time_point last_draw_{};
+  std::chrono::steady_clock::duration interval_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_;
   bool drawn_ = false;
 };
 

@@ -5,10 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 
+#include "core/duration.h"
 #include "core/error.h"
 #include "launch/heartbeat.h"
 #include "launch/launcher.h"
@@ -19,6 +22,7 @@
 #include "train/optim/optimizers.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/stop_signal.h"
 #include "train/weights_export.h"
 
 namespace gpulab::train {
@@ -203,6 +207,7 @@ void Trainer::maybe_resume() {
                     "pass the same --model, or another --output_dir");
   start_epoch_ = s.epoch;
   step_ = s.step;
+  resume_batches_ = s.batches_done;
   scaler_->load(s.scaler);
   for (const auto& r : s.history) history_.push_back(EpochRecord::from_json(r));
   resumed_from_ = ckpt->file.string();
@@ -214,9 +219,14 @@ void Trainer::print_header() const {
   if (opts_.num_workers < 0)
     say(fmt::format("Auto-detected num_workers: {}", train_loader_->num_workers()));
   say(fmt::format("Training {} on {} dataset", opts_.model, train_set_->name()));
-  say(fmt::format("Input size: {}x{}, Classes: {} (stored {}x{}x{}, {} train / {} test images)",
+  // With --subset the run trains and tests on the first N images: those are the counts shown.
+  const auto used = [&](int64_t n) { return opts_.subset > 0 ? std::min(n, opts_.subset) : n; };
+  say(fmt::format("Input size: {}x{}, Classes: {} (stored {}x{}x{}, {} train / {} test images{})",
                   opts_.input_size, opts_.input_size, train_set_->num_classes(), shape[0], shape[1],
-                  shape[2], train_set_->size(), test_set_->size()));
+                  shape[2], used(train_set_->size()), used(test_set_->size()),
+                  opts_.subset > 0 ? fmt::format(" with --subset {}, of {} / {}", opts_.subset,
+                                                 train_set_->size(), test_set_->size())
+                                   : ""));
   say(fmt::format("Using {} optimizer with lr={:g}, weight_decay={:g}{}", opts_.optimizer,
                   opts_.learning_rate, opts_.weight_decay,
                   opts_.lr_schedule == "none"
@@ -238,7 +248,10 @@ void Trainer::print_header() const {
   say("Normalization: " + opts_.normalize);
   if (!precision_note_.empty()) say(precision_note_);
   if (!resumed_from_.empty())
-    say(fmt::format("Resumed from {} (epoch {}, step {})", resumed_from_, start_epoch_, step_));
+    say(fmt::format("Resumed from {} (epoch {}, step {}{})", resumed_from_, start_epoch_, step_,
+                    resume_batches_ > 0
+                        ? fmt::format(", batch {} of epoch {}", resume_batches_, start_epoch_ + 1)
+                        : ""));
   say("");
 }
 
@@ -258,7 +271,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   model_->train();
   train_loader_->start_epoch(epoch);
   train_loader_->reset_stats();
-  ProgressBar bar(dist_->is_main() && ProgressBar::stdout_is_tty(), train_batches_,
+  ProgressBar bar(dist_->is_main(), train_batches_,
                   fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
   auto sums = torch::zeros({3}, torch::kFloat64);  // loss sum, correct, images (on the CPU)
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device_));
@@ -267,8 +280,16 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   int64_t images = 0;
   const auto t0 = Clock::now();
   const int64_t accum = opts_.grad_accum;
-  for (int64_t b = 0; b < train_batches_; ++b) {
+  // A run stopped inside this epoch resumes after the batches it trained (same data order).
+  const int64_t first = epoch == start_epoch_ ? std::min(resume_batches_, train_batches_) : 0;
+  for (int64_t b = 0; b < first; ++b) (void)train_loader_->next();
+  Clock::time_point estimate_t0;
+  for (int64_t b = first; b < train_batches_; ++b) {
     if (max_steps_reached()) break;
+    if (b % accum == 0 && stop_requested()) {
+      stopped_at_batch_ = b;
+      break;
+    }
     auto batch = train_loader_->next();
     if (!batch) break;
     if (hooks_.batch_ready) hooks_.batch_ready(micro_steps_);
@@ -296,11 +317,15 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     images += n;
     loss_sum += loss.detach() * static_cast<double>(n);
     correct += logits.detach().argmax(1).eq(batch->labels).sum();
-    if (dist_->is_main() && ProgressBar::stdout_is_tty())
-      bar.update(b + 1, fmt::format("loss {:.4f} {:.0f} img/s", loss.item<double>(),
+    if (bar.due(b + 1))
+      bar.update(b + 1, fmt::format("loss {:.4f}, {:.0f} img/s", loss.item<double>(),
                                     static_cast<double>(images) / seconds_since(t0)));
     if (hooks_.step_done) hooks_.step_done(micro_steps_);
     ++micro_steps_;
+    // The first batch warms up; the next five give the estimate of a long run.
+    if (epoch == start_epoch_ && b == first) estimate_t0 = Clock::now();
+    if (epoch == start_epoch_ && b == first + 5)
+      maybe_say_long_run(epoch, b + 1, seconds_since(estimate_t0) / 5.0);
   }
   bar.clear();
   // Epoch sums over all ranks: mean loss and accuracy of every image trained on.
@@ -360,13 +385,57 @@ void Trainer::evaluate(EpochRecord& rec) {
   rec.test_images = static_cast<int64_t>(sums[3].item<double>());
 }
 
-void Trainer::save_checkpoint_of(int64_t epochs_done) {
+bool Trainer::stop_requested() {
+  const int local = stop_signal_received();
+  auto any = torch::full({1}, static_cast<double>(local != 0), torch::kFloat64);
+  if (dist_->world_size > 1) dist_->all_reduce_sum(any);  // every rank stops at the same step
+  if (any.item<double>() == 0) return false;
+  stop_signal_ = local != 0 ? local : SIGTERM;
+  return true;
+}
+
+void Trainer::say_stopped(int64_t epoch, int64_t batch) const {
+  const char* sig = stop_signal_ == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM";
+  say(fmt::format("Stopped by {} at epoch {} batch {} of {} (step {})", sig, epoch + 1, batch,
+                  train_batches_, step_));
+  if (opts_.no_checkpoints)
+    say("No checkpoint written (--no_checkpoints): a new run starts from scratch");
+  else
+    say(fmt::format("Checkpoint in {}; to resume, run the same command with --resume auto",
+                    (out_dir_ / "checkpoints").string()));
+}
+
+// A CPU run whose settings imply hours says so early, with the flag that shortens it.
+void Trainer::maybe_say_long_run(int64_t epoch, int64_t batches_done,
+                                 double seconds_per_batch) const {
+  if (!dist_->is_main() || !device_.is_cpu()) return;
+  int64_t left = (opts_.num_epochs - epoch) * train_batches_ - batches_done;
+  if (opts_.max_steps > 0) left = std::min(left, (opts_.max_steps - step_) * opts_.grad_accum);
+  const double seconds = seconds_per_batch * static_cast<double>(left);
+  if (seconds < 3600) return;
+  const auto& shape = train_set_->image_shape();
+  const int64_t stored = std::max(shape[1], shape[2]);
+  const int64_t smaller =
+      std::max<int64_t>({find_model(opts_.model).value_or_throw()->min_image_size, stored, 32});
+  std::string fix = "--subset N, fewer --num_epochs or a GPU shortens it";
+  if (smaller < opts_.input_size)
+    fix = fmt::format(
+        "--input_size {} (now {}; the images are stored at {}x{}) has {:.0f}x fewer pixels to "
+        "compute on",
+        smaller, opts_.input_size, shape[1], shape[2],
+        std::pow(static_cast<double>(opts_.input_size) / static_cast<double>(smaller), 2.0));
+  say(fmt::format("Note: at {:.2f} s per batch on the CPU, the {} batches left take about {}; {}",
+                  seconds_per_batch, left, human_duration(seconds), fix));
+}
+
+void Trainer::save_checkpoint_of(int64_t epochs_done, int64_t batches_done) {
   if (opts_.no_checkpoints) return;
   launch::heartbeat("checkpoint after epoch " + std::to_string(epochs_done));
   if (dist_->is_main()) {
     TrainState s;
     s.epoch = epochs_done;
     s.step = step_;
+    s.batches_done = batches_done;
     s.seed = opts_.seed;
     s.world_size = dist_->world_size;
     s.scaler = scaler_->state();
@@ -408,6 +477,7 @@ void Trainer::write_outputs(TrainResult& result) {
 }
 
 TrainResult Trainer::run() {
+  const StopSignalGuard stop_guard;
   setup_runtime();
   setup_data();
   setup_model();
@@ -431,6 +501,15 @@ TrainResult Trainer::run() {
   const auto t0 = Clock::now();
   for (int64_t epoch = start_epoch_; epoch < opts_.num_epochs; ++epoch) {
     EpochRecord rec = train_one_epoch(epoch);
+    if (stop_signal_ != 0) {
+      // A partial epoch: no record, a checkpoint of where it stopped, and how to go on.
+      save_checkpoint_of(epoch, stopped_at_batch_);
+      say_stopped(epoch, stopped_at_batch_);
+      if (log) log->append(Json{{"type", "stopped"}, {"epoch", epoch + 1}, {"step", step_}});
+      result.stop_signal = stop_signal_;
+      result.epochs = history_;
+      return result;
+    }
     const bool eval_now = (epoch + 1) % opts_.log_every == 0 || epoch + 1 == opts_.num_epochs;
     const bool stopped = max_steps_reached();
     if (eval_now || stopped) evaluate(rec);

@@ -34,6 +34,7 @@ struct TrainResult {
   std::vector<EpochRecord> epochs;  // all epochs so far, resumed ones included
   double train_seconds = 0;         // this invocation
   int64_t epochs_run = 0;           // this invocation
+  int stop_signal = 0;              // SIGINT / SIGTERM that stopped the run early, or 0
   std::filesystem::path output_dir, weights_file, report_file;
 };
 
@@ -59,7 +60,10 @@ class Trainer {
   EpochRecord train_one_epoch(int64_t epoch);
   void optimizer_step();
   void evaluate(EpochRecord& rec);
-  void save_checkpoint_of(int64_t epochs_done);
+  void save_checkpoint_of(int64_t epochs_done, int64_t batches_done = 0);
+  bool stop_requested();  // a stop signal on any rank: all ranks agree at a step boundary
+  void say_stopped(int64_t epoch, int64_t batch) const;
+  void maybe_say_long_run(int64_t epoch, int64_t batch, double seconds_per_batch) const;
   void write_outputs(TrainResult& result);
   void say(const std::string& line) const;  // rank 0 only
   bool max_steps_reached() const { return opts_.max_steps > 0 && step_ >= opts_.max_steps; }
@@ -88,7 +92,10 @@ class Trainer {
   std::vector<EpochRecord> history_;
   std::string resumed_from_;
   StepHooks hooks_;
-  int64_t micro_steps_ = 0;  // micro-batches trained by this invocation (for hooks_)
+  int64_t micro_steps_ = 0;     // micro-batches trained by this invocation (for hooks_)
+  int64_t resume_batches_ = 0;  // micro-batches of start_epoch_ a stopped run had trained
+  int stop_signal_ = 0;         // set when the ranks agreed to stop
+  int64_t stopped_at_batch_ = -1;
 };
 
 // Every check that needs no data and no peer (option values, the model name and its input size,

@@ -1,6 +1,7 @@
 // Tests string helpers and the Result/error mapping.
 #include <gtest/gtest.h>
 
+#include "core/duration.h"
 #include "core/json.h"
 #include "core/result.h"
 #include "core/strings.h"
@@ -46,4 +47,12 @@ TEST(Json, MalformedInputIsInvalidArgument) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, Code::kInvalidArgument);
   EXPECT_NE(bad.error().message.find("request body"), std::string::npos);
+}
+
+TEST(Duration, HumanDuration) {
+  EXPECT_EQ(human_duration(0), "0s");
+  EXPECT_EQ(human_duration(42.3), "42s");
+  EXPECT_EQ(human_duration(185), "3m05s");
+  EXPECT_EQ(human_duration(7384), "2h03m");
+  EXPECT_EQ(human_duration(-5), "0s");
 }

@@ -145,7 +145,8 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     // A rank restarted by the launcher (--max_restarts) continues from the newest checkpoint.
     if (opts->resume.empty() && train::dist::restarted()) opts->resume = "auto";
     train::Trainer trainer(*opts, dist);
-    trainer.run();
+    // Stopped by Ctrl-C / SIGTERM (with a checkpoint): the shell's convention, 128 + signal.
+    if (const int sig = trainer.run().stop_signal) ctx.exit_code = 128 + sig;
   });
 }
 

@@ -98,6 +98,66 @@ spelling)
   "$G" detect --json --no_host >/dev/null 2>&1 || fail "detect --no_host"
   "$G" detect --json --no-host >/dev/null 2>&1 || fail "detect --no-host"
   ;;
+interrupt)
+  # Ctrl-C stops at a step boundary, says where and how to resume, and leaves a checkpoint that
+  # --resume auto continues from (inside the epoch it stopped in). --subset N prints N.
+  RUN="$G train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 --subset 512
+       --num_epochs 30 --seed 1 --output_dir $WORK/run"
+  $RUN >"$WORK/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q '^Training resnet18' "$WORK/log" && break; sleep 0.1; done
+  sleep 5
+  kill -INT $pid
+  wait $pid
+  code=$?
+  cat "$WORK/log"
+  [ "$code" = 130 ] || fail "exit $code after SIGINT, expected 130"
+  grep -q '512 train / 512 test images with --subset 512, of 1024 / 1024' "$WORK/log" ||
+    fail "the header does not give the subset's size"
+  line=$(grep '^Stopped by SIGINT (Ctrl-C) at epoch [0-9]* batch [0-9]* of 32 (step [0-9]*)' "$WORK/log") ||
+    fail "no 'Stopped by SIGINT at epoch E batch B of 32 (step S)' line"
+  grep -q "to resume, run the same command with --resume auto" "$WORK/log" || fail "no resume hint"
+  ls "$WORK/run/checkpoints/"*.pt >/dev/null || fail "no checkpoint left"
+  epoch=$(sed 's/.*at epoch \([0-9]*\) batch.*/\1/' <<<"$line")
+  batch=$(sed 's/.*batch \([0-9]*\) of.*/\1/' <<<"$line")
+  step=$(sed 's/.*(step \([0-9]*\)).*/\1/' <<<"$line")
+  # shellcheck disable=SC2086
+  $RUN --resume auto --max_steps $((step + 2)) >"$WORK/log2" 2>&1 || { cat "$WORK/log2"; fail "resume failed"; }
+  cat "$WORK/log2"
+  want="(epoch $((epoch - 1)), step $step"
+  [ "$batch" -gt 0 ] && want="$want, batch $batch of epoch $epoch)"
+  grep -qF "$want" "$WORK/log2" || fail "the resumed run does not start at '$want'"
+  grep -q "Stopped after --max_steps $((step + 2))" "$WORK/log2" || fail "the resumed run did not train on"
+  ;;
+long_run)
+  # A CPU run whose settings imply hours says so after its first steps (the issue's example:
+  # ResNet-18 at 224 px on 28-px Fashion-MNIST), with the flag that changes it.
+  if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    echo "[  SKIPPED ] dataset-fashion-mnist is not installed"
+    exit 77
+  fi
+  "$G" train --model resnet18 --dataset fashion-mnist --input_size 224 --batch_size 16 --num_epochs 3 \
+    --output_dir "$WORK/run" >"$WORK/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 1800); do grep -q '^Note:' "$WORK/log" && break; sleep 0.1; done
+  kill -TERM $pid
+  wait $pid
+  cat "$WORK/log"
+  grep -qE '^Note: at [0-9.]+ s per batch on the CPU, the [0-9]+ batches left take about [0-9]+h[0-9]+m; --input_size 32 \(now 224; the images are stored at 28x28\)' "$WORK/log" ||
+    fail "no estimate with the --input_size hint"
+  ;;
+data_error)
+  # Bad data with two ranks: one error and one hint, no per-rank copies, no launcher failure lines.
+  "$G" train --model resnet18 --dataset cifar10 --data_dir "$WORK/none" --nproc_per_node 2 \
+    --output_dir "$WORK/run" >"$WORK/out" 2>"$WORK/err"
+  code=$?
+  cat "$WORK/out" "$WORK/err"
+  [ "$code" = 2 ] || fail "exit $code, expected 2"
+  [ "$(grep -c '^error:' "$WORK/err")" = 1 ] || fail "expected exactly one error: line"
+  [ "$(grep -c '^hint:' "$WORK/err")" = 1 ] || fail "expected exactly one hint: line"
+  grep -q 'exited with code\|stopping the other ranks\|all ranks stopped' "$WORK/err" &&
+    fail "launcher failure lines for a data error"
+  ;;
 *) fail "unknown case $CASE" ;;
 esac
 echo PASS

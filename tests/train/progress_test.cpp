@@ -1,0 +1,46 @@
+// Progress of an epoch when stdout is not a terminal (a log file, a pipe): plain lines with the
+// batch count, the caller's figures and an ETA, at most one per interval; none when disabled.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "train/progress.h"
+
+namespace gpulab::train {
+namespace {
+
+TEST(Progress, LogGetsLinesWithAnEta) {
+  ::testing::internal::CaptureStdout();  // stdout becomes a file: not a terminal
+  {
+    ProgressBar bar(true, 10, "Epoch 1/2", /*line_every_s=*/0.0);
+    EXPECT_TRUE(bar.due(3));
+    bar.update(3, "loss 1.2500, 80 img/s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    bar.update(6, "loss 0.9000, 90 img/s");
+    EXPECT_FALSE(bar.due(10));  // the last batch: the epoch's own line follows
+    bar.update(10, "loss 0.5000, 95 img/s");
+    bar.clear();
+  }
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("Epoch 1/2: batch 3/10, loss 1.2500, 80 img/s, ETA "), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Epoch 1/2: batch 6/10, loss 0.9000, 90 img/s, ETA "), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("batch 10/10"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << "no terminal redraws in a log";
+}
+
+TEST(Progress, AtMostOneLinePerInterval) {
+  ::testing::internal::CaptureStdout();
+  {
+    ProgressBar bar(true, 1000, "Epoch 1/1", /*line_every_s=*/3600.0);
+    for (int64_t b = 1; b < 1000; ++b) bar.update(b, "x");
+    ProgressBar off(false, 10, "Epoch 1/1", 0.0);
+    EXPECT_FALSE(off.due(1));
+    off.update(1, "x");
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+}
+
+}  // namespace
+}  // namespace gpulab::train
