@@ -162,6 +162,32 @@ std::vector<std::string> self_command_line() {
   return args;
 }
 
+namespace {
+
+// The launcher got SIGINT/SIGTERM/SIGHUP: pass it on, then stop the ranks (--stop_grace).
+LaunchResult stop_for_signal(const LaunchOptions& o, RankGroup& group, LaunchResult result) {
+  const int sig = g_stop_signal;
+  say(o, "got " + signal_name(sig) + ", stopping the ranks");
+  group.signal_all(sig);
+  group.stop(o.stop_grace);
+  result.exit_code = 128 + sig;
+  result.message = "interrupted by " + signal_name(sig);
+  return result;
+}
+
+// Bad input every rank shares, said by the rank itself: stop the others, no restart, and the
+// rank's own lines as the message ("error: " left to the caller: "...\nhint: ...").
+LaunchResult stop_for_bad_input(const LaunchOptions& o, RankGroup& group, const RankFailure& f,
+                                LaunchResult result) {
+  group.stop(o.stop_grace);
+  result.failure = f;
+  result.exit_code = 2;
+  result.message = f.error.substr(std::string("error: ").size());
+  return result;
+}
+
+}  // namespace
+
 Result<LaunchResult> run_launch(const LaunchOptions& o) {
   if (auto s = validate(o); !s.ok()) return s.error();
   const int world = o.nproc_per_node * o.nnodes;
@@ -224,29 +250,15 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
       failure = group.poll(std::chrono::milliseconds(100));
       if (!failure) failure = group.check_progress(o.hang);
     }
-    if (g_stop_signal != 0) {
-      int sig = g_stop_signal;
-      say(o, "got " + signal_name(sig) + ", stopping the ranks");
-      group.signal_all(sig);
-      group.stop(o.stop_grace);
-      result.exit_code = 128 + sig;
-      result.message = "interrupted by " + signal_name(sig);
-      return result;
-    }
+    if (g_stop_signal != 0) return stop_for_signal(o, group, std::move(result));
     if (!failure) {
       result.exit_code = 0;
       result.failure.reset();
       result.message.clear();
       return result;
     }
-    if (failure->reported_bad_input()) {
-      group.stop(o.stop_grace);
-      result.failure = failure;
-      result.exit_code = 2;
-      // The rank's own lines, "error: " left to the caller as for every message: "...\nhint: ...".
-      result.message = failure->error.substr(std::string("error: ").size());
-      return result;
-    }
+    if (failure->reported_bad_input())
+      return stop_for_bad_input(o, group, *failure, std::move(result));
     auto t0 = std::chrono::steady_clock::now();
     say(o, failure->describe() + "; stopping the other ranks");
     group.stop(o.stop_grace);
