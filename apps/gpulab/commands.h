@@ -23,6 +23,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx);
 void add_data_command(CLI::App& app, CommandContext& ctx);
 void add_models_command(CLI::App& app, CommandContext& ctx);
 void add_infer_command(CLI::App& app, CommandContext& ctx);
+void add_generate_command(CLI::App& app, CommandContext& ctx);
 void add_bench_command(CLI::App& app, CommandContext& ctx);
 void add_tokenizer_command(CLI::App& app, CommandContext& ctx);
 // `gpulab data tokenize`, registered by add_data_command.

@@ -26,6 +26,7 @@ const std::vector<RegisterFn>& command_table() {
     gpulab::cli::add_data_command,
     gpulab::cli::add_models_command,
     gpulab::cli::add_infer_command,
+    gpulab::cli::add_generate_command,
     gpulab::cli::add_bench_command,
     gpulab::cli::add_tokenizer_command,
     gpulab::cli::add_export_command,

@@ -11,6 +11,7 @@
 #include "train/data/datasets.h"
 #include "train/dist/dist_options.h"
 #include "train/ops/conv.h"
+#include "train/lm_batches.h"
 
 namespace gpulab::cli {
 
@@ -37,6 +38,10 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   cmd->add_option("--device", t.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--batch_size", t.batch_size, "batch size per process")->capture_default_str();
   cmd->add_option("--input_size", t.input_size, "side of the model input (resized on the fly)")
+      ->capture_default_str();
+  cmd->add_option("--seq_len", t.seq_len,
+                  "tokens per sequence (language models; the JSON's "
+                  "images_per_second counts sequences)")
       ->capture_default_str();
   cmd->add_option("--precision", t.precision, "fp32, tf32, bf16 or fp16")
       ->check(CLI::IsMember(train::precision_names()))
@@ -71,7 +76,8 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   train::dist::add_dist_options(cmd, *d);
   cmd->callback([o, d, json, conv_path, &ctx] {
     train::set_conv_path(*train::parse_conv_path(*conv_path));
-    o->train.dataset = train::canonical_dataset_name(o->train.dataset);
+    if (!train::is_text_dataset(o->train.dataset))
+      o->train.dataset = train::canonical_dataset_name(o->train.dataset);
     if (auto code = train::dist::launch_if_needed(*d)) {
       ctx.exit_code = *code;
       return;

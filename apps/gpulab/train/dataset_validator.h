@@ -8,13 +8,14 @@
 
 #include "core/strings.h"
 #include "train/data/datasets.h"
+#include "train/lm_batches.h"
 
 namespace gpulab {
 
 inline CLI::Validator dataset_validator() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        if (!train::canonical_dataset_name(v).empty()) return {};
+        if (!train::canonical_dataset_name(v).empty() || train::is_text_dataset(v)) return {};
         return "unknown dataset '" + v + "'; valid: " + join(train::dataset_names(), ", ");
       },
       "DATASET");

@@ -10,6 +10,7 @@
 #include "core/table.h"
 #include "json_stdout.h"
 #include "train/models/layers.h"
+#include "train/models/llama_config.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
 
@@ -35,6 +36,37 @@ OrderedJson recommendation_json(const train::Recommendation& r, bool from_seed) 
   j["source"] = from_seed ? "seed: " + r.use_case : "family default (seed: " + r.use_case + ")";
   j["args"] = r.args();
   return j;
+}
+
+// Language models: counted from their shape, never built (llama3-70b would need 280 GB).
+constexpr int64_t kFlopsSeqLen = 2048;
+
+OrderedJson language_models_json() {
+  OrderedJson list = OrderedJson::array();
+  for (const auto& c : train::llama_shapes())
+    list.push_back({{"name", c.name},
+                    {"family", "llama"},
+                    {"params", c.num_parameters()},
+                    {"train_flops_per_token", c.train_flops_per_token(kFlopsSeqLen)},
+                    {"flops_seq_len", kFlopsSeqLen},
+                    {"vocab_from_data", c.vocab_from_data},
+                    {"config", c.to_json()}});
+  return list;
+}
+
+std::string language_models_table() {
+  TextTable table({"model", "params", "layers", "hidden", "heads/kv", "ffn", "vocab", "positions",
+                   "GFLOPs/token"});
+  for (const auto& c : train::llama_shapes())
+    table.add_row(
+        {c.name, with_thousands(static_cast<double>(c.num_parameters()), 0), std::to_string(c.num_layers),
+         std::to_string(c.hidden_size),
+         std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads),
+         std::to_string(c.intermediate_size),
+         std::to_string(c.vocab_size) + (c.vocab_from_data ? " (data's)" : ""),
+         std::to_string(c.max_positions),
+         std::to_string(static_cast<int64_t>(c.train_flops_per_token(kFlopsSeqLen) / 1e9))});
+  return table.render();
 }
 
 void run_models(bool as_json, int64_t num_classes) {
@@ -71,7 +103,10 @@ void run_models(bool as_json, int64_t num_classes) {
     for (const auto& r : train::recommendations()) {
       seed.push_back({{"use_case", r.use_case}, {"model", r.model}, {"args", r.args()}});
     }
-    out.emit(OrderedJson({{"models", list}, {"recommendations", seed}}).dump(2));
+    out.emit(OrderedJson({{"models", list},
+                          {"language_models", language_models_json()},
+                          {"recommendations", seed}})
+                 .dump(2));
     return;
   }
   std::printf("%s", table.render().c_str());
@@ -79,6 +114,14 @@ void run_models(bool as_json, int64_t num_classes) {
       "\nparams for %lld classes; `gpulab train --model NAME` accepts these names and "
       "the seed's aliases (vit_base_patch16_224 = vit_b_16 at 224).\n",
       static_cast<long long>(num_classes));
+  std::printf(
+      "\nLanguage models (`gpulab train --model NAME --dataset text`, or a Hugging Face "
+      "config.json):\n%s",
+      language_models_table().c_str());
+  std::printf(
+      "training FLOPs per token at seq %lld: 6 x (parameters in matrix products) + 12 x layers x "
+      "heads x head_dim x seq; \"data's\" vocabularies follow the token data.\n",
+      static_cast<long long>(kFlopsSeqLen));
   std::printf("\nModel Recommendations (the seed's --show_recommendations):\n");
   for (const auto& r : train::recommendations()) {
     std::printf("  %-24s %s\n", (r.use_case + ":").c_str(), r.args().c_str());

@@ -9,6 +9,7 @@
 #include "dataset_validator.h"
 #include "train/data/datasets.h"
 #include "train/dist/dist_options.h"
+#include "train/lm_batches.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
 #include "train/trainer.h"
@@ -37,7 +38,8 @@ void add_options(CLI::App* cmd, TrainOptions& o) {
       ->check(member(train::normalize_names()))
       ->capture_default_str();
   cmd->add_option("--dataset", o.dataset,
-                  "cifar10, cifar100, mnist, fashion-mnist, imagefolder, synthetic")
+                  "cifar10, cifar100, mnist, fashion-mnist, imagefolder, synthetic; text or "
+                  "synthetic-text for language models")
       ->check(dataset_validator())
       ->capture_default_str();
   cmd->add_option("--log_every", o.log_every, "evaluate on the test set every N epochs")
@@ -54,6 +56,10 @@ void add_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--input_size", o.input_size, "side of the square model input")
       ->capture_default_str();
   cmd->add_flag("--augment", o.augment, "random crop and horizontal flip for training");
+  cmd->add_option("--seq_len", o.seq_len, "tokens per training window (language models)")
+      ->capture_default_str();
+  cmd->add_flag("--activation_checkpointing", o.activation_checkpointing,
+                "recompute each transformer block in the backward pass (less memory)");
   cmd->add_option("--num_workers", o.num_workers, "data loader threads (-1: auto)")
       ->capture_default_str();
   cmd->add_option("--device", o.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
@@ -123,8 +129,9 @@ void print_recommendations(const std::string& model) {
 void add_train_command(CLI::App& app, CommandContext& ctx) {
   auto opts = std::make_shared<TrainOptions>();
   auto dist_opts = std::make_shared<train::dist::DistOptions>();
-  auto* cmd = app.add_subcommand(
-      "train", "train an image classifier on one process or, with --nproc_per_node, as DDP ranks");
+  auto* cmd = app.add_subcommand("train",
+                                 "train an image classifier or a language model on one process or, "
+                                 "with --nproc_per_node, as DDP ranks");
   add_options(cmd, *opts);
   train::dist::add_dist_options(cmd, *dist_opts);
   cmd->callback([opts, dist_opts, &ctx] {
@@ -133,7 +140,8 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
       std::cout << train::script_options_text();
       return;
     }
-    opts->dataset = train::canonical_dataset_name(opts->dataset);
+    if (!train::is_text_dataset(opts->dataset))
+      opts->dataset = train::canonical_dataset_name(opts->dataset);
     // Bad options fail here, once, before any rank starts.
     train::check_train_options(*opts, dist_opts->nproc_per_node * dist_opts->nnodes);
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.

@@ -1,0 +1,175 @@
+// Language models through `gpulab train` and `gpulab generate` (the built CLI, real processes):
+// llama-tiny learns the synthetic token stream, the log line carries tokens/s, TFLOPS and MFU,
+// a resumed run continues bit for bit, the weights generate text, and bad input (too long a
+// sequence, a config.json missing fields, a vocabulary smaller than the data's) is one clear
+// line, exit 2, nothing written. Also FusedAdamW against libtorch's AdamW.
+// The CLI cases are DISABLED_: they were written with the trainer integration but could not be
+// run in the session that wrote them (its gpulab binary did not finish building on the shared
+// machine); run them with --gtest_also_run_disabled_tests and enable them once they pass.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/json.h"
+#include "train/optim/fused_adamw.h"
+#include "train/trainer_test_util.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train {
+namespace {
+
+using testing::run_gpulab;
+using testing::temp_dir;
+namespace fs = std::filesystem;
+
+std::vector<Json> epochs_of(const fs::path& dir) {
+  std::vector<Json> out;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = Json::parse(line);
+    if (j.value("type", "") == "epoch") out.push_back(j);
+  }
+  return out;
+}
+
+// Sets --flag's value in a command line.
+void set_flag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == flag) args[i + 1] = value;
+}
+
+std::vector<std::string> tiny_run(const fs::path& out, int epochs) {
+  return {"train",
+          "--model",
+          "llama-tiny",
+          "--dataset",
+          "synthetic-text",
+          "--seq_len",
+          "64",
+          "--batch_size",
+          "8",
+          "--optimizer",
+          "adamw",
+          "--learning_rate",
+          "3e-3",
+          "--weight_decay",
+          "0.1",
+          "--lr_schedule",
+          "cosine",
+          "--warmup_epochs",
+          "0.5",
+          "--clip_grad",
+          "1.0",
+          "--num_epochs",
+          std::to_string(epochs),
+          "--limit_train_batches",
+          "12",
+          "--device",
+          "cpu",
+          "--precision",
+          "bf16",
+          "--threads",
+          "2",
+          "--output_dir",
+          out.string(),
+          "--no_report"};
+}
+
+TEST(LlamaTrain, DISABLED_TinyLearnsAndLogsThroughput) {
+  const fs::path out = temp_dir("llama_learn");
+  auto r = run_gpulab(tiny_run(out, 3));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("tok/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MFU"), std::string::npos) << r.out;
+  const auto epochs = epochs_of(out);
+  ASSERT_EQ(epochs.size(), 3u);
+  // Validation loss falls steadily from ln(256) = 5.55 towards the stream's ~1.9 nats.
+  const double v0 = epochs[0]["test_loss"], v2 = epochs[2]["test_loss"];
+  EXPECT_LT(v2, v0);
+  EXPECT_LT(v2, 4.5) << "validation loss after 36 steps";
+  EXPECT_GT(epochs[2]["tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(epochs[2]["tflops_per_device"].get<double>(), 0);
+  EXPECT_GT(epochs[2]["mfu"].get<double>(), 0);
+  EXPECT_GT(epochs[2]["peak_memory_bytes"].get<double>(), 0);
+  ASSERT_TRUE(fs::exists(out / "config.json"));
+  // The weights generate: greedy is deterministic, and the learnt rule shows in it.
+  auto g = run_gpulab({"generate", "--model", out.string(), "--weights",
+                       (out / "model.safetensors").string(), "--prompt", "ab", "--max_new_tokens",
+                       "8", "--temperature", "0"});
+  ASSERT_EQ(g.exit_code, 0) << g.out << g.err;
+  EXPECT_GE(g.out.size(), 10u);
+  fs::remove_all(out);
+}
+
+TEST(LlamaTrain, DISABLED_ResumeIsBitwise) {
+  const fs::path a = temp_dir("llama_straight"), b = temp_dir("llama_resumed");
+  // A constant rate: the schedule of a 1-epoch run differs from a 2-epoch one's.
+  const auto run = [](const fs::path& out, int epochs) {
+    auto args = tiny_run(out, epochs);
+    set_flag(args, "--lr_schedule", "none");
+    set_flag(args, "--limit_train_batches", "4");
+    return args;
+  };
+  ASSERT_EQ(run_gpulab(run(a, 2)).exit_code, 0);
+  ASSERT_EQ(run_gpulab(run(b, 1)).exit_code, 0);
+  auto args = run(b, 2);
+  args.insert(args.end(), {"--resume", "auto"});
+  auto r = run_gpulab(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto wa = read_safetensors(a / "model.safetensors").value().tensors;
+  auto wb = read_safetensors(b / "model.safetensors").value().tensors;
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, t] : wa) EXPECT_TRUE(torch::equal(t, wb.at(name))) << name;
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+// One line, exit 2, and no run folder.
+void expect_refused(const std::vector<std::string>& args, const fs::path& out,
+                    const std::string& says) {
+  auto r = run_gpulab(args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out)) << "bad input wrote " << out;
+}
+
+TEST(LlamaTrain, DISABLED_BadInputIsOneLineExit2NothingWritten) {
+  const fs::path dir = temp_dir("llama_bad");
+  const fs::path out = dir / "run";
+  auto args = tiny_run(out, 1);
+  set_flag(args, "--seq_len", "2048");
+  expect_refused(args, out, "beyond");
+
+  Json cfg = {{"hidden_size", 64}, {"num_attention_heads", 4}, {"vocab_size", 300}};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  args = tiny_run(out, 1);
+  args[2] = (dir / "config.json").string();
+  expect_refused(args, out, "num_hidden_layers");
+
+  cfg = {{"hidden_size", 64},       {"num_attention_heads", 4}, {"num_hidden_layers", 2},
+         {"intermediate_size", 96}, {"vocab_size", 100},        {"max_position_embeddings", 128},
+         {"rms_norm_eps", 1e-5}};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  expect_refused(args, out, "vocabulary");
+  fs::remove_all(dir);
+}
+
+TEST(FusedAdamW, MatchesLibtorchAdamW) {
+  torch::manual_seed(3);
+  auto p1 = torch::randn({37, 19}).requires_grad_(), p2 = p1.detach().clone().requires_grad_();
+  auto opts = torch::optim::AdamWOptions(1e-2).weight_decay(0.1);
+  torch::optim::AdamW ref({p1}, opts);
+  FusedAdamW ours({p2}, opts);
+  for (int step = 0; step < 5; ++step) {
+    auto g = torch::randn({37, 19});
+    p1.mutable_grad() = g.clone();
+    p2.mutable_grad() = g.clone();
+    ref.step();
+    ours.step();
+  }
+  EXPECT_EQ(ours.fused_params(), 1);
+  EXPECT_TRUE(torch::allclose(p1, p2, 1e-5, 1e-6)) << (p1 - p2).abs().max();
+}
+
+}  // namespace
+}  // namespace gpulab::train
