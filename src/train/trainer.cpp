@@ -38,7 +38,11 @@ int configure_threads(int requested, int local_world_size) {
     // else, under torchrun or Slurm, this host's cores split between its local ranks.
     const char* share = std::getenv(launch::kEnvNumThreads);
     n = share ? std::atoi(share) : 0;
-    if (n <= 0) n = std::max(1, launch::available_cores() / std::max(1, local_world_size));
+    // A mask narrower than the machine was set per task (srun's CPU binding): it is this
+    // rank's share already. Otherwise the host's cores are split between its local ranks.
+    const int mine = launch::available_cores();
+    const bool bound = mine < static_cast<int>(std::thread::hardware_concurrency());
+    if (n <= 0) n = bound ? mine : std::max(1, mine / std::max(1, local_world_size));
   }
   // libtorch reports 1 thread on some machines unless told; say it explicitly.
   at::set_num_threads(n);
