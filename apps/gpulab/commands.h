@@ -16,6 +16,7 @@ using RegisterFn = void (*)(CLI::App& app, CommandContext& ctx);
 // base (always built)
 void add_detect_command(CLI::App& app, CommandContext& ctx);
 void add_launch_command(CLI::App& app, CommandContext& ctx);
+void add_slurm_command(CLI::App& app, CommandContext& ctx);
 
 #if GPULAB_WITH_TRAIN
 void add_gpu_test_command(CLI::App& app, CommandContext& ctx);

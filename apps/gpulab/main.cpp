@@ -20,6 +20,7 @@ const std::vector<RegisterFn>& command_table() {
   static const std::vector<RegisterFn> table = {
     gpulab::cli::add_detect_command,
     gpulab::cli::add_launch_command,
+    gpulab::cli::add_slurm_command,
 #if GPULAB_WITH_TRAIN
     gpulab::cli::add_gpu_test_command,
     gpulab::cli::add_train_command,

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -75,7 +76,11 @@ int configure_threads(int requested, int local_world_size) {
   if (n <= 0) {
     const char* share = std::getenv(launch::kEnvNumThreads);
     n = share ? std::atoi(share) : 0;
-    if (n <= 0) n = std::max(1, launch::available_cores() / std::max(1, local_world_size));
+    // A mask narrower than the machine was set per task (srun's CPU binding): it is this
+    // rank's share already. Otherwise the host's cores are split between its local ranks.
+    const int mine = launch::available_cores();
+    const bool bound = mine < static_cast<int>(std::thread::hardware_concurrency());
+    if (n <= 0) n = bound ? mine : std::max(1, mine / std::max(1, local_world_size));
   }
   at::set_num_threads(n);
   return n;

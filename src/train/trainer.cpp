@@ -415,9 +415,9 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     loss_sum += loss.detach() * static_cast<double>(n);
     correct += logits.detach().argmax(1).eq(batch->labels).sum();
     if (bar.due(b + 1))
-      bar.update(b + 1, fmt::format("loss {:.4f}, {:.0f} {}/s", loss.item<double>(),
-                                    static_cast<double>(images) / seconds_since(t0),
-                                    lm_ ? "tok" : "img"));
+      bar.update(b + 1,
+                 fmt::format("loss {:.4f}, {:.0f} {}/s", loss.item<double>(),
+                             static_cast<double>(images) / seconds_since(t0), lm_ ? "tok" : "img"));
     if (hooks_.step_done) hooks_.step_done(micro_steps_);
     ++micro_steps_;
     // The first batch warms up; the next five give the estimate of a long run.
@@ -528,7 +528,8 @@ void Trainer::maybe_say_long_run(int64_t epoch, int64_t batches_done,
   const double seconds = seconds_per_batch * static_cast<double>(left);
   if (seconds < 3600) return;
   if (lm_) {
-    say(fmt::format("Note: at {:.2f} s per batch on the CPU, the {} batches left take about {}; "
+    say(
+        fmt::format("Note: at {:.2f} s per batch on the CPU, the {} batches left take about {}; "
                     "--max_steps, a smaller --seq_len or a GPU shortens it",
                     seconds_per_batch, left, human_duration(seconds)));
     return;

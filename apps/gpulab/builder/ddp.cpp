@@ -2,6 +2,7 @@
 #include <iostream>
 #include <memory>
 
+#include "base/slurm_cli.h"
 #include "builder/ddp.h"
 #include "commands.h"
 
@@ -37,7 +38,14 @@ void add_ddp_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--token", opts->token, "API token for --service")->envname("GPULAB_TOKEN");
   cmd->add_flag("--no_service,--no-service", opts->no_service,
                 "allocate directly on the engine even when gpulab serve runs");
-  cmd->callback([cmd, opts, &ctx] {
+  auto slurm = std::make_shared<SlurmCliOptions>();
+  add_slurm_job_options(cmd, *slurm, true);
+  cmd->callback([cmd, opts, slurm, &ctx] {
+    if (slurm->scheduler == "slurm" || !(slurm->status + slurm->logs + slurm->cancel).empty()) {
+      slurm->job.image = opts->image;
+      ctx.exit_code = run_slurm_seed_args(*slurm, cmd->remaining(), opts->nnodes, true);
+      return;
+    }
     auto parsed = builder::parse_ddp_args(cmd->remaining(), *opts);
     auto res = builder::run_ddp(parsed, std::cout);
     ctx.exit_code = res.exit_code;

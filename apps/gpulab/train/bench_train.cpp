@@ -10,8 +10,8 @@
 #include "json_stdout.h"
 #include "train/data/datasets.h"
 #include "train/dist/dist_options.h"
-#include "train/ops/conv.h"
 #include "train/lm_batches.h"
+#include "train/ops/conv.h"
 
 namespace gpulab::cli {
 

@@ -59,8 +59,8 @@ std::string language_models_table() {
                    "GFLOPs/token"});
   for (const auto& c : train::llama_shapes())
     table.add_row(
-        {c.name, with_thousands(static_cast<double>(c.num_parameters()), 0), std::to_string(c.num_layers),
-         std::to_string(c.hidden_size),
+        {c.name, with_thousands(static_cast<double>(c.num_parameters()), 0),
+         std::to_string(c.num_layers), std::to_string(c.hidden_size),
          std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads),
          std::to_string(c.intermediate_size),
          std::to_string(c.vocab_size) + (c.vocab_from_data ? " (data's)" : ""),

@@ -143,7 +143,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     if (!train::is_text_dataset(opts->dataset))
       opts->dataset = train::canonical_dataset_name(opts->dataset);
     // Bad options fail here, once, before any rank starts.
-    train::check_train_options(*opts, dist_opts->nproc_per_node * dist_opts->nnodes);
+    train::check_train_options(*opts, train::dist::planned_world_size(*dist_opts));
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = train::dist::launch_if_needed(*dist_opts)) {
       ctx.exit_code = *code;

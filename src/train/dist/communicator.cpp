@@ -1,11 +1,13 @@
 // Communicator: TCPStore rendezvous, Gloo/NCCL backend creation, and error translation.
 #include "train/dist/communicator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "core/error.h"
 #include "launch/heartbeat.h"
+#include "launch/peer_table.h"
 #include "launch/ports.h"
 
 #if GPULAB_DIST_NCCL
@@ -21,6 +23,10 @@ std::string reason_of(const std::exception& e) {
   if (auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
   return e.what();
 }
+
+// Every rank's host and address, filled at rendezvous so that a failure names the lost peer.
+// One communicator per process: the table is the process's.
+launch::PeerTable g_peers;
 
 std::string seconds_text(std::chrono::milliseconds ms) {
   char buf[32];
@@ -91,7 +97,10 @@ Communicator::Communicator(const launch::RankPlace& place, const CommOptions& op
 #endif
     } else {
 #if GPULAB_DIST_NCCL
-      device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(place.local_rank));
+      // srun --gpus-per-task=1 leaves each rank one visible device: index 0, not its local rank.
+      const int visible = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
+      device_ =
+          torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(place.local_rank % visible));
       c10::cuda::set_device(device_.index());
       auto o = ::c10d::ProcessGroupNCCL::Options::create();
       o->timeout = timeout_;
@@ -102,6 +111,23 @@ Communicator::Communicator(const launch::RankPlace& place, const CommOptions& op
     fail("connecting the " + backend_ + " process group via " + where, reason_of(e));
   }
   GPULAB_ASSERT(pg_, "no process group was created");
+  // One small key per rank (skipped for very large jobs, where the lookups would cost more
+  // than a failure message is worth).
+  if (size_ <= 1024) {
+    auto addr = launch::local_address_towards(place.master_addr);
+    const std::string mine =
+        launch::PeerTable::record(launch::this_host_name(), addr.ok() ? *addr : "?");
+    try {
+      store_->set("gpulab/peer/" + std::to_string(rank_),
+                  std::vector<uint8_t>(mine.begin(), mine.end()));
+      for (int r = 0; r < size_; ++r) {
+        auto v = store_->get("gpulab/peer/" + std::to_string(r));
+        g_peers.set(r, std::string(v.begin(), v.end()));
+      }
+    } catch (const std::exception& e) {
+      fail("exchanging host names", reason_of(e));
+    }
+  }
 }
 
 Communicator::~Communicator() = default;
@@ -110,11 +136,13 @@ void Communicator::fail(const std::string& what, const std::string& detail) {
   const bool timed_out =
       detail.find("imed out") != std::string::npos || detail.find("imeout") != std::string::npos;
   std::string msg;
+  const std::string host = launch::this_host_name();
+  const std::string me = std::to_string(rank_) + (host.empty() ? "" : " (" + host + ")");
   if (timed_out) {
-    msg = "collective timeout: " + what + " on rank " + std::to_string(rank_) +
-          " did not complete within " + seconds_text(timeout_) + " (" + detail + ")";
+    msg = "collective timeout: " + what + " on rank " + me + " did not complete within " +
+          seconds_text(timeout_) + " (" + detail + ")" + g_peers.explain(detail, rank_);
   } else {
-    msg = what + " failed on rank " + std::to_string(rank_) + ": " + detail;
+    msg = what + " failed on rank " + me + ": " + detail + g_peers.explain(detail, rank_);
   }
   launch::report_rank_error(msg);
   throw Exception(timed_out ? Code::kTimeout : Code::kUnavailable, msg,

@@ -1,12 +1,15 @@
 // DDP flags, self-launch through the launcher, and context construction from the environment.
 #include "train/dist/dist_options.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "launch/launcher.h"
 #include "launch/ports.h"
 #include "launch/rank_env.h"
+#include "launch/slurm_step.h"
 #include "train/dist/ddp_context.h"
 #include "train/dist/shard_context.h"
 
@@ -93,7 +96,6 @@ void add_dist_options(CLI::App* cmd, DistOptions& o, bool training) {
 }
 
 std::optional<int> launch_if_needed(const DistOptions& o) {
-  if (o.nproc_per_node <= 1 && o.nnodes <= 1) return std::nullopt;
   auto env = launch::process_env();
   if (env("RANK") && env("WORLD_SIZE")) return std::nullopt;  // we are a rank already
   launch::LaunchOptions lo;
@@ -102,6 +104,23 @@ std::optional<int> launch_if_needed(const DistOptions& o) {
   lo.node_rank = o.node_rank;
   lo.master_addr = o.master_addr;
   lo.master_port = o.master_port;
+  // Under srun the step says where every rank goes (launch/slurm_step.h).
+  if (auto step = launch::read_slurm_step(env).value_or_throw()) {
+    auto plan = launch::plan_slurm(*step, o.nproc_per_node).value_or_throw();
+    if (step->procid == 0) {
+      std::printf("Slurm job %lld step %lld: %s\n", step->job_id, step->step_id,
+                  plan.describe().c_str());
+      std::fflush(stdout);
+    }
+    if (!plan.launcher_per_node) return std::nullopt;  // this task is a rank
+    lo.nproc_per_node = plan.nproc_per_node;
+    lo.nnodes = plan.nnodes;
+    lo.node_rank = plan.node_rank;
+    lo.master_addr = o.master_addr.empty() ? plan.master_addr : o.master_addr;
+    lo.master_port = o.master_port ? o.master_port : plan.master_port;
+  } else if (o.nproc_per_node <= 1 && o.nnodes <= 1) {
+    return std::nullopt;
+  }
   lo.max_restarts = o.max_restarts;
   lo.hang =
       launch::hang_policy_from_flags(o.heartbeat_timeout, o.heartbeat_floor_s).value_or_throw();
@@ -112,6 +131,14 @@ std::optional<int> launch_if_needed(const DistOptions& o) {
     std::fprintf(stderr, "error: %s\n", r.message.c_str());
   }
   return r.exit_code;
+}
+
+int planned_world_size(const DistOptions& o) {
+  auto env = launch::process_env();
+  if (auto w = env("WORLD_SIZE"); w && env("RANK")) return std::max(1, std::atoi(w->c_str()));
+  if (auto step = launch::read_slurm_step(env).value_or_throw())
+    return launch::plan_slurm(*step, o.nproc_per_node).value_or_throw().world_size;
+  return o.nproc_per_node * o.nnodes;
 }
 
 bool restarted() {

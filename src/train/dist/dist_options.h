@@ -47,7 +47,13 @@ void add_dist_options(CLI::App* cmd, DistOptions& o, bool training = true);
 // When this process was asked to start ranks (--nproc_per_node > 1 or --nnodes > 1) and is not
 // itself a rank, runs the launcher over this same command line (each rank sees RANK and so
 // does not launch again) and returns the launcher's exit code; otherwise nullopt.
+// Under srun (a Slurm job step) the step decides: one rank per task, or one task per node
+// that starts its node's ranks (launch/slurm_step.h), rendezvous on the step's first node.
 std::optional<int> launch_if_needed(const DistOptions& o);
+
+// The number of ranks the job will have: the launcher's WORLD_SIZE inside a rank, the Slurm
+// step's layout under srun, else --nproc_per_node x --nnodes. Checked before any rank starts.
+int planned_world_size(const DistOptions& o);
 
 // The context for this process: single-process when no launcher set RANK/WORLD_SIZE (or the
 // world has one rank), DDP otherwise; sharded (also for one rank) when --shard is not none. Prints

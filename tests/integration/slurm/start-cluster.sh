@@ -6,6 +6,7 @@
 # GRES "gpu" backed by no device, so the scheduler hands out GPUs on a machine that has none.
 #
 # usage: start-cluster.sh NAME    (NAME: 1-6 chars [a-z0-9], keeps concurrent clusters apart)
+#        start-cluster.sh NAME --restart-node I   (node I's slurmd again, after a test killed it)
 # Writes STATE=/tmp/gpulab-slurm-NAME with slurm.conf, logs and env (source it: SLURM_CONF,
 # GPULAB_SLURM_* facts). Exit 0 when both nodes are idle, 77 (with the reason) when this machine
 # cannot run it, 1 on failure. stop-cluster.sh NAME removes everything it made.
@@ -26,6 +27,24 @@ die() { echo "error: $*" >&2; "$HERE/stop-cluster.sh" "$NAME" --keep-state >/dev
 for b in munged slurmctld slurmd sbatch srun scontrol ip unshare; do
   command -v $b >/dev/null || skip "$b not found (scripts/install-deps.sh installs slurmd, slurmctld, slurm-client, munge)"
 done
+# start_slurmd I: node I's slurmd in its namespaces. nsenter, not ip netns exec: that remounts
+# /sys, which hides the cgroup mounts slurmd checks at start. The node's /etc/hosts is bound in
+# its own mount namespace instead.
+start_slurmd() {
+  nsenter --net=/run/netns/gls-$NAME-n$1 unshare --uts --mount --propagation private sh -c \
+    "mount --bind '$STATE/hosts' /etc/hosts && hostname node$1 && exec slurmd -f '$STATE/slurm.conf' -N node$1"
+}
+# --restart-node I: start node I's slurmd again (after a test killed it), wait until it is idle.
+if [ "${2:-}" = --restart-node ]; then
+  I=${3:?node number}
+  start_slurmd "$I" || { echo "error: slurmd node$I did not start" >&2; exit 1; }
+  export SLURM_CONF=$STATE/slurm.conf
+  for _ in $(seq 100); do
+    sinfo -h -n node$I -o %T 2>/dev/null | grep -qx idle && { echo "node$I idle again"; exit 0; }
+    sleep 0.3
+  done
+  echo "error: node$I did not come back: $(sinfo -h -n node$I -o '%T %E')" >&2; exit 1
+fi
 "$HERE/stop-cluster.sh" "$NAME" >/dev/null 2>&1  # leftovers of an earlier run
 mkdir -p "$STATE" || die "cannot create $STATE"
 
@@ -117,10 +136,7 @@ unshare --uts sh -c "hostname ctl$NAME && exec slurmctld -f '$SLURM_CONF'" \
   || die "slurmctld did not start (see $STATE/slurmctld.log)"
 for i in 1 2; do
   mkdir -p "$STATE/node$i/spool"
-  # nsenter, not ip netns exec: that remounts /sys, which hides the cgroup mounts slurmd
-  # checks at start. The node's /etc/hosts is bound in its own mount namespace instead.
-  nsenter --net=/run/netns/gls-$NAME-n$i unshare --uts --mount --propagation private sh -c \
-    "mount --bind '$STATE/hosts' /etc/hosts && hostname node$i && exec slurmd -f '$SLURM_CONF' -N node$i" \
+  start_slurmd $i \
     || die "slurmd node$i did not start (see $STATE/node$i/slurmd.log)"
 done
 
