@@ -163,7 +163,12 @@ WorkPtr Communicator::allreduce_async(torch::Tensor& t, const std::string& what)
 WorkPtr Communicator::allgather_async(torch::Tensor& out, torch::Tensor& in,
                                       const std::string& what) {
   try {
-    return pg_->_allgather_base(out, in);
+    if (backend_ == "nccl") return pg_->_allgather_base(out, in);
+    // Gloo in libtorch 1.13 has no _allgather_base: the list form, into views of `out`.
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int r = 0; r < size_; ++r) outs[0].push_back(out.narrow(0, r * in.numel(), in.numel()));
+    std::vector<at::Tensor> ins{in};
+    return pg_->allgather(outs, ins);
   } catch (const std::exception& e) {
     fail(what, reason_of(e));
   }

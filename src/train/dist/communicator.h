@@ -36,7 +36,8 @@ class Communicator {
   // Starts a sum all-reduce of `t` in place; `t` must live on device(). Finish it with wait().
   WorkPtr allreduce_async(torch::Tensor& t, const std::string& what);
   // Sharded data parallel. Starts gathering every rank's `in` into `out` (size() * in.numel()
-  // elements, in rank order); both on device() and contiguous.
+  // elements, in rank order); both on device() and contiguous. NCCL gathers straight into `out`;
+  // Gloo (no _allgather_base in libtorch 1.13) into views of it.
   WorkPtr allgather_async(torch::Tensor& out, torch::Tensor& in, const std::string& what);
   // Starts out = the sum over ranks of rank()'s slice of `in` (NCCL only: Gloo in libtorch
   // 1.13 answers "does not support reduce_scatter"; train/dist/shard_collectives.h covers it).
