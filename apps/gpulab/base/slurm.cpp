@@ -124,7 +124,9 @@ int run_slurm(SlurmCliOptions o, int gpus_per_node, int nodes, const std::string
   return 0;
 }
 
-int run_slurm_seed_args(const SlurmCliOptions& o, const std::vector<std::string>& args, int nodes) {
+int run_slurm_seed_args(const SlurmCliOptions& o, const std::vector<std::string>& args, int nodes,
+                        bool nodes_need_multi) {
+  if (!(o.status + o.logs + o.cancel).empty()) return run_slurm(o, 1, 1, "");
   int gpus = 0;
   if (args.empty() || !parse_count(args.front(), gpus))
     throw Exception(Code::kInvalidArgument,
