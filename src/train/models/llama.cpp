@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "train/models/activation_checkpoint.h"
 #include "train/precision.h"
+#include "train/unit_hooks.h"
 
 namespace gpulab::train {
 namespace {
@@ -193,7 +194,9 @@ torch::Tensor LlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* ca
       };
       h = checkpointed(fn, h, blk->parameters());
     } else {
-      h = blk->forward(h, cos, sin, cache, i);
+      // Sharded data parallel gathers the block around this call (a plain call otherwise). With
+      // recomputation the block stays gathered: its backward re-runs the forward itself.
+      h = run_unit(*block, [&] { return blk->forward(h, cos, sin, cache, i); });
     }
   }
   h = model->norm(h);
