@@ -3,14 +3,14 @@
 
 #include "builder/runtime_packages.h"
 #include "core/strings.h"
-#include "docker/tar.h"
+#include "core/tar.h"
 
 namespace gpulab::builder {
 
 namespace fs = std::filesystem;
 
 Status write_build_context(const Recipe& recipe, const fs::path& images, const fs::path& out_tar) {
-  auto writer = docker::TarWriter::create(out_tar);
+  auto writer = TarWriter::create(out_tar);
   if (!writer.ok()) return writer.error();
   auto& tar = *writer;
   for (const auto& f : recipe.files) {

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "core/strings.h"
+#include "core/tar.h"
 #include "docker/client.h"
-#include "docker/tar.h"
 
 namespace gpulab::docker {
 

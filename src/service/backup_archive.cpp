@@ -1,5 +1,5 @@
-// ustar writing/reading for the two-member backup file; sizes beyond 8 GiB use the base-256 size
-// field (as GNU tar does), since lab backups run to tens of GB.
+// The two-member backup file (image archive, manifest) on core's tar codec (core/tar.h); sizes
+// beyond 8 GiB use the base-256 size field, since lab backups run to tens of GB.
 #include "service/backup_archive.h"
 
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/tar.h"
 #include "service/clock.h"
 #include "service/crypto.h"
 
@@ -17,63 +18,19 @@ namespace {
 
 constexpr size_t kBlock = 512;
 
-void put_octal(char* field, size_t width, std::uint64_t v) {
-  // width-1 octal digits and a NUL.
-  std::memset(field, '0', width - 1);
-  field[width - 1] = '\0';
-  for (size_t i = width - 1; i-- > 0 && v;) {
-    field[i] = static_cast<char>('0' + (v & 7));
-    v >>= 3;
-  }
-}
-
-void put_size(char* field, std::uint64_t size) {
-  if (size < (1ull << 33)) return put_octal(field, 12, size);
-  field[0] = static_cast<char>(0x80);  // base-256 marker
-  for (int i = 11; i >= 1; --i) {
-    field[i] = static_cast<char>(size & 0xff);
-    size >>= 8;
-  }
-}
-
+// The codec's header block for one plain member; backups hold two, both under 100-byte names.
 std::array<char, kBlock> header(const std::string& name, std::uint64_t size) {
-  std::array<char, kBlock> h{};
-  std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 99));
-  put_octal(h.data() + 100, 8, 0644);
-  put_octal(h.data() + 108, 8, 0);
-  put_octal(h.data() + 116, 8, 0);
-  put_size(h.data() + 124, size);
-  put_octal(h.data() + 136, 12, static_cast<std::uint64_t>(unix_now()));
-  h[156] = '0';
-  std::memcpy(h.data() + 257, "ustar", 6);
-  std::memcpy(h.data() + 263, "00", 2);
-  std::memset(h.data() + 148, ' ', 8);
-  unsigned sum = 0;
-  for (char c : h) sum += static_cast<unsigned char>(c);
-  put_octal(h.data() + 148, 7, sum);
-  h[155] = ' ';
-  return h;
+  TarEntry e;
+  e.name = name;
+  e.size = static_cast<std::int64_t>(size);
+  e.mtime = unix_now();
+  return tar_header_block(e);
 }
 
 Result<std::pair<std::string, std::uint64_t>> parse_header(const char* h) {
-  bool zero = true;
-  for (size_t i = 0; i < kBlock; ++i)
-    if (h[i]) zero = false;
-  if (zero) return Error{Code::kDataError, "unexpected end of archive"};
-  unsigned sum = 0;
-  for (size_t i = 0; i < kBlock; ++i)
-    sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(h[i]);
-  unsigned stored =
-      static_cast<unsigned>(std::strtoul(std::string(h + 148, 8).c_str(), nullptr, 8));
-  if (sum != stored) return Error{Code::kDataError, "tar header checksum mismatch"};
-  std::string name(h, strnlen(h, 100));
-  std::uint64_t size = 0;
-  if (static_cast<unsigned char>(h[124]) & 0x80) {
-    for (int i = 1; i < 12; ++i) size = (size << 8) | static_cast<unsigned char>(h[124 + i]);
-  } else {
-    size = std::strtoull(std::string(h + 124, 12).c_str(), nullptr, 8);
-  }
-  return std::make_pair(name, size);
+  auto e = parse_tar_header_block(h);
+  if (!e) return e.error();
+  return std::make_pair(e->name, static_cast<std::uint64_t>(e->size));
 }
 
 std::uint64_t padded(std::uint64_t n) {

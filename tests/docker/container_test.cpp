@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "docker/tar.h"
+#include "core/tar.h"
 #include "support/docker_fixture.h"
 
 namespace gpulab::docker {

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "core/files.h"
-#include "docker/tar.h"
+#include "core/tar.h"
 #include "support/docker_fixture.h"
 
 namespace gpulab::docker {

@@ -6,7 +6,7 @@
 #include <atomic>
 
 #include "core/files.h"
-#include "docker/tar.h"
+#include "core/tar.h"
 #include "service/crypto.h"
 
 namespace gpulab::service::testing {
@@ -26,7 +26,7 @@ Status build(const docker::Client& c, const std::string& tag, const std::string&
   }
   auto ctx = std::filesystem::temp_directory_path() / ("gpulab-ctx-" + random_secret(8) + ".tar");
   {
-    auto w = docker::TarWriter::create(ctx);
+    auto w = TarWriter::create(ctx);
     if (!w) return w.error();
     auto st = w->add_file("Dockerfile", dockerfile);
     for (const auto& [name, data] : files)

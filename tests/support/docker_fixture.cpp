@@ -11,7 +11,7 @@
 #include "core/files.h"
 #include "core/strings.h"
 #include "core/subprocess.h"
-#include "docker/tar.h"
+#include "core/tar.h"
 
 namespace gpulab::testing {
 
@@ -99,7 +99,7 @@ Status ensure_busybox_image(const docker::Client& client) {
                  busybox->string() + " --list-full failed (not busybox-static?)");
   fs::path tar_path =
       fs::temp_directory_path() / ("gpulab-busybox-" + std::to_string(::getpid()) + ".tar");
-  auto w = docker::TarWriter::create(tar_path);
+  auto w = TarWriter::create(tar_path);
   if (!w.ok()) return w.error();
   for (const char* d : {"bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "root", "proc", "sys",
                         "dev", "var", "var/www", "run"})

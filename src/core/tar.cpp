@@ -1,6 +1,6 @@
 // ustar writer (GNU long-name records for names over 100 bytes, base-256 for huge sizes) and a
 // sequential reader that understands ustar, GNU long names and pax headers (docker save uses pax).
-#include "docker/tar.h"
+#include "core/tar.h"
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-namespace gpulab::docker {
+namespace gpulab {
 
 namespace fs = std::filesystem;
 
@@ -127,24 +127,7 @@ Status TarWriter::write_header(const TarEntry& e) {
   if (e.link_target.size() > 100)
     if (auto s = long_record('K', e.link_target); !s.ok()) return s;
 
-  std::array<char, kBlock> b{};
-  std::memcpy(b.data(), name.data(), std::min<std::size_t>(name.size(), 100));
-  put_number(b.data() + 100, 8, e.mode & 07777);
-  put_number(b.data() + 108, 8, e.uid);
-  put_number(b.data() + 116, 8, e.gid);
-  put_number(b.data() + 124, 12, e.type == TarType::kFile ? e.size : 0);
-  put_number(b.data() + 136, 12, e.mtime);
-  b[156] = static_cast<char>(e.type);
-  std::memcpy(b.data() + 157, e.link_target.data(),
-              std::min<std::size_t>(e.link_target.size(), 100));
-  std::memcpy(b.data() + 257, "ustar", 6);
-  std::memcpy(b.data() + 263, "00", 2);
-  std::memcpy(b.data() + 265, "root", 4);
-  std::memcpy(b.data() + 297, "root", 4);
-  put_number(b.data() + 329, 8, e.dev_major);
-  put_number(b.data() + 337, 8, e.dev_minor);
-  std::snprintf(b.data() + 148, 8, "%06o", checksum(b.data()));
-  b[155] = ' ';
+  const auto b = tar_header_block(e);
   return write_raw(b.data(), kBlock);
 }
 
@@ -260,102 +243,219 @@ Status TarWriter::finish() {
 
 // ---------------------------------------------------------------- reader
 
+std::array<char, kBlock> tar_header_block(const TarEntry& e) {
+  std::array<char, kBlock> b{};
+  std::string name = e.name;
+  if (e.type == TarType::kDirectory && !name.empty() && name.back() != '/') name += '/';
+  std::memcpy(b.data(), name.data(), std::min<std::size_t>(name.size(), 100));
+  put_number(b.data() + 100, 8, e.mode & 07777);
+  put_number(b.data() + 108, 8, e.uid);
+  put_number(b.data() + 116, 8, e.gid);
+  put_number(b.data() + 124, 12, e.type == TarType::kFile ? e.size : 0);
+  put_number(b.data() + 136, 12, e.mtime);
+  b[156] = static_cast<char>(e.type);
+  std::memcpy(b.data() + 157, e.link_target.data(),
+              std::min<std::size_t>(e.link_target.size(), 100));
+  std::memcpy(b.data() + 257, "ustar", 6);
+  std::memcpy(b.data() + 263, "00", 2);
+  std::memcpy(b.data() + 265, "root", 4);
+  std::memcpy(b.data() + 297, "root", 4);
+  put_number(b.data() + 329, 8, e.dev_major);
+  put_number(b.data() + 337, 8, e.dev_minor);
+  std::snprintf(b.data() + 148, 8, "%06o", checksum(b.data()));
+  b[155] = ' ';
+  return b;
+}
+
+Result<TarEntry> parse_tar_header_block(const char* b) {
+  if (std::all_of(b, b + kBlock, [](char c) { return c == 0; }))
+    return Error(Code::kDataError, "unexpected end of archive");
+  if (get_number(b + 148, 8) != checksum(b))
+    return Error(Code::kDataError, "tar header checksum mismatch");
+  TarEntry e;
+  const char type = b[156] ? b[156] : '0';
+  e.size = get_number(b + 124, 12);
+  e.name = get_string(b, 100);
+  const std::string prefix = get_string(b + 345, 155);
+  if (!prefix.empty() && std::memcmp(b + 257, "ustar\0", 6) == 0) e.name = prefix + "/" + e.name;
+  e.link_target = get_string(b + 157, 100);
+  e.type = static_cast<TarType>(type == '7' ? '0' : type);
+  e.mode = static_cast<std::uint32_t>(get_number(b + 100, 8));
+  e.uid = static_cast<std::uint32_t>(get_number(b + 108, 8));
+  e.gid = static_cast<std::uint32_t>(get_number(b + 116, 8));
+  e.mtime = get_number(b + 136, 12);
+  e.dev_major = static_cast<std::uint32_t>(get_number(b + 329, 8));
+  e.dev_minor = static_cast<std::uint32_t>(get_number(b + 337, 8));
+  return e;
+}
+
+namespace {
+
+// "<len> key=value\n" records of a pax header.
+void parse_pax(const std::string& payload, std::map<std::string, std::string>& pax) {
+  std::size_t i = 0;
+  while (i < payload.size()) {
+    std::size_t sp = payload.find(' ', i);
+    if (sp == std::string::npos) break;
+    std::size_t len = std::strtoull(payload.c_str() + i, nullptr, 10);
+    if (len == 0 || i + len > payload.size() || sp + 1 > i + len - 1) break;
+    std::string rec = payload.substr(sp + 1, i + len - sp - 2);
+    auto eq = rec.find('=');
+    if (eq != std::string::npos) pax[rec.substr(0, eq)] = rec.substr(eq + 1);
+    i += len;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// One pass over a tar stream: each header (metadata records folded into the entry they
+// describe), then that entry's data, read at most once, and the rest skipped.
+class TarStream {
+ public:
+  explicit TarStream(const TarInput& in) : in_(in) {}
+
+  Error corrupt(const std::string& why) const {
+    return Error(Code::kDataError, "tar " + in_.what + " is damaged: " + why,
+                 "the file is truncated or not a tar archive");
+  }
+
+  // The next real entry, or nullopt at the end-of-archive block.
+  Result<std::optional<TarEntry>> next() {
+    std::array<char, kBlock> b{};
+    while (true) {
+      if (!in_.read(b.data(), kBlock)) return corrupt("it ends without the end-of-archive blocks");
+      pos_ += kBlock;
+      if (std::all_of(b.begin(), b.end(), [](char c) { return c == 0; }))
+        return std::optional<TarEntry>();
+      auto parsed = parse_tar_header_block(b.data());
+      if (!parsed)
+        return corrupt(parsed.error().message + " at byte " + std::to_string(pos_ - kBlock));
+      const char type = b[156] ? b[156] : '0';
+      if (!fits(parsed->size)) return corrupt("an entry runs past the end of the file");
+      if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
+        if (auto st = read_metadata(type, parsed->size); !st.ok()) return st.error();
+        continue;
+      }
+      TarEntry e = std::move(*parsed);
+      apply_metadata(e);
+      if (!fits(e.size)) return corrupt("an entry runs past the end of the file");
+      data_left_ = padded(e.size);
+      content_left_ = e.size;
+      return std::optional<TarEntry>(std::move(e));
+    }
+  }
+
+  // The current entry's contents, for the callback: valid until skip_rest().
+  TarReader::EntryData data_of(const TarEntry& e) {
+    TarReader::EntryData data;
+    data.read = [this, &e](std::int64_t max_bytes) -> Result<std::string> {
+      std::string out(static_cast<std::size_t>(std::min(max_bytes, content_left_)), '\0');
+      if (!take(out.data(), out.size())) return corrupt("short read in " + e.name);
+      return out;
+    };
+    data.copy = [this, &e](const TarReader::SinkFn& sink) -> Status {
+      std::vector<char> buf(1 << 20);
+      while (content_left_ > 0) {
+        const auto n = static_cast<std::size_t>(
+            std::min<std::int64_t>(content_left_, static_cast<std::int64_t>(buf.size())));
+        if (!take(buf.data(), n)) return corrupt("short read in " + e.name);
+        if (auto st = sink(buf.data(), n); !st.ok()) return st;
+      }
+      return ok_status();
+    };
+    return data;
+  }
+
+  // Passes what the callback did not read of the current entry (and its padding).
+  bool skip_rest() {
+    std::int64_t n = data_left_;
+    pos_ += n;
+    data_left_ = content_left_ = 0;
+    if (n <= 0) return true;
+    if (in_.skip) return in_.skip(n);
+    std::array<char, 1 << 16> sink{};
+    while (n > 0) {
+      const auto k = static_cast<std::size_t>(std::min<std::int64_t>(n, sink.size()));
+      if (!in_.read(sink.data(), k)) return false;
+      n -= static_cast<std::int64_t>(k);
+    }
+    return true;
+  }
+
+ private:
+  bool fits(std::int64_t size) const { return in_.size < 0 || pos_ + padded(size) <= in_.size; }
+
+  bool take(char* buf, std::size_t n) {
+    if (!in_.read(buf, n)) return false;
+    data_left_ -= static_cast<std::int64_t>(n);
+    content_left_ -= static_cast<std::int64_t>(n);
+    return true;
+  }
+
+  // GNU long names ('L', 'K') and pax records ('x'; global 'g' ones are read and ignored).
+  Status read_metadata(char type, std::int64_t size) {
+    if (size > (16 << 20)) return corrupt("oversized metadata record");
+    std::string payload(static_cast<std::size_t>(padded(size)), '\0');
+    if (!in_.read(payload.data(), payload.size())) return corrupt("short read");
+    pos_ += static_cast<std::int64_t>(payload.size());
+    payload.resize(static_cast<std::size_t>(size));
+    if (type == 'L') long_name_ = payload.c_str();
+    if (type == 'K') long_link_ = payload.c_str();
+    if (type == 'x') parse_pax(payload, pax_);
+    return ok_status();
+  }
+
+  void apply_metadata(TarEntry& e) {
+    if (!long_name_.empty()) e.name = long_name_;
+    if (!long_link_.empty()) e.link_target = long_link_;
+    if (pax_.count("path")) e.name = pax_["path"];
+    if (pax_.count("linkpath")) e.link_target = pax_["linkpath"];
+    if (pax_.count("size")) e.size = std::strtoll(pax_["size"].c_str(), nullptr, 10);
+    long_name_.clear();
+    long_link_.clear();
+    pax_.clear();
+    while (e.name.size() > 1 && e.name.back() == '/') e.name.pop_back();
+    if (e.name.starts_with("./") && e.name.size() > 2) e.name.erase(0, 2);
+    if (e.type != TarType::kFile) e.size = e.type == TarType::kHardLink ? 0 : e.size;
+  }
+
+  const TarInput& in_;
+  std::int64_t pos_ = 0;           // bytes consumed from in_
+  std::int64_t data_left_ = 0;     // of the current entry, padding included
+  std::int64_t content_left_ = 0;  // of the current entry's contents
+  std::string long_name_, long_link_;
+  std::map<std::string, std::string> pax_;
+};
+
+}  // namespace
+
+Status TarReader::for_each(const TarInput& in,
+                           const std::function<bool(const TarEntry&, const EntryData&)>& fn) {
+  TarStream stream(in);
+  while (true) {
+    auto next = stream.next();
+    if (!next) return next.error();
+    if (!*next) return ok_status();
+    const TarEntry& e = **next;
+    if (!fn(e, stream.data_of(e))) return ok_status();
+    if (!stream.skip_rest()) return stream.corrupt("short read in " + e.name);
+  }
+}
+
 Status TarReader::for_each(const fs::path& path,
                            const std::function<bool(const TarEntry&, const ReadFn& read)>& fn) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Error(Code::kNotFound, "cannot open tar " + path.string());
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> guard(f, std::fclose);
   std::error_code ec;
-  auto file_size = static_cast<std::int64_t>(fs::file_size(path, ec));
-  auto corrupt = [&](const std::string& why) {
-    return Error(Code::kDataError, "tar " + path.string() + " is damaged: " + why,
-                 "the file is truncated or not a tar archive");
-  };
-
-  std::int64_t pos = 0;
-  std::string long_name, long_link;
-  std::map<std::string, std::string> pax;
-  std::array<char, kBlock> b{};
-  while (true) {
-    if (std::fread(b.data(), 1, kBlock, f) != kBlock)
-      return corrupt("it ends without the end-of-archive blocks");
-    pos += kBlock;
-    if (std::all_of(b.begin(), b.end(), [](char c) { return c == 0; })) return ok_status();
-    if (get_number(b.data() + 148, 8) != checksum(b.data()))
-      return corrupt("bad header checksum at byte " + std::to_string(pos - kBlock));
-    TarEntry e;
-    char type = b[156] ? b[156] : '0';
-    e.size = get_number(b.data() + 124, 12);
-    std::int64_t data_end = pos + padded(e.size);
-    if (data_end > file_size) return corrupt("an entry runs past the end of the file");
-
-    // Metadata records: read their payload and apply it to the next real entry.
-    if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
-      if (e.size > (16 << 20)) return corrupt("oversized metadata record");
-      std::string payload(static_cast<std::size_t>(e.size), '\0');
-      if (std::fread(payload.data(), 1, payload.size(), f) != payload.size())
-        return corrupt("short read");
-      if (type == 'L') long_name = payload.c_str();
-      if (type == 'K') long_link = payload.c_str();
-      if (type == 'x') {  // "<len> key=value\n" records
-        std::size_t i = 0;
-        while (i < payload.size()) {
-          std::size_t sp = payload.find(' ', i);
-          if (sp == std::string::npos) break;
-          std::size_t len = std::strtoull(payload.c_str() + i, nullptr, 10);
-          if (len == 0 || i + len > payload.size()) break;
-          std::string rec = payload.substr(sp + 1, i + len - sp - 2);
-          auto eq = rec.find('=');
-          if (eq != std::string::npos) pax[rec.substr(0, eq)] = rec.substr(eq + 1);
-          i += len;
-        }
-      }
-      pos = data_end;
-      if (fseeko(f, pos, SEEK_SET) != 0) return corrupt("seek failed");
-      continue;
-    }
-
-    std::string prefix = get_string(b.data() + 345, 155);
-    e.name = get_string(b.data(), 100);
-    if (!prefix.empty() && std::memcmp(b.data() + 257, "ustar\0", 6) == 0)
-      e.name = prefix + "/" + e.name;
-    e.link_target = get_string(b.data() + 157, 100);
-    if (!long_name.empty()) e.name = long_name;
-    if (!long_link.empty()) e.link_target = long_link;
-    if (pax.count("path")) e.name = pax["path"];
-    if (pax.count("linkpath")) e.link_target = pax["linkpath"];
-    if (pax.count("size")) {
-      e.size = std::strtoll(pax["size"].c_str(), nullptr, 10);
-      data_end = pos + padded(e.size);
-      if (data_end > file_size) return corrupt("an entry runs past the end of the file");
-    }
-    long_name.clear();
-    long_link.clear();
-    pax.clear();
-    while (e.name.size() > 1 && e.name.back() == '/') e.name.pop_back();
-    if (e.name.starts_with("./") && e.name.size() > 2) e.name.erase(0, 2);
-    e.type = static_cast<TarType>(type == '7' ? '0' : type);
-    e.mode = static_cast<std::uint32_t>(get_number(b.data() + 100, 8));
-    e.uid = static_cast<std::uint32_t>(get_number(b.data() + 108, 8));
-    e.gid = static_cast<std::uint32_t>(get_number(b.data() + 116, 8));
-    e.mtime = get_number(b.data() + 136, 12);
-    e.dev_major = static_cast<std::uint32_t>(get_number(b.data() + 329, 8));
-    e.dev_minor = static_cast<std::uint32_t>(get_number(b.data() + 337, 8));
-    if (e.type != TarType::kFile) e.size = e.type == TarType::kHardLink ? 0 : e.size;
-
-    std::int64_t data_start = pos;
-    ReadFn read = [&](std::int64_t max_bytes) -> Result<std::string> {
-      std::int64_t n = std::min(max_bytes, e.size);
-      std::string out(static_cast<std::size_t>(n), '\0');
-      if (fseeko(f, data_start, SEEK_SET) != 0 ||
-          std::fread(out.data(), 1, out.size(), f) != out.size())
-        return corrupt("short read in " + e.name);
-      return out;
-    };
-    if (!fn(e, read)) return ok_status();
-    pos = data_end;
-    if (fseeko(f, pos, SEEK_SET) != 0) return corrupt("seek failed");
-  }
+  TarInput in;
+  in.what = path.string();
+  in.size = static_cast<std::int64_t>(fs::file_size(path, ec));
+  in.read = [f](char* buf, std::size_t n) { return std::fread(buf, 1, n, f) == n; };
+  in.skip = [f](std::int64_t n) { return fseeko(f, n, SEEK_CUR) == 0; };
+  return for_each(in, [&](const TarEntry& e, const EntryData& data) { return fn(e, data.read); });
 }
 
 Result<std::vector<TarEntry>> TarReader::list(const fs::path& path) {
@@ -385,4 +485,4 @@ Result<std::string> TarReader::read_member(const fs::path& path, const std::stri
   return std::move(*found);
 }
 
-}  // namespace gpulab::docker
+}  // namespace gpulab

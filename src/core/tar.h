@@ -1,7 +1,9 @@
-// A small streaming tar writer (ustar, with GNU long names) for build contexts and test root
-// filesystems, and a reader that lists entries and extracts single files (backup validation).
+// The one tar codec: a streaming writer (ustar, GNU long names, base-256 sizes) for build
+// contexts, test root filesystems and backups, and a sequential reader (ustar, GNU long names,
+// pax) over a file or any byte stream (a gzip stream for downloaded data sets).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -13,7 +15,7 @@
 
 #include "core/result.h"
 
-namespace gpulab::docker {
+namespace gpulab {
 
 enum class TarType : char {
   kFile = '0',
@@ -64,18 +66,40 @@ class TarWriter {
   std::FILE* f_ = nullptr;
 };
 
-// Reads a tar file sequentially. for_each sees every entry; `read` (valid only during the
-// callback) returns that entry's contents up to max_bytes.
+// The header block of one plain entry (name and link target up to 100 bytes; no long-name
+// records), for writers that place entries themselves (the backup file patches its first header).
+std::array<char, 512> tar_header_block(const TarEntry& entry);
+// Parses one header block; kDataError for a bad checksum or an all-zero (end) block.
+Result<TarEntry> parse_tar_header_block(const char* block);
+
+// A byte stream a tar is read from: `read` fills exactly n bytes (false at the end); `skip`
+// passes n bytes (a seek, for files); `size` is the total when known, to name truncation early.
+struct TarInput {
+  std::function<bool(char* buf, std::size_t n)> read;
+  std::function<bool(std::int64_t n)> skip;
+  std::int64_t size = -1;
+  std::string what;  // for messages: "tar <what> is damaged: ..."
+};
+
+// Reads a tar sequentially. for_each sees every entry; `read` (valid only during the callback,
+// once per entry) returns that entry's contents up to max_bytes; `copy` streams all of them.
 class TarReader {
  public:
   using ReadFn = std::function<Result<std::string>(std::int64_t max_bytes)>;
+  using SinkFn = std::function<Status(const char* data, std::size_t n)>;
+  struct EntryData {
+    ReadFn read;
+    std::function<Status(const SinkFn& sink)> copy;
+  };
   // Callback returns false to stop early. A truncated or corrupt archive -> kDataError.
   static Status for_each(const std::filesystem::path& path,
                          const std::function<bool(const TarEntry&, const ReadFn& read)>& fn);
+  static Status for_each(const TarInput& in,
+                         const std::function<bool(const TarEntry&, const EntryData& data)>& fn);
   static Result<std::vector<TarEntry>> list(const std::filesystem::path& path);
   // Contents of one member (e.g. "manifest.json"); kNotFound if absent.
   static Result<std::string> read_member(const std::filesystem::path& path, const std::string& name,
                                          std::int64_t max_bytes = 64 << 20);
 };
 
-}  // namespace gpulab::docker
+}  // namespace gpulab
