@@ -20,14 +20,6 @@ struct DeviceInfo {
   Json to_json() const;
 };
 
-// "auto" -> cuda:0 when a GPU is usable, else cpu. Rejects unknown forms and absent GPUs with
-// a message saying which devices exist.
-torch::Device parse_device(const std::string& spec);
-
 DeviceInfo describe_device(const torch::Device& device);
-
-// Threads for CPU work: $GPULAB_NUM_THREADS (set by the launcher when ranks share a host),
-// else all cores. libtorch otherwise reports 1 on some machines.
-int configure_cpu_threads();
 
 }  // namespace gpulab::bench

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "train/device.h"
 
 #include <vector>
 
@@ -128,9 +129,9 @@ GemmTestReport run_gemm_test(const GemmTestOptions& opts) {
                     "the seed's default is 2048");
   }
   if (opts.iterations < 1) throw Exception(Code::kInvalidArgument, "--iterations must be >= 1");
-  torch::Device device = parse_device(opts.device);
+  torch::Device device = train::resolve_device(opts.device);
   if (device.is_cpu()) {
-    configure_cpu_threads();
+    train::configure_threads();
     if (dtype == torch::kFloat16) {
       throw Exception(Code::kUnsupported, "fp16 GEMM is not implemented on the CPU by libtorch",
                       "use --dtype fp32 or bf16 on a CPU, or run on a GPU");

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/strings.h"
+#include "train/device.h"
 
 namespace gpulab::train {
 
@@ -47,13 +48,6 @@ Status one_of(const std::string& flag, const std::string& value,
   return bad("--" + flag + " '" + value + "' is not valid", "valid values: " + join(valid, ", "));
 }
 
-// "auto", "cpu", "cuda" or "cuda:N".
-bool valid_device(const std::string& d) {
-  if (d == "auto" || d == "cpu" || d == "cuda") return true;
-  if (!starts_with(d, "cuda:") || d.size() == 5) return false;
-  return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 }  // namespace
 
 Status validate(const TrainOptions& o) {
@@ -68,7 +62,7 @@ Status validate(const TrainOptions& o) {
   if (o.channels_last && o.memory_format == "contiguous")
     return bad("--channels_last and --memory_format contiguous contradict each other",
                "pass one of them");
-  if (!valid_device(o.device))
+  if (!valid_device_name(o.device))
     return bad("--device '" + o.device + "' is not valid", "valid values: auto, cpu, cuda, cuda:N");
   if (!(o.learning_rate > 0)) return bad("--learning_rate must be > 0");
   if (o.weight_decay < 0) return bad("--weight_decay must be >= 0");

@@ -17,6 +17,7 @@
 #include "launch/launcher.h"
 #include "launch/rank_env.h"
 #include "train/checkpoint.h"
+#include "train/device.h"
 #include "train/memory_format.h"
 #include "train/models/registry.h"
 #include "train/optim/optimizers.h"
@@ -35,20 +36,6 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
-int configure_threads(int requested, int local_world_size) {
-  int n = requested;
-  if (n <= 0) {
-    // The launcher's share (it counts the cores this process may use, its affinity mask);
-    // else, under torchrun or Slurm, this host's cores split between its local ranks.
-    const char* share = std::getenv(launch::kEnvNumThreads);
-    n = share ? std::atoi(share) : 0;
-    if (n <= 0) n = std::max(1, launch::available_cores() / std::max(1, local_world_size));
-  }
-  // libtorch reports 1 thread on some machines unless told; say it explicitly.
-  at::set_num_threads(n);
-  return n;
-}
-
 void check_train_options(const TrainOptions& o, int world_size) {
   if (auto st = validate(o); !st) throw Exception(st.error());
   int64_t alias_size = 0;
@@ -65,16 +52,6 @@ void check_train_options(const TrainOptions& o, int world_size) {
                                 "processes",
                                 o.batch_size, world_size),
                     "raise --batch_size or drop --batch_size_scaled");
-}
-
-torch::Device resolve_device(const std::string& name, int local_rank) {
-  if (name == "cpu") return torch::kCPU;
-  if (name == "auto" && !torch::cuda::is_available()) return torch::kCPU;
-  if (name == "auto" || name == "cuda") {
-    const int n = static_cast<int>(torch::cuda::device_count());
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(n > 0 ? local_rank % n : 0));
-  }
-  return torch::Device(name);  // "cuda:N", validated earlier
 }
 
 Trainer::Trainer(TrainOptions opts, DistContextPtr dist)

@@ -103,10 +103,4 @@ class Trainer {
 // one per rank. Throws gpulab::Exception (invalid input).
 void check_train_options(const TrainOptions& o, int world_size);
 
-// Sets intra-op threads for this process: `requested`, or all cores split between local ranks.
-int configure_threads(int requested, int local_world_size);
-
-// "cpu", "cuda", "cuda:1" or "auto" -> a device.
-torch::Device resolve_device(const std::string& name, int local_rank);
-
 }  // namespace gpulab::train

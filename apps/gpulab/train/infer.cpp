@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "train/device.h"
 #include "train/models/registry.h"
 #include "train/weights/safetensors.h"
 
@@ -26,21 +27,6 @@ struct InferArgs {
 std::string first_line(const char* what) {
   std::string s(what);
   return s.substr(0, s.find('\n'));
-}
-
-torch::Device parse_device(const std::string& name) {
-  std::optional<torch::Device> device;
-  try {
-    device.emplace(name == "auto" ? (torch::cuda::is_available() ? "cuda" : "cpu") : name);
-  } catch (const c10::Error& e) {
-    throw Exception(Code::kInvalidArgument, "bad --device '" + name + "'",
-                    "use cpu, cuda, cuda:N or auto");
-  }
-  if (device->is_cuda() && !torch::cuda::is_available()) {
-    throw Exception(Code::kUnavailable, "--device " + name + ": no CUDA/ROCm device is available",
-                    "use --device cpu");
-  }
-  return *device;
 }
 
 // The N×3×H×W float tensor named `input`.
@@ -83,7 +69,7 @@ void print_top5(const torch::Tensor& logits) {
 void run_infer(const InferArgs& a) {
   int64_t alias_size = 0;
   const train::ModelInfo& info = *train::find_model(a.model, &alias_size).value_or_throw();
-  const torch::Device device = parse_device(a.device);
+  const torch::Device device = train::resolve_device(a.device);
   torch::Tensor x = read_input(a, info);
   auto weights = train::read_safetensors(a.weights).value_or_throw();
 
