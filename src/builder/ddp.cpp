@@ -5,6 +5,8 @@
 #include <ostream>
 
 #include "builder/ddp_allocation.h"
+#include "builder/engine.h"
+#include "core/random.h"
 #include "core/strings.h"
 #include "docker/client.h"
 #include "gpu/inventory.h"
@@ -79,17 +81,21 @@ DdpOptions parse_ddp_args(const std::vector<std::string>& args, DdpOptions o) {
   return o;
 }
 
-DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
-  // 1. Data first: nothing is allocated for a run that cannot start.
-  fs::path data = fs::absolute(opts.data_dir), logs = fs::absolute(opts.log_dir);
+namespace {
+
+// Step 1. Data first: nothing is allocated for a run that cannot start.
+void require_data(const DdpOptions& opts, const fs::path& data, const fs::path& logs) {
   if (!data_present(data)) {
     throw Exception(Code::kNotFound,
                     "Training data not found in " + opts.data_dir.string() + " directory",
                     "fetch it with: gpulab data get cifar100 --dir " + opts.data_dir.string());
   }
   fs::create_directories(logs);
+}
 
-  // 2. GPUs on this host; MI300X must be in NPS1 + SPX, as the seed requires.
+// Step 2. GPUs on this host and the lab image's vendor; MI300X must be in NPS1 + SPX, as the
+// seed requires.
+gpu::Inventory detect_gpus(const DdpOptions& opts, std::string& vendor) {
   gpu::DetectOptions d;
   d.root = opts.detect_root;
   d.host_checks = false;
@@ -97,29 +103,144 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
   bool amd = false, nvidia = false;
   for (const auto& g : inv.gpus) (g.vendor == gpu::Vendor::kAmd ? amd : nvidia) = true;
   if (amd) gpu::require_partition("NPS1,SPX", d);
+  vendor = nvidia ? "nvidia" : amd ? "rocm" : "cpu";
+  return inv;
+}
 
-  // 3. The engine.
-  auto ep = opts.docker_host.empty() ? docker::Endpoint::from_env()
-                                     : docker::Endpoint::parse(opts.docker_host);
-  if (!ep.ok()) throw Exception(ep.error());
-  auto client_r = docker::Client::connect(*ep);
-  if (!client_r.ok() || !client_r->ping().ok()) {
-    throw Exception(
-        Code::kUnavailable,
-        "Docker service is not running. Please start Docker service (" + ep->to_string() + ")",
-        docker::kStartEngineHint);
-  }
-  docker::Client& client = *client_r;
-
-  const std::string vendor = nvidia ? "nvidia" : amd ? "rocm" : "cpu";
-  const std::string image = opts.image.empty() ? vendor + "-lab:latest" : opts.image;
+// Step 3. The engine, and the lab image on it.
+docker::Client engine_with_image(const DdpOptions& opts, const std::string& image,
+                                 const std::string& vendor) {
+  docker::Client client = connect_engine(opts.docker_host);
   if (!client.image_exists(image)) {
     throw Exception(Code::kNotFound, "image " + image + " is not on the engine",
                     "build it first: gpulab image build --vendor " + vendor + " -y");
   }
+  return client;
+}
 
-  // 4. GPUs and the SSH port (multi-node shares the host's network: no port to publish).
-  const bool script = opts.mode != DdpMode::kInteractive;
+// The seed's `gpulab train` command line inside the container, teed into the log folder.
+std::vector<std::string> script_command(const DdpOptions& opts, const DdpResult& res,
+                                        docker::HostAccess& host) {
+  std::string cmd = "gpulab train --nproc_per_node " + std::to_string(opts.gpus) +
+                    " --data_dir /workspace/data --output_dir /workspace/log/" + res.container;
+  if (opts.mode == DdpMode::kScriptMultiNode) {
+    int node_rank = opts.node_rank < 0 ? 0 : opts.node_rank;
+    cmd += " --nnodes " + std::to_string(opts.nnodes) + " --node_rank " +
+           std::to_string(node_rank) + " --master_addr " + opts.master_addr + " --master_port " +
+           std::to_string(opts.master_port);
+    host.host_network = true;  // ranks on other nodes connect to this one directly
+  }
+  cmd += " " + opts.train_flags;
+  return {"bash", "-o", "pipefail", "-c",
+          cmd + " 2>&1 | tee /workspace/log/" + res.log_file.filename().string()};
+}
+
+// Step 4b. The container: name, labels, mounts, GPUs and devices of the grant, SSH port, command.
+docker::CreateSpec container_spec(const DdpOptions& opts, const DdpGrant& grant,
+                                  const std::string& image, const fs::path& data,
+                                  const fs::path& logs, DdpResult& res, docker::HostAccess& host) {
+  std::vector<std::string> idx;
+  for (int i : res.gpu_indices) idx.push_back(std::to_string(i));
+  // The lease is ddp-<random>; the container adds the seed's -<N>-<gpu indices>.
+  std::string base = grant.lease.empty() ? "ddp-" + random_string(5, kNameAlphabet) : grant.lease;
+  res.container =
+      base + "-" + std::to_string(opts.gpus) + "-" + (idx.empty() ? "cpu" : join(idx, "-"));
+  res.log_file = logs / (today() + "_" + res.container + ".log");
+
+  docker::CreateSpec spec;
+  spec.name = res.container;
+  spec.image = image;
+  spec.labels = {
+      {"gpulab.managed", "true"}, {"gpulab.kind", "ddp"}, {"gpulab.gpu_indices", join(idx, ",")}};
+  for (const auto& [k, v] : grant.labels) spec.labels[k] = v;
+  // Mounts and the host network are for this trusted local tool only; the REST service never
+  // passes a HostAccess, so no request can reach the host this way.
+  host.mounts = {{data.string(), "/workspace/data", false},
+                 {logs.string(), "/workspace/log", false}};
+  spec.shm_size_bytes = 8LL << 30;  // DataLoader-style workers need more than 64 MiB of /dev/shm
+  spec.init = true;
+  spec.gpus = grant.gpu_requests;
+  spec.devices = grant.devices;
+  spec.group_add = grant.group_add;
+  spec.env = grant.env;
+  if (res.ssh_port > 0) spec.ports.push_back({22, "tcp", res.ssh_port, "0.0.0.0"});
+  if (opts.mode != DdpMode::kInteractive) {
+    spec.cmd = script_command(opts, res, host);
+  } else {
+    res.ssh_password =
+        opts.ssh_password.empty()
+            ? random_string(16, "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789")
+            : opts.ssh_password;
+  }
+  return spec;
+}
+
+// Step 5. Create, put the password in (never in the environment: inspect would show it), start;
+// a failure removes what was created.
+std::string start_container(docker::Client& client, const docker::CreateSpec& spec,
+                            const docker::HostAccess& host, const DdpResult& res) {
+  auto id = client.create_container(spec, host);
+  if (!id.ok()) throw Exception(id.error());
+  Status st = res.ssh_password.empty()
+                  ? ok_status()
+                  : client.put_file(*id, docker::kLabSshPasswordFile, res.ssh_password);
+  if (st) st = client.start_container(*id);
+  if (!st) {
+    (void)client.remove_container(*id, true);
+    throw Exception(st.error());
+  }
+  return *id;
+}
+
+// Step 6a. Interactive: the seed's box with the SSH details.
+void print_interactive(const DdpOptions& opts, const DdpResult& res, std::ostream& out) {
+  const bool cpu = res.gpu_indices.empty();
+  std::vector<std::string> idx;
+  for (int i : res.gpu_indices) idx.push_back(std::to_string(i));
+  out << "======================================\n"
+      << "\u25a0 DDP Training container started successfully!\n"
+      << "\u2022 Container name: " << res.container << "\n"
+      << "\u2022 GPUs allocated: " << (cpu ? 0 : opts.gpus) << "\n"
+      << "\u2022 GPU indices: " << (cpu ? "none (CPU ranks)" : join(idx, ",")) << "\n"
+      << "\u2022 SSH Connection: ssh root@localhost -p " << res.ssh_port << "\n"
+      << "\u2022 SSH password: " << res.ssh_password << "\n"
+      << "======================================\n";
+  if (!res.lease.empty())
+    out << "GPUs and port stay booked in gpulab serve (lease " << res.lease
+        << ") until the container is removed\n";
+}
+
+// Step 6b. Script: follow the training's output, then remove the container whatever happened.
+int follow_script(docker::Client& client, const std::string& id, const DdpOptions& opts,
+                  const DdpResult& res, std::ostream& out) {
+  out << "Started " << res.container << " (" << opts.gpus
+      << " ranks); log: " << res.log_file.string() << "\n"
+      << std::flush;
+  docker::LogOptions lopt;
+  lopt.follow = true;
+  (void)client.logs_stream(id, lopt, [&](bool, std::string_view chunk) {
+    out << chunk << std::flush;
+    return true;
+  });
+  auto code = client.wait_container(id);
+  const int exit_code = code.ok() ? *code : 1;
+  (void)client.remove_container(id, true);
+  out << "Container " << res.container << " finished with exit code " << exit_code
+      << " and was removed\n";
+  return exit_code;
+}
+
+}  // namespace
+
+DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
+  const fs::path data = fs::absolute(opts.data_dir), logs = fs::absolute(opts.log_dir);
+  require_data(opts, data, logs);
+  std::string vendor;
+  const gpu::Inventory inv = detect_gpus(opts, vendor);
+  const std::string image = opts.image.empty() ? vendor + "-lab:latest" : opts.image;
+  docker::Client client = engine_with_image(opts, image, vendor);
+
+  // Step 4. GPUs and the SSH port (multi-node shares the host's network: no port to publish).
   DdpAllocator alloc(opts, client, inv, out);
   DdpGrant grant = alloc.allocate(opts.gpus, opts.mode != DdpMode::kScriptMultiNode);
   DdpResult res;
@@ -136,98 +257,16 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
       if (armed) a.release(g, o);
     }
   } guard{alloc, grant, out};
-
-  std::vector<std::string> idx;
-  for (int i : res.gpu_indices) idx.push_back(std::to_string(i));
-  // The lease is ddp-<random>; the container adds the seed's -<N>-<gpu indices>.
-  std::string base = grant.lease.empty() ? "ddp-" + random_token(5, kNameAlphabet) : grant.lease;
-  res.container =
-      base + "-" + std::to_string(opts.gpus) + "-" + (idx.empty() ? "cpu" : join(idx, "-"));
-  res.log_file = logs / (today() + "_" + res.container + ".log");
-
-  docker::CreateSpec spec;
-  spec.name = res.container;
-  spec.image = image;
-  spec.labels = {
-      {"gpulab.managed", "true"}, {"gpulab.kind", "ddp"}, {"gpulab.gpu_indices", join(idx, ",")}};
-  for (const auto& [k, v] : grant.labels) spec.labels[k] = v;
-  // Mounts and the host network are for this trusted local tool only; the REST service never
-  // passes a HostAccess, so no request can reach the host this way.
   docker::HostAccess host;
-  host.mounts = {{data.string(), "/workspace/data", false},
-                 {logs.string(), "/workspace/log", false}};
-  spec.shm_size_bytes = 8LL << 30;  // DataLoader-style workers need more than 64 MiB of /dev/shm
-  spec.init = true;
-  spec.gpus = grant.gpu_requests;
-  spec.devices = grant.devices;
-  spec.group_add = grant.group_add;
-  spec.env = grant.env;
-  if (res.ssh_port > 0) spec.ports.push_back({22, "tcp", res.ssh_port, "0.0.0.0"});
-
-  if (script) {
-    std::string cmd = "gpulab train --nproc_per_node " + std::to_string(opts.gpus) +
-                      " --data_dir /workspace/data --output_dir /workspace/log/" + res.container;
-    if (opts.mode == DdpMode::kScriptMultiNode) {
-      int node_rank = opts.node_rank < 0 ? 0 : opts.node_rank;
-      cmd += " --nnodes " + std::to_string(opts.nnodes) + " --node_rank " +
-             std::to_string(node_rank) + " --master_addr " + opts.master_addr + " --master_port " +
-             std::to_string(opts.master_port);
-      host.host_network = true;  // ranks on other nodes connect to this one directly
-    }
-    cmd += " " + opts.train_flags;
-    spec.cmd = {"bash", "-o", "pipefail", "-c",
-                cmd + " 2>&1 | tee /workspace/log/" + res.log_file.filename().string()};
-  } else {
-    res.ssh_password =
-        opts.ssh_password.empty()
-            ? random_token(16, "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789")
-            : opts.ssh_password;
-  }
-
-  // 5. Create, put the password in (never in the environment: inspect would show it), start; a
-  // failure removes what was created.
-  auto id = client.create_container(spec, host);
-  if (!id.ok()) throw Exception(id.error());
-  Status st = res.ssh_password.empty()
-                  ? ok_status()
-                  : client.put_file(*id, docker::kLabSshPasswordFile, res.ssh_password);
-  if (st) st = client.start_container(*id);
-  if (!st) {
-    (void)client.remove_container(*id, true);
-    throw Exception(st.error());
-  }
+  const docker::CreateSpec spec = container_spec(opts, grant, image, data, logs, res, host);
+  const std::string id = start_container(client, spec, host, res);
   guard.armed = false;
 
-  if (!script) {
-    out << "======================================\n"
-        << "\u25a0 DDP Training container started successfully!\n"
-        << "\u2022 Container name: " << res.container << "\n"
-        << "\u2022 GPUs allocated: " << (idx.empty() ? 0 : opts.gpus) << "\n"
-        << "\u2022 GPU indices: " << (idx.empty() ? "none (CPU ranks)" : join(idx, ",")) << "\n"
-        << "\u2022 SSH Connection: ssh root@localhost -p " << res.ssh_port << "\n"
-        << "\u2022 SSH password: " << res.ssh_password << "\n"
-        << "======================================\n";
-    if (!res.lease.empty())
-      out << "GPUs and port stay booked in gpulab serve (lease " << res.lease
-          << ") until the container is removed\n";
+  if (opts.mode == DdpMode::kInteractive) {
+    print_interactive(opts, res, out);
     return res;
   }
-
-  // 6. Script: follow the training's output, then remove the container whatever happened.
-  out << "Started " << res.container << " (" << opts.gpus
-      << " ranks); log: " << res.log_file.string() << "\n"
-      << std::flush;
-  docker::LogOptions lopt;
-  lopt.follow = true;
-  (void)client.logs_stream(*id, lopt, [&](bool, std::string_view chunk) {
-    out << chunk << std::flush;
-    return true;
-  });
-  auto code = client.wait_container(*id);
-  res.exit_code = code.ok() ? *code : 1;
-  (void)client.remove_container(*id, true);
-  out << "Container " << res.container << " finished with exit code " << res.exit_code
-      << " and was removed\n";
+  res.exit_code = follow_script(client, id, opts, res, out);
   alloc.release(grant, out);
   return res;
 }

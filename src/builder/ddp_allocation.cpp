@@ -1,39 +1,20 @@
 // gpulab ddp's GPU and SSH port allocation: a lease from gpulab serve, or a direct choice.
 #include "builder/ddp_allocation.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <ostream>
-#include <random>
 #include <set>
 
+#include "core/ports.h"
+#include "core/random.h"
 #include "core/strings.h"
 
 namespace gpulab::builder {
 
 namespace {
 
-bool port_free(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // The seed's SSH ports: base+11, base+22, ... the first one no process and no container holds.
 int pick_ssh_port(int base, const std::set<int>& taken) {
-  for (int k = 1; k < 500; ++k) {
-    int p = base + 11 * k;
-    if (p > 65535) break;
-    if (!taken.count(p) && port_free(p)) return p;
-  }
+  if (auto p = next_ssh_port(base, kSshPortStep, taken)) return *p;
   throw Exception(Code::kResourceExhausted, "no free SSH port above " + std::to_string(base),
                   "stop unused ddp containers or pass --ssh-port-base");
 }
@@ -46,14 +27,6 @@ Exception allocation_failed(int asked, size_t free, const std::string& hint) {
 }
 
 }  // namespace
-
-std::string random_token(size_t n, const char* alphabet) {
-  std::random_device rd;
-  std::string a(alphabet), s;
-  std::uniform_int_distribution<size_t> pick(0, a.size() - 1);
-  for (size_t i = 0; i < n; ++i) s += a[pick(rd)];
-  return s;
-}
 
 DdpAllocator::DdpAllocator(const DdpOptions& opts, const docker::Client& engine,
                            const gpu::Inventory& inv, std::ostream& out)
@@ -95,7 +68,7 @@ DdpGrant DdpAllocator::allocate(int gpus, bool want_ssh) {
   DdpGrant g;
   // A service without GPUs runs CPU ranks: book the SSH port alone.
   int asked = service_gpus_ > 0 ? gpus : 0;
-  auto lease = service_->lease("ddp-" + random_token(5, kNameAlphabet), asked, want_ssh);
+  auto lease = service_->lease("ddp-" + random_string(5, kNameAlphabet), asked, want_ssh);
   if (!lease) {
     if (lease.error().code == Code::kResourceExhausted && asked > 0)
       throw allocation_failed(gpus, 0, lease.error().message);

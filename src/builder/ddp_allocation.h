@@ -53,8 +53,7 @@ class DdpAllocator {
   int service_gpus_ = 0;
 };
 
-// n random characters from `alphabet` (container names, passwords).
-std::string random_token(size_t n, const char* alphabet);
+// Container and lease names (core/random.h draws them): no look-alike characters.
 inline constexpr const char* kNameAlphabet =
     "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
 

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "builder/build_context.h"
+#include "builder/engine.h"
 #include "builder/recipe.h"
 #include "core/strings.h"
 #include "docker/client.h"
@@ -20,19 +21,10 @@ namespace {
 
 const char* const kRule = "==========================================";
 
-docker::Client connect_engine(const ImageBuildOptions& opts, std::ostream& out) {
-  auto ep = opts.docker_host.empty() ? docker::Endpoint::from_env()
-                                     : docker::Endpoint::parse(opts.docker_host);
-  if (!ep.ok()) throw Exception(ep.error());
-  auto client = docker::Client::connect(*ep);
-  if (!client.ok() || !client->ping().ok()) {
-    throw Exception(
-        Code::kUnavailable,
-        "Docker service is not running. Please start Docker service (" + ep->to_string() + ")",
-        docker::kStartEngineHint);
-  }
+docker::Client checked_engine(const ImageBuildOptions& opts, std::ostream& out) {
+  docker::Client client = connect_engine(opts.docker_host);
   out << "Docker environment check passed\n";
-  return std::move(client).value();
+  return client;
 }
 
 // The seed's vendor detection lines, from gpulab's own discovery.
@@ -92,7 +84,7 @@ std::vector<BuiltImage> build_lab_images(const ImageBuildOptions& opts, std::ist
                                          std::ostream& out) {
   out << kRule << "\n        GPU Lab Image Builder\n" << kRule << "\n";
   auto images = images_dir(opts.recipes).value_or_throw();
-  docker::Client client = connect_engine(opts, out);
+  docker::Client client = checked_engine(opts, out);
 
   std::vector<const Recipe*> chosen;
   std::vector<std::string> vendors =

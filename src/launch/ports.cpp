@@ -15,13 +15,9 @@ namespace gpulab::launch {
 namespace {
 
 // Binds a TCP socket to addr:port (port 0: any); returns the fd or -1 with errno set.
-int bind_socket(const std::string& addr, int port, bool reuse) {
+int bind_socket(const std::string& addr, int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  if (reuse) {
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  }
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
@@ -38,7 +34,7 @@ int bind_socket(const std::string& addr, int port, bool reuse) {
 }  // namespace
 
 Result<int> pick_free_port(const std::string& addr) {
-  int fd = bind_socket(addr, 0, false);
+  int fd = bind_socket(addr, 0);
   if (fd < 0) {
     return Error{Code::kResourceExhausted,
                  "cannot bind a TCP port on " + addr + ": " + std::strerror(errno),
@@ -49,14 +45,6 @@ Result<int> pick_free_port(const std::string& addr) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
   ::close(fd);
   return static_cast<int>(ntohs(sa.sin_port));
-}
-
-bool port_is_free(int port, const std::string& addr) {
-  // SO_REUSEADDR so that TIME_WAIT leftovers of closed connections do not count as "bound".
-  int fd = bind_socket(addr, port, true);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
 }
 
 Result<std::string> local_address_towards(const std::string& peer) {

@@ -2,9 +2,9 @@
 #include "service/crypto.h"
 
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include "core/error.h"
+#include "core/random.h"
 
 namespace gpulab::service {
 
@@ -46,18 +46,7 @@ std::string sha256_hex(std::string_view data) {
 }
 
 std::string random_secret(size_t n) {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  std::string s;
-  while (s.size() < n) {
-    unsigned char buf[64];
-    GPULAB_ASSERT(RAND_bytes(buf, sizeof buf) == 1, "RAND_bytes failed");
-    for (unsigned char b : buf) {
-      if (b >= 248) continue;  // 248 = 4*62: reject to keep the choice uniform
-      s += kAlphabet[b % 62];
-      if (s.size() == n) break;
-    }
-  }
-  return s;
+  return random_string(n, kAlnum);
 }
 
 }  // namespace gpulab::service

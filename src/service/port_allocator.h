@@ -9,17 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/ports.h"  // host_port_bindable, next_ssh_port: shared with gpulab ddp
+
 namespace gpulab::service {
-
-// True when a TCP listener could bind `port` on all IPv4 and IPv6 addresses right now.
-bool host_port_bindable(int port);
-
-using PortProbe = std::function<bool(int port)>;
-
-// The first port base+step*k (k = 1, 2, ...) up to 65535 that is not in `unavailable` and passes
-// `probe`; nullopt when none is left.
-std::optional<int> next_ssh_port(int base, int step, const std::set<int>& unavailable,
-                                 const PortProbe& probe = host_port_bindable);
 
 // The requested host ports that are taken (held, resting, or bound by some process), in the
 // order given; empty when all are free.

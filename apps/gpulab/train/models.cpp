@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "core/json.h"
+#include "core/strings.h"
 #include "core/table.h"
 #include "json_stdout.h"
 #include "train/models/layers.h"
@@ -14,17 +15,6 @@
 
 namespace gpulab::cli {
 namespace {
-
-// Thousands separators keep 138,357,544 readable in the table.
-std::string grouped(int64_t n) {
-  std::string digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 // "sgd lr=0.001 bs=256 epochs=10": the recommendation in one table cell.
 std::string summary(const train::Recommendation& r) {
@@ -72,7 +62,7 @@ void run_models(bool as_json, int64_t num_classes) {
                       {"image_size_fixed", info.image_size_fixed},
                       {"recommended", recommendation_json(rec, from_seed)}});
     } else {
-      table.add_row({info.name, info.family, grouped(params), input,
+      table.add_row({info.name, info.family, with_thousands(static_cast<double>(params), 0), input,
                      summary(rec) + (from_seed ? " (seed)" : "")});
     }
   }
