@@ -87,16 +87,7 @@ class DenseNet : public Classifier {
     features_ = register_module("features", f);
     classifier_ = register_module("classifier", torch::nn::Linear(channels, num_classes));
     // torchvision: Kaiming normal (fan_in) convs, BN 1/0, Linear bias 0.
-    torch::NoGradGuard no_grad;
-    for (auto& m : modules(/*include_self=*/false)) {
-      if (auto* conv = m->as<torch::nn::Conv2d>()) {
-        torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanIn, torch::kReLU);
-      } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
-        bn->weight.fill_(1.0);
-        bn->bias.zero_();
-      }
-    }
-    classifier_->bias.zero_();
+    init_weights(*this, ConvInit::kKaimingFanInRelu, LinearInit::kZeroBias);
   }
 
   torch::Tensor forward(torch::Tensor x) override {

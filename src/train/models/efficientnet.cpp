@@ -115,20 +115,7 @@ class EfficientNet : public Classifier {
  private:
   // torchvision's init: He (fan_out) for convs, unit BatchNorm, uniform(+-1/sqrt(out)) for Linear.
   void init_weights() {
-    torch::NoGradGuard no_grad;
-    for (auto& m : modules(/*include_self=*/false)) {
-      if (auto* conv = m->as<torch::nn::Conv2d>()) {
-        torch::nn::init::kaiming_normal_(conv->weight, 0, torch::kFanOut);
-        if (conv->bias.defined()) conv->bias.zero_();
-      } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
-        bn->weight.fill_(1);
-        bn->bias.zero_();
-      } else if (auto* linear = m->as<torch::nn::Linear>()) {
-        double range = 1.0 / std::sqrt(static_cast<double>(linear->weight.size(0)));
-        linear->weight.uniform_(-range, range);
-        linear->bias.zero_();
-      }
-    }
+    train::init_weights(*this, ConvInit::kKaimingFanOutRelu, LinearInit::kUniformFanOut);
   }
 
   Seq features_{nullptr};

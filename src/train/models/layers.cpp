@@ -114,20 +114,28 @@ torch::Tensor stochastic_depth(const torch::Tensor& x, double p, bool row_mode, 
   return x * noise;
 }
 
-void init_conv(torch::nn::Conv2d& conv, ConvInit how) {
+void init_weights(torch::nn::Module& model, ConvInit conv_init, LinearInit linear_init) {
   torch::NoGradGuard no_grad;
-  if (how == ConvInit::kKaimingFanOutRelu) {
-    torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
-  } else {
-    torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanIn, torch::kReLU);
+  for (auto& m : model.modules(/*include_self=*/false)) {
+    if (auto* conv = m->as<torch::nn::Conv2d>()) {
+      const torch::nn::init::FanModeType fan = conv_init == ConvInit::kKaimingFanOutRelu
+                                                   ? torch::nn::init::FanModeType(torch::kFanOut)
+                                                   : torch::nn::init::FanModeType(torch::kFanIn);
+      torch::nn::init::kaiming_normal_(conv->weight, 0.0, fan, torch::kReLU);
+      if (conv->bias.defined()) conv->bias.zero_();
+    } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
+      bn->weight.fill_(1.0);
+      bn->bias.zero_();
+    } else if (auto* linear = m->as<torch::nn::Linear>()) {
+      if (linear_init == LinearInit::kKeep) continue;
+      if (linear_init == LinearInit::kNormal001) linear->weight.normal_(0.0, 0.01);
+      if (linear_init == LinearInit::kUniformFanOut) {
+        const double range = 1.0 / std::sqrt(static_cast<double>(linear->weight.size(0)));
+        linear->weight.uniform_(-range, range);
+      }
+      if (linear->bias.defined()) linear->bias.zero_();
+    }
   }
-  if (conv->bias.defined()) conv->bias.zero_();
-}
-
-void init_batch_norm(torch::nn::BatchNorm2d& bn) {
-  torch::NoGradGuard no_grad;
-  bn->weight.fill_(1.0);
-  bn->bias.zero_();
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

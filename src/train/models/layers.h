@@ -105,10 +105,16 @@ int64_t make_divisible(double v, int64_t divisor = 8);
 // torch.nn.init.trunc_normal_ (bounds a, b are absolute values, as in PyTorch).
 void trunc_normal(torch::Tensor& t, double std, double a = -2.0, double b = 2.0);
 
-// Makes torchvision's usual initialisation easy to state per family.
+// torchvision's usual initialisation, stated per family: Kaiming-normal convolutions (ReLU gain,
+// fan in or out) with zero biases, unit BatchNorm, and the family's rule for Linear layers.
 enum class ConvInit { kKaimingFanOutRelu, kKaimingFanInRelu };
-void init_conv(torch::nn::Conv2d& conv, ConvInit how);
-void init_batch_norm(torch::nn::BatchNorm2d& bn);
+enum class LinearInit {
+  kKeep,           // libtorch's default (ResNet)
+  kZeroBias,       // default weight, zero bias (DenseNet)
+  kNormal001,      // N(0, 0.01) weight, zero bias (VGG, MobileNet)
+  kUniformFanOut,  // U(+-1/sqrt(out features)) weight, zero bias (EfficientNet)
+};
+void init_weights(torch::nn::Module& model, ConvInit conv, LinearInit linear);
 
 // All parameters (not buffers) of a module, as torchvision counts them.
 int64_t count_parameters(const torch::nn::Module& module);

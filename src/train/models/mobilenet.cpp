@@ -75,19 +75,7 @@ TORCH_MODULE(InvertedResidualV3);
 
 // Shared by V2 and V3: He (fan_out) convs, unit BatchNorm, N(0, 0.01) Linear, zero biases.
 void init_mobilenet(torch::nn::Module& model) {
-  torch::NoGradGuard no_grad;
-  for (auto& m : model.modules(/*include_self=*/false)) {
-    if (auto* conv = m->as<torch::nn::Conv2d>()) {
-      torch::nn::init::kaiming_normal_(conv->weight, 0, torch::kFanOut);
-      if (conv->bias.defined()) conv->bias.zero_();
-    } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
-      bn->weight.fill_(1);
-      bn->bias.zero_();
-    } else if (auto* linear = m->as<torch::nn::Linear>()) {
-      linear->weight.normal_(0, 0.01);
-      linear->bias.zero_();
-    }
-  }
+  init_weights(model, ConvInit::kKaimingFanOutRelu, LinearInit::kNormal001);
 }
 
 class MobileNetV2 : public Classifier {

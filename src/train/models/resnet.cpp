@@ -84,16 +84,7 @@ class ResNet : public Classifier {
     }
     fc_ = register_module("fc", torch::nn::Linear(512 * expansion, num_classes));
     // torchvision: Kaiming normal (fan_out, relu) for convs, BN weight 1 / bias 0.
-    for (auto& m : modules(/*include_self=*/false)) {
-      if (auto* conv = m->as<torch::nn::Conv2d>()) {
-        torch::NoGradGuard no_grad;
-        torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
-      } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
-        torch::NoGradGuard no_grad;
-        bn->weight.fill_(1.0);
-        bn->bias.zero_();
-      }
-    }
+    init_weights(*this, ConvInit::kKaimingFanOutRelu, LinearInit::kKeep);
   }
 
   torch::Tensor forward(torch::Tensor x) override {

@@ -53,19 +53,7 @@ class Vgg : public Classifier {
                               torch::nn::ReLU(), torch::nn::Dropout(dropout),
                               torch::nn::Linear(4096, num_classes)));
     // torchvision: Kaiming normal (fan_out) convs, BN 1/0, Linear N(0, 0.01), zero biases.
-    torch::NoGradGuard no_grad;
-    for (auto& m : modules(/*include_self=*/false)) {
-      if (auto* conv = m->as<torch::nn::Conv2d>()) {
-        torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
-        conv->bias.zero_();
-      } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
-        bn->weight.fill_(1.0);
-        bn->bias.zero_();
-      } else if (auto* fc = m->as<torch::nn::Linear>()) {
-        fc->weight.normal_(0.0, 0.01);
-        fc->bias.zero_();
-      }
-    }
+    init_weights(*this, ConvInit::kKaimingFanOutRelu, LinearInit::kNormal001);
   }
 
   torch::Tensor forward(torch::Tensor x) override {
