@@ -2,11 +2,20 @@
 // wide_resnet50_2, with torchvision's module names so state dicts move both ways unchanged.
 #include "train/models/layers.h"
 #include "train/models/registry.h"
-#include "train/ops/bn_relu.h"
 #include "train/ops/conv.h"
 
 namespace gpulab::train {
 namespace {
+
+// relu(bn(x) + residual), in place as torchvision's ReLU(inplace=True) and `out += identity`:
+// fewer saved tensors. (A fused kernel for it was tried and dropped: slower on a quiet machine,
+// and it trained worse; docs/benchmarks.md, session 4.)
+torch::Tensor batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+                              const torch::Tensor& residual = {}) {
+  auto y = bn.forward(x);
+  if (residual.defined()) y += residual;
+  return y.relu_();
+}
 
 // BasicBlock (two 3x3 convs) and Bottleneck (1x1, grouped 3x3, 1x1 with 4x expansion) in one
 // class: names match torchvision's (conv1/bn1/.../conv3/bn3, downsample.0/.1).
