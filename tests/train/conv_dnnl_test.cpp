@@ -189,18 +189,18 @@ TEST_F(ConvDnnl, OtherCasesKeepTheLibtorchPath) {
   conv->weight.requires_grad_(false);
   takes_plain(x.contiguous(cl), "weight without grad");
   conv->weight.requires_grad_(true);
-  ::setenv("GPULAB_CONV_PATH", "libtorch", 1);
-  takes_plain(x.contiguous(cl), "GPULAB_CONV_PATH=libtorch");
-  ::unsetenv("GPULAB_CONV_PATH");
+  set_conv_path(ConvPath::kLibtorch);
+  takes_plain(x.contiguous(cl), "conv path libtorch");
+  set_conv_path(ConvPath::kAuto);
   EXPECT_TRUE(conv2d_fast_path_applies(*conv, x.contiguous(cl)));
   {
-    // GPULAB_CONV_PATH=dnnl keeps the oneDNN weight gradient but not the sgemm path.
+    // ConvPath::kDnnl keeps the oneDNN weight gradient but not the sgemm path.
     auto one = make_conv(kCases[3]);
     set_layout(one, cl);
     const auto xi = torch::randn({3, 24, 5, 7}).contiguous(cl);
-    ::setenv("GPULAB_CONV_PATH", "dnnl", 1);
+    set_conv_path(ConvPath::kDnnl);
     const auto dnnl_node = conv2d_forward(*one, xi).grad_fn()->name();
-    ::unsetenv("GPULAB_CONV_PATH");
+    set_conv_path(ConvPath::kAuto);
     EXPECT_NE(dnnl_node.find("DnnlConv2d"), std::string::npos) << dnnl_node;
     const auto gemm_node = conv2d_forward(*one, xi).grad_fn()->name();
     EXPECT_NE(gemm_node.find("GemmConv2d"), std::string::npos) << gemm_node;
@@ -216,7 +216,7 @@ TEST_F(ConvDnnl, OtherCasesKeepTheLibtorchPath) {
 
 // A whole ResNet-18 and ResNet-50 in fp32 channels-last at 32 px (the last stage's maps are 1x1,
 // so the sgemm path runs there), through the default paths and then through
-// GPULAB_CONV_PATH=libtorch: every gradient agrees. Eval-mode BatchNorm keeps the comparison about
+// ConvPath::kLibtorch: every gradient agrees. Eval-mode BatchNorm keeps the comparison about
 // the convolutions (train mode over 1x1 maps magnifies fp32 rounding, see model_zoo_test).
 TEST_F(ConvDnnl, ResNetGradientsMatchTheLibtorchPath) {
   at::set_num_threads(2);
@@ -238,9 +238,9 @@ TEST_F(ConvDnnl, ResNetGradientsMatchTheLibtorchPath) {
       return g;
     };
     const auto fast = grads();
-    ::setenv("GPULAB_CONV_PATH", "libtorch", 1);
+    set_conv_path(ConvPath::kLibtorch);
     const auto plain = grads();
-    ::unsetenv("GPULAB_CONV_PATH");
+    set_conv_path(ConvPath::kAuto);
     const auto params = model->parameters();
     ASSERT_EQ(fast.size(), plain.size());
     for (size_t i = 0; i < fast.size(); ++i) {

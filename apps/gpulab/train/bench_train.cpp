@@ -10,6 +10,7 @@
 #include "json_stdout.h"
 #include "train/data/datasets.h"
 #include "train/dist/dist_options.h"
+#include "train/ops/conv.h"
 
 namespace gpulab::cli {
 
@@ -60,9 +61,16 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   cmd->add_option("--profile", o->profile,
                   "write a Chrome trace of the timed steps here (libtorch profiler, rank 0)");
   cmd->add_option("--seed", t.seed, "random seed")->capture_default_str();
+  auto conv_path = std::make_shared<std::string>("auto");
+  cmd->add_option("--conv_path", *conv_path,
+                  "convolution paths for A/B timings: auto (the faster CPU paths where they "
+                  "apply), dnnl (no sgemm path) or libtorch (libtorch's own everywhere)")
+      ->check(CLI::IsMember({"auto", "dnnl", "libtorch"}))
+      ->capture_default_str();
   cmd->add_flag("--json", *json, "print one JSON line (rank 0)");
   train::dist::add_dist_options(cmd, *d);
-  cmd->callback([o, d, json, &ctx] {
+  cmd->callback([o, d, json, conv_path, &ctx] {
+    train::set_conv_path(*train::parse_conv_path(*conv_path));
     o->train.dataset = train::canonical_dataset_name(o->train.dataset);
     if (auto code = train::dist::launch_if_needed(*d)) {
       ctx.exit_code = *code;

@@ -2,6 +2,8 @@
 // CPU channels-last autograd function whose weight gradient oneDNN writes in channels-last.
 #include "train/ops/conv.h"
 
+#include <atomic>
+
 #include "train/ops/conv_gemm.h"
 
 #if GPULAB_HAVE_DNNL
@@ -23,6 +25,25 @@
 
 namespace gpulab::train {
 
+namespace {
+std::atomic<ConvPath> g_conv_path{ConvPath::kAuto};
+}  // namespace
+
+void set_conv_path(ConvPath path) {
+  g_conv_path = path;
+}
+
+ConvPath conv_path() {
+  return g_conv_path.load();
+}
+
+std::optional<ConvPath> parse_conv_path(const std::string& name) {
+  if (name == "auto") return ConvPath::kAuto;
+  if (name == "dnnl") return ConvPath::kDnnl;
+  if (name == "libtorch") return ConvPath::kLibtorch;
+  return std::nullopt;
+}
+
 #if !GPULAB_HAVE_DNNL
 
 bool conv2d_fast_path_built() {
@@ -39,9 +60,8 @@ torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x
 
 namespace {
 
-bool conv_path_is(std::string_view what) {
-  const char* v = std::getenv("GPULAB_CONV_PATH");
-  return v != nullptr && std::string_view(v) == what;
+bool conv_path_is(ConvPath what) {
+  return conv_path() == what;
 }
 
 // The module's geometry, or nothing when its options are outside the fast path (transposed,
@@ -260,7 +280,7 @@ bool conv2d_fast_path_built() {
 }
 
 bool conv2d_fast_path_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
-  if (conv_path_is("libtorch") || !torch::GradMode::is_enabled()) return false;
+  if (conv_path_is(ConvPath::kLibtorch) || !torch::GradMode::is_enabled()) return false;
   const auto& w = conv.weight;
   if (!w.requires_grad() || !channels_last_fp32_cpu(x) || !channels_last_fp32_cpu(w)) return false;
   // As libtorch decides its layout (mkldnn_conv_use_channels_last): x or the weight says
@@ -277,7 +297,7 @@ torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x
   // An absent bias goes in as nullopt: autograd takes no undefined tensor as an input.
   const auto bias = conv.bias.defined() ? c10::optional<torch::Tensor>(conv.bias) : c10::nullopt;
   const auto g = *geometry_of(conv);
-  if (!conv_path_is("dnnl") && gemm_conv_applies(x.sizes(), conv.weight.sizes(), g))
+  if (!conv_path_is(ConvPath::kDnnl) && gemm_conv_applies(x.sizes(), conv.weight.sizes(), g))
     return gemm_conv2d(x, conv.weight, bias, g);
   return DnnlConv2d::apply(x, conv.weight, bias, g);
 }

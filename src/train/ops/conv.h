@@ -4,6 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+#include <string>
+
 namespace gpulab::train {
 
 // conv->forward(x), or an equivalent faster path where one exists for x's device and layout.
@@ -19,12 +22,19 @@ namespace gpulab::train {
 //   a ResNet step).
 // Both backwards are differentiable once (no double backward).
 //
-// Environment: GPULAB_CONV_PATH=libtorch forces conv->forward(x) everywhere (for A/B timings and
-// as a way out); GPULAB_CONV_PATH=dnnl turns off the sgemm path only; unset or any other value lets
-// the faster paths run where they apply.
+// set_conv_path (`gpulab bench train --conv_path`) chooses among them for A/B timings.
 torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
 
-// Whether conv2d_forward(conv, x) takes a oneDNN path now (environment and grad mode included).
+// Which paths conv2d_forward may take, process-wide: kAuto (default) the faster paths where they
+// apply; kDnnl the oneDNN weight gradient but not the sgemm path; kLibtorch conv->forward(x)
+// everywhere.
+enum class ConvPath { kAuto, kDnnl, kLibtorch };
+void set_conv_path(ConvPath path);
+ConvPath conv_path();
+// "auto", "dnnl", "libtorch" -> ConvPath; nullopt for anything else.
+std::optional<ConvPath> parse_conv_path(const std::string& name);
+
+// Whether conv2d_forward(conv, x) takes a oneDNN path now (conv_path and grad mode included).
 bool conv2d_fast_path_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
 
 // Whether this build has the oneDNN path at all (false on a host without libdnnl-dev).
