@@ -16,6 +16,7 @@
 
 #include "core/files.h"
 #include "core/strings.h"
+#include "train/test_hooks.h"
 
 namespace gpulab::train {
 
@@ -41,17 +42,6 @@ std::string file_name(int64_t epoch, int64_t step) {
   return buf;
 }
 
-// Test hook: GPULAB_TEST_CHECKPOINT_PAUSE="<epoch>:<ms>" sleeps halfway through writing the
-// checkpoint of that epoch, so a test can SIGKILL the process mid-write.
-void maybe_pause(int64_t epoch) {
-  const char* env = std::getenv("GPULAB_TEST_CHECKPOINT_PAUSE");
-  if (!env) return;
-  auto parts = split(env, ':');
-  if (parts.size() != 2 || std::stoll(parts[0]) != epoch) return;
-  std::cerr << "checkpoint: test hook pausing mid-write" << std::endl;
-  std::this_thread::sleep_for(std::chrono::milliseconds(std::stoll(parts[1])));
-}
-
 void throw_io(const std::string& what, const fs::path& p) {
   throw Exception(Code::kInternal, what + " " + p.string() + ": " + std::strerror(errno),
                   "check free disk space and permissions of the output folder");
@@ -75,7 +65,7 @@ void write_atomic_with_hook(const fs::path& path, std::string_view data, int64_t
     }
   };
   write_range(0, data.size() / 2);
-  maybe_pause(epoch);
+  test_hooks::checkpoint_write_pause(epoch);  // a kill test's moment
   write_range(data.size() / 2, data.size());
   if (::fsync(fd) != 0 || ::close(fd) != 0) throw_io("cannot sync", tmp);
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw_io("cannot rename", tmp);

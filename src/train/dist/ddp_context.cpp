@@ -9,6 +9,7 @@
 
 #include "train/dist/distributed_sampler.h"
 #include "train/dist/sync_batch_norm.h"
+#include "train/test_hooks.h"
 
 namespace gpulab::train::dist {
 
@@ -18,11 +19,7 @@ DdpContext::DdpContext(const launch::RankPlace& place, const DdpOptions& opts) :
   world_size = place.world_size;
   local_rank = place.local_rank;
   local_world_size = place.local_world_size;
-  if (const char* v = std::getenv(kEnvTestStall)) {
-    int r = -1;
-    long long at = 0;
-    if (std::sscanf(v, "%d:%lld", &r, &at) == 2 && r == rank) stall_at_ = at;
-  }
+  stall_at_ = test_hooks::stall_micro_step(rank);
 }
 
 DdpContext::~DdpContext() {
@@ -65,11 +62,7 @@ void DdpContext::prepare_model(torch::nn::Module& model) {
 }
 
 void DdpContext::before_backward(torch::nn::Module& /*model*/, bool sync) {
-  if (++micro_steps_ == stall_at_) {
-    std::fprintf(stderr, "%s: rank %d stalls before micro-step %lld (test hook)\n", kEnvTestStall,
-                 rank, static_cast<long long>(stall_at_));
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-  }
+  if (++micro_steps_ == stall_at_) test_hooks::stall(rank, stall_at_);
   // Without SyncBatchNorm each rank's running statistics drift apart; like PyTorch DDP
   // (broadcast_buffers=True) every forward starts from rank 0's.
   if (!buffers_.empty()) broadcast_tensors(buffers_, "broadcast of rank 0's buffers");

@@ -13,12 +13,6 @@
 
 namespace gpulab::train::dist {
 
-// Test-only: "R:S" makes rank R stall for good (alive, sleeping, no more heartbeats) just before
-// the forward pass of its S-th micro-step (1-based), as a deadlock or an endless loop would.
-// The DDP integration test (tests/integration/ddp/ddp_test.sh stall) uses it to show that a hung
-// rank that still runs is found by the default hang detection; nothing else should set it.
-inline constexpr const char* kEnvTestStall = "GPULAB_TEST_STALL";
-
 struct DdpOptions {
   CommOptions comm;
   ReducerOptions reducer;
@@ -51,7 +45,7 @@ class DdpContext : public DistContext {
   std::shared_ptr<GradReducer> reducer_;
   std::vector<torch::Tensor> buffers_;  // broadcast from rank 0 before each forward
   int64_t micro_steps_ = 0;
-  int64_t stall_at_ = 0;  // kEnvTestStall for this rank, 0: never
+  int64_t stall_at_ = 0;  // test_hooks::stall_micro_step for this rank, 0: never
 };
 
 }  // namespace gpulab::train::dist
