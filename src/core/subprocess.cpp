@@ -29,6 +29,55 @@ struct Pipe {
   }
 };
 
+// The child's environment: ours, with opts.env_add replacing or adding entries.
+std::vector<std::string> child_environment(const RunOptions& opts) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    auto key = kv.substr(0, kv.find('='));
+    if (!opts.env_add.count(key)) env.push_back(kv);
+  }
+  for (const auto& [k, v] : opts.env_add) env.push_back(k + "=" + v);
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Reads stdout and stderr until both close or the deadline passes (then kills the group).
+void collect_output(pid_t pid, Pipe& out, Pipe& err, std::chrono::milliseconds timeout,
+                    ProcessResult& r) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[65536];
+  bool out_open = true, err_open = true;
+  while (out_open || err_open) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd fds[2] = {{out_open ? out.fd[0] : -1, POLLIN, 0},
+                     {err_open ? err.fd[0] : -1, POLLIN, 0}};
+    int n = ::poll(fds, 2, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t k = ::read(fds[i].fd, buf, sizeof buf);
+      if (k <= 0) {
+        (i == 0 ? out_open : err_open) = false;
+      } else {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(k));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Result<ProcessResult> run_process(const std::vector<std::string>& argv, const RunOptions& opts) {
@@ -38,19 +87,9 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const Ru
       ::pipe2(exec_err.fd, O_CLOEXEC)) {
     return Error{Code::kInternal, std::string("pipe: ") + std::strerror(errno)};
   }
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e) {
-    std::string kv(*e);
-    auto key = kv.substr(0, kv.find('='));
-    if (!opts.env_add.count(key)) env_store.push_back(kv);
-  }
-  for (const auto& [k, v] : opts.env_add) env_store.push_back(k + "=" + v);
-  std::vector<char*> envp, args;
-  for (auto& s : env_store) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  std::vector<std::string> env_store = child_environment(opts);
   std::vector<std::string> argv_copy = argv;
-  for (auto& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
+  std::vector<char*> envp = c_strings(env_store), args = c_strings(argv_copy);
 
   pid_t pid = ::fork();
   if (pid < 0) return Error{Code::kInternal, std::string("fork: ") + std::strerror(errno)};
@@ -83,31 +122,7 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const Ru
   in.close_end(1);
 
   ProcessResult r;
-  auto deadline = std::chrono::steady_clock::now() + opts.timeout;
-  char buf[65536];
-  bool out_open = true, err_open = true;
-  while (out_open || err_open) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      r.timed_out = true;
-      ::kill(-pid, SIGKILL);
-      break;
-    }
-    pollfd fds[2] = {{out_open ? out.fd[0] : -1, POLLIN, 0},
-                     {err_open ? err.fd[0] : -1, POLLIN, 0}};
-    int n = ::poll(fds, 2, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t k = ::read(fds[i].fd, buf, sizeof buf);
-      if (k <= 0) {
-        (i == 0 ? out_open : err_open) = false;
-      } else {
-        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(k));
-      }
-    }
-  }
+  collect_output(pid, out, err, opts.timeout, r);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

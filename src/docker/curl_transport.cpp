@@ -125,23 +125,7 @@ class CurlTransport : public HttpTransport {
     call.req = &req;
     call.curl = curl.get();
     CURL* c = curl.get();
-
-    std::string url;
-    if (ep_.kind == Endpoint::Kind::kUnix) {
-      curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ep_.socket_path.c_str());
-      url = "http://docker" + req.target;  // host name is ignored on a unix socket
-    } else {
-      std::string host = ep_.host.find(':') != std::string::npos ? "[" + ep_.host + "]" : ep_.host;
-      url = std::string(ep_.tls ? "https://" : "http://") + host + ":" + std::to_string(ep_.port) +
-            req.target;
-      if (ep_.tls) {
-        if (!ep_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ep_.ca_file.c_str());
-        if (!ep_.cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, ep_.cert_file.c_str());
-        if (!ep_.key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, ep_.key_file.c_str());
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, ep_.tls_verify ? 1L : 0L);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, ep_.tls_verify ? 2L : 0L);
-      }
-    }
+    const std::string url = set_target(c, req);
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM-based timeouts
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
@@ -151,8 +135,38 @@ class CurlTransport : public HttpTransport {
     struct curl_slist* headers = nullptr;
     for (const auto& [k, v] : req.headers)
       headers = curl_slist_append(headers, (k + ": " + v).c_str());
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_guard(nullptr, curl_slist_free_all);
+    Status body = set_body(c, req, call, headers);
+    header_guard.reset(headers);
+    if (!body.ok()) return body.error();
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    if (req.method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    if (auto st = set_response(c, req, call); !st.ok()) return st.error();
+    return perform(c, req, call);
+  }
 
-    // Body: an upload (PUT semantics in curl; the method is then set explicitly).
+ private:
+  // The URL for req.target on this endpoint (a unix socket or TCP, with TLS options).
+  std::string set_target(CURL* c, const HttpRequest& req) const {
+    if (ep_.kind == Endpoint::Kind::kUnix) {
+      curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ep_.socket_path.c_str());
+      return "http://docker" + req.target;  // host name is ignored on a unix socket
+    }
+    std::string host = ep_.host.find(':') != std::string::npos ? "[" + ep_.host + "]" : ep_.host;
+    if (ep_.tls) {
+      if (!ep_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ep_.ca_file.c_str());
+      if (!ep_.cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, ep_.cert_file.c_str());
+      if (!ep_.key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, ep_.key_file.c_str());
+      curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, ep_.tls_verify ? 1L : 0L);
+      curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, ep_.tls_verify ? 2L : 0L);
+    }
+    return std::string(ep_.tls ? "https://" : "http://") + host + ":" + std::to_string(ep_.port) +
+           req.target;
+  }
+
+  // Body: an upload (PUT semantics in curl; the method is then set explicitly).
+  static Status set_body(CURL* c, const HttpRequest& req, Call& call, curl_slist*& headers) {
     bool has_stream = !req.body_file.empty() || static_cast<bool>(req.body_reader);
     long long size = req.body_size;
     if (!req.body_file.empty()) {
@@ -170,11 +184,11 @@ class CurlTransport : public HttpTransport {
       if (size >= 0) curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(size));
       headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
     }
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-    if (req.method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_guard(headers, curl_slist_free_all);
+    return ok_status();
+  }
 
+  // Where the response goes (memory, a file or a sink), and cancellation.
+  static Status set_response(CURL* c, const HttpRequest& req, Call& call) {
     if (!req.response_file.empty()) {
       call.download.reset(std::fopen(req.response_file.c_str(), "wb"));
       if (!call.download)
@@ -189,7 +203,10 @@ class CurlTransport : public HttpTransport {
       curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
       curl_easy_setopt(c, CURLOPT_XFERINFODATA, &call);
     }
+    return ok_status();
+  }
 
+  Result<HttpResponse> perform(CURL* c, const HttpRequest& req, Call& call) const {
     CURLcode rc = curl_easy_perform(c);
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
@@ -209,7 +226,6 @@ class CurlTransport : public HttpTransport {
     return std::move(call.resp);
   }
 
- private:
   Error transport_error(CURLcode rc, long status) const {
     std::string what = "Docker engine at " + ep_.to_string();
     switch (rc) {

@@ -52,66 +52,53 @@ GpuInfo* find_same(std::vector<GpuInfo>& list, const GpuInfo& g) {
   return nullptr;
 }
 
-}  // namespace
-
-Inventory detect(const DetectOptions& opts) {
-  Inventory inv;
-  inv.root = opts.root.string();
-  std::map<Vendor, std::vector<GpuInfo>> found;
-  std::vector<std::pair<Vendor, PciLink>> links;
-
-  for (auto& b : make_backends()) {
-    BackendReport r{std::string(b->name()), vendor_name(b->vendor()), "", "", 0};
-    std::vector<GpuInfo>& mine = found[b->vendor()];
-    if (!mine.empty() && b->expensive(opts)) {
+// Step 1: one backend of the vendor table: its devices, merged into what an earlier backend of
+// the same vendor found, or skipped when that one already answered and this one is expensive.
+void run_backend(GpuBackend& b, const DetectOptions& opts, Inventory& inv,
+                 std::map<Vendor, std::vector<GpuInfo>>& found,
+                 std::vector<std::pair<Vendor, PciLink>>& links) {
+  BackendReport r{std::string(b.name()), vendor_name(b.vendor()), "", "", 0};
+  std::vector<GpuInfo>& mine = found[b.vendor()];
+  if (!mine.empty() && b.expensive(opts)) {
+    r.status = "skipped";
+    r.reason = "devices already found by " + mine.front().source;
+    inv.backends.push_back(std::move(r));
+    return;
+  }
+  if (!b.init(opts)) {
+    r.reason = b.last_error();
+    r.status = "unavailable";
+    if (starts_with(r.reason, "skipped: ")) {
       r.status = "skipped";
-      r.reason = "devices already found by " + mine.front().source;
-      inv.backends.push_back(std::move(r));
-      continue;
-    }
-    if (!b->init(opts)) {
-      r.reason = b->last_error();
-      r.status = "unavailable";
-      if (starts_with(r.reason, "skipped: ")) {
-        r.status = "skipped";
-        r.reason = r.reason.substr(9);
-      }
-      inv.backends.push_back(std::move(r));
-      continue;
-    }
-    r.devices = b->device_count();
-    std::vector<GpuInfo> got;
-    for (int i = 0; i < r.devices; ++i) {
-      GpuInfo g = b->static_info(i);
-      b->sample(i, g);
-      if (opts.processes) g.processes = b->processes(i);
-      got.push_back(std::move(g));
-    }
-    for (auto& l : b->links()) links.emplace_back(b->vendor(), std::move(l));
-    if (!inv.cuda_version) inv.cuda_version = b->cuda_version();
-    if (mine.empty()) {
-      mine = std::move(got);
-      r.status = "used";
-    } else {
-      for (const auto& g : got) {
-        if (GpuInfo* same = find_same(mine, g)) merge_into(*same, g);
-      }
-      r.status = "merged";
+      r.reason = r.reason.substr(9);
     }
     inv.backends.push_back(std::move(r));
+    return;
   }
-
-  for (Vendor v : {Vendor::kNvidia, Vendor::kAmd}) {
-    for (auto& g : found[v]) inv.gpus.push_back(std::move(g));
+  r.devices = b.device_count();
+  std::vector<GpuInfo> got;
+  for (int i = 0; i < r.devices; ++i) {
+    GpuInfo g = b.static_info(i);
+    b.sample(i, g);
+    if (opts.processes) g.processes = b.processes(i);
+    got.push_back(std::move(g));
   }
-  auto has = [&](Vendor v) {
-    return std::any_of(inv.gpus.begin(), inv.gpus.end(),
-                       [v](const GpuInfo& g) { return g.vendor == v; });
-  };
-  bool nv = has(Vendor::kNvidia), amd = has(Vendor::kAmd);
-  inv.vendor = nv && amd ? "mixed" : nv ? "nvidia" : amd ? "amd" : "none";
+  for (auto& l : b.links()) links.emplace_back(b.vendor(), std::move(l));
+  if (!inv.cuda_version) inv.cuda_version = b.cuda_version();
+  if (mine.empty()) {
+    mine = std::move(got);
+    r.status = "used";
+  } else {
+    for (const auto& g : got) {
+      if (GpuInfo* same = find_same(mine, g)) merge_into(*same, g);
+    }
+    r.status = "merged";
+  }
+  inv.backends.push_back(std::move(r));
+}
 
-  // Links are found by bus id; name them by the GPUs' indexes, once per pair.
+// Step 2: links are found by bus id; name them by the GPUs' indexes, once per pair.
+void add_links(const std::vector<std::pair<Vendor, PciLink>>& links, Inventory& inv) {
   for (const auto& entry : links) {
     // Plain names, not a structured binding: clang before 16 cannot capture those in a lambda.
     const Vendor v = entry.first;
@@ -130,6 +117,27 @@ Inventory detect(const DetectOptions& opts) {
     });
     if (!dup) inv.links.push_back(GpuLink{v, lo, hi, l.type, l.lanes, l.hops, l.weight});
   }
+}
+
+}  // namespace
+
+Inventory detect(const DetectOptions& opts) {
+  Inventory inv;
+  inv.root = opts.root.string();
+  std::map<Vendor, std::vector<GpuInfo>> found;
+  std::vector<std::pair<Vendor, PciLink>> links;
+  for (auto& b : make_backends()) run_backend(*b, opts, inv, found, links);
+
+  for (Vendor v : {Vendor::kNvidia, Vendor::kAmd}) {
+    for (auto& g : found[v]) inv.gpus.push_back(std::move(g));
+  }
+  auto has = [&](Vendor v) {
+    return std::any_of(inv.gpus.begin(), inv.gpus.end(),
+                       [v](const GpuInfo& g) { return g.vendor == v; });
+  };
+  bool nv = has(Vendor::kNvidia), amd = has(Vendor::kAmd);
+  inv.vendor = nv && amd ? "mixed" : nv ? "nvidia" : amd ? "amd" : "none";
+  add_links(links, inv);
 
   if (auto v = read_text(under_root(opts.root, "/opt/rocm/.info/version")); v && !v->empty())
     inv.rocm_version = *v;

@@ -138,7 +138,8 @@ class Reader {
     return make_int(static_cast<int64_t>(v));
   }
 
-  void step(unsigned char op) {
+  // Opcodes of PROTO, FRAME, MARK, POP, DUP and NONE; false when `op` is none of them.
+  bool step_stack(unsigned char op) {
     switch (op) {
       case 0x80:
         take(1);
@@ -161,6 +162,15 @@ class Reader {
       case 'N':
         push(make(Kind::kNone));
         break;
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Opcodes of booleans, integers and floats; false when `op` is none of them.
+  bool step_number(unsigned char op) {
+    switch (op) {
       case 0x88:
       case 0x89: {  // NEWTRUE, NEWFALSE
         auto b = make(Kind::kBool);
@@ -215,6 +225,15 @@ class Reader {
         push(f);
         break;
       }
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Opcodes of strings and bytes; false when `op` is none of them.
+  bool step_text(unsigned char op) {
+    switch (op) {
       case 'T':
         push(make_text(Kind::kBytes, std::string(take(uint_le(4)))));
         break;  // BINSTRING
@@ -249,6 +268,15 @@ class Reader {
       case 'V':
         push(make_text(Kind::kString, line()));
         break;  // UNICODE (ASCII assumed)
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Opcodes of lists and sets; false when `op` is none of them.
+  bool step_list(unsigned char op) {
+    switch (op) {
       case ']':
         push(make(Kind::kList));
         break;
@@ -282,6 +310,15 @@ class Reader {
         push(l);
         break;
       }
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Opcodes of tuples and dicts; false when `op` is none of them.
+  bool step_tuple_dict(unsigned char op) {
+    switch (op) {
       case ')':
         push(tuple({}));
         break;
@@ -326,6 +363,15 @@ class Reader {
         set_items(*top(), kv);
         break;
       }
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Opcodes of globals, calls and objects; false when `op` is none of them.
+  bool step_object(unsigned char op) {
+    switch (op) {
       case 'c': {  // GLOBAL module\nname\n
         std::string module = line();
         std::string name = line();
@@ -368,6 +414,15 @@ class Reader {
         obj->state = state;
         break;
       }
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Opcodes of the memo; false when `op` is none of them.
+  bool step_memo(unsigned char op) {
+    switch (op) {
       case 'p':
         memo_put(std::stoull(line()));
         break;  // PUT
@@ -392,8 +447,17 @@ class Reader {
       case 0x98:
         break;  // READONLY_BUFFER: no effect on data
       default:
-        fail(fmt::format("unsupported pickle opcode 0x{:02x}", op));
+        return false;
     }
+    return true;
+  }
+
+  // One opcode: each family of opcodes has its step.
+  void step(unsigned char op) {
+    if (step_stack(op) || step_number(op) || step_text(op) || step_list(op) ||
+        step_tuple_dict(op) || step_object(op) || step_memo(op))
+      return;
+    fail(fmt::format("unsupported pickle opcode 0x{:02x}", op));
   }
 
   std::string_view d_;
