@@ -24,9 +24,9 @@ json_cases() {
 # Every command path whose --help offers --json.
 commands_with_json() {
   local top sub
-  for top in $("$G" --help | awk '/^SUBCOMMANDS:/{on=1;next} on && NF{print $1}'); do
+  for top in $("$G" --help | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}'); do
     if "$G" "$top" --help 2>/dev/null | grep -q -- '--json'; then echo "$top"; fi
-    for sub in $("$G" "$top" --help 2>/dev/null | awk '/^SUBCOMMANDS:/{on=1;next} on && NF{print $1}'); do
+    for sub in $("$G" "$top" --help 2>/dev/null | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}'); do
       if "$G" "$top" "$sub" --help 2>/dev/null | grep -q -- '--json'; then echo "$top $sub"; fi
     done
   done
@@ -78,9 +78,9 @@ usage)
   ;;
 spelling)
   # One flag style: every kebab-case long flag (the service's old spelling) has a snake_case twin.
-  paths=$( { echo ""; "$G" --help | awk '/^SUBCOMMANDS:/{on=1;next} on && NF{print $1}' | while read -r top; do
+  paths=$( { echo ""; "$G" --help | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}' | while read -r top; do
     echo "$top"
-    "$G" "$top" --help 2>/dev/null | awk -v t="$top" '/^SUBCOMMANDS:/{on=1;next} on && NF{print t" "$1}'
+    "$G" "$top" --help 2>/dev/null | awk -v t="$top" 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print t" "$1}'
   done; } )
   checked=0
   while read -r path; do
