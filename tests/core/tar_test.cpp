@@ -161,16 +161,18 @@ TEST_F(TarTest, ReadsAStreamAndCopiesEntries) {
       at += n;
       return true;
     };
-    return TarReader::for_each(in, [&](const TarEntry& e, const TarReader::EntryData& d) {
+    Status copied = ok_status();  // a short read shows in the entry's copy or in the headers
+    Status st = TarReader::for_each(in, [&](const TarEntry& e, const TarReader::EntryData& d) {
       if (e.type != TarType::kFile) return true;
       std::string out;
-      EXPECT_TRUE(d.copy([&](const char* p, std::size_t n) {
-                     out.append(p, n);
-                     return ok_status();
-                   }).ok());
+      copied = d.copy([&](const char* p, std::size_t n) {
+        out.append(p, n);
+        return ok_status();
+      });
       got[e.name] = out;
-      return true;
+      return copied.ok();
     });
+    return copied.ok() ? st : copied;
   };
   std::map<std::string, std::string> got;
   ASSERT_TRUE(read_stream(bytes, got).ok());
