@@ -147,7 +147,7 @@ TEST_F(Quota, EveryLimitRefusesAndOnlyAdminsSetThem) {
   auto mem = create("-c", {{"cpus", "1"}, {"memory", "300m"}});
   EXPECT_EQ(code(mem), "QUOTA_EXCEEDED") << mem.body;
   ASSERT_TRUE(ok(create("-d", {{"cpus", "1"}, {"memory", "256m"}})));
-  auto third = create("-e", {{"cpus", "0.1"}, {"memory", "1m"}});
+  auto third = create("-e", {{"cpus", "0.1"}, {"memory", "8m"}});
   EXPECT_EQ(code(third), "QUOTA_EXCEEDED");
   EXPECT_NE(third.body.find("containers"), std::string::npos);
   auto upd = bob.post_json(kApi + "/update-resources", {{"name", prefix_ + "-a"}, {"cpus", "3"}});
@@ -160,10 +160,10 @@ TEST_F(Quota, EveryLimitRefusesAndOnlyAdminsSetThem) {
                                                     {"max_cpus", 8},
                                                     {"max_memory", "1g"},
                                                     {"max_gpu_hours", 0}})));
-  auto gpu = create("-g", {{"cpus", "0.1"}, {"memory", "1m"}, {"gpu_count", 1}});
+  auto gpu = create("-g", {{"cpus", "0.1"}, {"memory", "8m"}, {"gpu_count", 1}});
   EXPECT_EQ(code(gpu), "QUOTA_EXCEEDED") << gpu.body;
   EXPECT_NE(gpu.body.find("GPU-hours"), std::string::npos);
-  EXPECT_TRUE(ok(create("-h", {{"cpus", "0.1"}, {"memory", "1m"}, {"gpu_count", 0}})));
+  EXPECT_TRUE(ok(create("-h", {{"cpus", "0.1"}, {"memory", "8m"}, {"gpu_count", 0}})));
   auto all = admin.get(kApi + "/quotas").json()["data"];
   EXPECT_EQ(all["default"]["max_containers"], 2);
   bool saw_bob = false;

@@ -146,7 +146,7 @@ class Walker {
     } else {
       r = c.post_json(kApi + "/restart", {{"name", name}});
     }
-    if (code(r) == "CONTAINER_NOT_FOUND") forget(name);
+    if (r.status != 0 && code(r) == "CONTAINER_NOT_FOUND") forget(name);  // no answer: no body
     return r;
   }
 
