@@ -413,7 +413,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     const int64_t n = labels.size(0);
     images += n;
     loss_sum += loss.detach() * static_cast<double>(n);
-    correct += logits.detach().argmax(1).eq(batch->labels).sum();
+    correct += logits.detach().argmax(1).eq(labels).sum();
     if (bar.due(b + 1))
       bar.update(b + 1,
                  fmt::format("loss {:.4f}, {:.0f} {}/s", loss.item<double>(),

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "train/data/token_file.h"
+#include "train/device.h"
 #include "train/data/tokenizer.h"
 #include "train/generate.h"
 #include "train/models/llama.h"
