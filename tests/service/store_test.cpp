@@ -37,12 +37,12 @@ TEST(Store, MigratesAndUsesWal) {
   TempDir d;
   auto s = Store::open((d.path / "a.db").string());
   ASSERT_TRUE(s.ok()) << s.error().to_string();
-  EXPECT_EQ((*s)->schema_version(), 1);
+  EXPECT_EQ((*s)->schema_version(), 2);  // 2: quotas, idle policies and GPU-second metering
   EXPECT_EQ((*s)->db().query("PRAGMA journal_mode")[0].str(0), "wal");
   // Opening again does not re-run migrations.
   auto again = Store::open((d.path / "a.db").string());
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ((*again)->schema_version(), 1);
+  EXPECT_EQ((*again)->schema_version(), 2);
 }
 
 TEST(Store, GpuAndPortAreUniqueAcrossConnections) {
@@ -109,7 +109,13 @@ TEST(Store, TokensAreStoredHashed) {
   EXPECT_THROW(auth.authenticate(""), Exception);
   EXPECT_THROW(auth.authenticate("Basic abc"), Exception);
   Auth open_auth(**s, false);
-  EXPECT_TRUE(open_auth.authenticate("").admin);  // loopback without tokens: local admin
+  // Loopback without tokens is the local admin only while no user exists; bob exists here.
+  EXPECT_THROW(open_auth.authenticate(""), Exception);
+  TempDir d2;
+  auto empty = Store::open((d2.path / "f.db").string());
+  ASSERT_TRUE(empty.ok());
+  Auth fresh(**empty, false);
+  EXPECT_TRUE(fresh.authenticate("").admin);
   EXPECT_THROW(open_auth.authenticate("Bearer wrong"), Exception);  // a wrong token never passes
 }
 

@@ -40,15 +40,17 @@ void add_slurm_job_options(CLI::App* cmd, SlurmCliOptions& o, bool for_ddp) {
       ->group(g)
       ->capture_default_str();
   cmd->add_option("--account", j.account, "account to charge")->group(g);
-  cmd->add_option("--job-name", j.job_name, "job name")->group(g)->capture_default_str();
-  cmd->add_option("--gres-name", j.gres_name, "GRES to ask for per node (gpu, gpu:a100, ...)")
+  cmd->add_option("--job_name,--job-name", j.job_name, "job name")->group(g)->capture_default_str();
+  cmd->add_option("--gres_name,--gres-name", j.gres_name,
+                  "GRES to ask for per node (gpu, gpu:a100, ...)")
       ->group(g)
       ->capture_default_str();
-  cmd->add_option("--cpu-ranks-per-node", j.cpu_ranks_per_node,
+  cmd->add_option("--cpu_ranks_per_node,--cpu-ranks-per-node", j.cpu_ranks_per_node,
                   "CPU ranks per node and no GRES (a cluster without GPUs)")
       ->check(CLI::Range(0, 1024))
       ->group(g);
-  cmd->add_option("--cpus-per-task", j.cpus_per_task, "cores per rank (bound with --cpu-bind)")
+  cmd->add_option("--cpus_per_task,--cpus-per-task", j.cpus_per_task,
+                  "cores per rank (srun binds each rank to them)")
       ->check(CLI::Range(0, 4096))
       ->group(g);
   cmd->add_option("--container", o.container,
@@ -61,16 +63,17 @@ void add_slurm_job_options(CLI::App* cmd, SlurmCliOptions& o, bool for_ddp) {
   cmd->add_option("--output", j.output, "the job's output file (sbatch patterns)")
       ->group(g)
       ->capture_default_str();
-  cmd->add_option("--run-dir", j.run_dir, "training run folder (default runs/<job>-<id>)")
+  cmd->add_option("--run_dir,--run-dir", j.run_dir, "training run folder (default runs/<job>-<id>)")
       ->group(g);
   cmd->add_option("--gpulab", j.gpulab, "gpulab as the nodes find it (a path or a name on PATH)")
       ->group(g)
       ->capture_default_str();
-  cmd->add_flag("--no-requeue", o.no_requeue,
+  cmd->add_flag("--no_requeue,--no-requeue", o.no_requeue,
                 "do not requeue the job after a node failure (default: requeue, resume auto)")
       ->group(g);
-  cmd->add_flag("--dry-run", o.dry_run, "print the sbatch script, submit nothing")->group(g);
-  cmd->add_flag("--test-only", o.test_only,
+  cmd->add_flag("--dry_run,--dry-run", o.dry_run, "print the sbatch script, submit nothing")
+      ->group(g);
+  cmd->add_flag("--test_only,--test-only", o.test_only,
                 "ask sbatch --test-only whether and when the cluster would run it")
       ->group(g);
   cmd->add_option("--status", o.status, "show job JOB's state")->group(g);
@@ -169,7 +172,7 @@ void add_slurm_command(CLI::App& app, CommandContext& ctx) {
   auto o = std::make_shared<SlurmCliOptions>();
   auto* submit = cmd->add_subcommand(
       "submit",
-      "write the sbatch script for N GPUs per node and submit it (--dry-run prints it): "
+      "write the sbatch script for N GPUs per node and submit it (--dry_run prints it): "
       "gpulab slurm submit [options] N [script_multi_node] [\"train flags\"]");
   submit->footer(
       "Example: gpulab slurm submit --nodes 2 --partition gpu --time 04:00:00 8 "

@@ -111,13 +111,13 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
                   "revoke every token of USER, then exit")
       ->excludes(rt);
   cmd->add_flag("--openapi", args->openapi, "print the OpenAPI document and exit");
-  cmd->add_option("--set-quota", args->set_quota,
+  cmd->add_option("--set_quota,--set-quota", args->set_quota,
                   "USER:key=value,... (max_gpus, max_containers, max_cpus, max_memory, "
                   "max_gpu_hours, period_hours, reset; USER * = everyone), then exit");
-  cmd->add_option("--set-idle-policy", args->set_idle_policy,
+  cmd->add_option("--set_idle_policy,--set-idle-policy", args->set_idle_policy,
                   "USER:key=value,... (enabled, utilization_percent, idle_minutes, warn_minutes, "
                   "network_bytes, release_gpus, reset; USER * = everyone), then exit");
-  cmd->add_flag("--show-policies", args->show_policies,
+  cmd->add_flag("--show_policies,--show-policies", args->show_policies,
                 "print the stored quotas and idle policies, then exit");
   cmd->callback([args, &ctx] {
     (void)ctx;
