@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "train/optim/state_key.h"
 #include "train/parallel_chunks.h"
 
 namespace gpulab::train {
@@ -34,19 +35,6 @@ void adamw_kernel(float* __restrict p, const float* __restrict g, float* __restr
 bool dense_like(const torch::Tensor& a, const torch::Tensor& p) {
   return a.defined() && a.device().is_cpu() && a.scalar_type() == torch::kFloat &&
          a.is_contiguous() && a.sizes() == p.sizes();
-}
-
-// libtorch files a parameter's state under its TensorImpl address: a string in 1.x, the
-// pointer in 2.x (as in fused_sgd.cpp).
-template <typename Key>
-Key state_key(c10::TensorImpl* impl) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream os;
-    os << static_cast<const void*>(impl);
-    return os.str();
-  } else {
-    return static_cast<Key>(impl);
-  }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #define GPULAB_SGD_X86 1
 #endif
 
+#include "train/optim/state_key.h"
 #include "train/parallel_chunks.h"
 
 namespace gpulab::train {
@@ -84,19 +85,6 @@ bool fusable(const torch::Tensor& p, const torch::Tensor& g) {
          same_memory_order(g, p);
 }
 #endif
-
-// The key libtorch's optimizers file a parameter's state under: the TensorImpl address, as a
-// string in libtorch 1.x (what c10::guts::to_string prints) and as the pointer itself in 2.x.
-template <typename Key>
-Key state_key(c10::TensorImpl* impl) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream os;
-    os << static_cast<const void*>(impl);
-    return os.str();
-  } else {
-    return static_cast<Key>(impl);
-  }
-}
 
 }  // namespace
 
