@@ -36,9 +36,10 @@ class SyntheticText : public LmBatches {
     auto tokens = torch::empty({o_.batch_size, o_.seq_len + 1}, torch::kLong);
     auto* t = tokens.data_ptr<int64_t>();
     for (int64_t row = 0; row < o_.batch_size; ++row) {
-      // Each (stream, batch, rank, row) has its own generator: order-free and resumable.
-      uint64_t s = o_.seed * 0x100000001b3ULL ^ (stream << 48) ^ (index << 20) ^
-                   (static_cast<uint64_t>(o_.rank) << 12) ^ static_cast<uint64_t>(row);
+      // Each (stream, batch, row of the global batch) has its own generator: order-free,
+      // resumable, and the same global batch whatever the number of ranks sharing it.
+      const auto global_row = static_cast<uint64_t>(o_.rank * o_.batch_size + row);
+      uint64_t s = o_.seed * 0x100000001b3ULL ^ (stream << 48) ^ (index << 20) ^ global_row;
       int64_t x = static_cast<int64_t>(splitmix(s) % kVocab);
       for (int64_t i = 0; i <= o_.seq_len; ++i) {
         t[row * (o_.seq_len + 1) + i] = x;

@@ -28,6 +28,12 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos,
   return x * cos.to(x.scalar_type()) + rotate_half(x) * sin.to(x.scalar_type());
 }
 
+// Half and bfloat16 compute their softmax and norms in float32 (as transformers does); float64,
+// the numerics check, stays float64 so that no float32 rounding depends on the batch split.
+torch::ScalarType at_least_float(torch::ScalarType t) {
+  return t == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
 // q: B x H x T x D; k, v: B x H x S x D, where the last T of the S key positions are the
 // queries' own. Causal: query i sees keys up to S - T + i.
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
@@ -45,7 +51,7 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
   }
   // Softmax in float32 under autocast, as Hugging Face's eager attention does.
-  auto probs = torch::softmax(scores, -1, torch::kFloat).to(v.scalar_type());
+  auto probs = torch::softmax(scores, -1, at_least_float(q.scalar_type())).to(v.scalar_type());
   return torch::matmul(probs, v);
 #endif
 }
@@ -75,8 +81,8 @@ RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
-  // Normalised in float32 whatever the input, then back to the input's dtype (transformers).
-  auto xf = x.to(torch::kFloat);
+  // Normalised in float32 (or float64) whatever the input, then back to the input's dtype.
+  auto xf = x.to(at_least_float(x.scalar_type()));
   auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps_);
   return weight * y.to(x.scalar_type());
 }
