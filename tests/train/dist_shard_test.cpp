@@ -368,8 +368,6 @@ INSTANTIATE_TEST_SUITE_P(Stages, ShardEquivalence,
 // went on; resume on 3 ranks from 2 ranks' shards (resharding) restores the same parameters
 // bitwise and continues within 1e-9 (the sum over 3 ranks rounds differently from 2).
 TEST(ShardCheckpoint, ResumeAtSameAndOtherWorldSize) {
-  GTEST_SKIP() << "known bug: parameters loaded from a sharded checkpoint differ from those saved "
-                  "(found 12:25 on the deadline day, not yet fixed); see docs/sharding.md";
   for (const std::string stage : {"optimizer", "full"}) {
     auto dir = out_dir("ckpt" + stage);
     const auto ckpt = dir / "ckpt";

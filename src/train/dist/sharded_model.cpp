@@ -326,6 +326,11 @@ void ShardedModel::after_step() {
 
 void ShardedModel::gather_all() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  // The shards are the truth (a checkpoint may just have replaced them): units still gathered
+  // hold older values, so they gather again too.
+  for (auto& unit : units_)
+    if (unit.gathering.empty())
+      for (auto& g : unit.groups) g->release();
   for (size_t u = 0; u < units_.size(); ++u) start_gather(u);
   for (size_t u = 0; u < units_.size(); ++u) ensure_gathered(u);
 }
