@@ -6,10 +6,13 @@
 #include <functional>
 #include <string>
 
-#include "bench/device_info.h"
 #include "core/json.h"
+#include "train/device_info.h"
 
 namespace gpulab::bench {
+
+using train::describe_device;
+using train::DeviceInfo;
 
 struct GemmTestOptions {
   std::string device = "auto";

@@ -19,6 +19,7 @@
 #include "launch/rank_env.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
+#include "train/device_info.h"
 #include "train/memory_format.h"
 #include "train/models/registry.h"
 #include "train/optim/optimizers.h"
@@ -202,7 +203,13 @@ void Trainer::setup_language_model() {
   memory_format_ = {false, "contiguous", "language model"};
   dist_->prepare_model(*model_);
   flops_per_token_ = cfg.train_flops_per_token(opts_.seq_len);
-  peak_ = peak_flops(device_, precision_ == Precision::kBf16);
+  // A GPU's datasheet peak for the precision the matrix products run in (fp16 = bf16 there).
+  const std::string& p = opts_.precision;
+  peak_ = device_.is_cpu()
+              ? peak_flops(device_, precision_ == Precision::kBf16)
+              : datasheet_peak(describe_device(device_).name, p == "bf16" || p == "fp16" ? "bf16"
+                                                              : p == "tf32"              ? "tf32"
+                                                                                         : "fp32");
 }
 
 void Trainer::add_lm_metrics(EpochRecord& rec) const {
@@ -262,7 +269,7 @@ void Trainer::maybe_resume() {
   resume_batches_ = s.batches_done;
   scaler_->load(s.scaler);
   for (const auto& r : s.history) history_.push_back(EpochRecord::from_json(r));
-  resumed_from_ = ckpt->file.string();
+  resumed_from_ = (sharded ? ckpt->manifest : ckpt->file).string();
 }
 
 void Trainer::print_header() const {

@@ -18,14 +18,24 @@ bool has_params(torch::nn::Module& m) {
   return false;
 }
 
+// The elements of the first containers found depth-first (a transformer's layer list may sit
+// inside a wrapper module: LlamaForCausalLM -> model -> layers); units are not searched further.
+void find_container_elements(torch::nn::Module& m, const std::string& prefix, bool list_only,
+                             std::vector<WrapUnit>& units) {
+  for (auto& child : m.named_children()) {
+    const std::string name = prefix + child.key();
+    if (!is_container(*child.value(), list_only)) {
+      find_container_elements(*child.value(), name + ".", list_only, units);
+      continue;
+    }
+    for (auto& item : child.value()->named_children())
+      if (has_params(*item.value())) units.push_back({name + "." + item.key(), item.value().get()});
+  }
+}
+
 std::vector<WrapUnit> container_elements(torch::nn::Module& model, bool list_only) {
   std::vector<WrapUnit> units;
-  for (auto& child : model.named_children()) {
-    if (!is_container(*child.value(), list_only)) continue;
-    for (auto& item : child.value()->named_children())
-      if (has_params(*item.value()))
-        units.push_back({child.key() + "." + item.key(), item.value().get()});
-  }
+  find_container_elements(model, "", list_only, units);
   return units;
 }
 

@@ -1,5 +1,5 @@
 // Device description and --device parsing for CPU and CUDA/HIP builds of libtorch.
-#include "bench/device_info.h"
+#include "train/device_info.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
-namespace gpulab::bench {
+namespace gpulab::train {
 
 Json DeviceInfo::to_json() const {
   return Json{{"device", device},
@@ -66,4 +66,4 @@ DeviceInfo describe_device(const torch::Device& device) {
   return info;
 }
 
-}  // namespace gpulab::bench
+}  // namespace gpulab::train

@@ -9,7 +9,7 @@
 
 #include "core/json.h"
 
-namespace gpulab::bench {
+namespace gpulab::train {
 
 struct DeviceInfo {
   std::string device;  // "cpu", "cuda:0"
@@ -22,4 +22,4 @@ struct DeviceInfo {
 
 DeviceInfo describe_device(const torch::Device& device);
 
-}  // namespace gpulab::bench
+}  // namespace gpulab::train
