@@ -98,7 +98,7 @@ class Serve:
         base = random.randrange(30000, 40000, 100)
         cfg = {
             "listen": "127.0.0.1:0", "db": f"{work}/service.db", "backup_dir": f"{work}/backups",
-            "docker_host": host, "auth_required": True, "device_mode": "none",
+            "docker_host": host, "auth_required": True, "device_mode": "none", "ssh_user": "lab",
             "ssh_port_base": base, "image_allowlist": ["gpulab-test/*"],
             "gpus": [{"uuid": "GPU-6f3a2b1c-8d4e-4f5a-9b7c-2e1d0a9f8c71", "index": 0,
                       "vendor": "nvidia", "name": "H100 (declared)"},
@@ -396,6 +396,8 @@ def run_size(svc, size, shots, work):
                 alice.d.execute_script("return window.__xss_log") is not None:
             fail(f"{size}: the log line was not shown as text")
         alice.wait(lambda: alice.css("#ssh"), "the SSH command")
+        if not re.fullmatch(rf"ssh -p {c['ssh_port']} lab@\S+", alice.css("#ssh")[0].text):
+            fail(f"{size}: the SSH command is not the service's: {alice.css('#ssh')[0].text!r}")
         print(f"ok {size}: log line shown as text; SSH command {alice.css('#ssh')[0].text!r}")
         alice.shot("container-detail")
 
@@ -408,7 +410,8 @@ def run_size(svc, size, shots, work):
         alice.go("containers")
         alice.wait(lambda: alice.row(name) is not None, "the row")
         alice.click_in_row(name, ".act-snapshot")
-        alice.wait(lambda: f"snapshot {snap} of {name} made" in alice.notice(), "the snapshot's notice")
+        alice.wait(lambda: f"snapshot {snap} of {name} made" in alice.notice(),
+                   "the snapshot's notice")
         if snap not in svc.snapshot_names("alice"):
             fail(f"{size}: the API does not list the snapshot {snap}")
         alice.go("images")
@@ -419,8 +422,8 @@ def run_size(svc, size, shots, work):
         alice.go("containers")
         alice.wait(lambda: alice.row(name) is not None, "the row")
         alice.click_in_row(name, ".act-backup")
-        alice.wait(lambda: f"backup {bk} of {name} written" in alice.notice(), "the backup's notice",
-                   timeout=120)
+        alice.wait(lambda: f"backup {bk} of {name} written" in alice.notice(),
+                   "the backup's notice", timeout=120)
         b = svc.backup("alice", bk)
         if not b or b["state"] != "complete" or not b["sha256"] or b["owner"] != "alice":
             fail(f"{size}: the API does not show backup {bk} complete: {b}")
@@ -445,8 +448,10 @@ def run_size(svc, size, shots, work):
         alice.fill("#u-name", moved)
         alice.css("#u-file")[0].send_keys(got)
         alice.css("#u-upload")[0].click()
-        alice.wait(lambda: f"uploaded {moved}" in alice.notice(), "the upload's notice", timeout=120)
-        alice.wait(lambda: alice.table_row("backups", moved) is not None, "the uploaded backup's row")
+        alice.wait(lambda: f"uploaded {moved}" in alice.notice(), "the upload's notice",
+                   timeout=120)
+        alice.wait(lambda: alice.table_row("backups", moved) is not None,
+                   "the uploaded backup's row")
         m = svc.backup("alice", moved)
         if not m or m["state"] != "complete" or m["sha256"] != b["sha256"]:
             fail(f"{size}: the API does not show the upload {moved} complete and intact: {m}")
@@ -496,7 +501,8 @@ def run_size(svc, size, shots, work):
         bob.wait(lambda: bob.css("#detail .error"), "bob's refusal")
         if not bob.css("#detail .error")[0].text.startswith("403"):
             fail(f"{size}: bob's page for alice's container: {bob.css('#detail .error')[0].text!r}")
-        for path in [f"/api/v1/gpu-docker/stats?name={name}", f"/api/v1/gpu-docker/logs?name={name}",
+        for path in [f"/api/v1/gpu-docker/stats?name={name}",
+                     f"/api/v1/gpu-docker/logs?name={name}",
                      f"/api/v1/gpu-docker/backups/download?backup_name={bk}"]:
             if bob.fetch_status(path) not in (403, 404):
                 fail(f"{size}: bob got {bob.fetch_status(path)} on {path}")
@@ -602,9 +608,11 @@ def run_admin(svc, shots):
                 if (limits["max_containers"], limits["max_cpus"], limits["max_memory_bytes"]) != \
                         (1, 2, 1 << 30):
                     fail(f"the quota set on the admin page is not in the API: {limits}")
-                row = [r for r in p.css("#quotas tbody tr") if r.get_attribute("data-user") == "alice"]
+                row = [r for r in p.css("#quotas tbody tr")
+                       if r.get_attribute("data-user") == "alice"]
                 if not row or "0 / 1" not in row[0].text or "1.0 GiB" not in row[0].text:
-                    fail(f"the admin page's quota table: {row[0].text if row else 'no alice row'!r}")
+                    fail("the admin page's quota table: " +
+                         (repr(row[0].text) if row else "no row for alice"))
                 print(f"ok: admin page set alice's quota ({row[0].text!r}); the API has it")
             p.shot("admin")
         finally:
