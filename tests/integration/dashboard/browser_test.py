@@ -161,12 +161,16 @@ class Serve:
         return {x["snapshot_name"] for x in self.api(user, "/snapshots")["snapshots"]}
 
 
+PROFILES = []  # each browser's profile folder, removed at the end
+
+
 def browser(width, height, downloads=None):
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
+    PROFILES.append(tempfile.mkdtemp(prefix="gpulab-chrome-"))
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", f"--user-data-dir={tempfile.mkdtemp(prefix='gpulab-chrome-')}",
+              "--disable-dev-shm-usage", f"--user-data-dir={PROFILES[-1]}",
               f"--window-size={width},{height}"]:
         opts.add_argument(a)
     d = webdriver.Chrome(service=ChromeService("/usr/bin/chromedriver"), options=opts)
@@ -711,6 +715,8 @@ def main():
             for c in [f"d{w}-alice", f"d{w}-alice-moved-r", f"q{w}-one", f"q{w}-two"]:
                 subprocess.run(["docker", "-H", host, "rm", "-f", c], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+        for d in PROFILES:
+            shutil.rmtree(d, ignore_errors=True)
     return 0
 
 
