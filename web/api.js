@@ -14,22 +14,44 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(path, { method = 'GET', body, raw } = {}) {
+function parse(text) {
+  try { return JSON.parse(text); } catch (e) { return null; }  // not JSON
+}
+
+export async function api(path, { method = 'GET', body } = {}) {
   const headers = {};
   if (method !== 'GET') headers['X-CSRF-Token'] = csrf;
   let payload;
-  if (raw !== undefined) {
-    payload = raw;
-    headers['Content-Type'] = 'application/octet-stream';
-  } else if (body !== undefined) {
+  if (body !== undefined) {
     payload = JSON.stringify(body);
     headers['Content-Type'] = 'application/json';
   }
   const r = await fetch(BASE + path, { method, headers, body: payload, credentials: 'same-origin' });
-  let json = null;
-  try { json = await r.json(); } catch (e) { /* not JSON */ }
+  const json = parse(await r.text());
   if (!r.ok || (json && json.success === false)) throw new ApiError(r.status, json);
   return json ? json.data : null;
+}
+
+// Sends a file as the request body (a backup of many GB: streamed, never read into memory).
+// XMLHttpRequest, not fetch, because only it reports upload progress: onProgress(sent, total).
+export function upload(path, file, onProgress) {
+  return new Promise((resolve, reject) => {
+    const x = new XMLHttpRequest();
+    x.open('PUT', BASE + path);
+    x.setRequestHeader('X-CSRF-Token', csrf);
+    x.setRequestHeader('Content-Type', 'application/octet-stream');
+    x.upload.onprogress = (e) => onProgress && onProgress(e.loaded, e.total);
+    x.onload = () => {
+      const json = parse(x.responseText);
+      if (x.status < 200 || x.status >= 300 || (json && json.success === false)) {
+        reject(new ApiError(x.status, json));
+      } else {
+        resolve(json ? json.data : null);
+      }
+    };
+    x.onerror = () => reject(new ApiError(0, { message: 'The upload did not reach the service' }));
+    x.send(file);
+  });
 }
 
 export const apiBase = BASE;

@@ -3,9 +3,10 @@
 // confirmation; snapshot; backup with its progress; logs (tail, follow); the SSH command.
 import { html, useState, useEffect } from '/ui/vendor/htm-preact-standalone.mjs';
 import { api } from '/ui/api.js';
-import { age, bytes, num, ErrorLine, confirmAction } from '/ui/util.js';
+import { age, bytes, num, ErrorLine, confirmAction, createdNotice } from '/ui/util.js';
+import { QuotaLine } from '/ui/quota.js';
 
-function CreateForm({ onCreated }) {
+function CreateForm({ onCreated, quota }) {
   const [f, setF] = useState({ name: '', image: '', gpu_count: '0', port: '', cpus: '', memory: '' });
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -37,8 +38,15 @@ function CreateForm({ onCreated }) {
       <label>memory<input id="c-memory" value=${f.memory} onInput=${set('memory')} placeholder="8g" /></label>
       <button id="c-create" class="primary" type="submit" disabled=${busy}>${busy ? 'Creating…' : 'Create'}</button>
     </form>
+    <${QuotaLine} quota=${quota} />
     <${ErrorLine} error=${error} />
   </div>`;
+}
+
+// A running backup's progress (bytes written of the image's estimated size).
+function BackupProgress({ b }) {
+  return html`<div class="backup-progress" data-backup=${b.backup_name}>backup ${b.backup_name}: ${b.state}
+    <progress max=${b.bytes_total || 1} value=${b.bytes_done}></progress> ${bytes(b.bytes_done)}</div>`;
 }
 
 function Logs({ name }) {
@@ -82,7 +90,7 @@ function Detail({ name, me, backups }) {
   }
   const host = location.hostname;
   const ssh = row && row.ssh_port ? `ssh -p ${row.ssh_port} ${me.ssh_user || 'root'}@${host}` : '';
-  const bk = backups.filter((b) => b.source_container === name && b.state !== 'ready' && b.state !== 'complete');
+  const bk = backups.filter((b) => b.source_container === name && b.state === 'running');
   return html`<div class="card" id="detail"><h3>${name}</h3>
     <${ErrorLine} error=${error} />
     ${stats ? html`<div class="stat">
@@ -92,7 +100,7 @@ function Detail({ name, me, backups }) {
     </div>` : ''}
     ${ssh ? html`<div>SSH: <code class="copy" id="ssh">${ssh}</code>
       <button onClick=${() => navigator.clipboard && navigator.clipboard.writeText(ssh)}>Copy</button></div>` : ''}
-    ${bk.map((b) => html`<div>backup ${b.backup_name}: ${b.state} <progress max=${b.bytes_total || 1} value=${b.bytes_done}></progress> ${bytes(b.bytes_done)}</div>`)}
+    ${bk.map((b) => html`<${BackupProgress} b=${b} />`)}
     <${Logs} name=${name} />
   </div>`;
 }
@@ -102,32 +110,41 @@ export function Containers({ me, arg, versions }) {
   const [backups, setBackups] = useState([]);
   const [error, setError] = useState(null);
   const [notice, setNotice] = useState('');
-  const [busy, setBusy] = useState('');
+  // Per container, the action under way: only that container's buttons wait (a backup of a large
+  // image takes minutes).
+  const [busy, setBusy] = useState({});
+  const mark = (name, verb) => setBusy((b) => {
+    const n = { ...b };
+    if (verb) n[name] = verb; else delete n[name];
+    return n;
+  });
   const refresh = () => api('/list').then((l) => { setList(l); setError(null); }).catch(setError);
   useEffect(() => { refresh(); }, [versions.containers]);
   useEffect(() => { api('/backups').then((b) => setBackups(b.backups)).catch(() => {}); }, [versions.images]);
-  const act = async (verb, name, body, ask) => {
+  // One action on one container: asks first when `ask`, then says what happened (`done`).
+  const act = async (verb, name, { body, ask, done } = {}) => {
     if (ask && !confirmAction(ask)) return;
-    setBusy(`${verb}:${name}`);
+    mark(name, verb);
     setError(null);
     setNotice('');
     try {
-      await api(`/${verb}`, { method: 'POST', body: body || { name } });
-      setNotice(`${verb}: ${name} done`);
+      const out = await api(`/${verb}`, { method: 'POST', body: body || { name } });
+      setNotice(done ? done(out) : `${verb}: ${name} done`);
       refresh();
     } catch (err) { setError(err); }
-    setBusy('');
+    mark(name, null);
   };
   const snapshot = (name) => {
     const s = window.prompt(`Snapshot name for ${name}`, `${name}-snap`);
-    if (s) act('snapshot', name, { name, snapshot_name: s });
+    if (s) act('snapshot', name, { body: { name, snapshot_name: s }, done: () => html`snapshot ${s} of ${name} made — <a href="#/images">Snapshots & backups</a>` });
   };
   const backup = (name) => {
     const b = window.prompt(`Backup name for ${name}`, `${name}-backup`);
-    if (b) act('backup', name, { name, backup_name: b });
+    if (b) act('backup', name, { body: { name, backup_name: b }, done: (out) => html`backup ${b} of ${name} written (${bytes(out.size_bytes)}) — <a href="#/images">Snapshots & backups</a>` });
   };
+  const running = (name) => backups.filter((b) => b.source_container === name && b.state === 'running');
   return html`<h2>Containers</h2>
-    <${CreateForm} onCreated=${(out) => { setNotice(`created ${out.name}${out.ssh_password ? ` — SSH password (shown once): ${out.ssh_password}` : ''}`); refresh(); }} />
+    <${CreateForm} quota=${list && list.quota} onCreated=${(out) => { setNotice(createdNotice('created', out)); refresh(); }} />
     <${ErrorLine} error=${error} />
     ${notice ? html`<div class="notice" id="notice">${notice}</div>` : ''}
     <h3>${me.admin ? 'All containers' : 'Your containers'}</h3>
@@ -143,13 +160,14 @@ export function Containers({ me, arg, versions }) {
         <td>${age(c.created_at)}</td>
         <td><div class="actions">
           ${c.state === 'running'
-            ? html`<button class="act-stop" disabled=${!!busy} onClick=${() => act('stop', c.name, null, `Stop ${c.name}?`)}>Stop</button>
-                   <button class="act-restart" disabled=${!!busy} onClick=${() => act('restart', c.name, null, `Restart ${c.name}?`)}>Restart</button>`
-            : html`<button class="act-start" disabled=${!!busy} onClick=${() => act('start', c.name)}>Start</button>`}
-          <button class="act-snapshot" disabled=${!!busy} onClick=${() => snapshot(c.name)}>Snapshot</button>
-          <button class="act-backup" disabled=${!!busy} onClick=${() => backup(c.name)}>Backup</button>
-          <button class="danger act-delete" disabled=${!!busy} onClick=${() => act('delete', c.name, null, `Delete ${c.name}? This cannot be undone.`)}>Delete</button>
-        </div>${busy.endsWith(`:${c.name}`) ? html`<div class="muted">${busy.split(':')[0]}…</div>` : ''}</td>
+            ? html`<button class="act-stop" disabled=${!!busy[c.name]} onClick=${() => act('stop', c.name, { ask: `Stop ${c.name}?` })}>Stop</button>
+                   <button class="act-restart" disabled=${!!busy[c.name]} onClick=${() => act('restart', c.name, { ask: `Restart ${c.name}?` })}>Restart</button>`
+            : html`<button class="act-start" disabled=${!!busy[c.name]} onClick=${() => act('start', c.name)}>Start</button>`}
+          <button class="act-snapshot" disabled=${!!busy[c.name]} onClick=${() => snapshot(c.name)}>Snapshot</button>
+          <button class="act-backup" disabled=${!!busy[c.name]} onClick=${() => backup(c.name)}>Backup</button>
+          <button class="danger act-delete" disabled=${!!busy[c.name]} onClick=${() => act('delete', c.name, { ask: `Delete ${c.name}? This cannot be undone.` })}>Delete</button>
+        </div>${busy[c.name] ? html`<div class="muted">${busy[c.name]}…</div>` : ''}
+          ${running(c.name).map((b) => html`<${BackupProgress} b=${b} />`)}</td>
       </tr>`)}</tbody></table></div>
     ${list && !list.containers.length ? html`<p class="muted" id="no-containers">No containers yet.</p>` : ''}
     ${arg ? html`<${Detail} name=${arg} me=${me} backups=${backups} />` : ''}`;

@@ -4,6 +4,7 @@ import { html, useState, useEffect } from '/ui/vendor/htm-preact-standalone.mjs'
 import { api } from '/ui/api.js';
 import { bytes, num, ErrorLine } from '/ui/util.js';
 import { GpuChart } from '/ui/gpuchart.js';
+import { QuotaCard } from '/ui/quota.js';
 
 // Appends the samples of a "gpus" event to the history, keeping at most `capacity` per GPU.
 function appendSamples(hist, ev) {
@@ -18,13 +19,6 @@ function appendSamples(hist, ev) {
     return n;
   });
   return { ...hist, gpus };
-}
-
-function Quota({ quota }) {
-  if (!quota || typeof quota !== 'object') return null;
-  return html`<div class="card" id="quota"><div class="muted">Quota</div>
-    ${Object.entries(quota).map(([k, v]) => html`<div>${k}: <b>${typeof v === 'object' ? JSON.stringify(v) : String(v)}</b></div>`)}
-  </div>`;
 }
 
 export function Overview({ versions, samples }) {
@@ -52,7 +46,7 @@ export function Overview({ versions, samples }) {
       <div class="card"><div class="muted">GPUs free</div><div class="big" id="free-gpus">${status ? status.available_gpu_indices.length : '–'} / ${gpus ? gpus.gpus.length : '–'}</div></div>
       <div class="card"><div class="muted">Containers (running)</div><div class="big" id="container-count">${list ? list.total : '–'} (${running})</div></div>
       <div class="card"><div class="muted">GPU source</div><div class="big">${gpus ? gpus.source : '–'}</div></div>
-      <${Quota} quota=${status && status.quota} />
+      <${QuotaCard} quota=${status && status.quota} />
     </div>
     <div class="cards" id="gpus">
       ${gpus && gpus.gpus.map((g) => {
@@ -62,11 +56,12 @@ export function Overview({ versions, samples }) {
         const memTotal = g.memory_total_bytes ?? latest(g.uuid, 'memory_total_bytes');
         const temp = g.temperature_c ?? latest(g.uuid, 'temperature_c');
         const power = g.power_mw != null ? g.power_mw / 1000 : latest(g.uuid, 'power_w');
+        // Another user's container is not named (allocated_to is null): only that it is held.
         return html`<div class="card gpu" data-uuid=${g.uuid}>
           <div class="title"><span>GPU ${g.index} ${g.name || g.vendor}</span>
-            <span class="state ${g.allocated_to ? 'running' : ''}">${g.allocated_to ? 'held' : 'free'}</span></div>
+            <span class="state ${g.allocated ? 'running' : ''}">${g.allocated ? 'held' : 'free'}</span></div>
           <div class="stat">
-            <span>holder</span><span class="holder">${g.allocated_to || '–'}</span>
+            <span>holder</span><span class="holder">${g.allocated_to || (g.allocated ? 'another user' : '–')}</span>
             <span>utilization</span><span>${num(util, 0, ' %')}</span>
             <span>memory</span><span>${bytes(mem)} / ${bytes(memTotal)}</span>
             <span>temperature</span><span>${num(temp, 0, ' °C')}</span>

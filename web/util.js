@@ -1,5 +1,5 @@
 // Small formatting helpers and the shared bits of page chrome (error line, confirm, busy button).
-import { html } from '/ui/vendor/htm-preact-standalone.mjs';
+import { html, useEffect, useRef } from '/ui/vendor/htm-preact-standalone.mjs';
 
 export function bytes(n) {
   if (n === null || n === undefined) return '–';
@@ -25,13 +25,23 @@ export function num(v, digits = 0, unit = '') {
   return v === null || v === undefined ? '–' : `${Number(v).toFixed(digits)}${unit}`;
 }
 
-// An API error as the service worded it, with its hint.
+// An API error as the service worded it: status, error code (as docs/service.md lists them), message
+// and hint. Scrolled into view, since on a phone the action's button may be a screen away.
 export function ErrorLine({ error }) {
+  const box = useRef(null);
+  useEffect(() => {
+    if (error && box.current && box.current.scrollIntoView) box.current.scrollIntoView({ block: 'nearest' });
+  }, [error]);
   if (!error) return null;
-  return html`<div class="error" role="alert">
-    ${error.status ? html`<b>${error.status}</b> ` : ''}${error.message}
+  return html`<div class="error" role="alert" ref=${box}>
+    ${error.status ? html`<b>${error.status}</b> ` : ''}${error.code ? html`<code class="code">${error.code}</code> ` : ''}${error.message}
     ${error.hint ? html`<div class="hint">${error.hint}</div>` : ''}
   </div>`;
+}
+
+// The notice for a new container (create, restore): its SSH password is shown once, here.
+export function createdNotice(verb, out) {
+  return `${verb} ${out.name}${out.ssh_password ? ` — SSH password (shown once): ${out.ssh_password}` : ''}`;
 }
 
 export function confirmAction(text) {

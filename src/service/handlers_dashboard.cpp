@@ -47,6 +47,12 @@ bool from_session(Req q) {
   return q.authorization.empty() && !WebSessions::cookie_value(q.cookie, kSessionCookie).empty();
 }
 
+// What the page knows of its user: name, role, the CSRF token of a session, and the SSH user its
+// containers' SSH command names (the service's ssh_user, not always root).
+Json session_json(Dashboard& d, Who w) {
+  return {{"user", w.user}, {"admin", w.admin}, {"ssh_user", d.service.config.ssh_user}};
+}
+
 ApiReply sign_in(Dashboard& d, Req q) {
   Json j = parse_request(q.body, session_schema());
   std::string token = j["token"].get<std::string>();
@@ -55,17 +61,17 @@ ApiReply sign_in(Dashboard& d, Req q) {
   Principal who = d.service.auth->authenticate("Bearer " + token);
   auto s = d.sessions.create(who, sha256_hex(token));
   d.service.store->audit(who.user, "sign-in", "dashboard", "ok", q.remote);
-  ApiReply r =
-      ApiReply::ok("Signed in", {{"user", who.user}, {"admin", who.admin}, {"csrf_token", s.csrf}});
+  Json data = session_json(d, who);
+  data["csrf_token"] = s.csrf;
+  ApiReply r = ApiReply::ok("Signed in", data);
   r.headers.emplace_back("Set-Cookie", WebSessions::set_cookie(s.id));
   return r;
 }
 
 ApiReply whoami(Dashboard& d, Req q, Who w) {
-  Json data = {{"user", w.user},
-               {"admin", w.admin},
-               {"auth_required", d.service.auth->required()},
-               {"via", from_session(q) ? "session" : (q.authorization.empty() ? "open" : "token")}};
+  Json data = session_json(d, w);
+  data["auth_required"] = d.service.auth->required();
+  data["via"] = from_session(q) ? "session" : (q.authorization.empty() ? "open" : "token");
   if (from_session(q)) data["csrf_token"] = d.sessions.csrf_for(q.cookie);
   return ApiReply::ok("Signed in", data);
 }
@@ -130,62 +136,42 @@ ApiReply users(Dashboard& d, Who w) {
 void add_dashboard_routes(Router& r, Dashboard& d) {
   Dashboard* dp = &d;
   const std::string b = kApiBase;
-  auto open = [&](std::string path, Handler h, std::string summary) {
-    Route route{"GET", std::move(path), std::move(h), std::move(summary), "dashboard", nullptr, {}};
-    route.authenticated = false;
+  auto add = [&](const char* method, std::string path, Handler h, std::string summary,
+                 const char* tag, std::vector<std::string> query = {}, bool authenticated = true,
+                 const RequestSchema* schema = nullptr) {
+    Route route{method, std::move(path), std::move(h),    std::move(summary),
+                tag,    schema,          std::move(query)};
+    route.authenticated = authenticated;
     r.add(std::move(route));
   };
-  open(
-      "/", [](Req, Who) { return asset("index.html"); }, "The web dashboard");
-  open(
-      "/ui/{file}", [](Req q, Who) { return asset(q.query.at("file")); }, "Dashboard files");
-  open(
-      "/ui/vendor/{file}", [](Req q, Who) { return asset("vendor/" + q.query.at("file")); },
-      "Dashboard libraries (pinned, bundled)");
-  Route in{"POST",
-           b + "/session",
-           [dp](Req q, Who) { return sign_in(*dp, q); },
-           "Dashboard sign-in: a session cookie from an API token; answers the CSRF token",
-           "dashboard",
-           &session_schema(),
-           {}};
-  in.authenticated = false;
-  r.add(std::move(in));
-  r.add(Route{"GET",
-              b + "/session",
-              [dp](Req q, Who w) { return whoami(*dp, q, w); },
-              "Who is signed in (and the session's CSRF token)",
-              "dashboard",
-              nullptr,
-              {}});
-  r.add(Route{"DELETE",
-              b + "/session",
-              [dp](Req q, Who w) { return sign_out(*dp, q, w); },
-              "Dashboard sign-out: ends the session",
-              "dashboard",
-              nullptr,
-              {}});
-  r.add(Route{"GET",
-              b + "/gpus/history",
-              [dp](Req q, Who) { return gpu_history(*dp, q); },
-              "Per GPU: samples of the last hour (ring buffer), as columns",
-              "monitoring",
-              nullptr,
-              {"since"}});
-  r.add(Route{"GET",
-              b + "/events",
-              [dp](Req q, Who) { return events(*dp, q); },
-              "Server-Sent Events: gpus (samples), containers and images (changed)",
-              "dashboard",
-              nullptr,
-              {}});
-  r.add(Route{"GET",
-              b + "/users",
-              [dp](Req, Who w) { return users(*dp, w); },
-              "List users; admins only",
-              "system",
-              nullptr,
-              {}});
+  // The page and its files are open: they hold no data.
+  add(
+      "GET", "/", [](Req, Who) { return asset("index.html"); }, "The web dashboard", "dashboard",
+      {}, false);
+  add(
+      "GET", "/ui/{file}", [](Req q, Who) { return asset(q.query.at("file")); }, "Dashboard files",
+      "dashboard", {}, false);
+  add(
+      "GET", "/ui/vendor/{file}", [](Req q, Who) { return asset("vendor/" + q.query.at("file")); },
+      "Dashboard libraries (pinned, bundled)", "dashboard", {}, false);
+  add(
+      "POST", b + "/session", [dp](Req q, Who) { return sign_in(*dp, q); },
+      "Dashboard sign-in: a session cookie from an API token; answers the CSRF token", "dashboard",
+      {}, false, &session_schema());
+  add(
+      "GET", b + "/session", [dp](Req q, Who w) { return whoami(*dp, q, w); },
+      "Who is signed in (and the session's CSRF token)", "dashboard");
+  add(
+      "DELETE", b + "/session", [dp](Req q, Who w) { return sign_out(*dp, q, w); },
+      "Dashboard sign-out: ends the session", "dashboard");
+  add("GET", b + "/gpus/history", [dp](Req q, Who) { return gpu_history(*dp, q); },
+      "Per GPU: samples of the last hour (ring buffer), as columns", "monitoring", {"since"});
+  add(
+      "GET", b + "/events", [dp](Req q, Who) { return events(*dp, q); },
+      "Server-Sent Events: gpus (samples), containers and images (changed)", "dashboard");
+  add(
+      "GET", b + "/users", [dp](Req, Who w) { return users(*dp, w); }, "List users; admins only",
+      "system");
 }
 
 }  // namespace gpulab::service

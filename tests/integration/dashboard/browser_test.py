@@ -1,14 +1,21 @@
 #!/usr/bin/python3
 """The dashboard in a real headless Chromium (Debian's chromium + chromium-driver, driven by
-python3-selenium) against a real `gpulab serve` on the test dockerd, at 1280x800 and 375x812:
-sign in; a GPU chart drawn from samples of GPUs declared in the config; create a container and
-see it appear; stop, start, delete it; a second user neither sees it nor may open it (403);
-'<script>' in a name and in a log line shows as text; a change without the CSRF token is refused;
-signing out ends the session. Screenshots of each page go to --screenshots DIR.
+python3-selenium) against a real `gpulab serve` on the test dockerd, at 1280x800 and 375x812.
+Everything is done as a user would, by clicking in the page, and checked twice: in the page and
+through the API. Sign in; a GPU chart drawn from samples of GPUs declared in the config; create a
+container (with a GPU) and see it appear; stop, start; snapshot; back up, download the backup,
+upload it again and restore a container from it; delete all of it. A second user neither sees
+the first user's containers, snapshots or backups nor may act on them with a request forged from
+his own session (403/404, nothing changed). '<script>' in a name and in a log line shows as text;
+a change without the CSRF token is refused; signing out ends the session. An admin sets a quota
+on the Admin page; the user sees usage and limits, and a create beyond the quota shows
+QUOTA_EXCEEDED with its hint. Screenshots of each page go to --screenshots DIR.
 
 Usage: browser_test.py GPULAB_BINARY [--screenshots DIR]     Exit 77: skipped (reason printed).
 """
 import argparse
+import glob
+import hashlib
 import json
 import os
 import random
@@ -47,6 +54,7 @@ try:
     from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.chrome.service import Service as ChromeService
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 except ImportError:
     skip("python3-selenium is not installed (scripts/install-deps.sh installs it)")
@@ -90,7 +98,7 @@ class Serve:
         base = random.randrange(30000, 40000, 100)
         cfg = {
             "listen": "127.0.0.1:0", "db": f"{work}/service.db", "backup_dir": f"{work}/backups",
-            "docker_host": host, "auth_required": True, "device_mode": "none",
+            "docker_host": host, "auth_required": True, "device_mode": "none", "ssh_user": "lab",
             "ssh_port_base": base, "image_allowlist": ["gpulab-test/*"],
             "gpus": [{"uuid": "GPU-6f3a2b1c-8d4e-4f5a-9b7c-2e1d0a9f8c71", "index": 0,
                       "vendor": "nvidia", "name": "H100 (declared)"},
@@ -134,16 +142,41 @@ class Serve:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
 
+    def api(self, user, path, method="GET", body=None):
+        """The API as `user` (with the token, not the browser): what really happened."""
+        st, out = self.request("/api/v1/gpu-docker" + path, method, body,
+                               {"Authorization": f"Bearer {self.tokens[user]}"})
+        if st != 200:
+            fail(f"API {method} {path} as {user}: {st} {out}")
+        return out["data"]
 
-def browser(width, height):
+    def container(self, user, name):
+        return next((c for c in self.api(user, "/list")["containers"] if c["name"] == name), None)
+
+    def backup(self, user, name):
+        return next((b for b in self.api(user, "/backups")["backups"] if b["backup_name"] == name),
+                    None)
+
+    def snapshot_names(self, user):
+        return {x["snapshot_name"] for x in self.api(user, "/snapshots")["snapshots"]}
+
+
+PROFILES = []  # each browser's profile folder, removed at the end
+
+
+def browser(width, height, downloads=None):
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
+    PROFILES.append(tempfile.mkdtemp(prefix="gpulab-chrome-"))
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", f"--user-data-dir={tempfile.mkdtemp(prefix='gpulab-chrome-')}",
+              "--disable-dev-shm-usage", f"--user-data-dir={PROFILES[-1]}",
               f"--window-size={width},{height}"]:
         opts.add_argument(a)
     d = webdriver.Chrome(service=ChromeService("/usr/bin/chromedriver"), options=opts)
+    if downloads:  # headless Chromium saves downloads only where it is told to
+        d.execute_cdp_cmd("Browser.setDownloadBehavior",
+                          {"behavior": "allow", "downloadPath": downloads})
     # The exact viewport (a phone's is a touch, mobile one).
     d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                       {"width": width, "height": height, "deviceScaleFactor": 1,
@@ -206,14 +239,53 @@ class Page:
             ".then(r => done(r.status)).catch(e => done(String(e)));",
             path, method, headers or {})
 
-    def row(self, name):
-        rows = [r for r in self.css("#containers tbody tr") if r.get_attribute("data-name") == name]
+    def fetch_json(self, path, method="GET", body=None, headers=None):
+        """A request from the page itself, with its session cookie: [status, error_code]."""
+        return self.d.execute_async_script(
+            "const [p, m, b, h, done] = arguments;"
+            "fetch(p, {method: m, headers: h, body: b === null ? undefined : JSON.stringify(b),"
+            " credentials: 'same-origin'})"
+            ".then(r => r.text().then(t => { let j = null; try { j = JSON.parse(t); } catch (e) {}"
+            " done([r.status, j && j.error_code]); }))"
+            ".catch(e => done([String(e), null]));",
+            path, method, body, headers or {})
+
+    def csrf(self):
+        return self.d.execute_async_script(
+            "const done = arguments[0]; fetch('/api/v1/gpu-docker/session',"
+            " {credentials: 'same-origin'}).then(r => r.json()).then(j => done(j.data.csrf_token));")
+
+    def fill(self, sel, value):
+        """Replaces a field's text by typing over it: the page sees input events, as from a
+        user (clear() alone fires none, and Preact would put the old value back)."""
+        el = self.css(sel)[0]
+        el.send_keys(Keys.CONTROL, "a")
+        el.send_keys(Keys.BACKSPACE)
+        if value:
+            el.send_keys(value)
+
+    def table_row(self, table, name):
+        rows = [r for r in self.css(f"#{table} tbody tr") if r.get_attribute("data-name") == name]
         return rows[0] if rows else None
 
-    def click_in_row(self, name, cls, confirm=True):
-        self.row(name).find_element(By.CSS_SELECTOR, cls).click()
+    def row(self, name):
+        return self.table_row("containers", name)
+
+    def answer(self, confirm=True):
+        """Accepts the confirm() or prompt() (with its suggested value) an action opened."""
         if confirm:
             WebDriverWait(self.d, 5).until(lambda d: d.switch_to.alert).accept()
+
+    def click_in_row(self, name, cls, confirm=True, table="containers"):
+        self.table_row(table, name).find_element(By.CSS_SELECTOR, cls).click()
+        self.answer(confirm)
+
+    def notice(self):
+        return self.css("#notice")[0].text if self.css("#notice") else ""
+
+    def wait_state(self, name, state):
+        self.wait(lambda: self.row(name) and self.row(name).get_attribute("data-state") == state,
+                  f"{name} {state}")
 
 
 def painted_pixels(page, card):
@@ -223,11 +295,23 @@ def painted_pixels(page, card):
         "let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n;", card)
 
 
-def run_size(svc, size, shots):
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run_size(svc, size, shots, work):
     w, h = size
     tag = f"d{w}"
     name = f"{tag}-alice"
-    alice = Page(browser(w, h), svc.url, shots, size)
+    snap, bk, moved = f"{name}-snap", f"{name}-backup", f"{name}-moved"
+    restored = f"{moved}-r"
+    downloads = os.path.join(work, f"downloads-{w}")
+    os.makedirs(downloads)
+    alice = Page(browser(w, h, downloads), svc.url, shots, size)
     bob = None
     try:
         # Signed out: the sign-in page; a wrong token is refused with the service's message.
@@ -255,52 +339,58 @@ def run_size(svc, size, shots):
         print(f"ok {size}: overview, GPU chart with {samples} samples, "
               f"{painted_pixels(alice, card)} painted pixels")
         alice.wait(lambda: "● live" in alice.css("#live")[0].text, "the live event stream")
+        alice.wait(lambda: alice.css("#quota #no-quota"), "the quota card (no limits yet)")
         alice.shot("overview")
 
         # Create: a bad name shows the service's validation message, as text.
         alice.go("containers")
         alice.wait(lambda: alice.css("#create-form"), "the create form")
-        alice.css("#c-name")[0].send_keys(XSS_NAME)
-        alice.css("#c-image")[0].send_keys(XSS_IMAGE)
+        alice.fill("#c-name", XSS_NAME)
+        alice.fill("#c-image", XSS_IMAGE)
         alice.css("#c-create")[0].click()
         alice.wait(lambda: alice.css(".error"), "the validation error")
         err = alice.css(".error")[0].text
         if "<script>" not in err or alice.d.execute_script("return window.__xss_name") is not None:
             fail(f"{size}: '<script>' in a name was not shown as text: {err!r}")
         print(f"ok {size}: validation message shown as text: {err.splitlines()[0]!r}")
-        alice.css("#c-name")[0].clear()
-        alice.css("#c-name")[0].send_keys(name)
+        alice.fill("#c-name", name)
+        alice.fill("#c-gpus", "1")
         alice.css("#c-create")[0].click()
         alice.wait(lambda: alice.row(name) is not None, "the new container's row")
-        alice.wait(lambda: alice.row(name).get_attribute("data-state") == "running", "running")
-        print(f"ok {size}: created {name}, it appeared running")
+        alice.wait_state(name, "running")
+        c = svc.container("alice", name)
+        if not c or c["state"] != "running" or len(c["gpu_devices"]) != 1 or c["owner"] != "alice":
+            fail(f"{size}: the API does not show {name} running with one GPU: {c}")
+        gpu = c["gpu_devices"][0]
+        if alice.row(name).find_elements(By.TAG_NAME, "td")[2].text != str(gpu):
+            fail(f"{size}: the row does not show GPU {gpu}: {alice.row(name).text!r}")
+        print(f"ok {size}: created {name} with GPU {gpu}; it appeared running (page and API)")
         alice.shot("containers")
 
         # CSRF: the same change without (or with a wrong) token is refused and changes nothing.
         for hdrs in [{"Content-Type": "application/json"},
                      {"Content-Type": "application/json", "X-CSRF-Token": "forged"}]:
-            st = alice.d.execute_async_script(
-                "const [h, n, done] = arguments;"
-                "fetch('/api/v1/gpu-docker/stop', {method: 'POST', headers: h,"
-                " body: JSON.stringify({name: n}), credentials: 'same-origin'})"
-                ".then(r => r.json().then(j => done([r.status, j.error_code])))"
-                ".catch(e => done(String(e)));", hdrs, name)
+            st = alice.fetch_json("/api/v1/gpu-docker/stop", "POST", {"name": name}, hdrs)
             if st[0] != 403:
                 fail(f"{size}: a change without the CSRF token answered {st}")
         alice.go("containers")
         alice.wait(lambda: alice.row(name) is not None, "the row again")
-        if alice.row(name).get_attribute("data-state") != "running":
+        if alice.row(name).get_attribute("data-state") != "running" or \
+                svc.container("alice", name)["state"] != "running":
             fail(f"{size}: the refused request stopped the container")
         print(f"ok {size}: POST without / with a forged CSRF token -> 403, container still running")
 
-        # Stop, start (live: the row changes without a reload).
+        # Stop, start (live: the row changes without a reload); the API agrees each time.
         alice.click_in_row(name, ".act-stop")
         alice.wait(lambda: alice.row(name) and alice.row(name).get_attribute("data-state") != "running",
                    "the container stopped")
+        if svc.container("alice", name)["state"] == "running":
+            fail(f"{size}: the page shows {name} stopped but the API says running")
         alice.click_in_row(name, ".act-start", confirm=False)
-        alice.wait(lambda: alice.row(name) and alice.row(name).get_attribute("data-state") == "running",
-                   "the container running again")
-        print(f"ok {size}: stop and start")
+        alice.wait_state(name, "running")
+        if svc.container("alice", name)["state"] != "running":
+            fail(f"{size}: the page shows {name} running but the API does not")
+        print(f"ok {size}: stop and start (page and API)")
 
         # The log line with <script> is text, in the container's own page.
         alice.go(f"containers/{name}")
@@ -310,50 +400,167 @@ def run_size(svc, size, shots):
                 alice.d.execute_script("return window.__xss_log") is not None:
             fail(f"{size}: the log line was not shown as text")
         alice.wait(lambda: alice.css("#ssh"), "the SSH command")
+        if not re.fullmatch(rf"ssh -p {c['ssh_port']} lab@\S+", alice.css("#ssh")[0].text):
+            fail(f"{size}: the SSH command is not the service's: {alice.css('#ssh')[0].text!r}")
         print(f"ok {size}: log line shown as text; SSH command {alice.css('#ssh')[0].text!r}")
         alice.shot("container-detail")
 
-        # A snapshot, for the snapshots page.
+        # The overview names alice's own container as its GPU's holder.
+        alice.go("overview")
+        alice.wait(lambda: any(c.find_element(By.CSS_SELECTOR, ".holder").text == name
+                               for c in alice.css("#gpus .gpu")), f"{name} as a GPU's holder")
+
+        # Snapshot: the row's button, the name the prompt suggests; it shows on the other page.
         alice.go("containers")
         alice.wait(lambda: alice.row(name) is not None, "the row")
-        alice.row(name).find_element(By.CSS_SELECTOR, ".act-snapshot").click()
-        WebDriverWait(alice.d, 5).until(lambda d: d.switch_to.alert).accept()
+        alice.click_in_row(name, ".act-snapshot")
+        alice.wait(lambda: f"snapshot {snap} of {name} made" in alice.notice(),
+                   "the snapshot's notice")
+        if snap not in svc.snapshot_names("alice"):
+            fail(f"{size}: the API does not list the snapshot {snap}")
         alice.go("images")
-        alice.wait(lambda: any(r.get_attribute("data-name") == f"{name}-snap"
-                               for r in alice.css("#snapshots tbody tr")), "the snapshot")
-        alice.shot("images")
-        snap = [r for r in alice.css("#snapshots tbody tr")
-                if r.get_attribute("data-name") == f"{name}-snap"][0]
-        snap.find_element(By.CSS_SELECTOR, "button.danger").click()
-        WebDriverWait(alice.d, 5).until(lambda d: d.switch_to.alert).accept()
-        alice.wait(lambda: not any(r.get_attribute("data-name") == f"{name}-snap"
-                                   for r in alice.css("#snapshots tbody tr")), "the snapshot to go")
-        print(f"ok {size}: snapshot listed and deleted")
+        alice.wait(lambda: alice.table_row("snapshots", snap) is not None, "the snapshot's row")
+        print(f"ok {size}: snapshot {snap} made (page and API)")
 
-        # Bob: does not see alice's container; its page and its API URL answer 403.
+        # Backup: the row's button; the notice says it is written; the API has it complete.
+        alice.go("containers")
+        alice.wait(lambda: alice.row(name) is not None, "the row")
+        alice.click_in_row(name, ".act-backup")
+        alice.wait(lambda: f"backup {bk} of {name} written" in alice.notice(),
+                   "the backup's notice", timeout=120)
+        b = svc.backup("alice", bk)
+        if not b or b["state"] != "complete" or not b["sha256"] or b["owner"] != "alice":
+            fail(f"{size}: the API does not show backup {bk} complete: {b}")
+        alice.go("images")
+        alice.wait(lambda: alice.table_row("backups", bk) is not None and
+                   alice.table_row("backups", bk).get_attribute("data-state") == "complete",
+                   "the backup's row, complete")
+        print(f"ok {size}: backup {bk} written, {b['bytes_total']} bytes (page and API)")
+
+        # Download: the row's link saves the file; it is the very file the service holds.
+        alice.click_in_row(bk, ".act-download", confirm=False, table="backups")
+        alice.wait(lambda: [f for f in glob.glob(os.path.join(downloads, "*.tar"))],
+                   "the downloaded backup", timeout=60)
+        got = glob.glob(os.path.join(downloads, "*.tar"))[0]
+        alice.wait(lambda: not glob.glob(os.path.join(downloads, "*.crdownload")) and
+                   os.path.getsize(got) == b["bytes_total"], "the download to finish", timeout=60)
+        if sha256(got) != b["sha256"]:
+            fail(f"{size}: the downloaded {os.path.basename(got)} differs from the backup's sha256")
+        print(f"ok {size}: downloaded {os.path.basename(got)}, sha256 matches the API's")
+
+        # Upload that file under a new name (as one moves a container to another machine).
+        alice.fill("#u-name", moved)
+        alice.css("#u-file")[0].send_keys(got)
+        alice.css("#u-upload")[0].click()
+        alice.wait(lambda: f"uploaded {moved}" in alice.notice(), "the upload's notice",
+                   timeout=120)
+        alice.wait(lambda: alice.table_row("backups", moved) is not None,
+                   "the uploaded backup's row")
+        m = svc.backup("alice", moved)
+        if not m or m["state"] != "complete" or m["sha256"] != b["sha256"]:
+            fail(f"{size}: the API does not show the upload {moved} complete and intact: {m}")
+        if alice.css("#u-name")[0].get_attribute("value"):
+            fail(f"{size}: the upload form was not cleared")
+        print(f"ok {size}: uploaded it again as {moved} (page and API, same sha256)")
+
+        # Restore a container from the uploaded backup: it runs what the backup holds.
+        alice.click_in_row(moved, ".act-restore", table="backups")
+        alice.wait(lambda: f"restored {restored}" in alice.notice(), "the restore's notice",
+                   timeout=120)
+        alice.shot("images")
+        alice.go("containers")
+        alice.wait(lambda: alice.row(restored) is not None, "the restored container's row")
+        alice.wait_state(restored, "running")
+        r = svc.container("alice", restored)
+        if not r or r["state"] != "running" or not r["image"].startswith("gpulab-backup:"):
+            fail(f"{size}: the API does not show {restored} running from the backup: {r}")
+        for _ in range(100):
+            logs = svc.api("alice", f"/logs?name={restored}&tail=20")
+            if "hello from the lab" in logs.get("stdout", ""):
+                break
+            time.sleep(0.2)
+        else:
+            fail(f"{size}: {restored} does not run the backed-up command: {logs}")
+        print(f"ok {size}: restored {restored} from {moved}: running {r['image']} (page and API)")
+
+        # Bob: does not see alice's containers, snapshots, backups or her GPU's holder.
         bob = Page(browser(w, h), svc.url, shots, size)
         bob.sign_in(svc.tokens["bob"])
+        bob.wait(lambda: len(bob.css("#gpus .gpu")) == 2, "bob's overview")
+        # Bob learns that a GPU is taken, not by what.
+        bob.wait(lambda: any(c.find_element(By.CSS_SELECTOR, ".title .state").text == "held" and
+                             c.find_element(By.CSS_SELECTOR, ".holder").text == "another user"
+                             for c in bob.css("#gpus .gpu")), "alice's GPU shown to bob as held")
         bob.go("containers")
         bob.wait(lambda: bob.css("#no-containers") or bob.css("#containers tbody tr"), "bob's list")
-        if bob.row(name) is not None or name in bob.text():
-            fail(f"{size}: bob sees alice's container")
+        bob.go("images")
+        bob.wait(lambda: bob.css("#no-snapshots") and bob.css("#no-backups"), "bob's empty images")
+        for page in ["overview", "containers", "images"]:
+            bob.go(page)
+            time.sleep(1)
+            for secret in [name, restored, snap, bk, moved]:
+                if secret in bob.text():
+                    fail(f"{size}: bob's {page} page shows alice's {secret}: {bob.text()[:800]}")
         bob.go(f"containers/{name}")
         bob.wait(lambda: bob.css("#detail .error"), "bob's refusal")
         if not bob.css("#detail .error")[0].text.startswith("403"):
             fail(f"{size}: bob's page for alice's container: {bob.css('#detail .error')[0].text!r}")
-        for path in [f"/api/v1/gpu-docker/stats?name={name}", f"/api/v1/gpu-docker/logs?name={name}"]:
-            if bob.fetch_status(path) != 403:
+        for path in [f"/api/v1/gpu-docker/stats?name={name}",
+                     f"/api/v1/gpu-docker/logs?name={name}",
+                     f"/api/v1/gpu-docker/backups/download?backup_name={bk}"]:
+            if bob.fetch_status(path) not in (403, 404):
                 fail(f"{size}: bob got {bob.fetch_status(path)} on {path}")
-        print(f"ok {size}: bob does not see {name}; its page and API URLs answer 403")
+        print(f"ok {size}: bob's pages show none of alice's containers, snapshots, backups; "
+              "her container's page and API URLs answer 403")
         if size == SIZES[0]:
             bob.shot("forbidden")
 
-        # Delete (with confirmation); the row goes.
+        # Bob forges changes to alice's things with his own session and a valid CSRF token.
+        hdrs = {"Content-Type": "application/json", "X-CSRF-Token": bob.csrf()}
+        forged = [("/stop", {"name": name}), ("/restart", {"name": name}),
+                  ("/delete", {"name": restored}),
+                  ("/snapshot", {"name": name, "snapshot_name": f"{tag}-bob"}),
+                  ("/backup", {"name": name, "backup_name": f"{tag}-bob"}),
+                  ("/restore", {"backup_path": f"backup_{bk}.tar", "name": f"{tag}-bob"}),
+                  ("/restore-snapshot", {"snapshot_name": snap, "name": f"{tag}-bob"}),
+                  ("/delete-snapshot", {"snapshot_name": snap}),
+                  ("/backups/delete", {"backup_name": moved})]
+        for path, body in forged:
+            st = bob.fetch_json("/api/v1/gpu-docker" + path, "POST", body, hdrs)
+            if st[0] not in (403, 404):
+                fail(f"{size}: bob's forged POST {path} {body} answered {st}")
+        for who, cname in [("alice", name), ("alice", restored)]:
+            if svc.container(who, cname)["state"] != "running":
+                fail(f"{size}: bob's forged requests changed {cname}")
+        if svc.snapshot_names("alice") != {snap} or \
+                {x["backup_name"] for x in svc.api("alice", "/backups")["backups"]} != {bk, moved}:
+            fail(f"{size}: bob's forged requests changed alice's snapshots or backups")
+        if svc.container("root", f"{tag}-bob") or svc.api("bob", "/snapshots")["snapshots"] or \
+                svc.api("bob", "/backups")["backups"]:
+            fail(f"{size}: bob's forged requests made something")
+        print(f"ok {size}: {len(forged)} forged changes from bob's session -> 403/404, "
+              "nothing changed (API)")
+
+        # Clean up through the page: snapshot, both backups, both containers.
+        alice.go("images")
+        alice.wait(lambda: alice.table_row("snapshots", snap) is not None, "the snapshot's row")
+        alice.click_in_row(snap, ".act-delete", table="snapshots")
+        alice.wait(lambda: alice.table_row("snapshots", snap) is None, "the snapshot to go")
+        for x in [bk, moved]:
+            alice.wait(lambda: alice.table_row("backups", x) is not None, f"{x}'s row")
+            alice.click_in_row(x, ".act-delete", table="backups")
+            alice.wait(lambda: alice.table_row("backups", x) is None, f"{x} to go")
+        if svc.snapshot_names("alice") or svc.api("alice", "/backups")["backups"]:
+            fail(f"{size}: the API still lists what the page deleted")
+        print(f"ok {size}: snapshot and both backups deleted (page and API)")
         alice.go("containers")
-        alice.wait(lambda: alice.row(name) is not None, "the row")
-        alice.click_in_row(name, ".act-delete")
-        alice.wait(lambda: alice.row(name) is None, "the row to go")
-        print(f"ok {size}: deleted")
+        for x in [restored, name]:
+            alice.wait(lambda: alice.row(x) is not None, f"{x}'s row")
+            alice.click_in_row(x, ".act-delete")
+            alice.wait(lambda: alice.row(x) is None, f"{x}'s row to go")
+            if svc.container("alice", x):
+                fail(f"{size}: the API still lists {x}")
+        print(f"ok {size}: deleted {restored} and {name} (page and API)")
 
         # Sign out: the page asks for a token again, and the old cookie is refused.
         cookie = alice.d.get_cookie("gpulab_session")
@@ -390,9 +597,86 @@ def run_admin(svc, shots):
                 if st != 200:
                     fail(f"the token made on the admin page does not work: {st} {body}")
                 print("ok: admin page made a working token for carol")
+
+                # A quota for alice: one container, 2 CPUs, 1 GiB; a bad value shows its message.
+                p.fill("#q-user", "alice")
+                p.fill("#q-cpus", "lots")
+                p.css("#q-set")[0].click()
+                p.wait(lambda: p.css(".error") and "Invalid cpus 'lots'" in p.css(".error")[0].text,
+                       "the refusal of a bad CPU limit")
+                for field, value in [("#q-containers", "1"), ("#q-cpus", "2"), ("#q-memory", "1g")]:
+                    p.fill(field, value)
+                p.css("#q-set")[0].click()
+                p.wait(lambda: "quota of alice set" in p.text(), "the quota's notice")
+                limits = svc.api("alice", "/quotas")["limits"]
+                if (limits["max_containers"], limits["max_cpus"], limits["max_memory_bytes"]) != \
+                        (1, 2, 1 << 30):
+                    fail(f"the quota set on the admin page is not in the API: {limits}")
+                row = [r for r in p.css("#quotas tbody tr")
+                       if r.get_attribute("data-user") == "alice"]
+                if not row or "0 / 1" not in row[0].text or "1.0 GiB" not in row[0].text:
+                    fail("the admin page's quota table: " +
+                         (repr(row[0].text) if row else "no row for alice"))
+                print(f"ok: admin page set alice's quota ({row[0].text!r}); the API has it")
             p.shot("admin")
         finally:
             p.d.quit()
+
+
+def run_quota(svc, size, shots):
+    """Alice under the quota root set: usage and limits in the page; a create beyond it shows
+    QUOTA_EXCEEDED with its hint, and nothing is made."""
+    w, h = size
+    one, two = f"q{w}-one", f"q{w}-two"
+    p = Page(browser(w, h), svc.url, shots, size)
+
+    def quota_row(key):
+        rows = [r for r in p.css("#quota tr") if r.get_attribute("data-key") == key]
+        return rows[0].text if rows else ""
+
+    def create(name):
+        for field, value in [("#c-name", name), ("#c-image", XSS_IMAGE), ("#c-cpus", "1"),
+                             ("#c-memory", "256m")]:
+            p.fill(field, value)
+        p.css("#c-create")[0].click()
+
+    try:
+        p.sign_in(svc.tokens["alice"])
+        p.wait(lambda: "0 / 1" in quota_row("containers") and "0 / 2" in quota_row("cpus") and
+               "1.0 GiB" in quota_row("memory_bytes") and "no limit" in quota_row("gpus"),
+               "alice's quota on the overview")
+        p.go("containers")
+        p.wait(lambda: p.css("#quota-line") and "containers 0 / 1" in p.css("#quota-line")[0].text,
+               "the quota beside the create form")
+        create(one)
+        p.wait_state(one, "running")
+        p.wait(lambda: "containers 1 / 1" in p.css("#quota-line")[0].text and
+               "memory 256 MiB / 1.0 GiB" in p.css("#quota-line")[0].text, "the quota in use")
+        create(two)
+        p.wait(lambda: p.css("#create-form ~ .error"), "the quota's refusal")
+        err = p.css("#create-form ~ .error")[0].text
+        for want in ["409", "QUOTA_EXCEEDED", "containers in use 1, asked 1, limit 1",
+                     "ask an admin to raise the quota"]:
+            if want not in err:
+                fail(f"{size}: the quota's refusal lacks {want!r}: {err!r}")
+        if svc.container("alice", two) or p.row(two) is not None:
+            fail(f"{size}: a container beyond the quota was made")
+        print(f"ok {size}: quota shown ({p.css('#quota-line')[0].text!r}); beyond it: "
+              f"{err.splitlines()[0]!r} with its hint")
+        p.shot("quota")
+        p.go("overview")
+        p.wait(lambda: "1 / 1" in quota_row("containers") and "1 / 2" in quota_row("cpus"),
+               "the overview's quota in use")
+        if size == SIZES[0]:
+            p.shot("overview-quota")
+        p.go("containers")
+        p.wait(lambda: p.row(one) is not None, "the row")
+        p.click_in_row(one, ".act-delete")
+        p.wait(lambda: p.row(one) is None, "the row to go")
+        if svc.container("alice", one):
+            fail(f"{size}: the API still lists {one}")
+    finally:
+        p.d.quit()
 
 
 def main():
@@ -414,8 +698,10 @@ def main():
         ensure_image(host, work)
         svc = Serve(os.path.abspath(args.gpulab), work, host)
         for size in SIZES:
-            run_size(svc, size, args.screenshots)
+            run_size(svc, size, args.screenshots, work)
         run_admin(svc, args.screenshots)
+        for size in SIZES:
+            run_quota(svc, size, args.screenshots)
         print("PASS: dashboard browser tests at " + ", ".join(f"{w}x{h}" for w, h in SIZES))
     except AssertionError as e:
         print(f"FAIL: {e}")
@@ -426,8 +712,11 @@ def main():
         if svc:
             svc.stop()
         for w, _ in SIZES:
-            subprocess.run(["docker", "-H", host, "rm", "-f", f"d{w}-alice"], capture_output=True)
+            for c in [f"d{w}-alice", f"d{w}-alice-moved-r", f"q{w}-one", f"q{w}-two"]:
+                subprocess.run(["docker", "-H", host, "rm", "-f", c], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+        for d in PROFILES:
+            shutil.rmtree(d, ignore_errors=True)
     return 0
 
 
