@@ -3,6 +3,7 @@
 // whether it fits, the largest batch that fits, and the bytes each device sends per step.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -10,7 +11,9 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/table.h"
+#include "train/dist/llama_footprint.h"
 #include "train/dist/memory_plan.h"
+#include "train/models/llama_config.h"
 #include "train/models/registry.h"
 
 namespace gpulab::cli {
@@ -29,37 +32,12 @@ struct PlanOptions {
   std::string wrap = "auto";
   bool activation_checkpointing = false;
   int64_t num_classes = 1000;
+  std::string attention = "fused";
 };
 
-void run_plan(const PlanOptions& o) {
+// The per-stage table: memory by part at the step's peak, fit, largest batch, traffic.
+void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, int64_t capacity) {
   namespace d = train::dist;
-  const int64_t capacity = d::device_memory_bytes(o.gpu);
-  if (capacity == 0) {
-    std::string names;
-    for (const auto& n : d::known_gpus()) names += (names.empty() ? "" : ", ") + n;
-    throw Exception(Code::kInvalidArgument, "unknown --gpu '" + o.gpu + "'", "use one of " + names);
-  }
-  int64_t fixed_size = 0;
-  const auto* info = train::find_model(o.model, &fixed_size).value_or_throw();
-  const int64_t size =
-      o.input_size > 0 ? o.input_size : (fixed_size > 0 ? fixed_size : info->default_image_size);
-  train::ModelOptions mo;
-  mo.num_classes = o.num_classes;
-  mo.image_size = size;
-  auto model = train::create_model(o.model, mo);
-  if (o.precision == "fp64") model->to(torch::kDouble);
-  model->train();
-  auto f = d::measure_footprint(*model, o.wrap, [&] {
-    return model->forward(
-        torch::randn({1, 3, size, size}, o.precision == "fp64" ? torch::kDouble : torch::kFloat));
-  });
-  std::printf(
-      "Model %s: %lld parameters (%s), %zu units (%s wrap), activations %s per sample "
-      "(measured forward at %lldx%lld)\n",
-      o.model.c_str(), static_cast<long long>(f.params),
-      d::human_bytes(f.params * f.param_bytes).c_str(), f.units.size(), o.wrap.c_str(),
-      d::human_bytes(f.activation_bytes_per_sample).c_str(), static_cast<long long>(size),
-      static_cast<long long>(size));
   std::printf("Per device on %d x %s (%s), batch %lld per device, %s, optimizer %s%s\n", o.gpus,
               o.gpu.c_str(), d::human_bytes(capacity).c_str(), static_cast<long long>(o.batch_size),
               o.precision.c_str(), o.optimizer.c_str(),
@@ -94,6 +72,61 @@ void run_plan(const PlanOptions& o) {
       "stages).\n");
 }
 
+// A language model: its footprint from the shape (nothing allocated; llama3-70b plans on a
+// laptop), tokens per sample from --seq_len.
+void run_llama_plan(const PlanOptions& o, int64_t capacity) {
+  namespace d = train::dist;
+  const auto cfg = train::find_llama_config(o.model).value_or_throw();
+  if (o.seq_len > cfg.max_positions)
+    throw Exception(Code::kInvalidArgument,
+                    fmt::format("--seq_len {} is beyond {}'s {} positions", o.seq_len, cfg.name,
+                                cfg.max_positions),
+                    fmt::format("pass --seq_len {} or less", cfg.max_positions));
+  const auto f = d::llama_footprint(cfg, o.seq_len, o.attention == "fused");
+  std::printf(
+      "Model %s: %lld parameters (%s), %zu units (one per block + the root), activations %s "
+      "per sequence of %lld tokens, %s attention (fitted on probe models of this "
+      "implementation)\n",
+      cfg.name.c_str(), static_cast<long long>(f.params),
+      d::human_bytes(f.params * f.param_bytes).c_str(), f.units.size(),
+      d::human_bytes(f.activation_bytes_per_sample).c_str(), static_cast<long long>(o.seq_len),
+      o.attention.c_str());
+  print_stages(o, f, capacity);
+}
+
+void run_plan(const PlanOptions& o) {
+  namespace d = train::dist;
+  const int64_t capacity = d::device_memory_bytes(o.gpu);
+  if (capacity == 0) {
+    std::string names;
+    for (const auto& n : d::known_gpus()) names += (names.empty() ? "" : ", ") + n;
+    throw Exception(Code::kInvalidArgument, "unknown --gpu '" + o.gpu + "'", "use one of " + names);
+  }
+  if (train::is_language_model(o.model)) return run_llama_plan(o, capacity);
+  int64_t fixed_size = 0;
+  const auto* info = train::find_model(o.model, &fixed_size).value_or_throw();
+  const int64_t size =
+      o.input_size > 0 ? o.input_size : (fixed_size > 0 ? fixed_size : info->default_image_size);
+  train::ModelOptions mo;
+  mo.num_classes = o.num_classes;
+  mo.image_size = size;
+  auto model = train::create_model(o.model, mo);
+  if (o.precision == "fp64") model->to(torch::kDouble);
+  model->train();
+  auto f = d::measure_footprint(*model, o.wrap, [&] {
+    return model->forward(
+        torch::randn({1, 3, size, size}, o.precision == "fp64" ? torch::kDouble : torch::kFloat));
+  });
+  std::printf(
+      "Model %s: %lld parameters (%s), %zu units (%s wrap), activations %s per sample "
+      "(measured forward at %lldx%lld)\n",
+      o.model.c_str(), static_cast<long long>(f.params),
+      d::human_bytes(f.params * f.param_bytes).c_str(), f.units.size(), o.wrap.c_str(),
+      d::human_bytes(f.activation_bytes_per_sample).c_str(), static_cast<long long>(size),
+      static_cast<long long>(size));
+  print_stages(o, f, capacity);
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
@@ -109,23 +142,43 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
   cmd->add_option("--shard", o->shard, "all, none, optimizer, gradients or full")
       ->check(CLI::IsMember({"all", "none", "optimizer", "gradients", "full"}))
       ->capture_default_str();
-  cmd->add_option("--batch_size", o->batch_size, "samples per device")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--seq_len", o->seq_len, "tokens per sample (language models)");
+  auto* batch = cmd->add_option("--batch_size", o->batch_size,
+                                "samples (sequences) per device; language models: 1 unless given")
+                    ->check(CLI::PositiveNumber)
+                    ->capture_default_str();
+  cmd->add_option(
+      "--seq_len", o->seq_len,
+      "tokens per sequence (language models; default min(2048, the model's positions))");
   cmd->add_option("--input_size", o->input_size, "image size (default: the model's)");
   cmd->add_option("--precision", o->precision, "fp32, bf16, fp16 or fp64")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp64"}))
       ->capture_default_str();
-  cmd->add_option("--optimizer", o->optimizer, "sgd (1 state tensor) or adamw (2)")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
-      ->capture_default_str();
+  auto* optimizer = cmd->add_option("--optimizer", o->optimizer,
+                                    "sgd (1 state tensor) or adamw (2; language models' default)")
+                        ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+                        ->capture_default_str();
   cmd->add_option("--shard_wrap", o->wrap, "auto, blocks, children or none")
       ->check(CLI::IsMember({"auto", "blocks", "children", "none"}))
       ->capture_default_str();
+  cmd->add_option("--attention", o->attention,
+                  "language models: fused (scaled_dot_product_attention, libtorch 2.x on GPUs) "
+                  "or plain (libtorch 1.13's masked softmax: keeps heads x T^2 scores)")
+      ->check(CLI::IsMember({"fused", "plain"}))
+      ->capture_default_str();
   cmd->add_flag("--activation_checkpointing", o->activation_checkpointing,
                 "keep only unit inputs and recompute the rest in backward");
-  cmd->callback([o] { run_plan(*o); });
+  cmd->callback([o, optimizer, batch] {
+    // A language model trains with AdamW on a few long sequences per device.
+    if (train::is_language_model(o->model)) {
+      if (optimizer->count() == 0) o->optimizer = "adamw";
+      if (batch->count() == 0) o->batch_size = 1;
+      if (o->seq_len <= 0) {
+        const auto cfg = train::find_llama_config(o->model).value_or_throw();
+        o->seq_len = std::min<int64_t>(2048, cfg.max_positions);
+      }
+    }
+    run_plan(*o);
+  });
 }
 
 }  // namespace gpulab::cli

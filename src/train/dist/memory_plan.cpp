@@ -1,11 +1,13 @@
 // Memory planner: model footprint, per-stage bytes, communication volume, GPU sizes.
 #include "train/dist/memory_plan.h"
 
-#include <ATen/record_function.h>
+#include <c10/core/CPUAllocator.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
 #include <set>
+#include <unordered_map>
 
 namespace gpulab::train::dist {
 
@@ -44,11 +46,47 @@ int64_t largest_freed_unit(const ModelFootprint& f) {
   return n;
 }
 
-struct ActivationCounter {
-  std::set<const void*> seen;
-  int64_t bytes = 0;
+// Counts the bytes of CPU tensors alive between allocation and release: what a forward pass
+// leaves behind for its backward is what autograd keeps (address reuse cannot hide anything).
+// The context is the data pointer itself, as raw allocations (oneDNN's) require.
+class CountingAllocator : public at::Allocator {
+ public:
+  explicit CountingAllocator(at::Allocator* inner) : inner_(inner) {}
+  at::DataPtr allocate(size_t n) const override {
+    at::DataPtr inner = inner_->allocate(n);
+    void* data = inner.get();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_.emplace(data, Held{std::move(inner), n});
+      live_ += static_cast<int64_t>(n);
+    }
+    return {data, data, &release, at::Device(at::kCPU)};
+  }
+  at::DeleterFnPtr raw_deleter() const override { return &release; }
+  static int64_t live() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_;
+  }
+
+ private:
+  struct Held {
+    at::DataPtr inner;
+    size_t bytes;
+  };
+  static void release(void* data) {
+    at::DataPtr inner;  // freed outside the lock
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = held_.find(data);
+    if (it == held_.end()) return;
+    live_ -= static_cast<int64_t>(it->second.bytes);
+    inner = std::move(it->second.inner);
+    held_.erase(it);
+  }
+  at::Allocator* inner_;
+  static inline std::mutex mu_;
+  static inline std::unordered_map<void*, Held> held_;
+  static inline int64_t live_ = 0;
 };
-thread_local ActivationCounter* t_counter = nullptr;
 
 }  // namespace
 
@@ -86,34 +124,23 @@ ModelFootprint measure_footprint(torch::nn::Module& model, const std::string& wr
   } watch;
   UnitHooks* before = unit_hooks();
   set_unit_hooks(&watch);
-  ActivationCounter counter;
-  t_counter = &counter;
-  auto handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(
-          [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; },
-          [](const at::RecordFunction& fn, at::ObserverContext*) {
-            if (!t_counter) return;
-            for (const auto& v : fn.outputs()) {
-              if (!v.isTensor()) continue;
-              const auto& t = v.toTensor();
-              if (!t.defined() || !t.has_storage()) continue;
-              if (t_counter->seen.insert(t.storage().data()).second)
-                t_counter->bytes += static_cast<int64_t>(t.storage().nbytes());
-            }
-          })
-          .needsOutputs(true));
+  // Activations: the bytes a training-mode forward leaves alive, output included.
+  at::Allocator* original = c10::GetCPUAllocator();
+  CountingAllocator counting(original);
+  c10::SetCPUAllocator(&counting);
+  const int64_t before_forward = CountingAllocator::live();
+  int64_t kept = 0;
   try {
-    forward_one_sample();
+    torch::Tensor out = forward_one_sample();
+    kept = CountingAllocator::live() - before_forward;
   } catch (...) {
-    at::removeCallback(handle);
-    t_counter = nullptr;
+    c10::SetCPUAllocator(original);
     set_unit_hooks(before);
     throw;
   }
-  at::removeCallback(handle);
-  t_counter = nullptr;
+  c10::SetCPUAllocator(original);
   set_unit_hooks(before);
-  f.activation_bytes_per_sample = counter.bytes;
+  f.activation_bytes_per_sample = kept;
   f.unit_input_bytes_per_sample = watch.input_bytes;
   for (auto& w : units) add_unit(w.module->parameters(), watch.ran.count(w.module) > 0);
   add_unit(model.parameters(), false);  // the root: whatever no unit holds

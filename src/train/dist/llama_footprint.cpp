@@ -1,0 +1,154 @@
+// Llama footprints from the shape: exact flat groups, activations from probe models (see .h).
+#include "train/dist/llama_footprint.h"
+
+#include <array>
+#include <mutex>
+#include <vector>
+
+#include "train/models/llama.h"
+
+namespace gpulab::train::dist {
+
+namespace {
+
+// What one block and the root keep per sample grow linearly in these products of the shape
+// (elements; the attention scores are the heads x T x T term of the plain softmax path).
+constexpr size_t kBlockTerms = 7;
+constexpr size_t kRootTerms = 4;
+constexpr size_t kScoresTerm = 4;  // heads x T x T
+constexpr size_t kMaskTerm = 6;    // T x T (the causal mask)
+
+struct Shape {
+  int64_t hidden, inter, heads, kv_heads, head_dim, vocab, tokens;
+};
+
+std::array<double, kBlockTerms> block_terms(const Shape& s) {
+  const double t = static_cast<double>(s.tokens);
+  const double q = static_cast<double>(s.heads * s.head_dim);
+  const double kv = static_cast<double>(s.kv_heads * s.head_dim);
+  const double gqa = s.kv_heads != s.heads ? 1.0 : 0.0;
+  return {t * static_cast<double>(s.hidden),    t * q, t * kv,     t * static_cast<double>(s.inter),
+          static_cast<double>(s.heads) * t * t, t,     gqa * t * q};
+}
+
+std::array<double, kRootTerms> root_terms(const Shape& s) {
+  const double t = static_cast<double>(s.tokens);
+  return {t * static_cast<double>(s.hidden), t * static_cast<double>(s.vocab), t,
+          t * static_cast<double>(s.head_dim)};
+}
+
+LlamaConfig config_of(const Shape& s, int64_t layers) {
+  LlamaConfig c;
+  c.name = "planner probe";
+  c.vocab_size = s.vocab;
+  c.hidden_size = s.hidden;
+  c.intermediate_size = s.inter;
+  c.num_layers = layers;
+  c.num_heads = s.heads;
+  c.num_kv_heads = s.kv_heads;
+  c.head_dim = s.head_dim;
+  c.max_positions = s.tokens;
+  return c;
+}
+
+// Forward-pass bytes per sample of the real model (the planner's counter).
+ModelFootprint measure(const LlamaConfig& c, int64_t seq_len) {
+  torch::manual_seed(0);
+  LlamaForCausalLM model(c);
+  model.train();
+  auto tokens = torch::zeros({1, seq_len}, torch::kLong);
+  return measure_footprint(model, "auto", [&] { return model.forward(tokens); });
+}
+
+// Least squares over the probes' measurements: rows of terms -> bytes.
+template <size_t N>
+std::array<double, N> fit(const std::vector<std::array<double, N>>& rows,
+                          const std::vector<double>& bytes) {
+  auto a =
+      torch::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(N)}, torch::kDouble);
+  auto b = torch::empty({static_cast<int64_t>(rows.size()), 1}, torch::kDouble);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < N; ++j) a[static_cast<int64_t>(i)][static_cast<int64_t>(j)] = rows[i][j];
+    b[static_cast<int64_t>(i)][0] = bytes[i];
+  }
+  auto x = std::get<0>(at::linalg_lstsq(a, b));
+  std::array<double, N> out{};
+  for (size_t j = 0; j < N; ++j) out[j] = x[static_cast<int64_t>(j)][0].item<double>();
+  return out;
+}
+
+struct Fit {
+  std::array<double, kBlockTerms> block{};
+  std::array<double, kRootTerms> root{};
+};
+
+// Probe shapes that move each term on its own (a few ms each on a CPU).
+const Fit& coefficients() {
+  static Fit fit_result;
+  static std::once_flag done;
+  std::call_once(done, [] {
+    torch::AutoGradMode grad(true);  // activations are what autograd would keep
+    const std::vector<Shape> probes = {
+        {32, 48, 4, 4, 8, 64, 8},   {64, 48, 4, 4, 16, 64, 8},  {32, 96, 4, 4, 8, 64, 8},
+        {32, 48, 4, 2, 8, 64, 8},   {32, 48, 4, 4, 8, 64, 16},  {32, 48, 8, 8, 4, 96, 8},
+        {32, 48, 2, 2, 16, 64, 16}, {64, 48, 8, 2, 8, 128, 16}, {32, 48, 4, 4, 12, 64, 8},
+        {32, 64, 4, 1, 8, 64, 24},  {32, 48, 4, 4, 8, 64, 32},  {64, 96, 8, 4, 8, 64, 12},
+    };
+    std::vector<std::array<double, kBlockTerms>> block_rows;
+    std::vector<std::array<double, kRootTerms>> root_rows;
+    std::vector<double> block_bytes, root_bytes;
+    for (const auto& s : probes) {
+      const auto one = measure(config_of(s, 1), s.tokens);
+      const auto two = measure(config_of(s, 2), s.tokens);
+      const double block =
+          static_cast<double>(two.activation_bytes_per_sample - one.activation_bytes_per_sample);
+      block_rows.push_back(block_terms(s));
+      block_bytes.push_back(block);
+      root_rows.push_back(root_terms(s));
+      root_bytes.push_back(static_cast<double>(one.activation_bytes_per_sample) - block);
+    }
+    fit_result.block = fit(block_rows, block_bytes);
+    fit_result.root = fit(root_rows, root_bytes);
+  });
+  return fit_result;
+}
+
+template <size_t N>
+double dot(const std::array<double, N>& a, const std::array<double, N>& b) {
+  double s = 0;
+  for (size_t i = 0; i < N; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused_attention) {
+  ModelFootprint f;
+  const int64_t h = c.hidden_size, hd = c.dim_per_head();
+  const int64_t attn = h * c.num_heads * hd * 2 + h * c.num_kv_heads * hd * 2;
+  // One unit per block: its matrices, then its two norm scales (as measure_footprint groups).
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    f.units.push_back({attn + 3 * h * c.intermediate_size, 2 * h});
+    f.frees.push_back(true);
+  }
+  // The root: embeddings and output projection (tied: one table), then the final norm.
+  f.units.push_back({c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2), h});
+  f.frees.push_back(false);
+  f.params = c.num_parameters();
+  f.param_bytes = 4;
+  const Shape s{h, c.intermediate_size, c.num_heads, c.num_kv_heads, hd, c.vocab_size, seq_len};
+  Fit k = coefficients();
+  if (fused_attention) k.block[kScoresTerm] = k.block[kMaskTerm] = 0;
+  const double bytes =
+      dot(k.root, root_terms(s)) + static_cast<double>(c.num_layers) * dot(k.block, block_terms(s));
+  f.activation_bytes_per_sample = static_cast<int64_t>(bytes);
+  f.unit_input_bytes_per_sample = c.num_layers * seq_len * h * f.param_bytes;
+  return f;
+}
+
+ModelFootprint measured_llama_footprint(const LlamaConfig& c, int64_t seq_len) {
+  torch::AutoGradMode grad(true);
+  return measure(c, seq_len);
+}
+
+}  // namespace gpulab::train::dist

@@ -1,0 +1,23 @@
+// The memory footprint of a Llama-style decoder from its shape alone, so that `gpulab plan` can
+// answer for llama3-70b on a machine that could never hold it: the flat groups exactly as the
+// wrap policy cuts the real model (one unit per block, the embeddings, final norm and output
+// projection at the root), and activations per sample from a linear fit over small probe models
+// that run this repository's own forward pass under the planner's counter.
+#pragma once
+
+#include <cstdint>
+
+#include "train/dist/memory_plan.h"
+#include "train/models/llama_config.h"
+
+namespace gpulab::train::dist {
+
+// The footprint of `c` training on sequences of `seq_len` tokens (fp32 parameters).
+// fused_attention: scaled_dot_product_attention (libtorch 2.x; flash kernels on GPUs) keeps no
+// heads x T x T scores; without it (libtorch 1.13's masked softmax) they dominate long sequences.
+ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused_attention);
+
+// The same measured on the real model (built and run once; for small shapes and tests).
+ModelFootprint measured_llama_footprint(const LlamaConfig& c, int64_t seq_len);
+
+}  // namespace gpulab::train::dist

@@ -1,0 +1,62 @@
+// The planner's Llama footprint from the shape alone against the real model measured by the same
+// counter: the same flat groups, and activations per sequence within 10 % (plain attention, the
+// path this libtorch runs); and `gpulab plan` answering for llama3-70b without allocating it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "train/dist/llama_footprint.h"
+#include "train/trainer_test_util.h"
+
+namespace gpulab::train::dist {
+namespace {
+
+LlamaConfig named(const std::string& name) {
+  return find_llama_config(name).value_or_throw();
+}
+
+void expect_close(const LlamaConfig& c, int64_t seq_len) {
+  const auto planned = llama_footprint(c, seq_len, false);
+  const auto measured = measured_llama_footprint(c, seq_len);
+  EXPECT_EQ(planned.params, measured.params) << c.name;
+  EXPECT_EQ(planned.units, measured.units) << c.name;
+  EXPECT_EQ(planned.frees, measured.frees) << c.name;
+  const double p = static_cast<double>(planned.activation_bytes_per_sample);
+  const double m = static_cast<double>(measured.activation_bytes_per_sample);
+  std::printf("%s, seq %lld: activations planned %s, measured %s (%+.2f %%)\n", c.name.c_str(),
+              static_cast<long long>(seq_len),
+              human_bytes(planned.activation_bytes_per_sample).c_str(),
+              human_bytes(measured.activation_bytes_per_sample).c_str(), 100.0 * (p - m) / m);
+  EXPECT_LE(std::abs(p - m), 0.10 * m) << c.name;
+}
+
+TEST(LlamaFootprint, MatchesTheRealModel) {
+  expect_close(named("llama-tiny"), 128);
+  LlamaConfig gqa = named("llama-tiny");
+  gqa.name = "llama-tiny with 2 kv heads, tied";
+  gqa.num_kv_heads = 2;
+  gqa.tie_word_embeddings = true;
+  expect_close(gqa, 96);
+  expect_close(named("llama-125m"), 256);
+}
+
+TEST(LlamaFootprint, FusedAttentionDropsTheScores) {
+  const auto c = named("llama-125m");
+  const auto plain = llama_footprint(c, 1024, false), fused = llama_footprint(c, 1024, true);
+  EXPECT_LT(fused.activation_bytes_per_sample, 0.75 * plain.activation_bytes_per_sample);
+}
+
+TEST(LlamaFootprint, PlanAnswersForLlama70bWithoutAllocatingIt) {
+  auto r = testing::run_gpulab({"plan", "--model", "llama3-70b", "--gpus", "8", "--gpu", "mi300x",
+                                "--precision", "bf16", "--seq_len", "8192",
+                                "--activation_checkpointing"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("70553706496 parameters"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("full"), std::string::npos) << r.out;
+  auto bad = testing::run_gpulab({"plan", "--model", "llama-tiny", "--seq_len", "5000"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("beyond"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace gpulab::train::dist
