@@ -2,6 +2,8 @@
 // gradient reduce-scatter as units finish their backward, and the post-step all-gather.
 #include "train/dist/sharded_model.h"
 
+#include "train/optim/optimizers.h"
+
 #include <fmt/format.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -71,10 +73,13 @@ ShardedModel::~ShardedModel() {
 
 void ShardedModel::build(torch::nn::Module& model) {
   std::map<const void*, size_t> index;
-  for (auto& p : model.parameters()) {
+  std::vector<bool> decays;  // the optimizer's rule (optim/optimizers.h), by name
+  for (auto& item : model.named_parameters()) {
+    const auto& p = item.value();
     if (!p.requires_grad() || index.count(p.unsafeGetTensorImpl())) continue;
     index[p.unsafeGetTensorImpl()] = params_.size();
     params_.push_back(p);
+    decays.push_back(takes_weight_decay(item.key(), p));
   }
   int64_t total = 0;
   for (auto& p : params_) total += p.numel();
@@ -122,12 +127,14 @@ void ShardedModel::build(torch::nn::Module& model) {
     std::vector<torch::Tensor> decay, no_decay;
     for (size_t k : unit.params) {
       unit_of_[k] = u;
-      (params_[k].dim() <= 1 ? no_decay : decay).push_back(params_[k]);
+      (decays[k] ? decay : no_decay).push_back(params_[k]);
     }
-    for (auto* group : {&decay, &no_decay})
-      if (!group->empty())
-        unit.groups.push_back(
-            std::make_unique<FlatGroup>(std::move(*group), comm_->rank(), comm_->size()));
+    for (auto* group : {&decay, &no_decay}) {
+      if (group->empty()) continue;
+      unit.decays.push_back(group == &decay);
+      unit.groups.push_back(
+          std::make_unique<FlatGroup>(std::move(*group), comm_->rank(), comm_->size()));
+    }
     units_.push_back(std::move(unit));
   }
   param_ready_.assign(params_.size(), false);
@@ -338,16 +345,16 @@ void ShardedModel::gather_all() {
 std::vector<torch::Tensor> ShardedModel::decay_shards() const {
   std::vector<torch::Tensor> out;
   for (const auto& unit : units_)
-    for (const auto& g : unit.groups)
-      if (g->params().front().dim() > 1) out.push_back(g->shard());
+    for (size_t i = 0; i < unit.groups.size(); ++i)
+      if (unit.decays[i]) out.push_back(unit.groups[i]->shard());
   return out;
 }
 
 std::vector<torch::Tensor> ShardedModel::no_decay_shards() const {
   std::vector<torch::Tensor> out;
   for (const auto& unit : units_)
-    for (const auto& g : unit.groups)
-      if (g->params().front().dim() <= 1) out.push_back(g->shard());
+    for (size_t i = 0; i < unit.groups.size(); ++i)
+      if (!unit.decays[i]) out.push_back(unit.groups[i]->shard());
   return out;
 }
 

@@ -97,7 +97,8 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   struct Unit {
     std::string name;
     torch::nn::Module* module = nullptr;  // nullptr: the root (parameters outside every unit)
-    std::vector<std::unique_ptr<FlatGroup>> groups;  // decay (dim >= 2) then no decay
+    std::vector<std::unique_ptr<FlatGroup>> groups;  // decay then no decay (either may be absent)
+    std::vector<bool> decays;                        // per group: takes weight decay
     std::vector<size_t> params;                      // indices into params_
     bool announced = false;                          // the model runs it through run_unit
     bool busy = false;                               // inside its forward or backward

@@ -38,15 +38,17 @@ std::unique_ptr<torch::optim::Optimizer> build(const O& base, std::vector<torch:
 
 }  // namespace
 
+bool takes_weight_decay(const std::string& name, const torch::Tensor& p) {
+  return p.dim() > 1 && name.find("embed_tokens") == std::string::npos;
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
                                                         torch::nn::Module& model) {
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& item : model.named_parameters()) {
     const torch::Tensor& p = item.value();
     if (!p.requires_grad()) continue;
-    // A language model's token embedding is a lookup table, not a weight matrix: no decay.
-    const bool token_table = item.key().find("embed_tokens") != std::string::npos;
-    (p.dim() <= 1 || token_table ? no_decay : decay).push_back(p);
+    (takes_weight_decay(item.key(), p) ? decay : no_decay).push_back(p);
   }
   return make_optimizer(s, std::move(decay), std::move(no_decay));
 }

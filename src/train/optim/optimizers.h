@@ -22,8 +22,11 @@ struct OptimizerSpec {
 
 OptimizerSpec optimizer_spec(const TrainOptions& opts);
 
-// Group 0 holds parameters with dim >= 2 (decay), group 1 those with dim <= 1 and token
-// embeddings (no decay).
+// Whether a parameter takes weight decay: matrices do; biases, norm scales (dim <= 1) and a
+// language model's token embedding (a lookup table; its name holds "embed_tokens") do not.
+bool takes_weight_decay(const std::string& name, const torch::Tensor& p);
+
+// Group 0 holds the parameters that take weight decay, group 1 the others.
 // Parameters that do not require gradients are left out.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& spec,
                                                         torch::nn::Module& model);

@@ -113,6 +113,50 @@ equivalence)
   compare lm64_3 lm64_1 1e-9
   ;;
 
+shard)
+  # Sharded data parallel through the CLI on a language model: ZeRO-1/2/3 on 2 and 3 ranks vs one
+  # process (fp64, AdamW, clipping, --grad_accum 2, 2 epochs: 1e-9); the memory line of ZeRO-3;
+  # resume of a sharded checkpoint at the same world size (bitwise) and on another (1e-9);
+  # a truncated shard and a foreign index refused with one line, exit 2, nothing written.
+  LM=(train --model llama-tiny --dataset synthetic-text --seq_len 32 --batch_size 12 --seed 3
+      --deterministic --no_report --limit_eval_batches 1 --device cpu --threads 1 --precision fp64
+      --optimizer adamw --learning_rate 3e-3 --clip_grad 0.5 --grad_accum 2 --lr_schedule none
+      --limit_train_batches 4)
+  run one "$GPULAB" "${LM[@]}" --num_epochs 2 --no_checkpoints
+  for stage in optimizer gradients full; do
+    for n in 2 3; do
+      run $stage$n "$GPULAB" "${LM[@]}" --num_epochs 2 --no_checkpoints --batch_size_scaled \
+        --nproc_per_node $n --shard $stage
+      echo "== --shard $stage, $n ranks vs one process (llama-tiny, float64, AdamW, clip, accumulation)"
+      compare $stage$n one 1e-9
+    done
+  done
+  grep "Memory per rank" "$WORK/full2.log" "$WORK/full3.log"
+  # Resume: 1 epoch on 2 ranks, then the second epoch on 2 ranks (bitwise vs straight) and on 3.
+  run half "$GPULAB" "${LM[@]}" --num_epochs 1 --batch_size_scaled --nproc_per_node 2 --shard full
+  cp -r "$WORK/half" "$WORK/half3"
+  run half "$GPULAB" "${LM[@]}" --num_epochs 2 --batch_size_scaled --nproc_per_node 2 --shard full \
+    --resume auto
+  grep -q "Resumed from .*ckpt-e0001-s00000002.json" "$WORK/half.log" || { cat "$WORK/half.log"; fail "no resume line"; }
+  echo "== 2 ranks resumed from their sharded checkpoint vs 2 ranks straight (bitwise)"
+  compare half full2 0
+  INDEX="$WORK/half3/checkpoints/ckpt-e0001-s00000002.json"
+  run half3 "$GPULAB" "${LM[@]}" --num_epochs 2 --batch_size_scaled --nproc_per_node 3 --shard full \
+    --resume "$INDEX"
+  echo "== 3 ranks resumed from 2 ranks' shards vs 3 ranks straight (float64)"
+  compare half3 full3 1e-9
+  # Damage: a truncated shard, then an index of another model; nothing may be written.
+  SHARD="$WORK/half3/checkpoints/ckpt-e0001-s00000002.rank-1-of-2.pt"
+  head -c 1000 "$SHARD" >"$WORK/trunc.pt" && cp "$WORK/trunc.pt" "$SHARD"
+  "$GPULAB" "${LM[@]}" --num_epochs 2 --batch_size_scaled --nproc_per_node 2 --shard full \
+    --resume "$INDEX" --output_dir "$WORK/bad" >"$WORK/bad.log" 2>&1
+  code=$?
+  [ $code = 2 ] || { cat "$WORK/bad.log"; fail "truncated shard: exit $code, expected 2"; }
+  grep -q "does not match the index" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "no clear message"; }
+  [ ! -e "$WORK/bad/model.safetensors" ] || fail "a refused resume wrote weights"
+  echo "truncated shard: $(grep -m1 -i error "$WORK/bad.log")"
+  ;;
+
 multinode)
   [ "$(id -u)" = 0 ] || skip "network namespaces need root"
   command -v ip >/dev/null || skip "no ip(8)"
@@ -141,6 +185,17 @@ multinode)
   echo "== 4 ranks on two hosts vs one process (float64, 2 steps)"
   compare node0 single 1e-9
   [ "$(accuracy node0)" = "$(accuracy single)" ] || fail "test accuracy $(accuracy node0) vs $(accuracy single)"
+  # The same two hosts with ZeRO-3 (--shard full): every unit gathered and reduce-scattered
+  # across the veth link.
+  MN[-1]=29432
+  ip netns exec "$N1" "$GPULAB" "${COMMON[@]}" "${SHORT[@]}" "${MN[@]}" --node_rank 1 --shard full \
+     --output_dir "$WORK/full1" >"$WORK/full1.log" 2>&1 &
+  NODE1=$!
+  run full0 ip netns exec "$N0" "$GPULAB" "${COMMON[@]}" "${SHORT[@]}" "${MN[@]}" --node_rank 0 --shard full
+  wait $NODE1 || { cat "$WORK/full1.log"; fail "node 1 (--shard full) exited with $?"; }
+  grep -q "shard full" "$WORK/full0.log" || { cat "$WORK/full0.log"; fail "expected a --shard full run"; }
+  echo "== 4 ranks on two hosts, --shard full, vs one process (float64, 2 steps)"
+  compare full0 single 1e-9
   ;;
 
 kill|hang|restart)
