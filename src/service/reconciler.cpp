@@ -8,6 +8,7 @@
 #include "service/book_id.h"
 #include "service/clock.h"
 #include "service/container_ops.h"
+#include "service/internal_images.h"
 #include "service/lease_ops.h"
 
 namespace gpulab::service {
@@ -20,7 +21,8 @@ Json ReconcileReport::to_json() const {
           {"state_fixed", state_fixed},
           {"orphans", orphans},
           {"orphans_removed", orphans_removed},
-          {"backups_failed", backups_failed}};
+          {"backups_failed", backups_failed},
+          {"images_removed", images_removed}};
 }
 
 namespace {
@@ -117,6 +119,7 @@ ReconcileReport reconcile(Service& s, bool startup) {
     } else if (c.state == state::kDeleting) {
       if (e) (void)s.docker().remove_container(e->id, true);
       s.store->remove_container(c.id, true);
+      release_internal_image(s, c.spec.image);
       s.store->audit("gpulab", "reconcile", c.name, "finished delete");
       ++r.finished_deletes;
     } else if (c.state == state::kRecreating) {
@@ -137,6 +140,7 @@ ReconcileReport reconcile(Service& s, bool startup) {
     } else if (!e) {
       // Removed outside the service: release its GPUs and ports.
       s.store->remove_container(c.id, true);
+      release_internal_image(s, c.spec.image);
       s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
       s.metrics.increment("reconcile_released");
       ++r.released;
@@ -167,7 +171,10 @@ ReconcileReport reconcile(Service& s, bool startup) {
     s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
     ++r.orphans_removed;
   }
-  if (startup) cleanup_backups(s, r);
+  if (startup) {
+    cleanup_backups(s, r);
+    r.images_removed = remove_orphan_images(s);  // after the rows and containers above settled
+  }
   return r;
 }
 
