@@ -78,6 +78,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     {
       // Only the commit needs the container still; the long save runs without its lock.
       auto lock = s.lock_container(c.name);
+      c = require_container(s, who, container);  // under the lock: a recreate may replace it
       docker::CommitSpec cs;
       cs.repo = "gpulab-backup";
       cs.tag = backup_name;

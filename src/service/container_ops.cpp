@@ -297,7 +297,9 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     // Commit -> recreate, keeping the writable layer, the name and the ports. The commit comes
     // first: the new GPUs, the new image and the "recreating" intent are booked in one step, so
     // a crash leaves either the old container as booked or an intent the restart completes.
-    std::string tag = c.name + "-" + std::to_string(unix_now());
+    // Unique even for two recreates in one second: a reused tag would move off the image the
+    // old container runs, leaving that image untagged and never removed.
+    std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
     auto img = s.docker().commit(c.docker_id.empty() ? c.name : c.docker_id,
                                  docker::CommitSpec{"gpulab-recreate",
                                                     tag,

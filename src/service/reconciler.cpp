@@ -145,12 +145,24 @@ ReconcileReport reconcile(Service& s, bool startup) {
       s.metrics.increment("reconcile_released");
       ++r.released;
     } else {
-      std::string want = e->state == "running"   ? state::kRunning
-                         : e->state == "created" ? state::kCreated
-                                                 : state::kExited;
-      if (want != c.state || e->id != c.docker_id) {
+      auto book_state = [](const std::string& engine_state) {
+        return engine_state == "running"   ? state::kRunning
+               : engine_state == "created" ? state::kCreated
+                                           : state::kExited;
+      };
+      std::string id = e->id, want = book_state(e->state);
+      if ((want != c.state || id != c.docker_id) && !looked) {
+        // The listing predates the lock: a request may have replaced the container since (a
+        // GPU-count recreate gives it a new id). Correcting the row from the stale listing would
+        // book the removed container, so decide on a fresh look.
+        auto info = s.docker().inspect_container(c.name);
+        if (!info) continue;  // gone since, or engine trouble: the next pass decides
+        id = info->id;
+        want = book_state(info->status);
+      }
+      if (want != c.state || id != c.docker_id) {
         s.store->set_state(c.id, want);
-        if (e->id != c.docker_id) s.store->set_docker_id(c.id, e->id);
+        if (id != c.docker_id) s.store->set_docker_id(c.id, id);
         ++r.state_fixed;
       }
     }

@@ -330,8 +330,10 @@ TEST_F(Soak, RandomOperationsWhileTheServiceIsKilled) {
       threads.emplace_back([&, wp = w.get()] {
         wp->round(url, n, target, stop, [&](long k) {
           if (kill_at > 0 && k >= kill_at && !killed.exchange(true)) {
-            svc_->kill_hard();  // at a random point: other users' requests are in flight
+            // Stop first: while the kill reaps, the others would otherwise spend the round's
+            // operations on a closed port. Their requests in flight are still cut.
             stop = true;
+            svc_->kill_hard();  // at a random point: other users' requests are in flight
           }
         });
       });
