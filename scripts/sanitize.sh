@@ -12,8 +12,9 @@ logs="$(realpath -m "$BUILD/sanitizer-logs")"
 rm -rf "$logs"
 mkdir -p "$logs"
 # Reports go to files (child processes too: gpulab serve writes them, not the test's output).
-export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:abort_on_error=0"
-export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
+# One prefix for both: in a combined ASan+UBSan binary the last log_path read wins for either.
+export ASAN_OPTIONS="log_path=$logs/report:detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="log_path=$logs/report:print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 set +e
 ctest --test-dir "$BUILD" -L '^(core|docker|service)$' --output-on-failure \

@@ -12,6 +12,7 @@
 #include "service/backup_archive.h"
 #include "service/clock.h"
 #include "service/crypto.h"
+#include "service/internal_images.h"
 #include "service/validation.h"
 
 namespace gpulab::service {
@@ -77,6 +78,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     {
       // Only the commit needs the container still; the long save runs without its lock.
       auto lock = s.lock_container(c.name);
+      c = require_container(s, who, container);  // under the lock: a recreate may replace it
       docker::CommitSpec cs;
       cs.repo = "gpulab-backup";
       cs.tag = backup_name;
@@ -190,12 +192,18 @@ CreateOutcome restore_backup(Service& s, const Principal& who, const Json& req) 
   CreateOptions o;
   o.name = req["name"].get<std::string>();
   o.owner = who.user;
-  ContainerSpec base = m->spec;
-  base.ports.clear();
-  o.spec = apply_spec_fields(req, base);
-  o.spec.image = m->image;
-  o.internal_image = true;
-  auto out = create_container(s, o);
+  CreateOutcome out;
+  try {
+    ContainerSpec base = m->spec;
+    base.ports.clear();
+    o.spec = apply_spec_fields(req, base);
+    o.spec.image = m->image;
+    o.internal_image = true;
+    out = create_container(s, o);
+  } catch (...) {
+    release_internal_image(s, m->image);  // loaded for a container that was refused
+    throw;
+  }
   s.store->audit(who.user, "restore", o.name, "ok", "backup=" + fs::path(path).filename().string());
   return out;
 }

@@ -9,6 +9,7 @@
 #include "service/book_id.h"
 #include "service/clock.h"
 #include "service/crypto.h"
+#include "service/internal_images.h"
 #include "service/lease_ops.h"
 #include "service/port_allocator.h"
 #include "service/quota.h"
@@ -254,6 +255,7 @@ void delete_container(Service& s, const ContainerRecord& c) {
   auto st = s.docker().remove_container(c.docker_id.empty() ? c.name : c.docker_id, true);
   if (!st && st.error().code != Code::kNotFound) throw_engine_error(st.error());
   s.store->remove_container(c.id, true);
+  release_internal_image(s, c.spec.image);  // a restored backup's or a recreate's image
 }
 
 ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Json& req) {
@@ -295,7 +297,9 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     // Commit -> recreate, keeping the writable layer, the name and the ports. The commit comes
     // first: the new GPUs, the new image and the "recreating" intent are booked in one step, so
     // a crash leaves either the old container as booked or an intent the restart completes.
-    std::string tag = c.name + "-" + std::to_string(unix_now());
+    // Unique even for two recreates in one second: a reused tag would move off the image the
+    // old container runs, leaving that image untagged and never removed.
+    std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
     auto img = s.docker().commit(c.docker_id.empty() ? c.name : c.docker_id,
                                  docker::CommitSpec{"gpulab-recreate",
                                                     tag,
@@ -342,7 +346,7 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
       s.store->set_docker_id(c.id, id);
       s.store->set_state(c.id, state::kRunning);
     });
-    if (starts_with(old_image, "gpulab-recreate:")) (void)s.docker().remove_image(old_image);
+    release_internal_image(s, old_image);  // an earlier recreate's or a restored backup's
   }
   return *s.store->find_container(c.id);
 }

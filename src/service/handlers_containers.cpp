@@ -96,8 +96,10 @@ ApiReply list(Service& s, Who who) {
 template <typename Op>
 ApiReply lifecycle(Service& s, Req req, Who who, const char* verb, Op op) {
   Json j = parse_request(req.body, name_schema());
+  auto lock = s.lock_container(require_container(s, who, j["name"].get<std::string>()).name);
+  // Read under the lock: a request or the reconciler may have changed the row (its container's
+  // id after a GPU-count recreate) while this one waited.
   ContainerRecord c = require_container(s, who, j["name"].get<std::string>());
-  auto lock = s.lock_container(c.name);
   op(s, c);
   s.store->audit(who.user, verb, c.name, "ok");
   return ApiReply::ok(std::string("Container ") + verb + " successfully", {{"name", c.name}});
@@ -105,11 +107,12 @@ ApiReply lifecycle(Service& s, Req req, Who who, const char* verb, Op op) {
 
 ApiReply update(Service& s, Req req, Who who) {
   Json j = parse_request(req.body, update_resources_schema());
-  ContainerRecord c = require_container(s, who, j["name"].get<std::string>());
+  std::string name = require_container(s, who, j["name"].get<std::string>()).name;
   if (j.size() == 1)
     throw ApiError(ApiCode::kInvalidRequest, "Nothing to update",
                    "give cpus, memory, pids_limit or gpu_count");
-  auto lock = s.lock_container(c.name);
+  auto lock = s.lock_container(name);
+  ContainerRecord c = require_container(s, who, name);  // under the lock, as in lifecycle()
   ContainerRecord after = update_resources(s, c, j);
   s.store->audit(who.user, "update-resources", c.name, "ok", j.dump());
   // The engine's own state, as in list (without it a running container read "missing").

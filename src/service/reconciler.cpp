@@ -8,6 +8,7 @@
 #include "service/book_id.h"
 #include "service/clock.h"
 #include "service/container_ops.h"
+#include "service/internal_images.h"
 #include "service/lease_ops.h"
 
 namespace gpulab::service {
@@ -20,7 +21,8 @@ Json ReconcileReport::to_json() const {
           {"state_fixed", state_fixed},
           {"orphans", orphans},
           {"orphans_removed", orphans_removed},
-          {"backups_failed", backups_failed}};
+          {"backups_failed", backups_failed},
+          {"images_removed", images_removed}};
 }
 
 namespace {
@@ -117,6 +119,7 @@ ReconcileReport reconcile(Service& s, bool startup) {
     } else if (c.state == state::kDeleting) {
       if (e) (void)s.docker().remove_container(e->id, true);
       s.store->remove_container(c.id, true);
+      release_internal_image(s, c.spec.image);
       s.store->audit("gpulab", "reconcile", c.name, "finished delete");
       ++r.finished_deletes;
     } else if (c.state == state::kRecreating) {
@@ -137,16 +140,29 @@ ReconcileReport reconcile(Service& s, bool startup) {
     } else if (!e) {
       // Removed outside the service: release its GPUs and ports.
       s.store->remove_container(c.id, true);
+      release_internal_image(s, c.spec.image);
       s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
       s.metrics.increment("reconcile_released");
       ++r.released;
     } else {
-      std::string want = e->state == "running"   ? state::kRunning
-                         : e->state == "created" ? state::kCreated
-                                                 : state::kExited;
-      if (want != c.state || e->id != c.docker_id) {
+      auto book_state = [](const std::string& engine_state) {
+        return engine_state == "running"   ? state::kRunning
+               : engine_state == "created" ? state::kCreated
+                                           : state::kExited;
+      };
+      std::string id = e->id, want = book_state(e->state);
+      if ((want != c.state || id != c.docker_id) && !looked) {
+        // The listing predates the lock: a request may have replaced the container since (a
+        // GPU-count recreate gives it a new id). Correcting the row from the stale listing would
+        // book the removed container, so decide on a fresh look.
+        auto info = s.docker().inspect_container(c.name);
+        if (!info) continue;  // gone since, or engine trouble: the next pass decides
+        id = info->id;
+        want = book_state(info->status);
+      }
+      if (want != c.state || id != c.docker_id) {
         s.store->set_state(c.id, want);
-        if (e->id != c.docker_id) s.store->set_docker_id(c.id, e->id);
+        if (id != c.docker_id) s.store->set_docker_id(c.id, id);
         ++r.state_fixed;
       }
     }
@@ -167,7 +183,10 @@ ReconcileReport reconcile(Service& s, bool startup) {
     s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
     ++r.orphans_removed;
   }
-  if (startup) cleanup_backups(s, r);
+  if (startup) {
+    cleanup_backups(s, r);
+    r.images_removed = remove_orphan_images(s);  // after the rows and containers above settled
+  }
   return r;
 }
 

@@ -21,6 +21,7 @@ struct ReconcileReport {
   int orphans = 0;           // managed containers on the engine without a row (reported only)
   int orphans_removed = 0;   // ours (this book's label) without a row: a create cut off by a crash
   int backups_failed = 0;    // backups cut off
+  int images_removed = 0;    // snapshot, backup or recreate images left without an owner
   Json to_json() const;
 };
 

@@ -14,6 +14,7 @@ SnapshotRecord take_snapshot(Service& s, const Principal& who, const std::string
   if (s.store->find_snapshot(snapshot_name))
     throw ApiError(ApiCode::kNameConflict, "Snapshot '" + snapshot_name + "' already exists");
   auto lock = s.lock_container(c.name);
+  c = require_container(s, who, container);  // under the lock: a recreate may have replaced it
   SnapshotRecord r;
   r.name = snapshot_name;
   r.owner = c.owner;

@@ -66,15 +66,16 @@ TEST_F(ServiceLeases, LeaseHoldsGpusAndPortUntilItsContainerIsGone) {
   a = c.post_json(api + "/create",
                   {{"name", prefix_ + "-a"}, {"image", kBoxImage}, {"gpu_count", 2}});
   ASSERT_TRUE(ok(a)) << a.body;
-  for (int g : a.json()["data"]["gpu_devices"]) EXPECT_FALSE(leased.count(g)) << g;
+  Json created = a.json();  // a named document: ranging over a temporary's member dangles
+  for (int g : created["data"]["gpu_devices"]) EXPECT_FALSE(leased.count(g)) << g;
   EXPECT_NE(a.json()["data"]["ssh_port"].get<int>(), lease_port);
   auto b = c.post_json(api + "/create",
                        {{"name", prefix_ + "-b"}, {"image", kBoxImage}, {"gpu_count", 1}});
   EXPECT_EQ(code(b), "GPU_ALLOCATION_FAILED") << b.body;
   // A lease is not a container: the container endpoints refuse it, list does not show it.
   EXPECT_EQ(code(c.post_json(api + "/delete", {{"name", lease}})), "STATE_CONFLICT");
-  for (const auto& row : c.get(api + "/list").json()["data"]["containers"])
-    EXPECT_NE(row["name"], lease);
+  Json listed = c.get(api + "/list").json();
+  for (const auto& row : listed["data"]["containers"]) EXPECT_NE(row["name"], lease);
 
   // ddp's container, made on the engine with the lease's label (and a host port the service
   // booked for it), keeps the lease; releasing is refused while it exists.

@@ -19,6 +19,28 @@ namespace {
 
 class ServiceRobustness : public ServiceTest {
  protected:
+  // A create the killed service had sent may finish on the engine after the restart's reconcile
+  // rolled its row back; the reconciler's periodic pass (6 s here) removes that container. Waits
+  // up to 15 s for it, so the checks below see the settled state, not the race.
+  void wait_orphans_removed() {
+    for (int i = 0; i < 150; ++i) {
+      auto store = Store::open(svc_->db_path().string());
+      ASSERT_TRUE(store.ok());
+      std::set<std::string> booked;
+      for (const auto& r : (*store)->containers()) booked.insert(r.name);
+      docker::ListOptions lo;
+      lo.all = true;
+      lo.labels = {"gpulab.managed=true"};
+      auto list = client_->list_containers(lo);
+      ASSERT_TRUE(list.ok());
+      bool orphan = false;
+      for (const auto& c : *list)
+        if (c.name.rfind(prefix_, 0) == 0 && !booked.count(c.name)) orphan = true;
+      if (!orphan) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
   // The book and the engine agree: every row has its engine container and vice versa, no intent
   // is left, no GPU or port is held twice or by a missing container, no partial backup file.
   void expect_consistent() {
@@ -145,6 +167,7 @@ TEST_F(ServiceRobustness, SigkillDuringCreatesAndBackupsLeaksNothing) {
     stop = true;
     for (auto& t : load) t.join();
     ASSERT_TRUE(svc_->start()) << svc_->log_tail();  // start-up reconciles
+    wait_orphans_removed();
     expect_consistent();
     HttpClient c(svc_->url());
     auto status = c.get("/api/v1/gpu-docker/status");

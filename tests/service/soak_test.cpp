@@ -2,8 +2,8 @@
 // update-resources / snapshot / restore-snapshot / backup / restore against the real service and
 // dockerd while the service is SIGKILLed at random points and restarted. After every restart and
 // at the end the invariants are checked: no GPU or SSH port held twice, the book equals the
-// engine's containers (names and running state), no orphan container, lease, port or temporary
-// file, no quota exceeded. `make test` runs a short version; `make soak` the long one
+// engine's containers (names and running state), no orphan container, lease, port, image or
+// temporary file, no quota exceeded. `make test` runs a short version; `make soak` the long one
 // (GPULAB_SOAK_OPS, GPULAB_SOAK_KILLS, GPULAB_SOAK_USERS set the size).
 #include <gtest/gtest.h>
 
@@ -50,8 +50,10 @@ class Walker {
     HttpClient c(url, token_);
     mine_.clear();
     auto list = c.get(kApi + "/list");
-    if (ok(list))
-      for (const auto& x : list.json()["data"]["containers"]) mine_.push_back(x["name"]);
+    if (ok(list)) {
+      Json answer = list.json();  // named: ranging over a temporary's member would dangle
+      for (const auto& x : answer["data"]["containers"]) mine_.push_back(x["name"]);
+    }
     while (!stop) {
       long k = ++n.ops;
       if (k > target) {
@@ -246,6 +248,21 @@ std::vector<std::string> soak_violations(const docker::Client& engine, const Ser
   for (const auto& [user, n] : containers_of)
     if (n > kMaxContainers)
       v.push_back("quota exceeded: " + user + " has " + std::to_string(n) + " containers");
+  // Orphan images: a snapshot, backup or recreate image of this run that nothing owns (its
+  // snapshot row, a running backup, or a row that runs it).
+  std::set<std::string> owned;
+  for (const auto& r : (*db)->query("SELECT spec FROM containers"))
+    owned.insert(Json::parse(r.str(0)).value("image", std::string()));
+  for (const auto& r : (*db)->query("SELECT image FROM snapshots")) owned.insert(r.str(0));
+  for (const auto& r : (*db)->query("SELECT name FROM backups WHERE state='running'"))
+    owned.insert("gpulab-backup:" + r.str(0));
+  auto images = engine.list_images();
+  if (!images) return {"engine image list: " + images.error().message};
+  for (const auto& img : *images)
+    for (const auto& tag : img.repo_tags)
+      for (const char* repo : {"gpulab-snapshot:", "gpulab-backup:", "gpulab-recreate:"})
+        if (starts_with(tag, std::string(repo) + prefix) && !owned.count(tag))
+          v.push_back("orphan image: " + tag);
   std::error_code ec;
   for (const auto& f : std::filesystem::directory_iterator(svc.backup_dir(), ec)) {
     std::string n = f.path().filename().string();
@@ -313,8 +330,10 @@ TEST_F(Soak, RandomOperationsWhileTheServiceIsKilled) {
       threads.emplace_back([&, wp = w.get()] {
         wp->round(url, n, target, stop, [&](long k) {
           if (kill_at > 0 && k >= kill_at && !killed.exchange(true)) {
-            svc_->kill_hard();  // at a random point: other users' requests are in flight
+            // Stop first: while the kill reaps, the others would otherwise spend the round's
+            // operations on a closed port. Their requests in flight are still cut.
             stop = true;
+            svc_->kill_hard();  // at a random point: other users' requests are in flight
           }
         });
       });

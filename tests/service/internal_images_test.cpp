@@ -1,0 +1,98 @@
+// The service's own images (snapshot, backup, recreate) never outlive their owners: a restored
+// backup's image goes with the last container that runs it or with a refused restore, a recreate
+// lets go of the image it replaced, and a restart removes the orphans of its own book (what a
+// SIGKILL between an engine commit and its row leaves) but never another book's images.
+#include <gtest/gtest.h>
+
+#include "service_env.h"
+
+namespace gpulab::service::testing {
+namespace {
+
+class InternalImages : public ServiceTest {
+ protected:
+  const std::string api_ = "/api/v1/gpu-docker";
+
+  // A container with one backup of it; returns the backup's image name on the engine.
+  std::string container_with_backup(HttpClient& c, const std::string& name) {
+    EXPECT_TRUE(ok(
+        c.post_json(api_ + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 0}})));
+    std::string backup = name + "-b";
+    EXPECT_TRUE(ok(c.post_json(api_ + "/backup", {{"name", name}, {"backup_name", backup}})));
+    return "gpulab-backup:" + backup;
+  }
+  HttpResult restore(HttpClient& c, const std::string& image, const std::string& name) {
+    std::string file = image.substr(image.find(':') + 1) + ".tar";
+    return c.post_json(api_ + "/restore",
+                       {{"backup_path", file}, {"name", name}, {"gpu_count", 0}});
+  }
+};
+
+TEST_F(InternalImages, RestoredImageGoesWithItsLastContainer) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  std::string image = container_with_backup(c, prefix_ + "-src");
+  EXPECT_FALSE(client_->image_exists(image));  // the file is the backup, not the engine's image
+  ASSERT_TRUE(ok(restore(c, image, prefix_ + "-r1")));
+  ASSERT_TRUE(ok(restore(c, image, prefix_ + "-r2")));
+  ASSERT_TRUE(ok(c.post_json(api_ + "/delete", {{"name", prefix_ + "-r1"}})));
+  EXPECT_TRUE(client_->image_exists(image)) << "r2 still runs it";
+  ASSERT_TRUE(ok(c.post_json(api_ + "/delete", {{"name", prefix_ + "-r2"}})));
+  EXPECT_FALSE(client_->image_exists(image));
+}
+
+TEST_F(InternalImages, RefusedRestoreRemovesTheLoadedImage) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  std::string image = container_with_backup(c, prefix_ + "-src");
+  auto r = restore(c, image, prefix_ + "-src");  // the name is taken: refused after the load
+  EXPECT_EQ(code(r), "NAME_CONFLICT") << r.body;
+  EXPECT_FALSE(client_->image_exists(image));
+}
+
+TEST_F(InternalImages, RecreateLetsGoOfTheImageItReplaced) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  std::string image = container_with_backup(c, prefix_ + "-src");
+  std::string name = prefix_ + "-r";
+  ASSERT_TRUE(ok(restore(c, image, name)));
+  auto up = c.post_json(api_ + "/update-resources", {{"name", name}, {"gpu_count", 1}});
+  ASSERT_TRUE(ok(up)) << up.body;
+  EXPECT_FALSE(client_->image_exists(image));
+  auto info = client_->inspect_container(name);
+  ASSERT_TRUE(info.ok());
+  std::string recreate = info->image;
+  EXPECT_EQ(recreate.rfind("gpulab-recreate:", 0), 0u) << recreate;
+  ASSERT_TRUE(ok(c.post_json(api_ + "/delete", {{"name", name}})));
+  EXPECT_FALSE(client_->image_exists(recreate));
+}
+
+TEST_F(InternalImages, RestartRemovesOrphansOfItsOwnBookOnly) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  std::string name = prefix_ + "-src";
+  ASSERT_TRUE(
+      ok(c.post_json(api_ + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 0}})));
+  std::string kept = prefix_ + "-snap";
+  ASSERT_TRUE(ok(c.post_json(api_ + "/snapshot", {{"name", name}, {"snapshot_name", kept}})));
+  // What a kill right after the engine's commit leaves: the image, carrying the container's
+  // labels (this book's id among them), and no row.
+  docker::CommitSpec lost{"gpulab-snapshot", prefix_ + "-lost", "", "", {}, {}, true};
+  ASSERT_TRUE(client_->commit(name, lost).ok());
+  docker::CommitSpec foreign{
+      "gpulab-recreate", prefix_ + "-foreign", "", "", {{"gpulab.book", "another"}}, {}, true};
+  ASSERT_TRUE(client_->commit(name, foreign).ok());
+  svc_->kill_hard();
+  ASSERT_TRUE(svc_->start()) << svc_->log_tail();
+  EXPECT_FALSE(client_->image_exists("gpulab-snapshot:" + prefix_ + "-lost"));
+  EXPECT_TRUE(client_->image_exists("gpulab-snapshot:" + kept));
+  EXPECT_TRUE(client_->image_exists("gpulab-recreate:" + prefix_ + "-foreign"));
+  EXPECT_NE(svc_->log_tail().find("\"images_removed\":1"), std::string::npos) << svc_->log_tail();
+}
+
+}  // namespace
+}  // namespace gpulab::service::testing
