@@ -208,6 +208,19 @@ class Page:
     def css(self, sel):
         return self.d.find_elements(By.CSS_SELECTOR, sel)
 
+    def text_of(self, sel):
+        """The first match's text ("" if none); looks again when the page re-renders under us
+        (server-sent updates replace elements between finding one and reading it)."""
+        for _ in range(20):
+            els = self.css(sel)
+            if not els:
+                return ""
+            try:
+                return els[0].text
+            except StaleElementReferenceException:
+                time.sleep(0.05)
+        fail(f"{self.size}: {sel} kept re-rendering")
+
     def go(self, hash_):
         self.d.get(f"{self.url}/#/{hash_}")
 
@@ -281,7 +294,7 @@ class Page:
         self.answer(confirm)
 
     def notice(self):
-        return self.css("#notice")[0].text if self.css("#notice") else ""
+        return self.text_of("#notice") if self.css("#notice") else ""
 
     def wait_state(self, name, state):
         self.wait(lambda: self.row(name) and self.row(name).get_attribute("data-state") == state,
@@ -322,8 +335,8 @@ def run_size(svc, size, shots, work):
         alice.css("#signin")[0].click()
         alice.wait(lambda: "Invalid API token" in alice.text(), "the refusal of a wrong token")
         alice.sign_in(svc.tokens["alice"])
-        if "alice" not in alice.css("#user")[0].text:
-            fail(f"{size}: header shows {alice.css('#user')[0].text!r}, not alice")
+        if "alice" not in alice.text_of("#user"):
+            fail(f"{size}: header shows {alice.text_of('#user')!r}, not alice")
 
         # Overview: both declared GPUs; the sampled one has a drawn chart with several samples.
         alice.wait(lambda: len(alice.css("#gpus .gpu")) == 2, "two GPU cards")
@@ -338,7 +351,7 @@ def run_size(svc, size, shots, work):
         samples = int(card.find_element(By.CSS_SELECTOR, ".chart").get_attribute("data-samples"))
         print(f"ok {size}: overview, GPU chart with {samples} samples, "
               f"{painted_pixels(alice, card)} painted pixels")
-        alice.wait(lambda: "● live" in alice.css("#live")[0].text, "the live event stream")
+        alice.wait(lambda: "● live" in alice.text_of("#live"), "the live event stream")
         alice.wait(lambda: alice.css("#quota #no-quota"), "the quota card (no limits yet)")
         alice.shot("overview")
 
@@ -349,7 +362,7 @@ def run_size(svc, size, shots, work):
         alice.fill("#c-image", XSS_IMAGE)
         alice.css("#c-create")[0].click()
         alice.wait(lambda: alice.css(".error"), "the validation error")
-        err = alice.css(".error")[0].text
+        err = alice.text_of(".error")
         if "<script>" not in err or alice.d.execute_script("return window.__xss_name") is not None:
             fail(f"{size}: '<script>' in a name was not shown as text: {err!r}")
         print(f"ok {size}: validation message shown as text: {err.splitlines()[0]!r}")
@@ -394,15 +407,15 @@ def run_size(svc, size, shots, work):
 
         # The log line with <script> is text, in the container's own page.
         alice.go(f"containers/{name}")
-        alice.wait(lambda: "hello from the lab" in (alice.css("#logs")[0].text if alice.css("#logs") else ""),
+        alice.wait(lambda: "hello from the lab" in (alice.text_of("#logs") if alice.css("#logs") else ""),
                    "the log line")
-        if "<script>" not in alice.css("#logs")[0].text or \
+        if "<script>" not in alice.text_of("#logs") or \
                 alice.d.execute_script("return window.__xss_log") is not None:
             fail(f"{size}: the log line was not shown as text")
         alice.wait(lambda: alice.css("#ssh"), "the SSH command")
-        if not re.fullmatch(rf"ssh -p {c['ssh_port']} lab@\S+", alice.css("#ssh")[0].text):
-            fail(f"{size}: the SSH command is not the service's: {alice.css('#ssh')[0].text!r}")
-        print(f"ok {size}: log line shown as text; SSH command {alice.css('#ssh')[0].text!r}")
+        if not re.fullmatch(rf"ssh -p {c['ssh_port']} lab@\S+", alice.text_of("#ssh")):
+            fail(f"{size}: the SSH command is not the service's: {alice.text_of('#ssh')!r}")
+        print(f"ok {size}: log line shown as text; SSH command {alice.text_of('#ssh')!r}")
         alice.shot("container-detail")
 
         # The overview names alice's own container as its GPU's holder.
@@ -503,8 +516,8 @@ def run_size(svc, size, shots, work):
                     fail(f"{size}: bob's {page} page shows alice's {secret}: {bob.text()[:800]}")
         bob.go(f"containers/{name}")
         bob.wait(lambda: bob.css("#detail .error"), "bob's refusal")
-        if not bob.css("#detail .error")[0].text.startswith("403"):
-            fail(f"{size}: bob's page for alice's container: {bob.css('#detail .error')[0].text!r}")
+        if not bob.text_of("#detail .error").startswith("403"):
+            fail(f"{size}: bob's page for alice's container: {bob.text_of('#detail .error')!r}")
         for path in [f"/api/v1/gpu-docker/stats?name={name}",
                      f"/api/v1/gpu-docker/logs?name={name}",
                      f"/api/v1/gpu-docker/backups/download?backup_name={bk}"]:
@@ -591,7 +604,7 @@ def run_admin(svc, shots):
                 p.css("#new-user")[0].send_keys("carol")
                 p.css("#create-token")[0].click()
                 p.wait(lambda: p.css("#new-token"), "carol's new token")
-                token = p.css("#new-token")[0].text
+                token = p.text_of("#new-token")
                 st, body = svc.request("/api/v1/gpu-docker/list",
                                        headers={"Authorization": f"Bearer {token}"})
                 if st != 200:
@@ -602,7 +615,7 @@ def run_admin(svc, shots):
                 p.fill("#q-user", "alice")
                 p.fill("#q-cpus", "lots")
                 p.css("#q-set")[0].click()
-                p.wait(lambda: p.css(".error") and "Invalid cpus 'lots'" in p.css(".error")[0].text,
+                p.wait(lambda: p.css(".error") and "Invalid cpus 'lots'" in p.text_of(".error"),
                        "the refusal of a bad CPU limit")
                 for field, value in [("#q-containers", "1"), ("#q-cpus", "2"), ("#q-memory", "1g")]:
                     p.fill(field, value)
@@ -646,22 +659,22 @@ def run_quota(svc, size, shots):
                "1.0 GiB" in quota_row("memory_bytes") and "no limit" in quota_row("gpus"),
                "alice's quota on the overview")
         p.go("containers")
-        p.wait(lambda: p.css("#quota-line") and "containers 0 / 1" in p.css("#quota-line")[0].text,
+        p.wait(lambda: p.css("#quota-line") and "containers 0 / 1" in p.text_of("#quota-line"),
                "the quota beside the create form")
         create(one)
         p.wait_state(one, "running")
-        p.wait(lambda: "containers 1 / 1" in p.css("#quota-line")[0].text and
-               "memory 256 MiB / 1.0 GiB" in p.css("#quota-line")[0].text, "the quota in use")
+        p.wait(lambda: "containers 1 / 1" in p.text_of("#quota-line") and
+               "memory 256 MiB / 1.0 GiB" in p.text_of("#quota-line"), "the quota in use")
         create(two)
         p.wait(lambda: p.css("#create-form ~ .error"), "the quota's refusal")
-        err = p.css("#create-form ~ .error")[0].text
+        err = p.text_of("#create-form ~ .error")
         for want in ["409", "QUOTA_EXCEEDED", "containers in use 1, asked 1, limit 1",
                      "ask an admin to raise the quota"]:
             if want not in err:
                 fail(f"{size}: the quota's refusal lacks {want!r}: {err!r}")
         if svc.container("alice", two) or p.row(two) is not None:
             fail(f"{size}: a container beyond the quota was made")
-        print(f"ok {size}: quota shown ({p.css('#quota-line')[0].text!r}); beyond it: "
+        print(f"ok {size}: quota shown ({p.text_of('#quota-line')!r}); beyond it: "
               f"{err.splitlines()[0]!r} with its hint")
         p.shot("quota")
         p.go("overview")
