@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "launch/heartbeat.h"
 #include "launch/ports.h"
+#include "launch/rank_cgroup.h"
 #include "launch/rank_env.h"
 #include "launch/rank_group.h"
 
@@ -195,6 +197,29 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
   int threads = o.threads_per_rank;
   if (threads <= 0) threads = std::max(1, available_cores() / o.nproc_per_node);
   const bool user_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
+  // Before any rank starts: a cap that cannot be enforced fails the launch, not a rank.
+  std::unique_ptr<RankCgroups> cgroups;
+  if (o.rank_memory_max_bytes > 0) {
+    auto cg = RankCgroups::create(o.rank_memory_max_bytes);
+    if (!cg.ok()) return cg.error();
+    cgroups = std::move(*cg);
+  }
+  // Each rank's peak memory, read from its cgroup once an attempt is over.
+  const auto record_peaks = [&](LaunchResult& r, const std::vector<RankSpec>& specs) {
+    if (!cgroups) return;
+    r.rank_peak_bytes.clear();
+    std::string line;
+    for (const RankSpec& s : specs) {
+      auto peak = cgroups->peak_bytes(s.rank);
+      if (!peak) continue;
+      r.rank_peak_bytes[s.rank] = *peak;
+      line +=
+          (line.empty() ? "" : ", ") + ("rank " + std::to_string(s.rank) + " ") + format_mib(*peak);
+    }
+    if (!line.empty())
+      say(o, "peak memory per rank (cgroup): " + line + " (cap " +
+                 format_mib(o.rank_memory_max_bytes) + ")");
+  };
 
   TempDir tmp;
   SignalScope signals;
@@ -234,6 +259,11 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
         s.heartbeat_file = (tmp.path / ("rank" + std::to_string(s.rank) + ".beat")).string();
         s.env[kEnvHeartbeatFile] = s.heartbeat_file;
       }
+      if (cgroups) {
+        auto procs = cgroups->prepare(s.rank);
+        if (!procs.ok()) return procs.error();
+        s.cgroup_procs = *procs;
+      }
       specs.push_back(std::move(s));
     }
     if (attempt == 0) {
@@ -241,6 +271,9 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
                  std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + " (world size " +
                  std::to_string(world) + ", master " + addr + ":" + std::to_string(port) + ", " +
                  std::to_string(threads) + " thread(s) per rank)");
+      if (cgroups)
+        say(o, "each rank capped at " + format_mib(o.rank_memory_max_bytes) + " of memory (" +
+                   cgroups->describe() + ")");
     }
 
     RankGroup group;
@@ -252,6 +285,7 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
     }
     if (g_stop_signal != 0) return stop_for_signal(o, group, std::move(result));
     if (!failure) {
+      record_peaks(result, specs);
       result.exit_code = 0;
       result.failure.reset();
       result.message.clear();
@@ -259,6 +293,19 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
     }
     if (failure->reported_bad_input())
       return stop_for_bad_input(o, group, *failure, std::move(result));
+    // A rank whose cgroup met the OOM killer (the rank or a process it started) failed for
+    // lack of memory: that is the cause to act on, said with the rank and the cap.
+    if (cgroups) {
+      for (const RankSpec& s : specs) {
+        if (cgroups->oom_kills(s.rank) == 0) continue;
+        if (s.rank == failure->rank)
+          failure->oom_cap_bytes = o.rank_memory_max_bytes;
+        else
+          say(o, "rank " + std::to_string(s.rank) + " ran out of memory: the kernel's OOM killer " +
+                     "acted at its --rank_memory_max cap of " +
+                     format_mib(o.rank_memory_max_bytes));
+      }
+    }
     auto t0 = std::chrono::steady_clock::now();
     say(o, failure->describe() + "; stopping the other ranks");
     group.stop(o.stop_grace);
@@ -266,6 +313,7 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.2f", secs);
     say(o, std::string("all ranks stopped in ") + buf + " s");
+    record_peaks(result, specs);
     result.failure = failure;
     result.message = failure->describe();
     if (failure->signal || failure->stopped_by) {

@@ -56,6 +56,9 @@ struct LaunchOptions {
   HangPolicy hang;                         // when a rank whose heartbeat went quiet is hung
   std::map<std::string, std::string> env;  // added to every rank's environment
   bool verbose = true;                     // launcher status lines on stderr
+  // > 0: each rank runs in its own cgroup with this memory cap (--rank_memory_max,
+  // rank_cgroup.h); checked before any rank starts.
+  int64_t rank_memory_max_bytes = 0;
 };
 
 // Why the group stopped: the first rank that failed, as the launcher saw it.
@@ -70,8 +73,10 @@ struct RankFailure {
   std::string limit;          // that limit and where it came from ("limit 6.0 s = 10 x ...")
   std::string last_progress;  // its last heartbeat record, when known
   std::string error;          // what the rank wrote to its error file, if anything
-  // "rank 1 (pid 4242) was killed by signal 9 (SIGKILL)" [+ ": <error>"], "... was stopped by
-  // signal 19 (SIGSTOP)", "... hangs: no progress for 6.1 s (limit ...) (last progress: ...)".
+  int64_t oom_cap_bytes = 0;  // the OOM killer acted in its cgroup at this --rank_memory_max cap
+  // "rank 1 (pid 4242) was killed by signal 9 (SIGKILL)" [+ ": out of memory: ... cap of
+  // 300 MiB"] [+ ": <error>"], "... was stopped by signal 19 (SIGSTOP)", "... hangs: no progress
+  // for 6.1 s (limit ...) (last progress: ...)".
   std::string describe() const;
   // The rank exited with code 2 after writing "error: ..." to its error file: bad input that
   // every rank shares (a missing data set), said once by the launcher and never restarted.
@@ -85,6 +90,9 @@ struct LaunchResult {
   int restarts = 0;                    // restarts performed
   std::optional<RankFailure> failure;  // the last failure, if the job did not succeed
   std::string message;                 // one line for the user when exit_code != 0
+  // With --rank_memory_max: the highest memory use of each rank's cgroup in the last attempt,
+  // where the kernel reports it.
+  std::map<int, int64_t> rank_peak_bytes;
 };
 
 // Runs the job to completion. Fails (Result error) only on bad options or when nothing could

@@ -2,6 +2,7 @@
 // PR_SET_PDEATHSIG so no rank outlives a launcher that was itself killed).
 #include "launch/rank_group.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 
 #include "core/strings.h"
 #include "launch/heartbeat.h"
+#include "launch/rank_cgroup.h"
 
 extern char** environ;
 
@@ -88,6 +90,9 @@ std::string RankFailure::describe() const {
   } else {
     s += " exited with code " + std::to_string(exit_code);
   }
+  if (oom_cap_bytes > 0)
+    s += ": out of memory: the kernel's OOM killer acted at its --rank_memory_max cap of " +
+         format_mib(oom_cap_bytes);
   if (!last_progress.empty()) s += " (last progress: " + last_progress + ")";
   if (!error.empty()) s += ": " + error;
   return s;
@@ -137,6 +142,16 @@ Status RankGroup::start(const std::vector<std::string>& command,
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
       for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
+      if (!spec.cgroup_procs.empty()) {
+        // "0" moves the writing process: open/write/close are async-signal-safe.
+        const int fd = ::open(spec.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || ::write(fd, "0", 1) != 1) {
+          const char* msg = "gpulab launch: the rank cannot join its memory cgroup\n";
+          (void)!::write(2, msg, std::strlen(msg));
+          _exit(126);
+        }
+        ::close(fd);
+      }
       ::execvpe(argv[0], argv.data(), envp.data());
       const char* msg = "gpulab launch: cannot execute the rank's command\n";
       (void)!::write(2, msg, std::strlen(msg));

@@ -21,6 +21,9 @@ struct RankSpec {
   std::map<std::string, std::string> env;  // set on top of the launcher's environment
   std::string error_file;
   std::string heartbeat_file;  // empty: not watched
+  // Non-empty: the cgroup.procs of the rank's own cgroup (rank_cgroup.h), joined between fork
+  // and exec so that all the rank allocates counts against its cap.
+  std::string cgroup_procs;
 };
 
 class RankGroup {

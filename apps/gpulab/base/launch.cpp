@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "launch/launcher.h"
+#include "launch/rank_cgroup.h"
 
 namespace gpulab::cli {
 
@@ -50,8 +51,15 @@ void add_launch_command(CLI::App& app, CommandContext& ctx) {
                   "seconds of silence that --heartbeat_timeout auto always allows")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
+  auto memory_max = std::make_shared<std::string>();
+  cmd->add_option("--rank_memory_max", *memory_max,
+                  "memory cap of each rank (e.g. 300M, 2G): every rank runs in its own cgroup "
+                  "and one that outgrows it is ended by the kernel's OOM killer, reported here")
+      ->check([](const std::string& v) { return launch::memory_size_error(v); });
   cmd->add_option("command", o->command, "the command each rank runs (after --)")->required();
-  cmd->callback([o, grace_s, hang, &ctx] {
+  cmd->callback([o, grace_s, hang, memory_max, &ctx] {
+    if (!memory_max->empty())
+      o->rank_memory_max_bytes = launch::parse_memory_size(*memory_max).value_or_throw();
     o->stop_grace = std::chrono::milliseconds(static_cast<int64_t>(*grace_s * 1000));
     o->hang = launch::hang_policy_from_flags(hang->first, hang->second).value_or_throw();
     auto r = launch::run_launch(*o).value_or_throw();

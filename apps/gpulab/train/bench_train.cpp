@@ -12,6 +12,7 @@
 #include "train/dist/dist_options.h"
 #include "train/lm_batches.h"
 #include "train/ops/conv.h"
+#include "train/train_options.h"
 
 namespace gpulab::cli {
 
@@ -21,7 +22,8 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   auto json = std::make_shared<bool>(false);
   auto& t = o->train;
   // The reference script's settings (bench/reference/train_ref.py): SGD lr 0.1, momentum 0.9,
-  // weight decay 5e-4, random horizontal flips, synthetic data unless a data set is named.
+  // weight decay 5e-4, random horizontal flips, synthetic data unless a data set is named;
+  // --optimizer and its rates can be changed.
   t.dataset = "synthetic";
   t.input_size = 32;
   t.learning_rate = 0.1;
@@ -66,6 +68,14 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   cmd->add_option("--profile", o->profile,
                   "write a Chrome trace of the timed steps here (libtorch profiler, rank 0)");
   cmd->add_option("--seed", t.seed, "random seed")->capture_default_str();
+  // The optimizer decides what sharding saves (AdamW keeps two fp32 states per parameter), so
+  // the sharded comparisons name it (bench/compare --cases zero).
+  cmd->add_option("--optimizer", t.optimizer, "optimizer of the timed steps")
+      ->check(CLI::IsMember(train::optimizer_names()))
+      ->capture_default_str();
+  cmd->add_option("--learning_rate", t.learning_rate, "learning rate")->capture_default_str();
+  cmd->add_option("--weight_decay", t.weight_decay, "weight decay (not on norms and biases)")
+      ->capture_default_str();
   auto conv_path = std::make_shared<std::string>("auto");
   cmd->add_option("--conv_path", *conv_path,
                   "convolution paths for A/B timings: auto (the faster CPU paths where they "

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "launch/launcher.h"
 #include "launch/ports.h"
+#include "launch/rank_cgroup.h"
 #include "launch/rank_env.h"
 #include "launch/slurm_step.h"
 #include "train/dist/ddp_context.h"
@@ -66,6 +67,12 @@ void add_dist_options(CLI::App* cmd, DistOptions& o, bool training) {
       ->check(CLI::Range(0.1, 86400.0))
       ->group(g)
       ->capture_default_str();
+  cmd->add_option("--rank_memory_max", o.rank_memory_max,
+                  "memory cap of each rank (e.g. 300M, 2G): every rank runs in its own cgroup "
+                  "(v2, else v1 memory controller) and one that outgrows it is ended by the "
+                  "kernel's OOM killer, which the launcher reports (even with one rank)")
+      ->check([](const std::string& v) { return launch::memory_size_error(v); })
+      ->group(g);
   cmd->add_flag("--sync_bn", o.sync_bn, "BatchNorm statistics over the global batch")->group(g);
   cmd->add_option("--bucket_cap_mb", o.bucket_cap_mb,
                   "gradient bucket size in MB (the first bucket is 1 MB)")
@@ -112,15 +119,25 @@ std::optional<int> launch_if_needed(const DistOptions& o) {
                   plan.describe().c_str());
       std::fflush(stdout);
     }
-    if (!plan.launcher_per_node) return std::nullopt;  // this task is a rank
+    if (!plan.launcher_per_node) {
+      // This task is a rank: srun placed it, so the launcher's cgroups cannot hold it.
+      if (!o.rank_memory_max.empty())
+        throw Exception(Code::kInvalidArgument,
+                        "--rank_memory_max needs gpulab's launcher, and srun starts the ranks "
+                        "of this step itself",
+                        "use Slurm's own cap (srun --mem-per-cpu), or one task per node");
+      return std::nullopt;
+    }
     lo.nproc_per_node = plan.nproc_per_node;
     lo.nnodes = plan.nnodes;
     lo.node_rank = plan.node_rank;
     lo.master_addr = o.master_addr.empty() ? plan.master_addr : o.master_addr;
     lo.master_port = o.master_port ? o.master_port : plan.master_port;
-  } else if (o.nproc_per_node <= 1 && o.nnodes <= 1) {
-    return std::nullopt;
+  } else if (o.nproc_per_node <= 1 && o.nnodes <= 1 && o.rank_memory_max.empty()) {
+    return std::nullopt;  // one process, no cap: no launcher (a capped one runs as rank 0 of 1)
   }
+  if (!o.rank_memory_max.empty())
+    lo.rank_memory_max_bytes = launch::parse_memory_size(o.rank_memory_max).value_or_throw();
   lo.max_restarts = o.max_restarts;
   lo.hang =
       launch::hang_policy_from_flags(o.heartbeat_timeout, o.heartbeat_floor_s).value_or_throw();

@@ -25,6 +25,8 @@ struct DistOptions {
   // stopped by a signal is caught at once whatever this says.
   std::string heartbeat_timeout = "auto";
   double heartbeat_floor_s = 60;
+  // Non-empty ("300M"): each rank in its own cgroup with this memory cap (launch/rank_cgroup.h).
+  std::string rank_memory_max;
   // Inside a rank.
   std::string backend = "auto";  // auto | nccl | gloo
   bool sync_bn = false;
@@ -40,7 +42,8 @@ struct DistOptions {
 };
 
 // Registers --nproc_per_node, --nnodes, --node_rank, --master_addr, --master_port,
-// --max_restarts, --heartbeat_timeout, --heartbeat_floor, --backend, --sync_bn, --bucket_cap_mb,
+// --max_restarts, --heartbeat_timeout, --heartbeat_floor, --rank_memory_max, --backend, --sync_bn,
+// --bucket_cap_mb,
 // --grad_compression, --dist_timeout, --shard, --shard_wrap, --shard_keep_after_forward.
 void add_dist_options(CLI::App* cmd, DistOptions& o, bool training = true);
 

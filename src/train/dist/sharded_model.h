@@ -13,6 +13,7 @@
 
 #include <torch/torch.h>
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -114,6 +115,7 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   void unit_backward_done(size_t u);
   void launch_ready();
   void launch_reduce(size_t u);
+  void finish_reduce(size_t u);
   void finalize();
   void start_gather(size_t u);
   void ensure_gathered(size_t u);
@@ -135,7 +137,8 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   bool sync_ = true;
   bool callback_queued_ = false;
   bool reduced_ = false;
-  size_t next_launch_ = 0;  // counts launches; units launch from the last to the first
+  size_t next_launch_ = 0;        // counts launches; units launch from the last to the first
+  std::deque<size_t> in_flight_;  // units whose reduce-scatter is launched, not yet finished
   int64_t gathers_ = 0;
   int64_t frees_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/atomic_file.h"
 #include "core/files.h"
 #include "core/json.h"
 
@@ -164,12 +165,21 @@ Result<SafetensorsFile> read_safetensors(const std::filesystem::path& path) {
   return parse_safetensors(*bytes, path.string());
 }
 
-Result<std::string> serialize_safetensors(const StateDict& tensors,
-                                          const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The 8-byte header length and the JSON header (padded to 8 bytes), and the tensors in file
+// order as contiguous CPU tensors (no copy for those that are already).
+struct Layout {
+  std::string head;
+  std::vector<torch::Tensor> cpu;
+  uint64_t data_bytes = 0;
+};
+
+Result<Layout> layout_of(const StateDict& tensors,
+                         const std::map<std::string, std::string>& metadata) {
   OrderedJson header = OrderedJson::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<torch::Tensor> cpu;
-  uint64_t offset = 0;
+  Layout l;
   for (const auto& [name, t] : tensors) {
     const std::string dtype = safetensors_dtype_name(t.scalar_type());
     if (dtype.empty()) {
@@ -177,30 +187,52 @@ Result<std::string> serialize_safetensors(const StateDict& tensors,
                                                std::string(c10::toString(t.scalar_type())) +
                                                ", which safetensors cannot hold"};
     }
-    cpu.push_back(t.detach().to(torch::kCPU).contiguous());
-    const uint64_t size = cpu.back().numel() * cpu.back().element_size();
-    header[name] = {
-        {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + size}}};
-    offset += size;
+    l.cpu.push_back(t.detach().to(torch::kCPU).contiguous());
+    const uint64_t size = l.cpu.back().numel() * l.cpu.back().element_size();
+    header[name] = {{"dtype", dtype},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {l.data_bytes, l.data_bytes + size}}};
+    l.data_bytes += size;
   }
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   const uint64_t header_len = json.size();
-  std::string out(8, '\0');
-  std::memcpy(out.data(), &header_len, 8);
-  out.reserve(8 + json.size() + offset);
-  out += json;
-  for (const auto& t : cpu) {
-    out.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
-  }
+  l.head.assign(8, '\0');
+  std::memcpy(l.head.data(), &header_len, 8);
+  l.head += json;
+  return l;
+}
+
+std::string_view bytes_of(const torch::Tensor& t) {
+  return {static_cast<const char*>(t.data_ptr()),
+          static_cast<size_t>(t.numel() * t.element_size())};
+}
+
+}  // namespace
+
+Result<std::string> serialize_safetensors(const StateDict& tensors,
+                                          const std::map<std::string, std::string>& metadata) {
+  auto l = layout_of(tensors, metadata);
+  if (!l.ok()) return l.error();
+  std::string out;
+  out.reserve(l->head.size() + l->data_bytes);
+  out += l->head;
+  for (const auto& t : l->cpu) out += bytes_of(t);
   return out;
 }
 
 Status write_safetensors(const std::filesystem::path& path, const StateDict& tensors,
                          const std::map<std::string, std::string>& metadata) {
-  auto bytes = serialize_safetensors(tensors, metadata);
-  if (!bytes.ok()) return bytes.error();
-  return write_file_atomic(path, *bytes);
+  auto l = layout_of(tensors, metadata);
+  if (!l.ok()) return l.error();
+  // Tensor by tensor: a serialized copy of the whole model would double the writer's memory
+  // (rank 0 at the end of a run, where --rank_memory_max caps it).
+  auto file = AtomicFile::create(path);
+  if (!file.ok()) return file.error();
+  if (auto st = file->write(l->head); !st) return st;
+  for (const auto& t : l->cpu)
+    if (auto st = file->write(bytes_of(t)); !st) return st;
+  return file->commit();
 }
 
 StateDict module_state_dict(const torch::nn::Module& module) {
