@@ -14,7 +14,8 @@ same safetensors file loads on both sides. Uses only Debian's python3-torch.
   llama_reference.py init --config C.json --out W.safetensors [--seed S]
       the reference's random initial weights (normal(0, 0.02) matrices, unit norm scales).
   llama_reference.py train --config C.json --weights W --data_dir D [--seq_len T]
-                     [--batch_size B] [--limit_train_batches K] [--num_epochs E] [--learning_rate ...]
+                     [--batch_size B] [--limit_train_batches K] [--num_epochs E]
+                     [--learning_rate LR --weight_decay WD --warmup_epochs W --clip_grad C]
       trains from the given weights (fp32, one process) on a token folder of `gpulab data
       tokenize`, in the window order of `gpulab train` (src/train/data/token_windows.cpp,
       reproduced here) with torch.optim.AdamW, gpulab's warm-up + cosine schedule and
