@@ -7,6 +7,8 @@ import argparse, json, os
 # Goals (gpulab / reference): throughput at least this, memory at most this.
 GOALS = [("cpu 1 process", "images_per_second", 1.15), ("cpu 2 ranks", "images_per_second", 1.10),
          ("gemm", "average_gflops", 0.95), ("gpu", "images_per_second", 1.30),
+         # Language models (issue 14): tokens/s in one process and with 2 ranks.
+         ("cpu 1 process", "tokens_per_second", 1.15), ("cpu 2 ranks", "tokens_per_second", 1.10),
          ("", "peak_host_memory_bytes", 1.0), ("", "peak_device_memory_bytes", 1.0)]
 
 

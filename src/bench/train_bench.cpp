@@ -16,6 +16,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "train/models/llama_config.h"
 #include "train/thread_env.h"
 #include "train/trainer.h"
 
@@ -136,6 +137,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   r.compute_seconds = compute_s;
   r.images_per_second = static_cast<double>(timed * t.batch_size * dist->world_size) /
                         std::max(1e-9, data_s + compute_s);
+  if (train::is_language_model(t.model))
+    r.tokens_per_second = r.images_per_second * static_cast<double>(t.seq_len);
   r.threads = at::get_num_threads();
   r.omp_wait_policy = train::omp_wait_policy();
   r.device = trainer.device().str();
@@ -164,6 +167,7 @@ Json TrainBenchResult::to_json() const {
          {"peak_host_memory_bytes", peak_host_memory_bytes},
          {"torch", TORCH_VERSION}};
   if (peak_device_memory_bytes) j["peak_device_memory_bytes"] = *peak_device_memory_bytes;
+  if (tokens_per_second > 0) j["tokens_per_second"] = tokens_per_second;
   if (!profile_file.empty()) {
     j["profile_file"] = profile_file;
     j["profile_top"] = profile_top;
@@ -187,6 +191,9 @@ std::string TrainBenchResult::summary() const {
     s += fmt::format(", peak device memory: {:.0f} MiB",
                      static_cast<double>(*peak_device_memory_bytes) / (1 << 20));
   s += "\n";
+  if (tokens_per_second > 0)
+    s += fmt::format("Tokens: {:.1f} tokens/s (sequences counted as images above)\n",
+                     tokens_per_second);
   if (!profile_file.empty()) {
     s += "Profile (Chrome trace): " + profile_file + "\nHeaviest ops by self time:\n";
     for (const auto& op : profile_top)

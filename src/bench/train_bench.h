@@ -23,7 +23,8 @@ struct TrainBenchOptions {
 };
 
 struct TrainBenchResult {
-  double images_per_second = 0;  // all ranks together
+  double images_per_second = 0;  // all ranks together (sequences for a language model)
+  double tokens_per_second = 0;  // a language model's: sequences/s x --seq_len; else 0
   double data_seconds = 0;       // rank 0: waits for the loader in the timed steps
   double compute_seconds = 0;    // rank 0: forward, backward, optimizer (device synced)
   int64_t steps = 0;             // timed steps

@@ -103,6 +103,7 @@ Json options_to_json(const TrainOptions& o) {
               {"dataset", o.dataset},
               {"data_dir", o.data_dir},
               {"output_dir", effective_output_dir(o)},
+              {"init_weights", o.init_weights},
               {"input_size", o.input_size},
               {"normalize", o.normalize},
               {"augment", o.augment},

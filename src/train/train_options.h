@@ -17,6 +17,9 @@ struct TrainOptions {
   std::string dataset = "cifar100";
   std::string data_dir = "data";
   std::string output_dir;  // empty: runs/<model>-<dataset>
+  // Starting weights (safetensors under the model's public names) instead of a random
+  // initialization: fine-tuning a published checkpoint, or two trainers from the same start.
+  std::string init_weights;
   int64_t input_size = 224;
   std::string normalize = "imagenet";
   bool augment = false;  // random crop + flip (off by default: short runs converge faster)
@@ -38,6 +41,9 @@ struct TrainOptions {
   double label_smoothing = 0;
   double clip_grad = 0;  // max global gradient norm; 0 = off
   int64_t grad_accum = 1;
+  // Model-kind defaults that replaced the flags' own ("optimizer adamw", ...), for the header
+  // line (train/model_defaults.h); empty when every flag was passed or for an image model.
+  std::vector<std::string> model_defaults;
 
   // Batches and epochs. With batch_size_scaled, batch_size is the global batch (split by ranks).
   int64_t batch_size = 128;

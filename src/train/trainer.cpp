@@ -14,6 +14,7 @@
 #include "core/duration.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/strings.h"
 #include "launch/heartbeat.h"
 #include "launch/launcher.h"
 #include "launch/rank_env.h"
@@ -26,6 +27,7 @@
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/stop_signal.h"
+#include "train/weights/safetensors.h"
 #include "train/weights_export.h"
 
 namespace gpulab::train {
@@ -175,6 +177,7 @@ void Trainer::setup_model() {
   mo.num_classes = train_set_->num_classes();
   mo.image_size = opts_.input_size;
   model_ = create_model(opts_.model, mo);
+  load_init_weights();
   model_->to(device_, compute_dtype_);
   memory_format_ =
       choose_memory_format(opts_, device_, find_model(opts_.model).value_or_throw()->family);
@@ -199,6 +202,7 @@ void Trainer::setup_language_model() {
   llama_ = std::make_shared<LlamaForCausalLM>(cfg);
   llama_->set_activation_checkpointing(opts_.activation_checkpointing);
   model_ = llama_;
+  load_init_weights();
   model_->to(device_, compute_dtype_);
   memory_format_ = {false, "contiguous", "language model"};
   dist_->prepare_model(*model_);
@@ -210,6 +214,19 @@ void Trainer::setup_language_model() {
               : datasheet_peak(describe_device(device_).name, p == "bf16" || p == "fp16" ? "bf16"
                                                               : p == "tf32"              ? "tf32"
                                                                                          : "fp32");
+}
+
+// Every rank loads the same file, so the replicas start equal without a broadcast.
+void Trainer::load_init_weights() {
+  if (opts_.init_weights.empty()) return;
+  auto file = read_safetensors(opts_.init_weights);
+  if (!file)
+    throw Exception(file.error().code, "--init_weights " + file.error().message,
+                    "pass a .safetensors file (a run's model.safetensors, or a Hugging Face "
+                    "checkpoint of the same shape)");
+  if (auto st = load_state_dict(*model_, file->tensors, "--init_weights " + opts_.init_weights);
+      !st)
+    throw Exception(st.error());
 }
 
 void Trainer::add_lm_metrics(EpochRecord& rec) const {
@@ -290,6 +307,10 @@ void Trainer::print_header() const {
                     "steps), clip_grad={:g}",
                     opts_.optimizer, opts_.learning_rate, opts_.weight_decay, opts_.lr_schedule,
                     schedule_->warmup_steps(), opts_.clip_grad));
+    if (!opts_.model_defaults.empty())
+      say(fmt::format("Language-model defaults for flags not passed: {}",
+                      join(opts_.model_defaults, ", ")));
+    if (!opts_.init_weights.empty()) say("Initial weights: " + opts_.init_weights);
     say(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
                     device_.str(), threads_, opts_.precision, dist_->world_size, dist_->backend()));
     say(fmt::format("Attention: {}; activation checkpointing {}",
@@ -324,6 +345,7 @@ void Trainer::print_header() const {
                       ? std::string()
                       : fmt::format(", schedule={} (warmup {} steps)", opts_.lr_schedule,
                                     schedule_->warmup_steps())));
+  if (!opts_.init_weights.empty()) say("Initial weights: " + opts_.init_weights);
   say(fmt::format("Batch size: {} (per process), {} steps per epoch{}", batch_per_process_,
                   schedule_->spec().steps_per_epoch,
                   opts_.grad_accum > 1 ? fmt::format(", grad_accum {}", opts_.grad_accum) : ""));

@@ -65,6 +65,7 @@ class Trainer {
   void optimizer_step();
   void evaluate(EpochRecord& rec);
   void setup_language_model();
+  void load_init_weights();  // --init_weights, before the model moves to its device
   void add_lm_metrics(EpochRecord& rec) const;
   void save_checkpoint_of(int64_t epochs_done, int64_t batches_done = 0);
   bool stop_requested();  // a stop signal on any rank: all ranks agree at a step boundary

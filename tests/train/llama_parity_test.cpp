@@ -11,25 +11,14 @@
 
 #include "core/subprocess.h"
 #include "train/models/llama.h"
+#include "train/torchvision_python.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-const std::string& torch_python() {
-  static const std::string found = [] {
-    const char* env = std::getenv("GPULAB_PYTHON");
-    for (std::string py : {std::string(env ? env : ""), std::string("/usr/bin/python3")}) {
-      if (py.empty()) continue;
-      auto r = run_process({py, "-c", "import torch, numpy"});
-      if (r.ok() && r->success()) return py;
-    }
-    return std::string();
-  }();
-  return found;
-}
+using testing::torch_python;
 
 struct TempDir {
   fs::path path;

@@ -1,8 +1,9 @@
 // Language models through `gpulab train` and `gpulab generate` (the built CLI, real processes):
 // llama-tiny learns the synthetic token stream, the log line carries tokens/s, TFLOPS and MFU,
 // a resumed run continues bit for bit, the weights generate text, and bad input (too long a
-// sequence, a config.json missing fields, a vocabulary smaller than the data's) is one clear
-// line, exit 2, nothing written. Also FusedAdamW against libtorch's AdamW.
+// sequence, a config.json missing fields, a vocabulary smaller than the data's, --init_weights
+// missing or of another shape) is one clear line, exit 2, nothing written. Also FusedAdamW against
+// libtorch's AdamW.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -167,6 +168,16 @@ TEST(LlamaTrain, BadInputIsOneLineExit2NothingWritten) {
          {"rms_norm_eps", 1e-5}};
   std::ofstream(dir / "config.json") << cfg.dump();
   expect_refused(args, out, "vocabulary");
+
+  // Starting weights that are missing, or of another shape.
+  args = tiny_run(out, 1);
+  args.insert(args.end(), {"--init_weights", (dir / "none.safetensors").string()});
+  expect_refused(args, out, "--init_weights");
+  ASSERT_TRUE(write_safetensors(dir / "other.safetensors",
+                                {{"model.embed_tokens.weight", torch::zeros({256, 8})}})
+                  .ok());
+  args.back() = (dir / "other.safetensors").string();
+  expect_refused(args, out, "--init_weights");
   fs::remove_all(dir);
 }
 

@@ -2,6 +2,8 @@
 // gpulab's optimization, precision, checkpoint and output options; calls train::Trainer.
 #include <iostream>
 #include <memory>
+#include <set>
+#include <string>
 
 #include "commands.h"
 #include "core/error.h"
@@ -10,6 +12,7 @@
 #include "train/data/datasets.h"
 #include "train/dist/dist_options.h"
 #include "train/lm_batches.h"
+#include "train/model_defaults.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
 #include "train/trainer.h"
@@ -24,8 +27,13 @@ void add_options(CLI::App* cmd, TrainOptions& o) {
   auto member = [](const std::vector<std::string>& v) { return CLI::IsMember(v); };
   // The seed's flags.
   cmd->add_option("--model", o.model, "model name (see `gpulab models`)")->capture_default_str();
-  cmd->add_option("--learning_rate", o.learning_rate, "base learning rate")->capture_default_str();
-  cmd->add_option("--optimizer", o.optimizer, "sgd, adam, adamw or rmsprop")
+  cmd->add_option("--learning_rate", o.learning_rate,
+                  "base learning rate (language models: 3e-3 up to 512 wide, 6e-4 up to 1024, "
+                  "else 3e-4)")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", o.optimizer,
+                  "sgd, adam, adamw or rmsprop (language models: adamw, cosine schedule with 5% "
+                  "warm-up, clip_grad 1.0, weight_decay 0.1 unless passed)")
       ->check(member(train::optimizer_names()))
       ->capture_default_str();
   cmd->add_option("--batch_size", o.batch_size,
@@ -53,6 +61,9 @@ void add_options(CLI::App* cmd, TrainOptions& o) {
   // Data and outputs.
   cmd->add_option("--data_dir", o.data_dir, "folder with the data sets")->capture_default_str();
   cmd->add_option("--output_dir", o.output_dir, "run folder (default runs/<model>-<dataset>)");
+  cmd->add_option("--init_weights", o.init_weights,
+                  "start from these weights (safetensors, Hugging Face / torchvision names) "
+                  "instead of a random initialization");
   cmd->add_option("--input_size", o.input_size, "side of the square model input")
       ->capture_default_str();
   cmd->add_flag("--augment", o.augment, "random crop and horizontal flip for training");
@@ -110,6 +121,15 @@ void add_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--max_steps", o.max_steps, "stop after N optimizer steps (0: no limit)");
 }
 
+// The flags on the command line, without their dashes ("learning_rate").
+std::set<std::string> given_flags(const CLI::App* cmd) {
+  std::set<std::string> given;
+  for (const CLI::Option* opt : cmd->get_options())
+    if (opt->count() > 0)
+      given.insert(opt->get_name().substr(opt->get_name().find_first_not_of('-')));
+  return given;
+}
+
 // The seed's "Model Recommendations" block: one use case, then its argument string.
 // Then the row that applies to the chosen --model.
 void print_recommendations(const std::string& model) {
@@ -134,7 +154,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
                                  "with --nproc_per_node, as DDP ranks");
   add_options(cmd, *opts);
   train::dist::add_dist_options(cmd, *dist_opts);
-  cmd->callback([opts, dist_opts, &ctx] {
+  cmd->callback([cmd, opts, dist_opts, &ctx] {
     if (opts->show_recommendations) return print_recommendations(opts->model);
     if (opts->script_options) {
       std::cout << train::script_options_text();
@@ -142,6 +162,8 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     }
     if (!train::is_text_dataset(opts->dataset))
       opts->dataset = train::canonical_dataset_name(opts->dataset);
+    // A language model's optimizer, schedule and clipping, where the user passed none.
+    train::apply_model_defaults(*opts, given_flags(cmd));
     // Bad options fail here, once, before any rank starts.
     train::check_train_options(*opts, train::dist::planned_world_size(*dist_opts));
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
