@@ -22,6 +22,7 @@
 #include "train/device.h"
 #include "train/device_info.h"
 #include "train/memory_format.h"
+#include "train/models/cpu_bf16_matmul.h"
 #include "train/models/registry.h"
 #include "train/optim/optimizers.h"
 #include "train/progress.h"
@@ -322,6 +323,9 @@ void Trainer::print_header() const {
                         ? fmt::format("{:.2f} TFLOPS, {}", peak_.flops / 1e12, peak_.source)
                         : std::string("unknown for this device (MFU shows 0)")));
     if (!precision_note_.empty()) say(precision_note_);
+    if (opts_.precision == "bf16" && device_.is_cpu() && cpu_bf16_gemm_is_slow())
+      say("bf16 matrix products: fp32 GEMM on bf16 operands, bf16 results (this CPU has no bf16 "
+          "GEMM kernels; libtorch's fallback loop is ~15x slower)");
     if (!resumed_from_.empty())
       say(fmt::format("Resumed from {} (epoch {}, step {})", resumed_from_, start_epoch_, step_));
     say("");

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "train/models/activation_checkpoint.h"
+#include "train/models/cpu_bf16_matmul.h"
 #include "train/precision.h"
 #include "train/unit_hooks.h"
 
@@ -45,14 +46,14 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   auto allowed = torch::ones({t, s}, q.options().dtype(torch::kBool)).tril(s - t);
   return at::scaled_dot_product_attention(q, k, v, allowed, 0.0, false);
 #else
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  auto scores = matrix_product(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
   if (t > 1) {
     auto hidden = torch::ones({t, s}, q.options().dtype(torch::kBool)).triu(s - t + 1);
     scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
   }
   // Softmax in float32 under autocast, as Hugging Face's eager attention does.
   auto probs = torch::softmax(scores, -1, at_least_float(q.scalar_type())).to(v.scalar_type());
-  return torch::matmul(probs, v);
+  return matrix_product(probs, v);
 #endif
 }
 
@@ -98,9 +99,9 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                           const torch::Tensor& sin, KvCache* cache, int64_t layer) {
   const int64_t b = x.size(0), t = x.size(1);
-  auto q = q_proj(x).view({b, t, heads_, head_dim_}).transpose(1, 2);
-  auto k = k_proj(x).view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
-  auto v = v_proj(x).view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
+  auto q = linear_product(x, q_proj->weight).view({b, t, heads_, head_dim_}).transpose(1, 2);
+  auto k = linear_product(x, k_proj->weight).view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
+  auto v = linear_product(x, v_proj->weight).view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
   q = apply_rotary(q, cos, sin);
   k = apply_rotary(k, cos, sin);
   if (cache != nullptr) {
@@ -120,7 +121,7 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
     v = v.unsqueeze(2).expand({b, kv_heads_, rep, s, head_dim_}).reshape({b, heads_, s, head_dim_});
   }
   auto out = attend(q, k.to(q.scalar_type()), v.to(q.scalar_type()));
-  return o_proj(out.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+  return linear_product(out.transpose(1, 2).reshape({b, t, heads_ * head_dim_}), o_proj->weight);
 }
 
 LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
@@ -130,7 +131,9 @@ LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  return linear_product(
+      torch::silu(linear_product(x, gate_proj->weight)) * linear_product(x, up_proj->weight),
+      down_proj->weight);
 }
 
 LlamaBlockImpl::LlamaBlockImpl(const LlamaConfig& c) {
@@ -207,8 +210,7 @@ torch::Tensor LlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* ca
   }
   h = model->norm(h);
   if (cache) cache->length += t;
-  if (lm_head) return lm_head(h);
-  return torch::nn::functional::linear(h, model->embed_tokens->weight);
+  return linear_product(h, lm_head ? lm_head->weight : model->embed_tokens->weight);
 }
 
 }  // namespace gpulab::train

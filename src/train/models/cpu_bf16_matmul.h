@@ -1,0 +1,20 @@
+// Matrix products under bfloat16 autocast on a CPU without bfloat16 GEMM kernels: bf16 operands
+// multiplied by the fp32 GEMM, results rounded to bf16 (the arithmetic of a bf16 GEMM with fp32
+// accumulation), instead of libtorch 1.13's scalar bf16 loop there (~15x slower than fp32).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace gpulab::train {
+
+// True where libtorch's CPU bf16 products take the scalar loop: x86 without the AVX-512 subsets
+// (bw, vl, dq) its oneDNN bf16 path needs, or a libtorch built without oneDNN.
+bool cpu_bf16_gemm_is_slow();
+
+// x @ w^T (a bias-free linear layer) and a @ b (equal batch dimensions): under CPU bf16 autocast
+// on such a CPU, through the fp32 GEMM with the same rounding points as autocast (operands,
+// results and gradients in bf16; saved tensors in bf16); otherwise the ordinary ops.
+torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w);
+torch::Tensor matrix_product(const torch::Tensor& a, const torch::Tensor& b);
+
+}  // namespace gpulab::train
