@@ -63,13 +63,10 @@ void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, in
                    d::human_bytes(m.optimizer), d::human_bytes(m.activations),
                    d::human_bytes(m.buffers), d::human_bytes(m.total()),
                    m.total() <= capacity ? "yes" : "no", std::to_string(max_batch),
-                   d::human_bytes(d::comm_bytes_per_step(f, q, false))});
+                   d::human_bytes(d::comm_bytes_per_step(f, q))});
   }
   std::printf("%s", table.render().c_str());
-  std::printf(
-      "comm/step: bytes each device sends per optimizer step on NCCL (Gloo has no "
-      "reduce-scatter: add one model size for the optimizer, gradients and full "
-      "stages).\n");
+  std::printf("comm/step: bytes each device sends per optimizer step (NCCL or Gloo).\n");
 }
 
 // A language model: its footprint from the shape (nothing allocated; llama3-70b plans on a

@@ -185,6 +185,25 @@ WorkPtr Communicator::reduce_scatter_async(torch::Tensor& out, torch::Tensor& in
   }
 }
 
+WorkPtr Communicator::send_async(torch::Tensor& t, int to, uint32_t tag, const std::string& what) {
+  std::vector<at::Tensor> v{t};
+  try {
+    return pg_->send(v, to, static_cast<int>(tag));
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+}
+
+WorkPtr Communicator::recv_async(torch::Tensor& t, int from, uint32_t tag,
+                                 const std::string& what) {
+  std::vector<at::Tensor> v{t};
+  try {
+    return pg_->recv(v, from, static_cast<int>(tag));
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+}
+
 void Communicator::wait(const WorkPtr& work, const std::string& what) {
   launch::heartbeat_if_armed("waiting in " + what);
   try {

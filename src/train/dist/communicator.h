@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,11 @@ class Communicator {
   // 1.13 answers "does not support reduce_scatter"; train/dist/shard_collectives.h covers it).
   bool has_reduce_scatter() const { return backend_ == "nccl"; }
   WorkPtr reduce_scatter_async(torch::Tensor& out, torch::Tensor& in, const std::string& what);
+  // Point to point (Gloo's way to a reduce-scatter): `t` contiguous on device(). Every rank
+  // must start its operations of one exchange with the same tag (next_tag() in step).
+  WorkPtr send_async(torch::Tensor& t, int to, uint32_t tag, const std::string& what);
+  WorkPtr recv_async(torch::Tensor& t, int from, uint32_t tag, const std::string& what);
+  uint32_t next_tag() { return next_tag_++; }
   // Waits for a started collective; on failure throws (and reports) naming `what`.
   void wait(const WorkPtr& work, const std::string& what);
 
@@ -62,6 +68,7 @@ class Communicator {
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<::c10d::Store> store_;
   BackendPtr pg_;
+  uint32_t next_tag_ = 0;
 };
 
 // "gloo" or "nccl" for `requested` ("auto" picks NCCL when a GPU and NCCL are present);

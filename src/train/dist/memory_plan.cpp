@@ -224,7 +224,7 @@ MemoryParts plan_peak(const ModelFootprint& f, const PlanQuery& q) {
   return m;
 }
 
-int64_t comm_bytes_per_step(const ModelFootprint& f, const PlanQuery& q, bool gloo) {
+int64_t comm_bytes_per_step(const ModelFootprint& f, const PlanQuery& q) {
   if (q.world <= 1) return 0;
   const double frac = static_cast<double>(q.world - 1) / q.world;
   const double p = static_cast<double>(f.params * f.param_bytes);
@@ -235,10 +235,10 @@ int64_t comm_bytes_per_step(const ModelFootprint& f, const PlanQuery& q, bool gl
       break;
     case ShardStage::kOptimizer:
     case ShardStage::kGradients:
-      passes = (gloo ? 2 : 1) + 1;  // reduce-scatter (Gloo: all-reduce) + all-gather
+      passes = 2;  // reduce-scatter + all-gather
       break;
     case ShardStage::kFull:
-      passes = (gloo ? 2 : 1) + 2;  // reduce-scatter + all-gather in forward and in backward
+      passes = 3;  // reduce-scatter + all-gather in forward and in backward
       break;
   }
   return static_cast<int64_t>(passes * frac * p);

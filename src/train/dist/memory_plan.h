@@ -60,8 +60,8 @@ struct PlanQuery {
 MemoryParts plan_after_step(const ModelFootprint& f, const PlanQuery& q);
 // ... and the peak during a step (gathered units, gradients in flight, activations).
 MemoryParts plan_peak(const ModelFootprint& f, const PlanQuery& q);
-// Bytes each rank sends per optimizer step; `gloo`: reduce-scatter is an all-reduce there.
-int64_t comm_bytes_per_step(const ModelFootprint& f, const PlanQuery& q, bool gloo);
+// Bytes each rank sends per optimizer step (NCCL and Gloo alike: shard_collectives.h).
+int64_t comm_bytes_per_step(const ModelFootprint& f, const PlanQuery& q);
 
 // Device memory of a GPU name (h100, h200, a100, mi300x, ...) in bytes; 0 if unknown.
 int64_t device_memory_bytes(const std::string& gpu);

@@ -1,4 +1,4 @@
-// All-gather and reduce-scatter of flat groups (Gloo: reduce-scatter as all-reduce + slice).
+// All-gather and reduce-scatter of flat groups (Gloo: reduce-scatter as a pairwise exchange).
 #include "train/dist/shard_collectives.h"
 
 namespace gpulab::train::dist {
@@ -28,19 +28,39 @@ PendingReduce start_reduce_scatter(Communicator& comm, FlatGroup& g, torch::Tens
   if (comm.size() == 1) return p;
   if (comm.has_reduce_scatter()) {
     p.out = torch::empty({g.shard_numel()}, p.flat.options());
-    p.work = comm.reduce_scatter_async(p.out, p.flat, what);
-  } else {
-    p.work = comm.allreduce_async(p.flat, what);
+    p.works.push_back(comm.reduce_scatter_async(p.out, p.flat, what));
+    return p;
+  }
+  const int64_t n = g.shard_numel();
+  const uint32_t tag = comm.next_tag();
+  p.incoming.resize(static_cast<size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r == comm.rank()) continue;
+    auto& in = p.incoming[static_cast<size_t>(r)];
+    in = torch::empty({n}, p.flat.options());
+    p.works.push_back(comm.recv_async(in, r, tag, what));
+    auto slice = p.flat.narrow(0, n * r, n);
+    p.works.push_back(comm.send_async(slice, r, tag, what));
   }
   return p;
 }
 
 void finish_reduce_scatter(Communicator& comm, FlatGroup& g, PendingReduce& p,
                            const std::string& what) {
-  if (p.work) comm.wait(p.work, what);
-  torch::Tensor mine = p.out.defined()
-                           ? p.out
-                           : p.flat.narrow(0, g.shard_numel() * g.rank(), g.shard_numel()).clone();
+  for (const auto& w : p.works) comm.wait(w, what);
+  torch::Tensor mine;
+  if (p.out.defined()) {
+    mine = p.out;
+  } else if (p.incoming.empty()) {
+    mine = p.flat.narrow(0, 0, g.shard_numel()).clone();  // one rank: the whole gradient
+  } else {
+    const int64_t n = g.shard_numel();
+    auto part = [&](int r) {
+      return r == comm.rank() ? p.flat.narrow(0, n * r, n) : p.incoming[static_cast<size_t>(r)];
+    };
+    mine = part(0).clone();
+    for (int r = 1; r < comm.size(); ++r) mine.add_(part(r));
+  }
   auto& grad = g.shard().mutable_grad();
   grad = mine.to(g.shard().scalar_type());
   p = {};

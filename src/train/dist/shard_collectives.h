@@ -1,15 +1,18 @@
 // The two collectives of sharded data parallel on a FlatGroup, started asynchronously and
 // finished later so they overlap with compute: the all-gather of the shards into the full
 // buffer, and the reduce-scatter of a flat gradient into this rank's gradient shard.
-// NCCL has both. Gloo (libtorch 1.13) has all-gather but no reduce-scatter: there it is an
-// all-reduce of the whole flat gradient of which each rank keeps its slice, so each rank sends
-// and receives about 2 (N-1)/N of the gradient instead of (N-1)/N (twice a reduce-scatter's
-// volume, the volume of DDP's all-reduce).
+// NCCL has both. Gloo (libtorch 1.13) has all-gather but no reduce-scatter: there every rank
+// sends each peer that peer's slice of its flat gradient (point to point, all started at once)
+// and adds the N-1 slices it receives to its own, in rank order (the same sum on every run).
+// Each rank sends and receives (N-1)/N of the gradient, a reduce-scatter's volume (an all-reduce
+// of the whole gradient, the earlier way, moved twice that), and holds N-1 received slices
+// until the sum; the additions are this rank's shard only.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "train/dist/communicator.h"
 #include "train/dist/flat_group.h"
@@ -27,9 +30,10 @@ PendingGather start_gather(Communicator& comm, FlatGroup& g, const std::string& 
 void finish_gather(Communicator& comm, FlatGroup& g, PendingGather& p, const std::string& what);
 
 struct PendingReduce {
-  WorkPtr work;
-  torch::Tensor flat;  // the mean flat gradient (all of it on Gloo)
-  torch::Tensor out;   // NCCL: this rank's reduced shard
+  std::vector<WorkPtr> works;
+  torch::Tensor flat;                   // the mean flat gradient (sent from until done)
+  torch::Tensor out;                    // NCCL: this rank's reduced shard
+  std::vector<torch::Tensor> incoming;  // Gloo: each rank's slice for this rank (own: undefined)
 };
 
 // Starts reducing `flat_grad` (already divided by the world size) into this rank's shard.
