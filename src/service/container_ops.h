@@ -38,10 +38,6 @@ struct Allocation {
 Allocation allocate(Service& s, const CreateOptions& opts, const std::string& state,
                     bool with_ssh = true);
 
-// Applies request fields (gpu_count, port, cpus, memory, shm_size, pids_limit, ssh_public_key,
-// env) onto `base`, checking each value.
-ContainerSpec apply_spec_fields(const Json& req, ContainerSpec base);
-
 // The caller's container by name: CONTAINER_NOT_FOUND, or FORBIDDEN for another user's.
 ContainerRecord require_container(Service& s, const Principal& who, const std::string& name);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "docker/client.h"
 #include "service/api_error.h"
 
 namespace gpulab::service {
@@ -218,11 +219,7 @@ Json parse_request(const std::string& body, const RequestSchema& schema) {
 }
 
 void check_name(const std::string& v, const std::string& field) {
-  bool ok = !v.empty() && v.size() <= 64 && std::isalnum(static_cast<unsigned char>(v[0]));
-  for (char c : v)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-')
-      ok = false;
-  if (!ok)
+  if (!docker::valid_container_name(v))
     invalid("Invalid " + field + " '" + v + "'",
             "use 1-64 letters, digits, '_', '.', '-', starting with a letter or digit");
 }
