@@ -185,6 +185,18 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
   return out;
 }
 
+CreateOptions restore_options(const Principal& who, const Json& req, ContainerSpec recorded,
+                              const std::string& image) {
+  CreateOptions o;
+  o.name = req["name"].get<std::string>();
+  o.owner = who.user;
+  recorded.ports.clear();
+  o.spec = apply_spec_fields(req, std::move(recorded));
+  o.spec.image = image;
+  o.internal_image = true;
+  return o;
+}
+
 ContainerRecord require_container(Service& s, const Principal& who, const std::string& name) {
   check_name(name, "container name");
   auto c = s.store->find_container(name);

@@ -25,6 +25,12 @@ struct CreateOutcome {
 
 CreateOutcome create_container(Service& s, const CreateOptions& opts);
 
+// What a restore (restore_request in validation.cpp: from a snapshot or a backup) creates: the
+// recorded spec with the request's changes, never its host ports (the source may still hold
+// them), on our own `image`.
+CreateOptions restore_options(const Principal& who, const Json& req, ContainerSpec recorded,
+                              const std::string& image);
+
 // What allocate() took: the row's id, its GPUs and its SSH port (0 without one).
 struct Allocation {
   std::int64_t id = 0;

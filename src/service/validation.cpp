@@ -69,6 +69,21 @@ bool type_ok(const Json& v, FT t) {
   return false;
 }
 
+// Both restores (from a snapshot, from a backup): where the image comes from, the new container's
+// name, and the settings that may differ from the recorded spec (ports never carry over).
+RequestSchema restore_request(const char* name, FieldSpec source) {
+  return {name,
+          {source,
+           {"name", FT::kString, true, "name of the new container"},
+           kGpuCount,
+           kPort,
+           kCpus,
+           kMemory,
+           kShm,
+           kPids,
+           kKey}};
+}
+
 [[noreturn]] void invalid(const std::string& msg, const std::string& hint = {}) {
   throw ApiError(ApiCode::kInvalidRequest, msg, hint);
 }
@@ -105,16 +120,8 @@ const RequestSchema& snapshot_schema() {
   return s;
 }
 const RequestSchema& restore_snapshot_schema() {
-  static const RequestSchema s{"RestoreSnapshotRequest",
-                               {{"snapshot_name", FT::kString, true, "snapshot to start from"},
-                                {"name", FT::kString, true, "name of the new container"},
-                                kGpuCount,
-                                kPort,
-                                kCpus,
-                                kMemory,
-                                kShm,
-                                kPids,
-                                kKey}};
+  static const RequestSchema s = restore_request(
+      "RestoreSnapshotRequest", {"snapshot_name", FT::kString, true, "snapshot to start from"});
   return s;
 }
 const RequestSchema& backup_schema() {
@@ -125,17 +132,9 @@ const RequestSchema& backup_schema() {
   return s;
 }
 const RequestSchema& restore_schema() {
-  static const RequestSchema s{"RestoreRequest",
-                               {{"backup_path", FT::kString, true,
-                                 "backup file name in the backup dir, e.g. \"my-backup-v1.tar\""},
-                                {"name", FT::kString, true, "name of the new container"},
-                                kGpuCount,
-                                kPort,
-                                kCpus,
-                                kMemory,
-                                kShm,
-                                kPids,
-                                kKey}};
+  static const RequestSchema s = restore_request(
+      "RestoreRequest", {"backup_path", FT::kString, true,
+                         "backup file name in the backup dir, e.g. \"my-backup-v1.tar\""});
   return s;
 }
 const RequestSchema& delete_snapshot_schema() {
