@@ -145,6 +145,11 @@ docker::CreateSpec container_spec(const DdpOptions& opts, const DdpGrant& grant,
   std::string base = grant.lease.empty() ? "ddp-" + random_string(5, kNameAlphabet) : grant.lease;
   res.container =
       base + "-" + std::to_string(opts.gpus) + "-" + (idx.empty() ? "cpu" : join(idx, "-"));
+  // Container names are at most docker::kMaxContainerNameLength (64) characters: past about 20
+  // GPUs (MI300X CPX partitions) the list becomes first-to-last; the label keeps every index.
+  if (res.container.size() > docker::kMaxContainerNameLength)
+    res.container =
+        base + "-" + std::to_string(opts.gpus) + "-" + idx.front() + "-to-" + idx.back();
   res.log_file = logs / (today() + "_" + res.container + ".log");
 
   docker::CreateSpec spec;

@@ -81,9 +81,9 @@ DdpGrant DdpAllocator::allocate(int gpus, bool want_ssh) {
   g.lease = lease->name;
   g.gpu_indices = lease->gpu_indices;
   g.ssh_port = lease->ssh_port;
-  g.env = lease->env;
-  g.gpu_requests = lease->gpu_requests;
-  g.devices = lease->devices;
+  g.env = lease->attachment->env;
+  g.gpu_requests = lease->attachment->device_requests;
+  g.devices = lease->attachment->devices;
   g.labels = {{lease->label, lease->name}};
   return g;
 }

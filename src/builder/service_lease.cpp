@@ -102,36 +102,16 @@ Result<ServiceHealth> ServiceClient::health() const {
   return h;
 }
 
-Result<ServiceLease> ServiceClient::lease(const std::string& name, int gpu_count,
-                                          bool ssh_port) const {
+Result<docker::GpuLease> ServiceClient::lease(const std::string& name, int gpu_count,
+                                              bool ssh_port) const {
   Json req = {{"name", name}, {"gpu_count", gpu_count}, {"ssh_port", ssh_port}};
   auto d = call("POST", std::string(kApi) + "/leases", &req, 30000);
   if (!d) return d.error();
-  try {
-    ServiceLease l;
-    l.name = d->at("name").get<std::string>();
-    l.gpu_indices = d->at("gpu_devices").get<std::vector<int>>();
-    l.gpu_uuids = d->at("gpu_uuids").get<std::vector<std::string>>();
-    l.ssh_port = d->at("ssh_port").get<int>();
-    l.gpu_type = d->value("gpu_type", std::string());
-    l.label = d->at("label").begin().key();
-    const Json& a = d->at("attachment");
-    l.env = a.at("env").get<std::vector<std::string>>();
-    for (const auto& r : a.at("device_requests")) {
-      docker::GpuRequest g;
-      g.driver = r.value("driver", std::string("nvidia"));
-      g.device_ids = r.at("device_ids").get<std::vector<std::string>>();
-      l.gpu_requests.push_back(g);
-    }
-    for (const auto& m : a.at("devices"))
-      l.devices.push_back({m.at("path_on_host").get<std::string>(),
-                           m.value("path_in_container", std::string()),
-                           m.value("cgroup_permissions", std::string("rwm"))});
-    return l;
-  } catch (const Json::exception& e) {
-    return Error(Code::kInternal,
-                 std::string("unexpected lease answer from gpulab serve: ") + e.what());
-  }
+  const std::string unexpected = "unexpected lease answer from gpulab serve: ";
+  auto l = docker::GpuLease::from_json(*d);
+  if (!l) return Error(Code::kInternal, unexpected + l.error().message);
+  if (!l->attachment) return Error(Code::kInternal, unexpected + "no attachment");
+  return l;
 }
 
 Status ServiceClient::release(const std::string& name) const {

@@ -9,25 +9,12 @@
 #include <vector>
 
 #include "core/result.h"
+#include "docker/gpu_lease.h"
 #include "docker/http_transport.h"
-#include "docker/types.h"
 
 namespace gpulab::builder {
 
 inline constexpr const char* kDefaultServiceUrl = "http://127.0.0.1:8000";
-
-struct ServiceLease {
-  std::string name;
-  std::vector<int> gpu_indices;
-  std::vector<std::string> gpu_uuids;
-  int ssh_port = 0;
-  std::string gpu_type;  // the service's: "nvidia", "rocm", "none", ...
-  std::string label;     // the label key that ties the container to the lease (gpulab.lease)
-  // How the container gets its GPUs, exactly as the service would attach them.
-  std::vector<std::string> env;
-  std::vector<docker::GpuRequest> gpu_requests;
-  std::vector<docker::DeviceMapping> devices;
-};
 
 struct ServiceHealth {
   bool engine = false;
@@ -43,9 +30,10 @@ class ServiceClient {
 
   // GET /healthz with a short timeout: is a gpulab serve answering there?
   Result<ServiceHealth> health() const;
-  // POST /api/v1/gpu-docker/leases. GPU_ALLOCATION_FAILED -> kResourceExhausted, a bad token ->
-  // kPermissionDenied, other API errors -> their code with the service's message.
-  Result<ServiceLease> lease(const std::string& name, int gpu_count, bool ssh_port) const;
+  // POST /api/v1/gpu-docker/leases; the answer carries its attachment. GPU_ALLOCATION_FAILED ->
+  // kResourceExhausted, a bad token -> kPermissionDenied, other API errors -> their code with the
+  // service's message.
+  Result<docker::GpuLease> lease(const std::string& name, int gpu_count, bool ssh_port) const;
   // POST /api/v1/gpu-docker/leases/release.
   Status release(const std::string& name) const;
 

@@ -169,7 +169,7 @@ Error error_from_response(int status, std::string_view body, std::string_view wh
 }
 
 bool valid_container_name(std::string_view name) {
-  if (name.empty() || name.size() > 128) return false;
+  if (name.empty() || name.size() > kMaxContainerNameLength) return false;
   if (!std::isalnum(static_cast<unsigned char>(name[0]))) return false;
   for (char ch : name) {
     auto c = static_cast<unsigned char>(ch);

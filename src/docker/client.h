@@ -142,8 +142,11 @@ class Client {
   std::string api_version_;
 };
 
-// "my-lab" or a 64-hex id is fine; "a/b", "", "-x" are not. The engine's own rule:
-// [a-zA-Z0-9][a-zA-Z0-9_.-]*. Used by callers to reject bad names before calling the engine.
+// gpulab's one rule for container names (and the service's snapshot, backup and lease names):
+// 1-64 of [A-Za-z0-9_.-], starting with a letter or digit. The engine's own rule is the same
+// pattern with no length limit; 64 keeps a name usable as the container's hostname (HOST_NAME_MAX).
+// "my-lab" or a 64-hex id is fine; "a/b", "", "-x" are not.
+inline constexpr std::size_t kMaxContainerNameLength = 64;
 bool valid_container_name(std::string_view name);
 
 // Maps an HTTP error status plus engine message to a gpulab Error ("<what>: <engine message>").

@@ -1,7 +1,9 @@
-// Host-side readiness for GPU containers: Docker engine reachable, NVIDIA container toolkit
-// installed, and the AMD device nodes (/dev/kfd, /dev/dri/renderD*) present and usable.
+// Host-side readiness for GPU containers: NVIDIA container toolkit installed, the AMD device
+// nodes (/dev/kfd, /dev/dri/renderD*) present and usable, and -- through a probe the caller
+// passes in -- the Docker engine reachable.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,9 +15,18 @@ struct DeviceNode {
   bool accessible = false;  // access(R_OK | W_OK)
 };
 
+// The Docker engine as a caller holding the Docker client sees it. gpu sits beside the docker
+// module, not above it (it builds where libcurl does not), so it never speaks to the engine itself.
+struct DockerStatus {
+  std::string endpoint;    // "unix:///var/run/docker.sock"
+  bool reachable = false;  // GET /_ping answered 200 OK
+  std::string detail;      // why not, or the API version the engine announced
+};
+using DockerProbe = std::function<DockerStatus()>;
+
 struct HostChecks {
   std::string docker_endpoint;                // "unix:///var/run/docker.sock"
-  bool docker_reachable = false;              // GET /_ping answered 200 OK
+  std::optional<bool> docker_reachable;       // unset: not checked (no probe: built without Docker)
   std::string docker_detail;                  // why not, or the API version the engine announced
   std::optional<std::string> nvidia_toolkit;  // path of nvidia-container-cli / nvidia-ctk / runtime
   std::optional<DeviceNode> kfd;              // /dev/kfd
@@ -23,11 +34,10 @@ struct HostChecks {
   bool nvidia_device_nodes = false;           // /dev/nvidiactl present
 };
 
-// Pings the engine at $DOCKER_HOST (unix:// or tcp://) or /var/run/docker.sock with a raw
-// "GET /_ping HTTP/1.0" over a plain socket; gives up after timeout_ms.
-bool ping_docker(const std::string& endpoint, std::string& detail, int timeout_ms = 2000);
+// $DOCKER_HOST, or unix:///var/run/docker.sock.
 std::string docker_endpoint_from_env();
 
-HostChecks check_host();
+// Device nodes and toolkit from the filesystem; the engine through `docker_probe` when given.
+HostChecks check_host(const DockerProbe& docker_probe = {});
 
 }  // namespace gpulab::gpu

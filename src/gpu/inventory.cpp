@@ -144,7 +144,7 @@ Inventory detect(const DetectOptions& opts) {
   // The backends' own reasons stay in inv.backends, one per line.
   if (inv.gpus.empty()) inv.no_gpu_reason = "neither NVIDIA nor ROCm environment detected";
   // Host checks describe the machine we run on, so they make no sense for a captured tree.
-  if (opts.host_checks && opts.root.empty()) inv.host = check_host();
+  if (opts.host_checks && opts.root.empty()) inv.host = check_host(opts.docker_probe);
   return inv;
 }
 

@@ -70,6 +70,9 @@ struct DetectOptions {
   // live. With a root the dlopen backends are skipped and no command is run.
   std::filesystem::path root;
   bool host_checks = true;
+  // Asked for the Docker engine's state during host checks (docker/engine_probe.h, passed in by
+  // the CLI); without one the engine is reported as not checked.
+  DockerProbe docker_probe;
   bool processes = true;
 };
 

@@ -14,7 +14,7 @@ OrderedJson opt(const std::optional<T>& v) {
 OrderedJson to_json(const HostChecks& h) {
   OrderedJson j;
   j["docker_endpoint"] = h.docker_endpoint;
-  j["docker_reachable"] = h.docker_reachable;
+  j["docker_reachable"] = opt(h.docker_reachable);
   j["docker_detail"] = h.docker_detail;
   j["nvidia_container_toolkit"] = opt(h.nvidia_toolkit);
   j["nvidia_device_nodes"] = h.nvidia_device_nodes;

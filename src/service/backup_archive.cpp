@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/tar.h"
+#include "service/api_error.h"
 #include "service/clock.h"
 #include "service/crypto.h"
 
@@ -100,6 +101,8 @@ Result<BackupManifest> BackupManifest::from_json(const Json& j) {
       return Error{Code::kDataError, "unknown backup format " + std::to_string(m.format)};
     return m;
   } catch (const Json::exception& e) {
+    return Error{Code::kDataError, std::string("bad manifest: ") + e.what()};
+  } catch (const ApiError& e) {  // a limit in the spec that a request could not have set
     return Error{Code::kDataError, std::string("bad manifest: ") + e.what()};
   }
 }

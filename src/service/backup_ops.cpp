@@ -190,15 +190,9 @@ CreateOutcome restore_backup(Service& s, const Principal& who, const Json& req) 
   if (!s.docker().image_exists(m->image))
     throw ApiError(ApiCode::kBackupCorrupt, "Image " + m->image + " missing after load");
   CreateOptions o;
-  o.name = req["name"].get<std::string>();
-  o.owner = who.user;
   CreateOutcome out;
   try {
-    ContainerSpec base = m->spec;
-    base.ports.clear();
-    o.spec = apply_spec_fields(req, base);
-    o.spec.image = m->image;
-    o.internal_image = true;
+    o = restore_options(who, req, m->spec, m->image);
     out = create_container(s, o);
   } catch (...) {
     release_internal_image(s, m->image);  // loaded for a container that was refused

@@ -3,7 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <functional>
 #include <set>
+#include <vector>
 
 #include "core/files.h"
 #include "core/json.h"
@@ -18,38 +21,148 @@ Error bad(const std::string& msg) {
                "see docs/service.md for the config file's keys"};
 }
 
-Status check_keys(const Json& j, const std::set<std::string>& allowed, const std::string& where) {
-  for (const auto& [key, value] : j.items()) {
-    if (!allowed.count(key)) return bad("unknown key '" + key + "' in " + where);
+// One entry per config key: its name and how it is read into T. The table is both the list of
+// known keys (anything else is refused) and the reader, so a key cannot be known but unread.
+template <typename T>
+struct Key {
+  const char* name;
+  std::function<Status(const Json&, T&)> read;
+  bool required = false;
+};
+
+// A key read straight into a member of the same JSON type.
+template <typename T, typename M>
+Key<T> member(const char* name, M T::*field, bool required = false) {
+  return {name,
+          [field](const Json& v, T& out) {
+            out.*field = v.get<M>();
+            return ok_status();
+          },
+          required};
+}
+
+// Refuses unknown keys and missing required ones, then reads the given keys in table order.
+template <typename T>
+Status read_keys(const Json& j, const std::vector<Key<T>>& keys, T& out, const std::string& where) {
+  if (!j.is_object()) return bad(where + " must be an object");
+  for (const auto& [name, value] : j.items()) {
+    bool known =
+        std::any_of(keys.begin(), keys.end(), [&](const Key<T>& k) { return name == k.name; });
+    if (!known) return bad("unknown key '" + name + "' in " + where);
+  }
+  for (const auto& k : keys) {
+    if (!j.contains(k.name)) {
+      if (k.required) return bad(where + ": missing key '" + k.name + "'");
+      continue;
+    }
+    try {
+      if (auto st = k.read(j[k.name], out); !st) return st;
+    } catch (const Json::exception& e) {
+      return bad(where + "." + k.name + ": " + e.what());
+    }
   }
   return ok_status();
 }
 
-Result<GpuSlot> gpu_from_json(const Json& g, size_t position) {
-  std::string where = "gpus[" + std::to_string(position) + "]";
-  if (!g.is_object()) return bad(where + " must be an object");
-  auto st = check_keys(g,
-                       {"uuid", "index", "vendor", "name", "numa_node", "links", "render_node",
-                        "render_node_in_container"},
-                       where);
-  if (!st) return st.error();
-  GpuSlot s;
-  try {
-    s.uuid = g.at("uuid").get<std::string>();
-    s.index = g.value("index", static_cast<int>(position));
-    s.vendor = g.at("vendor").get<std::string>();
-    s.name = g.value("name", std::string());
-    s.numa_node = g.value("numa_node", -1);
-    s.links = g.value("links", std::vector<int>{});
-    s.render_node = g.value("render_node", std::string());
-    s.render_node_in_container = g.value("render_node_in_container", s.render_node);
-  } catch (const Json::exception& e) {
-    return bad(where + ": " + e.what());
+const std::vector<Key<GpuSlot>>& gpu_keys() {
+  using G = GpuSlot;
+  static const std::vector<Key<G>> keys = {
+      member("uuid", &G::uuid, true),
+      member("index", &G::index),
+      member("vendor", &G::vendor, true),
+      member("name", &G::name),
+      member("numa_node", &G::numa_node),
+      member("links", &G::links),
+      member("render_node", &G::render_node),
+      member("render_node_in_container", &G::render_node_in_container)};
+  return keys;
+}
+
+Status read_gpus(const Json& v, ServiceConfig& c) {
+  if (!v.is_array()) return bad("gpus must be an array");
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::string where = "gpus[" + std::to_string(i) + "]";
+    GpuSlot s;
+    s.index = static_cast<int>(i);
+    if (auto st = read_keys(v[i], gpu_keys(), s, where); !st) return st;
+    if (!v[i].contains("render_node_in_container")) s.render_node_in_container = s.render_node;
+    if (s.vendor != "nvidia" && s.vendor != "amd")
+      return bad(where + ": vendor must be nvidia or amd");
+    if (s.uuid.empty()) return bad(where + ": uuid is empty");
+    c.gpus.push_back(std::move(s));
   }
-  if (s.vendor != "nvidia" && s.vendor != "amd")
-    return bad(where + ": vendor must be nvidia or amd");
-  if (s.uuid.empty()) return bad(where + ": uuid is empty");
-  return s;
+  return ok_status();
+}
+
+Status read_users(const Json& v, ServiceConfig& c) {
+  using U = UserSeed;
+  static const std::vector<Key<U>> keys = {member("name", &U::name, true),
+                                           member("admin", &U::admin),
+                                           member("token_sha256", &U::token_sha256, true)};
+  if (!v.is_array()) return bad("users must be an array");
+  for (const auto& u : v) {
+    UserSeed seed;
+    if (auto st = read_keys(u, keys, seed, "users[]"); !st) return st;
+    c.users.push_back(std::move(seed));
+  }
+  return ok_status();
+}
+
+Status read_dashboard(const Json& v, ServiceConfig& c) {
+  using D = DashboardConfig;
+  static const std::vector<Key<D>> keys = {member("sample_seconds", &D::sample_seconds),
+                                           member("history_seconds", &D::history_seconds),
+                                           member("gpu_sample_root", &D::gpu_sample_root)};
+  if (auto st = read_keys(v, keys, c.dashboard, "dashboard"); !st) return st;
+  if (c.dashboard.sample_seconds < 1 || c.dashboard.history_seconds < c.dashboard.sample_seconds)
+    return bad("dashboard: sample_seconds must be >= 1 and history_seconds >= sample_seconds");
+  return ok_status();
+}
+
+Status read_device_mode(const Json& v, ServiceConfig& c) {
+  std::string mode = v.get<std::string>();
+  if (mode == "map") {
+    c.device_mode = DeviceMode::kMap;
+  } else if (mode == "none") {
+    c.device_mode = DeviceMode::kNone;
+  } else {
+    return bad("device_mode must be \"map\" or \"none\"");
+  }
+  return ok_status();
+}
+
+// The config file's keys (docs/service.md), in the order they are read.
+const std::vector<Key<ServiceConfig>>& config_keys() {
+  using C = ServiceConfig;
+  static const std::vector<Key<C>> keys = {
+      {"listen", [](const Json& v, C& c) { return parse_listen(v.get<std::string>(), c); }},
+      member("docker_host", &C::docker_host),
+      member("db", &C::db_path),
+      member("backup_dir", &C::backup_dir),
+      member("ssh_port_base", &C::ssh_port_base),
+      member("ssh_port_step", &C::ssh_port_step),
+      member("port_rest_seconds", &C::port_rest_seconds),
+      member("auth_required", &C::auth_required),
+      member("image_allowlist", &C::image_allowlist),
+      member("allocation_policy", &C::allocation_policy),
+      member("detect_gpus", &C::detect_gpus),
+      {"device_mode", read_device_mode},
+      member("amd_kfd_path", &C::amd_kfd_path),
+      member("amd_kfd_in_container", &C::amd_kfd_in_container),
+      member("max_body_bytes", &C::max_body_bytes),
+      member("max_upload_bytes", &C::max_upload_bytes),
+      member("request_timeout_seconds", &C::request_timeout_seconds),
+      member("idle_timeout_seconds", &C::idle_timeout_seconds),
+      member("worker_threads", &C::worker_threads),
+      member("stop_timeout_seconds", &C::stop_timeout_seconds),
+      member("reconcile_interval_seconds", &C::reconcile_interval_seconds),
+      member("lease_grace_seconds", &C::lease_grace_seconds),
+      member("idle_check_interval_seconds", &C::idle_check_interval_seconds),
+      member("ssh_user", &C::ssh_user),
+      {"dashboard", read_dashboard},
+      {"gpus", read_gpus},
+      {"users", read_users}};
+  return keys;
 }
 
 }  // namespace
@@ -92,109 +205,9 @@ Status parse_listen(const std::string& text, ServiceConfig& config) {
 Result<ServiceConfig> config_from_json(const std::string& text) {
   auto parsed = parse_json(text, "config file");
   if (!parsed) return parsed.error();
-  const Json& j = *parsed;
-  if (!j.is_object()) return bad("top level must be an object");
-  auto st = check_keys(j,
-                       {"listen",
-                        "docker_host",
-                        "db",
-                        "backup_dir",
-                        "ssh_port_base",
-                        "ssh_port_step",
-                        "port_rest_seconds",
-                        "auth_required",
-                        "image_allowlist",
-                        "allocation_policy",
-                        "gpus",
-                        "detect_gpus",
-                        "device_mode",
-                        "amd_kfd_path",
-                        "amd_kfd_in_container",
-                        "max_body_bytes",
-                        "max_upload_bytes",
-                        "request_timeout_seconds",
-                        "idle_timeout_seconds",
-                        "worker_threads",
-                        "stop_timeout_seconds",
-                        "reconcile_interval_seconds",
-                        "idle_check_interval_seconds",
-                        "lease_grace_seconds",
-                        "users",
-                        "ssh_user",
-                        "dashboard"},
-                       "config");
-  if (!st) return st.error();
+  if (!parsed->is_object()) return bad("top level must be an object");
   ServiceConfig c;
-  try {
-    if (j.contains("listen")) {
-      auto ls = parse_listen(j["listen"].get<std::string>(), c);
-      if (!ls) return ls.error();
-    }
-    c.docker_host = j.value("docker_host", c.docker_host);
-    c.db_path = j.value("db", c.db_path);
-    c.backup_dir = j.value("backup_dir", c.backup_dir);
-    c.ssh_port_base = j.value("ssh_port_base", c.ssh_port_base);
-    c.ssh_port_step = j.value("ssh_port_step", c.ssh_port_step);
-    c.port_rest_seconds = j.value("port_rest_seconds", c.port_rest_seconds);
-    c.auth_required = j.value("auth_required", c.auth_required);
-    c.image_allowlist = j.value("image_allowlist", c.image_allowlist);
-    c.allocation_policy = j.value("allocation_policy", c.allocation_policy);
-    c.detect_gpus = j.value("detect_gpus", c.detect_gpus);
-    std::string mode = j.value("device_mode", std::string("map"));
-    if (mode == "map") {
-      c.device_mode = DeviceMode::kMap;
-    } else if (mode == "none") {
-      c.device_mode = DeviceMode::kNone;
-    } else {
-      return bad("device_mode must be \"map\" or \"none\"");
-    }
-    c.amd_kfd_path = j.value("amd_kfd_path", c.amd_kfd_path);
-    c.amd_kfd_in_container = j.value("amd_kfd_in_container", c.amd_kfd_in_container);
-    c.max_body_bytes = j.value("max_body_bytes", c.max_body_bytes);
-    c.max_upload_bytes = j.value("max_upload_bytes", c.max_upload_bytes);
-    c.request_timeout_seconds = j.value("request_timeout_seconds", c.request_timeout_seconds);
-    c.idle_timeout_seconds = j.value("idle_timeout_seconds", c.idle_timeout_seconds);
-    c.worker_threads = j.value("worker_threads", c.worker_threads);
-    c.stop_timeout_seconds = j.value("stop_timeout_seconds", c.stop_timeout_seconds);
-    c.reconcile_interval_seconds =
-        j.value("reconcile_interval_seconds", c.reconcile_interval_seconds);
-    c.lease_grace_seconds = j.value("lease_grace_seconds", c.lease_grace_seconds);
-    c.idle_check_interval_seconds =
-        j.value("idle_check_interval_seconds", c.idle_check_interval_seconds);
-    c.ssh_user = j.value("ssh_user", c.ssh_user);
-    if (j.contains("dashboard")) {
-      const Json& d = j["dashboard"];
-      if (!d.is_object()) return bad("dashboard must be an object");
-      auto ds =
-          check_keys(d, {"sample_seconds", "history_seconds", "gpu_sample_root"}, "dashboard");
-      if (!ds) return ds.error();
-      c.dashboard.sample_seconds = d.value("sample_seconds", c.dashboard.sample_seconds);
-      c.dashboard.history_seconds = d.value("history_seconds", c.dashboard.history_seconds);
-      c.dashboard.gpu_sample_root = d.value("gpu_sample_root", c.dashboard.gpu_sample_root);
-      if (c.dashboard.sample_seconds < 1 ||
-          c.dashboard.history_seconds < c.dashboard.sample_seconds)
-        return bad("dashboard: sample_seconds must be >= 1 and history_seconds >= sample_seconds");
-    }
-    if (j.contains("gpus")) {
-      if (!j["gpus"].is_array()) return bad("gpus must be an array");
-      size_t i = 0;
-      for (const auto& g : j["gpus"]) {
-        auto slot = gpu_from_json(g, i++);
-        if (!slot) return slot.error();
-        c.gpus.push_back(std::move(*slot));
-      }
-    }
-    if (j.contains("users")) {
-      for (const auto& u : j["users"]) {
-        auto us = check_keys(u, {"name", "admin", "token_sha256"}, "users[]");
-        if (!us) return us.error();
-        c.users.push_back(UserSeed{u.at("name").get<std::string>(), u.value("admin", false),
-                                   u.at("token_sha256").get<std::string>()});
-      }
-    }
-  } catch (const Json::exception& e) {
-    return bad(e.what());
-  }
+  if (auto st = read_keys(*parsed, config_keys(), c, "config"); !st) return st.error();
   return c;
 }
 

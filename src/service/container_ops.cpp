@@ -109,9 +109,9 @@ docker::CreateSpec engine_spec(Service& s, const std::string& name, const std::s
   cs.ports.push_back(docker::PortBinding{22, "tcp", ssh_port, "0.0.0.0"});
   for (const auto& p : spec.ports)
     cs.ports.push_back(docker::PortBinding{p.container_port, p.protocol, p.host_port, "0.0.0.0"});
-  if (!spec.cpus.empty()) cs.nano_cpus = parse_cpus(Json(spec.cpus));
-  if (!spec.memory.empty()) cs.memory_bytes = parse_size(Json(spec.memory), "memory");
-  if (!spec.shm_size.empty()) cs.shm_size_bytes = parse_size(Json(spec.shm_size), "shm_size");
+  if (spec.cpus.set()) cs.nano_cpus = spec.cpus.nano_cpus;
+  if (spec.memory.set()) cs.memory_bytes = spec.memory.bytes;
+  if (spec.shm_size.set()) cs.shm_size_bytes = spec.shm_size.bytes;
   cs.pids_limit = spec.pids_limit;
   cs.gpus = att.requests;
   cs.devices = att.devices;
@@ -153,39 +153,6 @@ std::string engine_create_start(Service& s, const docker::CreateSpec& cs,
 
 }  // namespace
 
-ContainerSpec apply_spec_fields(const Json& req, ContainerSpec base) {
-  if (req.contains("gpu_count")) {
-    int n = req["gpu_count"].get<int>();
-    if (n < 0 || n > 64) throw ApiError(ApiCode::kInvalidRequest, "gpu_count must be 0..64");
-    base.gpu_count = n;
-  }
-  if (req.contains("port")) base.ports = parse_ports(req["port"]);
-  if (req.contains("cpus")) {
-    parse_cpus(req["cpus"]);
-    base.cpus = as_text(req["cpus"]);
-  }
-  if (req.contains("memory")) {
-    parse_size(req["memory"], "memory");
-    base.memory = as_text(req["memory"]);
-  }
-  if (req.contains("shm_size")) {
-    parse_size(req["shm_size"], "shm_size");
-    base.shm_size = as_text(req["shm_size"]);
-  }
-  if (req.contains("pids_limit")) {
-    auto n = req["pids_limit"].get<std::int64_t>();
-    if (n < 16 || n > 4194304)
-      throw ApiError(ApiCode::kInvalidRequest, "pids_limit must be 16..4194304");
-    base.pids_limit = n;
-  }
-  if (req.contains("ssh_public_key")) {
-    check_ssh_public_key(req["ssh_public_key"].get<std::string>());
-    base.ssh_public_key = req["ssh_public_key"].get<std::string>();
-  }
-  if (req.contains("env")) base.env = parse_env(req["env"]);
-  return base;
-}
-
 CreateOutcome create_container(Service& s, const CreateOptions& o) {
   check_name(o.name, "container name");
   check_image(s, o.spec.image, o.internal_image);
@@ -216,6 +183,18 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
       "gpus=" + std::to_string(a.gpus.size()) + " ssh_port=" + std::to_string(a.ssh_port));
   out.record = *s.store->find_container(a.id);
   return out;
+}
+
+CreateOptions restore_options(const Principal& who, const Json& req, ContainerSpec recorded,
+                              const std::string& image) {
+  CreateOptions o;
+  o.name = req["name"].get<std::string>();
+  o.owner = who.user;
+  recorded.ports.clear();
+  o.spec = apply_spec_fields(req, std::move(recorded));
+  o.spec.image = image;
+  o.internal_image = true;
+  return o;
 }
 
 ContainerRecord require_container(Service& s, const Principal& who, const std::string& name) {
@@ -263,16 +242,16 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
   docker::ResourceUpdate u;
   bool engine_update = false;
   if (req.contains("cpus")) {
-    u.nano_cpus = parse_cpus(req["cpus"]);
+    u.nano_cpus = spec.cpus.nano_cpus;
     engine_update = true;
   }
   if (req.contains("memory")) {
-    u.memory_bytes = parse_size(req["memory"], "memory");
-    u.memory_swap_bytes = *u.memory_bytes * 2;  // the engine's default ratio at create
+    u.memory_bytes = spec.memory.bytes;
+    u.memory_swap_bytes = spec.memory.bytes * 2;  // the engine's default ratio at create
     engine_update = true;
   }
   if (req.contains("pids_limit")) {
-    u.pids_limit = req["pids_limit"].get<std::int64_t>();
+    u.pids_limit = spec.pids_limit;
     engine_update = true;
   }
   {
@@ -382,9 +361,9 @@ Json container_json(const ContainerRecord& c, const docker::ContainerSummary* en
             {"gpu_devices", c.gpu_indices()},
             {"gpu_uuids", c.gpu_uuids()},
             {"port_mappings", ports},
-            {"cpus", c.spec.cpus},
-            {"memory", c.spec.memory},
-            {"shm_size", c.spec.shm_size},
+            {"cpus", c.spec.cpus.text},
+            {"memory", c.spec.memory.text},
+            {"shm_size", c.spec.shm_size.text},
             {"pids_limit", c.spec.pids_limit},
             {"id", c.docker_id.substr(0, 12)},
             {"created_at", c.created_at}};

@@ -25,6 +25,12 @@ struct CreateOutcome {
 
 CreateOutcome create_container(Service& s, const CreateOptions& opts);
 
+// What a restore (restore_request in validation.cpp: from a snapshot or a backup) creates: the
+// recorded spec with the request's changes, never its host ports (the source may still hold
+// them), on our own `image`.
+CreateOptions restore_options(const Principal& who, const Json& req, ContainerSpec recorded,
+                              const std::string& image);
+
 // What allocate() took: the row's id, its GPUs and its SSH port (0 without one).
 struct Allocation {
   std::int64_t id = 0;
@@ -37,10 +43,6 @@ struct Allocation {
 // PORT_EXHAUSTED, NAME_CONFLICT.
 Allocation allocate(Service& s, const CreateOptions& opts, const std::string& state,
                     bool with_ssh = true);
-
-// Applies request fields (gpu_count, port, cpus, memory, shm_size, pids_limit, ssh_public_key,
-// env) onto `base`, checking each value.
-ContainerSpec apply_spec_fields(const Json& req, ContainerSpec base);
 
 // The caller's container by name: CONTAINER_NOT_FOUND, or FORBIDDEN for another user's.
 ContainerRecord require_container(Service& s, const Principal& who, const std::string& name);

@@ -177,58 +177,66 @@ ApiReply stats(Service& s, Req req, Who who) {
 void add_container_routes(Router& r, Service& s) {
   const std::string b = kApiBase;
   Service* sp = &s;
-  auto post = [&](const std::string& path, Handler h, const std::string& summary,
-                  const RequestSchema* schema) {
-    r.add(Route{"POST", b + path, std::move(h), summary, "containers", schema, {}});
-  };
-  r.add(Route{"GET",
-              b + "/status",
-              [sp](Req, Who w) { return status(*sp, w); },
-              "GPU status: free and used GPU indices and which container holds which",
-              "containers",
-              nullptr,
-              {}});
-  post(
-      "/create", [sp](Req q, Who w) { return create(*sp, q, w); },
-      "Create and start a container with GPUs, an SSH port and port mappings", &create_schema());
-  r.add(Route{"GET",
-              b + "/list",
-              [sp](Req, Who w) { return list(*sp, w); },
-              "List your containers (admins: all)",
-              "containers",
-              nullptr,
-              {}});
-  post(
-      "/start", [sp](Req q, Who w) { return lifecycle(*sp, q, w, "started", start_container); },
-      "Start a stopped container", &name_schema());
-  post(
-      "/stop", [sp](Req q, Who w) { return lifecycle(*sp, q, w, "stopped", stop_container); },
-      "Stop a container (it keeps its GPUs and ports)", &name_schema());
-  post(
-      "/restart",
-      [sp](Req q, Who w) { return lifecycle(*sp, q, w, "restarted", restart_container); },
-      "Restart a container", &name_schema());
-  post(
-      "/delete", [sp](Req q, Who w) { return lifecycle(*sp, q, w, "deleted", delete_container); },
-      "Delete a container and release its GPUs and ports", &name_schema());
-  post(
-      "/update-resources", [sp](Req q, Who w) { return update(*sp, q, w); },
-      "Change cpus, memory, pids_limit (live) or gpu_count (commit and recreate)",
-      &update_resources_schema());
-  r.add(Route{"GET",
-              b + "/logs",
-              [sp](Req q, Who w) { return logs(*sp, q, w); },
-              "A container's recent output",
-              "monitoring",
-              nullptr,
-              {"name", "tail"}});
-  r.add(Route{"GET",
-              b + "/stats",
-              [sp](Req q, Who w) { return stats(*sp, q, w); },
-              "A container's CPU, memory, network, disk I/O and GPU use",
-              "monitoring",
-              nullptr,
-              {"name"}});
+  r.add({.method = "GET",
+         .path = b + "/status",
+         .handler = [sp](Req, Who w) { return status(*sp, w); },
+         .summary = "GPU status: free and used GPU indices and which container holds which",
+         .tag = "containers"});
+  r.add({.method = "POST",
+         .path = b + "/create",
+         .handler = [sp](Req q, Who w) { return create(*sp, q, w); },
+         .summary = "Create and start a container with GPUs, an SSH port and port mappings",
+         .tag = "containers",
+         .schema = &create_schema()});
+  r.add({.method = "GET",
+         .path = b + "/list",
+         .handler = [sp](Req, Who w) { return list(*sp, w); },
+         .summary = "List your containers (admins: all)",
+         .tag = "containers"});
+  r.add({.method = "POST",
+         .path = b + "/start",
+         .handler = [sp](Req q, Who w) { return lifecycle(*sp, q, w, "started", start_container); },
+         .summary = "Start a stopped container",
+         .tag = "containers",
+         .schema = &name_schema()});
+  r.add({.method = "POST",
+         .path = b + "/stop",
+         .handler = [sp](Req q, Who w) { return lifecycle(*sp, q, w, "stopped", stop_container); },
+         .summary = "Stop a container (it keeps its GPUs and ports)",
+         .tag = "containers",
+         .schema = &name_schema()});
+  r.add({.method = "POST",
+         .path = b + "/restart",
+         .handler = [sp](Req q,
+                         Who w) { return lifecycle(*sp, q, w, "restarted", restart_container); },
+         .summary = "Restart a container",
+         .tag = "containers",
+         .schema = &name_schema()});
+  r.add(
+      {.method = "POST",
+       .path = b + "/delete",
+       .handler = [sp](Req q, Who w) { return lifecycle(*sp, q, w, "deleted", delete_container); },
+       .summary = "Delete a container and release its GPUs and ports",
+       .tag = "containers",
+       .schema = &name_schema()});
+  r.add({.method = "POST",
+         .path = b + "/update-resources",
+         .handler = [sp](Req q, Who w) { return update(*sp, q, w); },
+         .summary = "Change cpus, memory, pids_limit (live) or gpu_count (commit and recreate)",
+         .tag = "containers",
+         .schema = &update_resources_schema()});
+  r.add({.method = "GET",
+         .path = b + "/logs",
+         .handler = [sp](Req q, Who w) { return logs(*sp, q, w); },
+         .summary = "A container's recent output",
+         .tag = "monitoring",
+         .query_params = {"name", "tail"}});
+  r.add({.method = "GET",
+         .path = b + "/stats",
+         .handler = [sp](Req q, Who w) { return stats(*sp, q, w); },
+         .summary = "A container's CPU, memory, network, disk I/O and GPU use",
+         .tag = "monitoring",
+         .query_params = {"name"}});
 }
 
 }  // namespace gpulab::service

@@ -136,42 +136,58 @@ ApiReply users(Dashboard& d, Who w) {
 void add_dashboard_routes(Router& r, Dashboard& d) {
   Dashboard* dp = &d;
   const std::string b = kApiBase;
-  auto add = [&](const char* method, std::string path, Handler h, std::string summary,
-                 const char* tag, std::vector<std::string> query = {}, bool authenticated = true,
-                 const RequestSchema* schema = nullptr) {
-    Route route{method, std::move(path), std::move(h),    std::move(summary),
-                tag,    schema,          std::move(query)};
-    route.authenticated = authenticated;
-    r.add(std::move(route));
-  };
   // The page and its files are open: they hold no data.
-  add(
-      "GET", "/", [](Req, Who) { return asset("index.html"); }, "The web dashboard", "dashboard",
-      {}, false);
-  add(
-      "GET", "/ui/{file}", [](Req q, Who) { return asset(q.query.at("file")); }, "Dashboard files",
-      "dashboard", {}, false);
-  add(
-      "GET", "/ui/vendor/{file}", [](Req q, Who) { return asset("vendor/" + q.query.at("file")); },
-      "Dashboard libraries (pinned, bundled)", "dashboard", {}, false);
-  add(
-      "POST", b + "/session", [dp](Req q, Who) { return sign_in(*dp, q); },
-      "Dashboard sign-in: a session cookie from an API token; answers the CSRF token", "dashboard",
-      {}, false, &session_schema());
-  add(
-      "GET", b + "/session", [dp](Req q, Who w) { return whoami(*dp, q, w); },
-      "Who is signed in (and the session's CSRF token)", "dashboard");
-  add(
-      "DELETE", b + "/session", [dp](Req q, Who w) { return sign_out(*dp, q, w); },
-      "Dashboard sign-out: ends the session", "dashboard");
-  add("GET", b + "/gpus/history", [dp](Req q, Who) { return gpu_history(*dp, q); },
-      "Per GPU: samples of the last hour (ring buffer), as columns", "monitoring", {"since"});
-  add(
-      "GET", b + "/events", [dp](Req q, Who) { return events(*dp, q); },
-      "Server-Sent Events: gpus (samples), containers and images (changed)", "dashboard");
-  add(
-      "GET", b + "/users", [dp](Req, Who w) { return users(*dp, w); }, "List users; admins only",
-      "system");
+  r.add({.method = "GET",
+         .path = "/",
+         .handler = [](Req, Who) { return asset("index.html"); },
+         .summary = "The web dashboard",
+         .tag = "dashboard",
+         .authenticated = false});
+  r.add({.method = "GET",
+         .path = "/ui/{file}",
+         .handler = [](Req q, Who) { return asset(q.query.at("file")); },
+         .summary = "Dashboard files",
+         .tag = "dashboard",
+         .authenticated = false});
+  r.add({.method = "GET",
+         .path = "/ui/vendor/{file}",
+         .handler = [](Req q, Who) { return asset("vendor/" + q.query.at("file")); },
+         .summary = "Dashboard libraries (pinned, bundled)",
+         .tag = "dashboard",
+         .authenticated = false});
+  r.add({.method = "POST",
+         .path = b + "/session",
+         .handler = [dp](Req q, Who) { return sign_in(*dp, q); },
+         .summary = "Dashboard sign-in: a session cookie from an API token; answers the CSRF token",
+         .tag = "dashboard",
+         .schema = &session_schema(),
+         .authenticated = false});
+  r.add({.method = "GET",
+         .path = b + "/session",
+         .handler = [dp](Req q, Who w) { return whoami(*dp, q, w); },
+         .summary = "Who is signed in (and the session's CSRF token)",
+         .tag = "dashboard"});
+  r.add({.method = "DELETE",
+         .path = b + "/session",
+         .handler = [dp](Req q, Who w) { return sign_out(*dp, q, w); },
+         .summary = "Dashboard sign-out: ends the session",
+         .tag = "dashboard"});
+  r.add({.method = "GET",
+         .path = b + "/gpus/history",
+         .handler = [dp](Req q, Who) { return gpu_history(*dp, q); },
+         .summary = "Per GPU: samples of the last hour (ring buffer), as columns",
+         .tag = "monitoring",
+         .query_params = {"since"}});
+  r.add({.method = "GET",
+         .path = b + "/events",
+         .handler = [dp](Req q, Who) { return events(*dp, q); },
+         .summary = "Server-Sent Events: gpus (samples), containers and images (changed)",
+         .tag = "dashboard"});
+  r.add({.method = "GET",
+         .path = b + "/users",
+         .handler = [dp](Req, Who w) { return users(*dp, w); },
+         .summary = "List users; admins only",
+         .tag = "system"});
 }
 
 }  // namespace gpulab::service

@@ -97,68 +97,75 @@ ApiReply upload(Service& s, Req req, Who who) {
 void add_image_routes(Router& r, Service& s) {
   const std::string b = kApiBase;
   Service* sp = &s;
-  auto add = [&](const char* method, const std::string& path, Handler h, const std::string& summary,
-                 const RequestSchema* schema, std::vector<std::string> query = {}) {
-    r.add(Route{
-        method, b + path, std::move(h), summary,
-        path.find("backup") != std::string::npos || path == "/restore" ? "backups" : "snapshots",
-        schema, std::move(query)});
-  };
-  add(
-      "POST", "/snapshot", [sp](Req q, Who w) { return snapshot(*sp, q, w); },
-      "Commit a container to a snapshot image", &snapshot_schema());
-  add(
-      "GET", "/snapshots", [sp](Req, Who w) { return snapshots(*sp, w); }, "List snapshots",
-      nullptr);
-  add(
-      "POST", "/restore-snapshot", [sp](Req q, Who w) { return restore_snap(*sp, q, w); },
-      "Create a container from a snapshot", &restore_snapshot_schema());
-  add(
-      "POST", "/delete-snapshot", [sp](Req q, Who w) { return delete_snap(*sp, q, w); },
-      "Delete a snapshot image", &delete_snapshot_schema());
-  add(
-      "POST", "/backup", [sp](Req q, Who w) { return backup(*sp, q, w); },
-      "Write backup_<backup_name>.tar (image archive + manifest + SHA-256) to the backup dir",
-      &backup_schema());
-  add(
-      "POST", "/restore", [sp](Req q, Who w) { return restore(*sp, q, w); },
-      "Verify a backup file and create a container from it", &restore_schema());
-  add(
-      "GET", "/backups", [sp](Req, Who w) { return backups(*sp, w); },
-      "List backups with state and progress", nullptr);
-  add(
-      "POST", "/backups/delete", [sp](Req q, Who w) { return delete_bk(*sp, q, w); },
-      "Delete a backup file", &delete_backup_schema());
-  r.add(Route{"GET",
-              b + "/backups/download",
-              [sp](Req q, Who w) { return download(*sp, q, w); },
-              "Stream a backup file (to move a container to another machine)",
-              "backups",
-              nullptr,
-              {"backup_name"},
-              true,
-              false,
-              true});
-  r.add(Route{"PUT",
-              b + "/backups/upload",
-              [sp](Req q, Who w) { return upload(*sp, q, w); },
-              "Upload a backup file (streamed to disk, verified, then registered)",
-              "backups",
-              nullptr,
-              {"backup_name"},
-              true,
-              true,
-              false});
-  r.add(Route{"POST",
-              b + "/backups/upload",
-              [sp](Req q, Who w) { return upload(*sp, q, w); },
-              "Upload a backup file (same as PUT)",
-              "backups",
-              nullptr,
-              {"backup_name"},
-              true,
-              true,
-              false});
+  r.add({.method = "POST",
+         .path = b + "/snapshot",
+         .handler = [sp](Req q, Who w) { return snapshot(*sp, q, w); },
+         .summary = "Commit a container to a snapshot image",
+         .tag = "snapshots",
+         .schema = &snapshot_schema()});
+  r.add({.method = "GET",
+         .path = b + "/snapshots",
+         .handler = [sp](Req, Who w) { return snapshots(*sp, w); },
+         .summary = "List snapshots",
+         .tag = "snapshots"});
+  r.add({.method = "POST",
+         .path = b + "/restore-snapshot",
+         .handler = [sp](Req q, Who w) { return restore_snap(*sp, q, w); },
+         .summary = "Create a container from a snapshot",
+         .tag = "snapshots",
+         .schema = &restore_snapshot_schema()});
+  r.add({.method = "POST",
+         .path = b + "/delete-snapshot",
+         .handler = [sp](Req q, Who w) { return delete_snap(*sp, q, w); },
+         .summary = "Delete a snapshot image",
+         .tag = "snapshots",
+         .schema = &delete_snapshot_schema()});
+  r.add(
+      {.method = "POST",
+       .path = b + "/backup",
+       .handler = [sp](Req q, Who w) { return backup(*sp, q, w); },
+       .summary =
+           "Write backup_<backup_name>.tar (image archive + manifest + SHA-256) to the backup dir",
+       .tag = "backups",
+       .schema = &backup_schema()});
+  r.add({.method = "POST",
+         .path = b + "/restore",
+         .handler = [sp](Req q, Who w) { return restore(*sp, q, w); },
+         .summary = "Verify a backup file and create a container from it",
+         .tag = "backups",
+         .schema = &restore_schema()});
+  r.add({.method = "GET",
+         .path = b + "/backups",
+         .handler = [sp](Req, Who w) { return backups(*sp, w); },
+         .summary = "List backups with state and progress",
+         .tag = "backups"});
+  r.add({.method = "POST",
+         .path = b + "/backups/delete",
+         .handler = [sp](Req q, Who w) { return delete_bk(*sp, q, w); },
+         .summary = "Delete a backup file",
+         .tag = "backups",
+         .schema = &delete_backup_schema()});
+  r.add({.method = "GET",
+         .path = b + "/backups/download",
+         .handler = [sp](Req q, Who w) { return download(*sp, q, w); },
+         .summary = "Stream a backup file (to move a container to another machine)",
+         .tag = "backups",
+         .query_params = {"backup_name"},
+         .binary_response = true});
+  r.add({.method = "PUT",
+         .path = b + "/backups/upload",
+         .handler = [sp](Req q, Who w) { return upload(*sp, q, w); },
+         .summary = "Upload a backup file (streamed to disk, verified, then registered)",
+         .tag = "backups",
+         .query_params = {"backup_name"},
+         .streamed_upload = true});
+  r.add({.method = "POST",
+         .path = b + "/backups/upload",
+         .handler = [sp](Req q, Who w) { return upload(*sp, q, w); },
+         .summary = "Upload a backup file (same as PUT)",
+         .tag = "backups",
+         .query_params = {"backup_name"},
+         .streamed_upload = true});
 }
 
 }  // namespace gpulab::service

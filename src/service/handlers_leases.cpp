@@ -49,28 +49,25 @@ ApiReply release(Service& s, Req req, Who who) {
 void add_lease_routes(Router& r, Service& s) {
   const std::string b = kApiBase;
   Service* sp = &s;
-  r.add(Route{"POST",
-              b + "/leases",
-              [sp](Req q, Who w) { return create(*sp, q, w); },
-              "Book GPUs and an SSH port for a container you create yourself on the same engine "
-              "(gpulab ddp); label it gpulab.lease=<name>",
-              "leases",
-              &lease_schema(),
-              {}});
-  r.add(Route{"GET",
-              b + "/leases",
-              [sp](Req, Who w) { return list(*sp, w); },
-              "List your leases (admins: all) and the container using each",
-              "leases",
-              nullptr,
-              {}});
-  r.add(Route{"POST",
-              b + "/leases/release",
-              [sp](Req q, Who w) { return release(*sp, q, w); },
-              "Release a lease once its container is removed",
-              "leases",
-              &name_schema(),
-              {}});
+  r.add({.method = "POST",
+         .path = b + "/leases",
+         .handler = [sp](Req q, Who w) { return create(*sp, q, w); },
+         .summary =
+             "Book GPUs and an SSH port for a container you create yourself on the same engine "
+             "(gpulab ddp); label it gpulab.lease=<name>",
+         .tag = "leases",
+         .schema = &lease_schema()});
+  r.add({.method = "GET",
+         .path = b + "/leases",
+         .handler = [sp](Req, Who w) { return list(*sp, w); },
+         .summary = "List your leases (admins: all) and the container using each",
+         .tag = "leases"});
+  r.add({.method = "POST",
+         .path = b + "/leases/release",
+         .handler = [sp](Req q, Who w) { return release(*sp, q, w); },
+         .summary = "Release a lease once its container is removed",
+         .tag = "leases",
+         .schema = &name_schema()});
 }
 
 }  // namespace gpulab::service

@@ -84,34 +84,28 @@ ApiReply post_idle(Service& s, Req req, Who who) {
 void add_policy_routes(Router& r, Service& s) {
   Service* sp = &s;
   const std::string b = kApiBase;
-  r.add(Route{"GET",
-              b + "/quotas",
-              [sp](Req, Who w) { return get_quotas(*sp, w); },
-              "Your quota limits and usage (admins: the default and every user's)",
-              "quotas",
-              nullptr,
-              {}});
-  r.add(Route{"POST",
-              b + "/quotas",
-              [sp](Req q, Who w) { return post_quota(*sp, q, w); },
-              "Set a user's quota, or the default (\"*\"); admins only",
-              "quotas",
-              &quota_schema(),
-              {}});
-  r.add(Route{"GET",
-              b + "/idle-policy",
-              [sp](Req, Who w) { return get_idle(*sp, w); },
-              "Your idle-reclaim policy (admins: the default and every user's)",
-              "quotas",
-              nullptr,
-              {}});
-  r.add(Route{"POST",
-              b + "/idle-policy",
-              [sp](Req q, Who w) { return post_idle(*sp, q, w); },
-              "Set a user's idle-reclaim policy, or the default (\"*\"); admins only",
-              "quotas",
-              &idle_policy_schema(),
-              {}});
+  r.add({.method = "GET",
+         .path = b + "/quotas",
+         .handler = [sp](Req, Who w) { return get_quotas(*sp, w); },
+         .summary = "Your quota limits and usage (admins: the default and every user's)",
+         .tag = "quotas"});
+  r.add({.method = "POST",
+         .path = b + "/quotas",
+         .handler = [sp](Req q, Who w) { return post_quota(*sp, q, w); },
+         .summary = "Set a user's quota, or the default (\"*\"); admins only",
+         .tag = "quotas",
+         .schema = &quota_schema()});
+  r.add({.method = "GET",
+         .path = b + "/idle-policy",
+         .handler = [sp](Req, Who w) { return get_idle(*sp, w); },
+         .summary = "Your idle-reclaim policy (admins: the default and every user's)",
+         .tag = "quotas"});
+  r.add({.method = "POST",
+         .path = b + "/idle-policy",
+         .handler = [sp](Req q, Who w) { return post_idle(*sp, q, w); },
+         .summary = "Set a user's idle-reclaim policy, or the default (\"*\"); admins only",
+         .tag = "quotas",
+         .schema = &idle_policy_schema()});
 }
 
 }  // namespace gpulab::service

@@ -142,92 +142,83 @@ void add_system_routes(Router& r, Service& s) {
   Service* sp = &s;
   const Router* rp = &r;
   const std::string b = kApiBase;
-  r.add(Route{"GET",
-              b + "/gpus",
-              [sp](Req, Who w) { return gpus(*sp, w); },
-              "Per GPU: allocation, utilization, memory, temperature, power, processes",
-              "monitoring",
-              nullptr,
-              {}});
-  r.add(Route{"GET",
-              "/metrics",
-              [sp](Req, Who w) { return metrics(*sp, w); },
-              "Prometheus metrics",
-              "monitoring",
-              nullptr,
-              {}});
-  r.add(Route{"GET",
-              "/api/v1/openapi.json",
-              [rp](Req, Who) {
-                ApiReply a;
-                a.body = openapi_document(*rp).dump(2);
-                return a;
-              },
-              "This document",
-              "system",
-              nullptr,
-              {},
-              false});
-  r.add(Route{"GET",
-              "/healthz",
-              [sp](Req, Who) {
-                bool engine = sp->engine && sp->engine->ping().ok();
-                Json d = {{"engine", engine}, {"gpus", sp->inventory.gpus.size()}};
-                // Which engine this service books for: gpulab ddp checks it uses the same one.
-                if (engine)
-                  if (auto info = sp->engine->info(); info) d["engine_id"] = info->id;
-                return ApiReply::ok(engine ? "ok" : "engine unreachable", d);
-              },
-              "Liveness: 200 while the service answers (engine reachability as a field)",
-              "system",
-              nullptr,
-              {},
-              false});
+  r.add({.method = "GET",
+         .path = b + "/gpus",
+         .handler = [sp](Req, Who w) { return gpus(*sp, w); },
+         .summary = "Per GPU: allocation, utilization, memory, temperature, power, processes",
+         .tag = "monitoring"});
+  r.add({.method = "GET",
+         .path = "/metrics",
+         .handler = [sp](Req, Who w) { return metrics(*sp, w); },
+         .summary = "Prometheus metrics",
+         .tag = "monitoring"});
+  r.add({.method = "GET",
+         .path = "/api/v1/openapi.json",
+         .handler =
+             [rp](Req, Who) {
+               ApiReply a;
+               a.body = openapi_document(*rp).dump(2);
+               return a;
+             },
+         .summary = "This document",
+         .tag = "system",
+         .authenticated = false});
+  r.add({.method = "GET",
+         .path = "/healthz",
+         .handler =
+             [sp](Req, Who) {
+               bool engine = sp->engine && sp->engine->ping().ok();
+               Json d = {{"engine", engine}, {"gpus", sp->inventory.gpus.size()}};
+               // Which engine this service books for: gpulab ddp checks it uses the same one.
+               if (engine)
+                 if (auto info = sp->engine->info(); info) d["engine_id"] = info->id;
+               return ApiReply::ok(engine ? "ok" : "engine unreachable", d);
+             },
+         .summary = "Liveness: 200 while the service answers (engine reachability as a field)",
+         .tag = "system",
+         .authenticated = false});
   // Readiness for load balancers and probes: not ready while the engine cannot be reached.
-  r.add(Route{"GET",
-              "/readyz",
-              [sp](Req, Who) {
-                auto ping = sp->engine ? sp->engine->ping()
-                                       : Status(Error{Code::kUnavailable, "not connected"});
-                if (!ping)
-                  throw ApiError(ApiCode::kEngineUnavailable,
-                                 "Not ready: Docker engine unreachable: " + ping.error().message,
-                                 docker::kStartEngineHint);
-                return ApiReply::ok("ready", {{"engine", true}});
-              },
-              "Readiness: 200 when the Docker engine answers, else 503 ENGINE_UNAVAILABLE",
-              "system",
-              nullptr,
-              {},
-              false});
-  r.add(Route{"POST",
-              b + "/users",
-              [sp](Req q, Who w) { return add_user(*sp, q, w); },
-              "Create a user (or a new token for one); admins only",
-              "system",
-              &user_schema(),
-              {}});
-  r.add(Route{"POST",
-              b + "/users/revoke",
-              [sp](Req q, Who w) { return revoke(*sp, q, w); },
-              "Revoke a token, or all tokens of a user; admins only",
-              "system",
-              &revoke_schema(),
-              {}});
-  r.add(Route{"GET",
-              b + "/audit",
-              [sp](Req q, Who w) {
-                require_admin(w);
-                int n = 100;
-                if (q.query.count("limit"))
-                  n = std::max(1, std::min(10000, std::atoi(q.query.at("limit").c_str())));
-                return ApiReply::ok("Audit log retrieved successfully",
-                                    {{"entries", sp->store->audit_tail(n)}});
-              },
-              "Recent audit log entries; admins only",
-              "system",
-              nullptr,
-              {"limit"}});
+  r.add({.method = "GET",
+         .path = "/readyz",
+         .handler =
+             [sp](Req, Who) {
+               auto ping = sp->engine ? sp->engine->ping()
+                                      : Status(Error{Code::kUnavailable, "not connected"});
+               if (!ping)
+                 throw ApiError(ApiCode::kEngineUnavailable,
+                                "Not ready: Docker engine unreachable: " + ping.error().message,
+                                docker::kStartEngineHint);
+               return ApiReply::ok("ready", {{"engine", true}});
+             },
+         .summary = "Readiness: 200 when the Docker engine answers, else 503 ENGINE_UNAVAILABLE",
+         .tag = "system",
+         .authenticated = false});
+  r.add({.method = "POST",
+         .path = b + "/users",
+         .handler = [sp](Req q, Who w) { return add_user(*sp, q, w); },
+         .summary = "Create a user (or a new token for one); admins only",
+         .tag = "system",
+         .schema = &user_schema()});
+  r.add({.method = "POST",
+         .path = b + "/users/revoke",
+         .handler = [sp](Req q, Who w) { return revoke(*sp, q, w); },
+         .summary = "Revoke a token, or all tokens of a user; admins only",
+         .tag = "system",
+         .schema = &revoke_schema()});
+  r.add({.method = "GET",
+         .path = b + "/audit",
+         .handler =
+             [sp](Req q, Who w) {
+               require_admin(w);
+               int n = 100;
+               if (q.query.count("limit"))
+                 n = std::max(1, std::min(10000, std::atoi(q.query.at("limit").c_str())));
+               return ApiReply::ok("Audit log retrieved successfully",
+                                   {{"entries", sp->store->audit_tail(n)}});
+             },
+         .summary = "Recent audit log entries; admins only",
+         .tag = "system",
+         .query_params = {"limit"}});
 }
 
 }  // namespace gpulab::service

@@ -77,30 +77,22 @@ ContainerRecord require_lease(Service& s, const Principal& who, const std::strin
 
 Json lease_json(Service& s, const ContainerRecord& c, const docker::ContainerSummary* bound,
                 const GpuAttachment* att) {
-  Json j = {{"name", c.name},
-            {"owner", c.owner},
-            {"gpu_count", c.gpus.size()},
-            {"gpu_devices", c.gpu_indices()},
-            {"gpu_uuids", c.gpu_uuids()},
-            {"ssh_port", c.ssh_port},
-            {"gpu_type", s.inventory.gpu_type},
-            {"label", {{kLeaseLabel, c.name}}},
-            {"container", bound ? Json(bound->name) : Json(nullptr)},
-            {"created_at", c.created_at}};
+  docker::GpuLease l;
+  l.name = c.name;
+  l.owner = c.owner;
+  l.gpu_indices = c.gpu_indices();
+  l.gpu_uuids = c.gpu_uuids();
+  l.ssh_port = c.ssh_port;
+  l.gpu_type = s.inventory.gpu_type;
+  if (bound) l.container = bound->name;
+  l.created_at = c.created_at;
   if (att) {
-    Json reqs = Json::array(), devs = Json::array();
-    for (const auto& r : att->requests)
-      reqs.push_back({{"driver", r.driver}, {"device_ids", r.device_ids}});
-    for (const auto& d : att->devices)
-      devs.push_back({{"path_on_host", d.path_on_host},
-                      {"path_in_container", d.path_in_container},
-                      {"cgroup_permissions", d.cgroup_permissions}});
-    j["attachment"] = {{"env", att->env}, {"device_requests", reqs}, {"devices", devs}};
-    j["grace_seconds"] = s.config.lease_grace_seconds;
+    l.attachment = docker::LeaseAttachment{att->env, att->requests, att->devices};
+    l.grace_seconds = s.config.lease_grace_seconds;
     // Lets the caller check that it creates its container on the engine the service books for.
-    if (auto info = s.docker().info(); info) j["engine_id"] = info->id;
+    if (auto info = s.docker().info(); info) l.engine_id = info->id;
   }
-  return j;
+  return l.to_json();
 }
 
 }  // namespace gpulab::service

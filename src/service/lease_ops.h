@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "docker/gpu_lease.h"
 #include "service/auth.h"
 #include "service/container_ops.h"
 #include "service/inventory.h"
@@ -16,8 +17,8 @@
 
 namespace gpulab::service {
 
-// The label that ties an engine container to its lease.
-inline constexpr const char* kLeaseLabel = "gpulab.lease";
+// The label that ties an engine container to its lease (the wire format's, docker/gpu_lease.h).
+inline constexpr const char* kLeaseLabel = docker::kLeaseLabel;
 
 struct LeaseRequest {
   std::string name;  // the lease's name (unique among containers and leases)

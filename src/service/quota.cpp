@@ -105,8 +105,8 @@ QuotaUsage quota_usage(Service& s, const std::string& user, const QuotaLimits& l
     u.gpus += static_cast<std::int64_t>(c.gpus.size());
     if (c.state == state::kLeased) continue;  // a lease holds GPUs, it is not a container here
     ++u.containers;
-    if (!c.spec.cpus.empty()) u.cpus += static_cast<double>(parse_cpus(Json(c.spec.cpus))) / 1e9;
-    if (!c.spec.memory.empty()) u.memory_bytes += parse_size(Json(c.spec.memory), "memory");
+    u.cpus += c.spec.cpus.cpus();
+    u.memory_bytes += c.spec.memory.bytes;
   }
   double now = s.clock->now();
   u.gpu_hours = gpu_seconds_since(*s.store, user, now - limits.period_hours * 3600) / 3600;
@@ -131,20 +131,20 @@ void check_quota(Service& s, const std::string& user, const ContainerSpec& want,
              std::to_string(want.gpu_count) + " GPU(s)", fmt_number(*q.max_gpu_hours), user);
   // Under a CPU or memory quota every container must say what it takes: no limit is unbounded.
   if (q.max_cpus) {
-    if (want.cpus.empty())
+    if (!want.cpus.set())
       throw ApiError(ApiCode::kQuotaExceeded, "Quota for " + user + " limits CPUs: give \"cpus\"",
                      "in use " + fmt_number(u.cpus) + " of " + fmt_number(*q.max_cpus) + " CPUs");
-    double asked = static_cast<double>(parse_cpus(Json(want.cpus))) / 1e9;
+    double asked = want.cpus.cpus();
     if (u.cpus + asked > *q.max_cpus + 1e-9)
       exceeded("CPUs", fmt_number(u.cpus), fmt_number(asked), fmt_number(*q.max_cpus), user);
   }
   if (q.max_memory_bytes) {
-    if (want.memory.empty())
+    if (!want.memory.set())
       throw ApiError(ApiCode::kQuotaExceeded,
                      "Quota for " + user + " limits memory: give \"memory\"",
                      "in use " + std::to_string(u.memory_bytes) + " of " +
                          std::to_string(*q.max_memory_bytes) + " bytes");
-    std::int64_t asked = parse_size(Json(want.memory), "memory");
+    std::int64_t asked = want.memory.bytes;
     if (u.memory_bytes + asked > *q.max_memory_bytes)
       exceeded("memory bytes", std::to_string(u.memory_bytes), std::to_string(asked),
                std::to_string(*q.max_memory_bytes), user);

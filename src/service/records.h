@@ -1,37 +1,14 @@
-// The service's records: what a container was asked to be (ContainerSpec, kept so a snapshot,
-// backup or GPU change can recreate it), and the rows the store keeps about it.
+// The rows the store keeps: containers (with the ContainerSpec they were asked to be), users,
+// snapshots and backups.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/json.h"
+#include "service/container_spec.h"
 
 namespace gpulab::service {
-
-struct PortMapping {
-  int host_port = 0;
-  int container_port = 0;
-  std::string protocol = "tcp";
-  std::string to_string() const;  // "3002:3002" (or "3002:3002/udp")
-};
-
-// The user-settable fields of a container, as given (strings keep the seed's "2", "8g").
-struct ContainerSpec {
-  std::string image;
-  int gpu_count = 0;
-  std::string cpus;      // "2", "0.5"
-  std::string memory;    // "8g", "512m"
-  std::string shm_size;  // "1g"
-  std::int64_t pids_limit = 0;
-  std::vector<PortMapping> ports;
-  std::string ssh_public_key;
-  std::vector<std::string> env;  // "KEY=value", user-provided (no GPULAB_ names)
-
-  Json to_json() const;
-  static ContainerSpec from_json(const Json& j);
-};
 
 struct GpuAssignment {
   std::string uuid;

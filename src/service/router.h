@@ -45,17 +45,20 @@ struct ApiReply {
 
 using Handler = std::function<ApiReply(const ApiRequest&, const Principal&)>;
 
+// Registered with designated initializers, naming only what differs from these defaults:
+//   r.add({.method = "GET", .path = ..., .handler = ..., .summary = ..., .tag = ...,
+//          .authenticated = false});
 struct Route {
-  std::string method;  // "GET", "POST", "PUT", "DELETE"
-  std::string path;    // exact path; "{name}" matches one segment (passed as query["name"])
-  Handler handler;
-  std::string summary;
-  std::string tag;                        // OpenAPI group
-  const RequestSchema* schema = nullptr;  // JSON body, for OpenAPI
-  std::vector<std::string> query_params;  // documented query parameters
-  bool authenticated = true;              // false: open (health, metrics, openapi)
-  bool streamed_upload = false;           // body goes to a file, not memory
-  bool binary_response = false;           // for OpenAPI: application/octet-stream
+  std::string method = {};  // "GET", "POST", "PUT", "DELETE"
+  std::string path = {};    // exact path; "{name}" matches one segment (passed as query["name"])
+  Handler handler = {};
+  std::string summary = {};
+  std::string tag = {};                        // OpenAPI group
+  const RequestSchema* schema = nullptr;       // JSON body, for OpenAPI
+  std::vector<std::string> query_params = {};  // documented query parameters
+  bool authenticated = true;                   // false: open (health, metrics, openapi)
+  bool streamed_upload = false;                // body goes to a file, not memory
+  bool binary_response = false;                // for OpenAPI: application/octet-stream
 };
 
 class Router {

@@ -49,15 +49,7 @@ CreateOutcome restore_snapshot(Service& s, const Principal& who, const Json& req
   auto r = s.store->find_snapshot(snap);
   if (!r) throw ApiError(ApiCode::kSnapshotNotFound, "Snapshot '" + snap + "' not found");
   require_owner(who, r->owner, "Snapshot '" + snap + "'");
-  CreateOptions o;
-  o.name = req["name"].get<std::string>();
-  o.owner = who.user;
-  ContainerSpec base = r->spec;
-  base.ports.clear();  // the source still holds its host ports
-  o.spec = apply_spec_fields(req, base);
-  o.spec.image = r->image;
-  o.internal_image = true;
-  return create_container(s, o);
+  return create_container(s, restore_options(who, req, r->spec, r->image));
 }
 
 void delete_snapshot(Service& s, const Principal& who, const std::string& name) {

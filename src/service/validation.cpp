@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "docker/client.h"
 #include "service/api_error.h"
 
 namespace gpulab::service {
@@ -68,6 +69,21 @@ bool type_ok(const Json& v, FT t) {
   return false;
 }
 
+// Both restores (from a snapshot, from a backup): where the image comes from, the new container's
+// name, and the settings that may differ from the recorded spec (ports never carry over).
+RequestSchema restore_request(const char* name, FieldSpec source) {
+  return {name,
+          {source,
+           {"name", FT::kString, true, "name of the new container"},
+           kGpuCount,
+           kPort,
+           kCpus,
+           kMemory,
+           kShm,
+           kPids,
+           kKey}};
+}
+
 [[noreturn]] void invalid(const std::string& msg, const std::string& hint = {}) {
   throw ApiError(ApiCode::kInvalidRequest, msg, hint);
 }
@@ -104,16 +120,8 @@ const RequestSchema& snapshot_schema() {
   return s;
 }
 const RequestSchema& restore_snapshot_schema() {
-  static const RequestSchema s{"RestoreSnapshotRequest",
-                               {{"snapshot_name", FT::kString, true, "snapshot to start from"},
-                                {"name", FT::kString, true, "name of the new container"},
-                                kGpuCount,
-                                kPort,
-                                kCpus,
-                                kMemory,
-                                kShm,
-                                kPids,
-                                kKey}};
+  static const RequestSchema s = restore_request(
+      "RestoreSnapshotRequest", {"snapshot_name", FT::kString, true, "snapshot to start from"});
   return s;
 }
 const RequestSchema& backup_schema() {
@@ -124,17 +132,9 @@ const RequestSchema& backup_schema() {
   return s;
 }
 const RequestSchema& restore_schema() {
-  static const RequestSchema s{"RestoreRequest",
-                               {{"backup_path", FT::kString, true,
-                                 "backup file name in the backup dir, e.g. \"my-backup-v1.tar\""},
-                                {"name", FT::kString, true, "name of the new container"},
-                                kGpuCount,
-                                kPort,
-                                kCpus,
-                                kMemory,
-                                kShm,
-                                kPids,
-                                kKey}};
+  static const RequestSchema s = restore_request(
+      "RestoreRequest", {"backup_path", FT::kString, true,
+                         "backup file name in the backup dir, e.g. \"my-backup-v1.tar\""});
   return s;
 }
 const RequestSchema& delete_snapshot_schema() {
@@ -218,11 +218,7 @@ Json parse_request(const std::string& body, const RequestSchema& schema) {
 }
 
 void check_name(const std::string& v, const std::string& field) {
-  bool ok = !v.empty() && v.size() <= 64 && std::isalnum(static_cast<unsigned char>(v[0]));
-  for (char c : v)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-')
-      ok = false;
-  if (!ok)
+  if (!docker::valid_container_name(v))
     invalid("Invalid " + field + " '" + v + "'",
             "use 1-64 letters, digits, '_', '.', '-', starting with a letter or digit");
 }

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/json.h"
-#include "service/records.h"
+#include "service/container_spec.h"
 
 namespace gpulab::service {
 
@@ -45,7 +45,8 @@ std::vector<const RequestSchema*> all_schemas();
 // required ones present. Throws ApiError INVALID_REQUEST naming the offending field.
 Json parse_request(const std::string& body, const RequestSchema& schema);
 
-// Object names (containers, snapshots, backups): 1-64 of [A-Za-z0-9_.-], starting alphanumeric.
+// Object names (containers, snapshots, backups, leases) under docker::valid_container_name's rule
+// (1-64 of [A-Za-z0-9_.-], starting alphanumeric); INVALID_REQUEST naming `field` otherwise.
 void check_name(const std::string& value, const std::string& field);
 // "2", 2, "0.5" -> nano-CPUs (0 < cpus <= 1024).
 std::int64_t parse_cpus(const Json& value);

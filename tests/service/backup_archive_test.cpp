@@ -33,7 +33,7 @@ std::string write_backup(const std::filesystem::path& dir, const std::string& pa
   m.source = "box";
   m.image = "gpulab-backup:t";
   m.spec.gpu_count = 2;
-  m.spec.memory = "1g";
+  m.spec.memory = SizeLimit{"1g", 1ll << 30};
   EXPECT_TRUE((*w)->finish(m).ok());
   EXPECT_EQ(m.image_sha256, sha256_hex(payload));
   return path;

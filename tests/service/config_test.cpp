@@ -89,5 +89,35 @@ TEST(Config, Listen) {
   EXPECT_FALSE(is_loopback_host("0.0.0.0"));
 }
 
+// One key table reads every key and refuses anything else, at every level.
+TEST(Config, KeyTableReadsKeysAndRefusesTheRest) {
+  auto c = config_from_json(R"({"db":"/tmp/x.db","lease_grace_seconds":7,"device_mode":"none",
+      "users":[{"name":"ann","token_sha256":"ab"}],
+      "dashboard":{"sample_seconds":2,"history_seconds":10},
+      "gpus":[{"uuid":"GPU-a","vendor":"amd","render_node":"/dev/dri/renderD128"}]})");
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  EXPECT_EQ(c->db_path, "/tmp/x.db");
+  EXPECT_EQ(c->lease_grace_seconds, 7);
+  EXPECT_EQ(c->device_mode, DeviceMode::kNone);
+  ASSERT_EQ(c->users.size(), 1u);
+  EXPECT_FALSE(c->users[0].admin);
+  EXPECT_EQ(c->dashboard.sample_seconds, 2);
+  ASSERT_EQ(c->gpus.size(), 1u);
+  EXPECT_EQ(c->gpus[0].index, 0);
+  EXPECT_EQ(c->gpus[0].render_node_in_container, "/dev/dri/renderD128");  // defaults to the host's
+  auto message = [](const char* text) {
+    auto r = config_from_json(text);
+    return r.ok() ? std::string("(accepted)") : r.error().message;
+  };
+  EXPECT_NE(message(R"({"dashboard":{"colour":1}})").find("unknown key 'colour' in dashboard"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"gpus":[{"index":0,"vendor":"nvidia"}]})").find("missing key 'uuid'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"users":[{"name":"a","token_sha256":"x","role":"y"}]})")
+                .find("unknown key 'role' in users[]"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"ssh_port_base":"high"})").find("ssh_port_base"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpulab::service

@@ -39,30 +39,27 @@ class HttpServerTest : public ::testing::Test {
     auth_ = std::make_unique<Auth>(*store_, true);
     token_ = auth_->issue_token("alice", false);
     router_ = std::make_unique<Router>(*auth_, &metrics_);
-    router_->add(Route{"POST",
-                       "/echo",
-                       [](const ApiRequest& r, const Principal& p) {
-                         Json j = parse_request(r.body, name_schema());
-                         return ApiReply::ok("echo", {{"name", j["name"]}, {"user", p.user}});
-                       },
-                       "echo",
-                       "test",
-                       &name_schema(),
-                       {}});
-    router_->add(Route{
-        "PUT",
-        "/upload",
-        [](const ApiRequest& r, const Principal&) {
-          std::string data = read_file(r.upload_file).value();
-          return ApiReply::ok("stored", {{"bytes", data.size()}, {"sha256", sha256_hex(data)}});
-        },
-        "upload",
-        "test",
-        nullptr,
-        {},
-        true,
-        true,
-        false});
+    router_->add({.method = "POST",
+                  .path = "/echo",
+                  .handler =
+                      [](const ApiRequest& r, const Principal& p) {
+                        Json j = parse_request(r.body, name_schema());
+                        return ApiReply::ok("echo", {{"name", j["name"]}, {"user", p.user}});
+                      },
+                  .summary = "echo",
+                  .tag = "test",
+                  .schema = &name_schema()});
+    router_->add({.method = "PUT",
+                  .path = "/upload",
+                  .handler =
+                      [](const ApiRequest& r, const Principal&) {
+                        std::string data = read_file(r.upload_file).value();
+                        return ApiReply::ok("stored",
+                                            {{"bytes", data.size()}, {"sha256", sha256_hex(data)}});
+                      },
+                  .summary = "upload",
+                  .tag = "test",
+                  .streamed_upload = true});
     server_ = std::make_unique<HttpServer>(config_, *router_);
     ASSERT_TRUE(server_->listen().ok());
     thread_ = std::thread([this] { server_->run(false); });

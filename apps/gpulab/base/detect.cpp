@@ -14,10 +14,25 @@
 #include "gpu/inventory.h"
 #include "gpu/partition.h"
 #include "json_stdout.h"
+#if defined(GPULAB_WITH_SERVICE) || defined(GPULAB_WITH_BUILDER)
+#include "docker/engine_probe.h"
+#endif
 
 namespace gpulab::cli {
 
 namespace {
+
+// The engine check for the host report, through the Docker client when this build has one.
+gpu::DockerProbe docker_probe() {
+#if defined(GPULAB_WITH_SERVICE) || defined(GPULAB_WITH_BUILDER)
+  return [] {
+    docker::EngineProbe p = docker::probe_engine_from_env();
+    return gpu::DockerStatus{p.endpoint, p.reachable, p.detail};
+  };
+#else
+  return {};
+#endif
+}
 
 struct DetectArgs {
   bool json = false;
@@ -95,8 +110,10 @@ void print_human(const gpu::Inventory& inv) {
   if (inv.host) {
     const auto& h = *inv.host;
     std::cout << "\nHost:\n";
-    std::cout << "  Docker engine: " << (h.docker_reachable ? "reachable" : "not reachable")
-              << " at " << h.docker_endpoint
+    std::string engine = !h.docker_reachable   ? "not checked"
+                         : *h.docker_reachable ? "reachable"
+                                               : "not reachable";
+    std::cout << "  Docker engine: " << engine << " at " << h.docker_endpoint
               << (h.docker_detail.empty() ? "" : " (" + h.docker_detail + ")") << "\n";
     std::cout << "  NVIDIA container toolkit: "
               << (h.nvidia_toolkit ? *h.nvidia_toolkit : std::string("not found")) << "\n";
@@ -123,6 +140,7 @@ void run_detect(const DetectArgs& a) {
     opts.root = a.root;
   }
   opts.host_checks = !a.no_host;
+  opts.docker_probe = docker_probe();
   // Parse the requirement first: a typo should not cost a detection run.
   std::optional<gpu::PartitionRequirement> req;
   if (!a.require_partition.empty())
