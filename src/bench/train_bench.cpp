@@ -64,10 +64,16 @@ fs::path scratch_dir() {
 
 }  // namespace
 
+Status validate(const TrainBenchOptions& opts) {
+  if (opts.steps < 1 || opts.steps > 1000000)
+    return Error{Code::kInvalidArgument, "--steps must be in 1..1000000"};
+  if (opts.warmup < 0 || opts.warmup > 1000000)
+    return Error{Code::kInvalidArgument, "--warmup must be in 0..1000000"};
+  return train::validate(opts.train);
+}
+
 TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistContextPtr dist) {
-  if (opts.steps < 1 || opts.warmup < 0)
-    throw Exception(Code::kInvalidArgument, "--steps must be at least 1 and --warmup at least 0",
-                    "e.g. --warmup 5 --steps 20");
+  if (auto s = validate(opts); !s) throw Exception(s.error());
   train::TrainOptions t = opts.train;
   const int64_t total = opts.warmup + opts.steps;
   // As many epochs as needed (a small synthetic set may hold fewer batches than the run), ended

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "core/result.h"
 #include "train/dist_hooks.h"
 #include "train/train_options.h"
 
@@ -21,6 +22,11 @@ struct TrainBenchOptions {
   int64_t warmup = 5;   // untimed steps first (allocator, oneDNN/cuDNN plans, caches)
   std::string profile;  // Chrome trace of the timed steps (libtorch profiler); empty: off
 };
+
+// --steps at least 1, --warmup at least 0, and the training options (train::validate):
+// kInvalidArgument naming the flag. run_train_bench checks it first; a command checks it
+// before starting ranks.
+Status validate(const TrainBenchOptions& opts);
 
 struct TrainBenchResult {
   double images_per_second = 0;  // all ranks together (sequences for a language model)

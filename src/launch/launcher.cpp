@@ -138,12 +138,6 @@ Result<HangPolicy> hang_policy_from_flags(const std::string& timeout, double flo
   return p;
 }
 
-std::string heartbeat_timeout_error(const std::string& timeout) {
-  return hang_policy_from_flags(timeout, 60).ok()
-             ? std::string()
-             : timeout + " is not in {auto, 0 (off), seconds up to 86400}";
-}
-
 int available_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -39,9 +39,6 @@ struct HangPolicy {
 // policy; an error for anything else.
 Result<HangPolicy> hang_policy_from_flags(const std::string& timeout, double floor_s);
 
-// The CLI check of --heartbeat_timeout (train and launch): empty when valid, else the message.
-std::string heartbeat_timeout_error(const std::string& timeout);
-
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;

@@ -56,11 +56,6 @@ Result<int64_t> parse_memory_size(const std::string& text) {
   return static_cast<int64_t>(bytes);
 }
 
-std::string memory_size_error(const std::string& text) {
-  auto r = parse_memory_size(text);
-  return r.ok() ? std::string() : r.error().message + " (e.g. 300M or 2G)";
-}
-
 std::string format_mib(int64_t bytes) {
   char buf[48];
   const double mib = static_cast<double>(bytes) / (1 << 20);

@@ -15,8 +15,6 @@ namespace gpulab::launch {
 // "300M", "300MiB", "1.5G", "268435456" (bytes) -> bytes, binary units (K, M, G, T). An error
 // below 16 MiB (no rank of a C++ program with libtorch starts in less) or above 64 TiB.
 Result<int64_t> parse_memory_size(const std::string& text);
-// The CLI check of --rank_memory_max: empty when valid, else the message.
-std::string memory_size_error(const std::string& text);
 // "300 MiB", "1.5 GiB".
 std::string format_mib(int64_t bytes);
 

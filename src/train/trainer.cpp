@@ -133,16 +133,9 @@ void Trainer::setup_data() {
   train_set_ = open_dataset(opts_.dataset, opts_.data_dir, Split::kTrain, dopts);
   test_set_ = open_dataset(opts_.dataset, opts_.data_dir, Split::kTest, dopts);
 
-  batch_per_process_ = opts_.batch_size;
-  if (opts_.batch_size_scaled) {
-    if (opts_.batch_size < dist_->world_size)
-      throw Exception(Code::kInvalidArgument,
-                      fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
-                                  "processes",
-                                  opts_.batch_size, dist_->world_size),
-                      "raise --batch_size or drop --batch_size_scaled");
-    batch_per_process_ = opts_.batch_size / dist_->world_size;
-  }
+  // --batch_size_scaled splits the global batch; check_train_options saw it is large enough.
+  batch_per_process_ =
+      opts_.batch_size_scaled ? opts_.batch_size / dist_->world_size : opts_.batch_size;
   LoaderOptions lo;
   lo.batch_size = batch_per_process_;
   lo.num_workers = static_cast<int>(opts_.num_workers);

@@ -12,6 +12,7 @@
 #include "dist_worker.h"
 #include "launch/rank_env.h"
 #include "train/dist/ddp_context.h"
+#include "train/models/batch_norm.h"
 
 using namespace gpulab;
 using namespace gpulab::train;
@@ -25,7 +26,7 @@ struct NetImpl : torch::nn::Module {
   NetImpl() {
     conv = register_module(
         "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1).bias(false)));
-    bn = register_module("bn", torch::nn::BatchNorm2d(8));
+    bn = register_module("bn", train::BatchNorm2d(8));
     fc1 = register_module("fc1", torch::nn::Linear(8 * 8 * 8, 64));
     fc2 = register_module("fc2", torch::nn::Linear(64, 10));
   }
@@ -34,7 +35,7 @@ struct NetImpl : torch::nn::Module {
     return fc2(torch::relu(fc1(x.flatten(1))));
   }
   torch::nn::Conv2d conv{nullptr};
-  torch::nn::BatchNorm2d bn{nullptr};
+  train::BatchNorm2d bn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 TORCH_MODULE(Net);

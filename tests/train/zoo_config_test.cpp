@@ -12,6 +12,7 @@
 
 #include "core/json.h"
 #include "core/subprocess.h"
+#include "train/models/batch_norm.h"
 #include "train/models/registry.h"
 #include "train/torchvision_python.h"
 
@@ -65,7 +66,7 @@ Json describe_ours(torch::nn::Module& model) {
   Json mods = Json::object();
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     const auto& m = item.value();
-    if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
+    if (auto* bn = m->as<train::BatchNorm2d>()) {
       mods[item.key()] = {"bn", bn->options.eps(), bn->options.momentum().value_or(-1)};
     } else if (auto* ln = m->as<torch::nn::LayerNorm>()) {
       mods[item.key()] = {"ln", ln->options.eps()};

@@ -8,10 +8,12 @@
 #include "bench/allreduce.h"
 #include "commands.h"
 #include "core/json.h"
+#include "dist_flags.h"
 #include "json_stdout.h"
 #include "launch/ports.h"
 #include "launch/rank_env.h"
-#include "train/dist/dist_options.h"
+#include "rank_launch.h"
+#include "usage.h"
 
 namespace gpulab::cli {
 
@@ -38,9 +40,10 @@ void add_bench_allreduce(CLI::App* bench, CommandContext& ctx) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp64"}))
       ->capture_default_str();
   cmd->add_flag("--json", *json, "print the rows as JSON (rank 0)");
-  train::dist::add_dist_options(cmd, *d, /*training=*/false);
-  cmd->callback([o, d, json, &ctx] {
-    if (auto code = train::dist::launch_if_needed(*d)) {
+  add_dist_flags(cmd, *d, /*training=*/false);
+  cmd->callback([cmd, o, d, json, &ctx] {
+    throw_usage_error(train::dist::validate(*d), cmd);
+    if (auto code = launch_if_needed(*d)) {
       ctx.exit_code = *code;
       return;
     }

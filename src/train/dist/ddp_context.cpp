@@ -22,9 +22,7 @@ DdpContext::DdpContext(const launch::RankPlace& place, const DdpOptions& opts) :
   stall_at_ = test_hooks::stall_micro_step(rank);
 }
 
-DdpContext::~DdpContext() {
-  if (opts_.sync_bn) set_sync_batch_norm(nullptr);
-}
+DdpContext::~DdpContext() = default;
 
 // One broadcast per dtype: tensors are flattened into one buffer, sent, and copied back.
 void DdpContext::broadcast_tensors(std::vector<torch::Tensor> tensors, const std::string& what) {
@@ -55,7 +53,7 @@ void DdpContext::prepare_model(torch::nn::Module& model) {
   broadcast_tensors(all, "broadcast of rank 0's parameters");
   reducer_ = GradReducer::create(comm_, params, opts_.reducer);
   if (opts_.sync_bn) {
-    set_sync_batch_norm(comm_);
+    convert_sync_batch_norm(model, comm_);
   } else {
     buffers_ = buffers;
   }

@@ -22,7 +22,7 @@ void ShardContext::prepare_model(torch::nn::Module& model) {
   all.insert(all.end(), buffers.begin(), buffers.end());
   broadcast_tensors(all, "broadcast of rank 0's parameters");
   if (opts_.sync_bn) {
-    set_sync_batch_norm(comm_);
+    convert_sync_batch_norm(model, comm_);
   } else {
     buffers_ = buffers;
   }

@@ -1,81 +1,103 @@
-// SyncBatchNorm: two all-reduces per layer (sum and count, then squared deviations), so the
-// variance is computed in two passes like the stock kernel, not as E[x^2] - E[x]^2.
+// SyncBatchNorm: the swap into a model, and the computation: two all-reduces per layer (sum and
+// count, then squared deviations), so the variance is computed in two passes like the stock
+// kernel, not as E[x^2] - E[x]^2.
 #include "train/dist/sync_batch_norm.h"
 
-#include <ATen/ops/batch_norm_native.h>
-#include <torch/library.h>
+#include <string>
+#include <utility>
 
-#include <mutex>
+#include "core/error.h"
 
 namespace gpulab::train::dist {
 
 namespace {
 
-std::mutex g_mu;
-std::shared_ptr<Communicator> g_comm;        // set while sync mode is on
-std::unique_ptr<torch::Library> g_cpu_impl;  // the kernel registrations, made on first use
-std::unique_ptr<torch::Library> g_cuda_impl;
-
-std::shared_ptr<Communicator> active_comm() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_comm;
-}
-
 // Sum over ranks as an autograd function: d(sum_r x_r)/dx_r = 1, and every rank's loss depends
-// on the sum, so the gradient flowing back is itself the sum of the ranks' gradients.
+// on the sum, so the gradient flowing back is itself the sum of the ranks' gradients. The
+// communicator travels as its address in the saved data (it outlives the step's graph).
 struct AllReduceSum : public torch::autograd::Function<AllReduceSum> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* /*ctx*/, torch::Tensor x) {
-    auto comm = active_comm();
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               Communicator* comm) {
+    ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
     auto y = x.detach().clone();
     comm->allreduce_sum(y, "SyncBatchNorm statistics all-reduce");
     return y;
   }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* /*ctx*/,
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto comm = active_comm();
+    auto* comm = reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
     auto g = grads[0].contiguous().clone();
     comm->allreduce_sum(g, "SyncBatchNorm gradient all-reduce");
-    return {g};
+    return {g, torch::Tensor()};
   }
 };
 
-torch::Tensor value_or_undefined(const c10::optional<at::Tensor>& t) {
-  return t.has_value() ? *t : torch::Tensor();
-}
-
-at::Tensor batch_norm_kernel(const at::Tensor& input, const c10::optional<at::Tensor>& weight,
-                             const c10::optional<at::Tensor>& bias,
-                             const c10::optional<at::Tensor>& running_mean,
-                             const c10::optional<at::Tensor>& running_var, bool training,
-                             double momentum, double eps, bool cudnn_enabled) {
-  auto comm = training ? active_comm() : nullptr;
-  if (!comm || comm->size() == 1) {
-    return at::native::batch_norm(input, weight, bias, running_mean, running_var, training,
-                                  momentum, eps, cudnn_enabled);
+// Walks the tree below `parent` ("prefix" names it) and swaps each BatchNorm2d in place.
+int convert_children(torch::nn::Module& parent, const std::string& prefix,
+                     const std::shared_ptr<Communicator>& comm) {
+  int swapped = 0;
+  for (const auto& item : parent.named_children()) {
+    const std::string path = prefix.empty() ? item.key() : prefix + "." + item.key();
+    const std::shared_ptr<torch::nn::Module>& child = item.value();
+    if (auto bn = std::dynamic_pointer_cast<train::BatchNorm2dImpl>(child)) {
+      auto sync = std::make_shared<SyncBatchNormImpl>(*bn, comm);
+      parent.replace_module(item.key(), sync);
+      bn->hand_over_to([sync](const torch::Tensor& x) { return sync->forward(x); });
+      ++swapped;
+    } else if (child->as<torch::nn::BatchNorm1d>() || child->as<torch::nn::BatchNorm2d>() ||
+               child->as<torch::nn::BatchNorm3d>()) {
+      throw Exception(Code::kUnsupported,
+                      "--sync_bn: the model calls torch's own BatchNorm module '" + path +
+                          "', which cannot be replaced by a SyncBatchNorm",
+                      "build it with train::BatchNorm2d (train/models/batch_norm.h), or drop "
+                      "--sync_bn");
+    } else {
+      swapped += convert_children(*child, path, comm);
+    }
   }
-  return sync_batch_norm(input, value_or_undefined(weight), value_or_undefined(bias),
-                         value_or_undefined(running_mean), value_or_undefined(running_var),
-                         momentum, eps, *comm);
+  return swapped;
 }
 
 }  // namespace
 
-void set_sync_batch_norm(std::shared_ptr<Communicator> comm) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_comm = std::move(comm);
-  if (g_comm && !g_cpu_impl) {
-    // A direct kernel for the Autograd keys takes precedence over batch_norm's composite one.
-    g_cpu_impl = std::make_unique<torch::Library>(
-        torch::Library::IMPL, "aten", c10::DispatchKey::AutogradCPU, __FILE__, __LINE__);
-    g_cpu_impl->impl("batch_norm", TORCH_FN(batch_norm_kernel));
-    g_cuda_impl = std::make_unique<torch::Library>(
-        torch::Library::IMPL, "aten", c10::DispatchKey::AutogradCUDA, __FILE__, __LINE__);
-    g_cuda_impl->impl("batch_norm", TORCH_FN(batch_norm_kernel));
-  }
+SyncBatchNormImpl::SyncBatchNormImpl(const train::BatchNorm2dImpl& bn,
+                                     std::shared_ptr<Communicator> comm)
+    : torch::nn::Module("SyncBatchNorm"), options(bn.options), comm_(std::move(comm)) {
+  // The same tensors under the same names: a checkpoint, the optimizer and the gradient reducer
+  // see the model exactly as before.
+  if (bn.weight.defined())
+    weight = register_parameter("weight", bn.weight, bn.weight.requires_grad());
+  if (bn.bias.defined()) bias = register_parameter("bias", bn.bias, bn.bias.requires_grad());
+  if (bn.running_mean.defined()) running_mean = register_buffer("running_mean", bn.running_mean);
+  if (bn.running_var.defined()) running_var = register_buffer("running_var", bn.running_var);
+  if (bn.num_batches_tracked.defined())
+    num_batches_tracked = register_buffer("num_batches_tracked", bn.num_batches_tracked);
+  train(bn.is_training());
 }
 
-bool sync_batch_norm_enabled() {
-  return active_comm() != nullptr;
+// torch's BatchNorm forward (momentum, num_batches_tracked), with the statistics over all ranks
+// where torch's would use this rank's batch.
+torch::Tensor SyncBatchNormImpl::forward(const torch::Tensor& input) {
+  double momentum = options.momentum().value_or(0.0);
+  if (is_training() && options.track_running_stats() && num_batches_tracked.defined()) {
+    num_batches_tracked += 1;
+    if (!options.momentum()) momentum = 1.0 / num_batches_tracked.item<double>();
+  }
+  const bool batch_stats = is_training() || !options.track_running_stats();
+  if (!batch_stats || comm_->size() == 1)
+    return torch::batch_norm(input, weight, bias, running_mean, running_var, batch_stats, momentum,
+                             options.eps(), at::globalContext().userEnabledCuDNN());
+  return sync_batch_norm(input, weight, bias, running_mean, running_var, momentum, options.eps(),
+                         *comm_);
+}
+
+void SyncBatchNormImpl::pretty_print(std::ostream& stream) const {
+  stream << "gpulab::SyncBatchNorm(" << options.num_features() << ", eps=" << options.eps()
+         << ", momentum=" << options.momentum().value_or(0.0) << ", ranks=" << comm_->size() << ")";
+}
+
+int convert_sync_batch_norm(torch::nn::Module& model, const std::shared_ptr<Communicator>& comm) {
+  return convert_children(model, "", comm);
 }
 
 torch::Tensor sync_batch_norm(const torch::Tensor& input, const torch::Tensor& weight,
@@ -93,12 +115,12 @@ torch::Tensor sync_batch_norm(const torch::Tensor& input, const torch::Tensor& w
 
   // Pass 1: global sum and count -> mean.
   auto count = torch::full({1}, local_count, x.options().requires_grad(false));
-  auto stats = AllReduceSum::apply(torch::cat({x.sum(dims), count}));
+  auto stats = AllReduceSum::apply(torch::cat({x.sum(dims), count}), &comm);
   auto total = stats.narrow(0, channels, 1).detach();
   auto mean = stats.narrow(0, 0, channels) / total;
   // Pass 2: global sum of squared deviations -> biased variance.
   auto xc = x - mean.view(shape);
-  auto var = AllReduceSum::apply((xc * xc).sum(dims)) / total;
+  auto var = AllReduceSum::apply((xc * xc).sum(dims), &comm) / total;
   auto y = xc * torch::rsqrt(var + eps).view(shape);
   if (weight.defined()) y = y * weight.view(shape);
   if (bias.defined()) y = y + bias.view(shape);

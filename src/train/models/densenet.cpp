@@ -26,7 +26,7 @@ class DenseLayerImpl : public torch::nn::Module {
 
  private:
   double drop_rate_;
-  torch::nn::BatchNorm2d norm1_{nullptr}, norm2_{nullptr};
+  BatchNorm2d norm1_{nullptr}, norm2_{nullptr};
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
 };
 TORCH_MODULE(DenseLayer);

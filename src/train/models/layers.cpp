@@ -42,8 +42,8 @@ torch::nn::Conv2d conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride
                                .bias(bias));
 }
 
-torch::nn::BatchNorm2d batch_norm(int64_t channels, double eps, double momentum) {
-  return torch::nn::BatchNorm2d(torch::nn::BatchNormOptions(channels).eps(eps).momentum(momentum));
+BatchNorm2d batch_norm(int64_t channels, double eps, double momentum) {
+  return BatchNorm2d(torch::nn::BatchNormOptions(channels).eps(eps).momentum(momentum));
 }
 
 Seq conv_norm_act(const ConvNormActOptions& o) {
@@ -123,7 +123,7 @@ void init_weights(torch::nn::Module& model, ConvInit conv_init, LinearInit linea
                                                    : torch::nn::init::FanModeType(torch::kFanIn);
       torch::nn::init::kaiming_normal_(conv->weight, 0.0, fan, torch::kReLU);
       if (conv->bias.defined()) conv->bias.zero_();
-    } else if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
+    } else if (auto* bn = m->as<BatchNorm2d>()) {
       bn->weight.fill_(1.0);
       bn->bias.zero_();
     } else if (auto* linear = m->as<torch::nn::Linear>()) {

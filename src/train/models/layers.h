@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "train/models/batch_norm.h"
+
 namespace gpulab::train {
 
 // The activations the zoo uses. A module (not a function) so it can sit in a Sequential at the
@@ -65,7 +67,7 @@ Seq conv_bn(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t gro
 torch::nn::Conv2d conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
                          int64_t padding = 0, int64_t groups = 1, bool bias = false,
                          int64_t dilation = 1);
-torch::nn::BatchNorm2d batch_norm(int64_t channels, double eps = 1e-5, double momentum = 0.1);
+BatchNorm2d batch_norm(int64_t channels, double eps = 1e-5, double momentum = 0.1);
 
 // torchvision.ops.SqueezeExcitation: avgpool, fc1 (1x1 conv), activation, fc2, scale_activation.
 class SqueezeExcitationImpl : public torch::nn::Module {

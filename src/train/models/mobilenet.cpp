@@ -20,7 +20,7 @@ class InvertedResidualV2Impl : public torch::nn::Module {
     if (expand != 1) conv->push_back(conv_bn(in, hidden, 1, 1, 1, Act::kReLU6, bn));
     conv->push_back(conv_bn(hidden, hidden, 3, stride, hidden, Act::kReLU6, bn));
     conv->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(hidden, out, 1).bias(false)));
-    conv->push_back(torch::nn::BatchNorm2d(out));
+    conv->push_back(batch_norm(out));
     conv_ = register_module("conv", conv);
   }
   torch::Tensor forward(torch::Tensor x) {

@@ -11,7 +11,7 @@ namespace {
 // relu(bn(x) + residual), in place as torchvision's ReLU(inplace=True) and `out += identity`:
 // fewer saved tensors. (A fused kernel for it was tried and dropped: slower on a quiet machine,
 // and it trained worse; docs/benchmarks.md, session 4.)
-torch::Tensor batch_norm_relu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
+torch::Tensor batch_norm_relu(BatchNorm2dImpl& bn, const torch::Tensor& x,
                               const torch::Tensor& residual = {}) {
   auto y = bn.forward(x);
   if (residual.defined()) y += residual;
@@ -62,7 +62,7 @@ class BlockImpl : public torch::nn::Module {
  private:
   bool bottleneck_;
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
-  torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
+  BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   Seq downsample_{nullptr};
 };
 TORCH_MODULE(Block);
@@ -108,7 +108,7 @@ class ResNet : public Classifier {
 
  private:
   torch::nn::Conv2d conv1_{nullptr};
-  torch::nn::BatchNorm2d bn1_{nullptr};
+  BatchNorm2d bn1_{nullptr};
   std::array<torch::nn::Sequential, 4> layers_;
   torch::nn::Linear fc_{nullptr};
 };

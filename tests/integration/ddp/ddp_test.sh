@@ -291,10 +291,10 @@ options)
     [ ! -e "$WORK/bad" ] || fail "$*: the run folder was created"
   }
   check_bad "valid models: resnet18" --model nosuch
-  check_bad "not in {sgd,adam,adamw,rmsprop}" --optimizer nosuch
+  check_bad "valid values: sgd, adam, adamw, rmsprop" --optimizer nosuch
   check_bad "not expected" --no_such_flag 3
   check_bad "smaller than the 2 processes" --batch_size_scaled --batch_size 1
-  check_bad "not in {auto, 0 (off), seconds" --heartbeat_timeout soon
+  check_bad "is neither auto nor 0..86400 seconds" --heartbeat_timeout soon
   ;;
 *) fail "unknown case $CASE" ;;
 esac

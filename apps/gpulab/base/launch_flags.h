@@ -1,0 +1,21 @@
+// The flag table of launch::LaunchFlags: --nproc_per_node ... --rank_memory_max, registered
+// the same way by `gpulab launch` and by the commands that start their own ranks.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "launch/launch_flags.h"
+
+namespace gpulab::cli {
+
+// kRendezvous: --nproc_per_node, --nnodes, --node_rank, --master_addr, --master_port.
+// kAll adds --max_restarts, --heartbeat_timeout, --heartbeat_floor and --rank_memory_max.
+// Values are checked by launch::validate, not here.
+enum class LaunchFlagSet { kRendezvous, kAll };
+
+void add_launch_flags(CLI::App* cmd, launch::LaunchFlags& f, LaunchFlagSet set,
+                      const std::string& group = "Options");
+
+}  // namespace gpulab::cli
