@@ -6,6 +6,7 @@
 
 #include "builder/ddp_allocation.h"
 #include "builder/engine.h"
+#include "core/flag_checks.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "docker/client.h"
@@ -80,18 +81,15 @@ DdpOptions parse_ddp_args(const std::vector<std::string>& args, DdpOptions o) {
   }
   // The flags gpulab train's launcher gets in the container, checked the way it checks them
   // (launch/launch_flags.h), before any container starts.
-  if (o.nnodes < 1 || o.nnodes > 65536)
-    throw Exception(Code::kInvalidArgument,
-                    "--nnodes " + std::to_string(o.nnodes) + " is outside 1..65536");
+  if (auto s = flag_in_range("nnodes", o.nnodes, 1, 65536); !s) throw Exception(s.error());
   const int last_node = o.mode == DdpMode::kScriptMultiNode ? o.nnodes - 1 : 65535;
   if (o.node_rank < -1 || o.node_rank > last_node)
     throw Exception(Code::kInvalidArgument,
                     "--node_rank " + std::to_string(o.node_rank) + " is outside 0.." +
                         std::to_string(last_node),
                     "leave it out to have it found (0 when MASTER_ADDR is this host)");
-  if (o.master_port < 1 || o.master_port > 65535)
-    throw Exception(Code::kInvalidArgument,
-                    "--master_port " + std::to_string(o.master_port) + " is outside 1..65535");
+  if (auto s = flag_in_range("master_port", o.master_port, 1, 65535); !s)
+    throw Exception(s.error());
   return o;
 }
 

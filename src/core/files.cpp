@@ -1,15 +1,15 @@
 // File helpers: whole-file reads, crash-safe atomic writes and executable lookups.
 #include "core/files.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <sstream>
+
+#include "core/atomic_file.h"
 
 namespace gpulab {
 
@@ -36,61 +36,11 @@ std::optional<std::string> read_text(const fs::path& path) {
   return s;
 }
 
-namespace {
-
-Status write_all(int fd, std::string_view data, const fs::path& tmp) {
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error{Code::kUnavailable, "write " + tmp.string() + ": " + std::strerror(errno)};
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return ok_status();
-}
-
-}  // namespace
-
 Status write_file_atomic(const fs::path& path, std::string_view data) {
-  fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  std::random_device rd;
-  // Appended piecewise: `"." + string` trips a GCC 12 -Wrestrict false positive at -O3.
-  std::string name = ".";
-  name += path.filename().string();
-  name += ".tmp";
-  name += std::to_string(rd());
-  const fs::path tmp = dir / name;
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return Error{Code::kUnavailable, "cannot create " + tmp.string() + ": " + std::strerror(errno)};
-  }
-  Status st = write_all(fd, data, tmp);
-  if (st.ok() && ::fsync(fd) != 0) {
-    st = Error{Code::kUnavailable, "fsync " + tmp.string() + ": " + std::strerror(errno)};
-  }
-  ::close(fd);
-  if (!st.ok()) {
-    fs::remove(tmp, ec);
-    return st;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    fs::remove(tmp, ec);
-    return Error{Code::kUnavailable, "rename to " + path.string() + ": " + std::strerror(e)};
-  }
-  // The rename is durable only once the folder entry is on disk.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return ok_status();
+  auto file = AtomicFile::create(path);
+  if (!file) return file.error();
+  if (Status st = file->write(data); !st) return st;
+  return file->commit();  // a file left uncommitted removes its temporary
 }
 
 std::optional<fs::path> find_executable(const std::vector<fs::path>& candidates) {

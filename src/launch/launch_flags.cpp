@@ -3,28 +3,18 @@
 
 #include <fmt/format.h>
 
+#include "core/flag_checks.h"
 #include "launch/rank_cgroup.h"
 
 namespace gpulab::launch {
 
-namespace {
-
-template <typename T>
-Status in_range(const char* flag, T value, T lo, T hi) {
-  if (value >= lo && value <= hi) return ok_status();
-  return Error{Code::kInvalidArgument,
-               fmt::format("--{} {} is outside {}..{}", flag, value, lo, hi)};
-}
-
-}  // namespace
-
 Status validate(const LaunchFlags& f) {
-  for (const Status& s :
-       {in_range("nproc_per_node", f.nproc_per_node, 1, 1024),
-        in_range("nnodes", f.nnodes, 1, 65536), in_range("node_rank", f.node_rank, 0, 65535),
-        in_range("master_port", f.master_port, 0, 65535),
-        in_range("max_restarts", f.max_restarts, 0, 1000),
-        in_range("heartbeat_floor", f.heartbeat_floor_s, 0.1, 86400.0)})
+  for (const Status& s : {flag_in_range("nproc_per_node", f.nproc_per_node, 1, 1024),
+                          flag_in_range("nnodes", f.nnodes, 1, 65536),
+                          flag_in_range("node_rank", f.node_rank, 0, 65535),
+                          flag_in_range("master_port", f.master_port, 0, 65535),
+                          flag_in_range("max_restarts", f.max_restarts, 0, 1000),
+                          flag_in_range("heartbeat_floor", f.heartbeat_floor_s, 0.1, 86400.0)})
     if (!s) return s;
   if (auto hang = hang_policy_from_flags(f.heartbeat_timeout, f.heartbeat_floor_s); !hang.ok())
     return hang.error();

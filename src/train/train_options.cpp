@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/flag_checks.h"
 #include "core/strings.h"
 #include "train/device.h"
 
@@ -42,12 +43,6 @@ Status bad(std::string message, std::string hint = {}) {
   return Error{Code::kInvalidArgument, std::move(message), std::move(hint)};
 }
 
-Status one_of(const std::string& flag, const std::string& value,
-              const std::vector<std::string>& valid) {
-  if (std::find(valid.begin(), valid.end(), value) != valid.end()) return ok_status();
-  return bad("--" + flag + " '" + value + "' is not valid", "valid values: " + join(valid, ", "));
-}
-
 }  // namespace
 
 Status validate(const TrainOptions& o) {
@@ -57,7 +52,7 @@ Status validate(const TrainOptions& o) {
         std::tuple{"precision", &o.precision, &precision_names()},
         std::tuple{"normalize", &o.normalize, &normalize_names()},
         std::tuple{"memory_format", &o.memory_format, &memory_format_names()}}) {
-    if (auto s = one_of(flag, *value, *valid); !s) return s;
+    if (auto s = flag_one_of(flag, *value, *valid); !s) return s;
   }
   if (o.channels_last && o.memory_format == "contiguous")
     return bad("--channels_last and --memory_format contiguous contradict each other",

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/flag_checks.h"
 #include "core/strings.h"
 #include "launch/ports.h"
 #include "launch/rank_env.h"
@@ -15,30 +16,14 @@
 
 namespace gpulab::train::dist {
 
-namespace {
-
-Status one_of(const char* flag, const std::string& value, const std::vector<std::string>& valid) {
-  if (std::find(valid.begin(), valid.end(), value) != valid.end()) return ok_status();
-  return Error{Code::kInvalidArgument, fmt::format("--{} '{}' is not valid", flag, value),
-               "valid values: " + join(valid, ", ")};
-}
-
-Status in_range(const char* flag, double value, double lo, double hi) {
-  if (value >= lo && value <= hi) return ok_status();
-  return Error{Code::kInvalidArgument,
-               fmt::format("--{} {} is outside {}..{}", flag, value, lo, hi)};
-}
-
-}  // namespace
-
 Status validate(const DistOptions& o) {
   for (const Status& s :
-       {launch::validate(o.launch), one_of("backend", o.backend, {"auto", "nccl", "gloo"}),
-        in_range("dist_timeout", o.timeout_s, 1.0, 86400.0),
-        in_range("bucket_cap_mb", o.bucket_cap_mb, 0.001, 4096.0),
-        one_of("shard", o.shard, {"none", "optimizer", "gradients", "full"}),
-        one_of("shard_wrap", o.shard_wrap, {"auto", "blocks", "children", "none"}),
-        one_of("grad_compression", o.grad_compression, {"none", "fp16", "bf16"})})
+       {launch::validate(o.launch), flag_one_of("backend", o.backend, {"auto", "nccl", "gloo"}),
+        flag_in_range("dist_timeout", o.timeout_s, 1.0, 86400.0),
+        flag_in_range("bucket_cap_mb", o.bucket_cap_mb, 0.001, 4096.0),
+        flag_one_of("shard", o.shard, {"none", "optimizer", "gradients", "full"}),
+        flag_one_of("shard_wrap", o.shard_wrap, {"auto", "blocks", "children", "none"}),
+        flag_one_of("grad_compression", o.grad_compression, {"none", "fp16", "bf16"})})
     if (!s) return s;
   return ok_status();
 }
