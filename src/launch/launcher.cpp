@@ -184,13 +184,117 @@ LaunchResult stop_for_bad_input(const LaunchOptions& o, RankGroup& group, const 
 
 }  // namespace
 
+namespace {
+
+// Each rank's peak memory, read from its cgroup once an attempt is over.
+void record_peaks(const LaunchOptions& o, const RankCgroups* cgroups, LaunchResult& r,
+                  const std::vector<RankSpec>& specs) {
+  if (cgroups == nullptr) return;
+  r.rank_peak_bytes.clear();
+  std::string line;
+  for (const RankSpec& s : specs) {
+    auto peak = cgroups->peak_bytes(s.rank);
+    if (!peak) continue;
+    r.rank_peak_bytes[s.rank] = *peak;
+    line +=
+        (line.empty() ? "" : ", ") + ("rank " + std::to_string(s.rank) + " ") + format_mib(*peak);
+  }
+  if (!line.empty())
+    say(o, "peak memory per rank (cgroup): " + line + " (cap " +
+               format_mib(o.rank_memory_max_bytes) + ")");
+}
+
+// What every attempt's ranks share: world, rendezvous address, threads per rank.
+struct LaunchPlan {
+  int world = 1;
+  std::string addr;
+  int threads = 1;
+  bool user_omp = false;
+};
+
+// The ranks of this node for one attempt: their environment, error and heartbeat files, cgroups.
+Result<std::vector<RankSpec>> rank_specs(const LaunchOptions& o, const LaunchPlan& plan, int port,
+                                         int attempt, const TempDir& tmp, RankCgroups* cgroups) {
+  std::vector<RankSpec> specs;
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    RankSpec s;
+    s.local_rank = local;
+    s.rank = o.node_rank * o.nproc_per_node + local;
+    s.env = o.env;
+    s.env["RANK"] = std::to_string(s.rank);
+    s.env["LOCAL_RANK"] = std::to_string(local);
+    s.env["WORLD_SIZE"] = std::to_string(plan.world);
+    s.env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
+    s.env["GROUP_RANK"] = std::to_string(o.node_rank);
+    s.env["MASTER_ADDR"] = plan.addr;
+    s.env["MASTER_PORT"] = std::to_string(port);
+    s.env[kEnvLauncher] = "1";
+    s.env[kEnvRestartCount] = std::to_string(attempt);
+    s.env[kEnvNumThreads] = std::to_string(plan.threads);
+    if (!plan.user_omp) s.env["OMP_NUM_THREADS"] = std::to_string(plan.threads);
+    if (!tmp.path.empty()) {
+      s.error_file = (tmp.path / ("rank" + std::to_string(s.rank) + ".err")).string();
+      s.env[kEnvErrorFile] = s.error_file;
+      // Always: a rank stopped by a signal is reported with its last progress too.
+      s.heartbeat_file = (tmp.path / ("rank" + std::to_string(s.rank) + ".beat")).string();
+      s.env[kEnvHeartbeatFile] = s.heartbeat_file;
+    }
+    if (cgroups != nullptr) {
+      auto procs = cgroups->prepare(s.rank);
+      if (!procs.ok()) return procs.error();
+      s.cgroup_procs = *procs;
+    }
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+// A rank whose cgroup met the OOM killer (the rank or a process it started) failed for lack of
+// memory: that is the cause to act on, said with the rank and the cap.
+void blame_oom(const LaunchOptions& o, const RankCgroups* cgroups,
+               const std::vector<RankSpec>& specs, RankFailure& failure) {
+  if (cgroups == nullptr) return;
+  for (const RankSpec& s : specs) {
+    if (cgroups->oom_kills(s.rank) == 0) continue;
+    if (s.rank == failure.rank)
+      failure.oom_cap_bytes = o.rank_memory_max_bytes;
+    else
+      say(o, "rank " + std::to_string(s.rank) + " ran out of memory: the kernel's OOM killer " +
+                 "acted at its --rank_memory_max cap of " + format_mib(o.rank_memory_max_bytes));
+  }
+}
+
+// A failed rank ends the attempt: the others are stopped and the result carries its exit code.
+void end_attempt(const LaunchOptions& o, RankGroup& group, const RankFailure& failure,
+                 LaunchResult& result) {
+  auto t0 = std::chrono::steady_clock::now();
+  say(o, failure.describe() + "; stopping the other ranks");
+  group.stop(o.stop_grace);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f", secs);
+  say(o, std::string("all ranks stopped in ") + buf + " s");
+  result.failure = failure;
+  result.message = failure.describe();
+  if (failure.signal || failure.stopped_by) {
+    result.exit_code = 128 + (failure.signal ? failure.signal : failure.stopped_by);
+  } else if (failure.silent_s > 0) {
+    result.exit_code = 124;  // timeout(1)'s code for "ran too long"
+  } else {
+    result.exit_code = failure.exit_code;
+  }
+}
+
+}  // namespace
+
 Result<LaunchResult> run_launch(const LaunchOptions& o) {
   if (auto s = validate(o); !s.ok()) return s.error();
-  const int world = o.nproc_per_node * o.nnodes;
-  const std::string addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
-  int threads = o.threads_per_rank;
-  if (threads <= 0) threads = std::max(1, available_cores() / o.nproc_per_node);
-  const bool user_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
+  LaunchPlan plan;
+  plan.world = o.nproc_per_node * o.nnodes;
+  plan.addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  plan.threads = o.threads_per_rank;
+  if (plan.threads <= 0) plan.threads = std::max(1, available_cores() / o.nproc_per_node);
+  plan.user_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
   // Before any rank starts: a cap that cannot be enforced fails the launch, not a rank.
   std::unique_ptr<RankCgroups> cgroups;
   if (o.rank_memory_max_bytes > 0) {
@@ -198,22 +302,6 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
     if (!cg.ok()) return cg.error();
     cgroups = std::move(*cg);
   }
-  // Each rank's peak memory, read from its cgroup once an attempt is over.
-  const auto record_peaks = [&](LaunchResult& r, const std::vector<RankSpec>& specs) {
-    if (!cgroups) return;
-    r.rank_peak_bytes.clear();
-    std::string line;
-    for (const RankSpec& s : specs) {
-      auto peak = cgroups->peak_bytes(s.rank);
-      if (!peak) continue;
-      r.rank_peak_bytes[s.rank] = *peak;
-      line +=
-          (line.empty() ? "" : ", ") + ("rank " + std::to_string(s.rank) + " ") + format_mib(*peak);
-    }
-    if (!line.empty())
-      say(o, "peak memory per rank (cgroup): " + line + " (cap " +
-                 format_mib(o.rank_memory_max_bytes) + ")");
-  };
 
   TempDir tmp;
   SignalScope signals;
@@ -224,54 +312,25 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
       if (o.nnodes > 1) {
         port = 29500;
       } else {
-        auto p = pick_free_port(addr);
+        auto p = pick_free_port(plan.addr);
         if (!p.ok()) return p.error();
         port = *p;
       }
     }
-    std::vector<RankSpec> specs;
-    for (int local = 0; local < o.nproc_per_node; ++local) {
-      RankSpec s;
-      s.local_rank = local;
-      s.rank = o.node_rank * o.nproc_per_node + local;
-      s.env = o.env;
-      s.env["RANK"] = std::to_string(s.rank);
-      s.env["LOCAL_RANK"] = std::to_string(local);
-      s.env["WORLD_SIZE"] = std::to_string(world);
-      s.env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
-      s.env["GROUP_RANK"] = std::to_string(o.node_rank);
-      s.env["MASTER_ADDR"] = addr;
-      s.env["MASTER_PORT"] = std::to_string(port);
-      s.env[kEnvLauncher] = "1";
-      s.env[kEnvRestartCount] = std::to_string(attempt);
-      s.env[kEnvNumThreads] = std::to_string(threads);
-      if (!user_omp) s.env["OMP_NUM_THREADS"] = std::to_string(threads);
-      if (!tmp.path.empty()) {
-        s.error_file = (tmp.path / ("rank" + std::to_string(s.rank) + ".err")).string();
-        s.env[kEnvErrorFile] = s.error_file;
-        // Always: a rank stopped by a signal is reported with its last progress too.
-        s.heartbeat_file = (tmp.path / ("rank" + std::to_string(s.rank) + ".beat")).string();
-        s.env[kEnvHeartbeatFile] = s.heartbeat_file;
-      }
-      if (cgroups) {
-        auto procs = cgroups->prepare(s.rank);
-        if (!procs.ok()) return procs.error();
-        s.cgroup_procs = *procs;
-      }
-      specs.push_back(std::move(s));
-    }
+    auto specs = rank_specs(o, plan, port, attempt, tmp, cgroups.get());
+    if (!specs.ok()) return specs.error();
     if (attempt == 0) {
       say(o, "starting " + std::to_string(o.nproc_per_node) + " rank(s) on node " +
                  std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + " (world size " +
-                 std::to_string(world) + ", master " + addr + ":" + std::to_string(port) + ", " +
-                 std::to_string(threads) + " thread(s) per rank)");
+                 std::to_string(plan.world) + ", master " + plan.addr + ":" + std::to_string(port) +
+                 ", " + std::to_string(plan.threads) + " thread(s) per rank)");
       if (cgroups)
         say(o, "each rank capped at " + format_mib(o.rank_memory_max_bytes) + " of memory (" +
                    cgroups->describe() + ")");
     }
 
     RankGroup group;
-    if (auto s = group.start(o.command, specs); !s.ok()) return s.error();
+    if (auto s = group.start(o.command, *specs); !s.ok()) return s.error();
     std::optional<RankFailure> failure;
     while (!group.done() && !failure && g_stop_signal == 0) {
       failure = group.poll(std::chrono::milliseconds(100));
@@ -279,7 +338,7 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
     }
     if (g_stop_signal != 0) return stop_for_signal(o, group, std::move(result));
     if (!failure) {
-      record_peaks(result, specs);
+      record_peaks(o, cgroups.get(), result, *specs);
       result.exit_code = 0;
       result.failure.reset();
       result.message.clear();
@@ -287,36 +346,9 @@ Result<LaunchResult> run_launch(const LaunchOptions& o) {
     }
     if (failure->reported_bad_input())
       return stop_for_bad_input(o, group, *failure, std::move(result));
-    // A rank whose cgroup met the OOM killer (the rank or a process it started) failed for
-    // lack of memory: that is the cause to act on, said with the rank and the cap.
-    if (cgroups) {
-      for (const RankSpec& s : specs) {
-        if (cgroups->oom_kills(s.rank) == 0) continue;
-        if (s.rank == failure->rank)
-          failure->oom_cap_bytes = o.rank_memory_max_bytes;
-        else
-          say(o, "rank " + std::to_string(s.rank) + " ran out of memory: the kernel's OOM killer " +
-                     "acted at its --rank_memory_max cap of " +
-                     format_mib(o.rank_memory_max_bytes));
-      }
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    say(o, failure->describe() + "; stopping the other ranks");
-    group.stop(o.stop_grace);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.2f", secs);
-    say(o, std::string("all ranks stopped in ") + buf + " s");
-    record_peaks(result, specs);
-    result.failure = failure;
-    result.message = failure->describe();
-    if (failure->signal || failure->stopped_by) {
-      result.exit_code = 128 + (failure->signal ? failure->signal : failure->stopped_by);
-    } else if (failure->silent_s > 0) {
-      result.exit_code = 124;  // timeout(1)'s code for "ran too long"
-    } else {
-      result.exit_code = failure->exit_code;
-    }
+    blame_oom(o, cgroups.get(), *specs, *failure);
+    end_attempt(o, group, *failure, result);
+    record_peaks(o, cgroups.get(), result, *specs);
     if (attempt >= o.max_restarts) return result;
     result.restarts = attempt + 1;
     say(o, "restarting the group (restart " + std::to_string(attempt + 1) + " of " +

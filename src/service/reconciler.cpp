@@ -70,6 +70,111 @@ void reconcile_lease(Service& s, const ContainerRecord& c,
   ++r.released;
 }
 
+// One container row (not a lease) against the engine's view: finish or roll back what a crash
+// interrupted, release what is gone, correct the booked state.
+void reconcile_container(Service& s, const ContainerRecord& c,
+                         const std::map<std::string, docker::ContainerSummary>& engine,
+                         bool startup, ReconcileReport& r) {
+  bool intent =
+      c.state == state::kCreating || c.state == state::kDeleting || c.state == state::kRecreating;
+  if (intent && !startup) return;  // a request in flight owns it
+  auto it = engine.find(c.name);
+  std::optional<docker::ContainerSummary> looked;
+  if (it == engine.end()) {
+    // The engine listing predates the row: ask the engine once more before deciding.
+    auto info = s.docker().inspect_container(c.name);
+    if (info) {
+      docker::ContainerSummary sum;
+      sum.id = info->id;
+      sum.name = info->name;
+      sum.state = info->status;
+      sum.labels = info->labels;
+      looked = sum;
+    } else if (info.error().code != Code::kNotFound) {
+      return;  // engine trouble: decide nothing
+    }
+  }
+  const docker::ContainerSummary* e =
+      it != engine.end() ? &it->second : (looked ? &*looked : nullptr);
+  if (c.state == state::kCreating) {
+    if (e && intent_matches(*e, c)) (void)s.docker().remove_container(e->id, true);
+    s.store->remove_container(c.id, false);
+    s.store->audit("gpulab", "reconcile", c.name, "rolled back unfinished create");
+    ++r.rolled_back;
+  } else if (c.state == state::kDeleting) {
+    if (e) (void)s.docker().remove_container(e->id, true);
+    s.store->remove_container(c.id, true);
+    release_internal_image(s, c.spec.image);
+    s.store->audit("gpulab", "reconcile", c.name, "finished delete");
+    ++r.finished_deletes;
+  } else if (c.state == state::kRecreating) {
+    try {
+      // The engine's container is the new one only if it runs the recreate image; the old one
+      // (the crash came before its removal) holds the old GPUs and goes.
+      if (e && e->image != c.spec.image) {
+        (void)s.docker().remove_container(e->id, true);
+        e = nullptr;
+      }
+      std::string id = e ? e->id : create_engine_container(s, c);
+      s.store->set_docker_id(c.id, id);
+      s.store->set_state(c.id, state::kRunning);
+      ++r.recreated;
+    } catch (const Exception& ex) {
+      spdlog::warn("reconcile: cannot recreate {}: {}", c.name, ex.error().message);
+    }
+  } else if (!e) {
+    // Removed outside the service: release its GPUs and ports.
+    s.store->remove_container(c.id, true);
+    release_internal_image(s, c.spec.image);
+    s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
+    s.metrics.increment("reconcile_released");
+    ++r.released;
+  } else {
+    auto book_state = [](const std::string& engine_state) {
+      return engine_state == "running"   ? state::kRunning
+             : engine_state == "created" ? state::kCreated
+                                         : state::kExited;
+    };
+    std::string id = e->id, want = book_state(e->state);
+    if ((want != c.state || id != c.docker_id) && !looked) {
+      // The listing predates the lock: a request may have replaced the container since (a
+      // GPU-count recreate gives it a new id). Correcting the row from the stale listing would
+      // book the removed container, so decide on a fresh look.
+      auto info = s.docker().inspect_container(c.name);
+      if (!info) return;  // gone since, or engine trouble: the next pass decides
+      id = info->id;
+      want = book_state(info->status);
+    }
+    if (want != c.state || id != c.docker_id) {
+      s.store->set_state(c.id, want);
+      if (id != c.docker_id) s.store->set_docker_id(c.id, id);
+      ++r.state_fixed;
+    }
+  }
+}
+
+// Engine containers with our book's label but no row: a create the engine finished after a
+// crash rolled its row back. Another service's (or unlabelled) ones are only counted.
+void remove_unbooked(Service& s, const std::map<std::string, docker::ContainerSummary>& engine,
+                     const std::set<std::string>& booked, ReconcileReport& r) {
+  const std::string ours = book_id(*s.store);
+  for (const auto& [name, e] : engine) {
+    if (booked.count(name) || e.labels.count(kLeaseLabel)) continue;
+    auto label = e.labels.find(kBookLabel);
+    if (label == e.labels.end() || label->second != ours) {
+      ++r.orphans;  // another service's, or made before books had ids: reported only
+      continue;
+    }
+    // Ours without a row: the engine finished a create after a crash rolled its row back. The
+    // name lock waits out a create in flight (its row exists before the engine is asked).
+    auto lock = s.lock_container(name);
+    if (s.store->find_container(name)) continue;
+    (void)s.docker().remove_container(e.id, true);
+    s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
+    ++r.orphans_removed;
+  }
+}
+
 }  // namespace
 
 ReconcileReport reconcile(Service& s, bool startup) {
@@ -90,99 +195,9 @@ ReconcileReport reconcile(Service& s, bool startup) {
       reconcile_lease(s, c, leased, r);
       continue;
     }
-    bool intent =
-        c.state == state::kCreating || c.state == state::kDeleting || c.state == state::kRecreating;
-    if (intent && !startup) continue;  // a request in flight owns it
-    auto it = engine.find(c.name);
-    std::optional<docker::ContainerSummary> looked;
-    if (it == engine.end()) {
-      // The engine listing predates the row: ask the engine once more before deciding.
-      auto info = s.docker().inspect_container(c.name);
-      if (info) {
-        docker::ContainerSummary sum;
-        sum.id = info->id;
-        sum.name = info->name;
-        sum.state = info->status;
-        sum.labels = info->labels;
-        looked = sum;
-      } else if (info.error().code != Code::kNotFound) {
-        continue;  // engine trouble: decide nothing
-      }
-    }
-    const docker::ContainerSummary* e =
-        it != engine.end() ? &it->second : (looked ? &*looked : nullptr);
-    if (c.state == state::kCreating) {
-      if (e && intent_matches(*e, c)) (void)s.docker().remove_container(e->id, true);
-      s.store->remove_container(c.id, false);
-      s.store->audit("gpulab", "reconcile", c.name, "rolled back unfinished create");
-      ++r.rolled_back;
-    } else if (c.state == state::kDeleting) {
-      if (e) (void)s.docker().remove_container(e->id, true);
-      s.store->remove_container(c.id, true);
-      release_internal_image(s, c.spec.image);
-      s.store->audit("gpulab", "reconcile", c.name, "finished delete");
-      ++r.finished_deletes;
-    } else if (c.state == state::kRecreating) {
-      try {
-        // The engine's container is the new one only if it runs the recreate image; the old one
-        // (the crash came before its removal) holds the old GPUs and goes.
-        if (e && e->image != c.spec.image) {
-          (void)s.docker().remove_container(e->id, true);
-          e = nullptr;
-        }
-        std::string id = e ? e->id : create_engine_container(s, c);
-        s.store->set_docker_id(c.id, id);
-        s.store->set_state(c.id, state::kRunning);
-        ++r.recreated;
-      } catch (const Exception& ex) {
-        spdlog::warn("reconcile: cannot recreate {}: {}", c.name, ex.error().message);
-      }
-    } else if (!e) {
-      // Removed outside the service: release its GPUs and ports.
-      s.store->remove_container(c.id, true);
-      release_internal_image(s, c.spec.image);
-      s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
-      s.metrics.increment("reconcile_released");
-      ++r.released;
-    } else {
-      auto book_state = [](const std::string& engine_state) {
-        return engine_state == "running"   ? state::kRunning
-               : engine_state == "created" ? state::kCreated
-                                           : state::kExited;
-      };
-      std::string id = e->id, want = book_state(e->state);
-      if ((want != c.state || id != c.docker_id) && !looked) {
-        // The listing predates the lock: a request may have replaced the container since (a
-        // GPU-count recreate gives it a new id). Correcting the row from the stale listing would
-        // book the removed container, so decide on a fresh look.
-        auto info = s.docker().inspect_container(c.name);
-        if (!info) continue;  // gone since, or engine trouble: the next pass decides
-        id = info->id;
-        want = book_state(info->status);
-      }
-      if (want != c.state || id != c.docker_id) {
-        s.store->set_state(c.id, want);
-        if (id != c.docker_id) s.store->set_docker_id(c.id, id);
-        ++r.state_fixed;
-      }
-    }
+    reconcile_container(s, c, engine, startup, r);
   }
-  const std::string ours = book_id(*s.store);
-  for (const auto& [name, e] : engine) {
-    if (booked.count(name) || e.labels.count(kLeaseLabel)) continue;
-    auto label = e.labels.find(kBookLabel);
-    if (label == e.labels.end() || label->second != ours) {
-      ++r.orphans;  // another service's, or made before books had ids: reported only
-      continue;
-    }
-    // Ours without a row: the engine finished a create after a crash rolled its row back. The
-    // name lock waits out a create in flight (its row exists before the engine is asked).
-    auto lock = s.lock_container(name);
-    if (s.store->find_container(name)) continue;
-    (void)s.docker().remove_container(e.id, true);
-    s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
-    ++r.orphans_removed;
-  }
+  remove_unbooked(s, engine, booked, r);
   if (startup) {
     cleanup_backups(s, r);
     r.images_removed = remove_orphan_images(s);  // after the rows and containers above settled
