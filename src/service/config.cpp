@@ -45,7 +45,9 @@ Key<T> member(const char* name, M T::*field, bool required = false) {
 template <typename T>
 Status read_keys(const Json& j, const std::vector<Key<T>>& keys, T& out, const std::string& where) {
   if (!j.is_object()) return bad(where + " must be an object");
-  for (const auto& [name, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    // A plain variable, not a structured binding: clang 14 (make sanitize) cannot capture those.
+    const std::string& name = item.key();
     bool known =
         std::any_of(keys.begin(), keys.end(), [&](const Key<T>& k) { return name == k.name; });
     if (!known) return bad("unknown key '" + name + "' in " + where);

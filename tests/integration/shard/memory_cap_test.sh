@@ -40,7 +40,9 @@ JOB=(train --model "$WORK/config.json" --dataset synthetic-text --seq_len 8 --ba
      --no_checkpoints --no_report --rank_memory_max $CAP)
 
 # A malformed cap: one clear line, exit 2, no rank started.
-"$GPULAB" "${JOB[@]}" --shard full --rank_memory_max 3X --output_dir "$WORK/bad" >"$WORK/bad.log" 2>&1
+# (The job without its own cap: a flag given twice is refused as such before its value is read.)
+"$GPULAB" "${JOB[@]:0:${#JOB[@]}-2}" --shard full --rank_memory_max 3X --output_dir "$WORK/bad" \
+  >"$WORK/bad.log" 2>&1
 code=$?
 [ $code = 2 ] || { cat "$WORK/bad.log"; fail "--rank_memory_max 3X exited with $code, not 2"; }
 grep -q "is not a memory size" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "no clear message for 3X"; }
