@@ -16,6 +16,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/flag_checks.h"
 #include "train/models/llama_config.h"
 #include "train/thread_env.h"
 #include "train/trainer.h"
@@ -65,10 +66,9 @@ fs::path scratch_dir() {
 }  // namespace
 
 Status validate(const TrainBenchOptions& opts) {
-  if (opts.steps < 1 || opts.steps > 1000000)
-    return Error{Code::kInvalidArgument, "--steps must be in 1..1000000"};
-  if (opts.warmup < 0 || opts.warmup > 1000000)
-    return Error{Code::kInvalidArgument, "--warmup must be in 0..1000000"};
+  for (const Status& s : {flag_in_range("steps", opts.steps, int64_t{1}, int64_t{1000000}),
+                          flag_in_range("warmup", opts.warmup, int64_t{0}, int64_t{1000000})})
+    if (!s) return s;
   return train::validate(opts.train);
 }
 

@@ -25,11 +25,11 @@ struct LaunchFlags {
   std::string rank_memory_max;
 };
 
-// Every value in range (--node_rank 0..65535, --master_port 0..65535, ...), and
-// --heartbeat_timeout and --rank_memory_max readable. kInvalidArgument naming the flag.
-Status validate(const LaunchFlags& flags);
-
-// The launcher's options for these flags (validated first); the caller adds the command.
+// The launcher's options for these flags; the caller adds the command. kInvalidArgument naming
+// the flag unless every value is in range (--node_rank 0..65535, --master_port 0..65535, ...)
+// and --heartbeat_timeout and --rank_memory_max are readable.
 Result<LaunchOptions> to_launch_options(const LaunchFlags& flags);
+// The same check, for validators of structs that hold the flags (DistOptions).
+Status validate(const LaunchFlags& flags);
 
 }  // namespace gpulab::launch

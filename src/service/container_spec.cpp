@@ -54,13 +54,18 @@ ContainerSpec ContainerSpec::from_json(const Json& j) {
     s.shm_size = size_limit(Json(t), "shm_size");
   s.pids_limit = j.value("pids_limit", std::int64_t{0});
   if (j.contains("ports")) {
-    for (const auto& p : j["ports"]) {
-      s.ports.push_back(PortMapping{p.value("host_port", 0), p.value("container_port", 0),
-                                    p.value("protocol", std::string("tcp"))});
-    }
+    // Through the request's parser (ranges, protocol, a host port once): one rule for both.
+    Json given = Json::array();
+    for (const auto& p : j["ports"])
+      given.push_back(PortMapping{p.value("host_port", 0), p.value("container_port", 0),
+                                  p.value("protocol", std::string("tcp"))}
+                          .to_string());
+    s.ports = parse_ports(given);
   }
   s.ssh_public_key = j.value("ssh_public_key", std::string());
-  s.env = j.value("env", std::vector<std::string>{});
+  // Reserved names (CUDA_VISIBLE_DEVICES, GPULAB_...) are refused here too: an uploaded backup's
+  // manifest must not set what the service sets for GPU isolation.
+  if (j.contains("env")) s.env = parse_env(j["env"]);
   return s;
 }
 

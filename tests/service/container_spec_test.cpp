@@ -57,6 +57,22 @@ TEST(ContainerSpec, BadValuesRefusedWhereverTheyComeFrom) {
   }
 }
 
+// A record's ports and env (an uploaded backup's manifest is user input) pass the request's
+// checks: no reserved GPU-visibility variable, no port out of range.
+TEST(ContainerSpec, StoredPortsAndEnvCheckedLikeARequest) {
+  ContainerSpec ok = ContainerSpec::from_json(
+      {{"ports", {{{"host_port", 3002}, {"container_port", 22}, {"protocol", "udp"}}}},
+       {"env", {"A=1"}}});
+  ASSERT_EQ(ok.ports.size(), 1u);
+  EXPECT_EQ(ok.ports[0].protocol, "udp");
+  EXPECT_EQ(ok.env, std::vector<std::string>{"A=1"});
+  EXPECT_THROW(ContainerSpec::from_json({{"env", {"CUDA_VISIBLE_DEVICES=0,1,2,3"}}}), ApiError);
+  EXPECT_THROW(ContainerSpec::from_json({{"env", {"GPULAB_OWNER=root"}}}), ApiError);
+  EXPECT_THROW(
+      ContainerSpec::from_json({{"ports", {{{"host_port", 70000}, {"container_port", 22}}}}}),
+      ApiError);
+}
+
 TEST(ContainerSpec, OneNameRuleOf64Characters) {
   std::string longest(docker::kMaxContainerNameLength, 'a');
   EXPECT_EQ(longest.size(), 64u);

@@ -1,5 +1,7 @@
 // bf16 products through the fp32 GEMM against libtorch's own bf16 autocast: the same values and
 // gradients up to summation order, bf16 results, and the ordinary ops outside CPU bf16 autocast.
+// The fp32-GEMM products are called directly, so the check runs on a CPU whose libtorch would
+// not pick them too (AVX-512); which one the dispatch picks here is checked separately.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -42,7 +44,7 @@ constexpr double kBf16Tolerance = 1e-2;
 TEST(CpuBf16Matmul, LinearMatchesAutocast) {
   torch::manual_seed(0);
   auto x = torch::randn({3, 17, 48}), w = torch::randn({40, 48});
-  auto ours = run(linear_product, x, w, true);
+  auto ours = run(bf16_linear_on_fp32_gemm, x, w, true);
   auto theirs =
       run([](auto& a, auto& b) { return torch::nn::functional::linear(a, b); }, x, w, true);
   EXPECT_EQ(ours.out.scalar_type(), torch::kBFloat16);
@@ -59,7 +61,7 @@ TEST(CpuBf16Matmul, LinearMatchesAutocast) {
 TEST(CpuBf16Matmul, BatchedMatmulMatchesAutocast) {
   torch::manual_seed(1);
   auto a = torch::randn({2, 4, 9, 16}), b = torch::randn({2, 4, 16, 11});
-  auto ours = run(matrix_product, a, b, true);
+  auto ours = run(bf16_matmul_on_fp32_gemm, a, b, true);
   auto theirs = run([](auto& p, auto& q) { return torch::matmul(p, q); }, a, b, true);
   EXPECT_EQ(ours.out.scalar_type(), torch::kBFloat16);
   EXPECT_LT(relative(ours.out, theirs.out), kBf16Tolerance);
@@ -78,6 +80,22 @@ TEST(CpuBf16Matmul, OutsideBf16AutocastTheOrdinaryOps) {
   // float64 under bf16 autocast stays float64, as autocast leaves it.
   auto under = run(linear_product, x, w, true);
   EXPECT_EQ(under.out.scalar_type(), torch::kDouble);
+}
+
+// Under bf16 autocast the dispatch takes the fp32-GEMM product exactly where libtorch's own bf16
+// GEMM is the slow loop: bitwise its result there, libtorch's (autocast's) elsewhere.
+TEST(CpuBf16Matmul, DispatchFollowsTheCpu) {
+  torch::manual_seed(3);
+  auto x = torch::randn({7, 32}), w = torch::randn({12, 32});
+  torch::Tensor picked, fp32_gemm, autocast;
+  {
+    AutocastGuard guard(Precision::kBf16, kCpu);
+    picked = linear_product(x, w);
+    fp32_gemm = bf16_linear_on_fp32_gemm(x, w);
+    autocast = torch::nn::functional::linear(x, w);
+  }
+  EXPECT_TRUE(torch::equal(picked, cpu_bf16_gemm_is_slow() ? fp32_gemm : autocast))
+      << "slow bf16 GEMM on this CPU: " << cpu_bf16_gemm_is_slow();
 }
 
 }  // namespace

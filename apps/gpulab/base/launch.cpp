@@ -2,6 +2,7 @@
 // variable names), stops them all when one fails, and restarts the group if asked to.
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include "base/launch_flags.h"
 #include "commands.h"
@@ -27,8 +28,9 @@ void add_launch_command(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("command", o->command, "the command each rank runs (after --)")->required();
   cmd->callback([cmd, flags, o, grace_s, &ctx] {
-    throw_usage_error(launch::validate(*flags), cmd);
-    launch::LaunchOptions lo = launch::to_launch_options(*flags).value_or_throw();
+    auto converted = launch::to_launch_options(*flags);
+    if (!converted) throw_usage_error(converted.error(), cmd);
+    launch::LaunchOptions lo = std::move(*converted);
     lo.command = o->command;
     lo.threads_per_rank = o->threads_per_rank;
     lo.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(*grace_s * 1000));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "dataset_validator.h"
 
 namespace gpulab::cli {
@@ -277,7 +278,13 @@ const std::vector<TrainFlag>& train_flag_table() {
 }  // namespace
 
 void add_train_flags(CLI::App* cmd, TrainOptions& o, const std::vector<std::string>& only) {
-  for (const TrainFlag& f : train_flag_table())
+  const auto& table = train_flag_table();
+  // A misspelt name would drop a flag from a command without a word.
+  for (const std::string& name : only)
+    GPULAB_ASSERT(
+        std::any_of(table.begin(), table.end(), [&](const TrainFlag& f) { return name == f.name; }),
+        ("no such training flag: --" + name).c_str());
+  for (const TrainFlag& f : table)
     if (only.empty() || std::find(only.begin(), only.end(), f.name) != only.end()) f.add(cmd, o);
 }
 

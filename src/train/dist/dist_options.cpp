@@ -13,6 +13,8 @@
 #include "launch/rank_env.h"
 #include "train/dist/ddp_context.h"
 #include "train/dist/shard_context.h"
+#include "train/dist/sharded_model.h"
+#include "train/dist/wrap_policy.h"
 
 namespace gpulab::train::dist {
 
@@ -21,8 +23,8 @@ Status validate(const DistOptions& o) {
        {launch::validate(o.launch), flag_one_of("backend", o.backend, {"auto", "nccl", "gloo"}),
         flag_in_range("dist_timeout", o.timeout_s, 1.0, 86400.0),
         flag_in_range("bucket_cap_mb", o.bucket_cap_mb, 0.001, 4096.0),
-        flag_one_of("shard", o.shard, {"none", "optimizer", "gradients", "full"}),
-        flag_one_of("shard_wrap", o.shard_wrap, {"auto", "blocks", "children", "none"}),
+        flag_one_of("shard", o.shard, shard_stage_names()),
+        flag_one_of("shard_wrap", o.shard_wrap, wrap_policy_names()),
         flag_one_of("grad_compression", o.grad_compression, {"none", "fp16", "bf16"})})
     if (!s) return s;
   return ok_status();

@@ -2,8 +2,6 @@
 // gradient reduce-scatter as units finish their backward, and the post-step all-gather.
 #include "train/dist/sharded_model.h"
 
-#include "train/optim/optimizers.h"
-
 #include <fmt/format.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -12,6 +10,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "train/optim/optimizers.h"
 
 namespace gpulab::train::dist {
 

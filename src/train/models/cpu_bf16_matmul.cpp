@@ -91,16 +91,24 @@ bool cpu_bf16_gemm_is_slow() {
 #endif
 }
 
+torch::Tensor bf16_linear_on_fp32_gemm(const torch::Tensor& x, const torch::Tensor& w) {
+  return Bf16Linear::apply(narrowed(x), narrowed(w));
+}
+
+torch::Tensor bf16_matmul_on_fp32_gemm(const torch::Tensor& a, const torch::Tensor& b) {
+  return Bf16Matmul::apply(narrowed(a), narrowed(b));
+}
+
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w) {
   if (!takes_fp32_gemm(x, w)) return torch::nn::functional::linear(x, w);
-  return Bf16Linear::apply(narrowed(x), narrowed(w));
+  return bf16_linear_on_fp32_gemm(x, w);
 }
 
 torch::Tensor matrix_product(const torch::Tensor& a, const torch::Tensor& b) {
   const bool same_batch = a.dim() == b.dim() && a.dim() >= 2 &&
                           a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2);
   if (!same_batch || !takes_fp32_gemm(a, b)) return torch::matmul(a, b);
-  return Bf16Matmul::apply(narrowed(a), narrowed(b));
+  return bf16_matmul_on_fp32_gemm(a, b);
 }
 
 }  // namespace gpulab::train

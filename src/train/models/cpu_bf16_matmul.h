@@ -17,4 +17,9 @@ bool cpu_bf16_gemm_is_slow();
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w);
 torch::Tensor matrix_product(const torch::Tensor& a, const torch::Tensor& b);
 
+// The fp32-GEMM products themselves, whatever the CPU (the two above pick them): operands are
+// rounded to bf16 (and must then hold float or bf16 values), results and gradients are bf16.
+torch::Tensor bf16_linear_on_fp32_gemm(const torch::Tensor& x, const torch::Tensor& w);
+torch::Tensor bf16_matmul_on_fp32_gemm(const torch::Tensor& a, const torch::Tensor& b);
+
 }  // namespace gpulab::train
