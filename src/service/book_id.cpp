@@ -12,4 +12,9 @@ std::string book_id(Store& store) {
   });
 }
 
+bool made_by_this_book(Store& store, const std::map<std::string, std::string>& labels) {
+  auto label = labels.find(kBookLabel);
+  return label != labels.end() && label->second == book_id(store);
+}
+
 }  // namespace gpulab::service

@@ -4,6 +4,7 @@
 // containers on a shared engine.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "service/store.h"
@@ -14,5 +15,8 @@ inline constexpr const char* kBookLabel = "gpulab.book";
 
 // The book's id, made on first use.
 std::string book_id(Store& store);
+
+// Whether an engine container's labels say this book made it.
+bool made_by_this_book(Store& store, const std::map<std::string, std::string>& labels);
 
 }  // namespace gpulab::service

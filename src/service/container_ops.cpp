@@ -151,16 +151,52 @@ std::string engine_create_start(Service& s, const docker::CreateSpec& cs,
   return *id;
 }
 
+// What the exception being handled says (called inside a catch block).
+std::string current_error_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception of an unknown type";
+  }
+}
+
+// Removes what a failed create may have left on the engine; says so in the log if it cannot
+// (the reconciler and the next create of that name remove it later).
+void remove_leftover(Service& s, const std::string& name) {
+  auto st = s.docker().remove_container(name, true);
+  if (!st && st.error().code != Code::kNotFound)
+    spdlog::error("removing the half-created container {}: {}", name, st.error().to_string());
+}
+
+// The name is free unless the engine holds a container of that name outside the book. One this
+// book made (a create whose clean-up did not finish, or one the engine finished after a crash
+// rolled its row back) is removed, as the reconciler would; anything else blocks the name.
+void free_engine_name(Service& s, const std::string& name) {
+  auto info = s.docker().inspect_container(name);
+  if (!info) return;  // not there (or the engine is down: the create says so)
+  if (made_by_this_book(*s.store, info->labels) && !info->labels.count(kLeaseLabel)) {
+    spdlog::warn("removing {}: this service made it but has no row for it", name);
+    auto st = s.docker().remove_container(info->id, true);
+    if (st || st.error().code == Code::kNotFound) {
+      s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
+      return;
+    }
+    throw_engine_error(st.error());
+  }
+  throw ApiError(ApiCode::kNameConflict,
+                 "A container named '" + name + "' exists on the engine, outside this service",
+                 "choose another name, or ask the host's admin to remove it (docker rm)");
+}
+
 }  // namespace
 
 CreateOutcome create_container(Service& s, const CreateOptions& o) {
   check_name(o.name, "container name");
   check_image(s, o.spec.image, o.internal_image);
   auto lock = s.lock_container(o.name);
-  // A container of that name the service does not manage blocks the name too.
-  if (!s.store->find_container(o.name) && s.docker().inspect_container(o.name).ok())
-    throw ApiError(ApiCode::kNameConflict,
-                   "A container named '" + o.name + "' exists on the engine");
+  if (!s.store->find_container(o.name)) free_engine_name(s, o.name);
   Allocation a = allocate(s, o, state::kCreating);
   CreateOutcome out;
   out.ssh_password = o.spec.ssh_public_key.empty() ? random_secret(20) : std::string();
@@ -173,9 +209,11 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
     });
   } catch (...) {
     // Nothing was given out: ports go back without resting.
-    (void)s.docker().remove_container(o.name, true);
+    std::string why = current_error_message();
+    remove_leftover(s, o.name);
     s.store->remove_container(a.id, false);
-    s.store->audit(o.owner, "create", o.name, "failed");
+    s.store->audit(o.owner, "create", o.name, "failed", why);
+    spdlog::warn("create {} for {} failed: {}", o.name, o.owner, why);
     throw;
   }
   s.store->audit(

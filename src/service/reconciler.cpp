@@ -157,11 +157,9 @@ void reconcile_container(Service& s, const ContainerRecord& c,
 // crash rolled its row back. Another service's (or unlabelled) ones are only counted.
 void remove_unbooked(Service& s, const std::map<std::string, docker::ContainerSummary>& engine,
                      const std::set<std::string>& booked, ReconcileReport& r) {
-  const std::string ours = book_id(*s.store);
   for (const auto& [name, e] : engine) {
     if (booked.count(name) || e.labels.count(kLeaseLabel)) continue;
-    auto label = e.labels.find(kBookLabel);
-    if (label == e.labels.end() || label->second != ours) {
+    if (!made_by_this_book(*s.store, e.labels)) {
       ++r.orphans;  // another service's, or made before books had ids: reported only
       continue;
     }

@@ -10,6 +10,9 @@
 #include <thread>
 
 #include "core/strings.h"
+#include "service/api_error.h"
+#include "service/book_id.h"
+#include "service/container_ops.h"
 #include "service/crypto.h"
 #include "service/store.h"
 #include "service_env.h"
@@ -192,6 +195,55 @@ TEST_F(ServiceRobustness, ContainerRemovedOutsideReleasesItsGpu) {
   }
   EXPECT_TRUE(released);
   EXPECT_EQ(code(c.post_json("/api/v1/gpu-docker/stop", {{"name", name}})), "CONTAINER_NOT_FOUND");
+}
+
+// A container this book made but has no row for (a create whose clean-up did not finish) gives
+// its name back at the next create of that name; another service's container keeps it.
+TEST_F(ServiceRobustness, CreateTakesBackItsOwnLeftoverNameButNotAnotherServices) {
+  ASSERT_TRUE(ensure_service_images(*client_, false).ok());
+  ServiceConfig cfg;
+  cfg.docker_host = engine_->host;
+  cfg.db_path = (dir_ / "service.db").string();
+  cfg.backup_dir = (dir_ / "backups").string();
+  cfg.ssh_port_base = unique_port_base();
+  cfg.device_mode = DeviceMode::kNone;
+  cfg.image_allowlist = {"gpulab-test/*"};
+  auto s = open_service(cfg);  // no reconciler thread: only the create can remove the leftover
+  auto engine_only = [&](const std::string& name, const std::string& book) {
+    docker::CreateSpec spec;
+    spec.name = name;
+    spec.image = kBoxImage;
+    spec.labels = {{"gpulab.managed", "true"}, {kBookLabel, book}};
+    auto id = client_->create_container(spec);
+    EXPECT_TRUE(id.ok()) << id.error().to_string();
+    return id.ok() ? *id : std::string();
+  };
+  CreateOptions o;
+  o.owner = "alice";
+  o.spec.image = kBoxImage;
+
+  o.name = prefix_ + "-left";
+  std::string left = engine_only(o.name, book_id(*s->store));
+  auto made = create_container(*s, o).record;
+  EXPECT_EQ(made.state, state::kRunning);
+  EXPECT_NE(made.docker_id, left);
+  EXPECT_FALSE(client_->inspect_container(left).ok()) << "the leftover is still there";
+  EXPECT_NE(s->store->audit_tail(5).dump().find("container without a row in the book"),
+            std::string::npos);
+
+  o.name = prefix_ + "-other";
+  std::string other = engine_only(o.name, "another-service");
+  try {
+    create_container(*s, o);
+    ADD_FAILURE() << "created over another service's container";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.api_code(), ApiCode::kNameConflict);
+    EXPECT_NE(std::string(e.what()).find("outside this service"), std::string::npos) << e.what();
+  }
+  auto still = client_->inspect_container(o.name);
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->id, other);
+  EXPECT_FALSE(s->store->find_container(o.name));
 }
 
 TEST_F(ServiceRobustness, AmdContainerSeesOnlyItsDevices) {

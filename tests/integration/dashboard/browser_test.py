@@ -14,11 +14,11 @@ QUOTA_EXCEEDED with its hint. Screenshots of each page go to --screenshots DIR.
 Usage: browser_test.py GPULAB_BINARY [--screenshots DIR]     Exit 77: skipped (reason printed).
 """
 import argparse
+import fcntl
 import glob
 import hashlib
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -92,10 +92,32 @@ def ensure_image(host, work):
     docker(host, "import", "--change", f"CMD {cmd}", "-", XSS_IMAGE, input=tar)
 
 
+def port_block():
+    """A block of 1100 host ports no other test process holds: the same lock files as the C++
+    service tests (tests/service/service_env.cpp), 22 blocks in 7000-31199, below the ephemeral
+    range where the browser's own connections would make a container's port 'already in use'.
+    The lock is held until this process exits."""
+    start = os.getpid() % 22
+    for i in range(22):
+        block = (start + i) % 22
+        f = open(f"/tmp/gpulab-test-ports-{block}.lock", "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        _held_locks.append(f)
+        return 7000 + block * 1100
+    return 7000 + start * 1100  # every block taken: share one
+
+
+_held_locks = []
+
+
 class Serve:
     def __init__(self, gpulab, work, host):
         self.work = work
-        base = random.randrange(30000, 40000, 100)
+        base = port_block()
         cfg = {
             "listen": "127.0.0.1:0", "db": f"{work}/service.db", "backup_dir": f"{work}/backups",
             "docker_host": host, "auth_required": True, "device_mode": "none", "ssh_user": "lab",
