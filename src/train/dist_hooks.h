@@ -63,7 +63,8 @@ class DistContext {
   }
   // After every optimizer step (sharded: drop gradient shards, gather the updated parameters).
   virtual void after_step(torch::nn::Module& model, const torch::optim::Optimizer& opt) {}
-  // Before the model is read whole (weights export, checkpoints): every parameter present.
+  // Before the model is read whole (the final weights): every parameter present, in the
+  // master dtype (sharded mixed precision trains on bf16 copies of fp32 shards).
   virtual void gather_parameters(torch::nn::Module& model) {}
 
   // Sharded data parallel writes and reads its own checkpoints, on every rank (each its shard).

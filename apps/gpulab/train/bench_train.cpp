@@ -56,6 +56,7 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
       o->train.dataset = train::canonical_dataset_name(o->train.dataset);
     // Bad options fail here, before any rank starts.
     throw_usage_error(bench::validate(*o), cmd);
+    d->precision = o->train.precision;
     throw_usage_error(train::dist::validate(*d), cmd);
     if (auto code = launch_if_needed(*d)) {
       ctx.exit_code = *code;

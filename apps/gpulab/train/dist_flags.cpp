@@ -37,6 +37,16 @@ void add_dist_flags(CLI::App* cmd, train::dist::DistOptions& o, bool training) {
                 "--shard full: keep a unit gathered from its forward to its backward (faster, "
                 "more memory)")
       ->group(g);
+  cmd->add_option("--shard_param_dtype", o.shard_param_dtype,
+                  "--shard: dtype of the gathered parameters the model runs on: auto (bf16 under "
+                  "--precision bf16, with fp32 master shards), fp32 or bf16")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--shard_reduce_dtype", o.shard_reduce_dtype,
+                  "--shard: dtype gradients are reduce-scattered in: auto (the master shards', "
+                  "fp32), fp32 or bf16 (half the bytes; summed in fp32)")
+      ->group(g)
+      ->capture_default_str();
   cmd->add_option("--grad_compression", o.grad_compression,
                   "gradient all-reduce format: none, fp16 or bf16")
       ->group(g)

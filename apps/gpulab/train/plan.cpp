@@ -13,8 +13,10 @@
 #include "core/table.h"
 #include "train/dist/llama_footprint.h"
 #include "train/dist/memory_plan.h"
+#include "train/dist/shard_precision.h"
 #include "train/models/llama_config.h"
 #include "train/models/registry.h"
+#include "usage.h"
 
 namespace gpulab::cli {
 namespace {
@@ -33,15 +35,25 @@ struct PlanOptions {
   bool activation_checkpointing = false;
   int64_t num_classes = 1000;
   std::string attention = "fused";
+  std::string param_dtype = "auto";  // --shard_param_dtype
+  std::string reduce_dtype = "auto";
 };
 
 // The per-stage table: memory by part at the step's peak, fit, largest batch, traffic.
 void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, int64_t capacity) {
   namespace d = train::dist;
-  std::printf("Per device on %d x %s (%s), batch %lld per device, %s, optimizer %s%s\n", o.gpus,
-              o.gpu.c_str(), d::human_bytes(capacity).c_str(), static_cast<long long>(o.batch_size),
-              o.precision.c_str(), o.optimizer.c_str(),
-              o.activation_checkpointing ? ", activation checkpointing" : "");
+  const auto dtypes = d::resolve_shard_dtypes(o.precision, o.param_dtype, o.reduce_dtype);
+  const std::string master = o.precision == "fp64" ? "fp64" : "fp32";
+  auto dtype_name = [&](const std::optional<torch::ScalarType>& t) {
+    return !t ? master : *t == torch::kBFloat16 ? "bf16" : "fp32";
+  };
+  std::printf(
+      "Per device on %d x %s (%s), batch %lld per device, %s, optimizer %s%s; sharded stages: "
+      "%s compute copies, gradients reduced in %s\n",
+      o.gpus, o.gpu.c_str(), d::human_bytes(capacity).c_str(), static_cast<long long>(o.batch_size),
+      o.precision.c_str(), o.optimizer.c_str(),
+      o.activation_checkpointing ? ", activation checkpointing" : "",
+      dtype_name(dtypes.param).c_str(), dtype_name(dtypes.reduce).c_str());
   TextTable table({"shard", "params", "grads", "optimizer", "activations", "buffers", "total",
                    "fits", "max batch", "comm/step"});
   for (const auto& name : d::shard_stage_names()) {
@@ -53,6 +65,8 @@ void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, in
     q.optimizer_states = o.optimizer == "sgd" ? 1 : 2;
     q.activation_scale = o.precision == "bf16" || o.precision == "fp16" ? 0.5 : 1.0;
     q.activation_checkpointing = o.activation_checkpointing;
+    if (dtypes.param) q.compute_bytes = c10::elementSize(*dtypes.param);
+    if (dtypes.reduce) q.reduce_bytes = c10::elementSize(*dtypes.reduce);
     auto m = d::plan_peak(f, q);
     d::PlanQuery one = q;
     one.batch_size = 1;
@@ -110,10 +124,14 @@ void run_plan(const PlanOptions& o) {
   auto model = train::create_model(o.model, mo);
   if (o.precision == "fp64") model->to(torch::kDouble);
   model->train();
-  auto f = d::measure_footprint(*model, o.wrap, [&] {
-    return model->forward(
-        torch::randn({1, 3, size, size}, o.precision == "fp64" ? torch::kDouble : torch::kFloat));
-  });
+  // Two samples: a training-mode BatchNorm refuses one where its input has shrunk to 1x1.
+  auto f = d::measure_footprint(
+      *model, o.wrap,
+      [&] {
+        return model->forward(torch::randn({2, 3, size, size},
+                                           o.precision == "fp64" ? torch::kDouble : torch::kFloat));
+      },
+      2);
   std::printf(
       "Model %s: %lld parameters (%s), %zu units (%s wrap), activations %s per sample "
       "(measured forward at %lldx%lld)\n",
@@ -162,9 +180,17 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
                   "or plain (libtorch 1.13's masked softmax: keeps heads x T^2 scores)")
       ->check(CLI::IsMember({"fused", "plain"}))
       ->capture_default_str();
+  cmd->add_option("--shard_param_dtype", o->param_dtype,
+                  "gathered parameters: auto (bf16 under --precision bf16), fp32 or bf16")
+      ->capture_default_str();
+  cmd->add_option("--shard_reduce_dtype", o->reduce_dtype,
+                  "gradient reduce-scatter: auto (fp32 master), fp32 or bf16")
+      ->capture_default_str();
   cmd->add_flag("--activation_checkpointing", o->activation_checkpointing,
                 "keep only unit inputs and recompute the rest in backward");
-  cmd->callback([o, optimizer, batch] {
+  cmd->callback([cmd, o, optimizer, batch] {
+    throw_usage_error(
+        train::dist::check_shard_dtypes(o->precision, o->param_dtype, o->reduce_dtype), cmd);
     // A language model trains with AdamW on a few long sequences per device.
     if (train::is_language_model(o->model)) {
       if (optimizer->count() == 0) o->optimizer = "adamw";

@@ -67,6 +67,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     // A language model's optimizer, schedule and clipping, where the user passed none.
     train::apply_model_defaults(*opts, given_flags(cmd));
     // Bad options fail here, before any rank starts.
+    dist_opts->precision = opts->precision;
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
     train::check_train_options(*opts, planned_world_size(*dist_opts));
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.

@@ -160,14 +160,27 @@ WorkPtr Communicator::allreduce_async(torch::Tensor& t, const std::string& what)
   }
 }
 
+namespace {
+
+// Gloo moves bytes for all-gather, send and recv whatever the dtype, but its type switch in
+// libtorch 1.13 lists neither bfloat16 nor int16: bf16 travels as fp16 (same size, bits
+// unchanged; nothing is added).
+at::Tensor gloo_wire(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
+}
+
+}  // namespace
+
 WorkPtr Communicator::allgather_async(torch::Tensor& out, torch::Tensor& in,
                                       const std::string& what) {
   try {
     if (backend_ == "nccl") return pg_->_allgather_base(out, in);
     // Gloo in libtorch 1.13 has no _allgather_base: the list form, into views of `out`.
     std::vector<std::vector<at::Tensor>> outs(1);
-    for (int r = 0; r < size_; ++r) outs[0].push_back(out.narrow(0, r * in.numel(), in.numel()));
-    std::vector<at::Tensor> ins{in};
+    const at::Tensor wire_out = gloo_wire(out);
+    for (int r = 0; r < size_; ++r)
+      outs[0].push_back(wire_out.narrow(0, r * in.numel(), in.numel()));
+    std::vector<at::Tensor> ins{gloo_wire(in)};
     return pg_->allgather(outs, ins);
   } catch (const std::exception& e) {
     fail(what, reason_of(e));
@@ -186,7 +199,7 @@ WorkPtr Communicator::reduce_scatter_async(torch::Tensor& out, torch::Tensor& in
 }
 
 WorkPtr Communicator::send_async(torch::Tensor& t, int to, uint32_t tag, const std::string& what) {
-  std::vector<at::Tensor> v{t};
+  std::vector<at::Tensor> v{backend_ == "nccl" ? t : gloo_wire(t)};
   try {
     return pg_->send(v, to, static_cast<int>(tag));
   } catch (const std::exception& e) {
@@ -196,7 +209,7 @@ WorkPtr Communicator::send_async(torch::Tensor& t, int to, uint32_t tag, const s
 
 WorkPtr Communicator::recv_async(torch::Tensor& t, int from, uint32_t tag,
                                  const std::string& what) {
-  std::vector<at::Tensor> v{t};
+  std::vector<at::Tensor> v{backend_ == "nccl" ? t : gloo_wire(t)};
   try {
     return pg_->recv(v, from, static_cast<int>(tag));
   } catch (const std::exception& e) {

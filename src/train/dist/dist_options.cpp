@@ -13,6 +13,7 @@
 #include "launch/rank_env.h"
 #include "train/dist/ddp_context.h"
 #include "train/dist/shard_context.h"
+#include "train/dist/shard_precision.h"
 #include "train/dist/sharded_model.h"
 #include "train/dist/wrap_policy.h"
 
@@ -25,7 +26,8 @@ Status validate(const DistOptions& o) {
         flag_in_range("bucket_cap_mb", o.bucket_cap_mb, 0.001, 4096.0),
         flag_one_of("shard", o.shard, shard_stage_names()),
         flag_one_of("shard_wrap", o.shard_wrap, wrap_policy_names()),
-        flag_one_of("grad_compression", o.grad_compression, {"none", "fp16", "bf16"})})
+        flag_one_of("grad_compression", o.grad_compression, {"none", "fp16", "bf16"}),
+        check_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype)})
     if (!s) return s;
   return ok_status();
 }
@@ -59,6 +61,10 @@ DistContextPtr make_dist_context(const DistOptions& o) {
     so.shard.stage = parse_shard_stage(o.shard);
     so.shard.wrap = o.shard_wrap;
     so.shard.reshard_after_forward = !o.shard_keep_after_forward;
+    const auto dtypes =
+        resolve_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype);
+    so.shard.param_dtype = dtypes.param;
+    so.shard.reduce_dtype = dtypes.reduce;
     if (!place.distributed()) {
       // One rank still runs every collective and hook (a world of one).
       place.master_addr = "127.0.0.1";

@@ -25,8 +25,12 @@ struct DistOptions {
   // Sharded data parallel (shard_context.h): none | optimizer | gradients | full.
   std::string shard = "none";
   std::string shard_wrap = "auto";
-  bool shard_keep_after_forward = false;  // full: keep units gathered from forward to backward
-  bool say_hello = true;                  // "Hello from local_rank L, global_rank G"
+  bool shard_keep_after_forward = false;   // full: keep units gathered from forward to backward
+  std::string shard_param_dtype = "auto";  // shard_precision.h: auto | fp32 | bf16
+  std::string shard_reduce_dtype = "auto";
+  // The job's --precision (the command copies it here before validate): what "auto" means above.
+  std::string precision = "fp32";
+  bool say_hello = true;  // "Hello from local_rank L, global_rank G"
 };
 
 // Every value in range and every name known (the launch flags included): kInvalidArgument

@@ -6,7 +6,8 @@
 
 namespace gpulab::train::dist {
 
-FlatGroup::FlatGroup(std::vector<torch::Tensor> params, int rank, int world)
+FlatGroup::FlatGroup(std::vector<torch::Tensor> params, int rank, int world,
+                     std::optional<torch::ScalarType> compute)
     : params_(std::move(params)), rank_(rank), world_(world) {
   GPULAB_ASSERT(!params_.empty(), "a flat group needs parameters");
   for (auto& p : params_) {
@@ -19,16 +20,14 @@ FlatGroup::FlatGroup(std::vector<torch::Tensor> params, int rank, int world)
   shard_ = (numel_ + world_ - 1) / world_;
   padded_ = shard_ * world_;
   torch::NoGradGuard no_grad;
-  full_ = torch::zeros({padded_}, params_[0].options().requires_grad(false));
-  for (size_t i = 0; i < params_.size(); ++i) {
-    auto& p = params_[i];
-    auto region = param_view(full_, i);
-    region.copy_(p);
-    // The parameter keeps its identity (modules, autograd and optimizers hold it) and its own
-    // version counter; only its storage becomes the flat buffer's.
-    p.set_data(region);
-  }
-  shard_tensor_ = full_.narrow(0, shard_ * rank_, shard_).clone();
+  auto master = torch::zeros({padded_}, params_[0].options().requires_grad(false));
+  for (size_t i = 0; i < params_.size(); ++i) param_view(master, i).copy_(params_[i]);
+  shard_tensor_ = master.narrow(0, shard_ * rank_, shard_).clone();
+  full_ = compute && *compute != master.scalar_type() ? master.to(*compute) : master;
+  master = torch::Tensor();
+  // The parameter keeps its identity (modules, autograd and optimizers hold it) and its own
+  // version counter; only its storage (and, with compute copies, its dtype) becomes the buffer's.
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].set_data(param_view(full_, i));
 }
 
 torch::Tensor FlatGroup::param_view(const torch::Tensor& full, size_t i) const {
@@ -52,9 +51,9 @@ void FlatGroup::allocate() {
   impl->set_nbytes(nbytes);
 }
 
-torch::Tensor FlatGroup::flat_grad() const {
+torch::Tensor FlatGroup::flat_grad(torch::ScalarType dtype) const {
   torch::NoGradGuard no_grad;
-  auto flat = torch::zeros({padded_}, shard_tensor_.options().requires_grad(false));
+  auto flat = torch::zeros({padded_}, shard_tensor_.options().dtype(dtype).requires_grad(false));
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& g = params_[i].grad();
     if (!g.defined()) continue;
@@ -63,12 +62,20 @@ torch::Tensor FlatGroup::flat_grad() const {
   return flat;
 }
 
+void FlatGroup::adopt_master(const torch::Tensor& full_master) {
+  GPULAB_ASSERT(full_master.numel() == padded_ && full_master.scalar_type() == master_dtype(),
+                "adopt_master takes the gathered master values");
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].set_data(param_view(full_master, i));
+  full_ = full_master;
+  gathered_ = true;
+}
+
 int64_t FlatGroup::full_bytes() const {
   return padded_ * static_cast<int64_t>(full_.element_size());
 }
 
 int64_t FlatGroup::shard_bytes() const {
-  return shard_ * static_cast<int64_t>(full_.element_size());
+  return shard_ * static_cast<int64_t>(shard_tensor_.element_size());
 }
 
 }  // namespace gpulab::train::dist

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,11 @@ namespace gpulab::train::dist {
 class FlatGroup {
  public:
   // Moves `params` (dense, same dtype and device) into one flat buffer and takes this rank's
-  // shard of it as the master copy. Values are unchanged; the parameters stay gathered.
-  FlatGroup(std::vector<torch::Tensor> params, int rank, int world);
+  // shard of it as the master copy, in the parameters' dtype. The buffer (what the parameters
+  // become, and what the all-gather fills) is in `compute` (mixed precision: bf16 compute copies
+  // of fp32 masters); undefined keeps the parameters' dtype. The parameters stay gathered.
+  FlatGroup(std::vector<torch::Tensor> params, int rank, int world,
+            std::optional<torch::ScalarType> compute = std::nullopt);
 
   const std::vector<torch::Tensor>& params() const { return params_; }
   int64_t numel() const { return numel_; }          // real elements
@@ -39,10 +43,15 @@ class FlatGroup {
   void allocate();
   void mark_gathered() { gathered_ = true; }
 
-  // The flat gradient: each parameter's .grad (zeros where none) at its offset.
-  torch::Tensor flat_grad() const;
+  // The flat gradient in `dtype`: each parameter's .grad (zeros where none) at its offset.
+  torch::Tensor flat_grad(torch::ScalarType dtype) const;
+  torch::ScalarType master_dtype() const { return shard_tensor_.scalar_type(); }
+  torch::ScalarType compute_dtype() const { return full_.scalar_type(); }
   // The parameters' logical values, gathered or not: `full` laid out as in this group.
   torch::Tensor param_view(const torch::Tensor& full, size_t i) const;
+  // The parameters in the master dtype, gathered from every rank's shard (an all-gather the
+  // caller ran into `full_master`, padded_numel() elements): they stop sharing the flat buffer.
+  void adopt_master(const torch::Tensor& full_master);
   // Bytes the gathered buffer and the shard take.
   int64_t full_bytes() const;
   int64_t shard_bytes() const;

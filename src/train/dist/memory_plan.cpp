@@ -25,24 +25,36 @@ int64_t shard_elements(const ModelFootprint& f, int world) {
   return n;
 }
 
-int64_t unit_elements(const std::vector<int64_t>& unit) {
+// Bytes of unit u's gathered parameters (or their full gradients): compute copies of `compute`
+// bytes per element, groups that keep the master dtype at the parameters' own size.
+int64_t unit_bytes(const ModelFootprint& f, size_t u, int64_t compute) {
   int64_t n = 0;
-  for (int64_t g : unit) n += g;
+  for (size_t i = 0; i < f.units[u].size(); ++i) {
+    const bool keeps =
+        u < f.keeps_master.size() && i < f.keeps_master[u].size() && f.keeps_master[u][i];
+    n += f.units[u][i] * (keeps ? f.param_bytes : compute);
+  }
   return n;
 }
 
-// Elements of units that stay gathered under ZeRO-3 (the root and units not run via run_unit).
-int64_t resident_elements(const ModelFootprint& f) {
+int64_t all_units_bytes(const ModelFootprint& f, int64_t compute) {
   int64_t n = 0;
-  for (size_t u = 0; u < f.units.size(); ++u)
-    if (!f.frees[u]) n += unit_elements(f.units[u]);
+  for (size_t u = 0; u < f.units.size(); ++u) n += unit_bytes(f, u, compute);
   return n;
 }
 
-int64_t largest_freed_unit(const ModelFootprint& f) {
+// Bytes of units that stay gathered under ZeRO-3 (the root and units not run via run_unit).
+int64_t resident_bytes(const ModelFootprint& f, int64_t compute) {
   int64_t n = 0;
   for (size_t u = 0; u < f.units.size(); ++u)
-    if (f.frees[u]) n = std::max(n, unit_elements(f.units[u]));
+    if (!f.frees[u]) n += unit_bytes(f, u, compute);
+  return n;
+}
+
+int64_t largest_freed_unit_bytes(const ModelFootprint& f, int64_t compute) {
+  int64_t n = 0;
+  for (size_t u = 0; u < f.units.size(); ++u)
+    if (f.frees[u]) n = std::max(n, unit_bytes(f, u, compute));
   return n;
 }
 
@@ -91,22 +103,29 @@ class CountingAllocator : public at::Allocator {
 }  // namespace
 
 ModelFootprint measure_footprint(torch::nn::Module& model, const std::string& wrap,
-                                 const std::function<torch::Tensor()>& forward_one_sample) {
+                                 const std::function<torch::Tensor()>& forward, int64_t samples) {
   ModelFootprint f;
   std::set<const void*> assigned;
+  const auto master_only = master_dtype_params(model);  // grouped as ShardedModel does
   auto add_unit = [&](std::vector<torch::Tensor> params, bool frees) {
-    int64_t decay = 0, no_decay = 0;
+    int64_t parts[2][2] = {{0, 0}, {0, 0}};  // [decays][keeps master dtype]
     for (auto& p : params) {
       if (!p.requires_grad() || !assigned.insert(p.unsafeGetTensorImpl()).second) continue;
-      (p.dim() <= 1 ? no_decay : decay) += p.numel();
+      parts[p.dim() <= 1 ? 0 : 1][master_only.count(p.unsafeGetTensorImpl()) ? 1 : 0] += p.numel();
       f.params += p.numel();
       f.param_bytes = static_cast<int64_t>(p.element_size());
     }
     std::vector<int64_t> groups;
-    if (decay) groups.push_back(decay);
-    if (no_decay) groups.push_back(no_decay);
+    std::vector<bool> keeps;
+    for (int decay : {1, 0})
+      for (int master : {0, 1})
+        if (parts[decay][master]) {
+          groups.push_back(parts[decay][master]);
+          keeps.push_back(master == 1);
+        }
     if (!groups.empty()) {
       f.units.push_back(groups);
+      f.keeps_master.push_back(keeps);
       f.frees.push_back(frees);
     }
   };
@@ -131,7 +150,7 @@ ModelFootprint measure_footprint(torch::nn::Module& model, const std::string& wr
   const int64_t before_forward = CountingAllocator::live();
   int64_t kept = 0;
   try {
-    torch::Tensor out = forward_one_sample();
+    torch::Tensor out = forward();
     kept = CountingAllocator::live() - before_forward;
   } catch (...) {
     c10::SetCPUAllocator(original);
@@ -140,8 +159,8 @@ ModelFootprint measure_footprint(torch::nn::Module& model, const std::string& wr
   }
   c10::SetCPUAllocator(original);
   set_unit_hooks(before);
-  f.activation_bytes_per_sample = kept;
-  f.unit_input_bytes_per_sample = watch.input_bytes;
+  f.activation_bytes_per_sample = kept / samples;
+  f.unit_input_bytes_per_sample = watch.input_bytes / samples;
   for (auto& w : units) add_unit(w.module->parameters(), watch.ran.count(w.module) > 0);
   add_unit(model.parameters(), false);  // the root: whatever no unit holds
   for (const auto& b : model.buffers())
@@ -153,12 +172,15 @@ ModelFootprint footprint_of(const ShardedModel& sharded) {
   ModelFootprint f;
   for (const auto& unit : sharded.layout()) {
     std::vector<int64_t> groups;
+    std::vector<bool> keeps;
     for (const auto* g : unit.groups) {
       groups.push_back(g->numel());
+      keeps.push_back(g->compute_dtype() == g->master_dtype());
       f.params += g->numel();
       f.param_bytes = static_cast<int64_t>(g->shard().element_size());
     }
     f.units.push_back(groups);
+    f.keeps_master.push_back(keeps);
     f.frees.push_back(unit.frees);
   }
   return f;
@@ -176,11 +198,24 @@ int optimizer_state_tensors(const torch::optim::Optimizer& opt) {
   return 1;
 }
 
+namespace {
+
+int64_t compute_bytes(const ModelFootprint& f, const PlanQuery& q) {
+  return q.stage == ShardStage::kNone || q.compute_bytes <= 0 ? f.param_bytes : q.compute_bytes;
+}
+
+int64_t reduce_bytes(const ModelFootprint& f, const PlanQuery& q) {
+  return q.stage == ShardStage::kNone || q.reduce_bytes <= 0 ? f.param_bytes : q.reduce_bytes;
+}
+
+}  // namespace
+
 MemoryParts plan_after_step(const ModelFootprint& f, const PlanQuery& q) {
   MemoryParts m;
   const int64_t b = f.param_bytes;
   const int64_t full = f.params * b;
-  const int64_t shard = shard_elements(f, q.world) * b;
+  const int64_t full_compute = all_units_bytes(f, compute_bytes(f, q));  // what the model runs on
+  const int64_t shard = shard_elements(f, q.world) * b;  // master shards, fp32 gradients
   m.buffers = f.buffer_bytes;
   switch (q.stage) {
     case ShardStage::kNone:
@@ -189,17 +224,17 @@ MemoryParts plan_after_step(const ModelFootprint& f, const PlanQuery& q) {
       m.optimizer = q.optimizer_states * full;
       break;
     case ShardStage::kOptimizer:
-      m.params = full + shard;  // full parameters and the master shard
-      m.grads = full + shard;   // full gradients and the reduced shard
+      m.params = full_compute + shard;  // full parameters and the master shard
+      m.grads = full_compute + shard;   // full gradients and the reduced shard
       m.optimizer = q.optimizer_states * shard;
       break;
     case ShardStage::kGradients:
-      m.params = full + shard;
+      m.params = full_compute + shard;
       m.grads = shard;
       m.optimizer = q.optimizer_states * shard;
       break;
     case ShardStage::kFull:
-      m.params = shard + resident_elements(f) * b;
+      m.params = shard + resident_bytes(f, compute_bytes(f, q));
       m.grads = shard;
       m.optimizer = q.optimizer_states * shard;
       break;
@@ -209,11 +244,15 @@ MemoryParts plan_after_step(const ModelFootprint& f, const PlanQuery& q) {
 
 MemoryParts plan_peak(const ModelFootprint& f, const PlanQuery& q) {
   MemoryParts m = plan_after_step(f, q);
-  const int64_t b = f.param_bytes;
-  const int64_t unit = largest_freed_unit(f) * b;
+  const int64_t c = compute_bytes(f, q);
+  const int64_t unit = largest_freed_unit_bytes(f, c);
   if (q.stage == ShardStage::kFull) m.params += 2 * unit;  // the running unit and the prefetch
-  // Gradients in flight: ZeRO-2/3 hold a unit's full gradient and its flat copy while reducing.
-  if (q.stage >= ShardStage::kGradients) m.grads += 2 * std::max(unit, f.params * b / 4);
+  // Gradients in flight: ZeRO-2/3 hold a unit's full gradient and its flat copy (in the reduce
+  // dtype) while reducing.
+  if (q.stage >= ShardStage::kGradients) {
+    const int64_t grad = std::max(unit, all_units_bytes(f, c) / 4);
+    m.grads += grad + grad / c * reduce_bytes(f, q);
+  }
   const double per_sample = q.activation_checkpointing
                                 ? static_cast<double>(f.unit_input_bytes_per_sample) +
                                       static_cast<double>(f.activation_bytes_per_sample) /
@@ -227,21 +266,24 @@ MemoryParts plan_peak(const ModelFootprint& f, const PlanQuery& q) {
 int64_t comm_bytes_per_step(const ModelFootprint& f, const PlanQuery& q) {
   if (q.world <= 1) return 0;
   const double frac = static_cast<double>(q.world - 1) / q.world;
-  const double p = static_cast<double>(f.params * f.param_bytes);
-  double passes = 0;  // each pass moves (N-1)/N of the model per rank
+  const double n = static_cast<double>(f.params);
+  const double b = static_cast<double>(f.param_bytes);
+  const double c = static_cast<double>(compute_bytes(f, q));
+  const double r = static_cast<double>(reduce_bytes(f, q));
+  double per_element = 0;  // each pass moves (N-1)/N of the model per rank
   switch (q.stage) {
     case ShardStage::kNone:
-      passes = 2;  // ring all-reduce
+      per_element = 2 * b;  // ring all-reduce
       break;
     case ShardStage::kOptimizer:
     case ShardStage::kGradients:
-      passes = 2;  // reduce-scatter + all-gather
+      per_element = r + c;  // reduce-scatter + all-gather
       break;
     case ShardStage::kFull:
-      passes = 3;  // reduce-scatter + all-gather in forward and in backward
+      per_element = r + 2 * c;  // reduce-scatter + all-gather in forward and in backward
       break;
   }
-  return static_cast<int64_t>(passes * frac * p);
+  return static_cast<int64_t>(per_element * frac * n);
 }
 
 const std::vector<std::string>& known_gpus() {

@@ -19,17 +19,21 @@ namespace gpulab::train::dist {
 struct ModelFootprint {
   std::vector<std::vector<int64_t>> units;  // per unit: element counts of its flat groups
   std::vector<bool> frees;                  // per unit: run through run_unit (ZeRO-3 frees it)
-  int64_t params = 0;                       // trainable elements
-  int64_t param_bytes = 4;                  // bytes per element of the parameters
+  // Per unit, per group: keeps the master dtype under mixed precision (BatchNorm); missing: no.
+  std::vector<std::vector<bool>> keeps_master;
+  int64_t params = 0;       // trainable elements
+  int64_t param_bytes = 4;  // bytes per element of the parameters
   int64_t buffer_bytes = 0;
   int64_t activation_bytes_per_sample = 0;  // distinct forward outputs, batch 1, training mode
   int64_t unit_input_bytes_per_sample = 0;  // what activation checkpointing keeps per sample
 };
 
 // Counts `model` (its parameters as they are, the wrap policy's units) and runs `forward` once on
-// one sample to measure activations. `announced` says which units the model runs via run_unit.
+// `samples` samples to measure activations per sample (BatchNorm in training mode needs two
+// where its input is 1x1). `announced` says which units the model runs via run_unit.
 ModelFootprint measure_footprint(torch::nn::Module& model, const std::string& wrap,
-                                 const std::function<torch::Tensor()>& forward_one_sample);
+                                 const std::function<torch::Tensor()>& forward,
+                                 int64_t samples = 1);
 
 // The same from a sharded model's layout (no forward pass: activations 0).
 ModelFootprint footprint_of(const ShardedModel& sharded);
@@ -54,6 +58,10 @@ struct PlanQuery {
   int optimizer_states = 1;       // tensors per parameter: SGD momentum 1, AdamW 2
   double activation_scale = 1.0;  // 0.5 for bf16/fp16 autocast
   bool activation_checkpointing = false;
+  // Sharded mixed precision, bytes per element (0: the parameters' own): the gathered compute
+  // copies and their gradients, and the reduce-scatter's flat gradient.
+  int64_t compute_bytes = 0;
+  int64_t reduce_bytes = 0;
 };
 
 // Steady state right after an optimizer step (what train measures) ...

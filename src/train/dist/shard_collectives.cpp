@@ -6,7 +6,8 @@ namespace gpulab::train::dist {
 PendingGather start_gather(Communicator& comm, FlatGroup& g, const std::string& what) {
   PendingGather p;
   g.allocate();
-  p.input = g.shard().detach();
+  // Mixed precision: the compute copies are gathered from the master shards rounded once.
+  p.input = g.shard().detach().to(g.compute_dtype());
   if (comm.size() == 1) {
     g.full().copy_(p.input);
     return p;
@@ -58,11 +59,12 @@ void finish_reduce_scatter(Communicator& comm, FlatGroup& g, PendingReduce& p,
     auto part = [&](int r) {
       return r == comm.rank() ? p.flat.narrow(0, n * r, n) : p.incoming[static_cast<size_t>(r)];
     };
-    mine = part(0).clone();
+    // Summed in the master dtype: a bf16 reduce moves half the bytes but adds in fp32.
+    mine = part(0).to(g.master_dtype(), /*non_blocking=*/false, /*copy=*/true);
     for (int r = 1; r < comm.size(); ++r) mine.add_(part(r));
   }
   auto& grad = g.shard().mutable_grad();
-  grad = mine.to(g.shard().scalar_type());
+  grad = mine.to(g.master_dtype());
   p = {};
 }
 

@@ -6,7 +6,9 @@
 // and adds the N-1 slices it receives to its own, in rank order (the same sum on every run).
 // Each rank sends and receives (N-1)/N of the gradient, a reduce-scatter's volume (an all-reduce
 // of the whole gradient, the earlier way, moved twice that), and holds N-1 received slices
-// until the sum; the additions are this rank's shard only.
+// until the sum; the additions are this rank's shard only, in the master dtype.
+// Mixed precision: the all-gather moves compute copies (bf16: half the bytes), the reduce-scatter
+// the flat gradient in the reduce dtype the caller made it in.
 #pragma once
 
 #include <torch/torch.h>

@@ -59,6 +59,8 @@ void ShardContext::check_memory(const torch::optim::Optimizer& opt) {
   q.stage = sharded_->stage();
   q.world = world_size;
   q.optimizer_states = optimizer_state_tensors(opt);
+  if (shard_opts_.param_dtype) q.compute_bytes = c10::elementSize(*shard_opts_.param_dtype);
+  if (shard_opts_.reduce_dtype) q.reduce_bytes = c10::elementSize(*shard_opts_.reduce_dtype);
   auto plan = plan_after_step(footprint_of(*sharded_), q);
   auto m = sharded_->memory();
   memory_check_.planned[0] = plan.params;
@@ -83,7 +85,7 @@ void ShardContext::check_memory(const torch::optim::Optimizer& opt) {
 }
 
 void ShardContext::gather_parameters(torch::nn::Module& /*model*/) {
-  sharded_->gather_all();
+  sharded_->gather_master();
 }
 
 bool ShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,

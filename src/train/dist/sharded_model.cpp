@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/error.h"
+#include "train/dist/sync_batch_norm.h"
+#include "train/models/batch_norm.h"
 #include "train/optim/optimizers.h"
 
 namespace gpulab::train::dist {
@@ -39,6 +42,22 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 };
 
 }  // namespace
+
+std::set<const void*> master_dtype_params(const torch::nn::Module& model) {
+  std::set<const void*> out;
+  auto visit = [&](const torch::nn::Module& m) {
+    const bool batch_norm = dynamic_cast<const train::BatchNorm2dImpl*>(&m) ||
+                            dynamic_cast<const SyncBatchNormImpl*>(&m) ||
+                            dynamic_cast<const torch::nn::BatchNorm1dImpl*>(&m) ||
+                            dynamic_cast<const torch::nn::BatchNorm2dImpl*>(&m) ||
+                            dynamic_cast<const torch::nn::BatchNorm3dImpl*>(&m);
+    if (!batch_norm) return;
+    for (const auto& p : m.parameters(/*recurse=*/false)) out.insert(p.unsafeGetTensorImpl());
+  };
+  visit(model);  // (modules() with itself needs a model held by a shared_ptr)
+  for (const auto& m : model.modules(/*include_self=*/false)) visit(*m);
+  return out;
+}
 
 const std::vector<std::string>& shard_stage_names() {
   static const std::vector<std::string> names{"none", "optimizer", "gradients", "full"};
@@ -76,6 +95,8 @@ ShardedModel::~ShardedModel() {
 void ShardedModel::build(torch::nn::Module& model) {
   std::map<const void*, size_t> index;
   std::vector<bool> decays;  // the optimizer's rule (optim/optimizers.h), by name
+  const std::set<const void*> master_only =
+      opts_.param_dtype ? master_dtype_params(model) : std::set<const void*>();
   for (auto& item : model.named_parameters()) {
     const auto& p = item.value();
     if (!p.requires_grad() || index.count(p.unsafeGetTensorImpl())) continue;
@@ -126,17 +147,22 @@ void ShardedModel::build(torch::nn::Module& model) {
     unit.name = drafts[u].name;
     unit.module = drafts[u].module;
     unit.params = drafts[u].params;
-    std::vector<torch::Tensor> decay, no_decay;
+    // Groups by weight decay and, with compute copies, by whether they keep the master dtype.
+    std::vector<torch::Tensor> parts[2][2];  // [decays][keeps master dtype]
     for (size_t k : unit.params) {
       unit_of_[k] = u;
-      (decays[k] ? decay : no_decay).push_back(params_[k]);
+      parts[decays[k] ? 1 : 0][master_only.count(params_[k].unsafeGetTensorImpl()) ? 1 : 0]
+          .push_back(params_[k]);
     }
-    for (auto* group : {&decay, &no_decay}) {
-      if (group->empty()) continue;
-      unit.decays.push_back(group == &decay);
-      unit.groups.push_back(
-          std::make_unique<FlatGroup>(std::move(*group), comm_->rank(), comm_->size()));
-    }
+    for (int decay : {1, 0})
+      for (int master : {0, 1}) {
+        auto& group = parts[decay][master];
+        if (group.empty()) continue;
+        unit.decays.push_back(decay == 1);
+        unit.groups.push_back(
+            std::make_unique<FlatGroup>(std::move(group), comm_->rank(), comm_->size(),
+                                        master ? std::nullopt : opts_.param_dtype));
+      }
     units_.push_back(std::move(unit));
   }
   param_ready_.assign(params_.size(), false);
@@ -287,7 +313,7 @@ void ShardedModel::launch_reduce(size_t u) {
   Unit& unit = units_[u];
   torch::NoGradGuard no_grad;
   for (auto& g : unit.groups) {
-    torch::Tensor flat = g->flat_grad();
+    torch::Tensor flat = g->flat_grad(opts_.reduce_dtype.value_or(g->master_dtype()));
     // Divide first, as DDP does: the sum of the shares is the mean.
     flat.div_(comm_->size());
     if (opts_.stage >= ShardStage::kGradients)
@@ -354,6 +380,36 @@ void ShardedModel::gather_all() {
       for (auto& g : unit.groups) g->release();
   for (size_t u = 0; u < units_.size(); ++u) start_gather(u);
   for (size_t u = 0; u < units_.size(); ++u) ensure_gathered(u);
+}
+
+void ShardedModel::gather_master() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  bool mixed = false;
+  for (auto& unit : units_)
+    for (auto& g : unit.groups) mixed = mixed || g->compute_dtype() != g->master_dtype();
+  if (!mixed) return gather_all();
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].gathering.empty()) ensure_gathered(u);  // no collective left half done
+  struct Pending {
+    FlatGroup* group;
+    torch::Tensor full, shard;
+    WorkPtr work;
+  };
+  std::vector<Pending> pending;
+  for (size_t u = 0; u < units_.size(); ++u)
+    for (auto& g : units_[u].groups) {
+      Pending p{g.get(), torch::empty({g->padded_numel()}, g->shard().options()),
+                g->shard().detach(), WorkPtr()};
+      if (comm_->size() == 1)
+        p.full.copy_(p.shard);
+      else
+        p.work = comm_->allgather_async(p.full, p.shard, what("all-gather (master)", u));
+      pending.push_back(std::move(p));
+    }
+  for (auto& p : pending) {
+    if (p.work) comm_->wait(p.work, "all-gather of the master weights");
+    p.group->adopt_master(p.full);
+  }
 }
 
 std::vector<torch::Tensor> ShardedModel::decay_shards() const {

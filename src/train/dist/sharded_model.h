@@ -16,6 +16,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,11 +36,20 @@ ShardStage parse_shard_stage(const std::string& name);
 std::string shard_stage_name(ShardStage s);
 const std::vector<std::string>& shard_stage_names();
 
+// The parameters (by TensorImpl) that keep the master dtype under mixed precision, as FSDP's
+// default does: BatchNorm's, whose kernels take bf16 inputs with fp32 weights and statistics.
+std::set<const void*> master_dtype_params(const torch::nn::Module& model);
+
 struct ShardOptions {
   ShardStage stage = ShardStage::kFull;
   std::string wrap = "auto";
   bool reshard_after_forward = true;  // full: free after forward (else keep until backward)
   bool prefetch = true;               // full: start the next unit's all-gather early
+  // Mixed precision (FSDP's MixedPrecision): the gathered compute copies' dtype (bf16 under
+  // --precision bf16) while the shards stay the master dtype; and the dtype gradients are
+  // reduce-scattered in. Unset: the parameters' own dtype.
+  std::optional<torch::ScalarType> param_dtype;
+  std::optional<torch::ScalarType> reduce_dtype;
 };
 
 // Bytes held now by this rank (tensor accounting of what sharding manages).
@@ -72,6 +83,9 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   // Makes every parameter present (export, checkpoints, evaluation of a model that does not
   // call run_unit); ZeRO-3 frees announced units again at their next use.
   void gather_all();
+  // For the final weights: the parameters become full copies in the master dtype (with compute
+  // copies of another dtype they stop sharing the flat buffers; training does not go on after).
+  void gather_master();
 
   // The optimizer's parameters: this rank's shards, decay groups then no-decay groups.
   std::vector<torch::Tensor> decay_shards() const;

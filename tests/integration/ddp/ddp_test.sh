@@ -4,7 +4,8 @@
 # --max_restarts resume; a rank that hangs while still running (stall), found by the default
 # hang detection.
 # Bad options are rejected once, before any rank starts.
-# usage: ddp_test.sh equivalence|multinode|kill|hang|restart|stall|options /path/to/gpulab
+# usage: ddp_test.sh equivalence|shard|shard_mixed|multinode|kill|hang|restart|stall|options
+#        /path/to/gpulab
 # Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 set -uo pipefail
 
@@ -157,6 +158,58 @@ shard)
   echo "truncated shard: $(grep -m1 -i error "$WORK/bad.log")"
   ;;
 
+shard_mixed)
+  # Sharded mixed precision (--precision bf16): bf16 compute copies of fp32 master shards against
+  # fp32 copies (--shard_param_dtype fp32) on 2 ranks, SGD so that a difference stays the size of
+  # the gradients' (Adam's normalisation would blow bf16 noise up to the learning rate): within
+  # 1e-2 (bf16 keeps 8 bits); the planner's memory equals the tensors', bf16 copies are smaller;
+  # the final weights are the fp32 masters.
+  BF=(train --model llama-tiny --dataset synthetic-text --seq_len 64 --batch_size 12 --seed 3
+      --deterministic --no_report --limit_eval_batches 1 --no_checkpoints --device cpu --threads 1
+      --num_epochs 1 --limit_train_batches 6 --precision bf16 --optimizer sgd --learning_rate 0.5
+      --batch_size_scaled --nproc_per_node 2)
+  run ref "$GPULAB" "${BF[@]}" --shard full --shard_param_dtype fp32
+  run z1ref "$GPULAB" "${BF[@]}" --shard optimizer --shard_param_dtype fp32
+  run z3 "$GPULAB" "${BF[@]}" --shard full
+  run z3r "$GPULAB" "${BF[@]}" --shard full --shard_reduce_dtype bf16
+  run z1 "$GPULAB" "${BF[@]}" --shard optimizer
+  for n in z3 z3r z1; do
+    echo "== $n (bf16 compute copies) vs fp32 compute copies"
+    compare $n ref 1e-2
+  done
+  # A ResNet: its BatchNorm keeps fp32 parameters (grouped apart); the planner still agrees.
+  run rn "$GPULAB" train --model resnet18 --dataset synthetic --input_size 32 --subset 24 \
+    --batch_size 12 --num_epochs 1 --threads 1 --precision bf16 --shard optimizer --no_report \
+    --no_checkpoints --batch_size_scaled --nproc_per_node 2 --limit_eval_batches 1
+  for n in ref z1ref z3 z1 rn; do
+    line=$(grep "Memory per rank" "$WORK/$n.log") || { cat "$WORK/$n.log"; fail "$n: no memory line"; }
+    echo "$n: ${line#*planned / measured: }"
+    grep -q "(+0.0 %)" <<<"$line" || fail "$n: planned and measured memory differ"
+  done
+  params() { sed -n 's/.*params \([0-9.]*\) MiB \/ \([0-9.]*\) MiB.*/\2/p' "$WORK/$1.log"; }
+  $PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a < 0.7 * b else 1)" \
+    "$(params z1)" "$(params z1ref)" || fail "ZeRO-1 parameters: bf16 copies $(params z1) MiB, fp32 $(params z1ref) MiB"
+  echo "ZeRO-1 parameters per rank: $(params z1) MiB with bf16 copies, $(params z1ref) MiB with fp32"
+  $PY - "$WORK/z3/model.safetensors" <<'PYEOF' || fail "the final weights are not fp32"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(8 << 20)
+header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+dtypes = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
+print("final weights:", ", ".join(sorted(dtypes)))
+sys.exit(0 if dtypes == {"F32"} else 1)
+PYEOF
+  # Its sharded checkpoint (fp32 master shards) resumes bitwise equal to a straight run.
+  CK=(train --model llama-tiny --dataset synthetic-text --seq_len 64 --batch_size 12 --seed 3
+      --deterministic --no_report --limit_eval_batches 1 --device cpu --threads 1 --precision bf16
+      --batch_size_scaled --nproc_per_node 2 --shard full --lr_schedule none --limit_train_batches 3)
+  run mhalf "$GPULAB" "${CK[@]}" --num_epochs 1
+  run mhalf "$GPULAB" "${CK[@]}" --num_epochs 2 --resume auto
+  run mstraight "$GPULAB" "${CK[@]}" --num_epochs 2
+  grep -q "Resumed from" "$WORK/mhalf.log" || { cat "$WORK/mhalf.log"; fail "no resume line"; }
+  echo "== bf16 compute copies: resumed from a sharded checkpoint vs straight (bitwise)"
+  compare mhalf mstraight 0
+  ;;
+
 multinode)
   [ "$(id -u)" = 0 ] || skip "network namespaces need root"
   command -v ip >/dev/null || skip "no ip(8)"
@@ -295,6 +348,8 @@ options)
   check_bad "not expected" --no_such_flag 3
   check_bad "smaller than the 2 processes" --batch_size_scaled --batch_size 1
   check_bad "is neither auto nor 0..86400 seconds" --heartbeat_timeout soon
+  check_bad "needs --precision bf16" --shard full --shard_param_dtype bf16
+  check_bad "must be auto" --precision fp64 --shard full --shard_reduce_dtype bf16
   ;;
 *) fail "unknown case $CASE" ;;
 esac
