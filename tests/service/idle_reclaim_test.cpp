@@ -66,14 +66,8 @@ TEST(UsageMeter, ChargesHeldGpusByHourAndSurvivesReopening) {
 
 TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
   ASSERT_TRUE(ensure_service_images(*client_, false).ok());
-  ServiceConfig cfg;
-  cfg.docker_host = engine_->host;
-  cfg.db_path = (dir_ / "service.db").string();
-  cfg.backup_dir = (dir_ / "backups").string();
-  cfg.ssh_port_base = unique_port_base();
+  ServiceConfig cfg = in_process_config();
   cfg.port_rest_seconds = 1;
-  cfg.device_mode = DeviceMode::kNone;
-  cfg.image_allowlist = {"gpulab-test/*"};
   for (int i = 0; i < 6; ++i)
     cfg.gpus.push_back(GpuSlot{"GPU-fake-" + std::to_string(i), i, "nvidia", "", 0, {}, "", ""});
   auto s = open_service(cfg);

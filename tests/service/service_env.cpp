@@ -106,6 +106,17 @@ Json four_gpu_config(const std::string& docker_host, int port_base) {
           {"image_allowlist", Json::array({"gpulab-test/*"})}};
 }
 
+ServiceConfig ServiceTest::in_process_config() const {
+  ServiceConfig cfg;
+  cfg.docker_host = engine_->host;
+  cfg.db_path = (dir_ / "service.db").string();
+  cfg.backup_dir = (dir_ / "backups").string();
+  cfg.ssh_port_base = unique_port_base();
+  cfg.device_mode = DeviceMode::kNone;
+  cfg.image_allowlist = {"gpulab-test/*"};
+  return cfg;
+}
+
 void ServiceTest::SetUp() {
   auto eng = gpulab::testing::main_engine();
   if (!eng) GTEST_SKIP() << eng.error().to_string();

@@ -9,6 +9,7 @@
 
 #include "docker/client.h"
 #include "http_client.h"
+#include "service/config.h"
 #include "service_process.h"
 #include "support/docker_fixture.h"
 
@@ -31,6 +32,9 @@ Json four_gpu_config(const std::string& docker_host, int port_base);
 
 class ServiceTest : public ::testing::Test {
  protected:
+  // The config of a Service opened in this process (open_service) on the test engine: its book
+  // and backups in dir_, a port block of its own, no GPU devices, the test images allowed.
+  ServiceConfig in_process_config() const;
   // Starts the main engine (or skips), the images, and one service with `config`.
   void start_service(Json config, bool with_ssh = false);
   void SetUp() override;

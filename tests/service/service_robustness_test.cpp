@@ -201,13 +201,7 @@ TEST_F(ServiceRobustness, ContainerRemovedOutsideReleasesItsGpu) {
 // its name back at the next create of that name; another service's container keeps it.
 TEST_F(ServiceRobustness, CreateTakesBackItsOwnLeftoverNameButNotAnotherServices) {
   ASSERT_TRUE(ensure_service_images(*client_, false).ok());
-  ServiceConfig cfg;
-  cfg.docker_host = engine_->host;
-  cfg.db_path = (dir_ / "service.db").string();
-  cfg.backup_dir = (dir_ / "backups").string();
-  cfg.ssh_port_base = unique_port_base();
-  cfg.device_mode = DeviceMode::kNone;
-  cfg.image_allowlist = {"gpulab-test/*"};
+  ServiceConfig cfg = in_process_config();
   auto s = open_service(cfg);  // no reconciler thread: only the create can remove the leftover
   auto engine_only = [&](const std::string& name, const std::string& book) {
     docker::CreateSpec spec;
