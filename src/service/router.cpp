@@ -165,14 +165,25 @@ ApiReply Router::dispatch_checked(ApiRequest request) const {
                           "see /api/v1/openapi.json");
   } else {
     for (auto& [k, v] : params) request.query[k] = v;
+    std::string user;
+    bool authenticated = false;
     try {
       Principal who = authenticate(*route, request);
+      authenticated = true;
+      user = who.user;
       reply = route->handler(request, who);
     } catch (const Exception& e) {
       ErrorReply er = error_reply(e);
       if (er.api_code == ApiCode::kInternalError)
         spdlog::error("{} {}: {}", request.method, request.path, e.error().to_string());
       reply = ApiReply::json(envelope_error(er), er.http_status);
+      if (refusal_sink_ && (request.method != "GET" || !authenticated)) {
+        try {
+          refusal_sink_(request, user, route->path, er);
+        } catch (const std::exception& audit) {
+          spdlog::error("auditing a refused {} {}: {}", request.method, request.path, audit.what());
+        }
+      }
     } catch (const std::exception& e) {
       spdlog::error("{} {}: unexpected: {}", request.method, request.path, e.what());
       reply = error(ApiCode::kInternalError, std::string("Internal error: ") + e.what(),

@@ -77,6 +77,12 @@ class Router {
   // The same, also accepting a dashboard session cookie (with its CSRF token for changes).
   Principal authenticate(const Route& route, const ApiRequest& request) const;
   void set_sessions(WebSessions* sessions) { sessions_ = sessions; }
+  // Called for every refused change (a request other than GET that ended in an error) and every
+  // refused authentication: who asked ("" when unknown), what, and why. The service writes
+  // them to the audit log.
+  using RefusalSink = std::function<void(const ApiRequest&, const std::string& user,
+                                         const std::string& route, const ErrorReply&)>;
+  void set_refusal_sink(RefusalSink sink) { refusal_sink_ = std::move(sink); }
 
   // Runs a request to completion; never throws: whatever fails becomes the error envelope.
   ApiReply dispatch(ApiRequest request) const noexcept;
@@ -89,6 +95,7 @@ class Router {
   Auth& auth_;
   Metrics* metrics_;
   WebSessions* sessions_ = nullptr;
+  RefusalSink refusal_sink_;
   std::vector<Route> routes_;
 };
 

@@ -13,6 +13,7 @@
 #include "service/openapi.h"
 #include "service/quota.h"
 #include "service/reconciler.h"
+#include "service/refusal_audit.h"
 #include "service/user_policy.h"
 
 namespace gpulab::service {
@@ -34,6 +35,10 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
   Dashboard dashboard(*s);
   add_dashboard_routes(router, dashboard);
   router.set_sessions(&dashboard.sessions);
+  RefusalAudit refusals(*s->store);
+  router.set_refusal_sink([&refusals](const ApiRequest& q, const std::string& user,
+                                      const std::string& route,
+                                      const ErrorReply& e) { refusals.record(q, user, route, e); });
   HttpServer server(s->config, router);
   auto st = server.listen();
   if (!st) throw Exception(st.error());

@@ -160,6 +160,43 @@ TEST_F(ServiceViews, UsersSeeNoOtherUsersContainerNamesInGpusOrMetrics) {
   EXPECT_NE(admin.get(api + "/gpus").body.find(a), std::string::npos);
 }
 
+// A refused change and a refused sign-in are in the audit log (who, what, which name, why,
+// from where); a refused read by a signed-in user is not (it changes nothing).
+TEST_F(ServiceViews, RefusedRequestsAreAudited) {
+  Json cfg = four_gpu_config(engine_->host, unique_port_base());
+  cfg["auth_required"] = true;
+  start_service(cfg);
+  if (HasFatalFailure() || IsSkipped()) return;
+  const std::string api = "/api/v1/gpu-docker";
+  HttpClient alice(svc_->url(), svc_->add_user("alice", false));
+  HttpClient bob(svc_->url(), svc_->add_user("bob", false));
+  HttpClient admin(svc_->url(), svc_->add_user("boss", true));
+  HttpClient stranger(svc_->url(), "glt_not-a-token");
+  std::string a = prefix_ + "-hers";
+  ASSERT_TRUE(ok(alice.post_json(api + "/create", {{"name", a}, {"image", kBoxImage}})));
+  EXPECT_FALSE(ok(bob.post_json(api + "/stop", {{"name", a}})));
+  EXPECT_EQ(code(stranger.post_json(api + "/delete", {{"name", a}})), "UNAUTHORIZED");
+  EXPECT_FALSE(ok(bob.get(api + "/logs?name=" + a)));  // a read: refused, not audited
+  EXPECT_TRUE(client_->inspect_container(a)->running);
+  auto log = admin.get(api + "/audit?limit=20");
+  ASSERT_TRUE(ok(log)) << log.body;
+  bool bob_seen = false, stranger_seen = false;
+  const Json entries = log.json()["data"]["entries"];
+  for (const auto& e : entries) {
+    if (e["outcome"] != "refused") continue;
+    EXPECT_NE(e["action"].get<std::string>().rfind("POST ", 0), std::string::npos) << e.dump();
+    const std::string detail = e["detail"].get<std::string>();
+    if (e["user"] == "bob" && e["action"] == "POST " + api + "/stop" && e["target"] == a &&
+        detail.find("from 127.0.0.1") != std::string::npos)
+      bob_seen = true;
+    if (e["user"] == "(unauthenticated)" && e["action"] == "POST " + api + "/delete" &&
+        detail.rfind("UNAUTHORIZED: ", 0) == 0)
+      stranger_seen = true;
+  }
+  EXPECT_TRUE(bob_seen) << log.body;
+  EXPECT_TRUE(stranger_seen) << log.body;
+}
+
 TEST_F(ServiceViews, ReadinessFailsWhileTheEngineIsUnreachable) {
   const std::string prefix = "unix://";
   ASSERT_EQ(engine_->host.rfind(prefix, 0), 0u) << engine_->host;
