@@ -189,6 +189,7 @@ PROFILES = []  # each browser's profile folder, removed at the end
 def browser(width, height, downloads=None):
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # Page.console() reads it
     PROFILES.append(tempfile.mkdtemp(prefix="gpulab-chrome-"))
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -219,7 +220,15 @@ class Page:
         try:
             return WebDriverWait(self.d, timeout).until(check)
         except TimeoutException:
-            fail(f"{self.size}: timed out waiting for {what}; page text: {self.text()[:1500]}")
+            fail(f"{self.size}: timed out waiting for {what}; page text: {self.text()[:1500]}"
+                 f"\nbrowser console: {self.console()}")
+
+    def console(self):
+        """The browser's console (failed loads show there: net::ERR_...), for failure messages."""
+        try:
+            return "; ".join(e.get("message", "") for e in self.d.get_log("browser"))[-3000:]
+        except Exception as e:  # noqa: BLE001 - only for the failure message
+            return f"(unavailable: {e})"
 
     def text(self):
         try:
@@ -262,6 +271,15 @@ class Page:
 
     def sign_in(self, token):
         self.d.get(self.url + "/")
+        # Once under make sanitize (ASan service, parallel tests) a fresh browser's first load left
+        # the page empty: the app never ran. Said loudly with the console, then loaded once more;
+        # a second empty load fails.
+        try:
+            WebDriverWait(self.d, 45).until(lambda _: self.css("#token") or self.text().strip())
+        except TimeoutException:
+            print(f"RELOAD {self.size}: the first load left an empty page; console: "
+                  f"{self.console()}")
+            self.d.get(self.url + "/")
         self.wait(lambda: self.css("#token"), "the sign-in form")
         self.css("#token")[0].send_keys(token)
         self.css("#signin")[0].click()
