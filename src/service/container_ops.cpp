@@ -13,6 +13,7 @@
 #include "service/lease_ops.h"
 #include "service/port_allocator.h"
 #include "service/quota.h"
+#include "service/reconciler.h"
 #include "service/usage_meter.h"
 #include "service/validation.h"
 
@@ -176,14 +177,9 @@ void remove_leftover(Service& s, const std::string& name) {
 void free_engine_name(Service& s, const std::string& name) {
   auto info = s.docker().inspect_container(name);
   if (!info) return;  // not there (or the engine is down: the create says so)
-  if (made_by_this_book(*s.store, info->labels) && !info->labels.count(kLeaseLabel)) {
-    spdlog::warn("removing {}: this service made it but has no row for it", name);
-    auto st = s.docker().remove_container(info->id, true);
-    if (st || st.error().code == Code::kNotFound) {
-      s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
-      return;
-    }
-    throw_engine_error(st.error());
+  if (remove_unbooked_container(s, name, info->id, info->labels)) {
+    spdlog::warn("removed {}: this service made it but had no row for it", name);
+    return;
   }
   throw ApiError(ApiCode::kNameConflict,
                  "A container named '" + name + "' exists on the engine, outside this service",

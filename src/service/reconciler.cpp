@@ -167,13 +167,25 @@ void remove_unbooked(Service& s, const std::map<std::string, docker::ContainerSu
     // name lock waits out a create in flight (its row exists before the engine is asked).
     auto lock = s.lock_container(name);
     if (s.store->find_container(name)) continue;
-    (void)s.docker().remove_container(e.id, true);
-    s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
-    ++r.orphans_removed;
+    if (remove_unbooked_container(s, name, e.id, e.labels)) ++r.orphans_removed;
   }
 }
 
 }  // namespace
+
+bool remove_unbooked_container(Service& s, const std::string& name, const std::string& id,
+                               const std::map<std::string, std::string>& labels) {
+  if (!made_by_this_book(*s.store, labels) || labels.count(kLeaseLabel)) return false;
+  auto st = s.docker().remove_container(id, true);
+  if (!st && st.error().code != Code::kNotFound) {
+    // The next pass tries again; a create of that name meets the engine's own conflict.
+    spdlog::error("removing {}, made by this service without a row: {}", name,
+                  st.error().to_string());
+    return true;
+  }
+  s.store->audit("gpulab", "reconcile", name, "removed", "container without a row in the book");
+  return true;
+}
 
 ReconcileReport reconcile(Service& s, bool startup) {
   ReconcileReport r;

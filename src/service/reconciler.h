@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "service/service.h"
@@ -27,6 +29,13 @@ struct ReconcileReport {
 
 // startup: also resolve intents (at run time an intent belongs to a request in flight).
 ReconcileReport reconcile(Service& s, bool startup);
+
+// An engine container this book made (its gpulab.book label) that has no row and is not a lease's:
+// removed, with an audit line (a failed removal is logged; the next pass tries again). False
+// (nothing done) for another service's or an unlabelled one. Never throws.
+// The caller holds the name's lock and has checked that no row exists.
+bool remove_unbooked_container(Service& s, const std::string& name, const std::string& id,
+                               const std::map<std::string, std::string>& labels);
 
 class EventWatcher {
  public:
