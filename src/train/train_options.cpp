@@ -31,6 +31,10 @@ const std::vector<std::string>& memory_format_names() {
   static const std::vector<std::string> names = {"auto", "channels_last", "contiguous"};
   return names;
 }
+const std::vector<std::string>& attention_names() {
+  static const std::vector<std::string> names = {"fused", "plain"};
+  return names;
+}
 
 std::string effective_output_dir(const TrainOptions& opts) {
   if (!opts.output_dir.empty()) return opts.output_dir;
@@ -51,7 +55,8 @@ Status validate(const TrainOptions& o) {
         std::tuple{"lr_schedule", &o.lr_schedule, &schedule_names()},
         std::tuple{"precision", &o.precision, &precision_names()},
         std::tuple{"normalize", &o.normalize, &normalize_names()},
-        std::tuple{"memory_format", &o.memory_format, &memory_format_names()}}) {
+        std::tuple{"memory_format", &o.memory_format, &memory_format_names()},
+        std::tuple{"attention", &o.attention, &attention_names()}}) {
     if (auto s = flag_one_of(flag, *value, *valid); !s) return s;
   }
   if (o.channels_last && o.memory_format == "contiguous")
@@ -116,6 +121,7 @@ Json options_to_json(const TrainOptions& o) {
               {"grad_accum", o.grad_accum},
               {"seq_len", o.seq_len},
               {"activation_checkpointing", o.activation_checkpointing},
+              {"attention", o.attention},
               {"batch_size", o.batch_size},
               {"batch_size_scaled", o.batch_size_scaled},
               {"num_epochs", o.num_epochs},

@@ -27,6 +27,9 @@ struct TrainOptions {
   // recomputing each block in the backward pass instead of keeping its activations.
   int64_t seq_len = 256;
   bool activation_checkpointing = false;
+  // fused: gpulab's CPU attention kernel where it applies (fp32/fp64 on libtorch 1.x), else
+  // libtorch 2.x's scaled_dot_product_attention; plain: the unfused path (A/B timings).
+  std::string attention = "fused";
 
   // Optimization.
   std::string optimizer = "sgd";
@@ -84,6 +87,7 @@ const std::vector<std::string>& schedule_names();
 const std::vector<std::string>& precision_names();
 const std::vector<std::string>& normalize_names();
 const std::vector<std::string>& memory_format_names();
+const std::vector<std::string>& attention_names();
 
 // The run folder: output_dir, or runs/<model>-<dataset> when none was given.
 std::string effective_output_dir(const TrainOptions& opts);

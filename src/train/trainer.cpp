@@ -195,6 +195,7 @@ void Trainer::setup_language_model() {
   }
   llama_ = std::make_shared<LlamaForCausalLM>(cfg);
   llama_->set_activation_checkpointing(opts_.activation_checkpointing);
+  llama_->set_fused_attention(opts_.attention == "fused");
   model_ = llama_;
   load_init_weights();
   model_->to(device_, compute_dtype_);
@@ -307,9 +308,12 @@ void Trainer::print_header() const {
     if (!opts_.init_weights.empty()) say("Initial weights: " + opts_.init_weights);
     say(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
                     device_.str(), threads_, opts_.precision, dist_->world_size, dist_->backend()));
+    // Autocast's products (and so the attention's inputs) are in the autocast dtype.
+    const auto products = precision_ == Precision::kBf16   ? torch::kBFloat16
+                          : precision_ == Precision::kFp16 ? torch::kHalf
+                                                           : compute_dtype_;
     say(fmt::format("Attention: {}; activation checkpointing {}",
-                    has_fused_attention() ? "scaled_dot_product_attention"
-                                          : "masked softmax (this libtorch has no fused kernel)",
+                    attention_path(device_, products, opts_.attention == "fused"),
                     opts_.activation_checkpointing ? "on" : "off"));
     say(fmt::format("FLOPs per token: {:.4g} (6N + attention); peak for MFU: {}", flops_per_token_,
                     peak_.flops > 0

@@ -1,6 +1,7 @@
 // The planner's Llama footprint from the shape alone against the real model measured by the same
-// counter: the same flat groups, and activations per sequence within 10 % (plain attention, the
-// path this libtorch runs); and `gpulab plan` answering for llama3-70b without allocating it.
+// counter: the same flat groups, and activations per sequence within 10 % (plain and fused
+// attention, each probed on its own path); and `gpulab plan` answering for llama3-70b without
+// allocating it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,29 +16,31 @@ LlamaConfig named(const std::string& name) {
   return find_llama_config(name).value_or_throw();
 }
 
-void expect_close(const LlamaConfig& c, int64_t seq_len) {
-  const auto planned = llama_footprint(c, seq_len, false);
-  const auto measured = measured_llama_footprint(c, seq_len);
+void expect_close(const LlamaConfig& c, int64_t seq_len, bool fused) {
+  const auto planned = llama_footprint(c, seq_len, fused);
+  const auto measured = measured_llama_footprint(c, seq_len, fused);
   EXPECT_EQ(planned.params, measured.params) << c.name;
   EXPECT_EQ(planned.units, measured.units) << c.name;
   EXPECT_EQ(planned.frees, measured.frees) << c.name;
   const double p = static_cast<double>(planned.activation_bytes_per_sample);
   const double m = static_cast<double>(measured.activation_bytes_per_sample);
-  std::printf("%s, seq %lld: activations planned %s, measured %s (%+.2f %%)\n", c.name.c_str(),
-              static_cast<long long>(seq_len),
+  std::printf("%s, seq %lld, %s attention: activations planned %s, measured %s (%+.2f %%)\n",
+              c.name.c_str(), static_cast<long long>(seq_len), fused ? "fused" : "plain",
               human_bytes(planned.activation_bytes_per_sample).c_str(),
               human_bytes(measured.activation_bytes_per_sample).c_str(), 100.0 * (p - m) / m);
   EXPECT_LE(std::abs(p - m), 0.10 * m) << c.name;
 }
 
 TEST(LlamaFootprint, MatchesTheRealModel) {
-  expect_close(named("llama-tiny"), 128);
-  LlamaConfig gqa = named("llama-tiny");
-  gqa.name = "llama-tiny with 2 kv heads, tied";
-  gqa.num_kv_heads = 2;
-  gqa.tie_word_embeddings = true;
-  expect_close(gqa, 96);
-  expect_close(named("llama-125m"), 256);
+  for (bool fused : {false, true}) {
+    expect_close(named("llama-tiny"), 128, fused);
+    LlamaConfig gqa = named("llama-tiny");
+    gqa.name = "llama-tiny with 2 kv heads, tied";
+    gqa.num_kv_heads = 2;
+    gqa.tie_word_embeddings = true;
+    expect_close(gqa, 96, fused);
+    expect_close(named("llama-125m"), 256, fused);
+  }
 }
 
 TEST(LlamaFootprint, FusedAttentionDropsTheScores) {

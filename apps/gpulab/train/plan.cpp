@@ -176,8 +176,9 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
       ->check(CLI::IsMember({"auto", "blocks", "children", "none"}))
       ->capture_default_str();
   cmd->add_option("--attention", o->attention,
-                  "language models: fused (scaled_dot_product_attention, libtorch 2.x on GPUs) "
-                  "or plain (libtorch 1.13's masked softmax: keeps heads x T^2 scores)")
+                  "language models: fused (gpulab's CPU kernel, or scaled_dot_product_attention "
+                  "on libtorch 2.x) or plain (libtorch 1.x's masked softmax, also on its GPUs: "
+                  "keeps heads x T^2 scores)")
       ->check(CLI::IsMember({"fused", "plain"}))
       ->capture_default_str();
   cmd->add_option("--shard_param_dtype", o->param_dtype,

@@ -135,6 +135,15 @@ const std::vector<TrainFlag>& train_flag_table() {
          return c->add_flag("--activation_checkpointing", o.activation_checkpointing,
                             "recompute each transformer block in the backward pass (less memory)");
        }},
+      {"attention",
+       [](CLI::App* c, TrainOptions& o) {
+         return c
+             ->add_option("--attention", o.attention,
+                          "language models: fused (gpulab's CPU kernel in fp32/fp64 where libtorch "
+                          "has none, else scaled_dot_product_attention) or plain (the unfused "
+                          "masked softmax, for A/B timings)")
+             ->capture_default_str();
+       }},
       {"num_workers",
        [](CLI::App* c, TrainOptions& o) {
          return c->add_option("--num_workers", o.num_workers, "data loader threads (-1: auto)")

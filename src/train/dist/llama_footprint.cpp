@@ -12,11 +12,10 @@ namespace gpulab::train::dist {
 namespace {
 
 // What one block and the root keep per sample grow linearly in these products of the shape
-// (elements; the attention scores are the heads x T x T term of the plain softmax path).
+// (elements; the attention scores are the heads x T x T term of the plain softmax path, the
+// T x T term its causal mask).
 constexpr size_t kBlockTerms = 7;
 constexpr size_t kRootTerms = 4;
-constexpr size_t kScoresTerm = 4;  // heads x T x T
-constexpr size_t kMaskTerm = 6;    // T x T (the causal mask)
 
 struct Shape {
   int64_t hidden, inter, heads, kv_heads, head_dim, vocab, tokens;
@@ -52,9 +51,10 @@ LlamaConfig config_of(const Shape& s, int64_t layers) {
 }
 
 // Forward-pass bytes per sample of the real model (the planner's counter).
-ModelFootprint measure(const LlamaConfig& c, int64_t seq_len) {
+ModelFootprint measure(const LlamaConfig& c, int64_t seq_len, bool fused_attention) {
   torch::manual_seed(0);
   LlamaForCausalLM model(c);
+  model.set_fused_attention(fused_attention);
   model.train();
   auto tokens = torch::zeros({1, seq_len}, torch::kLong);
   return measure_footprint(model, "auto", [&] { return model.forward(tokens); });
@@ -82,11 +82,13 @@ struct Fit {
   std::array<double, kRootTerms> root{};
 };
 
-// Probe shapes that move each term on its own (a few ms each on a CPU).
-const Fit& coefficients() {
-  static Fit fit_result;
-  static std::once_flag done;
-  std::call_once(done, [] {
+// Probe shapes that move each term on its own (a few ms each on a CPU), run on the attention
+// path asked for (fused: gpulab's CPU kernel, or scaled_dot_product_attention on libtorch 2.x).
+const Fit& coefficients(bool fused_attention) {
+  static std::array<Fit, 2> fits;
+  static std::array<std::once_flag, 2> done;
+  Fit& fit_result = fits[fused_attention ? 1 : 0];
+  std::call_once(done[fused_attention ? 1 : 0], [&fit_result, fused_attention] {
     torch::AutoGradMode grad(true);  // activations are what autograd would keep
     const std::vector<Shape> probes = {
         {32, 48, 4, 4, 8, 64, 8},   {64, 48, 4, 4, 16, 64, 8},  {32, 96, 4, 4, 8, 64, 8},
@@ -98,8 +100,8 @@ const Fit& coefficients() {
     std::vector<std::array<double, kRootTerms>> root_rows;
     std::vector<double> block_bytes, root_bytes;
     for (const auto& s : probes) {
-      const auto one = measure(config_of(s, 1), s.tokens);
-      const auto two = measure(config_of(s, 2), s.tokens);
+      const auto one = measure(config_of(s, 1), s.tokens, fused_attention);
+      const auto two = measure(config_of(s, 2), s.tokens, fused_attention);
       const double block =
           static_cast<double>(two.activation_bytes_per_sample - one.activation_bytes_per_sample);
       block_rows.push_back(block_terms(s));
@@ -137,8 +139,7 @@ ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused
   f.params = c.num_parameters();
   f.param_bytes = 4;
   const Shape s{h, c.intermediate_size, c.num_heads, c.num_kv_heads, hd, c.vocab_size, seq_len};
-  Fit k = coefficients();
-  if (fused_attention) k.block[kScoresTerm] = k.block[kMaskTerm] = 0;
+  const Fit& k = coefficients(fused_attention);
   const double bytes =
       dot(k.root, root_terms(s)) + static_cast<double>(c.num_layers) * dot(k.block, block_terms(s));
   f.activation_bytes_per_sample = static_cast<int64_t>(bytes);
@@ -146,9 +147,10 @@ ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused
   return f;
 }
 
-ModelFootprint measured_llama_footprint(const LlamaConfig& c, int64_t seq_len) {
+ModelFootprint measured_llama_footprint(const LlamaConfig& c, int64_t seq_len,
+                                        bool fused_attention) {
   torch::AutoGradMode grad(true);
-  return measure(c, seq_len);
+  return measure(c, seq_len, fused_attention);
 }
 
 }  // namespace gpulab::train::dist

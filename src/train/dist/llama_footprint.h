@@ -13,11 +13,13 @@
 namespace gpulab::train::dist {
 
 // The footprint of `c` training on sequences of `seq_len` tokens (fp32 parameters).
-// fused_attention: scaled_dot_product_attention (libtorch 2.x; flash kernels on GPUs) keeps no
-// heads x T x T scores; without it (libtorch 1.13's masked softmax) they dominate long sequences.
+// fused_attention: gpulab's CPU kernel (libtorch 1.x) or scaled_dot_product_attention (2.x;
+// flash kernels on GPUs) keep no heads x T x T scores; the plain path (libtorch 1.x's masked
+// softmax, as on a GPU with it) keeps them, and they dominate long sequences.
 ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused_attention);
 
 // The same measured on the real model (built and run once; for small shapes and tests).
-ModelFootprint measured_llama_footprint(const LlamaConfig& c, int64_t seq_len);
+ModelFootprint measured_llama_footprint(const LlamaConfig& c, int64_t seq_len,
+                                        bool fused_attention);
 
 }  // namespace gpulab::train::dist

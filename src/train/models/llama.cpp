@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "train/models/activation_checkpoint.h"
 #include "train/models/cpu_bf16_matmul.h"
+#include "train/ops/causal_attention.h"
 #include "train/precision.h"
 #include "train/unit_hooks.h"
 
@@ -63,6 +64,13 @@ bool has_fused_attention() {
   return TORCH_VERSION_MAJOR >= 2;
 }
 
+std::string attention_path(torch::Device device, torch::ScalarType compute, bool fused_allowed) {
+  if (fused_allowed && fused_causal_attention_applies(torch::empty({0}, device).to(compute)))
+    return "fused causal kernel (gpulab's CPU attention: no heads x T x T scores kept)";
+  if (has_fused_attention()) return "scaled_dot_product_attention";
+  return "masked softmax (this libtorch has no fused kernel)";
+}
+
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double theta, int64_t start,
                                                       int64_t length, torch::Device device) {
   auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
@@ -99,9 +107,15 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                           const torch::Tensor& sin, KvCache* cache, int64_t layer) {
   const int64_t b = x.size(0), t = x.size(1);
-  auto q = linear_product(x, q_proj->weight).view({b, t, heads_, head_dim_}).transpose(1, 2);
-  auto k = linear_product(x, k_proj->weight).view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
-  auto v = linear_product(x, v_proj->weight).view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
+  auto q = linear_product(x, q_proj->weight);
+  auto k = linear_product(x, k_proj->weight);
+  auto v = linear_product(x, v_proj->weight);
+  if (fused && cache == nullptr && fused_causal_attention_applies(q))
+    return linear_product(fused_causal_attention(q, k, v, cos, sin, heads_, kv_heads_),
+                          o_proj->weight);
+  q = q.view({b, t, heads_, head_dim_}).transpose(1, 2);
+  k = k.view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
+  v = v.view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
   q = apply_rotary(q, cos, sin);
   k = apply_rotary(k, cos, sin);
   if (cache != nullptr) {
@@ -163,6 +177,10 @@ LlamaForCausalLM::LlamaForCausalLM(LlamaConfig c) : config_(std::move(c)) {
   if (!config_.tie_word_embeddings)
     lm_head = register_module("lm_head", linear(config_.hidden_size, config_.vocab_size));
   reset_parameters();
+}
+
+void LlamaForCausalLM::set_fused_attention(bool on) {
+  for (auto& layer : *model->layers) layer->as<LlamaBlockImpl>()->self_attn->fused = on;
 }
 
 void LlamaForCausalLM::reset_parameters() {

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "train/models/classifier.h"
@@ -39,6 +40,9 @@ class LlamaAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         KvCache* cache = nullptr, int64_t layer = 0);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  // false: the unfused path even where the fused CPU kernel applies (A/B timings, the planner's
+  // plain-attention probes).
+  bool fused = true;
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
@@ -87,6 +91,9 @@ class LlamaForCausalLM : public Classifier {
   // Recompute each block in the backward pass instead of keeping its activations.
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
   bool activation_checkpointing() const { return checkpointing_; }
+  // The CPU attention kernel (train/ops/causal_attention.h) where it applies, or always the
+  // unfused path (masked softmax, or scaled_dot_product_attention on libtorch 2.x).
+  void set_fused_attention(bool on);
   const LlamaConfig& config() const { return config_; }
   // Weights as Hugging Face initialises them: normal(0, 0.02) matrices, unit norm scales.
   void reset_parameters();
@@ -107,7 +114,11 @@ std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double t
                                                       int64_t length, torch::Device device);
 
 // True when this libtorch has at::scaled_dot_product_attention (2.x); 1.13 takes the masked
-// softmax path.
+// softmax path, or gpulab's fused kernel on the CPU (attention_path says which).
 bool has_fused_attention();
+
+// The attention a training step of this compute dtype runs on this device, in words (the
+// trainer's header line).
+std::string attention_path(torch::Device device, torch::ScalarType compute, bool fused_allowed);
 
 }  // namespace gpulab::train
