@@ -9,6 +9,7 @@
 #include "train/models/activation_checkpoint.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/ops/causal_attention.h"
+#include "train/ops/swiglu.h"
 #include "train/precision.h"
 #include "train/unit_hooks.h"
 
@@ -146,7 +147,7 @@ LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
   return linear_product(
-      torch::silu(linear_product(x, gate_proj->weight)) * linear_product(x, up_proj->weight),
+      swiglu(linear_product(x, gate_proj->weight), linear_product(x, up_proj->weight)),
       down_proj->weight);
 }
 

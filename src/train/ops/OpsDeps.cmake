@@ -1,4 +1,4 @@
-# Optional library of train/ops, included from src/train/CMakeLists.txt after gpulab_train exists:
+# Optional libraries of train/ops, included from src/train/CMakeLists.txt after gpulab_train exists:
 # oneDNN (Debian's libdnnl-dev: the same libdnnl.so.2 that Debian's libtorch links) lets the CPU
 # conv path write weight gradients straight into channels-last and run 1x1 / single-pixel convs as
 # sgemm (GPULAB_HAVE_DNNL, conv.cpp, conv_gemm.cpp).
@@ -13,4 +13,19 @@ if(GPULAB_DNNL_INCLUDE_DIR AND GPULAB_DNNL_LIBRARY)
   message(STATUS "gpulab ops: dnnl=TRUE (${GPULAB_DNNL_LIBRARY})")
 else()
   message(STATUS "gpulab ops: dnnl=FALSE (conv uses the plain libtorch path)")
+endif()
+
+# The fused attention kernel splits its (sequence, head) tasks with at::parallel_for, whose
+# OpenMP body only runs in parallel in a file compiled with -fopenmp (libtorch's backend);
+# inside a task, libtorch's products and the BLAS then run single-threaded. GCC only: libtorch
+# links GCC's libgomp, and a clang build would bring a second OpenMP runtime (the sanitizer tree
+# runs the kernel on one thread).
+find_package(OpenMP COMPONENTS CXX)
+if(OpenMP_CXX_FOUND AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/ops/causal_attention.cpp
+                              PROPERTIES COMPILE_OPTIONS "${OpenMP_CXX_FLAGS}"
+                                         SKIP_PRECOMPILE_HEADERS ON)
+  # The runtime only: the imported target would put -fopenmp on every file (and void the PCH).
+  target_link_libraries(gpulab_train PRIVATE ${OpenMP_CXX_LIBRARIES})
+  message(STATUS "gpulab ops: attention tasks in parallel (OpenMP ${OpenMP_CXX_VERSION})")
 endif()

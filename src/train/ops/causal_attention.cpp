@@ -148,10 +148,13 @@ void backward_task(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 // One task per (sequence, key/value head): a task owns its heads' output rows and its key and
 // value gradients, so no two tasks write the same memory and the result does not depend on the
 // thread count. Products inside a task run single-threaded (ATen and BLAS inside a parallel
-// region).
+// region: this file is compiled with OpenMP where libtorch uses it, see ops/OpsDeps.cmake).
 template <typename F>
 void for_each_task(const Shape& s, F&& fn) {
   at::parallel_for(0, s.batch * s.kv_heads, 1, [&](int64_t begin, int64_t end) {
+    // Worker threads start with autograd on (its mode is per thread): these products are not
+    // to be recorded.
+    torch::NoGradGuard no_grad;
     for (int64_t t = begin; t < end; ++t) fn(t / s.kv_heads, t % s.kv_heads);
   });
 }

@@ -1,0 +1,68 @@
+// The fused SwiGLU gate against libtorch's silu(gate) * up: outputs and both gradients in float32
+// (lengths that are not multiples of the vector width, large magnitudes, NaN kept), and the
+// fallback for other dtypes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "train/ops/swiglu.h"
+
+namespace gpulab::train {
+namespace {
+
+using torch::Tensor;
+
+double rel_diff(const Tensor& a, const Tensor& b) {
+  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
+          b.to(torch::kDouble).abs().max())
+      .item<double>();
+}
+
+struct Result {
+  Tensor out, dgate, dup;
+};
+
+Result run(const Tensor& gate, const Tensor& up, const Tensor& grad, bool fused) {
+  auto g = gate.detach().clone().requires_grad_(), u = up.detach().clone().requires_grad_();
+  auto out = fused ? swiglu(g, u) : torch::silu(g) * u;
+  out.backward(grad);
+  return {out.detach(), g.grad(), u.grad()};
+}
+
+TEST(SwiGlu, MatchesSiluTimesUp) {
+  for (int64_t n : {1, 7, 8, 4097, 3 * 2048 + 5}) {
+    torch::manual_seed(n);
+    auto gate = torch::randn({n}) * 6, up = torch::randn({n}), grad = torch::randn({n});
+    ASSERT_TRUE(fused_swiglu_applies(gate, up));
+    auto ours = run(gate, up, grad, true), theirs = run(gate, up, grad, false);
+    EXPECT_LE(rel_diff(ours.out, theirs.out), 1e-6) << n;
+    EXPECT_LE(rel_diff(ours.dgate, theirs.dgate), 1e-6) << n;
+    EXPECT_LE(rel_diff(ours.dup, theirs.dup), 1e-6) << n;
+  }
+}
+
+TEST(SwiGlu, ExtremesAndNaN) {
+  auto gate = torch::tensor({-1000.0f, -90.0f, -20.0f, 0.0f, 20.0f, 90.0f, 1000.0f, NAN, 1.0f});
+  auto up = torch::ones_like(gate), grad = torch::ones_like(gate);
+  auto ours = run(gate, up, grad, true), theirs = run(gate, up, grad, false);
+  for (int64_t i = 0; i < gate.numel(); ++i) {
+    const float o = ours.out[i].item<float>(), t = theirs.out[i].item<float>();
+    if (std::isnan(t)) {
+      EXPECT_TRUE(std::isnan(o)) << "element " << i;
+      EXPECT_TRUE(std::isnan(ours.dgate[i].item<float>())) << "element " << i;
+    } else {
+      EXPECT_NEAR(o, t, 1e-6 * std::max(1.0f, std::abs(t))) << "element " << i;
+      EXPECT_NEAR(ours.dgate[i].item<float>(), theirs.dgate[i].item<float>(), 1e-5)
+          << "element " << i;
+    }
+  }
+}
+
+TEST(SwiGlu, OtherDtypesTakeLibtorchOps) {
+  auto gate = torch::randn({5}, torch::kDouble), up = torch::randn({5}, torch::kDouble);
+  EXPECT_FALSE(fused_swiglu_applies(gate, up));
+  EXPECT_TRUE(torch::equal(swiglu(gate, up), torch::silu(gate) * up));
+}
+
+}  // namespace
+}  // namespace gpulab::train
