@@ -36,12 +36,16 @@ class FlatGroup {
   // The full flat buffer (its storage is every parameter's storage); empty while released.
   torch::Tensor& full() { return full_; }
   bool gathered() const { return gathered_; }
+  // Whether the buffer holds memory (gathered, or being gathered into).
+  bool allocated() const { return full_.storage().nbytes() > 0; }
 
   // Gives the buffer's memory back; the parameters keep their shapes but no data.
   void release();
   // Gives the buffer fresh (uninitialised) memory of the full size; fill it (all-gather) next.
   void allocate();
   void mark_gathered() { gathered_ = true; }
+  // The values are stale (the shards moved on) but the memory stays, to be all-gathered over.
+  void mark_stale() { gathered_ = false; }
 
   // The flat gradient in `dtype`: each parameter's .grad (zeros where none) at its offset.
   torch::Tensor flat_grad(torch::ScalarType dtype) const;

@@ -188,6 +188,7 @@ void ShardedModel::start_gather(size_t u) {
   if (!unit.gathering.empty() || unit.groups.front()->gathered()) return;
   for (auto& g : unit.groups)
     unit.gathering.push_back(dist::start_gather(*comm_, *g, what("all-gather", u)));
+  ++gathers_;
 }
 
 void ShardedModel::ensure_gathered(size_t u) {
@@ -197,7 +198,6 @@ void ShardedModel::ensure_gathered(size_t u) {
   for (size_t i = 0; i < unit.groups.size(); ++i)
     finish_gather(*comm_, *unit.groups[i], unit.gathering[i], what("all-gather", u));
   unit.gathering.clear();
-  ++gathers_;
 }
 
 void ShardedModel::release(size_t u) {
@@ -230,10 +230,8 @@ torch::Tensor ShardedModel::run(torch::nn::Module& module,
     units_[u].announced = true;
     order_.push_back(u);
   }
-  if (frees_units()) {
-    ensure_gathered(u);
-    prefetch_after(u, +1);
-  }
+  ensure_gathered(u);  // ZeRO-1/2: an all-gather after_step started may still run
+  if (frees_units()) prefetch_after(u, +1);
   lock.unlock();
   torch::Tensor out = forward();
   lock.lock();
@@ -360,15 +358,25 @@ void ShardedModel::after_step() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   for (auto& unit : units_)
     for (auto& g : unit.groups) g->shard().mutable_grad().reset();
-  std::vector<size_t> todo;
+  // Units the model runs through run() are waited for there, each just before its forward, so
+  // their all-gathers overlap the forward of the units before them; they are started in the
+  // order the model runs them. The rest (the root: embeddings, final norm, output) are needed
+  // first and waited for here. ZeRO-3 leaves its units freed until they run.
+  std::vector<size_t> now, later;
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (frees_units() && units_[u].announced) continue;
-    // The buffer still holds the old values: all-gather over them.
-    for (auto& g : units_[u].groups) g->release();
-    start_gather(u);
-    todo.push_back(u);
+    if (units_[u].announced) continue;
+    now.push_back(u);
   }
-  for (size_t u : todo) ensure_gathered(u);
+  if (!frees_units()) later = order_;
+  for (size_t u : now) restart_gather(u);
+  for (size_t u : later) restart_gather(u);
+  for (size_t u : now) ensure_gathered(u);
+}
+
+void ShardedModel::restart_gather(size_t u) {
+  // The buffer keeps its memory and the old values: the all-gather writes over them.
+  for (auto& g : units_[u].groups) g->mark_stale();
+  start_gather(u);
 }
 
 void ShardedModel::gather_all() {
@@ -439,7 +447,7 @@ ShardMemory ShardedModel::memory() const {
   ShardMemory m;
   for (const auto& unit : units_)
     for (const auto& g : unit.groups) {
-      if (g->gathered()) m.params_full += g->full_bytes();
+      if (g->allocated()) m.params_full += g->full_bytes();
       m.params_shard += g->shard_bytes();
       if (g->shard().grad().defined()) m.grads_shard += g->shard_bytes();
     }

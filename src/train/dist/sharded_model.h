@@ -132,6 +132,7 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   void finish_reduce(size_t u);
   void finalize();
   void start_gather(size_t u);
+  void restart_gather(size_t u);
   void ensure_gathered(size_t u);
   void release(size_t u);
   void prefetch_after(size_t u, int direction);

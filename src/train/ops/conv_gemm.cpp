@@ -2,12 +2,10 @@
 // gradient and the weight gradient each read and write the tensors' own layouts.
 #include "train/ops/conv_gemm.h"
 
-#if GPULAB_HAVE_DNNL
 #include <algorithm>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
+#include "train/ops/sgemm.h"
 
 namespace gpulab::train {
 
@@ -25,16 +23,6 @@ torch::Tensor gemm_conv2d(const torch::Tensor&, const torch::Tensor&,
 #else
 
 namespace {
-
-// Row-major C = op(A) op(B) (+ C when accumulate), all fp32. A failure is a bug in the shapes
-// computed here, never the caller's input.
-void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
-  const auto status =
-      dnnl::sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
-  TORCH_CHECK(status == dnnl::status::success, "oneDNN sgemm failed (", static_cast<int>(status),
-              ") for ", m, "x", n, "x", k);
-}
 
 // Sizes of one convolution, with the kernel taps that meet the input when the output is one
 // pixel: kernel rows [kh0, kh1) and columns [kw0, kw1) (input row kh - ph, column kw - pw).
@@ -85,15 +73,15 @@ torch::Tensor forward_product(const torch::Tensor& x, const torch::Tensor& w, co
   auto y = torch::empty({s.n, s.o, s.oh, s.ow}, x.options().memory_format(kCl));
   if (s.one_by_one()) {
     const auto xs = sampled_input(x, s, g);
-    gemm('N', 'T', s.n * s.oh * s.ow, s.o, s.c, cptr(xs), s.c, cptr(w), s.c, false, mptr(y), s.o);
+    sgemm('N', 'T', s.n * s.oh * s.ow, s.o, s.c, cptr(xs), s.c, cptr(w), s.c, false, mptr(y), s.o);
     return y;
   }
   // One output pixel: for each kernel row that meets the input, the taps [kw0, kw1) read one
   // contiguous run of input pixels and one contiguous run of the weight row.
   bool first = true;
   for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
-    gemm('N', 'T', s.n, s.o, s.run_len(), cptr(x) + s.x_run(kh), s.h * s.w * s.c,
-         cptr(w) + s.w_run(kh), s.kh * s.kw * s.c, !first, mptr(y), s.o);
+    sgemm('N', 'T', s.n, s.o, s.run_len(), cptr(x) + s.x_run(kh), s.h * s.w * s.c,
+          cptr(w) + s.w_run(kh), s.kh * s.kw * s.c, !first, mptr(y), s.o);
     first = false;
   }
   if (first) y.zero_();  // no tap meets the input: only padding is summed
@@ -105,7 +93,8 @@ torch::Tensor input_grad(const torch::Tensor& dy, const torch::Tensor& x, const 
   if (s.one_by_one()) {
     const bool strided = g.stride[0] != 1 || g.stride[1] != 1;
     auto dxs = torch::empty({s.n, s.c, s.oh, s.ow}, x.options().memory_format(kCl));
-    gemm('N', 'N', s.n * s.oh * s.ow, s.c, s.o, cptr(dy), s.o, cptr(w), s.c, false, mptr(dxs), s.c);
+    sgemm('N', 'N', s.n * s.oh * s.ow, s.c, s.o, cptr(dy), s.o, cptr(w), s.c, false, mptr(dxs),
+          s.c);
     if (!strided) return dxs;
     auto dx = torch::zeros_like(x, kCl);
     dx.slice(2, 0, s.h, g.stride[0]).slice(3, 0, s.w, g.stride[1]).copy_(dxs);
@@ -116,8 +105,8 @@ torch::Tensor input_grad(const torch::Tensor& dy, const torch::Tensor& x, const 
                           s.kw0 - g.padding[1] == 0 && s.kw1 - g.padding[1] == s.w;
   auto dx = covers_all ? torch::empty_like(x, kCl) : torch::zeros_like(x, kCl);
   for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
-    gemm('N', 'N', s.n, s.run_len(), s.o, cptr(dy), s.o, cptr(w) + s.w_run(kh), s.kh * s.kw * s.c,
-         false, mptr(dx) + s.x_run(kh), s.h * s.w * s.c);
+    sgemm('N', 'N', s.n, s.run_len(), s.o, cptr(dy), s.o, cptr(w) + s.w_run(kh), s.kh * s.kw * s.c,
+          false, mptr(dx) + s.x_run(kh), s.h * s.w * s.c);
   }
   return dx;
 }
@@ -128,14 +117,15 @@ torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const
   auto dw = torch::empty_like(w, torch::MemoryFormat::Preserve);
   if (s.one_by_one()) {
     const auto xs = sampled_input(x, s, g);
-    gemm('T', 'N', s.o, s.c, s.n * s.oh * s.ow, cptr(dy), s.o, cptr(xs), s.c, false, mptr(dw), s.c);
+    sgemm('T', 'N', s.o, s.c, s.n * s.oh * s.ow, cptr(dy), s.o, cptr(xs), s.c, false, mptr(dw),
+          s.c);
     return dw;
   }
   const bool all_taps = s.kh0 == 0 && s.kh1 == s.kh && s.kw0 == 0 && s.kw1 == s.kw;
   if (!all_taps) dw.zero_();  // taps that only meet padding get no gradient
   for (int64_t kh = s.kh0; kh < s.kh1 && s.kw0 < s.kw1; ++kh) {
-    gemm('T', 'N', s.o, s.run_len(), s.n, cptr(dy), s.o, cptr(x) + s.x_run(kh), s.h * s.w * s.c,
-         false, mptr(dw) + s.w_run(kh), s.kh * s.kw * s.c);
+    sgemm('T', 'N', s.o, s.run_len(), s.n, cptr(dy), s.o, cptr(x) + s.x_run(kh), s.h * s.w * s.c,
+          false, mptr(dw) + s.w_run(kh), s.kh * s.kw * s.c);
   }
   return dw;
 }
