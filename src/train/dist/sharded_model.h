@@ -104,7 +104,7 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   };
   std::vector<UnitInfo> layout() const;
   std::vector<FlatGroup*> groups();
-  // Times a unit was gathered / freed (tests check that ZeRO-3 really frees).
+  // All-gathers started / units freed (tests check one gather per step and that ZeRO-3 frees).
   int64_t gathers() const { return gathers_; }
   int64_t frees() const { return frees_; }
 

@@ -1,7 +1,8 @@
 // A bias-free linear layer (x @ w^T) in fp32 on the CPU through oneDNN's sgemm, whatever BLAS
-// libtorch links: on a Llama block's shapes it was 2-5 % faster than OpenBLAS on an AVX2 EPYC and
-// about 3x on an AVX-512 Xeon (docs/benchmarks.md, session 11); its weight gradient is written in
-// the weight's own layout (no transposed copy, no separate zeroing pass).
+// libtorch links: on a Llama block's shapes it was 2-5 % faster than OpenBLAS on an AVX2 EPYC, and
+// a llama-125m fp32 step took a third of the time on an AVX-512 Xeon (docs/benchmarks.md, session
+// 11); its weight gradient is written in the weight's own layout (no transposed copy, no
+// separate zeroing pass).
 #pragma once
 
 #include <torch/torch.h>
