@@ -1,6 +1,6 @@
 // The fused SwiGLU gate against libtorch's silu(gate) * up: outputs and both gradients in float32
-// (lengths that are not multiples of the vector width, large magnitudes, NaN kept), and the
-// fallback for other dtypes.
+// (lengths that are not multiples of the vector width, large magnitudes, NaN kept), bfloat16
+// operands, and the fallback for other dtypes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,6 +55,33 @@ TEST(SwiGlu, ExtremesAndNaN) {
       EXPECT_NEAR(ours.dgate[i].item<float>(), theirs.dgate[i].item<float>(), 1e-5)
           << "element " << i;
     }
+  }
+}
+
+// bfloat16 operands: float32 arithmetic rounded once, so exactly the float32 kernel's result on
+// the same values, rounded; vector tails and NaN included.
+TEST(SwiGlu, Bf16IsTheFloatKernelRounded) {
+  for (int64_t n : {5, 8, 4100}) {
+    torch::manual_seed(n);
+    auto gate = (torch::randn({n}) * 6).to(torch::kBFloat16);
+    auto up = torch::randn({n}).to(torch::kBFloat16);
+    auto grad = torch::randn({n}).to(torch::kBFloat16);
+    gate[n / 2] = NAN;
+    ASSERT_TRUE(fused_swiglu_applies(gate, up));
+    auto ours = run(gate, up, grad, true);
+    auto wide = run(gate.to(torch::kFloat), up.to(torch::kFloat), grad.to(torch::kFloat), true);
+    ASSERT_EQ(ours.out.scalar_type(), torch::kBFloat16);
+    auto same = [](const Tensor& a, const Tensor& b) {
+      return torch::allclose(a.to(torch::kFloat), b.to(torch::kFloat), 0.0, 0.0, true);
+    };
+    EXPECT_TRUE(same(ours.out, wide.out.to(torch::kBFloat16))) << n;
+    EXPECT_TRUE(same(ours.dgate, wide.dgate.to(torch::kBFloat16))) << n;
+    EXPECT_TRUE(same(ours.dup, wide.dup.to(torch::kBFloat16))) << n;
+    EXPECT_TRUE(std::isnan(ours.out[n / 2].item<float>()));
+    // And libtorch's bf16 ops (which round silu and the product separately) to bf16 precision.
+    auto theirs = run(gate, up, grad, false);
+    auto finite = ours.out.isfinite();
+    EXPECT_LE(rel_diff(ours.out.masked_select(finite), theirs.out.masked_select(finite)), 2e-2);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "train/models/activation_checkpoint.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/ops/causal_attention.h"
+#include "train/ops/rms_norm.h"
 #include "train/ops/swiglu.h"
 #include "train/precision.h"
 #include "train/unit_hooks.h"
@@ -91,6 +92,11 @@ RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  // Under CPU bf16 autocast the norm feeds only linear layers, which would each cast its output
+  // to bf16: the fused kernel rounds it once.
+  const auto result =
+      active_autocast(x.device()) == Precision::kBf16 ? torch::kBFloat16 : torch::kFloat;
+  if (fused_rms_norm_applies(x, weight, result)) return rms_norm(x, weight, eps_, result);
   // Normalised in float32 (or float64) whatever the input, then back to the input's dtype.
   auto xf = x.to(at_least_float(x.scalar_type()));
   auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps_);

@@ -1,13 +1,20 @@
 // Fused causal self-attention for the CPU (see causal_attention.h): one task per (sequence,
 // key/value head), each rotating its heads into small buffers and running the products and the
-// softmax on blocks of query rows against the keys they may see.
+// softmax on blocks of query rows against the keys they may see. float32 runs its products on
+// oneDNN's sgemm and its softmax in AVX2 lanes (raw buffers, no tensors inside a task); float64
+// (the numerics checks) on libtorch's ops; bfloat16 is widened to float32 around the kernel.
 #include "train/ops/causal_attention.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/version.h>
 
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "train/ops/avx2_lanes.h"
+#include "train/ops/sgemm.h"
 
 namespace gpulab::train {
 namespace {
@@ -145,6 +152,168 @@ void backward_task(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   head_rows(dv, b, g, s.dim).copy_(dv_rows);
 }
 
+// ---- float32 on sgemm: a task's buffers, rows of D floats at stride D unless named `ld`.
+
+// Softmax of one row of n scaled scores in place (the causal mask is the row's length: keys after
+// the query are not in it). The AVX2 form evaluates exp in lanes; both subtract the row maximum.
+void softmax_row_scalar(float* p, int64_t n, float scale) {
+  float top = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) top = std::max(top, p[j] * scale);
+  float total = 0.0f;
+  for (int64_t j = 0; j < n; ++j) total += (p[j] = std::exp(p[j] * scale - top));
+  const float inv = 1.0f / total;
+  for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+}
+
+#if defined(GPULAB_AVX2_LANES)
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* p, int64_t n, float scale) {
+  const int64_t n8 = n / 8 * 8;
+  const __m256 vs = _mm256_set1_ps(scale);
+  float top = -std::numeric_limits<float>::infinity();
+  __m256 vtop = _mm256_set1_ps(top);
+  for (int64_t j = 0; j < n8; j += 8)
+    vtop = _mm256_max_ps(vtop, _mm256_mul_ps(_mm256_loadu_ps(p + j), vs));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vtop);
+  for (float l : lanes) top = std::max(top, l);
+  for (int64_t j = n8; j < n; ++j) top = std::max(top, p[j] * scale);
+  const __m256 shift = _mm256_set1_ps(top);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n8; j += 8) {
+    const __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(p + j), vs, shift));
+    _mm256_storeu_ps(p + j, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float total = sum8(acc);
+  for (int64_t j = n8; j < n; ++j) total += (p[j] = std::exp(p[j] * scale - top));
+  const float inv = 1.0f / total;
+  const __m256 vinv = _mm256_set1_ps(inv);
+  for (int64_t j = 0; j < n8; j += 8)
+    _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), vinv));
+  for (int64_t j = n8; j < n; ++j) p[j] *= inv;
+}
+#endif
+
+void softmax_row(float* p, int64_t n, float scale) {
+#if defined(GPULAB_AVX2_LANES)
+  if (has_avx2_fma()) return softmax_row_avx2(p, n, scale);
+#endif
+  softmax_row_scalar(p, n, scale);
+}
+
+// The gradient of the scaled scores from that of the probabilities, one row in place:
+// dp = p (dp - sum(dp p)) scale.
+void softmax_backward_row_scalar(const float* p, float* dp, int64_t n, float scale) {
+  float dot = 0.0f;
+  for (int64_t j = 0; j < n; ++j) dot += dp[j] * p[j];
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - dot) * scale;
+}
+
+#if defined(GPULAB_AVX2_LANES)
+__attribute__((target("avx2,fma"))) void softmax_backward_row_avx2(const float* p, float* dp,
+                                                                   int64_t n, float scale) {
+  const int64_t n8 = n / 8 * 8;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n8; j += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(dp + j), _mm256_loadu_ps(p + j), acc);
+  float dot = sum8(acc);
+  for (int64_t j = n8; j < n; ++j) dot += dp[j] * p[j];
+  const __m256 vdot = _mm256_set1_ps(dot), vs = _mm256_set1_ps(scale);
+  for (int64_t j = 0; j < n8; j += 8) {
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(dp + j), vdot);
+    _mm256_storeu_ps(dp + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + j), d), vs));
+  }
+  for (int64_t j = n8; j < n; ++j) dp[j] = p[j] * (dp[j] - dot) * scale;
+}
+#endif
+
+void softmax_backward_row(const float* p, float* dp, int64_t n, float scale) {
+#if defined(GPULAB_AVX2_LANES)
+  if (has_avx2_fma()) return softmax_backward_row_avx2(p, dp, n, scale);
+#endif
+  softmax_backward_row_scalar(p, dp, n, scale);
+}
+
+// Probabilities of query rows first..first+rows-1 (block `rows` x `keys`, leading dimension keys)
+// against keys 0..first+rows-1; keys a query may not see get probability 0.
+void block_probabilities(const float* q_rot, const float* k_rot, int64_t first, int64_t rows,
+                         int64_t d, float scale, float* probs) {
+  const int64_t keys = first + rows;
+  sgemm('N', 'T', rows, keys, d, q_rot + first * d, d, k_rot, d, false, probs, keys);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* p = probs + r * keys;
+    softmax_row(p, first + r + 1, scale);
+    std::fill(p + first + r + 1, p + keys, 0.0f);
+  }
+}
+
+void rotate_rows(const float* x, int64_t ld, const Tensor& cos, const Tensor& sin, const Shape& s,
+                 float* out) {
+  rotate<float>(x, ld, cos.data_ptr<float>(), sin.data_ptr<float>(), s.length, s.dim, out);
+}
+
+// Pointer to row 0 of head `head` of sequence b in a B x T x (H * D) tensor (rows at stride H * D).
+float* head_start(const Tensor& x, int64_t b, int64_t head, int64_t dim) {
+  return x.data_ptr<float>() + b * x.stride(0) + head * dim;
+}
+
+void forward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
+                        const Tensor& sin, const Shape& s, int64_t b, int64_t g, Tensor& out) {
+  const int64_t d = s.dim, t = s.length;
+  const float scale = static_cast<float>(s.scale());
+  std::vector<float> k_rot(t * d), q_rot(t * d), probs(kRowBlock * t);
+  rotate_rows(head_start(k, b, g, d), k.stride(1), cos, sin, s, k_rot.data());
+  const float* v_rows = head_start(v, b, g, d);
+  for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
+    rotate_rows(head_start(q, b, h, d), q.stride(1), cos, sin, s, q_rot.data());
+    float* o = head_start(out, b, h, d);
+    for (int64_t first = 0; first < t; first += kRowBlock) {
+      const int64_t rows = std::min(kRowBlock, t - first), keys = first + rows;
+      block_probabilities(q_rot.data(), k_rot.data(), first, rows, d, scale, probs.data());
+      sgemm('N', 'N', rows, d, keys, probs.data(), keys, v_rows, v.stride(1), false,
+            o + first * out.stride(1), out.stride(1));
+    }
+  }
+}
+
+void backward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
+                         const Tensor& sin, const Tensor& grad, const Shape& s, int64_t b,
+                         int64_t g, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const int64_t d = s.dim, t = s.length;
+  const float scale = static_cast<float>(s.scale());
+  std::vector<float> k_rot(t * d), q_rot(t * d), dq_rot(t * d), dk_rot(t * d, 0.0f);
+  std::vector<float> probs(kRowBlock * t), dprobs(kRowBlock * t);
+  rotate_rows(head_start(k, b, g, d), k.stride(1), cos, sin, s, k_rot.data());
+  const float* v_rows = head_start(v, b, g, d);
+  const int64_t ld_v = v.stride(1), ld_go = grad.stride(1);
+  float* dv_rows = head_start(dv, b, g, d);
+  for (int64_t r = 0; r < t; ++r) std::fill(dv_rows + r * ld_v, dv_rows + r * ld_v + d, 0.0f);
+  for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
+    rotate_rows(head_start(q, b, h, d), q.stride(1), cos, sin, s, q_rot.data());
+    const float* go = head_start(grad, b, h, d);
+    for (int64_t first = 0; first < t; first += kRowBlock) {
+      const int64_t rows = std::min(kRowBlock, t - first), keys = first + rows;
+      block_probabilities(q_rot.data(), k_rot.data(), first, rows, d, scale, probs.data());
+      const float* go_block = go + first * ld_go;
+      // dv += P^T dO; dP = dO V^T
+      sgemm('T', 'N', keys, d, rows, probs.data(), keys, go_block, ld_go, true, dv_rows, ld_v);
+      sgemm('N', 'T', rows, keys, d, go_block, ld_go, v_rows, ld_v, false, dprobs.data(), keys);
+      // dS = P (dP - rowsum(dP P)) scale, in place in dprobs.
+      for (int64_t r = 0; r < rows; ++r)
+        softmax_backward_row(probs.data() + r * keys, dprobs.data() + r * keys, keys, scale);
+      // dQ_block = dS K; dK += dS^T Q_block
+      sgemm('N', 'N', rows, d, keys, dprobs.data(), keys, k_rot.data(), d, false,
+            dq_rot.data() + first * d, d);
+      sgemm('T', 'N', keys, d, rows, dprobs.data(), keys, q_rot.data() + first * d, d, true,
+            dk_rot.data(), d);
+    }
+    rotate_back<float>(dq_rot.data(), cos.data_ptr<float>(), sin.data_ptr<float>(), t, d,
+                       head_start(dq, b, h, d), dq.stride(1));
+  }
+  rotate_back<float>(dk_rot.data(), cos.data_ptr<float>(), sin.data_ptr<float>(), t, d,
+                     head_start(dk, b, g, d), dk.stride(1));
+}
+
 // One task per (sequence, key/value head): a task owns its heads' output rows and its key and
 // value gradients, so no two tasks write the same memory and the result does not depend on the
 // thread count. Products inside a task run single-threaded (ATen and BLAS inside a parallel
@@ -167,6 +336,11 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
     ctx->saved_data["kv_heads"] = kv_heads;
     const Shape s{q.size(0), q.size(1), q.size(2) / heads, heads, kv_heads};
     auto out = at::empty_like(q);
+    if (q.scalar_type() == torch::kFloat && have_sgemm()) {
+      for_each_task(
+          s, [&](int64_t b, int64_t g) { forward_task_sgemm(q, k, v, cos, sin, s, b, g, out); });
+      return out;
+    }
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_causal_attention", [&] {
       for_each_task(s, [&](int64_t b, int64_t g) {
         forward_task<scalar_t>(q, k, v, cos, sin, s, b, g, out);
@@ -183,6 +357,12 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
                   ctx->saved_data["kv_heads"].toInt()};
     auto grad = grads[0].contiguous();
     auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+    if (q.scalar_type() == torch::kFloat && have_sgemm()) {
+      for_each_task(s, [&](int64_t b, int64_t g) {
+        backward_task_sgemm(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
+      });
+      return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor()};
+    }
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_causal_attention_backward", [&] {
       for_each_task(s, [&](int64_t b, int64_t g) {
         backward_task<scalar_t>(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
@@ -197,7 +377,7 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
 bool fused_causal_attention_applies(const torch::Tensor& q) {
   const auto t = q.scalar_type();
   return TORCH_VERSION_MAJOR < 2 && q.device().is_cpu() &&
-         (t == torch::kFloat || t == torch::kDouble);
+         (t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16);
 }
 
 torch::Tensor fused_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -212,6 +392,13 @@ torch::Tensor fused_causal_attention(const torch::Tensor& q, const torch::Tensor
       dim % 2 == 0 && cos.sizes() == sin.sizes() && cos.size(0) == q.size(1) && cos.size(1) == dim,
       "fused_causal_attention: rotary tables must be T x D with D even");
   auto f32 = [](const Tensor& t) { return t.to(torch::kFloat).contiguous(); };
+  if (q.scalar_type() == torch::kBFloat16) {
+    // bf16 projections (autocast): the kernel runs in float32, the result returns in bf16 (the
+    // output projection's dtype). Autocast must not turn the widened operands back into bf16.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+    return CausalAttention::apply(f32(q), f32(k), f32(v), f32(cos), f32(sin), heads, kv_heads)
+        .to(torch::kBFloat16);
+  }
   return CausalAttention::apply(q.contiguous(), k.to(q.scalar_type()).contiguous(),
                                 v.to(q.scalar_type()).contiguous(), f32(cos), f32(sin), heads,
                                 kv_heads);

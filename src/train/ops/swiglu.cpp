@@ -1,15 +1,12 @@
-// Fused SwiGLU gate for float32 on the CPU (see swiglu.h): each element read and written once per
-// pass, the exponential evaluated in AVX2 where the CPU has it, chunks split between threads.
+// Fused SwiGLU gate for float32 and bfloat16 on the CPU (see swiglu.h): each element read and
+// written once per pass, arithmetic in float32, the exponential evaluated in AVX2 where the CPU
+// has it, chunks split between threads.
 #include "train/ops/swiglu.h"
 
 #include <algorithm>
 #include <cmath>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define GPULAB_SWIGLU_X86 1
-#endif
-
+#include "train/ops/avx2_lanes.h"
 #include "train/parallel_chunks.h"
 
 namespace gpulab::train {
@@ -23,75 +20,55 @@ inline float sigmoid(float g) {
   return 1.0f / (1.0f + std::exp(-g));
 }
 
-void forward_scalar(const float* g, const float* u, float* h, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) h[i] = g[i] * sigmoid(g[i]) * u[i];
-}
-
-void backward_scalar(const float* dh, const float* g, const float* u, float* dg, float* du,
-                     int64_t n) {
+template <typename T>
+void forward_scalar(const T* g, const T* u, T* h, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float s = sigmoid(g[i]);
-    du[i] = dh[i] * (g[i] * s);
-    dg[i] = dh[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+    const float gi = static_cast<float>(g[i]);
+    h[i] = static_cast<T>(gi * sigmoid(gi) * static_cast<float>(u[i]));
   }
 }
 
-#if defined(GPULAB_SWIGLU_X86)
-// exp(x) as Cephes' expf: x = n ln2 + r, a degree-5 polynomial for exp(r), 2^n from the exponent
-// bits; within 2 ulp on [-88.37, 88.37], clamped outside, NaN kept (max/min return their second
-// operand when one is NaN).
-__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f),
-                    _mm256_max_ps(_mm256_set1_ps(-88.3762626647949f), x));
-  __m256 n = _mm256_floor_ps(
-      _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  for (float c :
-       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(c));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+template <typename T>
+void backward_scalar(const T* dh, const T* g, const T* u, T* dg, T* du, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = static_cast<float>(g[i]), d = static_cast<float>(dh[i]);
+    const float s = sigmoid(gi);
+    du[i] = static_cast<T>(d * (gi * s));
+    dg[i] = static_cast<T>(d * static_cast<float>(u[i]) * s * (1.0f + gi * (1.0f - s)));
+  }
 }
 
+#if defined(GPULAB_AVX2_LANES)
 __attribute__((target("avx2,fma"))) inline __m256 sigmoid8(__m256 g) {
   const __m256 one = _mm256_set1_ps(1.0f);
   return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
 }
 
-__attribute__((target("avx2,fma"))) void forward_avx2(const float* g, const float* u, float* h,
-                                                      int64_t n) {
+template <typename T>
+__attribute__((target("avx2,fma"))) void forward_avx2(const T* g, const T* u, T* h, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 vg = _mm256_loadu_ps(g + i);
-    _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_mul_ps(vg, sigmoid8(vg)), _mm256_loadu_ps(u + i)));
+    const __m256 vg = load8(g + i);
+    store8(h + i, _mm256_mul_ps(_mm256_mul_ps(vg, sigmoid8(vg)), load8(u + i)));
   }
   forward_scalar(g + i, u + i, h + i, n - i);
 }
 
-__attribute__((target("avx2,fma"))) void backward_avx2(const float* dh, const float* g,
-                                                       const float* u, float* dg, float* du,
-                                                       int64_t n) {
+template <typename T>
+__attribute__((target("avx2,fma"))) void backward_avx2(const T* dh, const T* g, const T* u, T* dg,
+                                                       T* du, int64_t n) {
   const __m256 one = _mm256_set1_ps(1.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 vg = _mm256_loadu_ps(g + i), vd = _mm256_loadu_ps(dh + i);
+    const __m256 vg = load8(g + i), vd = load8(dh + i);
     const __m256 s = sigmoid8(vg);
-    _mm256_storeu_ps(du + i, _mm256_mul_ps(vd, _mm256_mul_ps(vg, s)));
+    store8(du + i, _mm256_mul_ps(vd, _mm256_mul_ps(vg, s)));
     const __m256 slope = _mm256_fmadd_ps(vg, _mm256_sub_ps(one, s), one);  // 1 + g (1 - s)
-    _mm256_storeu_ps(
-        dg + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(vd, _mm256_loadu_ps(u + i)), s), slope));
+    store8(dg + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(vd, load8(u + i)), s), slope));
   }
   backward_scalar(dh + i, g + i, u + i, dg + i, du + i, n - i);
 }
 
-bool has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
 #endif
 
 // Runs fn(begin, count) over [0, n) in one contiguous range per thread (cache-line multiples).
@@ -110,13 +87,16 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
                         const Tensor& up) {
     ctx->save_for_backward({gate, up});
     auto h = at::empty_like(gate);
-    const float *g = gate.data_ptr<float>(), *u = up.data_ptr<float>();
-    float* out = h.data_ptr<float>();
-    split(gate.numel(), [&](int64_t b, int64_t n) {
-#if defined(GPULAB_SWIGLU_X86)
-      if (has_avx2()) return forward_avx2(g + b, u + b, out + b, n);
+    float_or_bf16(gate.scalar_type(), [&](auto tag) {
+      using scalar_t = decltype(tag);
+      const auto *g = gate.data_ptr<scalar_t>(), *u = up.data_ptr<scalar_t>();
+      auto* out = h.data_ptr<scalar_t>();
+      split(gate.numel(), [&](int64_t b, int64_t n) {
+#if defined(GPULAB_AVX2_LANES)
+        if (has_avx2_fma()) return forward_avx2(g + b, u + b, out + b, n);
 #endif
-      forward_scalar(g + b, u + b, out + b, n);
+        forward_scalar(g + b, u + b, out + b, n);
+      });
     });
     return h;
   }
@@ -124,16 +104,20 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    auto grad = grads[0].contiguous();
+    // The incoming gradient in the operands' dtype (autograd may hand another one).
+    auto grad = grads[0].to(saved[0].scalar_type()).contiguous();
     auto dgate = at::empty_like(saved[0]), dup = at::empty_like(saved[1]);
-    const float *dh = grad.data_ptr<float>(), *g = saved[0].data_ptr<float>(),
-                *u = saved[1].data_ptr<float>();
-    float *dg = dgate.data_ptr<float>(), *du = dup.data_ptr<float>();
-    split(grad.numel(), [&](int64_t b, int64_t n) {
-#if defined(GPULAB_SWIGLU_X86)
-      if (has_avx2()) return backward_avx2(dh + b, g + b, u + b, dg + b, du + b, n);
+    float_or_bf16(grad.scalar_type(), [&](auto tag) {
+      using scalar_t = decltype(tag);
+      const auto *dh = grad.data_ptr<scalar_t>(), *g = saved[0].data_ptr<scalar_t>(),
+                 *u = saved[1].data_ptr<scalar_t>();
+      auto *dg = dgate.data_ptr<scalar_t>(), *du = dup.data_ptr<scalar_t>();
+      split(grad.numel(), [&](int64_t b, int64_t n) {
+#if defined(GPULAB_AVX2_LANES)
+        if (has_avx2_fma()) return backward_avx2(dh + b, g + b, u + b, dg + b, du + b, n);
 #endif
-      backward_scalar(dh + b, g + b, u + b, dg + b, du + b, n);
+        backward_scalar(dh + b, g + b, u + b, dg + b, du + b, n);
+      });
     });
     return {dgate, dup};
   }
@@ -142,8 +126,9 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
 }  // namespace
 
 bool fused_swiglu_applies(const torch::Tensor& gate, const torch::Tensor& up) {
-  return gate.device().is_cpu() && gate.scalar_type() == torch::kFloat &&
-         up.scalar_type() == torch::kFloat && gate.sizes() == up.sizes();
+  const auto t = gate.scalar_type();
+  return gate.device().is_cpu() && (t == torch::kFloat || t == torch::kBFloat16) &&
+         up.scalar_type() == t && gate.sizes() == up.sizes();
 }
 
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
