@@ -9,7 +9,8 @@ export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build test demo bench soak format format-check tidy clean sanitize fuzz web
+.PHONY: all deps configure build test demo bench soak format format-check function-size tidy clean \
+  sanitize fuzz web
 
 all: build
 
@@ -68,6 +69,10 @@ format:
 
 format-check:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
+
+# No function over 100 lines in src/ and apps/ (flag tables excepted, marked NOLINTBEGIN).
+function-size:
+	@bash scripts/check-function-size.sh
 
 # clang cannot read GCC's precompiled headers: tidy uses its own configure-only tree without them.
 # Debian 12's clang 14 cannot parse libtorch 1.13's headers in C++20 (c10::IValue), so the

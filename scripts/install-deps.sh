@@ -12,6 +12,8 @@ fi
 PKGS=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git clang-format clang-tidy
+  # function extents for the size check (scripts/check-function-size.sh, make function-size)
+  universal-ctags
   # clang with its sanitizer and libFuzzer runtimes (make sanitize, make fuzz)
   clang libclang-rt-14-dev
   # tensors, collectives (libgloo-dev: headers ProcessGroupGloo needs; libdnnl-dev: the oneDNN

@@ -1,18 +1,18 @@
 // Fused causal self-attention for the CPU (see causal_attention.h): one task per (sequence,
 // key/value head), each rotating its heads into small buffers and running the products and the
-// softmax on blocks of query rows against the keys they may see. float32 runs its products on
-// oneDNN's sgemm and its softmax in AVX2 lanes (raw buffers, no tensors inside a task); float64
-// (the numerics checks) on libtorch's ops; bfloat16 is widened to float32 around the kernel.
+// softmax on blocks of query rows against the keys they may see. float32 and bfloat16 run in
+// float32 buffers on oneDNN's sgemm and the row kernels of attention_rows.h (no tensors inside a
+// task); float64 (the numerics checks) on libtorch's ops.
 #include "train/ops/causal_attention.h"
 
 #include <ATen/Parallel.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/version.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "train/ops/attention_rows.h"
 #include "train/ops/avx2_lanes.h"
 #include "train/ops/sgemm.h"
 
@@ -152,87 +152,9 @@ void backward_task(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   head_rows(dv, b, g, s.dim).copy_(dv_rows);
 }
 
-// ---- float32 on sgemm: a task's buffers, rows of D floats at stride D unless named `ld`.
-
-// Softmax of one row of n scaled scores in place (the causal mask is the row's length: keys after
-// the query are not in it). The AVX2 form evaluates exp in lanes; both subtract the row maximum.
-void softmax_row_scalar(float* p, int64_t n, float scale) {
-  float top = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) top = std::max(top, p[j] * scale);
-  float total = 0.0f;
-  for (int64_t j = 0; j < n; ++j) total += (p[j] = std::exp(p[j] * scale - top));
-  const float inv = 1.0f / total;
-  for (int64_t j = 0; j < n; ++j) p[j] *= inv;
-}
-
-#if defined(GPULAB_AVX2_LANES)
-__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* p, int64_t n, float scale) {
-  const int64_t n8 = n / 8 * 8;
-  const __m256 vs = _mm256_set1_ps(scale);
-  float top = -std::numeric_limits<float>::infinity();
-  __m256 vtop = _mm256_set1_ps(top);
-  for (int64_t j = 0; j < n8; j += 8)
-    vtop = _mm256_max_ps(vtop, _mm256_mul_ps(_mm256_loadu_ps(p + j), vs));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, vtop);
-  for (float l : lanes) top = std::max(top, l);
-  for (int64_t j = n8; j < n; ++j) top = std::max(top, p[j] * scale);
-  const __m256 shift = _mm256_set1_ps(top);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n8; j += 8) {
-    const __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(p + j), vs, shift));
-    _mm256_storeu_ps(p + j, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  float total = sum8(acc);
-  for (int64_t j = n8; j < n; ++j) total += (p[j] = std::exp(p[j] * scale - top));
-  const float inv = 1.0f / total;
-  const __m256 vinv = _mm256_set1_ps(inv);
-  for (int64_t j = 0; j < n8; j += 8)
-    _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), vinv));
-  for (int64_t j = n8; j < n; ++j) p[j] *= inv;
-}
-#endif
-
-void softmax_row(float* p, int64_t n, float scale) {
-#if defined(GPULAB_AVX2_LANES)
-  if (has_avx2_fma()) return softmax_row_avx2(p, n, scale);
-#endif
-  softmax_row_scalar(p, n, scale);
-}
-
-// The gradient of the scaled scores from that of the probabilities, one row in place:
-// dp = p (dp - sum(dp p)) scale.
-void softmax_backward_row_scalar(const float* p, float* dp, int64_t n, float scale) {
-  float dot = 0.0f;
-  for (int64_t j = 0; j < n; ++j) dot += dp[j] * p[j];
-  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - dot) * scale;
-}
-
-#if defined(GPULAB_AVX2_LANES)
-__attribute__((target("avx2,fma"))) void softmax_backward_row_avx2(const float* p, float* dp,
-                                                                   int64_t n, float scale) {
-  const int64_t n8 = n / 8 * 8;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n8; j += 8)
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(dp + j), _mm256_loadu_ps(p + j), acc);
-  float dot = sum8(acc);
-  for (int64_t j = n8; j < n; ++j) dot += dp[j] * p[j];
-  const __m256 vdot = _mm256_set1_ps(dot), vs = _mm256_set1_ps(scale);
-  for (int64_t j = 0; j < n8; j += 8) {
-    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(dp + j), vdot);
-    _mm256_storeu_ps(dp + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + j), d), vs));
-  }
-  for (int64_t j = n8; j < n; ++j) dp[j] = p[j] * (dp[j] - dot) * scale;
-}
-#endif
-
-void softmax_backward_row(const float* p, float* dp, int64_t n, float scale) {
-#if defined(GPULAB_AVX2_LANES)
-  if (has_avx2_fma()) return softmax_backward_row_avx2(p, dp, n, scale);
-#endif
-  softmax_backward_row_scalar(p, dp, n, scale);
-}
+// ---- float32 and bfloat16 on sgemm: each task works in float32 buffers of rows of D (dense
+// unless an `ld` says otherwise); bfloat16 is converted on the way in and rounded once on the
+// way out.
 
 // Probabilities of query rows first..first+rows-1 (block `rows` x `keys`, leading dimension keys)
 // against keys 0..first+rows-1; keys a query may not see get probability 0.
@@ -247,57 +169,55 @@ void block_probabilities(const float* q_rot, const float* k_rot, int64_t first, 
   }
 }
 
-void rotate_rows(const float* x, int64_t ld, const Tensor& cos, const Tensor& sin, const Shape& s,
-                 float* out) {
-  rotate<float>(x, ld, cos.data_ptr<float>(), sin.data_ptr<float>(), s.length, s.dim, out);
+// Row 0 of head `head` of sequence b in a B x T x (H * D) tensor (rows at stride H * D).
+template <typename In>
+In* head_start(const Tensor& x, int64_t b, int64_t head, int64_t dim) {
+  return x.data_ptr<In>() + b * x.stride(0) + head * dim;
 }
 
-// Pointer to row 0 of head `head` of sequence b in a B x T x (H * D) tensor (rows at stride H * D).
-float* head_start(const Tensor& x, int64_t b, int64_t head, int64_t dim) {
-  return x.data_ptr<float>() + b * x.stride(0) + head * dim;
-}
-
+template <typename In>
 void forward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
                         const Tensor& sin, const Shape& s, int64_t b, int64_t g, Tensor& out) {
   const int64_t d = s.dim, t = s.length;
   const float scale = static_cast<float>(s.scale());
-  std::vector<float> k_rot(t * d), q_rot(t * d), probs(kRowBlock * t);
-  rotate_rows(head_start(k, b, g, d), k.stride(1), cos, sin, s, k_rot.data());
-  const float* v_rows = head_start(v, b, g, d);
+  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
+  std::vector<float> k_rot(t * d), q_rot(t * d), v_rows(t * d), o(t * d), probs(kRowBlock * t);
+  rotate_rows(head_start<In>(k, b, g, d), k.stride(1), c, sn, t, d, k_rot.data());
+  load_rows(head_start<In>(v, b, g, d), v.stride(1), t, d, v_rows.data());
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-    rotate_rows(head_start(q, b, h, d), q.stride(1), cos, sin, s, q_rot.data());
-    float* o = head_start(out, b, h, d);
+    rotate_rows(head_start<In>(q, b, h, d), q.stride(1), c, sn, t, d, q_rot.data());
     for (int64_t first = 0; first < t; first += kRowBlock) {
       const int64_t rows = std::min(kRowBlock, t - first), keys = first + rows;
       block_probabilities(q_rot.data(), k_rot.data(), first, rows, d, scale, probs.data());
-      sgemm('N', 'N', rows, d, keys, probs.data(), keys, v_rows, v.stride(1), false,
-            o + first * out.stride(1), out.stride(1));
+      sgemm('N', 'N', rows, d, keys, probs.data(), keys, v_rows.data(), d, false,
+            o.data() + first * d, d);
     }
+    store_rows(o.data(), t, d, head_start<In>(out, b, h, d), out.stride(1));
   }
 }
 
+template <typename In>
 void backward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
                          const Tensor& sin, const Tensor& grad, const Shape& s, int64_t b,
                          int64_t g, Tensor& dq, Tensor& dk, Tensor& dv) {
   const int64_t d = s.dim, t = s.length;
   const float scale = static_cast<float>(s.scale());
-  std::vector<float> k_rot(t * d), q_rot(t * d), dq_rot(t * d), dk_rot(t * d, 0.0f);
+  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
+  std::vector<float> k_rot(t * d), q_rot(t * d), v_rows(t * d), go(t * d), dq_rot(t * d);
+  std::vector<float> dk_rot(t * d, 0.0f), dv_rows(t * d, 0.0f);
   std::vector<float> probs(kRowBlock * t), dprobs(kRowBlock * t);
-  rotate_rows(head_start(k, b, g, d), k.stride(1), cos, sin, s, k_rot.data());
-  const float* v_rows = head_start(v, b, g, d);
-  const int64_t ld_v = v.stride(1), ld_go = grad.stride(1);
-  float* dv_rows = head_start(dv, b, g, d);
-  for (int64_t r = 0; r < t; ++r) std::fill(dv_rows + r * ld_v, dv_rows + r * ld_v + d, 0.0f);
+  rotate_rows(head_start<In>(k, b, g, d), k.stride(1), c, sn, t, d, k_rot.data());
+  load_rows(head_start<In>(v, b, g, d), v.stride(1), t, d, v_rows.data());
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-    rotate_rows(head_start(q, b, h, d), q.stride(1), cos, sin, s, q_rot.data());
-    const float* go = head_start(grad, b, h, d);
+    rotate_rows(head_start<In>(q, b, h, d), q.stride(1), c, sn, t, d, q_rot.data());
+    load_rows(head_start<In>(grad, b, h, d), grad.stride(1), t, d, go.data());
     for (int64_t first = 0; first < t; first += kRowBlock) {
       const int64_t rows = std::min(kRowBlock, t - first), keys = first + rows;
       block_probabilities(q_rot.data(), k_rot.data(), first, rows, d, scale, probs.data());
-      const float* go_block = go + first * ld_go;
-      // dv += P^T dO; dP = dO V^T
-      sgemm('T', 'N', keys, d, rows, probs.data(), keys, go_block, ld_go, true, dv_rows, ld_v);
-      sgemm('N', 'T', rows, keys, d, go_block, ld_go, v_rows, ld_v, false, dprobs.data(), keys);
+      const float* go_block = go.data() + first * d;
+      // dV += P^T dO; dP = dO V^T
+      sgemm('T', 'N', keys, d, rows, probs.data(), keys, go_block, d, true, dv_rows.data(), d);
+      sgemm('N', 'T', rows, keys, d, go_block, d, v_rows.data(), d, false, dprobs.data(), keys);
       // dS = P (dP - rowsum(dP P)) scale, in place in dprobs.
       for (int64_t r = 0; r < rows; ++r)
         softmax_backward_row(probs.data() + r * keys, dprobs.data() + r * keys, keys, scale);
@@ -307,11 +227,16 @@ void backward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, cons
       sgemm('T', 'N', keys, d, rows, dprobs.data(), keys, q_rot.data() + first * d, d, true,
             dk_rot.data(), d);
     }
-    rotate_back<float>(dq_rot.data(), cos.data_ptr<float>(), sin.data_ptr<float>(), t, d,
-                       head_start(dq, b, h, d), dq.stride(1));
+    rotate_rows_back(dq_rot.data(), c, sn, t, d, head_start<In>(dq, b, h, d), dq.stride(1));
   }
-  rotate_back<float>(dk_rot.data(), cos.data_ptr<float>(), sin.data_ptr<float>(), t, d,
-                     head_start(dk, b, g, d), dk.stride(1));
+  rotate_rows_back(dk_rot.data(), c, sn, t, d, head_start<In>(dk, b, g, d), dk.stride(1));
+  store_rows(dv_rows.data(), t, d, head_start<In>(dv, b, g, d), dv.stride(1));
+}
+
+// float32 and bfloat16 where the build has oneDNN's sgemm; float64 (and float32 without it) on
+// libtorch's ops.
+bool runs_on_sgemm(const Tensor& q) {
+  return have_sgemm() && (q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kBFloat16);
 }
 
 // One task per (sequence, key/value head): a task owns its heads' output rows and its key and
@@ -336,9 +261,13 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
     ctx->saved_data["kv_heads"] = kv_heads;
     const Shape s{q.size(0), q.size(1), q.size(2) / heads, heads, kv_heads};
     auto out = at::empty_like(q);
-    if (q.scalar_type() == torch::kFloat && have_sgemm()) {
-      for_each_task(
-          s, [&](int64_t b, int64_t g) { forward_task_sgemm(q, k, v, cos, sin, s, b, g, out); });
+    if (runs_on_sgemm(q)) {
+      float_or_bf16(q.scalar_type(), [&](auto tag) {
+        using In = decltype(tag);
+        for_each_task(s, [&](int64_t b, int64_t g) {
+          forward_task_sgemm<In>(q, k, v, cos, sin, s, b, g, out);
+        });
+      });
       return out;
     }
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_causal_attention", [&] {
@@ -355,11 +284,14 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
     const int64_t heads = ctx->saved_data["heads"].toInt();
     const Shape s{q.size(0), q.size(1), q.size(2) / heads, heads,
                   ctx->saved_data["kv_heads"].toInt()};
-    auto grad = grads[0].contiguous();
+    auto grad = grads[0].to(q.scalar_type()).contiguous();
     auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
-    if (q.scalar_type() == torch::kFloat && have_sgemm()) {
-      for_each_task(s, [&](int64_t b, int64_t g) {
-        backward_task_sgemm(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
+    if (runs_on_sgemm(q)) {
+      float_or_bf16(q.scalar_type(), [&](auto tag) {
+        using In = decltype(tag);
+        for_each_task(s, [&](int64_t b, int64_t g) {
+          backward_task_sgemm<In>(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
+        });
       });
       return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor()};
     }
@@ -377,7 +309,7 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
 bool fused_causal_attention_applies(const torch::Tensor& q) {
   const auto t = q.scalar_type();
   return TORCH_VERSION_MAJOR < 2 && q.device().is_cpu() &&
-         (t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16);
+         (t == torch::kFloat || t == torch::kDouble || (t == torch::kBFloat16 && have_sgemm()));
 }
 
 torch::Tensor fused_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -392,13 +324,6 @@ torch::Tensor fused_causal_attention(const torch::Tensor& q, const torch::Tensor
       dim % 2 == 0 && cos.sizes() == sin.sizes() && cos.size(0) == q.size(1) && cos.size(1) == dim,
       "fused_causal_attention: rotary tables must be T x D with D even");
   auto f32 = [](const Tensor& t) { return t.to(torch::kFloat).contiguous(); };
-  if (q.scalar_type() == torch::kBFloat16) {
-    // bf16 projections (autocast): the kernel runs in float32, the result returns in bf16 (the
-    // output projection's dtype). Autocast must not turn the widened operands back into bf16.
-    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-    return CausalAttention::apply(f32(q), f32(k), f32(v), f32(cos), f32(sin), heads, kv_heads)
-        .to(torch::kBFloat16);
-  }
   return CausalAttention::apply(q.contiguous(), k.to(q.scalar_type()).contiguous(),
                                 v.to(q.scalar_type()).contiguous(), f32(cos), f32(sin), heads,
                                 kv_heads);
