@@ -97,10 +97,7 @@ std::string serialize_state(const TrainState& s, torch::nn::Module& model,
                {"seed", s.seed},
                {"world_size", s.world_size},
                {"data_order", {{"sampler", "shuffle"}, {"seed_of_epoch", "seed + epoch"}}},
-               {"scaler",
-                {{"scale", s.scaler.scale},
-                 {"good_steps", s.scaler.good_steps},
-                 {"skipped", s.scaler.skipped}}},
+               {"scaler", scaler_json(s.scaler)},
                {"history", s.history},
                {"options", s.options}};
   root.write("meta", c10::IValue(meta.dump()));
@@ -146,6 +143,14 @@ Result<std::string> read_verified(const CheckpointInfo& ckpt) {
 }
 
 }  // namespace
+
+Json scaler_json(const LossScaler::State& s) {
+  return {{"scale", s.scale}, {"good_steps", s.good_steps}, {"skipped", s.skipped}};
+}
+
+LossScaler::State scaler_from_json(const Json& j) {
+  return {j.value("scale", 1.0), j.value("good_steps", int64_t{0}), j.value("skipped", int64_t{0})};
+}
 
 CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& s, torch::nn::Module& model,
                                const torch::optim::Optimizer& opt, int keep) {
@@ -256,9 +261,7 @@ Result<TrainState> load_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module
     s.batches_done = meta.value("batches_done", int64_t{0});
     s.seed = meta.at("seed").get<int64_t>();
     s.world_size = meta.value("world_size", int64_t{1});
-    const auto& sc = meta.at("scaler");
-    s.scaler = {sc.at("scale").get<double>(), sc.at("good_steps").get<int64_t>(),
-                sc.at("skipped").get<int64_t>()};
+    s.scaler = scaler_from_json(meta.at("scaler"));
     s.history = meta.value("history", Json::array());
     s.options = meta.value("options", Json::object());
   } catch (const Exception& e) {

@@ -34,6 +34,11 @@ struct TrainState {
   Json options = Json::object();  // the run's options, for the record
 };
 
+// The loss scaler's state as both checkpoint layouts (one file, sharded) store it:
+// {"scale", "good_steps", "skipped"}; a missing field reads as a fresh scaler's.
+Json scaler_json(const LossScaler::State& s);
+LossScaler::State scaler_from_json(const Json& j);
+
 struct CheckpointInfo {
   fs::path file;      // ckpt-eNNNN-sNNNNNNNN.pt
   fs::path manifest;  // same name, .json

@@ -247,10 +247,7 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
                 {"shard", shard_stage_name(sharded.stage())},
                 {"shards", shards},
                 {"groups", layout_json(model, sharded)},
-                {"scaler",
-                 {{"scale", s.scaler.scale},
-                  {"good_steps", s.scaler.good_steps},
-                  {"skipped", s.scaler.skipped}}},
+                {"scaler", scaler_json(s.scaler)},
                 {"history", s.history},
                 {"options", s.options}};
   if (auto st = write_file_atomic(info.manifest, index.dump(2) + "\n"); !st)
@@ -325,9 +322,7 @@ Result<TrainState> load_sharded_checkpoint(const CheckpointInfo& ckpt, torch::nn
   s.step = index.value("step", int64_t{0});
   s.seed = index.value("seed", int64_t{0});
   s.world_size = index.value("world_size", int64_t{1});
-  const auto& sc = index["scaler"];
-  s.scaler = {sc.value("scale", 1.0), sc.value("good_steps", int64_t{0}),
-              sc.value("skipped", int64_t{0})};
+  s.scaler = scaler_from_json(index.value("scaler", Json::object()));
   s.history = index.value("history", Json::array());
   s.options = index.value("options", Json::object());
   return s;

@@ -78,7 +78,28 @@ void init_mobilenet(torch::nn::Module& model) {
   init_weights(model, ConvInit::kKaimingFanOutRelu, LinearInit::kNormal001);
 }
 
-class MobileNetV2 : public Classifier {
+// Both versions: features, global average pooling, then the classifier head.
+class PooledClassifier : public Classifier {
+ public:
+  torch::Tensor forward(torch::Tensor x) override {
+    x = torch::adaptive_avg_pool2d(features_->forward(x), {1, 1}).flatten(1);
+    return classifier_->forward(x);
+  }
+
+ protected:
+  // Registered in this order (torchvision's parameter names and order), then initialised.
+  void set_parts(Seq features, Seq classifier) {
+    features_ = register_module("features", features);
+    classifier_ = register_module("classifier", classifier);
+    init_mobilenet(*this);
+  }
+
+ private:
+  Seq features_{nullptr};
+  Seq classifier_{nullptr};
+};
+
+class MobileNetV2 : public PooledClassifier {
  public:
   explicit MobileNetV2(const ModelOptions& opts) {
     struct Row {
@@ -97,24 +118,13 @@ class MobileNetV2 : public Classifier {
       }
     }
     features->push_back(conv_bn(in, last_channel, 1, 1, 1, Act::kReLU6, BnSettings{}));
-    features_ = register_module("features", features);
     double dropout = opts.dropout >= 0 ? opts.dropout : 0.2;
-    classifier_ = register_module(
-        "classifier",
-        Seq(torch::nn::Dropout(dropout), torch::nn::Linear(last_channel, opts.num_classes)));
-    init_mobilenet(*this);
+    set_parts(features,
+              Seq(torch::nn::Dropout(dropout), torch::nn::Linear(last_channel, opts.num_classes)));
   }
-  torch::Tensor forward(torch::Tensor x) override {
-    x = torch::adaptive_avg_pool2d(features_->forward(x), {1, 1}).flatten(1);
-    return classifier_->forward(x);
-  }
-
- private:
-  Seq features_{nullptr};
-  Seq classifier_{nullptr};
 };
 
-class MobileNetV3 : public Classifier {
+class MobileNetV3 : public PooledClassifier {
  public:
   MobileNetV3(const std::vector<V3Block>& blocks, int64_t last_channel, const ModelOptions& opts) {
     // torchvision's V3 BatchNorm settings (from the TensorFlow reference).
@@ -125,22 +135,11 @@ class MobileNetV3 : public Classifier {
     int64_t last_in = blocks.back().out;
     int64_t last_out = 6 * last_in;
     features->push_back(conv_bn(last_in, last_out, 1, 1, 1, Act::kHardswish, bn));
-    features_ = register_module("features", features);
     double dropout = opts.dropout >= 0 ? opts.dropout : 0.2;
-    classifier_ =
-        register_module("classifier", Seq(torch::nn::Linear(last_out, last_channel),
-                                          Activation(Act::kHardswish), torch::nn::Dropout(dropout),
-                                          torch::nn::Linear(last_channel, opts.num_classes)));
-    init_mobilenet(*this);
+    set_parts(features,
+              Seq(torch::nn::Linear(last_out, last_channel), Activation(Act::kHardswish),
+                  torch::nn::Dropout(dropout), torch::nn::Linear(last_channel, opts.num_classes)));
   }
-  torch::Tensor forward(torch::Tensor x) override {
-    x = torch::adaptive_avg_pool2d(features_->forward(x), {1, 1}).flatten(1);
-    return classifier_->forward(x);
-  }
-
- private:
-  Seq features_{nullptr};
-  Seq classifier_{nullptr};
 };
 
 // Rows: in, kernel, expanded, out, SE, hardswish, stride.

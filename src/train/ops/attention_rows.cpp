@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "train/ops/avx2_lanes.h"
 
@@ -26,23 +27,25 @@ void softmax_backward_row_scalar(const float* p, float* dp, int64_t n, float sca
   for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - dot) * scale;
 }
 
-// Elements [from, half) of one row's rotation and of its transpose.
+// Elements [from, half) of one row's rotation and of its transpose, in Wide<T>.
 template <typename In>
 void rotate_scalar(const In* x, const float* c, const float* s, int64_t from, int64_t half,
-                   float* o) {
+                   Wide<In>* o) {
+  using W = Wide<In>;
   for (int64_t i = from; i < half; ++i) {
-    const float a = static_cast<float>(x[i]), b = static_cast<float>(x[i + half]);
-    o[i] = a * c[i] - b * s[i];
-    o[i + half] = b * c[i + half] + a * s[i + half];
+    const W a = static_cast<W>(x[i]), b = static_cast<W>(x[i + half]);
+    o[i] = a * W(c[i]) - b * W(s[i]);
+    o[i + half] = b * W(c[i + half]) + a * W(s[i + half]);
   }
 }
 
 template <typename Out>
-void rotate_back_scalar(const float* g, const float* c, const float* s, int64_t from, int64_t half,
-                        Out* o) {
+void rotate_back_scalar(const Wide<Out>* g, const float* c, const float* s, int64_t from,
+                        int64_t half, Out* o) {
+  using W = Wide<Out>;
   for (int64_t i = from; i < half; ++i) {
-    o[i] = static_cast<Out>(g[i] * c[i] + g[i + half] * s[i + half]);
-    o[i + half] = static_cast<Out>(g[i + half] * c[i + half] - g[i] * s[i]);
+    o[i] = static_cast<Out>(g[i] * W(c[i]) + g[i + half] * W(s[i + half]));
+    o[i + half] = static_cast<Out>(g[i + half] * W(c[i + half]) - g[i] * W(s[i]));
   }
 }
 
@@ -142,6 +145,10 @@ bool vector_lanes() {
 #endif
 }
 
+// The lanes hold float32: float and bfloat16 elements take them, double does not.
+template <typename T>
+constexpr bool kLaneType = !std::is_same_v<T, double>;
+
 }  // namespace
 
 void softmax_row(float* p, int64_t n, float scale) {
@@ -160,13 +167,15 @@ void softmax_backward_row(const float* p, float* dp, int64_t n, float scale) {
 
 template <typename In>
 void rotate_rows(const In* x, int64_t ld, const float* cos, const float* sin, int64_t rows,
-                 int64_t d, float* out) {
+                 int64_t d, Wide<In>* out) {
   const int64_t half = d / 2;
   for (int64_t r = 0; r < rows; ++r) {
 #if defined(GPULAB_AVX2_LANES)
-    if (vector_lanes()) {
-      rotate_avx2(x + r * ld, cos + r * d, sin + r * d, half, out + r * d);
-      continue;
+    if constexpr (kLaneType<In>) {
+      if (vector_lanes()) {
+        rotate_avx2(x + r * ld, cos + r * d, sin + r * d, half, out + r * d);
+        continue;
+      }
     }
 #endif
     rotate_scalar(x + r * ld, cos + r * d, sin + r * d, 0, half, out + r * d);
@@ -174,14 +183,16 @@ void rotate_rows(const In* x, int64_t ld, const float* cos, const float* sin, in
 }
 
 template <typename Out>
-void rotate_rows_back(const float* g, const float* cos, const float* sin, int64_t rows, int64_t d,
-                      Out* dx, int64_t ld) {
+void rotate_rows_back(const Wide<Out>* g, const float* cos, const float* sin, int64_t rows,
+                      int64_t d, Out* dx, int64_t ld) {
   const int64_t half = d / 2;
   for (int64_t r = 0; r < rows; ++r) {
 #if defined(GPULAB_AVX2_LANES)
-    if (vector_lanes()) {
-      rotate_back_avx2(g + r * d, cos + r * d, sin + r * d, half, dx + r * ld);
-      continue;
+    if constexpr (kLaneType<Out>) {
+      if (vector_lanes()) {
+        rotate_back_avx2(g + r * d, cos + r * d, sin + r * d, half, dx + r * ld);
+        continue;
+      }
     }
 #endif
     rotate_back_scalar(g + r * d, cos + r * d, sin + r * d, 0, half, dx + r * ld);
@@ -222,6 +233,10 @@ template void rotate_rows_back(const float*, const float*, const float*, int64_t
                                int64_t);
 template void rotate_rows_back(const float*, const float*, const float*, int64_t, int64_t,
                                c10::BFloat16*, int64_t);
+template void rotate_rows(const double*, int64_t, const float*, const float*, int64_t, int64_t,
+                          double*);
+template void rotate_rows_back(const double*, const float*, const float*, int64_t, int64_t, double*,
+                               int64_t);
 template void load_rows(const float*, int64_t, int64_t, int64_t, float*);
 template void load_rows(const c10::BFloat16*, int64_t, int64_t, int64_t, float*);
 template void store_rows(const float*, int64_t, int64_t, float*, int64_t);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace gpulab::train {
 
@@ -14,18 +15,23 @@ void softmax_row(float* p, int64_t n, float scale);
 // dp = p (dp - sum(dp p)) scale.
 void softmax_backward_row(const float* p, float* dp, int64_t n, float scale);
 
+// What the rotary kernels compute in for elements of type T: double for double (the numerics
+// checks), float for float and c10::BFloat16.
+template <typename T>
+using Wide = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 // Hugging Face's rotary layout, x * cos + rotate_half(x) * sin with rotate_half([a, b]) = [-b, a],
-// for `rows` rows of d elements of x at stride ld (In: float or c10::BFloat16) into out
-// (rows x d floats); cos and sin are rows x d.
+// for `rows` rows of d elements of x at stride ld (In: float, c10::BFloat16 or double) into out
+// (rows x d, dense); cos and sin are rows x d floats.
 template <typename In>
 void rotate_rows(const In* x, int64_t ld, const float* cos, const float* sin, int64_t rows,
-                 int64_t d, float* out);
+                 int64_t d, Wide<In>* out);
 
-// The transpose of rotate_rows: the gradient of x from that of rot(x) (g, rows x d floats) into
-// rows of dx at stride ld (Out: float or c10::BFloat16, rounded once).
+// The transpose of rotate_rows: the gradient of x from that of rot(x) (g, rows x d, dense) into
+// rows of dx at stride ld (Out: float, c10::BFloat16, rounded once, or double).
 template <typename Out>
-void rotate_rows_back(const float* g, const float* cos, const float* sin, int64_t rows, int64_t d,
-                      Out* dx, int64_t ld);
+void rotate_rows_back(const Wide<Out>* g, const float* cos, const float* sin, int64_t rows,
+                      int64_t d, Out* dx, int64_t ld);
 
 // rows x d elements at stride ld to and from a dense float buffer.
 template <typename In>

@@ -33,41 +33,6 @@ struct Shape {
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(dim)); }
 };
 
-// Hugging Face's rotary layout as the unfused path computes it, x * cos + rotate_half(x) * sin
-// with rotate_half([a, b]) = [-b, a], for `rows` rows of D at stride ld, into `out` (rows x D).
-template <typename T>
-void rotate(const T* x, int64_t ld, const float* cos, const float* sin, int64_t rows, int64_t d,
-            T* out) {
-  const int64_t half = d / 2;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * ld;
-    const float* c = cos + r * d;
-    const float* s = sin + r * d;
-    T* o = out + r * d;
-    for (int64_t i = 0; i < half; ++i) {
-      o[i] = xr[i] * T(c[i]) + (-xr[i + half]) * T(s[i]);
-      o[i + half] = xr[i + half] * T(c[i + half]) + xr[i] * T(s[i + half]);
-    }
-  }
-}
-
-// The transpose of rotate: the gradient of x from the gradient of rot(x), into rows at stride ld.
-template <typename T>
-void rotate_back(const T* g, const float* cos, const float* sin, int64_t rows, int64_t d, T* dx,
-                 int64_t ld) {
-  const int64_t half = d / 2;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* gr = g + r * d;
-    const float* c = cos + r * d;
-    const float* s = sin + r * d;
-    T* o = dx + r * ld;
-    for (int64_t i = 0; i < half; ++i) {
-      o[i] = gr[i] * T(c[i]) + gr[i + half] * T(s[i + half]);
-      o[i + half] = gr[i + half] * T(c[i + half]) - gr[i] * T(s[i]);
-    }
-  }
-}
-
 // Scores of query rows first..first+rows-1 against keys 0..first+rows-1, scaled and masked (key j
 // hidden from query i when j > i), and their softmax.
 Tensor block_probabilities(const Tensor& q_rot, const Tensor& k_rot, int64_t first, int64_t rows,
@@ -94,8 +59,8 @@ Tensor rotated(const Tensor& x, int64_t b, int64_t head, const Shape& s, const T
                const Tensor& sin) {
   auto rows = head_rows(x, b, head, s.dim);
   auto out = at::empty({s.length, s.dim}, x.options());
-  rotate<T>(rows.data_ptr<T>(), rows.stride(0), cos.data_ptr<float>(), sin.data_ptr<float>(),
-            s.length, s.dim, out.data_ptr<T>());
+  rotate_rows(rows.data_ptr<T>(), rows.stride(0), cos.data_ptr<float>(), sin.data_ptr<float>(),
+              s.length, s.dim, out.data_ptr<T>());
   return out;
 }
 
@@ -143,12 +108,12 @@ void backward_task(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
       dk_block.addmm_(dscores.t(), q_rot.narrow(0, first, rows));
     }
     auto dq_rows = head_rows(dq, b, h, s.dim);
-    rotate_back<T>(dq_rot.data_ptr<T>(), cos.data_ptr<float>(), sin.data_ptr<float>(), s.length,
-                   s.dim, dq_rows.data_ptr<T>(), dq_rows.stride(0));
+    rotate_rows_back(dq_rot.data_ptr<T>(), cos.data_ptr<float>(), sin.data_ptr<float>(), s.length,
+                     s.dim, dq_rows.data_ptr<T>(), dq_rows.stride(0));
   }
   auto dk_rows = head_rows(dk, b, g, s.dim);
-  rotate_back<T>(dk_rot.data_ptr<T>(), cos.data_ptr<float>(), sin.data_ptr<float>(), s.length,
-                 s.dim, dk_rows.data_ptr<T>(), dk_rows.stride(0));
+  rotate_rows_back(dk_rot.data_ptr<T>(), cos.data_ptr<float>(), sin.data_ptr<float>(), s.length,
+                   s.dim, dk_rows.data_ptr<T>(), dk_rows.stride(0));
   head_rows(dv, b, g, s.dim).copy_(dv_rows);
 }
 
