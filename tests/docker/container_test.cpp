@@ -16,15 +16,7 @@ namespace {
 
 using testing::kBusyboxImage;
 using testing::unique_name;
-
-// Removes the container at the end of a test, whatever happened.
-struct Cleanup {
-  const Client& client;
-  std::string id;
-  ~Cleanup() {
-    if (!id.empty()) (void)client.remove_container(id, /*force=*/true);
-  }
-};
+using Cleanup = testing::ContainerCleanup;
 
 CreateSpec sleeper(const std::string& name) {
   CreateSpec s;

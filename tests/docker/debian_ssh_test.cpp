@@ -29,11 +29,7 @@ TEST(DebianSshImage, SshLoginWithPassword) {
   s.ports = {{22, "tcp", 0, "127.0.0.1"}};
   auto id = client.create_container(s);
   ASSERT_TRUE(id.ok()) << id.error().to_string();
-  struct Cleanup {
-    const Client& c;
-    std::string id;
-    ~Cleanup() { (void)c.remove_container(id, true); }
-  } guard{client, *id};
+  testing::ContainerCleanup guard{client, *id};
   ASSERT_TRUE(client.start_container(*id).ok());
   auto info = client.inspect_container(*id);
   ASSERT_TRUE(info.ok());

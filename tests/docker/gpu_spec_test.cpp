@@ -10,12 +10,7 @@ namespace {
 
 using testing::kBusyboxImage;
 using testing::unique_name;
-
-struct Cleanup {
-  const Client& client;
-  std::string id;
-  ~Cleanup() { (void)client.remove_container(id, true); }
-};
+using Cleanup = testing::ContainerCleanup;
 
 TEST(GpuSpec, NvidiaDeviceRequestWithoutToolkitIsUnavailable) {
   GPULAB_REQUIRE_DOCKER(client);

@@ -15,14 +15,7 @@ namespace {
 
 using testing::kBusyboxImage;
 using testing::unique_name;
-
-struct Cleanup {
-  const Client& client;
-  std::string id;
-  ~Cleanup() {
-    if (!id.empty()) (void)client.remove_container(id, true);
-  }
-};
+using Cleanup = testing::ContainerCleanup;
 
 // GET / over plain TCP; the whole answer, or "" if the connection failed.
 std::string http_get(const std::string& ip, int port) {

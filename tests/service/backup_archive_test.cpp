@@ -7,19 +7,12 @@
 
 #include "service/backup_archive.h"
 #include "service/crypto.h"
+#include "support/temp_dir.h"
 
 namespace gpulab::service {
 namespace {
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("gpulab-backup-" + std::to_string(::getpid()) + "-" + random_secret(6));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using gpulab::testing::TempDir;
 
 std::string write_backup(const std::filesystem::path& dir, const std::string& payload) {
   std::string path = (dir / "backup_t.tar").string();

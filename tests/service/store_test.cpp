@@ -8,19 +8,12 @@
 #include "service/auth.h"
 #include "service/crypto.h"
 #include "service/store.h"
+#include "support/temp_dir.h"
 
 namespace gpulab::service {
 namespace {
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("gpulab-store-" + std::to_string(::getpid()) + "-" + random_secret(6));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using gpulab::testing::TempDir;
 
 ContainerRecord rec(const std::string& name) {
   ContainerRecord r;

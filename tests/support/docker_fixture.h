@@ -54,6 +54,15 @@ Status ensure_debian_ssh_image(const docker::Client& client);
 // Path of the cached Debian rootfs tar (building it if needed).
 Result<std::filesystem::path> debian_ssh_rootfs_tar();
 
+// Force-removes a container when the test leaves its scope, whatever happened (an empty id: none).
+struct ContainerCleanup {
+  const docker::Client& client;
+  std::string id;
+  ~ContainerCleanup() {
+    if (!id.empty()) (void)client.remove_container(id, /*force=*/true);
+  }
+};
+
 // A unique, valid container/image name for a test: "gpulab-t-<prefix>-<pid>-<n>".
 std::string unique_name(const std::string& prefix);
 

@@ -11,22 +11,13 @@
 #include <vector>
 
 #include "core/subprocess.h"
+#include "support/temp_dir.h"
 
 namespace gpulab::train::testing {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gpulab-data-XXXXXX").string();
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using gpulab::testing::TempDir;
 
 inline fs::path fixture(const std::string& name) {
   return fs::path(GPULAB_SOURCE_DIR) / "tests" / "fixtures" / "data" / name;

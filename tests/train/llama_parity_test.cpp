@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/subprocess.h"
+#include "support/temp_dir.h"
 #include "train/models/llama.h"
 #include "train/torchvision_python.h"
 #include "train/weights/safetensors.h"
@@ -20,14 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::torch_python;
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("gpulab_llama_" + tag + "_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using gpulab::testing::TempDir;
 
 double relative_diff(const torch::Tensor& ours, const torch::Tensor& ref) {
   const double scale = ref.abs().max().item<double>();

@@ -11,6 +11,7 @@
 
 #include "core/json.h"
 #include "core/subprocess.h"
+#include "support/temp_dir.h"
 #include "train/models/layers.h"
 #include "train/models/registry.h"
 #include "train/torchvision_python.h"
@@ -34,15 +35,8 @@ std::string reference_script() {
   GTEST_SKIP() << "python3 with torchvision and numpy is not installed (Debian: " \
                   "python3-torchvision); set GPULAB_PYTHON to one that has them"
 
-// A scratch folder removed at the end of the test (weights files reach 1.2 GB for vit_l_16).
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("gpulab_parity_" + tag + "_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+// Scratch folders are removed at the end of each test (weights files reach 1.2 GB for vit_l_16).
+using gpulab::testing::TempDir;
 
 void run_reference(const std::vector<std::string>& args, std::string* out = nullptr) {
   std::vector<std::string> argv = {python(), reference_script()};
