@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -134,6 +135,16 @@ void block_probabilities(const float* q_rot, const float* k_rot, int64_t first, 
   }
 }
 
+// A task's float buffer number `slot`, at least n long, kept per thread between calls: tasks run
+// on libtorch's long-lived threads, so the hot path neither allocates (large blocks would be
+// mapped and faulted in afresh each time) nor zero-fills what it overwrites anyway.
+float* scratch(size_t slot, int64_t n) {
+  thread_local std::array<std::vector<float>, 9> buffers;
+  auto& b = buffers.at(slot);
+  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
 // Row 0 of head `head` of sequence b in a B x T x (H * D) tensor (rows at stride H * D).
 template <typename In>
 In* head_start(const Tensor& x, int64_t b, int64_t head, int64_t dim) {
@@ -146,18 +157,18 @@ void forward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const
   const int64_t d = s.dim, t = s.length;
   const float scale = static_cast<float>(s.scale());
   const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
-  std::vector<float> k_rot(t * d), q_rot(t * d), v_rows(t * d), o(t * d), probs(kRowBlock * t);
-  rotate_rows(head_start<In>(k, b, g, d), k.stride(1), c, sn, t, d, k_rot.data());
-  load_rows(head_start<In>(v, b, g, d), v.stride(1), t, d, v_rows.data());
+  float *k_rot = scratch(0, t * d), *q_rot = scratch(1, t * d), *v_rows = scratch(2, t * d);
+  float *o = scratch(3, t * d), *probs = scratch(4, kRowBlock * t);
+  rotate_rows(head_start<In>(k, b, g, d), k.stride(1), c, sn, t, d, k_rot);
+  load_rows(head_start<In>(v, b, g, d), v.stride(1), t, d, v_rows);
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-    rotate_rows(head_start<In>(q, b, h, d), q.stride(1), c, sn, t, d, q_rot.data());
+    rotate_rows(head_start<In>(q, b, h, d), q.stride(1), c, sn, t, d, q_rot);
     for (int64_t first = 0; first < t; first += kRowBlock) {
       const int64_t rows = std::min(kRowBlock, t - first), keys = first + rows;
-      block_probabilities(q_rot.data(), k_rot.data(), first, rows, d, scale, probs.data());
-      sgemm('N', 'N', rows, d, keys, probs.data(), keys, v_rows.data(), d, false,
-            o.data() + first * d, d);
+      block_probabilities(q_rot, k_rot, first, rows, d, scale, probs);
+      sgemm('N', 'N', rows, d, keys, probs, keys, v_rows, d, false, o + first * d, d);
     }
-    store_rows(o.data(), t, d, head_start<In>(out, b, h, d), out.stride(1));
+    store_rows(o, t, d, head_start<In>(out, b, h, d), out.stride(1));
   }
 }
 
@@ -168,34 +179,35 @@ void backward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, cons
   const int64_t d = s.dim, t = s.length;
   const float scale = static_cast<float>(s.scale());
   const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
-  std::vector<float> k_rot(t * d), q_rot(t * d), v_rows(t * d), go(t * d), dq_rot(t * d);
-  std::vector<float> dk_rot(t * d, 0.0f), dv_rows(t * d, 0.0f);
-  std::vector<float> probs(kRowBlock * t), dprobs(kRowBlock * t);
-  rotate_rows(head_start<In>(k, b, g, d), k.stride(1), c, sn, t, d, k_rot.data());
-  load_rows(head_start<In>(v, b, g, d), v.stride(1), t, d, v_rows.data());
+  float *k_rot = scratch(0, t * d), *q_rot = scratch(1, t * d), *v_rows = scratch(2, t * d);
+  float *go = scratch(3, t * d), *dq_rot = scratch(4, t * d), *dk_rot = scratch(5, t * d);
+  float *dv_rows = scratch(6, t * d), *probs = scratch(7, kRowBlock * t);
+  float* dprobs = scratch(8, kRowBlock * t);
+  std::fill(dk_rot, dk_rot + t * d, 0.0f);  // the two accumulated over the group's heads
+  std::fill(dv_rows, dv_rows + t * d, 0.0f);
+  rotate_rows(head_start<In>(k, b, g, d), k.stride(1), c, sn, t, d, k_rot);
+  load_rows(head_start<In>(v, b, g, d), v.stride(1), t, d, v_rows);
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-    rotate_rows(head_start<In>(q, b, h, d), q.stride(1), c, sn, t, d, q_rot.data());
-    load_rows(head_start<In>(grad, b, h, d), grad.stride(1), t, d, go.data());
+    rotate_rows(head_start<In>(q, b, h, d), q.stride(1), c, sn, t, d, q_rot);
+    load_rows(head_start<In>(grad, b, h, d), grad.stride(1), t, d, go);
     for (int64_t first = 0; first < t; first += kRowBlock) {
       const int64_t rows = std::min(kRowBlock, t - first), keys = first + rows;
-      block_probabilities(q_rot.data(), k_rot.data(), first, rows, d, scale, probs.data());
-      const float* go_block = go.data() + first * d;
+      block_probabilities(q_rot, k_rot, first, rows, d, scale, probs);
+      const float* go_block = go + first * d;
       // dV += P^T dO; dP = dO V^T
-      sgemm('T', 'N', keys, d, rows, probs.data(), keys, go_block, d, true, dv_rows.data(), d);
-      sgemm('N', 'T', rows, keys, d, go_block, d, v_rows.data(), d, false, dprobs.data(), keys);
+      sgemm('T', 'N', keys, d, rows, probs, keys, go_block, d, true, dv_rows, d);
+      sgemm('N', 'T', rows, keys, d, go_block, d, v_rows, d, false, dprobs, keys);
       // dS = P (dP - rowsum(dP P)) scale, in place in dprobs.
       for (int64_t r = 0; r < rows; ++r)
-        softmax_backward_row(probs.data() + r * keys, dprobs.data() + r * keys, keys, scale);
+        softmax_backward_row(probs + r * keys, dprobs + r * keys, keys, scale);
       // dQ_block = dS K; dK += dS^T Q_block
-      sgemm('N', 'N', rows, d, keys, dprobs.data(), keys, k_rot.data(), d, false,
-            dq_rot.data() + first * d, d);
-      sgemm('T', 'N', keys, d, rows, dprobs.data(), keys, q_rot.data() + first * d, d, true,
-            dk_rot.data(), d);
+      sgemm('N', 'N', rows, d, keys, dprobs, keys, k_rot, d, false, dq_rot + first * d, d);
+      sgemm('T', 'N', keys, d, rows, dprobs, keys, q_rot + first * d, d, true, dk_rot, d);
     }
-    rotate_rows_back(dq_rot.data(), c, sn, t, d, head_start<In>(dq, b, h, d), dq.stride(1));
+    rotate_rows_back(dq_rot, c, sn, t, d, head_start<In>(dq, b, h, d), dq.stride(1));
   }
-  rotate_rows_back(dk_rot.data(), c, sn, t, d, head_start<In>(dk, b, g, d), dk.stride(1));
-  store_rows(dv_rows.data(), t, d, head_start<In>(dv, b, g, d), dv.stride(1));
+  rotate_rows_back(dk_rot, c, sn, t, d, head_start<In>(dk, b, g, d), dk.stride(1));
+  store_rows(dv_rows, t, d, head_start<In>(dv, b, g, d), dv.stride(1));
 }
 
 // float32 and bfloat16 where the build has oneDNN's sgemm; float64 (and float32 without it) on
@@ -218,6 +230,22 @@ void for_each_task(const Shape& s, F&& fn) {
   });
 }
 
+// Every task, on the path q's dtype takes: on_sgemm(tag, b, g) for float32 and bfloat16 where the
+// build has oneDNN, else on_ops(tag, b, g) on libtorch's ops (float64; float32 without oneDNN);
+// tag is a value of the element type.
+template <typename Sgemm, typename Ops>
+void run_tasks(const Tensor& q, const Shape& s, const Sgemm& on_sgemm, const Ops& on_ops) {
+  if (runs_on_sgemm(q)) {
+    float_or_bf16(q.scalar_type(), [&](auto tag) {
+      for_each_task(s, [&](int64_t b, int64_t g) { on_sgemm(tag, b, g); });
+    });
+    return;
+  }
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_causal_attention", [&] {
+    for_each_task(s, [&](int64_t b, int64_t g) { on_ops(scalar_t{}, b, g); });
+  });
+}
+
 struct CausalAttention : torch::autograd::Function<CausalAttention> {
   static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& cos, const Tensor& sin, int64_t heads, int64_t kv_heads) {
@@ -226,20 +254,16 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
     ctx->saved_data["kv_heads"] = kv_heads;
     const Shape s{q.size(0), q.size(1), q.size(2) / heads, heads, kv_heads};
     auto out = at::empty_like(q);
-    if (runs_on_sgemm(q)) {
-      float_or_bf16(q.scalar_type(), [&](auto tag) {
-        using In = decltype(tag);
-        for_each_task(s, [&](int64_t b, int64_t g) {
+    run_tasks(
+        q, s,
+        [&](auto tag, int64_t b, int64_t g) {
+          using In = decltype(tag);
           forward_task_sgemm<In>(q, k, v, cos, sin, s, b, g, out);
+        },
+        [&](auto tag, int64_t b, int64_t g) {
+          using T = decltype(tag);
+          forward_task<T>(q, k, v, cos, sin, s, b, g, out);
         });
-      });
-      return out;
-    }
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_causal_attention", [&] {
-      for_each_task(s, [&](int64_t b, int64_t g) {
-        forward_task<scalar_t>(q, k, v, cos, sin, s, b, g, out);
-      });
-    });
     return out;
   }
 
@@ -251,20 +275,16 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
                   ctx->saved_data["kv_heads"].toInt()};
     auto grad = grads[0].to(q.scalar_type()).contiguous();
     auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
-    if (runs_on_sgemm(q)) {
-      float_or_bf16(q.scalar_type(), [&](auto tag) {
-        using In = decltype(tag);
-        for_each_task(s, [&](int64_t b, int64_t g) {
+    run_tasks(
+        q, s,
+        [&](auto tag, int64_t b, int64_t g) {
+          using In = decltype(tag);
           backward_task_sgemm<In>(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
+        },
+        [&](auto tag, int64_t b, int64_t g) {
+          using T = decltype(tag);
+          backward_task<T>(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
         });
-      });
-      return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor()};
-    }
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_causal_attention_backward", [&] {
-      for_each_task(s, [&](int64_t b, int64_t g) {
-        backward_task<scalar_t>(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
-      });
-    });
     return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
