@@ -1,4 +1,4 @@
-// Eight float32 lanes in AVX2 for gpulab's elementwise CPU kernels (SwiGLU, RMSNorm): loads and
+// Eight float32 lanes in AVX2 for gpulab's CPU kernels (SwiGLU, RMSNorm, attention rows): loads and
 // stores of float32 and bfloat16 memory, exp, and the float32 / bfloat16 dispatch they share.
 // GPULAB_AVX2_LANES is defined where the helpers exist (x86-64); callers check has_avx2_fma() at
 // run time and keep a scalar path.
@@ -14,6 +14,11 @@
 #endif
 
 namespace gpulab::train {
+
+// The two element types these kernels take.
+inline bool is_float_or_bf16(c10::ScalarType type) {
+  return type == c10::kFloat || type == c10::kBFloat16;
+}
 
 // fn(float{}) or fn(c10::BFloat16{}): the element type a kernel instantiates for `type`.
 template <typename F>

@@ -213,7 +213,7 @@ void backward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, cons
 // float32 and bfloat16 where the build has oneDNN's sgemm; float64 (and float32 without it) on
 // libtorch's ops.
 bool runs_on_sgemm(const Tensor& q) {
-  return have_sgemm() && (q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kBFloat16);
+  return have_sgemm() && is_float_or_bf16(q.scalar_type());
 }
 
 // One task per (sequence, key/value head): a task owns its heads' output rows and its key and

@@ -22,7 +22,7 @@ int64_t block_rows(int64_t rows) {
   return std::max<int64_t>(16, (rows + 63) / 64);
 }
 
-// Runs fn(first_row, row_count) over the blocks, the blocks shared among libtorch's threads.
+// Runs fn(block, first_row, row_count) over the blocks, shared among libtorch's threads.
 template <typename F>
 void for_each_block(int64_t rows, const F& fn) {
   const int64_t per = block_rows(rows), blocks = (rows + per - 1) / per;
@@ -203,11 +203,8 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
 
 bool fused_rms_norm_applies(const torch::Tensor& x, const torch::Tensor& weight,
                             torch::ScalarType result) {
-  auto float_or_bf16 = [](torch::ScalarType t) {
-    return t == torch::kFloat || t == torch::kBFloat16;
-  };
-  return x.device().is_cpu() && weight.device().is_cpu() && float_or_bf16(x.scalar_type()) &&
-         float_or_bf16(result) && weight.scalar_type() == torch::kFloat && weight.dim() == 1 &&
+  return x.device().is_cpu() && weight.device().is_cpu() && is_float_or_bf16(x.scalar_type()) &&
+         is_float_or_bf16(result) && weight.scalar_type() == torch::kFloat && weight.dim() == 1 &&
          x.dim() >= 1 && x.size(-1) == weight.size(0) && x.numel() > 0;
 }
 

@@ -126,9 +126,8 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
 }  // namespace
 
 bool fused_swiglu_applies(const torch::Tensor& gate, const torch::Tensor& up) {
-  const auto t = gate.scalar_type();
-  return gate.device().is_cpu() && (t == torch::kFloat || t == torch::kBFloat16) &&
-         up.scalar_type() == t && gate.sizes() == up.sizes();
+  return gate.device().is_cpu() && is_float_or_bf16(gate.scalar_type()) &&
+         up.scalar_type() == gate.scalar_type() && gate.sizes() == up.sizes();
 }
 
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
