@@ -326,10 +326,13 @@ void expect_same_weights(const std::string& model, const std::string& stage, int
       EXPECT_LE(static_cast<double>(measured), 1.05 * static_cast<double>(single) / world);
     }
     if (stage == "full" && model == "stack") {
-      // Each run unit is freed after its forward and after its backward, every micro-step.
+      // Each run unit is freed after its forward and after its backward, every micro-step,
+      // except the one that runs last, which stays gathered into its backward once the order
+      // is known (after the first backward).
       const int64_t units = model == "stack" ? 3 : 4;
-      EXPECT_GE(frees, units * 2 * kSteps * kAccum) << "ZeRO-3 did not free its units";
-      EXPECT_GE(gathers, units * 2 * kSteps * kAccum);
+      const int64_t micro_steps = kSteps * kAccum;
+      EXPECT_GE(frees, (units * 2 - 1) * micro_steps + 1) << "ZeRO-3 did not free its units";
+      EXPECT_GE(gathers, (units * 2 - 1) * micro_steps + 1);
     } else if (stage != "full") {
       EXPECT_EQ(frees, 0) << "ZeRO-1/2 keep their parameters";
       EXPECT_EQ(gathers, stats[1][2].item<int64_t>() * kSteps) << "one all-gather per step";

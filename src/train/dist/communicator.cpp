@@ -169,22 +169,47 @@ at::Tensor gloo_wire(const at::Tensor& t) {
   return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
 }
 
+// Several point-to-point operations that finish as one: wait() waits for each in turn.
+class AllWork : public ::c10d::Work {
+ public:
+  explicit AllWork(std::vector<WorkPtr> works) : works_(std::move(works)) {}
+  bool isCompleted() override {
+    return std::all_of(works_.begin(), works_.end(), [](auto& w) { return w->isCompleted(); });
+  }
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (auto& w : works_) w->wait(timeout);
+    return true;
+  }
+
+ private:
+  std::vector<WorkPtr> works_;
+};
+
 }  // namespace
 
 WorkPtr Communicator::allgather_async(torch::Tensor& out, torch::Tensor& in,
                                       const std::string& what) {
   try {
     if (backend_ == "nccl") return pg_->_allgather_base(out, in);
-    // Gloo in libtorch 1.13 has no _allgather_base: the list form, into views of `out`.
-    std::vector<std::vector<at::Tensor>> outs(1);
-    const at::Tensor wire_out = gloo_wire(out);
-    for (int r = 0; r < size_; ++r)
-      outs[0].push_back(wire_out.narrow(0, r * in.numel(), in.numel()));
-    std::vector<at::Tensor> ins{gloo_wire(in)};
-    return pg_->allgather(outs, ins);
   } catch (const std::exception& e) {
     fail(what, reason_of(e));
   }
+  // Gloo in libtorch 1.13 has no _allgather_base, and its list form stages everything: it
+  // concatenates the inputs, gathers into a new flat tensor of the full size and copies that
+  // out again (one full-size allocation and about two full-size copies per call). Point to
+  // point instead: each peer's shard is received straight into its slot of `out`, this rank's
+  // is sent from where it lies and copied into its own slot once.
+  const int64_t n = in.numel();
+  const uint32_t tag = next_tag();
+  std::vector<WorkPtr> works;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    auto slot = out.narrow(0, r * n, n);
+    works.push_back(recv_async(slot, r, tag, what));
+    works.push_back(send_async(in, r, tag, what));
+  }
+  out.narrow(0, rank_ * n, n).copy_(in);
+  return c10::make_intrusive<AllWork>(std::move(works));
 }
 
 WorkPtr Communicator::reduce_scatter_async(torch::Tensor& out, torch::Tensor& in,

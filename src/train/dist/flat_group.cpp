@@ -35,30 +35,42 @@ torch::Tensor FlatGroup::param_view(const torch::Tensor& full, size_t i) const {
   return full.as_strided(p.sizes(), p.strides(), full.storage_offset() + offsets_[i]);
 }
 
-void FlatGroup::release() {
+void FlatGroup::release(BufferPool* pool) {
   auto* impl = full_.storage().unsafeGetStorageImpl();
-  impl->set_data_ptr_noswap(c10::DataPtr(nullptr, full_.device()));
+  const size_t nbytes = impl->nbytes();
+  c10::DataPtr old = impl->set_data_ptr(c10::DataPtr(nullptr, full_.device()));
   impl->set_nbytes(0);
   gathered_ = false;
+  if (pool && nbytes > 0) pool->give(std::move(old), nbytes);
 }
 
-void FlatGroup::allocate() {
+void FlatGroup::allocate(BufferPool* pool) {
   auto* impl = full_.storage().unsafeGetStorageImpl();
   const auto nbytes = static_cast<size_t>(padded_) * full_.element_size();
   if (impl->nbytes() == nbytes) return;
-  GPULAB_ASSERT(impl->allocator(), "the flat buffer's storage has no allocator");
-  impl->set_data_ptr_noswap(impl->allocator()->allocate(nbytes));
+  c10::DataPtr kept = pool ? pool->take(nbytes, full_.device()) : c10::DataPtr();
+  if (kept) {
+    impl->set_data_ptr_noswap(std::move(kept));
+  } else {
+    GPULAB_ASSERT(impl->allocator(), "the flat buffer's storage has no allocator");
+    impl->set_data_ptr_noswap(impl->allocator()->allocate(nbytes));
+  }
   impl->set_nbytes(nbytes);
 }
 
 torch::Tensor FlatGroup::flat_grad(torch::ScalarType dtype) const {
   torch::NoGradGuard no_grad;
-  auto flat = torch::zeros({padded_}, shard_tensor_.options().dtype(dtype).requires_grad(false));
+  // Every element is written once: the gradients, zeros where a parameter has none, and the
+  // padding (torch::zeros first would write the whole buffer twice).
+  auto flat = torch::empty({padded_}, shard_tensor_.options().dtype(dtype).requires_grad(false));
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& g = params_[i].grad();
-    if (!g.defined()) continue;
-    param_view(flat, i).copy_(g);
+    if (g.defined())
+      param_view(flat, i).copy_(g);
+    else
+      param_view(flat, i).zero_();
   }
+  if (padded_ > numel_) flat.narrow(0, numel_, padded_ - numel_).zero_();
   return flat;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "train/dist/buffer_pool.h"
+
 namespace gpulab::train::dist {
 
 class FlatGroup {
@@ -39,10 +41,12 @@ class FlatGroup {
   // Whether the buffer holds memory (gathered, or being gathered into).
   bool allocated() const { return full_.storage().nbytes() > 0; }
 
-  // Gives the buffer's memory back; the parameters keep their shapes but no data.
-  void release();
-  // Gives the buffer fresh (uninitialised) memory of the full size; fill it (all-gather) next.
-  void allocate();
+  // Gives the buffer's memory back (to `pool` when given, else freed); the parameters keep their
+  // shapes but no data.
+  void release(BufferPool* pool = nullptr);
+  // Gives the buffer (uninitialised) memory of the full size, a kept one from `pool` when it has
+  // one; fill it (all-gather) next.
+  void allocate(BufferPool* pool = nullptr);
   void mark_gathered() { gathered_ = true; }
   // The values are stale (the shards moved on) but the memory stays, to be all-gathered over.
   void mark_stale() { gathered_ = false; }

@@ -3,9 +3,10 @@
 
 namespace gpulab::train::dist {
 
-PendingGather start_gather(Communicator& comm, FlatGroup& g, const std::string& what) {
+PendingGather start_gather(Communicator& comm, FlatGroup& g, const std::string& what,
+                           BufferPool* pool) {
   PendingGather p;
-  g.allocate();
+  g.allocate(pool);
   // Mixed precision: the compute copies are gathered from the master shards rounded once.
   p.input = g.shard().detach().to(g.compute_dtype());
   if (comm.size() == 1) {
@@ -59,12 +60,18 @@ void finish_reduce_scatter(Communicator& comm, FlatGroup& g, PendingReduce& p,
     auto part = [&](int r) {
       return r == comm.rank() ? p.flat.narrow(0, n * r, n) : p.incoming[static_cast<size_t>(r)];
     };
-    // Summed in the master dtype: a bf16 reduce moves half the bytes but adds in fp32.
-    mine = part(0).to(g.master_dtype(), /*non_blocking=*/false, /*copy=*/true);
-    for (int r = 1; r < comm.size(); ++r) mine.add_(part(r));
+    // Summed in the master dtype (a bf16 reduce moves half the bytes but adds in fp32), the
+    // first two parts in one pass.
+    const auto master = g.master_dtype();
+    mine = part(0).scalar_type() == master ? torch::add(part(0), part(1))
+                                           : part(0).to(master).add_(part(1));
+    for (int r = 2; r < comm.size(); ++r) mine.add_(part(r));
   }
   auto& grad = g.shard().mutable_grad();
   grad = mine.to(g.master_dtype());
+  // The mean: divided here, on 1/N of the gradient, rather than the whole flat gradient before
+  // sending (one pass over the model's gradient less per step; fp32 and bf16 share a range).
+  if (comm.size() > 1) grad.div_(comm.size());
   p = {};
 }
 

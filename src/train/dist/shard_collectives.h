@@ -26,8 +26,10 @@ struct PendingGather {
   torch::Tensor input;  // kept alive until the collective is done
 };
 
-// Gives `g` its full buffer back and starts filling it from every rank's shard.
-PendingGather start_gather(Communicator& comm, FlatGroup& g, const std::string& what);
+// Gives `g` its full buffer back (a kept one from `pool` when it has one) and starts filling it
+// from every rank's shard.
+PendingGather start_gather(Communicator& comm, FlatGroup& g, const std::string& what,
+                           BufferPool* pool = nullptr);
 // Waits; then the parameters hold their gathered values.
 void finish_gather(Communicator& comm, FlatGroup& g, PendingGather& p, const std::string& what);
 
@@ -38,10 +40,11 @@ struct PendingReduce {
   std::vector<torch::Tensor> incoming;  // Gloo: each rank's slice for this rank (own: undefined)
 };
 
-// Starts reducing `flat_grad` (already divided by the world size) into this rank's shard.
+// Starts reducing `flat_grad` (this rank's whole gradient) into this rank's shard.
 PendingReduce start_reduce_scatter(Communicator& comm, FlatGroup& g, torch::Tensor flat_grad,
                                    const std::string& what);
-// Waits; then g.shard().grad() holds this rank's slice of the mean gradient.
+// Waits; then g.shard().grad() holds this rank's slice of the mean gradient (the sum over ranks
+// divided by their number).
 void finish_reduce_scatter(Communicator& comm, FlatGroup& g, PendingReduce& p,
                            const std::string& what);
 

@@ -187,7 +187,7 @@ void ShardedModel::start_gather(size_t u) {
   Unit& unit = units_[u];
   if (!unit.gathering.empty() || unit.groups.front()->gathered()) return;
   for (auto& g : unit.groups)
-    unit.gathering.push_back(dist::start_gather(*comm_, *g, what("all-gather", u)));
+    unit.gathering.push_back(dist::start_gather(*comm_, *g, what("all-gather", u), &pool_));
   ++gathers_;
 }
 
@@ -203,7 +203,7 @@ void ShardedModel::ensure_gathered(size_t u) {
 void ShardedModel::release(size_t u) {
   Unit& unit = units_[u];
   if (!unit.groups.front()->gathered()) return;
-  for (auto& g : unit.groups) g->release();
+  for (auto& g : unit.groups) g->release(&pool_);
   ++frees_;
 }
 
@@ -241,7 +241,10 @@ torch::Tensor ShardedModel::run(torch::nn::Module& module,
     out.register_hook([self, u](const torch::Tensor&) {
       if (auto m = self.lock()) m->pre_backward(u);
     });
-    if (opts_.reshard_after_forward) release(u);
+    // The unit that runs last in the forward is the first one the backward needs: freeing it
+    // would only gather it again at once (FSDP leaves it gathered too).
+    const bool runs_last = order_known_ && u == order_.back();
+    if (opts_.reshard_after_forward && !runs_last) release(u);
   } else {
     release(u);
   }
@@ -312,8 +315,6 @@ void ShardedModel::launch_reduce(size_t u) {
   torch::NoGradGuard no_grad;
   for (auto& g : unit.groups) {
     torch::Tensor flat = g->flat_grad(opts_.reduce_dtype.value_or(g->master_dtype()));
-    // Divide first, as DDP does: the sum of the shares is the mean.
-    flat.div_(comm_->size());
     if (opts_.stage >= ShardStage::kGradients)
       for (const auto& p : g->params()) p.mutable_grad().reset();
     unit.reducing.push_back(start_reduce_scatter(*comm_, *g, flat, what("reduce-scatter", u)));
@@ -341,9 +342,11 @@ void ShardedModel::finalize() {
     units_[u].launched = false;
     if (frees_units() && units_[u].announced) release(u);
   }
+  pool_.clear();  // the optimizer step's peak is as without the pool
   std::fill(param_ready_.begin(), param_ready_.end(), false);
   next_launch_ = 0;
   callback_queued_ = false;
+  order_known_ = !order_.empty();
   reduced_ = sync_;
 }
 
@@ -451,6 +454,7 @@ ShardMemory ShardedModel::memory() const {
       m.params_shard += g->shard_bytes();
       if (g->shard().grad().defined()) m.grads_shard += g->shard_bytes();
     }
+  m.params_full += pool_.bytes();  // freed buffers kept for the next gathers
   for (const auto& p : params_)
     if (p.grad().defined()) m.grads_full += p.grad().numel() * p.grad().element_size();
   return m;

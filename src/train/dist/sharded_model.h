@@ -148,6 +148,7 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   std::vector<bool> param_ready_;
   std::vector<GradAccumulatorPtr> accumulators_;
   std::vector<size_t> order_;  // units in the order the model runs them (learned)
+  bool order_known_ = false;   // a backward has ended: order_ holds every unit the model runs
   std::recursive_mutex mu_;
   bool sync_ = true;
   bool callback_queued_ = false;
@@ -156,6 +157,9 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   std::deque<size_t> in_flight_;  // units whose reduce-scatter is launched, not yet finished
   int64_t gathers_ = 0;
   int64_t frees_ = 0;
+  // Buffers of freed units, handed to the next gathers (ZeRO-3 frees and gathers units of one
+  // size in turn); two groups per unit (decay, no decay), two units at a time.
+  BufferPool pool_{4};
 };
 
 }  // namespace gpulab::train::dist
