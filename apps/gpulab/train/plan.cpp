@@ -27,7 +27,8 @@ struct PlanOptions {
   std::string gpu = "h100";
   std::string shard = "all";
   int64_t batch_size = 32;
-  int64_t seq_len = 0;  // language models (the token count per sample)
+  int64_t seq_len = 0;     // language models (the token count per sample)
+  int64_t vocab_size = 0;  // language models: 0 = the shape's own
   int64_t input_size = 0;
   std::string precision = "fp32";
   std::string optimizer = "sgd";
@@ -56,6 +57,8 @@ void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, in
       dtype_name(dtypes.param).c_str(), dtype_name(dtypes.reduce).c_str());
   TextTable table({"shard", "params", "grads", "optimizer", "activations", "buffers", "total",
                    "fits", "max batch", "comm/step"});
+  // What a rank holds between steps: the figure `gpulab train --shard` measures after step 1.
+  TextTable held({"shard", "params", "grads", "optimizer", "total"});
   for (const auto& name : d::shard_stage_names()) {
     if (o.shard != "all" && o.shard != name) continue;
     d::PlanQuery q;
@@ -78,22 +81,35 @@ void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, in
                    d::human_bytes(m.buffers), d::human_bytes(m.total()),
                    m.total() <= capacity ? "yes" : "no", std::to_string(max_batch),
                    d::human_bytes(d::comm_bytes_per_step(f, q))});
+    const auto a = d::plan_after_step(f, q);
+    held.add_row({name, d::human_bytes(a.params), d::human_bytes(a.grads),
+                  d::human_bytes(a.optimizer), d::human_bytes(a.params + a.grads + a.optimizer)});
   }
   std::printf("%s", table.render().c_str());
   std::printf("comm/step: bytes each device sends per optimizer step (NCCL or Gloo).\n");
+  std::printf(
+      "Held per device after an optimizer step (`gpulab train --shard` prints it after step 1 "
+      "beside the bytes of the tensors the rank holds):\n%s",
+      held.render().c_str());
 }
 
 // A language model: its footprint from the shape (nothing allocated; llama3-70b plans on a
 // laptop), tokens per sample from --seq_len.
 void run_llama_plan(const PlanOptions& o, int64_t capacity) {
   namespace d = train::dist;
-  const auto cfg = train::find_llama_config(o.model).value_or_throw();
+  auto cfg = train::find_llama_config(o.model).value_or_throw();
+  if (o.vocab_size > 0) cfg.vocab_size = o.vocab_size;
   if (o.seq_len > cfg.max_positions)
     throw Exception(Code::kInvalidArgument,
                     fmt::format("--seq_len {} is beyond {}'s {} positions", o.seq_len, cfg.name,
                                 cfg.max_positions),
                     fmt::format("pass --seq_len {} or less", cfg.max_positions));
-  const auto f = d::llama_footprint(cfg, o.seq_len, o.attention == "fused");
+  auto f = d::llama_footprint(cfg, o.seq_len, o.attention == "fused");
+  if (o.precision == "fp64") {  // the shape's footprint is in fp32: every tensor doubles
+    f.param_bytes *= 2;
+    f.activation_bytes_per_sample *= 2;
+    f.unit_input_bytes_per_sample *= 2;
+  }
   std::printf(
       "Model %s: %lld parameters (%s), %zu units (one per block + the root), activations %s "
       "per sequence of %lld tokens, %s attention (fitted on probe models of this "
@@ -164,6 +180,10 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
   cmd->add_option(
       "--seq_len", o->seq_len,
       "tokens per sequence (language models; default min(2048, the model's positions))");
+  cmd->add_option("--vocab_size", o->vocab_size,
+                  "tokens in the vocabulary (language models; default: the model's own; a model "
+                  "trained on byte data: 256)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
   cmd->add_option("--input_size", o->input_size, "image size (default: the model's)");
   cmd->add_option("--precision", o->precision, "fp32, bf16, fp16 or fp64")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp64"}))
