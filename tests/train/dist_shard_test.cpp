@@ -157,7 +157,9 @@ int shard_scenario() {
                {torch::tensor(norms, torch::kDouble),
                 torch::tensor({gathers, frees, static_cast<int64_t>(sharded->num_units())}),
                 torch::tensor({mem.planned[0], mem.planned[1], mem.planned[2], mem.measured[0],
-                               mem.measured[1], mem.measured[2]})});
+                               mem.measured[1], mem.measured[2]}),
+                torch::tensor({mem.peak_planned[0], mem.peak_planned[1], mem.peak_measured[0],
+                               mem.peak_measured[1]})});
   return 0;
 }
 DistScenario shard_worker("shard", shard_scenario);
@@ -320,6 +322,13 @@ void expect_same_weights(const std::string& model, const std::string& stage, int
       planned += static_cast<int64_t>(p);
       measured += static_cast<int64_t>(m);
     }
+    // The planner's step peak (parameters, gradients in flight) against the highest tensor
+    // accounting during step 2, within 10 % in total.
+    const double peak_planned = stats[3][0].item<double>() + stats[3][1].item<double>();
+    const double peak_measured = stats[3][2].item<double>() + stats[3][3].item<double>();
+    EXPECT_GT(peak_measured, 0);
+    EXPECT_LE(std::abs(peak_planned - peak_measured), 0.1 * peak_measured)
+        << "step peak planned " << peak_planned << " measured " << peak_measured;
     int64_t single = 0;
     for (auto& w : want) single += 3 * w.numel() * static_cast<int64_t>(w.element_size());
     if (stage == "full" && model == "resnet18") {

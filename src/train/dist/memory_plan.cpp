@@ -51,11 +51,24 @@ int64_t resident_bytes(const ModelFootprint& f, int64_t compute) {
   return n;
 }
 
-int64_t largest_freed_unit_bytes(const ModelFootprint& f, int64_t compute) {
+// Elements of unit u's flat gradient (its groups padded to the world size).
+int64_t unit_flat_elements(const ModelFootprint& f, size_t u, int world) {
   int64_t n = 0;
-  for (size_t u = 0; u < f.units.size(); ++u)
-    if (f.frees[u]) n = std::max(n, unit_bytes(f, u, compute));
+  for (int64_t g : f.units[u]) n += ceil_div(g, world) * world;
   return n;
+}
+
+// The largest sum of `width` consecutive values (all of them when there are fewer): units that
+// are alive together are neighbours in the order the model runs them (the units' order here).
+double largest_window(const std::vector<double>& values, size_t width) {
+  double best = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    double sum = 0;
+    for (size_t k = i; k < std::min(values.size(), i + width); ++k) sum += values[k];
+    best = std::max(best, sum);
+    if (i + width >= values.size()) break;
+  }
+  return best;
 }
 
 // Counts the bytes of CPU tensors alive between allocation and release: what a forward pass
@@ -245,13 +258,28 @@ MemoryParts plan_after_step(const ModelFootprint& f, const PlanQuery& q) {
 MemoryParts plan_peak(const ModelFootprint& f, const PlanQuery& q) {
   MemoryParts m = plan_after_step(f, q);
   const int64_t c = compute_bytes(f, q);
-  const int64_t unit = largest_freed_unit_bytes(f, c);
-  if (q.stage == ShardStage::kFull) m.params += 2 * unit;  // the running unit and the prefetch
-  // Gradients in flight: ZeRO-2/3 hold a unit's full gradient and its flat copy (in the reduce
-  // dtype) while reducing.
-  if (q.stage >= ShardStage::kGradients) {
-    const int64_t grad = std::max(unit, all_units_bytes(f, c) / 4);
-    m.grads += grad + grad / c * reduce_bytes(f, q);
+  if (q.stage == ShardStage::kFull) {  // the running unit and the prefetched neighbour
+    std::vector<double> freed;
+    for (size_t u = 0; u < f.units.size(); ++u)
+      if (f.frees[u]) freed.push_back(static_cast<double>(unit_bytes(f, u, c)));
+    m.params += static_cast<int64_t>(largest_window(freed, 2));
+  }
+  // Gradients in flight (sharded_model.cpp): up to kReducesInFlight + 1 units' flat gradients in
+  // the reduce dtype at once, each with what it receives (Gloo's pairwise exchange: N-1 slices
+  // of 1/N of it; NCCL: this rank's slice), while those units' gradient shards (counted above)
+  // do not exist yet. ZeRO-2/3 have freed those units' whole gradients by then; ZeRO-1 keeps
+  // every whole gradient (counted above) and reduces the same way.
+  if (q.stage >= ShardStage::kOptimizer) {
+    const double n = static_cast<double>(q.world);
+    const double received = q.world <= 1 ? 0.0 : q.pairwise_reduce ? (n - 1) / n : 1.0 / n;
+    std::vector<double> extra;  // per unit, in the order they reduce (from the last one)
+    for (size_t u = f.units.size(); u-- > 0;) {
+      const auto elements = static_cast<double>(unit_flat_elements(f, u, q.world));
+      const double flat = elements * static_cast<double>(reduce_bytes(f, q));
+      const double shard = elements / n * static_cast<double>(f.param_bytes);
+      extra.push_back(std::max(0.0, flat * (1.0 + received) - shard));
+    }
+    m.grads += static_cast<int64_t>(largest_window(extra, kReducesInFlight + 1));
   }
   const double per_sample = q.activation_checkpointing
                                 ? static_cast<double>(f.unit_input_bytes_per_sample) +

@@ -62,6 +62,9 @@ struct PlanQuery {
   // copies and their gradients, and the reduce-scatter's flat gradient.
   int64_t compute_bytes = 0;
   int64_t reduce_bytes = 0;
+  // Gloo's pairwise reduce-scatter (a rank receives N-1 slices per unit) instead of NCCL's (it
+  // receives its own slice).
+  bool pairwise_reduce = false;
 };
 
 // Steady state right after an optimizer step (what train measures) ...

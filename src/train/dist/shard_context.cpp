@@ -3,7 +3,6 @@
 
 #include <cstdio>
 
-#include "train/dist/memory_plan.h"
 #include "train/dist/shard_optimizer.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/dist/sync_batch_norm.h"
@@ -48,19 +47,54 @@ double ShardContext::clip_grad_norm(torch::nn::Module& /*model*/, double max_nor
 
 void ShardContext::after_step(torch::nn::Module& /*model*/, const torch::optim::Optimizer& opt) {
   if (!checked_memory_) check_memory(opt);
+  if (peak_state_ == 1) check_peak(opt);
   sharded_->after_step();
+  if (peak_state_ == 0) {
+    sharded_->start_peak();
+    peak_state_ = 1;
+  }
 }
 
-// Once, after the first step (gradient shards still held): the planner's figures for this rank
-// against the bytes of the tensors it holds; rank 0 prints both.
-void ShardContext::check_memory(const torch::optim::Optimizer& opt) {
-  checked_memory_ = true;
+PlanQuery ShardContext::plan_query(const torch::optim::Optimizer& opt) const {
   PlanQuery q;
   q.stage = sharded_->stage();
   q.world = world_size;
   q.optimizer_states = optimizer_state_tensors(opt);
   if (shard_opts_.param_dtype) q.compute_bytes = c10::elementSize(*shard_opts_.param_dtype);
   if (shard_opts_.reduce_dtype) q.reduce_bytes = c10::elementSize(*shard_opts_.reduce_dtype);
+  q.pairwise_reduce = !comm_->has_reduce_scatter();
+  return q;
+}
+
+// Once, after step 2: the planner's step peak of parameters and gradients against the highest
+// tensor accounting the ShardedModel saw during that step (it samples whenever they grow).
+void ShardContext::check_peak(const torch::optim::Optimizer& opt) {
+  peak_state_ = 2;
+  const auto m = sharded_->stop_peak();
+  const auto plan = plan_peak(footprint_of(*sharded_), plan_query(opt));
+  auto& c = memory_check_;
+  c.peak_planned[0] = plan.params;
+  c.peak_planned[1] = plan.grads;
+  c.peak_measured[0] = m.params_full + m.params_shard;
+  c.peak_measured[1] = m.grads_full + m.grads_flat + m.grads_shard;
+  if (!is_main()) return;
+  const int64_t pt = c.peak_planned[0] + c.peak_planned[1];
+  const int64_t mt = c.peak_measured[0] + c.peak_measured[1];
+  std::printf(
+      "Peak per rank in step 2 (--shard %s), planned / measured: params %s / %s, grads %s / %s, "
+      "total %s / %s (%+.1f %%)\n",
+      shard_stage_name(sharded_->stage()).c_str(), human_bytes(c.peak_planned[0]).c_str(),
+      human_bytes(c.peak_measured[0]).c_str(), human_bytes(c.peak_planned[1]).c_str(),
+      human_bytes(c.peak_measured[1]).c_str(), human_bytes(pt).c_str(), human_bytes(mt).c_str(),
+      100.0 * static_cast<double>(pt - mt) / static_cast<double>(std::max<int64_t>(1, mt)));
+  std::fflush(stdout);
+}
+
+// Once, after the first step (gradient shards still held): the planner's figures for this rank
+// against the bytes of the tensors it holds; rank 0 prints both.
+void ShardContext::check_memory(const torch::optim::Optimizer& opt) {
+  checked_memory_ = true;
+  const PlanQuery q = plan_query(opt);
   auto plan = plan_after_step(footprint_of(*sharded_), q);
   auto m = sharded_->memory();
   memory_check_.planned[0] = plan.params;

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "train/dist/ddp_context.h"
+#include "train/dist/memory_plan.h"
 #include "train/dist/sharded_model.h"
 
 namespace gpulab::train::dist {
@@ -27,10 +28,13 @@ class ShardContext : public DdpContext {
   std::vector<std::vector<torch::Tensor>> optimizer_groups() override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
   void after_step(torch::nn::Module& model, const torch::optim::Optimizer& opt) override;
-  // After the first step: planned and measured bytes of this rank (tests read them).
+  // After the first step: planned and measured bytes of this rank (tests read them); after the
+  // second, the planner's step peak against the highest tensor accounting during step 2.
   struct MemoryCheck {
     int64_t planned[3] = {0, 0, 0};  // params, grads, optimizer
     int64_t measured[3] = {0, 0, 0};
+    int64_t peak_planned[2] = {0, 0};  // params, grads
+    int64_t peak_measured[2] = {0, 0};
   };
   const MemoryCheck& memory_check() const { return memory_check_; }
   void gather_parameters(torch::nn::Module& model) override;
@@ -45,11 +49,14 @@ class ShardContext : public DdpContext {
 
  private:
   void check_memory(const torch::optim::Optimizer& opt);
+  void check_peak(const torch::optim::Optimizer& opt);
+  PlanQuery plan_query(const torch::optim::Optimizer& opt) const;
 
   ShardOptions shard_opts_;
   std::shared_ptr<ShardedModel> sharded_;
   MemoryCheck memory_check_;
   bool checked_memory_ = false;
+  int peak_state_ = 0;  // 0: step 1 not done; 1: tracking step 2; 2: done
 };
 
 }  // namespace gpulab::train::dist

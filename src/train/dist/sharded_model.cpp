@@ -19,9 +19,6 @@ namespace gpulab::train::dist {
 
 namespace {
 
-// Units whose reduce-scatter may run while the backward pass goes on (launch_ready).
-constexpr size_t kReducesInFlight = 2;
-
 // Runs after AccumulateGrad wrote a parameter's gradient (as in grad_reducer.cpp).
 class ReadyHook : public torch::autograd::FunctionPostHook {
  public:
@@ -189,6 +186,7 @@ void ShardedModel::start_gather(size_t u) {
   for (auto& g : unit.groups)
     unit.gathering.push_back(dist::start_gather(*comm_, *g, what("all-gather", u), &pool_));
   ++gathers_;
+  sample_peak();
 }
 
 void ShardedModel::ensure_gathered(size_t u) {
@@ -274,6 +272,7 @@ void ShardedModel::on_grad_ready(size_t k) {
     reduced_ = false;
   }
   param_ready_[k] = true;
+  sample_peak();
   const size_t u = unit_of_[k];
   if (++units_[u].ready == units_[u].params.size()) unit_backward_done(u);
 }
@@ -319,6 +318,7 @@ void ShardedModel::launch_reduce(size_t u) {
       for (const auto& p : g->params()) p.mutable_grad().reset();
     unit.reducing.push_back(start_reduce_scatter(*comm_, *g, flat, what("reduce-scatter", u)));
   }
+  sample_peak();
   unit.launched = true;
 }
 
@@ -455,9 +455,37 @@ ShardMemory ShardedModel::memory() const {
       if (g->shard().grad().defined()) m.grads_shard += g->shard_bytes();
     }
   m.params_full += pool_.bytes();  // freed buffers kept for the next gathers
+  for (const auto& unit : units_)
+    for (const auto& r : unit.reducing) {
+      auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.nbytes() : size_t{0}; };
+      m.grads_flat += static_cast<int64_t>(bytes(r.flat) + bytes(r.out));
+      for (const auto& in : r.incoming) m.grads_flat += static_cast<int64_t>(bytes(in));
+    }
   for (const auto& p : params_)
     if (p.grad().defined()) m.grads_full += p.grad().numel() * p.grad().element_size();
   return m;
+}
+
+void ShardedModel::start_peak() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  tracking_peak_ = true;
+  peak_ = ShardMemory();
+  sample_peak();
+}
+
+ShardMemory ShardedModel::stop_peak() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  tracking_peak_ = false;
+  return peak_;
+}
+
+void ShardedModel::sample_peak() {
+  if (!tracking_peak_) return;
+  const ShardMemory m = memory();
+  auto total = [](const ShardMemory& x) {
+    return x.params_full + x.params_shard + x.grads_full + x.grads_flat + x.grads_shard;
+  };
+  if (total(m) > total(peak_)) peak_ = m;
 }
 
 std::vector<ShardedModel::UnitInfo> ShardedModel::layout() const {

@@ -53,11 +53,16 @@ struct ShardOptions {
 };
 
 // Bytes held now by this rank (tensor accounting of what sharding manages).
+// Units whose reduce-scatter may run while the backward pass goes on (launch_ready); launching
+// one more waits for the oldest, so kReducesInFlight + 1 flat gradients exist for a moment.
+inline constexpr size_t kReducesInFlight = 2;
+
 struct ShardMemory {
   int64_t params_full = 0;   // gathered flat buffers
   int64_t params_shard = 0;  // master shards
   int64_t grads_full = 0;    // gradients on the parameters (full size)
   int64_t grads_shard = 0;   // reduced gradient shards
+  int64_t grads_flat = 0;    // flat gradients being reduced, and the slices received for them
 };
 
 class ShardedModel : public UnitHooks, public std::enable_shared_from_this<ShardedModel> {
@@ -96,6 +101,12 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   Communicator& comm() { return *comm_; }
   size_t num_units() const { return units_.size(); }
   ShardMemory memory() const;
+  // Tensor accounting at its highest while tracking: parameters (gathered units, shards, kept
+  // buffers) and gradients (whole ones, flat ones being reduced with their received slices, and
+  // shards), sampled whenever one of them grows. start_peak() resets; the trainer tracks step 2
+  // (step 1 allocates the optimizer state).
+  void start_peak();
+  ShardMemory stop_peak();
   // Unit names, parameter names and flat layout (for checkpoints and export).
   struct UnitInfo {
     std::string name;
@@ -157,6 +168,9 @@ class ShardedModel : public UnitHooks, public std::enable_shared_from_this<Shard
   std::deque<size_t> in_flight_;  // units whose reduce-scatter is launched, not yet finished
   int64_t gathers_ = 0;
   int64_t frees_ = 0;
+  bool tracking_peak_ = false;
+  ShardMemory peak_;
+  void sample_peak();
   // Buffers of freed units, handed to the next gathers (ZeRO-3 frees and gathers units of one
   // size in turn); two groups per unit (decay, no decay), two units at a time.
   BufferPool pool_{4};
