@@ -143,7 +143,8 @@ shard)
     read -r pv pu < <("$GPULAB" plan --model llama-tiny --gpus $n --shard full --vocab_size 256 \
       --seq_len 32 --batch_size 6 --precision fp64 --optimizer adamw | tail -1 |
       awk '{ print $(NF-1), $NF }')
-    read -r mv mu < <(grep -o 'total [^(]*' "$WORK/full$n.log" | awk '{ print $5, $6 }')
+    read -r mv mu < <(grep "Memory per rank" "$WORK/full$n.log" | grep -o 'total [^(]*' |
+      awk '{ print $5, $6 }')
     p=$(to_bytes "$pv" "$pu") m=$(to_bytes "$mv" "$mu")
     echo "gpulab plan, $n ranks, held after a step: $pv $pu; measured: $mv $mu"
     awk -v p="$p" -v m="$m" 'BEGIN { d = p - m; if (d < 0) d = -d; exit !(m > 0 && d <= 0.1 * m) }' ||
@@ -202,7 +203,7 @@ shard_mixed)
     echo "$n: ${line#*planned / measured: }"
     grep -q "(+0.0 %)" <<<"$line" || fail "$n: planned and measured memory differ"
   done
-  params() { sed -n 's/.*params \([0-9.]*\) MiB \/ \([0-9.]*\) MiB.*/\2/p' "$WORK/$1.log"; }
+  params() { sed -n '/Memory per rank/s/.*params \([0-9.]*\) MiB \/ \([0-9.]*\) MiB.*/\2/p' "$WORK/$1.log"; }
   $PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a < 0.7 * b else 1)" \
     "$(params z1)" "$(params z1ref)" || fail "ZeRO-1 parameters: bf16 copies $(params z1) MiB, fp32 $(params z1ref) MiB"
   echo "ZeRO-1 parameters per rank: $(params z1) MiB with bf16 copies, $(params z1ref) MiB with fp32"
