@@ -104,12 +104,8 @@ void run_llama_plan(const PlanOptions& o, int64_t capacity) {
                     fmt::format("--seq_len {} is beyond {}'s {} positions", o.seq_len, cfg.name,
                                 cfg.max_positions),
                     fmt::format("pass --seq_len {} or less", cfg.max_positions));
-  auto f = d::llama_footprint(cfg, o.seq_len, o.attention == "fused");
-  if (o.precision == "fp64") {  // the shape's footprint is in fp32: every tensor doubles
-    f.param_bytes *= 2;
-    f.activation_bytes_per_sample *= 2;
-    f.unit_input_bytes_per_sample *= 2;
-  }
+  const auto f =
+      d::llama_footprint(cfg, o.seq_len, o.attention == "fused", o.precision == "fp64" ? 8 : 4);
   std::printf(
       "Model %s: %lld parameters (%s), %zu units (one per block + the root), activations %s "
       "per sequence of %lld tokens, %s attention (fitted on probe models of this "

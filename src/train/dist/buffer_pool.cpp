@@ -14,7 +14,7 @@ c10::DataPtr BufferPool::take(size_t nbytes, c10::Device device) {
 }
 
 void BufferPool::give(c10::DataPtr ptr, size_t nbytes) {
-  if (capacity_ == 0 || !ptr || !ptr.device().is_cpu()) return;  // freed here, as before
+  if (!ptr || !ptr.device().is_cpu()) return;  // freed here, as without a pool
   kept_.push_back({std::move(ptr), nbytes});
   while (kept_.size() > capacity_) kept_.pop_front();
 }

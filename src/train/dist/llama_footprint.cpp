@@ -124,7 +124,8 @@ double dot(const std::array<double, N>& a, const std::array<double, N>& b) {
 
 }  // namespace
 
-ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused_attention) {
+ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused_attention,
+                               int64_t element_bytes) {
   ModelFootprint f;
   const int64_t h = c.hidden_size, hd = c.dim_per_head();
   const int64_t attn = h * c.num_heads * hd * 2 + h * c.num_kv_heads * hd * 2;
@@ -137,12 +138,13 @@ ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused
   f.units.push_back({c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2), h});
   f.frees.push_back(false);
   f.params = c.num_parameters();
-  f.param_bytes = 4;
+  f.param_bytes = element_bytes;
   const Shape s{h, c.intermediate_size, c.num_heads, c.num_kv_heads, hd, c.vocab_size, seq_len};
   const Fit& k = coefficients(fused_attention);
   const double bytes =
       dot(k.root, root_terms(s)) + static_cast<double>(c.num_layers) * dot(k.block, block_terms(s));
-  f.activation_bytes_per_sample = static_cast<int64_t>(bytes);
+  f.activation_bytes_per_sample =
+      static_cast<int64_t>(bytes * static_cast<double>(element_bytes) / 4);
   f.unit_input_bytes_per_sample = c.num_layers * seq_len * h * f.param_bytes;
   return f;
 }

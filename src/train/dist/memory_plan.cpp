@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <unordered_map>
 
@@ -17,11 +18,18 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// Elements this rank holds as shards (each group padded to a multiple of the world size).
+// Elements of unit u this rank holds as its shard (each group padded to a multiple of the
+// world size); the unit's flat gradient is `world` times that.
+int64_t unit_shard_elements(const ModelFootprint& f, size_t u, int world) {
+  int64_t n = 0;
+  for (int64_t g : f.units[u]) n += ceil_div(g, world);
+  return n;
+}
+
+// Elements this rank holds as shards.
 int64_t shard_elements(const ModelFootprint& f, int world) {
   int64_t n = 0;
-  for (const auto& unit : f.units)
-    for (int64_t g : unit) n += ceil_div(g, world);
+  for (size_t u = 0; u < f.units.size(); ++u) n += unit_shard_elements(f, u, world);
   return n;
 }
 
@@ -51,23 +59,15 @@ int64_t resident_bytes(const ModelFootprint& f, int64_t compute) {
   return n;
 }
 
-// Elements of unit u's flat gradient (its groups padded to the world size).
-int64_t unit_flat_elements(const ModelFootprint& f, size_t u, int world) {
-  int64_t n = 0;
-  for (int64_t g : f.units[u]) n += ceil_div(g, world) * world;
-  return n;
-}
-
 // The largest sum of `width` consecutive values (all of them when there are fewer): units that
 // are alive together are neighbours in the order the model runs them (the units' order here).
 double largest_window(const std::vector<double>& values, size_t width) {
+  const size_t w = std::min(width, values.size());
   double best = 0;
-  for (size_t i = 0; i < values.size(); ++i) {
-    double sum = 0;
-    for (size_t k = i; k < std::min(values.size(), i + width); ++k) sum += values[k];
-    best = std::max(best, sum);
-    if (i + width >= values.size()) break;
-  }
+  for (size_t i = 0; i + w <= values.size(); ++i)
+    best =
+        std::max(best, std::accumulate(values.begin() + static_cast<std::ptrdiff_t>(i),
+                                       values.begin() + static_cast<std::ptrdiff_t>(i + w), 0.0));
   return best;
 }
 
@@ -274,9 +274,9 @@ MemoryParts plan_peak(const ModelFootprint& f, const PlanQuery& q) {
     const double received = q.world <= 1 ? 0.0 : q.pairwise_reduce ? (n - 1) / n : 1.0 / n;
     std::vector<double> extra;  // per unit, in the order they reduce (from the last one)
     for (size_t u = f.units.size(); u-- > 0;) {
-      const auto elements = static_cast<double>(unit_flat_elements(f, u, q.world));
-      const double flat = elements * static_cast<double>(reduce_bytes(f, q));
-      const double shard = elements / n * static_cast<double>(f.param_bytes);
+      const auto shard_elements = static_cast<double>(unit_shard_elements(f, u, q.world));
+      const double flat = shard_elements * n * static_cast<double>(reduce_bytes(f, q));
+      const double shard = shard_elements * static_cast<double>(f.param_bytes);
       extra.push_back(std::max(0.0, flat * (1.0 + received) - shard));
     }
     m.grads += static_cast<int64_t>(largest_window(extra, kReducesInFlight + 1));

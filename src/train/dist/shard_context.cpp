@@ -1,6 +1,8 @@
 // ShardContext: DDP's context with the gradient reducer replaced by a ShardedModel.
 #include "train/dist/shard_context.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "train/dist/shard_optimizer.h"
@@ -46,13 +48,11 @@ double ShardContext::clip_grad_norm(torch::nn::Module& /*model*/, double max_nor
 }
 
 void ShardContext::after_step(torch::nn::Module& /*model*/, const torch::optim::Optimizer& opt) {
-  if (!checked_memory_) check_memory(opt);
-  if (peak_state_ == 1) check_peak(opt);
+  if (steps_done_ == 0) check_memory(opt);
+  if (steps_done_ == 1) check_peak(opt);
   sharded_->after_step();
-  if (peak_state_ == 0) {
-    sharded_->start_peak();
-    peak_state_ = 1;
-  }
+  if (steps_done_ == 0) sharded_->start_peak();  // step 2: the optimizer state exists by then
+  ++steps_done_;
 }
 
 PlanQuery ShardContext::plan_query(const torch::optim::Optimizer& opt) const {
@@ -66,10 +66,31 @@ PlanQuery ShardContext::plan_query(const torch::optim::Optimizer& opt) const {
   return q;
 }
 
+namespace {
+
+// "HEAD, planned / measured: params P / M, grads P / M[, optimizer P / M], total P / M (+x %)"
+void print_planned_measured(const std::string& head, const int64_t* planned,
+                            const int64_t* measured, size_t parts) {
+  static const char* const names[] = {"params", "grads", "optimizer"};
+  std::string line = head + ", planned / measured:";
+  int64_t pt = 0, mt = 0;
+  for (size_t i = 0; i < parts; ++i) {
+    line +=
+        fmt::format(" {} {} / {},", names[i], human_bytes(planned[i]), human_bytes(measured[i]));
+    pt += planned[i];
+    mt += measured[i];
+  }
+  std::printf("%s total %s / %s (%+.1f %%)\n", line.c_str(), human_bytes(pt).c_str(),
+              human_bytes(mt).c_str(),
+              100.0 * static_cast<double>(pt - mt) / static_cast<double>(std::max<int64_t>(1, mt)));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 // Once, after step 2: the planner's step peak of parameters and gradients against the highest
 // tensor accounting the ShardedModel saw during that step (it samples whenever they grow).
 void ShardContext::check_peak(const torch::optim::Optimizer& opt) {
-  peak_state_ = 2;
   const auto m = sharded_->stop_peak();
   const auto plan = plan_peak(footprint_of(*sharded_), plan_query(opt));
   auto& c = memory_check_;
@@ -77,45 +98,29 @@ void ShardContext::check_peak(const torch::optim::Optimizer& opt) {
   c.peak_planned[1] = plan.grads;
   c.peak_measured[0] = m.params_full + m.params_shard;
   c.peak_measured[1] = m.grads_full + m.grads_flat + m.grads_shard;
-  if (!is_main()) return;
-  const int64_t pt = c.peak_planned[0] + c.peak_planned[1];
-  const int64_t mt = c.peak_measured[0] + c.peak_measured[1];
-  std::printf(
-      "Peak per rank in step 2 (--shard %s), planned / measured: params %s / %s, grads %s / %s, "
-      "total %s / %s (%+.1f %%)\n",
-      shard_stage_name(sharded_->stage()).c_str(), human_bytes(c.peak_planned[0]).c_str(),
-      human_bytes(c.peak_measured[0]).c_str(), human_bytes(c.peak_planned[1]).c_str(),
-      human_bytes(c.peak_measured[1]).c_str(), human_bytes(pt).c_str(), human_bytes(mt).c_str(),
-      100.0 * static_cast<double>(pt - mt) / static_cast<double>(std::max<int64_t>(1, mt)));
-  std::fflush(stdout);
+  if (is_main())
+    print_planned_measured(
+        fmt::format("Peak per rank in step 2 (--shard {})", shard_stage_name(sharded_->stage())),
+        c.peak_planned, c.peak_measured, 2);
 }
 
 // Once, after the first step (gradient shards still held): the planner's figures for this rank
 // against the bytes of the tensors it holds; rank 0 prints both.
 void ShardContext::check_memory(const torch::optim::Optimizer& opt) {
-  checked_memory_ = true;
   const PlanQuery q = plan_query(opt);
   auto plan = plan_after_step(footprint_of(*sharded_), q);
   auto m = sharded_->memory();
-  memory_check_.planned[0] = plan.params;
-  memory_check_.planned[1] = plan.grads;
-  memory_check_.planned[2] = plan.optimizer;
-  memory_check_.measured[0] = m.params_full + m.params_shard;
-  memory_check_.measured[1] = m.grads_full + m.grads_shard;
-  memory_check_.measured[2] = optimizer_state_bytes(opt);
-  if (!is_main()) return;
-  const auto& p = memory_check_.planned;
-  const auto& r = memory_check_.measured;
-  const int64_t pt = p[0] + p[1] + p[2], rt = r[0] + r[1] + r[2];
-  std::printf(
-      "Memory per rank after step 1 (--shard %s, %d ranks), planned / measured: params "
-      "%s / %s, grads %s / %s, optimizer %s / %s, total %s / %s (%+.1f %%)\n",
-      shard_stage_name(q.stage).c_str(), world_size, human_bytes(p[0]).c_str(),
-      human_bytes(r[0]).c_str(), human_bytes(p[1]).c_str(), human_bytes(r[1]).c_str(),
-      human_bytes(p[2]).c_str(), human_bytes(r[2]).c_str(), human_bytes(pt).c_str(),
-      human_bytes(rt).c_str(),
-      100.0 * static_cast<double>(pt - rt) / static_cast<double>(std::max<int64_t>(1, rt)));
-  std::fflush(stdout);
+  auto& c = memory_check_;
+  c.planned[0] = plan.params;
+  c.planned[1] = plan.grads;
+  c.planned[2] = plan.optimizer;
+  c.measured[0] = m.params_full + m.params_shard;
+  c.measured[1] = m.grads_full + m.grads_shard;
+  c.measured[2] = optimizer_state_bytes(opt);
+  if (is_main())
+    print_planned_measured(fmt::format("Memory per rank after step 1 (--shard {}, {} ranks)",
+                                       shard_stage_name(q.stage), world_size),
+                           c.planned, c.measured, 3);
 }
 
 void ShardContext::gather_parameters(torch::nn::Module& /*model*/) {

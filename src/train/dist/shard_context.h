@@ -55,8 +55,7 @@ class ShardContext : public DdpContext {
   ShardOptions shard_opts_;
   std::shared_ptr<ShardedModel> sharded_;
   MemoryCheck memory_check_;
-  bool checked_memory_ = false;
-  int peak_state_ = 0;  // 0: step 1 not done; 1: tracking step 2; 2: done
+  int64_t steps_done_ = 0;  // optimizer steps this context has seen
 };
 
 }  // namespace gpulab::train::dist

@@ -52,11 +52,11 @@ struct ShardOptions {
   std::optional<torch::ScalarType> reduce_dtype;
 };
 
-// Bytes held now by this rank (tensor accounting of what sharding manages).
 // Units whose reduce-scatter may run while the backward pass goes on (launch_ready); launching
 // one more waits for the oldest, so kReducesInFlight + 1 flat gradients exist for a moment.
 inline constexpr size_t kReducesInFlight = 2;
 
+// Bytes held now by this rank (tensor accounting of what sharding manages).
 struct ShardMemory {
   int64_t params_full = 0;   // gathered flat buffers
   int64_t params_shard = 0;  // master shards

@@ -135,20 +135,20 @@ shard)
   grep "Memory per rank" "$WORK/full2.log" "$WORK/full3.log"
   # `gpulab plan` for the same job (the synthetic text's 256 tokens) holds what the ranks measured
   # between steps, within 10 %.
-  to_bytes() {
-    awk -v v="$1" -v u="$2" 'BEGIN { m["B"] = 1; m["KiB"] = 1024; m["MiB"] = 1048576;
-                                     m["GiB"] = 1073741824; printf "%.0f", v * m[u] }'
-  }
   for n in 2 3; do
-    read -r pv pu < <("$GPULAB" plan --model llama-tiny --gpus $n --shard full --vocab_size 256 \
+    planned=$("$GPULAB" plan --model llama-tiny --gpus $n --shard full --vocab_size 256 \
       --seq_len 32 --batch_size 6 --precision fp64 --optimizer adamw | tail -1 |
       awk '{ print $(NF-1), $NF }')
-    read -r mv mu < <(grep "Memory per rank" "$WORK/full$n.log" | grep -o 'total [^(]*' |
+    measured=$(grep "Memory per rank" "$WORK/full$n.log" | grep -o 'total [^(]*' |
       awk '{ print $5, $6 }')
-    p=$(to_bytes "$pv" "$pu") m=$(to_bytes "$mv" "$mu")
-    echo "gpulab plan, $n ranks, held after a step: $pv $pu; measured: $mv $mu"
-    awk -v p="$p" -v m="$m" 'BEGIN { d = p - m; if (d < 0) d = -d; exit !(m > 0 && d <= 0.1 * m) }' ||
-      fail "gpulab plan ($pv $pu) is not within 10 % of the measured $mv $mu on $n ranks"
+    echo "gpulab plan, $n ranks, held after a step: $planned; measured: $measured"
+    $PY - "$planned" "$measured" <<'PYEOF' \
+      || fail "gpulab plan ($planned) is not within 10 % of the measured $measured on $n ranks"
+import sys
+unit = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+p, m = (float(a.split()[0]) * unit[a.split()[1]] for a in sys.argv[1:3])
+sys.exit(0 if m > 0 and abs(p - m) <= 0.1 * m else 1)
+PYEOF
   done
   # Resume: 1 epoch on 2 ranks, then the second epoch on 2 ranks (bitwise vs straight) and on 3.
   run half "$GPULAB" "${LM[@]}" --num_epochs 1 --batch_size_scaled --nproc_per_node 2 --shard full
