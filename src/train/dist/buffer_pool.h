@@ -1,7 +1,7 @@
 // A few freed flat buffers kept for the next all-gather of the same size. ZeRO-3 frees a unit
 // and allocates the next one's buffer a moment later; on the CPU fresh memory of that size comes
-// from the kernel page by page (a fault and a zeroed page per 4 KiB), which cost 4-5 % of a
-// llama-125m step on 2 ranks (perf). GPU allocators cache blocks themselves: CPU only.
+// from the kernel page by page (a fault and a zeroed page per 4 KiB), about 4.5 % of the perf
+// samples of a llama-125m step on 2 ranks. GPU allocators cache blocks themselves: CPU only.
 #pragma once
 
 #include <c10/core/Allocator.h>
