@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/crash_report.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "launch/rank_env.h"
@@ -59,6 +60,7 @@ std::string command_path(const CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpulab::install_crash_report();
   CLI::App app{
       "gpulab: GPU discovery and lab images, a GPU container service, and distributed "
       "data-parallel training, in one binary."};

@@ -405,6 +405,8 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     if (max_steps_reached()) break;
     if (b % accum == 0 && stop_requested()) {
       stopped_at_batch_ = b;
+      // No worker builds batches of this epoch while the checkpoint is written and the run ends.
+      if (!lm_) train_loader_->abandon_epoch();
       break;
     }
     torch::Tensor x, labels;

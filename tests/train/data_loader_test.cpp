@@ -95,6 +95,18 @@ TEST(DataLoader, AbandonedEpochAndRestartAreSafe) {
   auto all = std::vector<Batch>();
   while (auto b = loader.next()) all.push_back(*b);
   EXPECT_EQ(all.size(), 13u);
+  // Ended early (Ctrl-C): nothing more this epoch, and the next one starts from its first batch.
+  loader.start_epoch(2);
+  auto first = loader.next();
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(loader.next().has_value());
+  loader.abandon_epoch();
+  EXPECT_FALSE(loader.next().has_value());
+  loader.start_epoch(2);
+  auto again = loader.next();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->index, 0);
+  EXPECT_TRUE(torch::equal(again->images, first->images));
 }
 
 // The on-device pipeline (here on CPU tensors) gives the worker path's batches.

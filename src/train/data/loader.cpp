@@ -170,6 +170,11 @@ void DataLoader::start_epoch(int64_t epoch) {
   }
 }
 
+void DataLoader::abandon_epoch() {
+  impl_->stop();
+  impl_->next_deliver = impl_->num_batches;
+}
+
 std::optional<Batch> DataLoader::next() {
   Impl& m = *impl_;
   if (m.next_deliver >= m.num_batches) return std::nullopt;
@@ -198,8 +203,7 @@ std::optional<Batch> DataLoader::next() {
     }
     m.space_.notify_all();
     if (slot.error) {
-      m.stop();
-      m.next_deliver = m.num_batches;
+      abandon_epoch();
       try {
         std::rethrow_exception(slot.error);
       } catch (const Exception&) {

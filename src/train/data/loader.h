@@ -54,6 +54,9 @@ class DataLoader {
   // Begins an epoch (asks the sampler for its indices and starts the workers). Calling it
   // again, or before the previous epoch was drained, abandons what was left.
   void start_epoch(int64_t epoch);
+  // Ends the current epoch early: the workers stop and are joined, what they built is dropped,
+  // and next() returns nullopt until the next start_epoch (a run stopped by Ctrl-C).
+  void abandon_epoch();
   // The next batch of the epoch, blocking until it is ready; nullopt after the last one.
   // Rethrows (as gpulab::Exception) an error a worker met, e.g. an undecodable image.
   std::optional<Batch> next();

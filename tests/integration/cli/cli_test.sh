@@ -111,6 +111,7 @@ interrupt)
   wait $pid
   code=$?
   cat "$WORK/log"
+  bash "$(dirname "$0")/../../../scripts/symbolize.sh" "$WORK/log" "$G"
   [ "$code" = 130 ] || fail "exit $code after SIGINT, expected 130"
   grep -q '512 train / 512 test images with --subset 512, of 1024 / 1024' "$WORK/log" ||
     fail "the header does not give the subset's size"
@@ -128,6 +129,25 @@ interrupt)
   [ "$batch" -gt 0 ] && want="$want, batch $batch of epoch $epoch)"
   grep -qF "$want" "$WORK/log2" || fail "the resumed run does not start at '$want'"
   grep -q "Stopped after --max_steps $((step + 2))" "$WORK/log2" || fail "the resumed run did not train on"
+  ;;
+crash_report)
+  # A fatal signal prints the stack before the process ends with it (exit 128 + signal), and
+  # scripts/symbolize.sh turns its gpulab frames into functions and lines.
+  "$G" train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 --subset 512 \
+    --num_epochs 30 --no_checkpoints --output_dir "$WORK/run" >"$WORK/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q '^Training resnet18' "$WORK/log" && break; sleep 0.1; done
+  sleep 2
+  kill -SEGV $pid
+  wait $pid
+  code=$?
+  [ "$code" = 139 ] || { cat "$WORK/log"; fail "exit $code after SIGSEGV, expected 139"; }
+  grep -q '^gpulab: fatal signal SEGV; stack' "$WORK/log" || { cat "$WORK/log"; fail "no crash report"; }
+  frames=$(bash "$(dirname "$0")/../../../scripts/symbolize.sh" "$WORK/log" "$G")
+  echo "$frames"
+  # The kernel hands the signal to the main thread when it can, so the stack is the trainer's.
+  grep -qE 'gpulab::train::[A-Za-z:_]+\(.*\) at .*/src/train/[a-z_/]+\.(cpp|h):[0-9]' <<<"$frames" ||
+    fail "the symbolized stack names no gpulab::train function with its source line"
   ;;
 long_run)
   # A CPU run whose settings imply hours says so after its first steps (the issue's example:
