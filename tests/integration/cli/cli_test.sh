@@ -9,6 +9,20 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+# Runs a ResNet training command in the background (output in $WORK/log), sends it signal SIG
+# SECONDS after its first training line, and sets code to its exit status.
+signal_run() {
+  local seconds=$1 sig=$2 pid
+  shift 2
+  "$@" >"$WORK/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q '^Training resnet18' "$WORK/log" && break; sleep 0.1; done
+  sleep "$seconds"
+  kill -"$sig" $pid
+  wait $pid
+  code=$?
+}
+
 # Each --json command with small settings; the test fails when a command gains --json unlisted.
 json_cases() {
   echo "detect --json"
@@ -103,13 +117,8 @@ interrupt)
   # --resume auto continues from (inside the epoch it stopped in). --subset N prints N.
   RUN="$G train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 --subset 512
        --num_epochs 30 --seed 1 --output_dir $WORK/run"
-  $RUN >"$WORK/log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 600); do grep -q '^Training resnet18' "$WORK/log" && break; sleep 0.1; done
-  sleep 5
-  kill -INT $pid
-  wait $pid
-  code=$?
+  # shellcheck disable=SC2086
+  signal_run 5 INT $RUN
   cat "$WORK/log"
   bash "$(dirname "$0")/../../../scripts/symbolize.sh" "$WORK/log" "$G"
   [ "$code" = 130 ] || fail "exit $code after SIGINT, expected 130"
@@ -133,14 +142,8 @@ interrupt)
 crash_report)
   # A fatal signal prints the stack before the process ends with it (exit 128 + signal), and
   # scripts/symbolize.sh turns its gpulab frames into functions and lines.
-  "$G" train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 --subset 512 \
-    --num_epochs 30 --no_checkpoints --output_dir "$WORK/run" >"$WORK/log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 600); do grep -q '^Training resnet18' "$WORK/log" && break; sleep 0.1; done
-  sleep 2
-  kill -SEGV $pid
-  wait $pid
-  code=$?
+  signal_run 2 SEGV "$G" train --model resnet18 --dataset synthetic --input_size 32 \
+    --batch_size 16 --subset 512 --num_epochs 30 --no_checkpoints --output_dir "$WORK/run"
   [ "$code" = 139 ] || { cat "$WORK/log"; fail "exit $code after SIGSEGV, expected 139"; }
   grep -q '^gpulab: fatal signal SEGV; stack' "$WORK/log" || { cat "$WORK/log"; fail "no crash report"; }
   frames=$(bash "$(dirname "$0")/../../../scripts/symbolize.sh" "$WORK/log" "$G")
