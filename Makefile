@@ -10,7 +10,7 @@ export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
 .PHONY: all deps configure build test demo bench soak format format-check function-size tidy clean \
-  sanitize fuzz web
+  sanitize fuzz web gpu-bundle gpu-check libtorch2-check
 
 all: build
 
@@ -44,6 +44,20 @@ fuzz: deps
 demo: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target gpulab
 	@bash scripts/demo.sh $(BUILD)
+
+# GPU hosts (docs/gpu.md): gpu-bundle, here on Debian, packs the source and the header-only
+# packages (under 20 MB); gpu-check, on a GPU host with the PyTorch wheel, builds the trainer and
+# runs every GPU row beside its PyTorch reference (one JSON and one log; no GPU: exit 3 first).
+gpu-bundle:
+	@bash scripts/gpu-bundle.sh
+
+gpu-check:
+	@bash scripts/gpu-check.sh
+
+# Every file that includes libtorch compiles against Debian sid's libtorch 2.x, and the CUDA-only
+# paths against sid's CUDA and NCCL headers (.ci/run runs it; about 1 GB downloaded once).
+libtorch2-check:
+	@bash scripts/check-libtorch2.sh
 
 # Token folders of the bundled English corpus (Debian's fortunes) for language models.
 .PHONY: llm-data

@@ -26,13 +26,30 @@ if(GPULAB_WITH_TRAIN)
   add_library(gpulab_torch INTERFACE)
   target_include_directories(gpulab_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
   target_link_libraries(gpulab_torch INTERFACE ${TORCH_LIBRARIES})
+  # Every executable that links libtorch binds the standard library to libstdc++ (LinkOrder.cmake).
+  target_link_options(gpulab_torch INTERFACE "${GPULAB_STDCXX_FIRST}")
   # A CUDA (or ROCm/HIP, which exposes itself as CUDA) libtorch: compile the device paths.
-  if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
+  if(TARGET torch_cuda OR TARGET torch_hip OR TORCH_CUDA_LIBRARIES)
     target_compile_definitions(gpulab_torch INTERFACE GPULAB_WITH_CUDA=1)
+    # The wheel's libtorch has the NCCL process group but not nccl.h, which is in the NCCL wheel
+    # beside it (site-packages/nvidia/nccl/include); without it the NCCL path is compiled out.
+    find_path(GPULAB_NCCL_INCLUDE_DIR nccl.h
+              HINTS ENV NCCL_INCLUDE_DIR "${Torch_DIR}/../../../../nvidia/nccl/include"
+                    "${CUDAToolkit_INCLUDE_DIRS}")
+    if(GPULAB_NCCL_INCLUDE_DIR)
+      target_include_directories(gpulab_torch SYSTEM INTERFACE ${GPULAB_NCCL_INCLUDE_DIR})
+      message(STATUS "gpulab: nccl.h in ${GPULAB_NCCL_INCLUDE_DIR}")
+    else()
+      message(STATUS "gpulab: no nccl.h found (set NCCL_INCLUDE_DIR): the NCCL backend is off")
+    endif()
   endif()
-  find_path(GLOO_INCLUDE_DIR gloo/config.h)
+  # Gloo (CPU ranks) only where its headers are: PyTorch wheels export USE_C10D_GLOO but ship no
+  # gloo/ headers, so such a build has NCCL (or RCCL) and no Gloo (train/dist/compat.h).
+  find_path(GLOO_INCLUDE_DIR gloo/algorithm.h)
   if(GLOO_INCLUDE_DIR)
     target_compile_definitions(gpulab_torch INTERFACE GPULAB_HAVE_GLOO=1)
+  else()
+    message(STATUS "gpulab: no gloo/ headers beside this libtorch: the Gloo backend is off")
   endif()
 endif()
 

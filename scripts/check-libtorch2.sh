@@ -73,14 +73,27 @@ if [ ! -f "$PCH.gch" ] || [ "$PCH.gch" -ot "$0" ] || [ "$PCH.gch" -ot "$INC/torc
 fi
 PCHFLAGS=(-include "$PCH" -Winvalid-pch)
 
-# check LABEL FILE...: compiles each file with "${FLAGS[@]}" "${EXTRA[@]}"; counts failures.
+# check LABEL FILE...: compiles each file with "${FLAGS[@]}" "${EXTRA[@]}", JOBS at a time
+# (default: every core), printing the results in file order; counts failures.
+JOBS=${JOBS:-$(nproc)}
 fails=0
+check_one() {
+  local label=$1 f=$2 out
+  if out=$(c++ "${FLAGS[@]}" "${EXTRA[@]}" "$f" 2>&1); then echo "ok    ${f#$ROOT/}$label"
+  else echo "FAIL  ${f#$ROOT/}$label"; echo "$out" | grep -E "error" | head -5; fi
+}
 check() {
-  local label=$1 f out; shift
+  local label=$1 i=0 f; shift
+  local tmp; tmp=$(mktemp -d)
   for f in "$@"; do
-    if out=$(c++ "${FLAGS[@]}" "${EXTRA[@]}" "$f" 2>&1); then echo "ok    ${f#$ROOT/}$label"
-    else echo "FAIL  ${f#$ROOT/}$label"; echo "$out" | grep -E "error" | head -5; fails=$((fails + 1)); fi
+    check_one "$label" "$f" >"$tmp/$(printf '%05d' $i)" &
+    i=$((i + 1))
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
   done
+  wait
+  cat "$tmp"/*
+  fails=$((fails + $(cat "$tmp"/* | grep -c '^FAIL')))
+  rm -rf "$tmp"
 }
 EXTRA=("${PCHFLAGS[@]}")
 if [ "${CUDA:-}" != only ]; then
@@ -94,8 +107,9 @@ fi
 # CUDA toolkit's and NCCL's headers: Debian sid's nvidia-cuda-dev, libnccl-dev and libcu++-dev
 # (non-free/contrib, about 1 GB of .deb files, of which only usr/include, 17 MB, is kept).
 # c10/cuda's generated cmake macros header is not in a CPU package: the HIP switch skips it.
-CUDA_FILES=("$ROOT"/src/train/dist/communicator.cpp "$ROOT"/src/bench/gemm_test.cpp
-            "$ROOT"/src/bench/device_info.cpp "$ROOT"/src/bench/train_bench.cpp)
+# Every file with a CUDA-only branch: found by its macros, so a new one is never missed.
+mapfile -t CUDA_FILES < <(grep -rlE --include='*.cpp' 'GPULAB_WITH_CUDA|GPULAB_DIST_NCCL|USE_C10D_NCCL' \
+  "$ROOT/src" "$ROOT/apps" | sort)
 cuda_fails=0
 if [ "${CUDA:-}" = only ] || [ "${CUDA:-}" = 1 ] || { [ $# = 0 ] && [ "${CUDA:-}" != 0 ]; }; then
   CINC=$DEPS/cuda/usr/include
@@ -112,9 +126,12 @@ if [ "${CUDA:-}" = only ] || [ "${CUDA:-}" = 1 ] || { [ $# = 0 ] && [ "${CUDA:-}
     for d in "$CAPT"/debs/*.deb; do dpkg-deb --fsys-tarfile "$d" | tar -x -C "$DEPS/cuda" --wildcards './usr/include/*'; done
     rm -rf "$CAPT"
   fi
-  EXTRA=(-DUSE_CUDA -DUSE_C10D_NCCL -DGPULAB_WITH_CUDA=1 -DC10_CUDA_NO_CMAKE_CONFIGURE_FILE -isystem "$CINC")
-  # Prove the CUDA paths are the ones compiled: NCCL on in the compat layer, the CUDA headers found.
-  printf '#include "train/dist/compat.h"\n#include <cuda_runtime_api.h>\n#include <nccl.h>\nstatic_assert(GPULAB_DIST_NCCL == 1, "NCCL path off");\n' |
+  # As a PyTorch wheel's build is: CUDA and NCCL on, USE_C10D_GLOO defined but no Gloo headers
+  # found by CMake (GPULAB_HAVE_GLOO unset), no oneDNN.
+  EXTRA=(-DUSE_CUDA -DUSE_C10D_NCCL -DGPULAB_WITH_CUDA=1 -UGPULAB_HAVE_GLOO -DC10_CUDA_NO_CMAKE_CONFIGURE_FILE -isystem "$CINC")
+  # Prove the CUDA paths are the ones compiled: NCCL on and Gloo off in the compat layer, the
+  # CUDA headers found.
+  printf '#include "train/dist/compat.h"\n#include <cuda_runtime_api.h>\n#include <nccl.h>\nstatic_assert(GPULAB_DIST_NCCL == 1, "NCCL path off");\nstatic_assert(GPULAB_DIST_GLOO == 0, "Gloo on without GPULAB_HAVE_GLOO");\n' |
     c++ "${FLAGS[@]}" "${EXTRA[@]}" -x c++ - || { echo "the NCCL/CUDA path is not the one compiled"; exit 1; }
   before=$fails
   check "  (CUDA + NCCL, CUDA $(sed -n 's/^#define CUDART_VERSION *\([0-9]*\).*/\1/p' "$CINC/cuda_runtime_api.h"))" "${CUDA_FILES[@]}"

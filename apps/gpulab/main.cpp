@@ -11,10 +11,22 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "launch/rank_env.h"
+#if defined(GPULAB_WITH_TRAIN)
+#include "train/build_info.h"
+#endif
 
 namespace {
 
 using gpulab::cli::RegisterFn;
+
+// What this binary was built with, for --version: which libtorch, and whether it has CUDA.
+std::string build_facts() {
+#if defined(GPULAB_WITH_TRAIN)
+  return " (" + gpulab::train::libtorch_description() + ")";
+#else
+  return " (no trainer: built without libtorch)";
+#endif
+}
 
 // One explicit list: a subcommand exists when its component is built.
 const std::vector<RegisterFn>& command_table() {
@@ -66,7 +78,7 @@ int main(int argc, char** argv) {
       "data-parallel training, in one binary."};
   app.name("gpulab");
   app.require_subcommand(1);
-  app.set_version_flag("--version", GPULAB_VERSION);
+  app.set_version_flag("--version", std::string("gpulab " GPULAB_VERSION) + build_facts());
   std::string log_level;
   app.add_option("--log_level,--log-level", log_level, "debug, info, warn (default), error")
       ->envname("GPULAB_LOG");

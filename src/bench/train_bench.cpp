@@ -1,11 +1,10 @@
 // Training throughput through the trainer's loop: hooks time each step (data wait from the end
 // of the previous step to the batch in hand, compute from there to the step done, with the
 // device synchronized), the profiler records the timed steps, memory peaks come from the OS and
-// the CUDA allocator.
+// the CUDA caching allocator (train/memory_stats.h).
 #include "bench/train_bench.h"
 
 #include <fmt/format.h>
-#include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <unistd.h>
 
@@ -17,15 +16,10 @@
 
 #include "core/error.h"
 #include "core/flag_checks.h"
+#include "train/memory_stats.h"
 #include "train/models/llama_config.h"
 #include "train/thread_env.h"
 #include "train/trainer.h"
-
-// Debian ships the c10/cuda headers without CUDA: only a CUDA build has cuda_runtime_api.h.
-#if __has_include(<c10/cuda/CUDACachingAllocator.h>) && __has_include(<cuda_runtime_api.h>)
-#include <c10/cuda/CUDACachingAllocator.h>
-#define GPULAB_BENCH_CUDA_STATS 1
-#endif
 
 namespace gpulab::bench {
 
@@ -33,30 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
-
-int64_t peak_rss_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
-void reset_device_peak(const torch::Device& d) {
-#ifdef GPULAB_BENCH_CUDA_STATS
-  if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
-#else
-  (void)d;
-#endif
-}
-
-std::optional<int64_t> device_peak(const torch::Device& d) {
-#ifdef GPULAB_BENCH_CUDA_STATS
-  if (d.is_cuda())
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(d.index()).allocated_bytes[0].peak;
-#else
-  (void)d;
-#endif
-  return std::nullopt;
-}
 
 // A private run folder: the trainer writes its metrics log and final weights there.
 fs::path scratch_dir() {
@@ -86,6 +56,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   t.grad_accum = 1;
   t.no_checkpoints = true;
   t.no_report = true;
+  t.no_weights = true;  // a 1B model's export is gigabytes written only to be deleted
   t.resume.clear();
   const fs::path scratch = scratch_dir();
   t.output_dir = scratch.string();
@@ -101,7 +72,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   train::StepHooks hooks;
   hooks.batch_ready = [&](int64_t step) {
     if (step == opts.warmup) {
-      reset_device_peak(trainer.device());
+      train::reset_device_memory_peak(trainer.device());
       if (profile)
         profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(opts.profile);
     }
@@ -150,8 +121,15 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   r.device = trainer.device().str();
   r.memory_format = trainer.memory_format().name;
   r.memory_format_reason = trainer.memory_format().reason;
-  r.peak_host_memory_bytes = peak_rss_bytes();
-  r.peak_device_memory_bytes = device_peak(trainer.device());
+  r.peak_host_memory_bytes = train::peak_host_memory_bytes();
+  if (const auto peak = train::device_memory_peak(trainer.device())) {
+    r.peak_device_memory_bytes = peak->allocated_bytes;
+    r.peak_device_reserved_bytes = peak->reserved_bytes;
+  }
+  if (r.tokens_per_second > 0 && trainer.flops_per_token() > 0) {
+    r.tflops_per_device = r.tokens_per_second / dist->world_size * trainer.flops_per_token() / 1e12;
+    if (trainer.peak().flops > 0) r.mfu = r.tflops_per_device * 1e12 / trainer.peak().flops;
+  }
   if (profile) {
     r.profile_file = opts.profile;
     r.profile_top = summarize_trace(opts.profile);
@@ -173,7 +151,10 @@ Json TrainBenchResult::to_json() const {
          {"peak_host_memory_bytes", peak_host_memory_bytes},
          {"torch", TORCH_VERSION}};
   if (peak_device_memory_bytes) j["peak_device_memory_bytes"] = *peak_device_memory_bytes;
+  if (peak_device_reserved_bytes) j["peak_device_reserved_bytes"] = *peak_device_reserved_bytes;
   if (tokens_per_second > 0) j["tokens_per_second"] = tokens_per_second;
+  if (tflops_per_device) j["tflops_per_device"] = *tflops_per_device;
+  if (mfu) j["mfu"] = *mfu;
   if (!profile_file.empty()) {
     j["profile_file"] = profile_file;
     j["profile_top"] = profile_top;
@@ -194,12 +175,16 @@ std::string TrainBenchResult::summary() const {
       100 * compute_seconds / std::max(1e-9, total),
       static_cast<double>(peak_host_memory_bytes) / (1 << 20));
   if (peak_device_memory_bytes)
-    s += fmt::format(", peak device memory: {:.0f} MiB",
-                     static_cast<double>(*peak_device_memory_bytes) / (1 << 20));
+    s += fmt::format(", peak GPU memory: {:.0f} MiB allocated, {:.0f} MiB reserved",
+                     static_cast<double>(*peak_device_memory_bytes) / (1 << 20),
+                     static_cast<double>(peak_device_reserved_bytes.value_or(0)) / (1 << 20));
   s += "\n";
   if (tokens_per_second > 0)
     s += fmt::format("Tokens: {:.1f} tokens/s (sequences counted as images above)\n",
                      tokens_per_second);
+  if (tflops_per_device)
+    s += fmt::format("Model FLOPs: {:.1f} TFLOPS per device{}\n", *tflops_per_device,
+                     mfu ? fmt::format(", MFU {:.1f}%", 100 * *mfu) : "");
   if (!profile_file.empty()) {
     s += "Profile (Chrome trace): " + profile_file + "\nHeaviest ops by self time:\n";
     for (const auto& op : profile_top)

@@ -41,10 +41,12 @@ struct TrainBenchResult {
   std::string memory_format;    // the layout the trainer chose, and why (train/memory_format.h)
   std::string memory_format_reason;
   std::string device;
-  int64_t peak_host_memory_bytes = 0;               // rank 0's maximum resident set
-  std::optional<int64_t> peak_device_memory_bytes;  // CUDA builds: allocator peak
-  std::string profile_file;                         // written when asked
-  Json profile_top;                                 // heaviest ops of the trace (self time)
+  int64_t peak_host_memory_bytes = 0;                 // rank 0's maximum resident set
+  std::optional<int64_t> peak_device_memory_bytes;    // CUDA builds: allocator peak (tensors)
+  std::optional<int64_t> peak_device_reserved_bytes;  // and what it held from the driver
+  std::optional<double> tflops_per_device, mfu;       // language models, when FLOPs are known
+  std::string profile_file;                           // written when asked
+  Json profile_top;                                   // heaviest ops of the trace (self time)
 
   Json to_json() const;
   std::string summary() const;  // the human-readable lines

@@ -4,7 +4,12 @@
 #include <execinfo.h>
 #include <signal.h>
 #include <string.h>
+#include <ucontext.h>
 #include <unistd.h>
+
+#include <cstdint>
+
+#include "core/signal_name.h"
 
 // Under a sanitizer its own handlers report with more detail (shadow memory, both stacks).
 #if defined(__SANITIZE_ADDRESS__)
@@ -31,14 +36,69 @@ void put(const char* s) {
   (void)!::write(STDERR_FILENO, s, ::strlen(s));
 }
 
+void put_hex(std::uintptr_t v) {
+  char buf[2 + 2 * sizeof v + 1];
+  char* p = buf + sizeof buf - 1;
+  *p = '\0';
+  do {
+    *--p = "0123456789abcdef"[v & 0xf];
+    v >>= 4;
+  } while (v != 0);
+  *--p = 'x';
+  *--p = '0';
+  put(p);
+}
+
+// One frame as backtrace_symbols_fd prints it ("gpulab(+0x...)[0x...]"), so symbolize.sh reads it.
+void put_frame(const char* label, std::uintptr_t address) {
+  put(label);
+  void* frame[1] = {reinterpret_cast<void*>(address)};
+  ::backtrace_symbols_fd(frame, 1, STDERR_FILENO);
+}
+
+// A jump or call to a bad address (a null function pointer, a symbol bound to the wrong library)
+// faults on the instruction fetch itself: the unwinder then cannot walk past that address, so the
+// report names the caller from the return address the call left (on the stack on x86-64, in the
+// link register on AArch64).
+void report_fault_site(int sig, const siginfo_t* info, const void* context) {
+  if (info == nullptr || context == nullptr || info->si_code <= 0) return;  // sent by kill()
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  std::uintptr_t pc = 0, caller = 0;
+#if defined(__x86_64__)
+  pc = static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  caller = *reinterpret_cast<const std::uintptr_t*>(uc->uc_mcontext.gregs[REG_RSP]);
+#elif defined(__aarch64__)
+  pc = static_cast<std::uintptr_t>(uc->uc_mcontext.pc);
+  caller = static_cast<std::uintptr_t>(uc->uc_mcontext.regs[30]);
+#else
+  (void)uc;
+  return;
+#endif
+  const bool bad_jump =
+      (sig == SIGSEGV || sig == SIGBUS) && reinterpret_cast<std::uintptr_t>(info->si_addr) == pc;
+  put("gpulab: fault address ");
+  put_hex(reinterpret_cast<std::uintptr_t>(info->si_addr));
+  put(", instruction at ");
+  put_hex(pc);
+  put("\n");
+  if (bad_jump) {
+    put("gpulab: a call or jump to a bad address; the call came from (the return address):\n");
+    put_frame("  ", caller);
+  } else {
+    put_frame("gpulab: faulting instruction: ", pc);
+  }
+}
+
 // Only async-signal-safe calls after a heap may be corrupt: write, backtrace (its library was
 // loaded at install time) and backtrace_symbols_fd (no malloc). Then the default action, so the
 // exit status still names the signal.
-void on_fatal(int sig) {
+void on_fatal(int sig, siginfo_t* info, void* context) {
   put("\ngpulab: fatal signal ");
-  const char* name = ::sigabbrev_np(sig);
+  const char* name = signal_abbrev(sig);
   put(name != nullptr ? name : "?");
-  put("; stack (frames in gpulab: scripts/symbolize.sh turns +0x offsets into lines):\n");
+  put("\n");
+  report_fault_site(sig, info, context);
+  put("gpulab: stack (frames in gpulab: scripts/symbolize.sh turns +0x offsets into lines):\n");
   void* frames[64];
   const int n = ::backtrace(frames, 64);
   ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
@@ -57,9 +117,9 @@ void install_crash_report() {
   ss.ss_size = sizeof alt_stack;
   ::sigaltstack(&ss, nullptr);
   struct sigaction sa {};
-  sa.sa_handler = on_fatal;
+  sa.sa_sigaction = on_fatal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sa.sa_flags = SA_ONSTACK | SA_RESETHAND | SA_SIGINFO;
   for (int sig : kSignals) ::sigaction(sig, &sa, nullptr);
 }
 

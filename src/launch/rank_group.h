@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/signal_name.h"
 #include "launch/launcher.h"
 
 namespace gpulab::launch {
@@ -63,8 +64,5 @@ class RankGroup {
   int alive_ = 0;
   double slowest_phase_s_ = 0;  // the longest phase any rank of this group has reported
 };
-
-// "SIGKILL" for 9.
-std::string signal_name(int sig);
 
 }  // namespace gpulab::launch

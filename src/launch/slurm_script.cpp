@@ -1,11 +1,13 @@
 // The sbatch script gpulab writes, and the Slurm commands behind status, logs and cancel.
 #include "launch/slurm_script.h"
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "core/subprocess.h"
+#include "launch/slurm_time.h"
 
 namespace gpulab::launch {
 
@@ -127,9 +129,7 @@ Result<std::string> render_sbatch_script(const SlurmJobRequest& r) {
                "N is the GPUs of each node (the seed's `run-ddp.sh N`)");
   if (r.cpu_ranks_per_node > 1024)
     return bad("--cpu-ranks-per-node " + std::to_string(r.cpu_ranks_per_node) + " is too many", "");
-  static const std::regex time_re(
-      R"(^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\d+:\d{2}:\d{2}|UNLIMITED|INFINITE)$)");
-  if (!std::regex_match(r.time_limit, time_re))
+  if (!parse_slurm_duration(r.time_limit))
     return bad("--time " + r.time_limit + " is not a Slurm time limit",
                "use minutes, MM:SS, HH:MM:SS or D-HH[:MM[:SS]] (e.g. 02:00:00 or 1-00)");
   static const std::regex name_re("^[A-Za-z0-9_.+-]{1,64}$");
@@ -156,19 +156,23 @@ Result<std::string> render_sbatch_script(const SlurmJobRequest& r) {
 
   const bool cpu = r.cpu_ranks_per_node > 0;
   const int per_node = cpu ? r.cpu_ranks_per_node : r.gpus_per_node;
+  // Each rank its share of the node's cores, when the request does not say.
+  const int cpus_per_task = r.cpus_per_task > 0    ? r.cpus_per_task
+                            : r.cores_per_node > 0 ? std::max(1, r.cores_per_node / per_node)
+                                                   : 0;
   std::ostringstream s;
   s << "#!/bin/bash\n";
   s << "# Written by gpulab: " << per_node << (cpu ? " CPU rank(s)" : " GPU(s)") << " on each of "
     << r.nodes << " node(s), one task per " << (cpu ? "rank" : "GPU (each task is one rank)")
     << ";\n# rendezvous on the allocation's first node (gpulab reads it from SLURM_*).\n";
+  if (!cpu)
+    s << "# No per-task GPU binding: every rank sees all of its node's GPUs and local rank i\n"
+         "# uses GPU i, so NCCL keeps the direct GPU-to-GPU paths (NVLink, xGMI) inside a node.\n";
   s << "#SBATCH --job-name=" << r.job_name << "\n";
   s << "#SBATCH --nodes=" << r.nodes << "\n";
   s << "#SBATCH --ntasks-per-node=" << per_node << "\n";
-  if (!cpu) {
-    s << "#SBATCH --gres=" << r.gres_name << ":" << r.gpus_per_node << "\n";
-    s << "#SBATCH --gpus-per-task=1\n";
-  }
-  if (r.cpus_per_task > 0) s << "#SBATCH --cpus-per-task=" << r.cpus_per_task << "\n";
+  if (!cpu) s << "#SBATCH --gres=" << r.gres_name << ":" << r.gpus_per_node << "\n";
+  if (cpus_per_task > 0) s << "#SBATCH --cpus-per-task=" << cpus_per_task << "\n";
   s << "#SBATCH --time=" << r.time_limit << "\n";
   if (!r.partition.empty()) s << "#SBATCH --partition=" << r.partition << "\n";
   if (!r.account.empty()) s << "#SBATCH --account=" << r.account << "\n";
@@ -183,7 +187,7 @@ Result<std::string> render_sbatch_script(const SlurmJobRequest& r) {
        " (restart ${SLURM_RESTART_COUNT:-0}), run folder ${RUN_DIR}\"\n";
   // One rank failing ends the step (--kill-on-bad-exit); scancel and node failures end it too.
   s << "srun --kill-on-bad-exit=1";
-  if (r.cpus_per_task > 0) s << " --cpu-bind=cores";
+  if (cpus_per_task > 0) s << " --cpu-bind=cores";
   if (r.container == ContainerKind::kPyxis) {
     s << " --container-image=" << shell_quote(r.image) << " --container-workdir=\"$PWD\"";
     std::string mounts = "\"$PWD\":\"$PWD\"";
@@ -264,6 +268,34 @@ Result<std::string> submit_script(const std::string& script, bool test_only) {
                  "print it with --dry-run and check the partition, GRES and time limit"};
   // --test-only answers on stderr ("sbatch: Job 3 to start at ... using 4 processors on ...").
   return trim(test_only ? r->err + r->out : r->out);
+}
+
+Result<int> slurm_cores_per_node(const std::string& partition) {
+  std::vector<std::string> argv{"sinfo", "-h", "-o", "%c"};
+  if (!partition.empty()) argv.insert(argv.end(), {"-p", partition});
+  auto r = slurm_command(argv);
+  if (!r.ok()) return r.error();
+  if (!r->success())
+    return Error{Code::kUnavailable, "sinfo failed: " + trim(r->err),
+                 "pass --cpus_per_task, or run this where the cluster answers sinfo"};
+  int fewest = 0;
+  std::istringstream lines(r->out);
+  for (std::string line; std::getline(lines, line);) {
+    line = trim(line);
+    if (line.empty()) continue;
+    // "%c" is a node's CPU count, or "min+" when the partition's nodes differ.
+    if (line.back() == '+') line.pop_back();
+    if (line.empty() || line.find_first_not_of("0123456789") != std::string::npos ||
+        line.size() > 6)
+      continue;
+    const int n = std::stoi(line);
+    if (n > 0 && (fewest == 0 || n < fewest)) fewest = n;
+  }
+  if (fewest == 0)
+    return Error{Code::kUnavailable,
+                 "sinfo lists no node" + (partition.empty() ? "" : " in partition " + partition),
+                 "check --partition, or pass --cpus_per_task"};
+  return fewest;
 }
 
 }  // namespace gpulab::launch

@@ -20,7 +20,8 @@ struct SlurmJobRequest {
   int gpus_per_node = 1;  // GRES gpus, and ranks per node (one task per GPU)
   int nodes = 1;
   int cpu_ranks_per_node = 0;  // > 0: CPU ranks, no GRES (clusters without GPUs; tests)
-  int cpus_per_task = 0;       // 0: Slurm's default
+  int cpus_per_task = 0;       // 0: cores_per_node / ranks per node, else Slurm's default
+  int cores_per_node = 0;      // the partition's smallest node (sinfo), 0 when unknown
   std::string train_flags;     // as the seed passes them: one string of gpulab train flags
   std::string job_name = "gpulab-ddp";
   std::string partition;  // empty: the cluster's default
@@ -49,6 +50,10 @@ ContainerSupport detect_container_support();
 // with what to do.
 Result<ContainerKind> choose_container(const std::string& mode, const std::string& image,
                                        const ContainerSupport& support);
+
+// The fewest CPUs of a node in the partition (the cluster's default partition when empty), as
+// sinfo reports them: what --cpus-per-task is derived from.
+Result<int> slurm_cores_per_node(const std::string& partition);
 
 // Checks the request (counts, time limit form, flags that the script sets itself) and writes
 // the script. Errors say which field and what to pass instead.

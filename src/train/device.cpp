@@ -2,6 +2,7 @@
 #include "train/device.h"
 
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include <ATen/Parallel.h>
 
@@ -60,6 +61,15 @@ torch::Device resolve_device(const std::string& name, int local_rank) {
                     "use auto, cpu, cuda or cuda:N");
   const int count = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   if (d->cpu || (d->is_auto && count == 0)) return torch::kCPU;
+#if !defined(GPULAB_WITH_CUDA)
+  throw Exception(Code::kUnavailable,
+                  "this build's libtorch has no CUDA: gpulab was built against a CPU-only "
+                  "libtorch " TORCH_VERSION ", so device '" +
+                      name + "' cannot be used",
+                  "run with --device cpu, or build gpulab on the GPU host against PyTorch's "
+                  "CUDA or ROCm libtorch (docs/gpu.md)");
+#endif
+  const int index = d->index.value_or(count > 0 ? local_rank % count : 0);
   const int index = d->index.value_or(count > 0 ? local_rank % count : 0);
   if (index >= count)
     throw Exception(Code::kUnavailable,

@@ -23,7 +23,11 @@ Json EpochRecord::to_json() const {
     j["tokens_per_s_per_device"] = lm->tokens_per_s_per_device;
     j["tflops_per_device"] = lm->tflops_per_device;
     j["mfu"] = lm->mfu;
-    j["peak_memory_bytes"] = lm->peak_memory_bytes;
+    j["peak_host_memory_bytes"] = lm->peak_host_memory_bytes;
+    if (lm->peak_device_allocated_bytes) {
+      j["peak_device_allocated_bytes"] = *lm->peak_device_allocated_bytes;
+      j["peak_device_reserved_bytes"] = lm->peak_device_reserved_bytes.value_or(0.0);
+    }
     if (lm->val_bits_per_byte) j["val_bits_per_byte"] = *lm->val_bits_per_byte;
   }
   if (test_top1) {
@@ -54,7 +58,13 @@ EpochRecord EpochRecord::from_json(const Json& j) {
     lm.tokens_per_s_per_device = j.value("tokens_per_s_per_device", 0.0);
     lm.tflops_per_device = j.value("tflops_per_device", 0.0);
     lm.mfu = j.value("mfu", 0.0);
-    lm.peak_memory_bytes = j.value("peak_memory_bytes", 0.0);
+    // Logs before 2026-11-27 named the host peak "peak_memory_bytes".
+    lm.peak_host_memory_bytes =
+        j.value("peak_host_memory_bytes", j.value("peak_memory_bytes", 0.0));
+    if (j.contains("peak_device_allocated_bytes")) {
+      lm.peak_device_allocated_bytes = j.value("peak_device_allocated_bytes", 0.0);
+      lm.peak_device_reserved_bytes = j.value("peak_device_reserved_bytes", 0.0);
+    }
     if (j.contains("val_bits_per_byte")) lm.val_bits_per_byte = j.value("val_bits_per_byte", 0.0);
     r.lm = lm;
   }
@@ -68,12 +78,21 @@ EpochRecord EpochRecord::from_json(const Json& j) {
 }
 
 std::string EpochRecord::line() const {
-  if (lm)
+  if (lm) {
+    const auto mib = [](double b) { return b / (1 << 20); };
+    const std::string memory =
+        lm->peak_device_allocated_bytes
+            ? fmt::format("peak GPU mem {:.0f} MiB allocated, {:.0f} MiB reserved; host {:.0f} MiB",
+                          mib(*lm->peak_device_allocated_bytes),
+                          mib(lm->peak_device_reserved_bytes.value_or(0.0)),
+                          mib(lm->peak_host_memory_bytes))
+            : fmt::format("peak host mem {:.0f} MiB", mib(lm->peak_host_memory_bytes));
     return fmt::format(
         "Epoch {}/{} (step {}): time={:.2f}s || loss={:.4f} || {:.0f} tok/s ({:.0f} per device) || "
-        "{:.3f} TFLOPS/device || MFU {:.1f}% || peak mem {:.0f} MiB || lr={:.6g}",
+        "{:.3f} TFLOPS/device || MFU {:.1f}% || {} || lr={:.6g}",
         epoch, num_epochs, step, time_s, train_loss, lm->tokens_per_s, lm->tokens_per_s_per_device,
-        lm->tflops_per_device, 100 * lm->mfu, lm->peak_memory_bytes / (1 << 20), lr);
+        lm->tflops_per_device, 100 * lm->mfu, memory, lr);
+  }
   return fmt::format(
       "Epoch {}/{}: time={:.2f}s || loss={:.4f} || acc={:.4f} || {:.1f} img/s || lr={:.6g}", epoch,
       num_epochs, time_s, train_loss, train_acc, images_per_s, lr);

@@ -30,7 +30,9 @@ struct EpochRecord {
   struct Lm {
     double tokens_per_s = 0, tokens_per_s_per_device = 0;
     double tflops_per_device = 0, mfu = 0;  // mfu 0 when no peak is known
-    double peak_memory_bytes = 0;
+    double peak_host_memory_bytes = 0;      // the process's resident peak
+    // The CUDA caching allocator's peaks (tensors, and held from the driver); GPU runs only.
+    std::optional<double> peak_device_allocated_bytes, peak_device_reserved_bytes;
     std::optional<double> val_bits_per_byte;  // when the data knows its bytes per token
   };
   std::optional<Lm> lm;

@@ -1,8 +1,6 @@
 // Peak FLOPS for MFU: the datasheet table and the CPU's measured GEMM rate.
 #include "train/peak_flops.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -88,12 +86,6 @@ PeakFlops peak_flops(const torch::Device& device, bool bf16) {
                     (dtype == torch::kBFloat16 ? "bf16" : "fp32") + " GEMM on this CPU" +
                     (sgemm_faster ? " (oneDNN sgemm)" : "") +
                     (via_fp32 ? " (its bf16 products run there)" : "")};
-}
-
-int64_t peak_host_memory_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 }  // namespace gpulab::train

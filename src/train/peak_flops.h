@@ -21,7 +21,4 @@ PeakFlops datasheet_peak(const std::string& device_name, const std::string& dtyp
 // (bf16 through oneDNN under bf16 autocast, else float32), taking about a quarter second.
 PeakFlops peak_flops(const torch::Device& device, bool bf16);
 
-// Peak resident memory of this process (CPU), bytes.
-int64_t peak_host_memory_bytes();
-
 }  // namespace gpulab::train

@@ -69,6 +69,7 @@ struct TrainOptions {
   int64_t keep_checkpoints = 2;
   bool no_checkpoints = false;
   bool no_report = false;
+  bool no_weights = false;  // no model.safetensors at the end (bench train: a scratch run)
 
   // Small runs for tests and demos.
   int64_t subset = 0;               // use only the first N training and N test images

@@ -18,10 +18,12 @@
 #include "launch/heartbeat.h"
 #include "launch/launcher.h"
 #include "launch/rank_env.h"
+#include "launch/slurm_time.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/device_info.h"
 #include "train/memory_format.h"
+#include "train/memory_stats.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/models/registry.h"
 #include "train/optim/optimizers.h"
@@ -193,7 +195,7 @@ void Trainer::setup_language_model() {
                                 "takes the data's (llama-tiny, llama-125m)",
                                 cfg.vocab_size));
   }
-  llama_ = std::make_shared<LlamaForCausalLM>(cfg);
+  llama_ = std::make_shared<LlamaForCausalLM>(cfg, device_);  // built where it trains
   llama_->set_activation_checkpointing(opts_.activation_checkpointing);
   llama_->set_fused_attention(opts_.attention == "fused");
   model_ = llama_;
@@ -230,7 +232,11 @@ void Trainer::add_lm_metrics(EpochRecord& rec) const {
   s.tokens_per_s_per_device = rec.images_per_s / dist_->world_size;
   s.tflops_per_device = s.tokens_per_s_per_device * flops_per_token_ / 1e12;
   s.mfu = peak_.flops > 0 ? s.tflops_per_device * 1e12 / peak_.flops : 0;
-  s.peak_memory_bytes = static_cast<double>(peak_host_memory_bytes());
+  s.peak_host_memory_bytes = static_cast<double>(peak_host_memory_bytes());
+  if (const auto peak = device_memory_peak(device_)) {
+    s.peak_device_allocated_bytes = static_cast<double>(peak->allocated_bytes);
+    s.peak_device_reserved_bytes = static_cast<double>(peak->reserved_bytes);
+  }
   rec.lm = s;
 }
 
@@ -389,18 +395,17 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   }
   ProgressBar bar(dist_->is_main(), train_batches_,
                   fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
-  auto sums = torch::zeros({3}, torch::kFloat64);  // loss sum, correct, images (on the CPU)
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device_));
   torch::Tensor correct =
       torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device_));
   int64_t images = 0;
+  WarmStep warm;
   const auto t0 = Clock::now();
   const int64_t accum = opts_.grad_accum;
   // A run stopped inside this epoch resumes after the batches it trained (same data order).
   const int64_t first = epoch == start_epoch_ ? std::min(resume_batches_, train_batches_) : 0;
   if (!lm_)  // token batches are indexed by step; the image loader is skipped forward
     for (int64_t b = 0; b < first; ++b) (void)train_loader_->next();
-  Clock::time_point estimate_t0;
   for (int64_t b = first; b < train_batches_; ++b) {
     if (max_steps_reached()) break;
     if (b % accum == 0 && stop_requested()) {
@@ -451,28 +456,47 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
                  fmt::format("loss {:.4f}, {:.0f} {}/s", loss.item<double>(),
                              static_cast<double>(images) / seconds_since(t0), lm_ ? "tok" : "img"));
     if (hooks_.step_done) hooks_.step_done(micro_steps_);
+    if (micro_steps_ == 0) {
+      // The run's first step warms up (kernel choice, allocator, lazy initialisation): timed on
+      // its own and left out of the epoch's throughput. A GPU is done when its queue is.
+      if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+      warm.seconds = seconds_since(t0);
+      warm.images = n;
+      phases_.add("first step", warm.seconds);
+    }
     ++micro_steps_;
-    // The first batch warms up; the next five give the estimate of a long run.
-    if (epoch == start_epoch_ && b == first) estimate_t0 = Clock::now();
-    if (epoch == start_epoch_ && b == first + 5)
-      maybe_say_long_run(epoch, b + 1, seconds_since(estimate_t0) / 5.0);
+    // The first batch warms up; the next five (across epochs when they are short) give the
+    // estimate of a long run.
+    if (micro_steps_ == 1) estimate_t0_ = Clock::now();
+    if (micro_steps_ == 6) maybe_say_long_run(epoch, b + 1, seconds_since(estimate_t0_) / 5.0);
   }
   bar.clear();
-  // Epoch sums over all ranks: mean loss and accuracy of every image trained on.
-  sums[0] = loss_sum.item<double>();
-  sums[1] = static_cast<double>(correct.item<int64_t>());
-  sums[2] = static_cast<double>(images);
+  return epoch_record(epoch,
+                      {loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()),
+                       static_cast<double>(images)},
+                      seconds_since(t0), warm);
+}
+
+// The epoch's line: sums over all ranks (mean loss and accuracy of every image trained on) and
+// the steady throughput, without the run's first step when this epoch had it and more steps.
+EpochRecord Trainer::epoch_record(int64_t epoch, const std::array<double, 3>& local, double time_s,
+                                  const WarmStep& warm) {
+  auto sums = torch::tensor({local[0], local[1], local[2]}, torch::kFloat64);
   dist_->all_reduce_sum(sums);
+  const double loss_sum = sums[0].item<double>(), correct = sums[1].item<double>();
   EpochRecord r;
   r.epoch = epoch + 1;
   r.num_epochs = opts_.num_epochs;
   r.step = step_;
-  r.time_s = seconds_since(t0);
+  r.time_s = time_s;
   r.data_time_s = lm_ ? 0.0 : train_loader_->data_wait_seconds();
   r.train_images = static_cast<int64_t>(sums[2].item<double>());
-  r.train_loss = sums[0].item<double>() / std::max<double>(1.0, sums[2].item<double>());
-  r.train_acc = sums[1].item<double>() / std::max<double>(1.0, sums[2].item<double>());
-  r.images_per_s = static_cast<double>(r.train_images) / std::max(1e-9, r.time_s);
+  r.train_loss = loss_sum / std::max<double>(1.0, static_cast<double>(r.train_images));
+  r.train_acc = correct / std::max<double>(1.0, static_cast<double>(r.train_images));
+  const int64_t steady_images = r.train_images - warm.images * dist_->world_size;
+  const bool drop_warm = warm.images > 0 && steady_images > 0 && time_s > warm.seconds;
+  r.images_per_s = drop_warm ? static_cast<double>(steady_images) / (time_s - warm.seconds)
+                             : static_cast<double>(r.train_images) / std::max(1e-9, time_s);
   r.lr = learning_rate(*optimizer_);
   r.skipped_steps = scaler_->skipped_steps();
   if (lm_) add_lm_metrics(r);
@@ -551,14 +575,21 @@ void Trainer::say_stopped(int64_t epoch, int64_t batch) const {
                     (out_dir_ / "checkpoints").string()));
 }
 
-// A CPU run whose settings imply hours says so early, with the flag that shortens it.
+// A run that cannot end inside its Slurm job's time limit, or a CPU run whose settings imply
+// hours, says so early, with what changes it.
 void Trainer::maybe_say_long_run(int64_t epoch, int64_t batches_done,
                                  double seconds_per_batch) const {
-  if (!dist_->is_main() || !device_.is_cpu()) return;
+  if (!dist_->is_main()) return;
   int64_t left = (opts_.num_epochs - epoch) * train_batches_ - batches_done;
   if (opts_.max_steps > 0) left = std::min(left, (opts_.max_steps - step_) * opts_.grad_accum);
   const double seconds = seconds_per_batch * static_cast<double>(left);
-  if (seconds < 3600) return;
+  if (const auto job_left = launch::slurm_job_seconds_left(); job_left && seconds > *job_left)
+    say(
+        fmt::format("Warning: at {:.2f} s per batch the {} batches left take about {}, but this "
+                    "Slurm job ends in {}: raise its time limit (--time), or train less; its "
+                    "checkpoints let the next job go on with --resume auto",
+                    seconds_per_batch, left, human_duration(seconds), human_duration(*job_left)));
+  if (!device_.is_cpu() || seconds < 3600) return;
   if (lm_) {
     say(
         fmt::format("Note: at {:.2f} s per batch on the CPU, the {} batches left take about {}; "
@@ -603,6 +634,7 @@ void Trainer::save_checkpoint_of(int64_t epochs_done, int64_t batches_done) {
 
 void Trainer::write_outputs(TrainResult& result) {
   result.output_dir = out_dir_;
+  if (opts_.no_weights) return;
   dist_->gather_parameters(*model_);  // sharded: every rank takes part
   if (!dist_->is_main()) return;
   result.weights_file = out_dir_ / "model.safetensors";
@@ -643,11 +675,11 @@ void Trainer::write_outputs(TrainResult& result) {
 TrainResult Trainer::run() {
   const StopSignalGuard stop_guard;
   lm_ = is_language_model(opts_.model);
-  setup_runtime();
-  setup_data();
-  setup_model();
-  setup_optimizer();
-  maybe_resume();
+  phases_.time("set-up", [&] { setup_runtime(); });
+  phases_.time("data", [&] { setup_data(); });
+  phases_.time(fmt::format("model (built on {})", device_.str()), [&] { setup_model(); });
+  phases_.time("optimizer", [&] { setup_optimizer(); });
+  if (!opts_.resume.empty()) phases_.time("resume", [&] { maybe_resume(); });
   print_header();
   std::unique_ptr<MetricsLog> log;
   if (dist_->is_main()) {
@@ -677,7 +709,7 @@ TrainResult Trainer::run() {
     }
     const bool eval_now = (epoch + 1) % opts_.log_every == 0 || epoch + 1 == opts_.num_epochs;
     const bool stopped = max_steps_reached();
-    if (eval_now || stopped) evaluate(rec);
+    if (eval_now || stopped) phases_.time("evaluation", [&] { evaluate(rec); });
     history_.push_back(rec);
     say(rec.line());
     if (rec.test_top1) say(rec.test_line());
@@ -688,7 +720,7 @@ TrainResult Trainer::run() {
       say(fmt::format("Stopped after --max_steps {} optimizer steps", opts_.max_steps));
       break;
     }
-    save_checkpoint_of(epoch + 1);
+    phases_.time("checkpoints", [&] { save_checkpoint_of(epoch + 1); });
   }
   result.train_seconds = seconds_since(t0);
   if (result.epochs_run == 0)
@@ -697,11 +729,13 @@ TrainResult Trainer::run() {
   else
     say(fmt::format("Training took {:.2f}s for {} epochs", result.train_seconds,
                     result.epochs_run));
-  write_outputs(result);
+  phases_.time("final save", [&] { write_outputs(result); });
+  say(phases_.line());
   if (log)
     log->append(Json{{"type", "end"},
                      {"train_seconds", result.train_seconds},
-                     {"epochs_run", result.epochs_run}});
+                     {"epochs_run", result.epochs_run},
+                     {"phase_seconds", phases_.to_json()}});
   result.epochs = history_;
   return result;
 }

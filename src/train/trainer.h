@@ -4,6 +4,7 @@
 // rank runs the same loop; only rank 0 prints and writes files.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -21,6 +22,7 @@
 #include "train/optim/loss_scaler.h"
 #include "train/optim/schedule.h"
 #include "train/peak_flops.h"
+#include "train/phase_times.h"
 #include "train/precision.h"
 #include "train/train_options.h"
 
@@ -52,6 +54,9 @@ class Trainer {
   LlamaPtr language_model() const { return llama_; }
   const torch::Device& device() const { return device_; }
   const MemoryFormatChoice& memory_format() const { return memory_format_; }
+  // A language model's training FLOPs per token (0 for image models) and the device's peak.
+  double flops_per_token() const { return flops_per_token_; }
+  const PeakFlops& peak() const { return peak_; }
   void set_step_hooks(StepHooks hooks) { hooks_ = std::move(hooks); }
 
  private:
@@ -62,6 +67,12 @@ class Trainer {
   void maybe_resume();
   void print_header() const;
   EpochRecord train_one_epoch(int64_t epoch);
+  struct WarmStep {
+    double seconds = 0;
+    int64_t images = 0;  // this process's images in the run's first step, when in this epoch
+  };
+  EpochRecord epoch_record(int64_t epoch, const std::array<double, 3>& local, double time_s,
+                           const WarmStep& warm);
   void optimizer_step();
   void evaluate(EpochRecord& rec);
   void setup_language_model();
@@ -103,6 +114,8 @@ class Trainer {
   int64_t resume_batches_ = 0;  // micro-batches of start_epoch_ a stopped run had trained
   int stop_signal_ = 0;         // set when the ranks agreed to stop
   int64_t stopped_at_batch_ = -1;
+  PhaseTimes phases_;  // time outside the steady steps, printed at the end
+  std::chrono::steady_clock::time_point estimate_t0_;  // after the first step: run-time estimate
 
   // Language models (--model llama-*, --dataset text): token batches instead of the image
   // loader, the decoder itself, and what tokens/s turn into TFLOPS and MFU with.

@@ -30,13 +30,29 @@ TEST(SlurmScript, GpuJob) {
   ASSERT_TRUE(s.ok()) << s.error().message;
   for (const char* line :
        {"#!/bin/bash\n", "#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=4\n",
-        "#SBATCH --gres=gpu:4\n", "#SBATCH --gpus-per-task=1\n", "#SBATCH --time=02:00:00\n",
-        "#SBATCH --partition=gpu\n", "#SBATCH --requeue\n", "srun --kill-on-bad-exit=1",
+        "#SBATCH --gres=gpu:4\n", "#SBATCH --time=02:00:00\n", "#SBATCH --partition=gpu\n",
+        "#SBATCH --requeue\n", "srun --kill-on-bad-exit=1",
         "gpulab train --model resnet50 --dataset cifar10 --note 'two words' --resume auto",
         "--output_dir \"$RUN_DIR\"", "RUN_DIR=runs/gpulab-ddp-${SLURM_JOB_ID}"})
     EXPECT_TRUE(has(*s, line)) << line << "\n" << *s;
   EXPECT_FALSE(has(*s, "--container"));
   EXPECT_FALSE(has(*s, "--account"));
+  // Every rank sees all of its node's GPUs (NCCL keeps the direct paths): no per-task binding.
+  EXPECT_FALSE(has(*s, "--gpus-per-task"));
+  EXPECT_FALSE(has(*s, "--cpus-per-task")) << "the node's cores were not given";
+}
+
+TEST(SlurmScript, CpusPerTaskFromTheNodesCores) {
+  auto r = two_nodes();
+  r.cores_per_node = 64;  // 4 GPUs: 16 cores for each rank
+  auto s = render_sbatch_script(r);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(has(*s, "#SBATCH --cpus-per-task=16\n")) << *s;
+  EXPECT_TRUE(has(*s, "--cpu-bind=cores"));
+  r.cores_per_node = 3;  // fewer cores than ranks: one each
+  EXPECT_TRUE(has(*render_sbatch_script(r), "#SBATCH --cpus-per-task=1\n"));
+  r.cpus_per_task = 6;  // asked for: wins
+  EXPECT_TRUE(has(*render_sbatch_script(r), "#SBATCH --cpus-per-task=6\n"));
 }
 
 TEST(SlurmScript, CpuRanksNoRequeueAndContainers) {

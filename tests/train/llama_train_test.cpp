@@ -89,7 +89,7 @@ TEST(LlamaTrain, TinyLearnsAndLogsThroughput) {
   EXPECT_GT(epochs[2]["tokens_per_s"].get<double>(), 0);
   EXPECT_GT(epochs[2]["tflops_per_device"].get<double>(), 0);
   EXPECT_GT(epochs[2]["mfu"].get<double>(), 0);
-  EXPECT_GT(epochs[2]["peak_memory_bytes"].get<double>(), 0);
+  EXPECT_GT(epochs[2]["peak_host_memory_bytes"].get<double>(), 0);
   ASSERT_TRUE(fs::exists(out / "config.json"));
   // The weights generate: greedy is deterministic, and the learnt rule shows in it.
   auto g = run_gpulab({"generate", "--model", out.string(), "--weights",

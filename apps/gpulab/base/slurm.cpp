@@ -111,6 +111,15 @@ int run_slurm(SlurmCliOptions o, int gpus_per_node, int nodes, const std::string
                     o.container, j.image,
                     need_support ? launch::detect_container_support() : launch::ContainerSupport{})
                     .value_or_throw();
+  if (j.cpus_per_task == 0) {
+    // One rank per GPU, each with its share of the node's cores (Slurm's default is one).
+    auto cores = launch::slurm_cores_per_node(j.partition);
+    if (cores.ok())
+      j.cores_per_node = *cores;
+    else
+      std::cerr << "note: no --cpus-per-task line (the node's cores are unknown: "
+                << cores.error().message << "); pass --cpus_per_task to set it\n";
+  }
   std::string script = launch::render_sbatch_script(j).value_or_throw();
   if (o.dry_run) {
     std::cout << script;

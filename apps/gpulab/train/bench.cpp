@@ -17,7 +17,8 @@
 
 namespace gpulab::cli {
 
-void add_bench_train(CLI::App* bench, CommandContext& ctx);  // bench_train.cpp
+void add_bench_train(CLI::App* bench, CommandContext& ctx);   // bench_train.cpp
+void add_bench_parity(CLI::App* bench, CommandContext& ctx);  // bench_parity.cpp
 
 namespace {
 
@@ -92,10 +93,12 @@ void add_bench_allreduce(CLI::App* bench, CommandContext& ctx) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, CommandContext& ctx) {
-  auto* bench = app.add_subcommand("bench", "measure the machine: all-reduce bandwidth, ...");
+  auto* bench = app.add_subcommand(
+      "bench", "measure the machine: all-reduce bandwidth, training throughput, device parity");
   bench->require_subcommand(1);
   add_bench_allreduce(bench, ctx);
   add_bench_train(bench, ctx);
+  add_bench_parity(bench, ctx);
 }
 
 }  // namespace gpulab::cli

@@ -42,12 +42,15 @@ bool nccl_compiled() {
 
 std::string resolve_backend(const std::string& requested) {
   const bool gpu = torch::cuda::is_available();
-  if (requested == "auto") return gpu && nccl_compiled() ? "nccl" : "gloo";
-  if (requested == "gloo") {
+  if (requested == "auto" && gpu && nccl_compiled()) return "nccl";
+  if (requested == "gloo" || requested == "auto") {
     if (!GPULAB_DIST_GLOO)
-      throw Exception(Code::kUnsupported, "this build has no Gloo backend",
-                      "build against a libtorch with Gloo (Debian: install libgloo-dev)");
-    return requested;
+      throw Exception(Code::kUnsupported,
+                      "this build has no Gloo backend (CPU ranks): the libtorch it was built "
+                      "against ships no gloo/ headers, as PyTorch wheels do",
+                      gpu ? "use --backend nccl"
+                          : "build against Debian's libtorch-dev with libgloo-dev for CPU ranks");
+    return "gloo";
   }
   if (requested == "nccl") {
     if (!nccl_compiled())
@@ -97,7 +100,8 @@ Communicator::Communicator(const launch::RankPlace& place, const CommOptions& op
 #endif
     } else {
 #if GPULAB_DIST_NCCL
-      // srun --gpus-per-task=1 leaves each rank one visible device: index 0, not its local rank.
+      // gpulab's sbatch scripts show every rank all of its node's GPUs (local rank i takes GPU
+      // i); a script with --gpus-per-task=1 leaves each rank one: index 0, not its local rank.
       const int visible = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
       device_ =
           torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(place.local_rank % visible));

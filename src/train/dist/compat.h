@@ -12,12 +12,14 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-// Debian's package ships Gloo's headers in libgloo-dev (GPULAB_HAVE_GLOO); the c10d header is
+// Gloo is compiled in only where its headers are (GPULAB_HAVE_GLOO: CMake found gloo/config.h;
+// Debian ships them in libgloo-dev). A PyTorch wheel's libtorch defines USE_C10D_GLOO but ships
+// no gloo/ headers: such a build has NCCL and no Gloo, which is supported. The c10d header is
 // guarded by the macro libtorch's own build defines.
-#if defined(GPULAB_HAVE_GLOO) && !defined(USE_C10D_GLOO)
+#if defined(GPULAB_HAVE_GLOO) && GPULAB_HAVE_GLOO && __has_include(<gloo/algorithm.h>)
+#if !defined(USE_C10D_GLOO)
 #define USE_C10D_GLOO 1
 #endif
-#if defined(USE_C10D_GLOO)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #define GPULAB_DIST_GLOO 1
 #else
@@ -25,8 +27,10 @@
 #endif
 
 // ProcessGroupNCCL.hpp ships with every libtorch, but only a build with NCCL (or RCCL on ROCm)
-// defines USE_C10D_NCCL and has its symbols.
-#if defined(USE_C10D_NCCL) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+// defines USE_C10D_NCCL and has its symbols; its header needs nccl.h (rccl.h on ROCm), which a
+// wheel keeps in the NCCL wheel beside it (cmake/Dependencies.cmake finds it there).
+#if defined(USE_C10D_NCCL) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>) && \
+    (__has_include(<nccl.h>) || __has_include(<rccl/rccl.h>) || __has_include(<rccl.h>))
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #define GPULAB_DIST_NCCL 1
 #else

@@ -3,6 +3,7 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <mutex>
@@ -77,17 +78,22 @@ double largest_window(const std::vector<double>& values, size_t width) {
 class CountingAllocator : public at::Allocator {
  public:
   explicit CountingAllocator(at::Allocator* inner) : inner_(inner) {}
-  at::DataPtr allocate(size_t n) const override {
-    at::DataPtr inner = inner_->allocate(n);
-    void* data = inner.get();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      held_.emplace(data, Held{std::move(inner), n});
-      live_ += static_cast<int64_t>(n);
-    }
-    return {data, data, &release, at::Device(at::kCPU)};
+  // libtorch 2.x made allocate non-const and copy_data pure virtual; 1.13 has the const form.
+#if TORCH_VERSION_MAJOR >= 2
+  at::DataPtr allocate(size_t n) override {
+    return counted(n);
   }
-  at::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#else
+  at::DataPtr allocate(size_t n) const override {
+    return counted(n);
+  }
+#endif
+  at::DeleterFnPtr raw_deleter() const override {
+    return &release;
+  }
   static int64_t live() {
     std::lock_guard<std::mutex> lock(mu_);
     return live_;
@@ -98,6 +104,16 @@ class CountingAllocator : public at::Allocator {
     at::DataPtr inner;
     size_t bytes;
   };
+  at::DataPtr counted(size_t n) const {
+    at::DataPtr inner = inner_->allocate(n);
+    void* data = inner.get();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_.emplace(data, Held{std::move(inner), n});
+      live_ += static_cast<int64_t>(n);
+    }
+    return {data, data, &release, at::Device(at::kCPU)};
+  }
   static void release(void* data) {
     at::DataPtr inner;  // freed outside the lock
     std::lock_guard<std::mutex> lock(mu_);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "train/optim/state_key.h"
 
 namespace gpulab::train::dist {
 
@@ -19,10 +20,6 @@ std::string stem(const TrainState& s) {
 
 std::string shard_name(const std::string& stem, int rank, int world) {
   return fmt::format("{}.rank-{}-of-{}.pt", stem, rank, world);
-}
-
-std::string state_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
 }
 
 // The optimizer state of one shard as named tensors (SGD momentum; Adam/AdamW moments, step).

@@ -21,9 +21,27 @@ struct KvCache {
   int64_t length = 0;
 };
 
+// A bias-free linear map's weight (out x in), created on the device the model is built on: the
+// forward passes multiply by it through linear_product (train/models/cpu_bf16_matmul.h).
+class ProjectionImpl : public torch::nn::Module {
+ public:
+  ProjectionImpl(int64_t in, int64_t out, const torch::TensorOptions& options);
+  torch::Tensor weight;
+};
+TORCH_MODULE(Projection);
+
+// The token embedding table (vocab x hidden), created on the model's device.
+class TokenEmbeddingImpl : public torch::nn::Module {
+ public:
+  TokenEmbeddingImpl(int64_t vocab, int64_t dim, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& tokens);
+  torch::Tensor weight;
+};
+TORCH_MODULE(TokenEmbedding);
+
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t dim, double eps);
+  RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions& options = {});
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
 
@@ -34,12 +52,12 @@ TORCH_MODULE(RmsNorm);
 
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
-  explicit LlamaAttentionImpl(const LlamaConfig& c);
+  LlamaAttentionImpl(const LlamaConfig& c, const torch::TensorOptions& options);
   // x: B x T x hidden; cos, sin: T x head_dim. With a cache, appends this step's keys/values
   // to layer `layer` and attends to all of them.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         KvCache* cache = nullptr, int64_t layer = 0);
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Projection q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   // false: the unfused path even where the fused CPU kernel applies (A/B timings, the planner's
   // plain-attention probes).
   bool fused = true;
@@ -51,9 +69,9 @@ TORCH_MODULE(LlamaAttention);
 
 class LlamaMlpImpl : public torch::nn::Module {
  public:
-  explicit LlamaMlpImpl(const LlamaConfig& c);
+  LlamaMlpImpl(const LlamaConfig& c, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Projection gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(LlamaMlp);
 
@@ -61,7 +79,7 @@ TORCH_MODULE(LlamaMlp);
 // that activation checkpointing recomputes and that sharding wraps.
 class LlamaBlockImpl : public torch::nn::Module {
  public:
-  explicit LlamaBlockImpl(const LlamaConfig& c);
+  LlamaBlockImpl(const LlamaConfig& c, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         KvCache* cache = nullptr, int64_t layer = 0);
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -73,8 +91,8 @@ TORCH_MODULE(LlamaBlock);
 // The decoder stack without the output head (HF's LlamaModel, registered as "model").
 class LlamaModelImpl : public torch::nn::Module {
  public:
-  explicit LlamaModelImpl(const LlamaConfig& c);
-  torch::nn::Embedding embed_tokens{nullptr};
+  LlamaModelImpl(const LlamaConfig& c, const torch::TensorOptions& options);
+  TokenEmbedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RmsNorm norm{nullptr};
 };
@@ -84,7 +102,8 @@ TORCH_MODULE(LlamaModel);
 // weights code take it like any other model of the zoo.
 class LlamaForCausalLM : public Classifier {
  public:
-  explicit LlamaForCausalLM(LlamaConfig c);
+  // Built on `device`: a GPU run creates and initialises its weights there, not on the CPU.
+  explicit LlamaForCausalLM(LlamaConfig c, torch::Device device = torch::kCPU);
   torch::Tensor forward(torch::Tensor tokens) override { return forward(tokens, nullptr); }
   // With a cache, tokens are the positions after cache->length; the cache grows by T.
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache);
@@ -99,7 +118,7 @@ class LlamaForCausalLM : public Classifier {
   void reset_parameters();
 
   LlamaModel model{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // null when tied to model->embed_tokens
+  Projection lm_head{nullptr};  // null when tied to model->embed_tokens
 
  private:
   LlamaConfig config_;

@@ -47,7 +47,6 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     loss = closure();
   }
   RECORD_FUNCTION("gpulab::FusedAdamW::step", std::vector<c10::IValue>());
-  using Key = typename std::decay_t<decltype(state_)>::key_type;
   struct Update {
     float *p, *m, *v;
     const float* g;
@@ -67,7 +66,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
         others.push_back(p);
         continue;
       }
-      const Key key = state_key<Key>(p.unsafeGetTensorImpl());
+      const StateKey key = state_key(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto fresh = std::make_unique<torch::optim::AdamWParamState>();

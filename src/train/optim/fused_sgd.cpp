@@ -96,7 +96,6 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
     loss = closure();
   }
   RECORD_FUNCTION("gpulab::FusedSgd::step", std::vector<c10::IValue>());
-  using Key = typename std::decay_t<decltype(state_)>::key_type;
   fused_params_ = 0;
 #if defined(GPULAB_SGD_X86)
   // The fused updates are collected, then run in one parallel pass over all of them: each thread
@@ -117,7 +116,7 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
     for (auto& p : group.params()) {
       const torch::Tensor& grad = p.grad();
       if (!grad.defined()) continue;
-      const Key key = state_key<Key>(p.unsafeGetTensorImpl());
+      const StateKey key = state_key(p);
       auto it = state_.find(key);
       torch::optim::SGDParamState* st =
           it == state_.end() ? nullptr

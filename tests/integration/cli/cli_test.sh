@@ -33,6 +33,7 @@ json_cases() {
   echo "bench allreduce --json --min_bytes 1024 --max_bytes 4096 --iters 2 --warmup 1 --nproc_per_node 2"
   echo "bench train --json --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --warmup 0"
   echo "bench train --json --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --warmup 0 --nproc_per_node 2"
+  echo "bench parity --json --model resnet18 --device cpu --batch_size 2"
 }
 
 # Every command path whose --help offers --json.
@@ -145,13 +146,13 @@ crash_report)
   signal_run 2 SEGV "$G" train --model resnet18 --dataset synthetic --input_size 32 \
     --batch_size 16 --subset 512 --num_epochs 30 --no_checkpoints --output_dir "$WORK/run"
   [ "$code" = 139 ] || { cat "$WORK/log"; fail "exit $code after SIGSEGV, expected 139"; }
-  grep -q '^gpulab: fatal signal SEGV; stack' "$WORK/log" || { cat "$WORK/log"; fail "no crash report"; }
+  grep -q '^gpulab: fatal signal SEGV$' "$WORK/log" || { cat "$WORK/log"; fail "no crash report"; }
   frames=$(bash "$(dirname "$0")/../../../scripts/symbolize.sh" "$WORK/log" "$G")
   echo "$frames"
   # The handler's own frame always comes back with its file and line. Where the trainer was when
   # the signal came is left unchecked: inside oneDNN's generated code (no unwind tables) the
   # stack ends there (seen: 1 run in 6 ended at a bare [0x...] frame after the handler).
-  grep -qE 'gpulab::.*on_fatal\(int\) at .*/src/core/crash_report\.cpp:[0-9]' <<<"$frames" ||
+  grep -qE 'gpulab::.*on_fatal\(int, .*\) at .*/src/core/crash_report\.cpp:[0-9]' <<<"$frames" ||
     { cat "$WORK/log"; fail "the symbolized stack does not name the handler with its source line"; }
   ;;
 long_run)
@@ -182,6 +183,22 @@ data_error)
   [ "$(grep -c '^hint:' "$WORK/err")" = 1 ] || fail "expected exactly one hint: line"
   grep -q 'exited with code\|stopping the other ranks\|all ranks stopped' "$WORK/err" &&
     fail "launcher failure lines for a data error"
+  ;;
+no_cuda)
+  # A build against a CPU-only libtorch asked for a GPU: one error, exit 3, before any work.
+  "$G" --version | grep -q 'CPU only' || { echo "[  SKIPPED ] this build has CUDA: $("$G" --version)"; exit 77; }
+  for cmd in "train --model resnet18 --dataset synthetic --input_size 32 --batch_size 4 --device cuda" \
+             "gpu-test --device cuda:0 --size 64 --iterations 1" \
+             "bench train --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --device cuda" \
+             "bench parity --model llama-tiny --device cuda"; do
+    # shellcheck disable=SC2086
+    "$G" $cmd >"$WORK/out" 2>"$WORK/err"
+    code=$?
+    echo "== gpulab $cmd -> exit $code: $(head -2 "$WORK/err" | tr '\n' '|')"
+    [ "$code" = 3 ] || fail "gpulab $cmd: exit $code, expected 3"
+    grep -q "^error: this build's libtorch has no CUDA: " "$WORK/err" || fail "gpulab $cmd: not the no-CUDA error"
+    [ "$(grep -c '^error:' "$WORK/err")" = 1 ] || fail "gpulab $cmd: more than one error line"
+  done
   ;;
 *) fail "unknown case $CASE" ;;
 esac

@@ -9,7 +9,9 @@
 #   requeue     scontrol requeue after the first checkpoint: the job runs again, resumes from
 #               it (--resume auto) and ends with an uninterrupted run's weights
 #   script      `gpulab slurm submit --dry-run` prints a script that `sbatch --test-only` accepts,
-#               and the same request submitted for real trains to the end
+#               in which every rank sees all of its node's GPUs (a probe job under the script's
+#               own #SBATCH lines prints what each rank is shown), and the same request
+#               submitted for real trains to the end; a run past its job's time limit warns
 #   nodefail    node2's slurmd and ranks SIGKILLed mid-run: the step fails within the
 #               heartbeat limit, with a message naming node2 and its ranks
 #   stop        stop the cluster and check that nothing is left (the fixture's cleanup)
@@ -176,6 +178,40 @@ script)
     diff "$WORK/gen.sbatch" "$WORK/ddp.sbatch" || fail "gpulab ddp --scheduler slurm wrote another script"
     echo "gpulab ddp --scheduler slurm --dry-run: the same script"
   fi
+  # No per-task GPU binding (every rank sees its node's GPUs); each rank its share of the cores.
+  grep -q -- "--gpus-per-task" "$WORK/gen.sbatch" && fail "the script binds one GPU per task"
+  cores=$(sinfo -h -o %c | tr -d '+' | sort -n | head -1)
+  grep -q -- "#SBATCH --cpus-per-task=$(( cores / 2 > 0 ? cores / 2 : 1 ))$" "$WORK/gen.sbatch" ||
+    fail "the script lacks --cpus-per-task from the nodes' $cores cores over 2 GPUs"
+  # What each rank is shown, under the script's own #SBATCH lines and srun options: the GRES
+  # placeholders stand for GPUs. Then the same with one GPU per task, which hides the others.
+  probe() {  # probe NAME [EXTRA_SBATCH_LINE]: prints each rank's visible GPUs, sorted by rank
+    $PY - "$WORK/gen.sbatch" "$WORK/$1.sbatch" "$WORK/$1.out" "${2:-}" <<'PY'
+import re, sys
+src, dst, out, extra = sys.argv[1:5]
+lines, keep = open(src).read().splitlines(), []
+for line in lines:
+    if line.startswith("srun "):
+        keep.append(line.rstrip(" \\") + " bash -c 'echo \"rank $SLURM_PROCID on $(hostname): "
+                    "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset} SLURM_STEP_GPUS=${SLURM_STEP_GPUS:-unset}\"'")
+        break
+    line = re.sub(r"^#SBATCH --output=.*", "#SBATCH --output=" + out, line)
+    keep.append(line)
+    if extra and line.startswith("#SBATCH --gres"):
+        keep.append(extra)
+open(dst, "w").write("\n".join(keep) + "\n")
+PY
+    local j; j=$(sbatch --parsable "$WORK/$1.sbatch") || fail "sbatch of the $1 probe"
+    wait_job "$j" 60 || { scancel "$j"; fail "the $1 probe did not finish"; }
+    grep '^rank ' "$WORK/$1.out" | sort -n -k2
+  }
+  probe visible | tee "$WORK/visible.log"
+  [ "$(grep -c 'CUDA_VISIBLE_DEVICES=0,1 ' "$WORK/visible.log")" = 4 ] ||
+    fail "not every one of the 4 ranks sees both of its node's GPUs"
+  probe bound "#SBATCH --gpus-per-task=1" | tee "$WORK/bound.log"
+  grep -q 'CUDA_VISIBLE_DEVICES=0,1 ' "$WORK/bound.log" &&
+    fail "with --gpus-per-task=1 a rank still saw both GPUs: the probe cannot tell the bindings apart"
+  echo "gpulab's script: every rank sees GPUs 0,1 of its node; with --gpus-per-task=1 each sees one"
   sbatch --test-only "$WORK/gen.sbatch" >"$WORK/test-only.log" 2>&1 || { cat "$WORK/test-only.log"; fail "sbatch --test-only refused it"; }
   echo "sbatch --test-only: $(cat "$WORK/test-only.log")"
   grep -q "to start at" "$WORK/test-only.log" || fail "sbatch --test-only did not say when it would start"
@@ -203,9 +239,14 @@ script)
   grep -q "one task per rank), rendezvous on node1" "$WORK/logs.log" || fail "the logs lack the job's layout"
   grep -q "World size: 4" "$WORK/logs.log" || fail "the job did not run 4 ranks"
   # gpulab slurm cancel on a running job.
-  J2=$("$GPULAB" slurm submit --nodes 2 --job-name gen2 --gpulab "$GPULAB" --run-dir "$WORK/gen2" \
-       --output "$WORK/gen2.out" 2 "${BASE[*]:1} --num_epochs 200" | sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p')
+  # It asks for 3 minutes and plans 2000 epochs: after its first steps it warns that it cannot
+  # end inside the job's time limit.
+  J2=$("$GPULAB" slurm submit --nodes 2 --job-name gen2 --time 3 --gpulab "$GPULAB" --run-dir "$WORK/gen2" \
+       --output "$WORK/gen2.out" 2 "${BASE[*]:1} --num_epochs 2000" | sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p')
   wait_for 120 "$WORK/gen2.out" "^Normalization" || { cat "$WORK/gen2.out"; fail "job $J2 did not start"; }
+  wait_for 90 "$WORK/gen2.out" "^Warning: at .* but this Slurm job ends in" ||
+    { cat "$WORK/gen2.out"; scancel "$J2"; fail "job $J2 did not warn about its time limit"; }
+  grep "^Warning: at" "$WORK/gen2.out"
   "$GPULAB" slurm cancel "$J2" || fail "gpulab slurm cancel"
   wait_job "$J2" 30
   echo "job $J2 after gpulab slurm cancel: $(state_of "$J2")"

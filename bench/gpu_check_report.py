@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+# Turns the raw step outputs of scripts/gpu-check.sh (OUT/steps/) into OUT/gpu-check.json and a
+# table on stdout: each gpulab row beside its PyTorch reference, the ratio and the goal of
+# issue 27 (GEMM >= 0.97x torch.matmul, ResNet-50 >= 1.10x torchvision, llama-1b MFU >= 45 %).
+# usage: gpu_check_report.py OUT
+import json, os, sys, time
+
+out = sys.argv[1]
+steps = os.path.join(out, "steps")
+
+
+def last_json(name):
+    """The last line of steps/NAME.out that parses as a JSON object, or the whole file."""
+    path = os.path.join(steps, name + ".out")
+    if not os.path.exists(path):
+        return None
+    text = open(path, errors="replace").read()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+status = {}
+if os.path.exists(os.path.join(steps, "status")):
+    for line in open(os.path.join(steps, "status")):
+        name, rc, secs = line.split()
+        status[name] = {"exit": rc if rc == "skipped" else int(rc), "seconds": int(secs)}
+
+rows = []
+
+
+def row(case, metric, ours, ref, goal=None, higher=True, unit=""):
+    ratio = ours / ref if ours is not None and ref not in (None, 0) else None
+    met = None
+    if goal is not None and ratio is not None:
+        met = ratio >= goal if higher else ratio <= goal
+    rows.append({"case": case, "metric": metric, "gpulab": ours, "reference": ref,
+                 "ratio": ratio, "goal": goal, "met": met, "unit": unit})
+
+
+def get(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict) or d.get(k) is None:
+            return None
+        d = d[k]
+    return d
+
+
+for dt in ["bf16", "fp16", "tf32", "fp32"]:
+    g, t = last_json(f"gemm_{dt}_gpulab"), last_json(f"gemm_{dt}_torch")
+    ours = get(g, "average_gflops")
+    ref = get(t, "average_gflops")
+    row(f"GEMM {dt} 8192", "TFLOPS", ours and ours / 1e3, ref and ref / 1e3, 0.97)
+    if g is not None:
+        rows[-1]["max_relative_error"] = g.get("max_relative_error")
+
+g, t = last_json("resnet50_gpulab"), last_json("resnet50_torch")
+case = "ResNet-50 224 px b256 bf16 channels-last"
+row(case, "images/s", get(g, "images_per_second"), get(t, "images_per_second"), 1.10)
+row(case, "peak GPU memory (allocated)", get(g, "peak_device_memory_bytes"),
+    get(t, "peak_device_memory_bytes"), 1.0, higher=False, unit="bytes")
+
+g, t = last_json("llama1b_gpulab"), last_json("llama1b_torch")
+case = "llama-1b seq 2048 b8 bf16 AdamW"
+row(case, "tokens/s", get(g, "tokens_per_second"), get(t, "tokens_per_second"))
+row(case, "TFLOPS", get(g, "tflops_per_device"), get(t, "tflops"))
+row(case, "MFU", get(g, "mfu"), get(t, "mfu"))
+rows[-1]["goal_absolute"] = 0.45
+rows[-1]["met"] = get(g, "mfu") is not None and get(g, "mfu") >= 0.45
+row(case, "peak GPU memory (allocated)", get(g, "peak_device_memory_bytes"),
+    get(t, "peak_device_memory_bytes"), 1.0, higher=False, unit="bytes")
+if t is not None:
+    rows[-1]["reference_impl"] = t.get("impl")
+
+parity = {}
+for model in ["llama_tiny", "resnet18"]:
+    p = last_json(f"parity_{model}")
+    parity[model] = p
+    rows.append({"case": f"parity {model} (cuda fp32 vs cpu fp64)", "metric": "relative error",
+                 "gpulab": get(p, "device_fp32", "gradients_relative_error"),
+                 "reference": get(p, "cpu_fp32", "gradients_relative_error"),
+                 "logits": get(p, "device_fp32", "logits_relative_error"),
+                 "met": get(p, "passed")})
+
+a = last_json("allreduce_nccl")
+big = a["rows"][-1] if a and a.get("rows") else None
+rows.append({"case": "bench allreduce nccl (1 rank)", "metric": "algbw GB/s at the largest size",
+             "gpulab": get(big, "algbw_gbs"), "met": status.get("allreduce_nccl", {}).get("exit") == 0
+             and get(big, "wrong") == 0})
+for name in ["ddp_nccl", "shard_full_nccl"]:
+    rows.append({"case": name.replace("_", " "), "metric": "ran", "met": status.get(name, {}).get("exit") == 0})
+
+hf = os.path.join(steps, "host.json")
+host = json.load(open(hf)) if os.path.exists(hf) else {}
+detect = last_json("detect")
+report = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "host": host,
+          "gpulab_version": open(os.path.join(steps, "version.out")).read().strip()
+          if os.path.exists(os.path.join(steps, "version.out")) else None,
+          "detect": detect, "build_warnings": None, "steps": status, "rows": rows, "parity": parity}
+wf = os.path.join(steps, "build.warnings")
+if os.path.exists(wf):
+    report["build_warnings"] = int(open(wf).read().strip() or 0)
+with open(os.path.join(out, "gpu-check.json"), "w") as f:
+    json.dump(report, f, indent=2)
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if unit == "bytes":
+        return f"{v / 2**30:.1f} GiB"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return f"{v:.4g}"
+
+
+print(f"{'case':44} {'metric':30} {'gpulab':>10} {'reference':>10} {'ratio':>7} {'goal':>6} met")
+for r in rows:
+    goal = r.get("goal") if r.get("goal") is not None else r.get("goal_absolute")
+    print(f"{r['case'][:44]:44} {r['metric'][:30]:30} {fmt(r.get('gpulab'), r.get('unit', '')):>10} "
+          f"{fmt(r.get('reference'), r.get('unit', '')):>10} {fmt(r.get('ratio')):>7} {fmt(goal):>6} "
+          f"{fmt(r.get('met'))}")
+failed = [n for n, s in status.items() if s["exit"] not in (0, "skipped")]
+print(f"steps: {len(status)} run, {len(failed)} failed{': ' + ', '.join(failed) if failed else ''}")

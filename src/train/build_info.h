@@ -1,0 +1,13 @@
+// What the trainer was built against, for `gpulab --version` and error messages; no libtorch
+// header here, so the entry point can ask without compiling libtorch's headers.
+#pragma once
+
+#include <string>
+
+namespace gpulab::train {
+
+// "libtorch 2.11.0, CUDA" or "libtorch 1.13.0, CPU only" (CUDA: a CUDA or ROCm build, whose
+// devices libtorch names cuda:N).
+std::string libtorch_description();
+
+}  // namespace gpulab::train

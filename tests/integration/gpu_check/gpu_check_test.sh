@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# make gpu-check without a GPU host: it says what is missing (no GPU, no PyTorch, a CPU-only
+# PyTorch) and exits 3 before building anything; and its report reads gpulab's and the
+# references' real JSON (CPU runs of the same commands) into one gpu-check.json.
+# usage: gpu_check_test.sh GPULAB
+set -uo pipefail
+G=$1
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect_refusal WANT ENV...: runs gpu-check with ENV, expects exit 3, WANT on stderr, no build.
+expect_refusal() {
+  local want=$1; shift
+  env GPU_CHECK_OUT="$WORK/out" GPU_CHECK_BUILD="$WORK/build" "$@" bash "$ROOT/scripts/gpu-check.sh" \
+    >"$WORK/stdout" 2>"$WORK/stderr"
+  local code=$?
+  echo "== $* -> exit $code: $(head -1 "$WORK/stderr")"
+  [ "$code" = 3 ] || { cat "$WORK/stdout" "$WORK/stderr"; fail "exit $code, expected 3"; }
+  grep -q "^error: .*$want" "$WORK/stderr" || { cat "$WORK/stderr"; fail "no '$want' error"; }
+  grep -q '^hint: ' "$WORK/stderr" || fail "no hint"
+  [ ! -e "$WORK/build" ] || fail "a build folder was made before the refusal"
+}
+
+if command -v nvidia-smi >/dev/null || command -v rocm-smi >/dev/null || [ -e /dev/nvidia0 ] || [ -e /dev/kfd ]; then
+  echo "[  SKIPPED ] this machine has a GPU: run make gpu-check itself"
+  exit 77
+fi
+expect_refusal "this host has no GPU"
+# A stand-in nvidia-smi gets past the GPU check, to reach the PyTorch ones.
+mkdir -p "$WORK/bin"; printf '#!/bin/sh\nexit 0\n' >"$WORK/bin/nvidia-smi"; chmod +x "$WORK/bin/nvidia-smi"
+expect_refusal "has no PyTorch" PATH="$WORK/bin:$PATH" PYTHON=/bin/false
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  expect_refusal "is a CPU-only build" PATH="$WORK/bin:$PATH" PYTHON=/usr/bin/python3
+fi
+
+# The report over real outputs: CPU runs of the matrix's gemm and parity commands.
+S=$WORK/report/steps; mkdir -p "$S"
+"$G" gpu-test --json --device cpu --dtype fp32 --size 128 --iterations 3 >"$S/gemm_fp32_gpulab.out" || fail "gpu-test"
+/usr/bin/python3 "$ROOT/bench/reference/matmul.py" --device cpu --dtype fp32 --size 128 --iterations 3 \
+  >"$S/gemm_fp32_torch.out" || fail "matmul.py"
+"$G" bench parity --json --device cpu --model resnet18 --batch_size 2 >"$S/parity_resnet18.out" || fail "bench parity"
+"$G" --version >"$S/version.out"
+printf 'gemm_fp32_gpulab 0 1\ngemm_fp32_torch 0 1\nparity_resnet18 0 2\nllama1b_gpulab 124 180\n' >"$S/status"
+/usr/bin/python3 "$ROOT/bench/gpu_check_report.py" "$WORK/report" | tee "$WORK/table" || fail "the report failed"
+/usr/bin/python3 - "$WORK/report/gpu-check.json" <<'PY' || fail "gpu-check.json is not what the steps said"
+import json, sys
+r = json.load(open(sys.argv[1]))
+gemm = next(x for x in r["rows"] if x["case"] == "GEMM fp32 8192")
+assert gemm["gpulab"] > 0 and gemm["reference"] > 0 and gemm["ratio"] > 0, gemm
+par = next(x for x in r["rows"] if x["case"].startswith("parity resnet18"))
+assert par["met"] is True and 0 < par["gpulab"] < 1e-3, par
+assert r["steps"]["llama1b_gpulab"]["exit"] == 124, r["steps"]
+assert "libtorch" in r["gpulab_version"], r["gpulab_version"]
+print("gpu-check.json: gemm ratio %.3f, parity gradients %.2e" % (gemm["ratio"], par["gpulab"]))
+PY
+grep -q "steps: 4 run, 1 failed: llama1b_gpulab" "$WORK/table" || fail "the table does not count the failed step"
+echo PASS
