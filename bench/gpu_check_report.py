@@ -75,7 +75,7 @@ row(case, "tokens/s", get(g, "tokens_per_second"), get(t, "tokens_per_second"))
 row(case, "TFLOPS", get(g, "tflops_per_device"), get(t, "tflops"))
 row(case, "MFU", get(g, "mfu"), get(t, "mfu"))
 rows[-1]["goal_absolute"] = 0.45
-rows[-1]["met"] = get(g, "mfu") is not None and get(g, "mfu") >= 0.45
+rows[-1]["met"] = get(g, "mfu") >= 0.45 if get(g, "mfu") is not None else None
 row(case, "peak GPU memory (allocated)", get(g, "peak_device_memory_bytes"),
     get(t, "peak_device_memory_bytes"), 1.0, higher=False, unit="bytes")
 if t is not None:
@@ -94,10 +94,12 @@ for model in ["llama_tiny", "resnet18"]:
 a = last_json("allreduce_nccl")
 big = a["rows"][-1] if a and a.get("rows") else None
 rows.append({"case": "bench allreduce nccl (1 rank)", "metric": "algbw GB/s at the largest size",
-             "gpulab": get(big, "algbw_gbs"), "met": status.get("allreduce_nccl", {}).get("exit") == 0
-             and get(big, "wrong") == 0})
+             "gpulab": get(big, "algbw_gbs"),
+             "met": None if "allreduce_nccl" not in status
+             else status["allreduce_nccl"]["exit"] == 0 and get(big, "wrong") == 0})
 for name in ["ddp_nccl", "shard_full_nccl"]:
-    rows.append({"case": name.replace("_", " "), "metric": "ran", "met": status.get(name, {}).get("exit") == 0})
+    rows.append({"case": name.replace("_", " "), "metric": "ran",
+                 "met": None if name not in status else status[name]["exit"] == 0})
 
 hf = os.path.join(steps, "host.json")
 host = json.load(open(hf)) if os.path.exists(hf) else {}

@@ -127,8 +127,9 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
     r.peak_device_reserved_bytes = peak->reserved_bytes;
   }
   if (r.tokens_per_second > 0 && trainer.flops_per_token() > 0) {
-    r.tflops_per_device = r.tokens_per_second / dist->world_size * trainer.flops_per_token() / 1e12;
-    if (trainer.peak().flops > 0) r.mfu = r.tflops_per_device * 1e12 / trainer.peak().flops;
+    const double tflops = r.tokens_per_second / dist->world_size * trainer.flops_per_token() / 1e12;
+    r.tflops_per_device = tflops;
+    if (trainer.peak().flops > 0) r.mfu = tflops * 1e12 / trainer.peak().flops;
   }
   if (profile) {
     r.profile_file = opts.profile;

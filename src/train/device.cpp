@@ -54,6 +54,26 @@ bool valid_device_name(const std::string& name) {
   return parse_name(name).has_value();
 }
 
+Status check_gpu_build(const std::string& name) {
+  const auto d = parse_name(name);
+  if (!d || d->cpu || d->is_auto) return ok_status();
+#if !defined(GPULAB_WITH_CUDA)
+  return Error{Code::kUnavailable,
+               "this build's libtorch has no CUDA: gpulab was built against a CPU-only "
+               "libtorch " TORCH_VERSION ", so device '" +
+                   name + "' cannot be used",
+               "run with --device cpu, or build gpulab on the GPU host against PyTorch's CUDA "
+               "or ROCm libtorch (docs/gpu.md)"};
+#else
+  if (!torch::cuda::is_available())
+    return Error{Code::kUnavailable,
+                 "--device " + name + " asked for, but this libtorch sees no CUDA/ROCm device",
+                 "check the driver (nvidia-smi, rocm-smi) and CUDA_VISIBLE_DEVICES, or use "
+                 "--device cpu"};
+  return ok_status();
+#endif
+}
+
 torch::Device resolve_device(const std::string& name, int local_rank) {
   const auto d = parse_name(name);
   if (!d)
@@ -61,15 +81,7 @@ torch::Device resolve_device(const std::string& name, int local_rank) {
                     "use auto, cpu, cuda or cuda:N");
   const int count = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   if (d->cpu || (d->is_auto && count == 0)) return torch::kCPU;
-#if !defined(GPULAB_WITH_CUDA)
-  throw Exception(Code::kUnavailable,
-                  "this build's libtorch has no CUDA: gpulab was built against a CPU-only "
-                  "libtorch " TORCH_VERSION ", so device '" +
-                      name + "' cannot be used",
-                  "run with --device cpu, or build gpulab on the GPU host against PyTorch's "
-                  "CUDA or ROCm libtorch (docs/gpu.md)");
-#endif
-  const int index = d->index.value_or(count > 0 ? local_rank % count : 0);
+  if (auto st = check_gpu_build(name); !st) throw Exception(st.error());
   const int index = d->index.value_or(count > 0 ? local_rank % count : 0);
   if (index >= count)
     throw Exception(Code::kUnavailable,

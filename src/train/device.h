@@ -6,10 +6,16 @@
 
 #include <string>
 
+#include "core/result.h"
+
 namespace gpulab::train {
 
 // Spelling only, no libtorch call: the launcher checks it before any rank starts.
 bool valid_device_name(const std::string& name);
+
+// A GPU name (cuda, cuda:N, gpu, hip) in a build without CUDA, or with no device visible: one
+// error, exit 3 (the environment, not the flag). OK for cpu, auto and every name on a GPU host.
+Status check_gpu_build(const std::string& name);
 
 // The device for this process: "auto" is a GPU when libtorch sees one, else the CPU; "auto" and
 // "cuda" take GPU local_rank % count. Throws kInvalidArgument for a bad name and kUnavailable for

@@ -92,10 +92,7 @@ Status validate(const TrainOptions& o) {
     return bad(
         "--precision fp16 is not supported on the CPU (libtorch's CPU autocast runs bf16 only)",
         "use --precision bf16 on the CPU, or fp16 on a CUDA/ROCm device");
-  if (!cpu && !torch::cuda::is_available())
-    return bad("--device " + o.device + " asked for, but this libtorch sees no CUDA/ROCm device",
-               "use --device cpu or --device auto");
-  return ok_status();
+  return check_gpu_build(o.device);
 }
 
 Json options_to_json(const TrainOptions& o) {

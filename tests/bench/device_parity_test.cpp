@@ -12,14 +12,14 @@ TEST(DeviceParity, ResnetOnTheCpuMatchesFloat64) {
   bench::ParityOptions o;
   o.model = "resnet18";
   o.device = "cpu";
-  o.batch_size = 2;
+  o.batch_size = 4;
   const auto r = bench::run_parity(o);
   EXPECT_EQ(r.device, "cpu");
   EXPECT_EQ(r.parameters, 11181642);  // torchvision's resnet18 with 10 classes
   EXPECT_GT(r.device_error.logits, 0.0) << "float32 and float64 cannot agree to the last bit";
   EXPECT_LT(r.device_error.logits, 1e-4);
   EXPECT_GT(r.device_error.gradients, 0.0);
-  EXPECT_LT(r.device_error.gradients, 1e-3);
+  EXPECT_LT(r.device_error.gradients, 1e-3);  // seen: 1.7e-4 at batch 4
   EXPECT_FALSE(r.device_error.worst_parameter.empty());
   EXPECT_DOUBLE_EQ(r.device_error.logits, r.cpu_error.logits);
   EXPECT_TRUE(r.passed());
@@ -40,9 +40,12 @@ TEST(DeviceParity, LanguageModelAndATightToleranceFails) {
   EXPECT_NE(r.summary().find("FAIL"), std::string::npos) << r.summary();
 }
 
-TEST(DeviceParity, UnknownModelIsRefused) {
+TEST(DeviceParity, UnknownModelAndTooSmallABatchAreRefused) {
   bench::ParityOptions o;
   o.model = "resnet19";
   o.device = "cpu";
+  EXPECT_THROW(bench::run_parity(o), Exception);
+  o.model = "resnet18";
+  o.batch_size = 2;
   EXPECT_THROW(bench::run_parity(o), Exception);
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <regex>
 #include <string>
 
@@ -77,7 +78,8 @@ TEST(CrashReport, CallThroughNullNamesTheCaller) {
   const unsigned long offset = std::stoul(m[1].str(), nullptr, 16);
   char at[32];
   std::snprintf(at, sizeof at, "0x%lx", offset - 1);  // the call instruction, before its return
-  auto r = run_process({"addr2line", "-f", "-C", "-e", "/proc/self/exe", at});
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  auto r = run_process({"addr2line", "-f", "-C", "-e", self, at});
   ASSERT_TRUE(r.ok());
   EXPECT_NE(r->out.find("call_through_null"), std::string::npos) << r->out << "\n" << report;
 }

@@ -17,14 +17,16 @@ using StateKey =
 
 // The parameter's TensorImpl address: as a string in 1.x (what c10::guts::to_string printed)
 // and as the pointer itself in 2.x.
-inline StateKey state_key(const at::Tensor& p) {
+// (A template so that the branch of the other libtorch is discarded, not compiled.)
+template <typename Key = StateKey>
+Key state_key(const at::Tensor& p) {
   c10::TensorImpl* impl = p.unsafeGetTensorImpl();
-  if constexpr (std::is_same_v<StateKey, std::string>) {
+  if constexpr (std::is_same_v<Key, std::string>) {
     std::ostringstream os;
     os << static_cast<const void*>(impl);
     return os.str();
   } else {
-    return static_cast<StateKey>(impl);
+    return static_cast<Key>(impl);
   }
 }
 

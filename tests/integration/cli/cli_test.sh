@@ -33,7 +33,7 @@ json_cases() {
   echo "bench allreduce --json --min_bytes 1024 --max_bytes 4096 --iters 2 --warmup 1 --nproc_per_node 2"
   echo "bench train --json --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --warmup 0"
   echo "bench train --json --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --warmup 0 --nproc_per_node 2"
-  echo "bench parity --json --model resnet18 --device cpu --batch_size 2"
+  echo "bench parity --json --model resnet18 --device cpu --batch_size 4"
 }
 
 # Every command path whose --help offers --json.

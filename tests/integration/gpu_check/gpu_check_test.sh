@@ -39,7 +39,7 @@ S=$WORK/report/steps; mkdir -p "$S"
 "$G" gpu-test --json --device cpu --dtype fp32 --size 128 --iterations 3 >"$S/gemm_fp32_gpulab.out" || fail "gpu-test"
 /usr/bin/python3 "$ROOT/bench/reference/matmul.py" --device cpu --dtype fp32 --size 128 --iterations 3 \
   >"$S/gemm_fp32_torch.out" || fail "matmul.py"
-"$G" bench parity --json --device cpu --model resnet18 --batch_size 2 >"$S/parity_resnet18.out" || fail "bench parity"
+"$G" bench parity --json --device cpu --model resnet18 --batch_size 4 >"$S/parity_resnet18.out" || fail "bench parity"
 "$G" --version >"$S/version.out"
 printf 'gemm_fp32_gpulab 0 1\ngemm_fp32_torch 0 1\nparity_resnet18 0 2\nllama1b_gpulab 124 180\n' >"$S/status"
 /usr/bin/python3 "$ROOT/bench/gpu_check_report.py" "$WORK/report" | tee "$WORK/table" || fail "the report failed"

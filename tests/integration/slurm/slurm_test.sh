@@ -171,7 +171,7 @@ script)
               "#SBATCH --time=00:05:00" "#SBATCH --requeue" "srun --kill-on-bad-exit=1" "--resume auto"; do
     grep -q -- "$want" "$WORK/gen.sbatch" || fail "the script lacks '$want'"
   done
-  if "$GPULAB" ddp --help >/dev/null 2>&1; then
+  if "$GPULAB" ddp --help 2>/dev/null | grep -q -- --scheduler; then  # a build with the builder
     "$GPULAB" ddp --scheduler slurm --dry-run --nnodes 2 --time 00:05:00 --job-name gen --gpulab "$GPULAB" \
       --run-dir "$WORK/gen" --output "$WORK/gen.out" 2 script_multi_node "$FLAGS" >"$WORK/ddp.sbatch" \
       || { cat "$WORK/ddp.sbatch"; fail "gpulab ddp --scheduler slurm --dry-run failed"; }
