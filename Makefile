@@ -30,11 +30,12 @@ test: deps
 	@$(MAKE) --no-print-directory build
 	@bash scripts/run-tests.sh $(BUILD)
 
-# The core, docker and service tests under ASan + UBSan in a clang tree without libtorch.
+# The core, formats, docker and service tests under ASan + UBSan in a clang tree without libtorch.
 sanitize: deps
 	@bash scripts/sanitize.sh $(BUILD)-asan
 
-# libFuzzer over the request path for FUZZ_TIME seconds (make test runs 20 s of it).
+# libFuzzer over the request path and every file format gpulab reads (safetensors, pickle, IDX,
+# token folders, tar, HF config), FUZZ_TIME seconds each (make test runs a few seconds of each).
 FUZZ_TIME ?= 600
 fuzz: deps
 	@bash scripts/fuzz.sh $(BUILD)-asan $(FUZZ_TIME)

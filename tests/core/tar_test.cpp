@@ -184,5 +184,47 @@ TEST_F(TarTest, ReadsAStreamAndCopiesEntries) {
   EXPECT_EQ(cut.error().code, Code::kDataError);
 }
 
+// A pax record may say any size; a negative or overflowing one is refused as damage, before a
+// reader sizes a buffer by it (found by tests/fuzz/tar_fuzz.cpp's kind of input).
+TEST(TarHostile, NegativeAndHugePaxSizesAreRefused) {
+  for (const std::string size : {"-512", "99999999999999999999"}) {
+    const std::string rec = "size=" + size + "\n";
+    const std::string record = std::to_string(rec.size() + 3) + " " + rec;
+    ASSERT_LT(record.size(), 100u);
+    TarEntry pax;
+    pax.name = "PaxHeaders/a";
+    pax.size = static_cast<std::int64_t>(record.size());
+    auto block = tar_header_block(pax);
+    block[156] = 'x';
+    std::memset(block.data() + 148, ' ', 8);
+    unsigned sum = 0;
+    for (char c : block) sum += static_cast<unsigned char>(c);
+    std::snprintf(block.data() + 148, 8, "%06o", sum);
+    std::string bytes(block.data(), block.size());
+    bytes += record + std::string(512 - record.size(), '\0');
+    TarEntry file;
+    file.name = "a";
+    auto fb = tar_header_block(file);
+    bytes += std::string(fb.data(), fb.size()) + std::string(1024, '\0');
+    std::size_t at = 0;
+    TarInput in;
+    in.what = "hostile";
+    in.read = [&](char* buf, std::size_t n) {
+      if (at + n > bytes.size()) return false;
+      std::memcpy(buf, bytes.data() + at, n);
+      at += n;
+      return true;
+    };
+    Status st = TarReader::for_each(in, [&](const TarEntry&, const TarReader::EntryData& d) {
+      (void)d.read(1 << 20);
+      return true;
+    });
+    ASSERT_FALSE(st.ok()) << size;
+    EXPECT_EQ(st.error().code, Code::kDataError);
+    EXPECT_NE(st.error().message.find("a declares a size of"), std::string::npos)
+        << st.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace gpulab
