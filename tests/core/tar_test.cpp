@@ -37,6 +37,20 @@ class TarTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// A tar in memory read as a stream (no seek, no size), as the downloader's gzip pipe is; `at`
+// counts the bytes consumed.
+TarInput stream_of(std::string_view data, std::size_t& at, const char* what) {
+  TarInput in;
+  in.what = what;
+  in.read = [data, &at](char* buf, std::size_t n) {
+    if (at + n > data.size()) return false;
+    std::memcpy(buf, data.data() + at, n);
+    at += n;
+    return true;
+  };
+  return in;
+}
+
 std::string long_name() {
   std::string n;
   for (int i = 0; i < 8; ++i) n += "segment-number-" + std::to_string(i) + "/";
@@ -153,14 +167,7 @@ TEST_F(TarTest, ReadsAStreamAndCopiesEntries) {
   const std::string bytes = *read_file(dir_ / "s.tar");
   auto read_stream = [&](std::string_view data, std::map<std::string, std::string>& got) {
     std::size_t at = 0;
-    TarInput in;
-    in.what = "stream";
-    in.read = [&](char* buf, std::size_t n) {
-      if (at + n > data.size()) return false;
-      std::memcpy(buf, data.data() + at, n);
-      at += n;
-      return true;
-    };
+    TarInput in = stream_of(data, at, "stream");
     Status copied = ok_status();  // a short read shows in the entry's copy or in the headers
     Status st = TarReader::for_each(in, [&](const TarEntry& e, const TarReader::EntryData& d) {
       if (e.type != TarType::kFile) return true;
@@ -207,14 +214,7 @@ TEST(TarHostile, NegativeAndHugePaxSizesAreRefused) {
     auto fb = tar_header_block(file);
     bytes += std::string(fb.data(), fb.size()) + std::string(1024, '\0');
     std::size_t at = 0;
-    TarInput in;
-    in.what = "hostile";
-    in.read = [&](char* buf, std::size_t n) {
-      if (at + n > bytes.size()) return false;
-      std::memcpy(buf, bytes.data() + at, n);
-      at += n;
-      return true;
-    };
+    TarInput in = stream_of(bytes, at, "hostile");
     Status st = TarReader::for_each(in, [&](const TarEntry&, const TarReader::EntryData& d) {
       (void)d.read(1 << 20);
       return true;
