@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/json_fields.h"
+
 namespace gpulab::formats {
 namespace {
 

@@ -15,6 +15,7 @@
 #include "core/disk_space.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "core/json_fields.h"
 
 namespace gpulab::formats {
 
