@@ -107,6 +107,7 @@ Result<IdxArray> parse_plain(std::string_view bytes, int dims) {
 
 Result<IdxArray> parse_gzip(std::string_view bytes, int dims) {
 #if GPULAB_HAVE_ZLIB
+  if (bytes.size() > UINT32_MAX) return corrupt("a gzipped IDX file over 4 GiB is not supported");
   Inflater in(bytes);
   std::string header(4 + 4 * static_cast<size_t>(dims), '\0');
   auto got = in.read(header.data(), header.size());
