@@ -78,7 +78,7 @@ function-size:
 # clang cannot read GCC's precompiled headers: tidy uses its own configure-only tree without them.
 # Debian 12's clang 14 cannot parse libtorch 1.13's headers in C++20 (c10::IValue), so the
 # modules that include libtorch (train, bench, apps/gpulab/train) are left to the compiler's -Werror.
-TIDY_SRCS = $(shell git ls-files src/core src/gpu src/docker src/service src/builder src/launch \
+TIDY_SRCS = $(shell git ls-files src/core src/formats src/gpu src/docker src/service src/builder src/launch \
   apps/gpulab | grep '\.cpp$$' | grep -v '^apps/gpulab/train/')
 tidy:
 	@cmake -S . -B $(BUILD)-tidy -G Ninja -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON \

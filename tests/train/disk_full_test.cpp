@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "support/small_tmpfs.h"
 #include "train/checkpoint.h"
 #include "train/data/tokenize_corpus.h"
