@@ -1,5 +1,5 @@
 // Token data folders: meta.json, memory-mapped .bin files, and the writer (see token_file.h).
-#include "train/data/token_file.h"
+#include "formats/token_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -11,15 +11,19 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/atomic_file.h"
+#include "core/disk_space.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "core/json_fields.h"
 
-namespace gpulab::train {
+namespace gpulab::formats {
 
 namespace {
 
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+constexpr int64_t kMaxTokens = int64_t{1} << 56;  // 2^58 bytes of uint32 ids: no disk holds it
 
 uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
@@ -28,6 +32,13 @@ uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
 
 std::string hex64(uint64_t v) {
   return fmt::format("{:016x}", v);
+}
+
+// An integer field of meta.json: a float or a number beyond int64 is refused, not cast.
+int64_t integer_field(const Json& j, const char* key) {
+  const auto v = json_int64(j, key);
+  if (!v) throw std::invalid_argument(std::string(key) + " is missing or not an integer");
+  return *v;
 }
 
 const char* kRegenerate = "tokenize the text again: gpulab data tokenize --input FILES --out DIR";
@@ -90,12 +101,13 @@ Result<TokenMeta> token_meta_from_json(const std::string& text) {
     if (j.value("format", "") != "gpulab-tokens")
       return Error(Code::kDataError, "meta.json is not a gpulab token folder's (format field)");
     TokenMeta m;
-    m.format_version = j.at("format_version").get<int>();
-    if (m.format_version != 1)
-      return Error(Code::kUnsupported,
-                   fmt::format("meta.json format_version {} is newer than this gpulab reads (1)",
-                               m.format_version));
-    m.vocab_size = j.at("vocab_size").get<int64_t>();
+    const int64_t version = integer_field(j, "format_version");
+    if (version != 1)
+      return Error(
+          Code::kUnsupported,
+          fmt::format("meta.json format_version {} is newer than this gpulab reads (1)", version));
+    m.format_version = 1;
+    m.vocab_size = integer_field(j, "vocab_size");
     const auto dtype = j.at("dtype").get<std::string>();
     if (dtype != "uint16" && dtype != "uint32")
       return Error(Code::kDataError, "meta.json dtype must be uint16 or uint32, not " + dtype);
@@ -105,18 +117,34 @@ Result<TokenMeta> token_meta_from_json(const std::string& text) {
                    fmt::format("meta.json vocab_size {} does not fit {}", m.vocab_size, dtype));
     m.tokenizer = j.at("tokenizer").get<std::string>();
     m.tokenizer_model = j.value("tokenizer_model", "");
-    m.eos_id = j.value("eos_id", int64_t{-1});
+    m.eos_id = j.contains("eos_id") ? integer_field(j, "eos_id") : -1;
     auto split = [](const Json& s) {
       TokenSplitMeta out;
-      out.tokens = s.at("tokens").get<int64_t>();
-      out.text_bytes = s.at("text_bytes").get<int64_t>();
-      out.checksum = std::stoull(s.at("fnv1a64").get<std::string>(), nullptr, 16);
+      out.tokens = integer_field(s, "tokens");
+      out.text_bytes = integer_field(s, "text_bytes");
+      const auto sum = s.at("fnv1a64").get<std::string>();
+      if (sum.empty() || sum.size() > 16 ||
+          sum.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+        throw std::invalid_argument("fnv1a64 '" + sum + "' is not a 64-bit hex checksum");
+      out.checksum = std::stoull(sum, nullptr, 16);
       return out;
     };
     m.train = split(j.at("train"));
     m.val = split(j.at("val"));
-    if (m.train.tokens < 0 || m.val.tokens < 0)
-      return Error(Code::kDataError, "meta.json has a negative token count");
+    // Counts that no file can hold (their byte size would overflow) are refused here, before a
+    // reader multiplies them.
+    for (const TokenSplitMeta* sp : {&m.train, &m.val}) {
+      if (sp->tokens < 0 || sp->text_bytes < 0)
+        return Error(Code::kDataError, "meta.json has a negative token or byte count");
+      if (sp->tokens > kMaxTokens)
+        return Error(
+            Code::kDataError,
+            fmt::format("meta.json claims {} tokens, more than any file holds", sp->tokens));
+    }
+    if (m.eos_id < -1 || m.eos_id >= m.vocab_size)
+      return Error(Code::kDataError,
+                   fmt::format("meta.json eos_id {} is outside the vocabulary of {}", m.eos_id,
+                               m.vocab_size));
     if (j.contains("sources")) m.sources = j.at("sources").get<std::vector<std::string>>();
     return m;
   } catch (const std::exception& e) {
@@ -137,6 +165,7 @@ Result<TokenFile> TokenFile::open(const fs::path& path, TokenDtype dtype, int64_
     ::close(fd);
     return Error(Code::kDataError, "cannot stat " + path.string());
   }
+  GPULAB_ASSERT(tokens >= 0 && tokens <= kMaxTokens, "token counts are checked with meta.json");
   const auto want = static_cast<uint64_t>(tokens) * static_cast<uint64_t>(token_width(dtype));
   if (static_cast<uint64_t>(st.st_size) != want) {
     ::close(fd);
@@ -301,8 +330,21 @@ struct TokenWriter::Out {
   fs::path final_path, partial_path;
   std::FILE* f = nullptr;
   uint64_t hash = kFnvOffset;
+  uint64_t bytes = 0;  // written so far
   std::vector<unsigned char> buf;
 };
+
+namespace {
+
+// A failed write of a split file: a full disk says so with the bytes the file needed so far.
+Error write_error(const fs::path& final_path, const fs::path& partial_path, int err,
+                  uint64_t needed) {
+  if (is_no_space(err)) return no_space_error(final_path, needed);
+  return Error(Code::kInternal,
+               fmt::format("writing {} failed: {}", partial_path.string(), std::strerror(err)));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<TokenWriter>> TokenWriter::create(const fs::path& dir, TokenMeta meta,
                                                          bool overwrite) {
@@ -370,8 +412,8 @@ Status TokenWriter::append(Split split, const std::vector<int32_t>& ids, int64_t
     }
   }
   if (!out.buf.empty() && std::fwrite(out.buf.data(), 1, out.buf.size(), out.f) != out.buf.size())
-    return Error(Code::kInternal, fmt::format("writing {} failed: {}", out.partial_path.string(),
-                                              std::strerror(errno)));
+    return write_error(out.final_path, out.partial_path, errno, out.bytes + out.buf.size());
+  out.bytes += out.buf.size();
   out.hash = fnv1a(out.hash, out.buf.data(), out.buf.size());
   m.tokens += static_cast<int64_t>(ids.size());
   m.text_bytes += text_bytes;
@@ -383,13 +425,19 @@ Result<TokenMeta> TokenWriter::finish() {
   meta_.train.checksum = train_->hash;
   meta_.val.checksum = val_->hash;
   for (auto* out : {train_.get(), val_.get()}) {
-    if (std::fflush(out->f) != 0 || ::fsync(::fileno(out->f)) != 0 || std::fclose(out->f) != 0) {
-      out->f = nullptr;
-      return Error(Code::kInternal, fmt::format("writing {} failed: {}", out->partial_path.string(),
-                                                std::strerror(errno)));
-    }
+    const bool synced = std::fflush(out->f) == 0 && ::fsync(::fileno(out->f)) == 0;
+    const int err = errno;
+    const bool closed = std::fclose(out->f) == 0;
     out->f = nullptr;
+    if (!synced || !closed)
+      return write_error(out->final_path, out->partial_path, synced ? errno : err, out->bytes);
   }
+  // meta.json is written (its space taken) before the old data stops counting: a full disk
+  // here leaves a folder being replaced as it was.
+  const std::string json = token_meta_to_json(meta_);
+  auto meta_file = AtomicFile::create(dir_ / "meta.json", json.size());
+  if (!meta_file) return meta_file.error();
+  if (auto s = meta_file->write(json); !s) return s.error();
   // Old data being replaced stops counting first: a crash in between leaves no meta.json.
   std::error_code ec;
   fs::remove(dir_ / "meta.json", ec);
@@ -399,10 +447,9 @@ Result<TokenMeta> TokenWriter::finish() {
       return Error(Code::kInternal,
                    fmt::format("cannot rename {}: {}", out->partial_path.string(), ec.message()));
   }
-  if (auto s = write_file_atomic(dir_ / "meta.json", token_meta_to_json(meta_)); !s)
-    return s.error();
+  if (auto s = meta_file->commit(); !s) return s.error();
   finished_ = true;
   return meta_;
 }
 
-}  // namespace gpulab::train
+}  // namespace gpulab::formats

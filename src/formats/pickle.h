@@ -13,10 +13,12 @@
 
 #include "core/result.h"
 
-namespace gpulab::train::pickle {
+namespace gpulab::formats::pickle {
 
 struct Value;
-using ValuePtr = std::shared_ptr<Value>;
+// Values point at each other (a pickle may share or even cycle through them); the Document that
+// parse() returns owns them all, so neither cycles nor deep nesting matter when it goes.
+using ValuePtr = Value*;
 
 struct Value {
   enum class Kind {
@@ -49,9 +51,15 @@ struct Value {
 // text (held as UTF-8) back into those bytes.
 Result<std::string> latin1_from_utf8(const std::string& s);
 
+// The values of one parsed pickle, alive as long as the Document.
+struct Document {
+  std::vector<std::unique_ptr<Value>> values;
+  ValuePtr root = nullptr;
+};
+
 // Parses a whole pickle. kDataError with the offset of the first problem (truncation, an
-// unknown opcode, a stack underflow).
-Result<ValuePtr> parse(std::string_view data);
+// unknown opcode, a stack underflow, a bad number, more values than a data set pickle holds).
+Result<Document> parse(std::string_view data);
 
 // A numpy array decoded from its pickled form: dtype as numpy's string ("u1", "<i8"), shape,
 // and the raw bytes in C order.
@@ -69,4 +77,4 @@ Result<std::vector<int64_t>> to_int_list(const Value& v);
 // A list/tuple of str/bytes.
 Result<std::vector<std::string>> to_string_list(const Value& v);
 
-}  // namespace gpulab::train::pickle
+}  // namespace gpulab::formats::pickle

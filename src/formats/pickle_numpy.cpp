@@ -2,9 +2,11 @@
 // that numpy's pickling leaves, without running anything, into dtype, shape and raw bytes.
 #include <fmt/format.h>
 
-#include "train/data/pickle.h"
+#include <algorithm>
 
-namespace gpulab::train::pickle {
+#include "formats/pickle.h"
+
+namespace gpulab::formats::pickle {
 
 namespace {
 
@@ -65,19 +67,34 @@ Result<std::vector<int64_t>> int_tuple(const Value& v) {
   return out;
 }
 
+// The shape's byte count, checked against the bytes present without overflowing: a shape that
+// claims more than the data holds is refused before anyone sizes a buffer by it.
 Result<NdArray> finish(NdArray a) {
-  int64_t isz = item_size(a.dtype);
-  if (isz <= 0) return Result<NdArray>(Code::kDataError, "unsupported dtype '" + a.dtype + "'");
-  if (static_cast<int64_t>(a.data.size()) != a.numel() * isz)
-    return Result<NdArray>(Code::kDataError,
-                           fmt::format("array holds {} bytes, its shape needs {} (truncated?)",
-                                       a.data.size(), a.numel() * isz));
+  const int64_t isz = item_size(a.dtype);
+  if (isz <= 0 || isz > 16)
+    return Result<NdArray>(Code::kDataError, "unsupported dtype '" + a.dtype + "'");
+  const auto have = static_cast<uint64_t>(a.data.size());
+  uint64_t need = static_cast<uint64_t>(isz);
+  for (int64_t d : a.shape) {
+    if (d < 0) return Result<NdArray>(Code::kDataError, fmt::format("array dimension {}", d));
+    if (d != 0 && need > have / static_cast<uint64_t>(d))
+      return Result<NdArray>(Code::kDataError,
+                             fmt::format("array holds {} bytes, its shape needs more", have));
+    need *= static_cast<uint64_t>(d);
+  }
+  if (have != need)
+    return Result<NdArray>(
+        Code::kDataError,
+        fmt::format("array holds {} bytes, its shape needs {} (truncated?)", have, need));
   return a;
 }
 
 }  // namespace
 
 int64_t NdArray::numel() const {
+  // A checked array's product fits its byte count; a zero anywhere makes it empty, however large
+  // the other dimensions (whose product alone could overflow).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t n = 1;
   for (auto s : shape) n *= s;
   return n;
@@ -165,4 +182,4 @@ Result<std::vector<std::string>> to_string_list(const Value& v) {
   return out;
 }
 
-}  // namespace gpulab::train::pickle
+}  // namespace gpulab::formats::pickle

@@ -1,31 +1,19 @@
 // Pickle reader for the CIFAR archives: a stack machine over the opcodes that cPickle (protocol 2)
 // and Python 3 (protocols 3-5) emit for dicts, lists, strings and numpy arrays.
-#include "train/data/pickle.h"
+#include "formats/pickle.h"
 
 #include <fmt/format.h>
 #include <cstring>
 
-namespace gpulab::train::pickle {
+namespace gpulab::formats::pickle {
 
 namespace {
 
 using Kind = Value::Kind;
 
-ValuePtr make(Kind k) {
-  auto v = std::make_shared<Value>();
-  v->kind = k;
-  return v;
-}
-ValuePtr make_int(int64_t i) {
-  auto v = make(Kind::kInt);
-  v->i = i;
-  return v;
-}
-ValuePtr make_text(Kind k, std::string s) {
-  auto v = make(k);
-  v->s = std::move(s);
-  return v;
-}
+// A CIFAR-100 training pickle holds about 150,000 values; far more means a hostile file that
+// would take gigabytes of memory, not a data set.
+constexpr size_t kMaxValues = size_t{1} << 22;
 
 // Thrown inside the parser only; parse() turns it into a Result.
 struct ParseError {
@@ -36,7 +24,7 @@ class Reader {
  public:
   explicit Reader(std::string_view data) : d_(data) {}
 
-  ValuePtr run() {
+  Document run() {
     while (true) {
       if (pos_ >= d_.size()) fail("the file ends before the pickle's STOP (truncated?)");
       op_pos_ = pos_;
@@ -45,12 +33,37 @@ class Reader {
       step(op);
     }
     if (stack_.size() != 1) fail("the pickle leaves " + std::to_string(stack_.size()) + " values");
-    return stack_.back();
+    doc_.root = stack_.back();
+    return std::move(doc_);
   }
 
  private:
   [[noreturn]] void fail(const std::string& msg) const {
     throw ParseError{fmt::format("{} (at byte {})", msg, op_pos_)};
+  }
+  ValuePtr make(Kind k) {
+    if (doc_.values.size() >= kMaxValues)
+      fail("more than " + std::to_string(kMaxValues) + " values (not a data set pickle)");
+    doc_.values.push_back(std::make_unique<Value>());
+    doc_.values.back()->kind = k;
+    return doc_.values.back().get();
+  }
+  ValuePtr make_int(int64_t i) {
+    auto v = make(Kind::kInt);
+    v->i = i;
+    return v;
+  }
+  ValuePtr make_text(Kind k, std::string s) {
+    auto v = make(k);
+    v->s = std::move(s);
+    return v;
+  }
+  // The decimal key of the text memo opcodes (PUT, GET).
+  uint64_t decimal_line() {
+    const std::string s = line();
+    if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
+      fail("bad memo key '" + s + "'");
+    return std::stoull(s);
   }
   std::string_view take(uint64_t n) {
     if (n > d_.size() - pos_) fail("the file ends inside a value (truncated?)");
@@ -424,7 +437,7 @@ class Reader {
   bool step_memo(unsigned char op) {
     switch (op) {
       case 'p':
-        memo_put(std::stoull(line()));
+        memo_put(decimal_line());
         break;  // PUT
       case 'q':
         memo_put(uint_le(1));
@@ -436,7 +449,7 @@ class Reader {
         memo_put(memo_.size());
         break;  // MEMOIZE
       case 'g':
-        push(memo_get(std::stoull(line())));
+        push(memo_get(decimal_line()));
         break;
       case 'h':
         push(memo_get(uint_le(1)));
@@ -466,6 +479,7 @@ class Reader {
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
   std::map<uint64_t, ValuePtr> memo_;
+  Document doc_;
 };
 
 }  // namespace
@@ -492,12 +506,12 @@ Result<std::string> latin1_from_utf8(const std::string& s) {
   return out;
 }
 
-Result<ValuePtr> parse(std::string_view data) {
+Result<Document> parse(std::string_view data) {
   try {
     return Reader(data).run();
   } catch (const ParseError& e) {
-    return Result<ValuePtr>(Code::kDataError, "not a readable pickle: " + e.what);
+    return Result<Document>(Code::kDataError, "not a readable pickle: " + e.what);
   }
 }
 
-}  // namespace gpulab::train::pickle
+}  // namespace gpulab::formats::pickle

@@ -1,13 +1,19 @@
 // Llama shapes: the named table, config.json parsing, and parameter / FLOP counts from a shape.
-#include "train/models/llama_config.h"
+#include "formats/llama_config.h"
 
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
 
-namespace gpulab::train {
+#include "core/json_fields.h"
+
+namespace gpulab::formats {
 namespace {
+
+constexpr double kMaxParameters = 1e15;
+constexpr double kMaxPositions = 2147483648.0;
+constexpr uintmax_t kMaxConfigBytes = 16 << 20;  // real ones are a few KB
 
 LlamaConfig shape(std::string name, int64_t vocab, int64_t hidden, int64_t inter, int64_t layers,
                   int64_t heads, int64_t kv_heads, int64_t max_pos, double theta, bool tied,
@@ -60,7 +66,8 @@ int64_t LlamaConfig::matmul_parameters() const {
 
 double LlamaConfig::train_flops_per_token(int64_t seq_len) const {
   return 6.0 * static_cast<double>(matmul_parameters()) +
-         12.0 * static_cast<double>(num_layers * num_heads * dim_per_head() * seq_len);
+         12.0 * static_cast<double>(num_layers) * static_cast<double>(num_heads) *
+             static_cast<double>(dim_per_head()) * static_cast<double>(seq_len);
 }
 
 Status LlamaConfig::validate() const {
@@ -69,8 +76,19 @@ Status LlamaConfig::validate() const {
                   "fix the shape (config.json fields or the named shape)");
   };
   if (vocab_size < 1 || hidden_size < 1 || intermediate_size < 1 || num_layers < 1 ||
-      num_heads < 1 || num_kv_heads < 1 || max_positions < 1)
+      num_heads < 1 || num_kv_heads < 1 || max_positions < 1 || head_dim < 0)
     return bad("sizes must be positive");
+  // Counted in floating point first: a shape past 10^15 parameters (a hostile config.json) would
+  // overflow the integer counts that plans and reports use.
+  const double d = static_cast<double>(hidden_size),
+               hd = static_cast<double>(head_dim > 0 ? head_dim : hidden_size / num_heads);
+  const double params =
+      static_cast<double>(vocab_size) * d * 2 +
+      static_cast<double>(num_layers) *
+          (d * (static_cast<double>(num_heads) + static_cast<double>(num_kv_heads)) * hd * 2 +
+           3 * d * static_cast<double>(intermediate_size) + 2 * d);
+  if (params > kMaxParameters || static_cast<double>(max_positions) > kMaxPositions)
+    return bad("the shape is implausibly large (over 10^15 parameters or 2^31 positions)");
   if (head_dim <= 0 && hidden_size % num_heads != 0)
     return bad("hidden_size " + std::to_string(hidden_size) + " is not a multiple of " +
                std::to_string(num_heads) + " heads");
@@ -126,35 +144,49 @@ Result<LlamaConfig> llama_config_from_json(const Json& j, std::string_view what)
   if (!j.is_object())
     return Error{Code::kInvalidArgument, std::string(what) + " is not a JSON object",
                  "pass a Hugging Face config.json"};
-  // Fields a LlamaConfig must state; the others default as in transformers' LlamaConfig.
-  static const char* required[] = {
-      "hidden_size", "num_hidden_layers",       "num_attention_heads", "intermediate_size",
-      "vocab_size",  "max_position_embeddings", "rms_norm_eps"};
+  // Fields a LlamaConfig must state; the others default as in transformers' LlamaConfig. Sizes
+  // must be integers: a float (or 1e300) would be cast, not read.
+  static const char* required_ints[] = {"hidden_size",         "num_hidden_layers",
+                                        "num_attention_heads", "intermediate_size",
+                                        "vocab_size",          "max_position_embeddings"};
   std::string missing;
-  for (const char* f : required)
-    if (!j.contains(f) || !j[f].is_number())
-      missing += (missing.empty() ? "" : ", ") + std::string(f);
+  for (const char* f : required_ints)
+    if (!json_int64(j, f)) missing += (missing.empty() ? "" : ", ") + std::string(f);
+  if (!j.contains("rms_norm_eps") || !j["rms_norm_eps"].is_number())
+    missing += (missing.empty() ? "" : ", ") + std::string("rms_norm_eps");
   if (!missing.empty())
-    return Error{Code::kInvalidArgument, std::string(what) + " lacks numeric field(s): " + missing,
+    return Error{Code::kInvalidArgument,
+                 std::string(what) + " lacks integer or numeric field(s): " + missing,
                  "a Llama config.json states hidden_size, num_hidden_layers, num_attention_heads, "
                  "intermediate_size, vocab_size, max_position_embeddings and rms_norm_eps"};
+  // Optional fields: null means the default, any other wrong type is an error.
+  const auto optional_bad = [&](const char* f, bool ok_type) {
+    return j.contains(f) && !j[f].is_null() && !ok_type;
+  };
+  for (const char* f : {"num_key_value_heads", "head_dim"})
+    if (optional_bad(f, json_int64(j, f).has_value()))
+      return Error{Code::kInvalidArgument, std::string(what) + ": " + f + " is not an integer"};
+  if (optional_bad("rope_theta", j.contains("rope_theta") && j["rope_theta"].is_number()) ||
+      optional_bad("tie_word_embeddings",
+                   j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()))
+    return Error{Code::kInvalidArgument,
+                 std::string(what) + ": rope_theta must be a number, tie_word_embeddings a bool"};
   LlamaConfig c;
   c.name = std::string(what);
-  c.hidden_size = j["hidden_size"].get<int64_t>();
-  c.num_layers = j["num_hidden_layers"].get<int64_t>();
-  c.num_heads = j["num_attention_heads"].get<int64_t>();
-  c.intermediate_size = j["intermediate_size"].get<int64_t>();
-  c.vocab_size = j["vocab_size"].get<int64_t>();
-  c.max_positions = j["max_position_embeddings"].get<int64_t>();
+  c.hidden_size = *json_int64(j, "hidden_size");
+  c.num_layers = *json_int64(j, "num_hidden_layers");
+  c.num_heads = *json_int64(j, "num_attention_heads");
+  c.intermediate_size = *json_int64(j, "intermediate_size");
+  c.vocab_size = *json_int64(j, "vocab_size");
+  c.max_positions = *json_int64(j, "max_position_embeddings");
   c.rms_norm_eps = j["rms_norm_eps"].get<double>();
-  c.num_kv_heads = j.value("num_key_value_heads", c.num_heads);
-  if (j.contains("num_key_value_heads") && j["num_key_value_heads"].is_null())
-    c.num_kv_heads = c.num_heads;
-  c.rope_theta = j.value("rope_theta", 10000.0);
-  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
-  if (j.contains("head_dim") && j["head_dim"].is_number())
-    c.head_dim = j["head_dim"].get<int64_t>();
-  if (c.head_dim == c.hidden_size / std::max<int64_t>(1, c.num_heads)) c.head_dim = 0;
+  c.num_kv_heads = json_int64(j, "num_key_value_heads").value_or(c.num_heads);
+  if (j.contains("rope_theta") && j["rope_theta"].is_number())
+    c.rope_theta = j["rope_theta"].get<double>();
+  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean())
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  c.head_dim = json_int64(j, "head_dim").value_or(0);
+  if (c.num_heads > 0 && c.head_dim == c.hidden_size / c.num_heads) c.head_dim = 0;
   if (auto st = c.validate(); !st) return st.error();
   return c;
 }
@@ -164,6 +196,11 @@ Result<LlamaConfig> find_llama_config(std::string_view name_or_path) {
   for (const auto& c : llama_shapes())
     if (c.name == key) return c;
   const auto path = config_path(name_or_path);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec) &&
+      std::filesystem::file_size(path, ec) > kMaxConfigBytes)
+    return Error{Code::kInvalidArgument,
+                 path.string() + " is over 16 MiB: not a Hugging Face config.json"};
   std::ifstream in(path);
   if (!in) {
     std::string names;
@@ -178,4 +215,4 @@ Result<LlamaConfig> find_llama_config(std::string_view name_or_path) {
   return llama_config_from_json(*j, path.string());
 }
 
-}  // namespace gpulab::train
+}  // namespace gpulab::formats
