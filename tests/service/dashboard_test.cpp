@@ -5,14 +5,14 @@
 
 #include <thread>
 
-#include "service/api_error.h"
-#include "service/auth.h"
-#include "service/crypto.h"
-#include "service/event_hub.h"
-#include "service/gpu_history.h"
+#include "service/base/api_error.h"
+#include "service/base/crypto.h"
+#include "service/base/event_hub.h"
+#include "service/base/gpu_history.h"
+#include "service/http/auth.h"
+#include "service/http/web_session.h"
 #include "service/static_assets.h"
-#include "service/store.h"
-#include "service/web_session.h"
+#include "service/store/store.h"
 
 namespace gpulab::service {
 namespace {

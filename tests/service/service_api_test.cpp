@@ -9,7 +9,7 @@
 
 #include "core/files.h"
 #include "core/subprocess.h"
-#include "service/crypto.h"
+#include "service/base/crypto.h"
 #include "service_env.h"
 
 namespace gpulab::service::testing {

@@ -10,8 +10,8 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "service/config.h"
-#include "service/server.h"
+#include "service/app/server.h"
+#include "service/base/config.h"
 
 namespace gpulab::cli {
 
