@@ -49,22 +49,31 @@ bool from_session(Req q) {
 
 // What the page knows of its user: name, role, the CSRF token of a session, and the SSH user its
 // containers' SSH command names (the service's ssh_user, not always root).
+// insecure_http: plain HTTP beyond loopback was allowed; the page warns of it.
 Json session_json(Dashboard& d, Who w) {
-  return {{"user", w.user}, {"admin", w.admin}, {"ssh_user", d.service.config.ssh_user}};
+  const ServiceConfig& c = d.service.config;
+  return {{"user", w.user},
+          {"admin", w.admin},
+          {"ssh_user", c.ssh_user},
+          {"insecure_http", c.tls_cert.empty() && !is_loopback_host(c.listen_host)}};
 }
 
-ApiReply sign_in(Dashboard& d, Req q) {
+bool https(const Dashboard& d) {
+  return !d.service.config.tls_cert.empty();
+}
+
+ApiReply sign_in(const Router& router, Dashboard& d, Req q) {
   Json j = parse_request(q.body, session_schema());
   std::string token = j["token"].get<std::string>();
   if (token.empty())  // never "no token", which may act as the local user when auth is off
     throw ApiError(ApiCode::kUnauthorized, "Missing API token", "paste your API token");
-  Principal who = d.service.auth->authenticate("Bearer " + token);
+  Principal who = router.check_token("Bearer " + token, q.remote);
   auto s = d.sessions.create(who, sha256_hex(token));
   d.service.store->audit(who.user, "sign-in", "dashboard", "ok", q.remote);
   Json data = session_json(d, who);
   data["csrf_token"] = s.csrf;
   ApiReply r = ApiReply::ok("Signed in", data);
-  r.headers.emplace_back("Set-Cookie", WebSessions::set_cookie(s.id));
+  r.headers.emplace_back("Set-Cookie", WebSessions::set_cookie(s.id, https(d)));
   return r;
 }
 
@@ -80,7 +89,7 @@ ApiReply sign_out(Dashboard& d, Req q, Who w) {
   bool ended = d.sessions.end(q.cookie);
   d.service.store->audit(w.user, "sign-out", "dashboard", ended ? "ok" : "no session");
   ApiReply r = ApiReply::ok("Signed out", {{"ended", ended}});
-  r.headers.emplace_back("Set-Cookie", WebSessions::clear_cookie());
+  r.headers.emplace_back("Set-Cookie", WebSessions::clear_cookie(https(d)));
   return r;
 }
 
@@ -157,7 +166,7 @@ void add_dashboard_routes(Router& r, Dashboard& d) {
          .authenticated = false});
   r.add({.method = "POST",
          .path = b + "/session",
-         .handler = [dp](Req q, Who) { return sign_in(*dp, q); },
+         .handler = [dp, rp = &r](Req q, Who) { return sign_in(*rp, *dp, q); },
          .summary = "Dashboard sign-in: a session cookie from an API token; answers the CSRF token",
          .tag = "dashboard",
          .schema = &session_schema(),

@@ -35,6 +35,8 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
   Dashboard dashboard(*s);
   add_dashboard_routes(router, dashboard);
   router.set_sessions(&dashboard.sessions);
+  AuthThrottle throttle(s->config.auth_failures_before_throttle);
+  router.set_throttle(&throttle);
   RefusalAudit refusals(*s->store);
   router.set_refusal_sink([&refusals](const ApiRequest& q, const std::string& user,
                                       const std::string& route,
@@ -46,9 +48,16 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
     auto w = write_file_atomic(options.port_file, std::to_string(server.port()) + "\n");
     if (!w) throw Exception(w.error());
   }
-  std::printf("gpulab serve: listening on http://%s:%u (engine %s, %zu GPU(s) %s, auth %s)\n",
-              s->config.listen_host.c_str(), server.port(), s->engine().describe().c_str(),
-              s->inventory.gpus.size(), s->inventory.source.c_str(), s->auth->mode().c_str());
+  bool tls = !s->config.tls_cert.empty();
+  if (!tls && !is_loopback_host(s->config.listen_host))
+    spdlog::warn(
+        "serving plain HTTP on {} (--insecure_http): tokens and passwords cross the "
+        "network unencrypted; serve HTTPS with --tls_cert and --tls_key",
+        s->config.listen_host);
+  std::printf("gpulab serve: listening on %s://%s:%u (engine %s, %zu GPU(s) %s, auth %s)\n",
+              tls ? "https" : "http", s->config.listen_host.c_str(), server.port(),
+              s->engine().describe().c_str(), s->inventory.gpus.size(), s->inventory.source.c_str(),
+              s->auth->mode().c_str());
   std::fflush(stdout);
   EventWatcher watcher(*s);
   watcher.start();

@@ -32,6 +32,7 @@ constexpr CodeRow kCodes[] = {
     {ApiCode::kTimeout, "TIMEOUT", Code::kTimeout},
     {ApiCode::kUnsupported, "UNSUPPORTED", Code::kUnsupported},
     {ApiCode::kQuotaExceeded, "QUOTA_EXCEEDED", Code::kResourceExhausted},
+    {ApiCode::kTooManyRequests, "TOO_MANY_REQUESTS", Code::kUnauthenticated},
     {ApiCode::kInternalError, "INTERNAL_ERROR", Code::kInternal},
 };
 
@@ -48,9 +49,10 @@ std::string_view api_code_name(ApiCode code) {
 }
 
 int api_code_http_status(ApiCode code) {
-  // Two statuses HTTP has a more precise word for than the core table.
+  // Statuses HTTP has a more precise word for than the core table.
   if (code == ApiCode::kPayloadTooLarge) return 413;
   if (code == ApiCode::kMethodNotAllowed) return 405;
+  if (code == ApiCode::kTooManyRequests) return 429;
   return http_status_for(row(code).core);
 }
 

@@ -31,7 +31,8 @@ enum class ApiCode {
   kEngineUnavailable,  // Docker engine down or failing
   kTimeout,
   kUnsupported,
-  kQuotaExceeded,  // the owner's quota (GPUs, containers, CPUs, memory, GPU-hours) is used up
+  kQuotaExceeded,    // the owner's quota (GPUs, containers, CPUs, memory, GPU-hours) is used up
+  kTooManyRequests,  // too many failed token checks from one address (429, Retry-After)
   kInternalError,
 };
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <vector>
@@ -145,6 +146,10 @@ const std::vector<Key<ServiceConfig>>& config_keys() {
       member("ssh_port_step", &C::ssh_port_step),
       member("port_rest_seconds", &C::port_rest_seconds),
       member("auth_required", &C::auth_required),
+      member("tls_cert", &C::tls_cert),
+      member("tls_key", &C::tls_key),
+      member("insecure_http", &C::insecure_http),
+      member("auth_failures_before_throttle", &C::auth_failures_before_throttle),
       member("image_allowlist", &C::image_allowlist),
       member("allocation_policy", &C::allocation_policy),
       member("detect_gpus", &C::detect_gpus),
@@ -219,7 +224,33 @@ Result<ServiceConfig> load_config(const std::string& path) {
   return config_from_json(*text);
 }
 
+namespace {
+
+// TLS files present and paired; plain HTTP only on loopback unless insecure_http.
+Status validate_transport(const ServiceConfig& c) {
+  if (c.tls_cert.empty() != c.tls_key.empty())
+    return bad(std::string(c.tls_cert.empty() ? "tls_key" : "tls_cert") +
+               " given alone: give tls_cert and tls_key together");
+  for (const auto& [field, path] :
+       {std::pair<std::string, std::string>{"tls_cert", c.tls_cert}, {"tls_key", c.tls_key}}) {
+    std::error_code ec;
+    if (!path.empty() && !std::filesystem::is_regular_file(path, ec))
+      return bad(field + ": no such file " + path);
+  }
+  if (c.tls_cert.empty() && !c.insecure_http && !is_loopback_host(c.listen_host))
+    return Error{Code::kInvalidArgument,
+                 "refusing to serve plain HTTP on " + c.listen_host +
+                     ": tokens and passwords would cross the network in clear text",
+                 "give --tls_cert and --tls_key (HTTPS), or --insecure_http on a network you "
+                 "trust"};
+  if (c.auth_failures_before_throttle < 1) return bad("auth_failures_before_throttle must be >= 1");
+  return ok_status();
+}
+
+}  // namespace
+
 Status validate_config(const ServiceConfig& c) {
+  if (auto st = validate_transport(c); !st) return st;
   if (c.ssh_port_base < 1 || c.ssh_port_base + c.ssh_port_step > 65535 || c.ssh_port_step < 1)
     return bad("ssh_port_base/ssh_port_step give no SSH port in 1..65535");
   if (c.allocation_policy != "pack" && c.allocation_policy != "spread")

@@ -50,8 +50,13 @@ struct ServiceConfig {
   std::string backup_dir = "/backups";
   int ssh_port_base = 2200;  // SSH ports are base+11, base+22, ... as in the seed
   int ssh_port_step = 11;
-  int port_rest_seconds = 30;                // a released port waits this long before reuse
-  bool auth_required = false;                // forced on when listening beyond loopback
+  int port_rest_seconds = 30;  // a released port waits this long before reuse
+  bool auth_required = false;  // forced on when listening beyond loopback
+  // HTTPS: PEM certificate (chain) and key; both or neither. Without them a listen beyond
+  // loopback is refused unless insecure_http (tokens would cross the network in clear text).
+  std::string tls_cert, tls_key;
+  bool insecure_http = false;
+  int auth_failures_before_throttle = 10;    // failed token checks per address before 429s
   std::vector<std::string> image_allowlist;  // glob patterns; empty: any image on the engine
   std::string allocation_policy = "pack";    // "pack" or "spread"
   std::vector<GpuSlot> gpus;                 // declared inventory (overrides discovery)
@@ -78,7 +83,8 @@ struct ServiceConfig {
 Result<ServiceConfig> load_config(const std::string& path);
 // Applies a JSON object onto defaults (used by load_config and tests).
 Result<ServiceConfig> config_from_json(const std::string& text);
-// Checks cross-field rules (device paths declared and present in map mode, ports in range).
+// Checks cross-field rules (device paths declared and present in map mode, ports in range, TLS
+// files, no plain HTTP beyond loopback unless insecure_http).
 Status validate_config(const ServiceConfig& config);
 // Parses "ADDR:PORT" (IPv6 as "[::1]:8000").
 Status parse_listen(const std::string& text, ServiceConfig& config);

@@ -5,6 +5,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -23,6 +24,8 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+namespace ssl = net::ssl;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 struct HttpServer::Impl {
   const ServiceConfig& config;
@@ -31,25 +34,55 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{ioc};
   net::thread_pool workers;
   std::optional<net::signal_set> signals;
+  std::optional<ssl::context> tls;  // set: every connection is HTTPS
   uint16_t port = 0;
 
   Impl(const ServiceConfig& c, const Router& r)
       : config(c), router(r), workers(static_cast<size_t>(c.worker_threads)) {}
   void accept();
+  Status load_tls();
 };
 
 namespace {
 
-class Session : public std::enable_shared_from_this<Session> {
+// Stream: beast::tcp_stream (HTTP) or TlsStream (HTTPS).
+template <typename Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(tcp::socket&& socket, HttpServer::Impl& srv) : srv_(srv), stream_(std::move(socket)) {}
+  // (socket) for HTTP, (socket, tls context) for HTTPS.
+  template <typename... StreamArgs>
+  explicit Session(HttpServer::Impl& srv, StreamArgs&&... args)
+      : srv_(srv), stream_(std::forward<StreamArgs>(args)...) {}
 
   void start() {
-    net::dispatch(stream_.get_executor(),
-                  beast::bind_front_handler(&Session::read_header, shared_from_this()));
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      net::dispatch(stream_.get_executor(),
+                    beast::bind_front_handler(&Session::handshake, shared_from_this()));
+    } else {
+      net::dispatch(stream_.get_executor(),
+                    beast::bind_front_handler(&Session::read_header, shared_from_this()));
+    }
   }
 
  private:
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
+
+  // HTTPS: the TLS handshake first, under the read timeout (a client that never speaks TLS, or
+  // speaks plain HTTP to the HTTPS port, is dropped).
+  void handshake() {
+    tcp().expires_after(request_timeout());
+    stream_.async_handshake(ssl::stream_base::server,
+                            [self = shared_from_this()](beast::error_code ec) {
+                              if (ec) {
+                                spdlog::debug("TLS handshake: {}", ec.message());
+                                return self->close();
+                              }
+                              self->read_header();
+                            });
+  }
+
   std::chrono::seconds request_timeout() const {
     return std::chrono::seconds(srv_.config.request_timeout_seconds);
   }
@@ -61,8 +94,8 @@ class Session : public std::enable_shared_from_this<Session> {
     header_->body_limit(std::numeric_limits<std::uint64_t>::max());
     header_->header_limit(64 * 1024);
     // The first request gets the read timeout; a kept-alive connection may idle longer.
-    stream_.expires_after(first_ ? request_timeout()
-                                 : std::chrono::seconds(srv_.config.idle_timeout_seconds));
+    tcp().expires_after(first_ ? request_timeout()
+                               : std::chrono::seconds(srv_.config.idle_timeout_seconds));
     first_ = false;
     http::async_read_header(stream_, buffer_, *header_,
                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
@@ -94,7 +127,7 @@ class Session : public std::enable_shared_from_this<Session> {
     keep_alive_ = h.keep_alive();
     req_ = request_from_header(h);
     beast::error_code rec;
-    auto ep = stream_.socket().remote_endpoint(rec);
+    auto ep = tcp().socket().remote_endpoint(rec);
     if (!rec) req_.remote = ep.address().to_string();
 
     std::map<std::string, std::string> params;
@@ -108,8 +141,7 @@ class Session : public std::enable_shared_from_this<Session> {
       try {
         srv_.router.authenticate(*route, req_);
       } catch (const Exception& e) {
-        ErrorReply er = error_reply(e);
-        return reject(ApiReply::json(envelope_error(er), er.http_status));
+        return reject(Router::refusal(e));
       }
       if (length && *length > srv_.config.max_upload_bytes)
         return reject(Router::error(ApiCode::kPayloadTooLarge,
@@ -126,7 +158,7 @@ class Session : public std::enable_shared_from_this<Session> {
     string_parser_.emplace(std::move(*header_));
     string_parser_->body_limit(srv_.config.max_body_bytes);
     send_continue([self = shared_from_this()] {
-      self->stream_.expires_after(self->request_timeout());
+      self->tcp().expires_after(self->request_timeout());
       http::async_read(self->stream_, self->buffer_, *self->string_parser_,
                        beast::bind_front_handler(&Session::on_body, self));
     });
@@ -181,7 +213,7 @@ class Session : public std::enable_shared_from_this<Session> {
       req_.upload_file = upload_path_;
       return dispatch();
     }
-    stream_.expires_after(request_timeout());
+    tcp().expires_after(request_timeout());
     http::async_read_some(stream_, buffer_, *file_parser_,
                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
                             if (ec) {
@@ -199,7 +231,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void dispatch() {
     spdlog::debug("{} {} ({} body bytes)", req_.method, req_.path, req_.body.size());
-    stream_.expires_never();
+    tcp().expires_never();
     net::post(srv_.workers, [self = shared_from_this()] {
       // A throw here would end the worker thread and the process; dropping `self` instead
       // closes this connection only.
@@ -265,7 +297,7 @@ class Session : public std::enable_shared_from_this<Session> {
   template <typename Body>
   void write_some(std::shared_ptr<http::response<Body>> res,
                   std::shared_ptr<http::response_serializer<Body>> sr, bool drain_after) {
-    stream_.expires_after(request_timeout());
+    tcp().expires_after(request_timeout());
     http::async_write_some(
         stream_, *sr,
         [self = shared_from_this(), res, sr, drain_after](beast::error_code ec, std::size_t) {
@@ -285,9 +317,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // discard for a moment so the answer is not lost to a connection reset.
   void drain() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
     drain_buf_.resize(64 * 1024);
-    stream_.expires_after(std::chrono::seconds(2));
+    tcp().expires_after(std::chrono::seconds(2));
     stream_.async_read_some(net::buffer(drain_buf_),
                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
                               if (ec) return self->close();
@@ -297,12 +329,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    tcp().socket().close(ec);
   }
 
   HttpServer::Impl& srv_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   bool first_ = true;
   bool keep_alive_ = true;
@@ -323,7 +355,10 @@ void HttpServer::Impl::accept() {
       if (ec == net::error::operation_aborted) return;
       spdlog::warn("accept: {}", ec.message());
     } else {
-      std::make_shared<Session>(std::move(socket), *this)->start();
+      if (tls)
+        std::make_shared<Session<TlsStream>>(*this, std::move(socket), *tls)->start();
+      else
+        std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket))->start();
     }
     accept();
   });
@@ -337,8 +372,30 @@ HttpServer::~HttpServer() {
   impl_->workers.join();
 }
 
+Status HttpServer::Impl::load_tls() {
+  if (config.tls_cert.empty()) return ok_status();
+  tls.emplace(ssl::context::tls_server);
+  // TLS 1.2 and newer only; no compression, fresh keys per session.
+  tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                   ssl::context::no_compression | ssl::context::single_dh_use);
+  beast::error_code ec;
+  tls->use_certificate_chain_file(config.tls_cert, ec);
+  if (ec)
+    return Error{Code::kInvalidArgument,
+                 "tls_cert: cannot load " + config.tls_cert + ": " + ec.message(),
+                 "give a PEM certificate (chain) file"};
+  tls->use_private_key_file(config.tls_key, ssl::context::pem, ec);
+  if (ec)
+    return Error{Code::kInvalidArgument,
+                 "tls_key: cannot load " + config.tls_key + ": " + ec.message(),
+                 "give the PEM private key of tls_cert"};
+  return ok_status();
+}
+
 Status HttpServer::listen() {
   beast::error_code ec;
+  if (auto st = impl_->load_tls(); !st) return st;
   std::string host =
       impl_->config.listen_host == "localhost" ? "127.0.0.1" : impl_->config.listen_host;
   auto addr = net::ip::make_address(host, ec);

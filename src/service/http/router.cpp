@@ -130,13 +130,35 @@ Principal Router::authenticate(const Route& route, const std::string& authorizat
 }
 
 Principal Router::authenticate(const Route& route, const ApiRequest& request) const {
-  if (route.authenticated && request.authorization.empty() && sessions_ &&
-      !request.cookie.empty()) {
+  if (!route.authenticated) return authenticate(route, request.authorization);
+  if (request.authorization.empty() && sessions_ && !request.cookie.empty()) {
     bool changes = request.method != "GET" && request.method != "HEAD";
     if (auto who = sessions_->authenticate(request.cookie, changes, request.csrf_token))
       return *who;
   }
-  return authenticate(route, request.authorization);
+  return check_token(request.authorization, request.remote);
+}
+
+// A request without a token is not a guess: only presented tokens count as failures.
+Principal Router::check_token(const std::string& authorization, const std::string& address) const {
+  if (!throttle_ || authorization.empty()) return auth_.authenticate(authorization);
+  if (int wait = throttle_->retry_after_s(address); wait > 0) throw ThrottledError(wait, address);
+  try {
+    Principal who = auth_.authenticate(authorization);
+    throttle_->succeeded(address);
+    return who;
+  } catch (const ApiError& e) {
+    if (e.api_code() == ApiCode::kUnauthorized) throttle_->failed(address);
+    throw;
+  }
+}
+
+ApiReply Router::refusal(const Exception& e) {
+  ErrorReply er = error_reply(e);
+  ApiReply reply = ApiReply::json(envelope_error(er), er.http_status);
+  if (const auto* t = dynamic_cast<const ThrottledError*>(&e))
+    reply.headers.emplace_back("Retry-After", std::to_string(t->retry_after_s()));
+  return reply;
 }
 
 ApiReply Router::dispatch(ApiRequest request) const noexcept {
@@ -176,7 +198,7 @@ ApiReply Router::dispatch_checked(ApiRequest request) const {
       ErrorReply er = error_reply(e);
       if (er.api_code == ApiCode::kInternalError)
         spdlog::error("{} {}: {}", request.method, request.path, e.error().to_string());
-      reply = ApiReply::json(envelope_error(er), er.http_status);
+      reply = refusal(e);
       if (refusal_sink_ && (request.method != "GET" || !authenticated)) {
         try {
           refusal_sink_(request, user, route->path, er);

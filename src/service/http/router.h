@@ -10,6 +10,7 @@
 #include "service/base/api_error.h"
 #include "service/domain/validation.h"
 #include "service/http/auth.h"
+#include "service/http/auth_throttle.h"
 
 namespace gpulab::service {
 
@@ -76,7 +77,10 @@ class Router {
   Principal authenticate(const Route& route, const std::string& authorization) const;
   // The same, also accepting a dashboard session cookie (with its CSRF token for changes).
   Principal authenticate(const Route& route, const ApiRequest& request) const;
+  // A token check from `address`, slowed down by the throttle (TOO_MANY_REQUESTS) when set.
+  Principal check_token(const std::string& authorization, const std::string& address) const;
   void set_sessions(WebSessions* sessions) { sessions_ = sessions; }
+  void set_throttle(AuthThrottle* throttle) { throttle_ = throttle; }
   // Called for every refused change (a request other than GET that ended in an error) and every
   // refused authentication: who asked ("" when unknown), what, and why. The service writes
   // them to the audit log.
@@ -89,12 +93,15 @@ class Router {
 
   // Formats an error reply (used by the server for errors before dispatch: 413, timeouts).
   static ApiReply error(ApiCode code, const std::string& message, const std::string& hint = {});
+  // The error envelope for `e` (with Retry-After for a throttled request).
+  static ApiReply refusal(const Exception& e);
 
  private:
   ApiReply dispatch_checked(ApiRequest request) const;
   Auth& auth_;
   Metrics* metrics_;
   WebSessions* sessions_ = nullptr;
+  AuthThrottle* throttle_ = nullptr;
   RefusalSink refusal_sink_;
   std::vector<Route> routes_;
 };

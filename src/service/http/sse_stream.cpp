@@ -18,9 +18,11 @@ constexpr auto kPoll = std::chrono::seconds(1);
 constexpr int kKeepAliveTicks = 15;  // a comment line every 15 s keeps proxies from timing out
 constexpr auto kWriteTimeout = std::chrono::seconds(30);
 
-class EventStream : public std::enable_shared_from_this<EventStream> {
+// Stream: beast::tcp_stream, or an ssl_stream over one (HTTPS).
+template <typename Stream>
+class EventStream : public std::enable_shared_from_this<EventStream<Stream>> {
  public:
-  EventStream(beast::tcp_stream stream, const EventHub& hub, std::function<bool()> allowed)
+  EventStream(Stream stream, const EventHub& hub, std::function<bool()> allowed)
       : stream_(std::move(stream)),
         hub_(hub),
         allowed_(std::move(allowed)),
@@ -39,8 +41,12 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   }
 
  private:
+  using std::enable_shared_from_this<EventStream<Stream>>::shared_from_this;
+
+  auto& tcp() { return beast::get_lowest_layer(stream_); }
+
   void send() {
-    stream_.expires_after(kWriteTimeout);
+    tcp().expires_after(kWriteTimeout);
     net::async_write(stream_, net::buffer(out_),
                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
                        if (ec) {
@@ -48,7 +54,7 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
                          return self->close();
                        }
                        self->out_.clear();
-                       self->stream_.expires_never();
+                       self->tcp().expires_never();
                        self->wait();
                      });
   }
@@ -65,7 +71,7 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
     if (allowed_ && !allowed_()) {
       out_ = "event: signed-out\ndata: {}\n\n";
       allowed_ = [] { return false; };
-      stream_.expires_after(kWriteTimeout);
+      tcp().expires_after(kWriteTimeout);
       net::async_write(
           stream_, net::buffer(out_),
           [self = shared_from_this()](beast::error_code, std::size_t) { self->close(); });
@@ -86,11 +92,11 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   void close() {
     beast::error_code ec;
     timer_.cancel();
-    stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    tcp().socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
+    tcp().socket().close(ec);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   const EventHub& hub_;
   std::function<bool()> allowed_;
   net::steady_timer timer_;
@@ -103,7 +109,15 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
 
 void start_event_stream(beast::tcp_stream stream, const EventHub& hub,
                         std::function<bool()> allowed) {
-  std::make_shared<EventStream>(std::move(stream), hub, std::move(allowed))->start();
+  std::make_shared<EventStream<beast::tcp_stream>>(std::move(stream), hub, std::move(allowed))
+      ->start();
+}
+
+void start_event_stream(beast::ssl_stream<beast::tcp_stream> stream, const EventHub& hub,
+                        std::function<bool()> allowed) {
+  std::make_shared<EventStream<beast::ssl_stream<beast::tcp_stream>>>(std::move(stream), hub,
+                                                                      std::move(allowed))
+      ->start();
 }
 
 }  // namespace gpulab::service

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <functional>
 
 #include "service/base/event_hub.h"
@@ -14,5 +15,8 @@ namespace gpulab::service {
 // allowed() turns false (checked every poll).
 void start_event_stream(boost::beast::tcp_stream stream, const EventHub& hub,
                         std::function<bool()> allowed);
+// The same over HTTPS.
+void start_event_stream(boost::beast::ssl_stream<boost::beast::tcp_stream> stream,
+                        const EventHub& hub, std::function<bool()> allowed);
 
 }  // namespace gpulab::service

@@ -98,13 +98,16 @@ bool WebSessions::end(const std::string& cookie_header) {
   return sessions_.erase(sha256_hex(id)) > 0;
 }
 
-std::string WebSessions::set_cookie(const std::string& id) {
-  // HttpOnly: scripts cannot read it; SameSite=Strict: other sites' pages cannot send it.
-  return std::string(kSessionCookie) + "=" + id + "; Path=/; HttpOnly; SameSite=Strict";
+std::string WebSessions::set_cookie(const std::string& id, bool secure) {
+  // HttpOnly: scripts cannot read it; SameSite=Strict: other sites' pages cannot send it;
+  // Secure: never sent over plain HTTP once the service speaks HTTPS.
+  return std::string(kSessionCookie) + "=" + id + "; Path=/; HttpOnly; SameSite=Strict" +
+         (secure ? "; Secure" : "");
 }
 
-std::string WebSessions::clear_cookie() {
-  return std::string(kSessionCookie) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0";
+std::string WebSessions::clear_cookie(bool secure) {
+  return std::string(kSessionCookie) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0" +
+         (secure ? "; Secure" : "");
 }
 
 }  // namespace gpulab::service

@@ -40,8 +40,9 @@ class WebSessions {
   // Ends the session named by a Cookie header; false if there was none.
   bool end(const std::string& cookie_header);
 
-  static std::string set_cookie(const std::string& id);
-  static std::string clear_cookie();
+  // secure: only over HTTPS (the service serves TLS itself).
+  static std::string set_cookie(const std::string& id, bool secure);
+  static std::string clear_cookie(bool secure);
   // One cookie's value from a Cookie header ("a=1; b=2"); "" when absent.
   static std::string cookie_value(const std::string& cookie_header, const std::string& name);
 
