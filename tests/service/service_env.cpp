@@ -10,7 +10,7 @@
 
 #include "core/files.h"
 #include "core/tar.h"
-#include "service/base/crypto.h"
+#include "service/crypto.h"
 
 namespace gpulab::service::testing {
 
