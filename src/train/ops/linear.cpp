@@ -2,9 +2,8 @@
 // into a fresh tensor of the layout autograd keeps.
 #include "train/ops/linear.h"
 
-#include <ATen/autocast_mode.h>
-
 #include "train/ops/sgemm.h"
+#include "train/precision.h"
 
 namespace gpulab::train {
 namespace {
@@ -48,7 +47,7 @@ struct Fp32Linear : torch::autograd::Function<Fp32Linear> {
 
 bool fp32_linear_applies(const torch::Tensor& x, const torch::Tensor& w) {
   // Under CPU autocast the product belongs to autocast (bf16), not here.
-  return have_sgemm() && !at::autocast::is_cpu_enabled() && x.device().is_cpu() &&
+  return have_sgemm() && active_autocast(torch::kCPU) == Precision::kFp32 && x.device().is_cpu() &&
          w.device().is_cpu() && x.scalar_type() == torch::kFloat &&
          w.scalar_type() == torch::kFloat && w.dim() == 2 && x.dim() >= 1 &&
          x.size(-1) == w.size(1) && x.numel() > 0;
