@@ -5,28 +5,17 @@
 # usage: gpu_check_report.py OUT
 import json, os, sys, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from json_output import json_output  # noqa: E402
+
 out = sys.argv[1]
 steps = os.path.join(out, "steps")
 
 
 def last_json(name):
-    """The last line of steps/NAME.out that parses as a JSON object, or the whole file."""
+    """What steps/NAME.out holds as JSON (bench/json_output.py), or None."""
     path = os.path.join(steps, name + ".out")
-    if not os.path.exists(path):
-        return None
-    text = open(path, errors="replace").read()
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    return None
+    return json_output(open(path, errors="replace").read()) if os.path.exists(path) else None
 
 
 status = {}

@@ -82,8 +82,7 @@ ParityErrors compare(const Pass& got, const Pass& oracle) {
 ParityReport run_parity(const ParityOptions& o) {
   const torch::Device device = train::resolve_device(o.device, 0);
   const bool language = train::is_language_model(o.model);
-  if (!language && !train::find_model(o.model).ok())
-    throw Exception(train::find_model(o.model).error());
+  if (!language) (void)train::find_model(o.model).value_or_throw();  // an unknown name: its error
   // Training-mode BatchNorm over 2-3 images divides by nearly nothing: float32 and float64 then
   // disagree by percents in the first layers' gradients, whatever the device.
   if (!language && o.batch_size < 4)

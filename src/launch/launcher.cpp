@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 
+#include "core/signal_name.h"
 #include "launch/heartbeat.h"
 #include "launch/ports.h"
 #include "launch/rank_cgroup.h"

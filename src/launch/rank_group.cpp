@@ -17,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/signal_name.h"
 #include "core/strings.h"
 #include "launch/heartbeat.h"
 #include "launch/rank_cgroup.h"

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "core/result.h"
-#include "core/signal_name.h"
 #include "launch/launcher.h"
 
 namespace gpulab::launch {

@@ -2,6 +2,8 @@
 #include "launch/slurm_script.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -234,6 +236,16 @@ Result<JobStatus> job_status(const std::string& job) {
   s.std_out = field("StdOut");
   s.restarts = field("Restarts");
   return s;
+}
+
+std::optional<double> slurm_job_seconds_left() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr || *job == '\0') return std::nullopt;
+  auto r = slurm_command({"squeue", "-h", "-j", job, "-o", "%L"});
+  if (!r.ok() || !r->success()) return std::nullopt;
+  auto seconds = parse_slurm_duration(trim(r->out));
+  if (!seconds || std::isinf(*seconds)) return std::nullopt;
+  return seconds;
 }
 
 Result<std::string> job_log(const std::string& job) {

@@ -4,6 +4,7 @@
 // or bare metal; and the job's lifecycle (status, logs, cancel) through Slurm's own commands.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,10 @@ struct JobStatus {
   std::string restarts;
 };
 Result<JobStatus> job_status(const std::string& job);
+// Seconds left before Slurm ends the job this process runs in (squeue's %L for SLURM_JOB_ID),
+// so a run that cannot finish in it says so early; nullopt outside a job, without squeue, or for
+// a job with no limit.
+std::optional<double> slurm_job_seconds_left();
 Result<std::string> job_log(const std::string& job);  // the output file's text
 Status cancel_job(const std::string& job);
 // Submits a script with sbatch (--test-only when test_only) and returns the job id (or, for

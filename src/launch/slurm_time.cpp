@@ -1,13 +1,8 @@
-// Slurm durations and the running job's time left (slurm_time.h).
+// Slurm's duration notation as seconds (slurm_time.h).
 #include "launch/slurm_time.h"
 
-#include <chrono>
-#include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <regex>
-
-#include "core/subprocess.h"
 
 namespace gpulab::launch {
 
@@ -27,20 +22,6 @@ std::optional<double> parse_slurm_duration(const std::string& text) {
   if (fields == 1) return num(2) * 60;           // minutes
   if (fields == 2) return num(2) * 60 + num(3);  // MM:SS
   return num(2) * 3600 + num(3) * 60 + num(4);   // HH:MM:SS
-}
-
-std::optional<double> slurm_job_seconds_left() {
-  const char* job = std::getenv("SLURM_JOB_ID");
-  if (job == nullptr || *job == '\0') return std::nullopt;
-  RunOptions o;
-  o.timeout = std::chrono::seconds(10);
-  auto r = run_process({"squeue", "-h", "-j", job, "-o", "%L"}, o);
-  if (!r.ok() || !r->success()) return std::nullopt;
-  std::string left = r->out;
-  while (!left.empty() && (left.back() == '\n' || left.back() == ' ')) left.pop_back();
-  auto seconds = parse_slurm_duration(left);
-  if (!seconds || std::isinf(*seconds)) return std::nullopt;
-  return seconds;
 }
 
 }  // namespace gpulab::launch

@@ -18,7 +18,7 @@
 #include "launch/heartbeat.h"
 #include "launch/launcher.h"
 #include "launch/rank_env.h"
-#include "launch/slurm_time.h"
+#include "launch/slurm_script.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/device_info.h"
@@ -677,7 +677,7 @@ TrainResult Trainer::run() {
   lm_ = is_language_model(opts_.model);
   phases_.time("set-up", [&] { setup_runtime(); });
   phases_.time("data", [&] { setup_data(); });
-  phases_.time(fmt::format("model (built on {})", device_.str()), [&] { setup_model(); });
+  phases_.time("model", [&] { setup_model(); });  // built on device_, which the header names
   phases_.time("optimizer", [&] { setup_optimizer(); });
   if (!opts_.resume.empty()) phases_.time("resume", [&] { maybe_resume(); });
   print_header();

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "launch/slurm_script.h"
 #include "launch/slurm_time.h"
 
 using gpulab::launch::parse_slurm_duration;

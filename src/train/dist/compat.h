@@ -12,11 +12,11 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-// Gloo is compiled in only where its headers are (GPULAB_HAVE_GLOO: CMake found gloo/config.h;
+// Gloo is compiled in only where its headers are (GPULAB_HAVE_GLOO: CMake found gloo/algorithm.h;
 // Debian ships them in libgloo-dev). A PyTorch wheel's libtorch defines USE_C10D_GLOO but ships
 // no gloo/ headers: such a build has NCCL and no Gloo, which is supported. The c10d header is
 // guarded by the macro libtorch's own build defines.
-#if defined(GPULAB_HAVE_GLOO) && GPULAB_HAVE_GLOO && __has_include(<gloo/algorithm.h>)
+#if defined(GPULAB_HAVE_GLOO) && GPULAB_HAVE_GLOO
 #if !defined(USE_C10D_GLOO)
 #define USE_C10D_GLOO 1
 #endif
