@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include "core/strings.h"
 #include "core/subprocess.h"
 #include "launch/slurm_time.h"
 
@@ -33,11 +34,6 @@ Result<ProcessResult> slurm_command(const std::vector<std::string>& argv,
     return Error{Code::kUnavailable, argv[0] + " could not be run: " + r.error().message,
                  "run this on a host with Slurm's client commands (Debian: slurm-client)"};
   return r;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 }  // namespace
