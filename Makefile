@@ -95,7 +95,7 @@ TIDY_SRCS = $(shell git ls-files src/core src/gpu src/docker src/service src/bui
   apps/gpulab | grep '\.cpp$$' | grep -v '^apps/gpulab/train/')
 tidy:
 	@cmake -S . -B $(BUILD)-tidy -G Ninja -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON \
-	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON $(CMAKE_FLAGS) >/dev/null
+	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DGPULAB_UNITY=OFF $(CMAKE_FLAGS) >/dev/null
 	@echo $(TIDY_SRCS) | xargs -P $(JOBS) -n 8 clang-tidy -p $(BUILD)-tidy --quiet
 
 clean:

@@ -12,7 +12,7 @@ namespace gpulab::bench {
 
 namespace {
 
-torch::ScalarType dtype_of(const std::string& name) {
+torch::ScalarType allreduce_dtype(const std::string& name) {
   if (name == "fp32") return torch::kFloat;
   if (name == "fp16") return torch::kHalf;
   if (name == "bf16") return torch::kBFloat16;
@@ -34,7 +34,7 @@ std::vector<AllreduceRow> run_allreduce_bench(train::dist::Communicator& comm,
     throw Exception(Code::kInvalidArgument,
                     "bad sweep: need 1 <= min_bytes <= max_bytes, step_factor >= 2, iters >= 1");
   }
-  const auto type = dtype_of(o.dtype);
+  const auto type = allreduce_dtype(o.dtype);
   const auto opts = torch::TensorOptions().dtype(type).device(comm.device());
   const int64_t elem = static_cast<int64_t>(c10::elementSize(type));
   const int n = comm.size();

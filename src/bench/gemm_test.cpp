@@ -20,7 +20,7 @@ namespace gpulab::bench {
 
 namespace {
 
-torch::Dtype dtype_of(const std::string& name) {
+torch::Dtype gemm_dtype(const std::string& name) {
   if (name == "fp32" || name == "tf32") return torch::kFloat32;
   if (name == "bf16") return torch::kBFloat16;
   if (name == "fp16") return torch::kFloat16;
@@ -123,7 +123,7 @@ Json GemmTestReport::to_json() const {
 }
 
 GemmTestReport run_gemm_test(const GemmTestOptions& opts) {
-  const torch::Dtype dtype = dtype_of(opts.dtype);
+  const torch::Dtype dtype = gemm_dtype(opts.dtype);
   if (opts.size < 1 || opts.size > 65536) {
     throw Exception(Code::kInvalidArgument, "--size must be between 1 and 65536",
                     "the seed's default is 2048");

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "support/tensor_diff.h"
 #include "train/models/llama.h"
 #include "train/ops/causal_attention.h"
 
@@ -37,10 +38,6 @@ Tensor reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   return torch::matmul(probs, vh).transpose(1, 2).reshape({b, t, heads * d});
 }
 
-double rel_diff(const Tensor& a, const Tensor& b) {
-  return ((a - b).abs().max() / b.abs().max()).item<double>();
-}
-
 void expect_same(int64_t b, int64_t t, int64_t heads, int64_t kv_heads, int64_t d,
                  torch::ScalarType dtype, double tolerance) {
   torch::manual_seed(7);
@@ -64,10 +61,12 @@ void expect_same(int64_t b, int64_t t, int64_t heads, int64_t kv_heads, int64_t 
   const std::string what = "b" + std::to_string(b) + " t" + std::to_string(t) + " heads " +
                            std::to_string(heads) + "/" + std::to_string(kv_heads) + " d" +
                            std::to_string(d) + " " + c10::toString(dtype);
-  EXPECT_LE(rel_diff(ours.to(torch::kDouble), theirs), tolerance) << what << " output";
+  EXPECT_LE(gpulab::test::relative_diff(ours.to(torch::kDouble), theirs), tolerance)
+      << what << " output";
   const char* names[] = {"dq", "dk", "dv"};
   for (size_t i = 0; i < 3; ++i)
-    EXPECT_LE(rel_diff(ours_grads[i].to(torch::kDouble), their_grads[i]), tolerance)
+    EXPECT_LE(gpulab::test::relative_diff(ours_grads[i].to(torch::kDouble), their_grads[i]),
+              tolerance)
         << what << " " << names[i];
 }
 
@@ -108,7 +107,7 @@ TEST(CausalAttention, Bf16RunsTheFloat32Kernel) {
   }
   auto q64 = q.detach().to(torch::kDouble), k64 = k.detach().to(torch::kDouble);
   auto theirs = reference(q64, k64, v.detach().to(torch::kDouble), cos, sin, heads, kv_heads);
-  EXPECT_LE(rel_diff(ours.to(torch::kDouble), theirs), 1e-2);
+  EXPECT_LE(gpulab::test::relative_diff(ours.to(torch::kDouble), theirs), 1e-2);
 }
 
 TEST(CausalAttention, ANegativeControlFails) {
@@ -118,8 +117,8 @@ TEST(CausalAttention, ANegativeControlFails) {
   auto v = torch::randn({1, 20, 16}, torch::kDouble);
   auto [cos, sin] = rotary_tables(8, 10000.0, 0, 20, torch::kCPU);
   auto ours = fused_causal_attention(q, k, v, cos, sin, 2, 2);
-  EXPECT_LE(rel_diff(ours, reference(q, k, v, cos, sin, 2, 2)), 1e-12);
-  EXPECT_GT(rel_diff(ours, reference(q, k, v, cos, sin, 2, 2, false)), 1e-2);
+  EXPECT_LE(gpulab::test::relative_diff(ours, reference(q, k, v, cos, sin, 2, 2)), 1e-12);
+  EXPECT_GT(gpulab::test::relative_diff(ours, reference(q, k, v, cos, sin, 2, 2, false)), 1e-2);
 }
 
 TEST(CausalAttention, LlamaGivesTheSameLogitsAndGradientsOnEitherPath) {
@@ -140,9 +139,10 @@ TEST(CausalAttention, LlamaGivesTheSameLogitsAndGradientsOnEitherPath) {
   };
   auto [fused_logits, fused_grads] = run(true);
   auto [plain_logits, plain_grads] = run(false);
-  EXPECT_LE(rel_diff(fused_logits, plain_logits), 1e-12);
+  EXPECT_LE(gpulab::test::relative_diff(fused_logits, plain_logits), 1e-12);
   for (size_t i = 0; i < fused_grads.size(); ++i)
-    EXPECT_LE(rel_diff(fused_grads[i], plain_grads[i]), 1e-10) << "parameter " << i;
+    EXPECT_LE(gpulab::test::relative_diff(fused_grads[i], plain_grads[i]), 1e-10)
+        << "parameter " << i;
 }
 
 }  // namespace

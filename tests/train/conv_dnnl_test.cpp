@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/tensor_diff.h"
 #include "train/memory_format.h"
 #include "train/models/registry.h"
 #include "train/ops/conv.h"
@@ -62,19 +63,14 @@ void set_layout(torch::nn::Conv2d& conv, torch::MemoryFormat fmt) {
 }
 
 // max |a - b| / max |b|: the usual relative measure for sums in a different order.
-double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  const double scale = b.abs().max().item<double>();
-  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1.0);
-}
-
 struct Grads {
   torch::Tensor out, x, w, b;
 };
 
 // Output and gradients of `conv` (through `forward`) for x laid out as asked.
 template <class F>
-Grads run(torch::nn::Conv2d& conv, const torch::Tensor& x0, const torch::Tensor& g,
-          torch::MemoryFormat fmt, bool x_grad, F forward) {
+Grads run_conv(torch::nn::Conv2d& conv, const torch::Tensor& x0, const torch::Tensor& g,
+               torch::MemoryFormat fmt, bool x_grad, F forward) {
   set_layout(conv, fmt);
   conv->zero_grad(true);
   auto x = x0.contiguous(fmt).detach().requires_grad_(x_grad);
@@ -108,27 +104,28 @@ TEST_F(ConvDnnl, MatchesLibtorchConvAtOneAndTwoThreads) {
       auto conv = make_conv(c);
       const auto x = torch::randn({c.n, c.c, c.h, c.w});
       const auto g = torch::randn(conv->forward(x).sizes()).contiguous(cl);
-      const auto fast = run(conv, x, g, cl, c.x_grad, [&c](torch::nn::Conv2dImpl& m, auto& xi) {
-        EXPECT_TRUE(conv2d_fast_path_applies(m, xi));
-        auto out = conv2d_forward(m, xi);
-        const auto node = out.grad_fn()->name();
-        EXPECT_EQ(node.find("ConvolutionBackward"), std::string::npos) << node;
-        EXPECT_EQ(node.find("GemmConv2d") != std::string::npos, c.gemm) << node;
-        return out;
-      });
+      const auto fast =
+          run_conv(conv, x, g, cl, c.x_grad, [&c](torch::nn::Conv2dImpl& m, auto& xi) {
+            EXPECT_TRUE(conv2d_fast_path_applies(m, xi));
+            auto out = conv2d_forward(m, xi);
+            const auto node = out.grad_fn()->name();
+            EXPECT_EQ(node.find("ConvolutionBackward"), std::string::npos) << node;
+            EXPECT_EQ(node.find("GemmConv2d") != std::string::npos, c.gemm) << node;
+            return out;
+          });
       ASSERT_TRUE(fast.w.defined());
       EXPECT_TRUE(fast.w.is_contiguous(cl));
       EXPECT_EQ(fast.w.strides(), conv->weight.strides());  // AccumulateGrad kept it as made
       for (auto fmt : {cl, torch::MemoryFormat::Contiguous}) {
         SCOPED_TRACE(fmt == cl ? "reference channels-last" : "reference contiguous");
-        const auto ref = run(conv, x, g, fmt, c.x_grad, plain);
-        EXPECT_LE(rel_diff(fast.out, ref.out), 1e-5);
-        EXPECT_LE(rel_diff(fast.w, ref.w), 1e-5);
+        const auto ref = run_conv(conv, x, g, fmt, c.x_grad, plain);
+        EXPECT_LE(gpulab::test::relative_diff(fast.out, ref.out), 1e-5);
+        EXPECT_LE(gpulab::test::relative_diff(fast.w, ref.w), 1e-5);
         if (c.x_grad) {
-          EXPECT_LE(rel_diff(fast.x, ref.x), 1e-5);
+          EXPECT_LE(gpulab::test::relative_diff(fast.x, ref.x), 1e-5);
         }
         if (c.bias) {
-          EXPECT_LE(rel_diff(fast.b, ref.b), 1e-5);
+          EXPECT_LE(gpulab::test::relative_diff(fast.b, ref.b), 1e-5);
         }
         if (fmt == cl && !c.gemm) {
           // Forward and grad_input are libtorch's own kernels on the same layout: bit for bit.
@@ -160,8 +157,8 @@ TEST_F(ConvDnnl, GradientsAccumulateOverTwoBackwards) {
     const auto once_w = conv->weight.grad().clone();
     const auto once_b = conv->bias.grad().clone();
     conv2d_forward(*conv, x).sum().backward();
-    EXPECT_LE(rel_diff(conv->weight.grad(), 2 * once_w), 1e-6);
-    EXPECT_LE(rel_diff(conv->bias.grad(), 2 * once_b), 1e-6);
+    EXPECT_LE(gpulab::test::relative_diff(conv->weight.grad(), 2 * once_w), 1e-6);
+    EXPECT_LE(gpulab::test::relative_diff(conv->bias.grad(), 2 * once_b), 1e-6);
     EXPECT_TRUE(conv->weight.grad().is_contiguous(cl));
   }
 }
@@ -245,7 +242,7 @@ TEST_F(ConvDnnl, ResNetGradientsMatchTheLibtorchPath) {
     ASSERT_EQ(fast.size(), plain.size());
     for (size_t i = 0; i < fast.size(); ++i) {
       SCOPED_TRACE("parameter " + std::to_string(i));
-      EXPECT_LE(rel_diff(fast[i], plain[i]), 1e-5);
+      EXPECT_LE(gpulab::test::relative_diff(fast[i], plain[i]), 1e-5);
       // The parameter's memory order: its strides wherever a size is above 1 (AccumulateGrad's
       // layout contract; a 1x1 weight's strides over its size-1 dims say nothing).
       for (int64_t d = 0; d < params[i].dim(); ++d) {

@@ -18,13 +18,13 @@ double relative(const torch::Tensor& got, const torch::Tensor& want) {
   return ((g - w).norm() / w.norm()).item<double>();
 }
 
-struct Result {
+struct ProductResult {
   torch::Tensor out, grad_a, grad_b;
 };
 
 // One product and its backward, with a fixed upstream gradient.
 template <class Product>
-Result run(Product product, torch::Tensor a, torch::Tensor b, bool bf16) {
+ProductResult run_product(Product product, torch::Tensor a, torch::Tensor b, bool bf16) {
   a = a.clone().requires_grad_(true);
   b = b.clone().requires_grad_(true);
   torch::Tensor out;
@@ -44,9 +44,9 @@ constexpr double kBf16Tolerance = 1e-2;
 TEST(CpuBf16Matmul, LinearMatchesAutocast) {
   torch::manual_seed(0);
   auto x = torch::randn({3, 17, 48}), w = torch::randn({40, 48});
-  auto ours = run(bf16_linear_on_fp32_gemm, x, w, true);
+  auto ours = run_product(bf16_linear_on_fp32_gemm, x, w, true);
   auto theirs =
-      run([](auto& a, auto& b) { return torch::nn::functional::linear(a, b); }, x, w, true);
+      run_product([](auto& a, auto& b) { return torch::nn::functional::linear(a, b); }, x, w, true);
   EXPECT_EQ(ours.out.scalar_type(), torch::kBFloat16);
   EXPECT_EQ(ours.out.scalar_type(), theirs.out.scalar_type());
   EXPECT_EQ(ours.grad_b.scalar_type(), torch::kFloat);  // the master weight's gradient
@@ -61,8 +61,8 @@ TEST(CpuBf16Matmul, LinearMatchesAutocast) {
 TEST(CpuBf16Matmul, BatchedMatmulMatchesAutocast) {
   torch::manual_seed(1);
   auto a = torch::randn({2, 4, 9, 16}), b = torch::randn({2, 4, 16, 11});
-  auto ours = run(bf16_matmul_on_fp32_gemm, a, b, true);
-  auto theirs = run([](auto& p, auto& q) { return torch::matmul(p, q); }, a, b, true);
+  auto ours = run_product(bf16_matmul_on_fp32_gemm, a, b, true);
+  auto theirs = run_product([](auto& p, auto& q) { return torch::matmul(p, q); }, a, b, true);
   EXPECT_EQ(ours.out.scalar_type(), torch::kBFloat16);
   EXPECT_LT(relative(ours.out, theirs.out), kBf16Tolerance);
   EXPECT_LT(relative(ours.grad_a, theirs.grad_a), kBf16Tolerance);
@@ -72,13 +72,13 @@ TEST(CpuBf16Matmul, BatchedMatmulMatchesAutocast) {
 TEST(CpuBf16Matmul, OutsideBf16AutocastTheOrdinaryOps) {
   torch::manual_seed(2);
   auto x = torch::randn({5, 8}, torch::kDouble), w = torch::randn({6, 8}, torch::kDouble);
-  auto ours = run(linear_product, x, w, false);
-  auto theirs =
-      run([](auto& a, auto& b) { return torch::nn::functional::linear(a, b); }, x, w, false);
+  auto ours = run_product(linear_product, x, w, false);
+  auto theirs = run_product([](auto& a, auto& b) { return torch::nn::functional::linear(a, b); }, x,
+                            w, false);
   EXPECT_TRUE(torch::equal(ours.out, theirs.out));
   EXPECT_TRUE(torch::equal(ours.grad_b, theirs.grad_b));
   // float64 under bf16 autocast stays float64, as autocast leaves it.
-  auto under = run(linear_product, x, w, true);
+  auto under = run_product(linear_product, x, w, true);
   EXPECT_EQ(under.out.scalar_type(), torch::kDouble);
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/tensor_diff.h"
 #include "train/models/llama.h"
 #include "train/torchvision_python.h"
 #include "train/weights/safetensors.h"
@@ -22,13 +23,6 @@ namespace fs = std::filesystem;
 using testing::torch_python;
 
 using gpulab::testing::TempDir;
-
-double relative_diff(const torch::Tensor& ours, const torch::Tensor& ref) {
-  const double scale = ref.abs().max().item<double>();
-  const double diff =
-      (ours.to(torch::kFloat64) - ref.to(torch::kFloat64)).abs().max().item<double>();
-  return scale > 0 ? diff / scale : diff;
-}
 
 struct Comparison {
   double logits = 0, loss = 0, worst_grad = 0;
@@ -59,13 +53,13 @@ Comparison compare(const LlamaConfig& cfg, const std::string& rope, const std::s
                                                    in.at("targets").reshape({-1}));
   loss.backward();
   Comparison c;
-  c.logits = relative_diff(logits.detach(), ref.at("logits"));
-  c.loss = relative_diff(loss.detach(), ref.at("loss"));
+  c.logits = gpulab::test::relative_diff(logits.detach(), ref.at("logits"));
+  c.loss = gpulab::test::relative_diff(loss.detach(), ref.at("loss"));
   for (const auto& p : model.named_parameters()) {
     const auto it = ref.find("grad." + p.key());
     EXPECT_NE(it, ref.end()) << "reference has no gradient for " << p.key();
     if (it == ref.end()) continue;
-    const double d = relative_diff(p.value().grad(), it->second);
+    const double d = gpulab::test::relative_diff(p.value().grad(), it->second);
     if (d >= c.worst_grad) c.worst_grad = d, c.worst_name = p.key();
   }
   return c;

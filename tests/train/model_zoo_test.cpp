@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/tensor_diff.h"
 #include "train/models/layers.h"
 #include "train/models/registry.h"
 #include "train/torchvision_python.h"
@@ -50,13 +51,6 @@ void run_reference(const std::vector<std::string>& args, std::string* out = null
 }
 
 // max |a - b| relative to the reference's scale (max |b|), the measure the issue asks for.
-double relative_diff(const torch::Tensor& ours, const torch::Tensor& ref) {
-  const double scale = ref.abs().max().item<double>();
-  const double diff =
-      (ours.to(torch::kFloat64) - ref.to(torch::kFloat64)).abs().max().item<double>();
-  return scale > 0 ? diff / scale : diff;
-}
-
 // Small enough for CI, large enough that every stage sees at least one pixel.
 int64_t small_size(const ModelInfo& info) {
   return std::max<int64_t>(32, info.min_image_size);
@@ -178,7 +172,7 @@ void check_eval(const std::string& name, int64_t size, int64_t batch) {
   torch::NoGradGuard no_grad;
   auto out = model->forward(input);
   ASSERT_EQ(out.sizes(), ref.sizes());
-  const double rel = relative_diff(out, ref);
+  const double rel = gpulab::test::relative_diff(out, ref);
   std::printf("[eval-parity] %-20s size=%lld batch=%lld rel_max_diff=%.3g (scale %.3g)\n",
               name.c_str(), static_cast<long long>(size), static_cast<long long>(batch), rel,
               ref.abs().max().item<double>());
@@ -217,10 +211,10 @@ TEST(EvalParityControl, ANudgedWeightIsCaught) {
   auto ref = read_safetensors(d + "/reference.safetensors").value().tensors.at("output");
   model->eval();
   torch::NoGradGuard no_grad;
-  const double exact = relative_diff(model->forward(input), ref);
+  const double exact = gpulab::test::relative_diff(model->forward(input), ref);
   auto w = model->named_parameters()["fc.weight"];
   w.view(-1)[0] += 0.1 * w.abs().max();
-  const double nudged = relative_diff(model->forward(input), ref);
+  const double nudged = gpulab::test::relative_diff(model->forward(input), ref);
   std::printf("[eval-parity-control] resnet18 exact=%.3g nudged=%.3g\n", exact, nudged);
   EXPECT_LT(exact, 1e-4);
   EXPECT_GT(nudged, 1e-4);
@@ -264,7 +258,7 @@ TEST_P(GradParity, LossAndEveryGradientMatchTorchvision) {
   auto loss = torch::nn::functional::cross_entropy(out, inputs.at("labels"));
   loss.backward();
 
-  double worst = relative_diff(out.detach(), ref.at("output"));
+  double worst = gpulab::test::relative_diff(out.detach(), ref.at("output"));
   std::string worst_name = "output";
   const double loss_diff = std::abs(loss.item<double>() - ref.at("loss").item<double>()) /
                            std::abs(ref.at("loss").item<double>());
@@ -288,7 +282,7 @@ TEST_P(GradParity, LossAndEveryGradientMatchTorchvision) {
     ++checked;
   }
   for (const auto& b : model->named_buffers()) {
-    const double rel = relative_diff(b.value(), ref.at("buffer." + b.key()));
+    const double rel = gpulab::test::relative_diff(b.value(), ref.at("buffer." + b.key()));
     EXPECT_LT(rel, 1e-5) << "buffer " << b.key() << " after the step";
   }
   std::printf(
@@ -328,7 +322,7 @@ TEST(ModelZoo, ExportedWeightsRunInTorchvision) {
                                            "--weights", d + "/w.safetensors", "--input",
                                            d + "/x.safetensors", "--out", d + "/y.safetensors"}));
     auto theirs = read_safetensors(d + "/y.safetensors").value().tensors.at("output");
-    const double rel = relative_diff(ours, theirs);
+    const double rel = gpulab::test::relative_diff(ours, theirs);
     std::printf("[export] %-12s gpulab weights in torchvision: rel_max_diff=%.3g\n", name, rel);
     EXPECT_LT(rel, 1e-4) << name;
   }

@@ -4,6 +4,7 @@
 // count; float64 left to libtorch.
 #include <gtest/gtest.h>
 
+#include "support/tensor_diff.h"
 #include "train/ops/rms_norm.h"
 
 namespace gpulab::train {
@@ -16,17 +17,12 @@ Tensor unfused(const Tensor& x, const Tensor& w, double eps) {
   return w * (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps));
 }
 
-double rel_diff(const Tensor& a, const Tensor& b) {
-  auto a64 = a.to(torch::kDouble), b64 = b.to(torch::kDouble);
-  return ((a64 - b64).abs().max() / b64.abs().max()).item<double>();
-}
-
-struct Result {
+struct RmsNormResult {
   Tensor y, dx, dw;
 };
 
-Result run(const Tensor& x, const Tensor& w, const Tensor& grad, bool fused,
-           torch::ScalarType result = torch::kFloat) {
+RmsNormResult run_rms_norm(const Tensor& x, const Tensor& w, const Tensor& grad, bool fused,
+                           torch::ScalarType result = torch::kFloat) {
   auto xs = x.detach().clone().requires_grad_(), ws = w.detach().clone().requires_grad_();
   auto y = fused ? rms_norm(xs, ws, 1e-5, result) : unfused(xs, ws, 1e-5);
   y.backward(grad.to(y.scalar_type()));
@@ -39,10 +35,10 @@ TEST(RmsNorm, MatchesLibtorchOps) {
     auto x = torch::randn({rows, d}) * 3, w = torch::rand({d}) + 0.5;
     auto grad = torch::randn({rows, d});
     ASSERT_TRUE(fused_rms_norm_applies(x, w, torch::kFloat));
-    auto ours = run(x, w, grad, true), theirs = run(x, w, grad, false);
-    EXPECT_LE(rel_diff(ours.y, theirs.y), 1e-6) << rows << "x" << d;
-    EXPECT_LE(rel_diff(ours.dx, theirs.dx), 1e-5) << rows << "x" << d;
-    EXPECT_LE(rel_diff(ours.dw, theirs.dw), 1e-5) << rows << "x" << d;
+    auto ours = run_rms_norm(x, w, grad, true), theirs = run_rms_norm(x, w, grad, false);
+    EXPECT_LE(gpulab::test::relative_diff(ours.y, theirs.y), 1e-6) << rows << "x" << d;
+    EXPECT_LE(gpulab::test::relative_diff(ours.dx, theirs.dx), 1e-5) << rows << "x" << d;
+    EXPECT_LE(gpulab::test::relative_diff(ours.dw, theirs.dw), 1e-5) << rows << "x" << d;
   }
 }
 
@@ -50,8 +46,8 @@ TEST(RmsNorm, Bf16ResultIsTheFloatResultRoundedOnce) {
   torch::manual_seed(3);
   auto x = torch::randn({2, 9, 40}), w = torch::rand({40}) + 0.5;
   auto grad = torch::randn({2, 9, 40}).to(torch::kBFloat16);
-  auto as_float = run(x, w, grad.to(torch::kFloat), true);
-  auto as_bf16 = run(x, w, grad, true, torch::kBFloat16);
+  auto as_float = run_rms_norm(x, w, grad.to(torch::kFloat), true);
+  auto as_bf16 = run_rms_norm(x, w, grad, true, torch::kBFloat16);
   ASSERT_EQ(as_bf16.y.scalar_type(), torch::kBFloat16);
   EXPECT_TRUE(torch::equal(as_bf16.y, as_float.y.to(torch::kBFloat16)));
   // The same incoming gradient values: the same float32 input gradients.
@@ -64,11 +60,12 @@ TEST(RmsNorm, Bf16Input) {
   torch::manual_seed(4);
   auto x = (torch::randn({33, 24}) * 2).to(torch::kBFloat16), w = torch::rand({24}) + 0.5;
   auto grad = torch::randn({33, 24});
-  auto ours = run(x, w, grad, true), theirs = run(x.to(torch::kFloat), w, grad, false);
+  auto ours = run_rms_norm(x, w, grad, true),
+       theirs = run_rms_norm(x.to(torch::kFloat), w, grad, false);
   EXPECT_EQ(ours.dx.scalar_type(), torch::kBFloat16);
-  EXPECT_LE(rel_diff(ours.y, theirs.y), 1e-6);
-  EXPECT_LE(rel_diff(ours.dx, theirs.dx), 1e-2);  // one bfloat16 rounding
-  EXPECT_LE(rel_diff(ours.dw, theirs.dw), 1e-5);
+  EXPECT_LE(gpulab::test::relative_diff(ours.y, theirs.y), 1e-6);
+  EXPECT_LE(gpulab::test::relative_diff(ours.dx, theirs.dx), 1e-2);  // one bfloat16 rounding
+  EXPECT_LE(gpulab::test::relative_diff(ours.dw, theirs.dw), 1e-5);
 }
 
 TEST(RmsNorm, WeightGradientIndependentOfThreads) {
@@ -76,9 +73,9 @@ TEST(RmsNorm, WeightGradientIndependentOfThreads) {
   auto x = torch::randn({3000, 48}), w = torch::rand({48}), grad = torch::randn({3000, 48});
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
-  auto one = run(x, w, grad, true);
+  auto one = run_rms_norm(x, w, grad, true);
   at::set_num_threads(std::max(2, threads));
-  auto many = run(x, w, grad, true);
+  auto many = run_rms_norm(x, w, grad, true);
   at::set_num_threads(threads);
   EXPECT_TRUE(torch::equal(one.dw, many.dw));
   EXPECT_TRUE(torch::equal(one.dx, many.dx));

@@ -8,7 +8,7 @@
 namespace gpulab::train {
 namespace {
 
-torch::Tensor run(Classifier& model, const torch::Tensor& x, uint64_t seed) {
+torch::Tensor run_model(Classifier& model, const torch::Tensor& x, uint64_t seed) {
   torch::manual_seed(seed);
   return model.forward(x).detach();
 }
@@ -25,16 +25,20 @@ TEST_P(StochasticDepth, DropsBranchesOnlyWhileTraining) {
   auto model = create_model(GetParam(), o);
 
   model->eval();
-  EXPECT_TRUE(torch::equal(run(*model, x, 1), run(*model, x, 2))) << "random in eval mode";
+  EXPECT_TRUE(torch::equal(run_model(*model, x, 1), run_model(*model, x, 2)))
+      << "random in eval mode";
 
   model->train();
-  EXPECT_FALSE(torch::equal(run(*model, x, 1), run(*model, x, 2))) << "no branch was dropped";
-  EXPECT_TRUE(torch::equal(run(*model, x, 3), run(*model, x, 3))) << "not driven by torch's RNG";
+  EXPECT_FALSE(torch::equal(run_model(*model, x, 1), run_model(*model, x, 2)))
+      << "no branch was dropped";
+  EXPECT_TRUE(torch::equal(run_model(*model, x, 3), run_model(*model, x, 3)))
+      << "not driven by torch's RNG";
 
   o.stochastic_depth = 0;
   auto off = create_model(GetParam(), o);
   off->train();
-  EXPECT_TRUE(torch::equal(run(*off, x, 1), run(*off, x, 2))) << "random with probability 0";
+  EXPECT_TRUE(torch::equal(run_model(*off, x, 1), run_model(*off, x, 2)))
+      << "random with probability 0";
 }
 
 INSTANTIATE_TEST_SUITE_P(PartB, StochasticDepth,

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "support/tensor_diff.h"
 #include "train/ops/swiglu.h"
 
 namespace gpulab::train {
@@ -12,17 +13,11 @@ namespace {
 
 using torch::Tensor;
 
-double rel_diff(const Tensor& a, const Tensor& b) {
-  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
-          b.to(torch::kDouble).abs().max())
-      .item<double>();
-}
-
-struct Result {
+struct SwigluResult {
   Tensor out, dgate, dup;
 };
 
-Result run(const Tensor& gate, const Tensor& up, const Tensor& grad, bool fused) {
+SwigluResult run_swiglu(const Tensor& gate, const Tensor& up, const Tensor& grad, bool fused) {
   auto g = gate.detach().clone().requires_grad_(), u = up.detach().clone().requires_grad_();
   auto out = fused ? swiglu(g, u) : torch::silu(g) * u;
   out.backward(grad);
@@ -34,17 +29,17 @@ TEST(SwiGlu, MatchesSiluTimesUp) {
     torch::manual_seed(n);
     auto gate = torch::randn({n}) * 6, up = torch::randn({n}), grad = torch::randn({n});
     ASSERT_TRUE(fused_swiglu_applies(gate, up));
-    auto ours = run(gate, up, grad, true), theirs = run(gate, up, grad, false);
-    EXPECT_LE(rel_diff(ours.out, theirs.out), 1e-6) << n;
-    EXPECT_LE(rel_diff(ours.dgate, theirs.dgate), 1e-6) << n;
-    EXPECT_LE(rel_diff(ours.dup, theirs.dup), 1e-6) << n;
+    auto ours = run_swiglu(gate, up, grad, true), theirs = run_swiglu(gate, up, grad, false);
+    EXPECT_LE(gpulab::test::relative_diff(ours.out, theirs.out), 1e-6) << n;
+    EXPECT_LE(gpulab::test::relative_diff(ours.dgate, theirs.dgate), 1e-6) << n;
+    EXPECT_LE(gpulab::test::relative_diff(ours.dup, theirs.dup), 1e-6) << n;
   }
 }
 
 TEST(SwiGlu, ExtremesAndNaN) {
   auto gate = torch::tensor({-1000.0f, -90.0f, -20.0f, 0.0f, 20.0f, 90.0f, 1000.0f, NAN, 1.0f});
   auto up = torch::ones_like(gate), grad = torch::ones_like(gate);
-  auto ours = run(gate, up, grad, true), theirs = run(gate, up, grad, false);
+  auto ours = run_swiglu(gate, up, grad, true), theirs = run_swiglu(gate, up, grad, false);
   for (int64_t i = 0; i < gate.numel(); ++i) {
     const float o = ours.out[i].item<float>(), t = theirs.out[i].item<float>();
     if (std::isnan(t)) {
@@ -68,8 +63,9 @@ TEST(SwiGlu, Bf16IsTheFloatKernelRounded) {
     auto grad = torch::randn({n}).to(torch::kBFloat16);
     gate[n / 2] = NAN;
     ASSERT_TRUE(fused_swiglu_applies(gate, up));
-    auto ours = run(gate, up, grad, true);
-    auto wide = run(gate.to(torch::kFloat), up.to(torch::kFloat), grad.to(torch::kFloat), true);
+    auto ours = run_swiglu(gate, up, grad, true);
+    auto wide =
+        run_swiglu(gate.to(torch::kFloat), up.to(torch::kFloat), grad.to(torch::kFloat), true);
     ASSERT_EQ(ours.out.scalar_type(), torch::kBFloat16);
     auto same = [](const Tensor& a, const Tensor& b) {
       return torch::allclose(a.to(torch::kFloat), b.to(torch::kFloat), 0.0, 0.0, true);
@@ -79,9 +75,11 @@ TEST(SwiGlu, Bf16IsTheFloatKernelRounded) {
     EXPECT_TRUE(same(ours.dup, wide.dup.to(torch::kBFloat16))) << n;
     EXPECT_TRUE(std::isnan(ours.out[n / 2].item<float>()));
     // And libtorch's bf16 ops (which round silu and the product separately) to bf16 precision.
-    auto theirs = run(gate, up, grad, false);
+    auto theirs = run_swiglu(gate, up, grad, false);
     auto finite = ours.out.isfinite();
-    EXPECT_LE(rel_diff(ours.out.masked_select(finite), theirs.out.masked_select(finite)), 2e-2);
+    EXPECT_LE(gpulab::test::relative_diff(ours.out.masked_select(finite),
+                                          theirs.out.masked_select(finite)),
+              2e-2);
   }
 }
 

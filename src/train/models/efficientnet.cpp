@@ -12,7 +12,7 @@ namespace gpulab::train {
 namespace {
 
 // One row of the EfficientNet paper's Table 1, already scaled by the variant's multipliers.
-struct StageConfig {
+struct MbConvStage {
   int64_t expand_ratio;
   int64_t kernel;
   int64_t stride;
@@ -25,7 +25,7 @@ struct StageConfig {
 // stochastic depth on the residual branch.
 class MBConvImpl : public torch::nn::Module {
  public:
-  MBConvImpl(const StageConfig& c, double sd_prob, const BnSettings& bn) {
+  MBConvImpl(const MbConvStage& c, double sd_prob, const BnSettings& bn) {
     use_residual_ = c.stride == 1 && c.in_channels == c.out_channels;
     int64_t expanded = make_divisible(static_cast<double>(c.in_channels * c.expand_ratio));
     Seq block;
@@ -51,7 +51,7 @@ class MBConvImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MBConv);
 
-struct Variant {
+struct EfficientNetVariant {
   const char* name;
   double width_mult;
   double depth_mult;
@@ -62,12 +62,12 @@ struct Variant {
 
 class EfficientNet : public Classifier {
  public:
-  EfficientNet(const Variant& v, const ModelOptions& opts) {
+  EfficientNet(const EfficientNetVariant& v, const ModelOptions& opts) {
     auto ch = [&](int64_t c) { return make_divisible(static_cast<double>(c) * v.width_mult); };
     auto depth = [&](int64_t n) {
       return static_cast<int64_t>(std::ceil(static_cast<double>(n) * v.depth_mult));
     };
-    const std::vector<StageConfig> stages = {
+    const std::vector<MbConvStage> stages = {
         {1, 3, 1, ch(32), ch(16), depth(1)},   {6, 3, 2, ch(16), ch(24), depth(2)},
         {6, 5, 2, ch(24), ch(40), depth(2)},   {6, 3, 2, ch(40), ch(80), depth(3)},
         {6, 5, 1, ch(80), ch(112), depth(3)},  {6, 5, 2, ch(112), ch(192), depth(4)},
@@ -84,7 +84,7 @@ class EfficientNet : public Classifier {
     for (const auto& s : stages) {
       Seq stage;
       for (int64_t i = 0; i < s.num_layers; ++i) {
-        StageConfig c = s;
+        MbConvStage c = s;
         if (i > 0) {
           c.in_channels = c.out_channels;
           c.stride = 1;
@@ -126,7 +126,7 @@ class EfficientNet : public Classifier {
 
 void add_efficientnet_models(std::vector<ModelInfo>& table) {
   // B5..B7 use BatchNorm eps 1e-3 and momentum 0.01, as in torchvision (weights ported from TF).
-  static const Variant kVariants[] = {
+  static const EfficientNetVariant kVariants[] = {
       {"efficientnet_b0", 1.0, 1.0, 0.2, 224, {}},
       {"efficientnet_b1", 1.0, 1.1, 0.2, 240, {}},
       {"efficientnet_b2", 1.1, 1.2, 0.3, 260, {}},

@@ -27,7 +27,7 @@ LlamaConfig shape(std::string name, int64_t vocab, int64_t hidden, int64_t inter
   return c;
 }
 
-std::string normalize(std::string_view name) {
+std::string llama_key(std::string_view name) {
   std::string out(name);
   for (char& c : out) {
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -115,7 +115,7 @@ const std::vector<LlamaConfig>& llama_shapes() {
 }
 
 bool is_language_model(std::string_view name) {
-  const std::string key = normalize(name);
+  const std::string key = llama_key(name);
   for (const auto& c : llama_shapes())
     if (c.name == key) return true;
   const auto p = config_path(name);
@@ -160,7 +160,7 @@ Result<LlamaConfig> llama_config_from_json(const Json& j, std::string_view what)
 }
 
 Result<LlamaConfig> find_llama_config(std::string_view name_or_path) {
-  const std::string key = normalize(name_or_path);
+  const std::string key = llama_key(name_or_path);
   for (const auto& c : llama_shapes())
     if (c.name == key) return c;
   const auto path = config_path(name_or_path);
