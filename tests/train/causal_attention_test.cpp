@@ -61,12 +61,10 @@ void expect_same(int64_t b, int64_t t, int64_t heads, int64_t kv_heads, int64_t 
   const std::string what = "b" + std::to_string(b) + " t" + std::to_string(t) + " heads " +
                            std::to_string(heads) + "/" + std::to_string(kv_heads) + " d" +
                            std::to_string(d) + " " + c10::toString(dtype);
-  EXPECT_LE(gpulab::test::relative_diff(ours.to(torch::kDouble), theirs), tolerance)
-      << what << " output";
+  EXPECT_LE(gpulab::test::relative_diff(ours, theirs), tolerance) << what << " output";
   const char* names[] = {"dq", "dk", "dv"};
   for (size_t i = 0; i < 3; ++i)
-    EXPECT_LE(gpulab::test::relative_diff(ours_grads[i].to(torch::kDouble), their_grads[i]),
-              tolerance)
+    EXPECT_LE(gpulab::test::relative_diff(ours_grads[i], their_grads[i]), tolerance)
         << what << " " << names[i];
 }
 
@@ -107,7 +105,7 @@ TEST(CausalAttention, Bf16RunsTheFloat32Kernel) {
   }
   auto q64 = q.detach().to(torch::kDouble), k64 = k.detach().to(torch::kDouble);
   auto theirs = reference(q64, k64, v.detach().to(torch::kDouble), cos, sin, heads, kv_heads);
-  EXPECT_LE(gpulab::test::relative_diff(ours.to(torch::kDouble), theirs), 1e-2);
+  EXPECT_LE(gpulab::test::relative_diff(ours, theirs), 1e-2);
 }
 
 TEST(CausalAttention, ANegativeControlFails) {
