@@ -30,11 +30,12 @@ test: deps
 	@$(MAKE) --no-print-directory build
 	@bash scripts/run-tests.sh $(BUILD)
 
-# The core, docker and service tests under ASan + UBSan in a clang tree without libtorch.
+# The core, formats, docker and service tests under ASan + UBSan in a clang tree without libtorch.
 sanitize: deps
 	@bash scripts/sanitize.sh $(BUILD)-asan
 
-# libFuzzer over the request path for FUZZ_TIME seconds (make test runs 20 s of it).
+# libFuzzer over the request path and every file format gpulab reads (safetensors, pickle, IDX,
+# token folders, tar, HF config), FUZZ_TIME seconds each (make test runs a few seconds of each).
 FUZZ_TIME ?= 600
 fuzz: deps
 	@bash scripts/fuzz.sh $(BUILD)-asan $(FUZZ_TIME)
@@ -91,7 +92,7 @@ function-size:
 # clang cannot read GCC's precompiled headers: tidy uses its own configure-only tree without them.
 # Debian 12's clang 14 cannot parse libtorch 1.13's headers in C++20 (c10::IValue), so the
 # modules that include libtorch (train, bench, apps/gpulab/train) are left to the compiler's -Werror.
-TIDY_SRCS = $(shell git ls-files src/core src/gpu src/docker src/service src/builder src/launch \
+TIDY_SRCS = $(shell git ls-files src/core src/formats src/gpu src/docker src/service src/builder src/launch \
   apps/gpulab | grep '\.cpp$$' | grep -v '^apps/gpulab/train/')
 tidy:
 	@cmake -S . -B $(BUILD)-tidy -G Ninja -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON \

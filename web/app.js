@@ -111,7 +111,11 @@ function App() {
         ${me.via === 'session' ? html`<button id="signout" onClick=${signOut}>Sign out</button>` : ''}
       </span>
     </header>
-    <main>${page}</main>`;
+    <main>
+      ${me.insecure_http ? html`<p class="error" id="insecure-http">This service speaks plain HTTP
+        beyond this machine (--insecure_http): tokens and passwords cross the network unencrypted.
+        Ask its admin to serve HTTPS (--tls_cert, --tls_key).</p>` : ''}
+      ${page}</main>`;
 }
 
 render(html`<${App} />`, document.getElementById('app'));

@@ -8,11 +8,13 @@
 #include <cstring>
 #include <random>
 
+#include "core/disk_space.h"
+
 namespace gpulab {
 
 namespace fs = std::filesystem;
 
-Result<AtomicFile> AtomicFile::create(const fs::path& path) {
+Result<AtomicFile> AtomicFile::create(const fs::path& path, uint64_t reserve_bytes) {
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -23,13 +25,20 @@ Result<AtomicFile> AtomicFile::create(const fs::path& path) {
   name += std::to_string(rd());
   fs::path tmp = dir / name;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
+  if (fd < 0) {
+    if (is_no_space(errno) && reserve_bytes > 0) return no_space_error(path, reserve_bytes);
     return Error{Code::kUnavailable, "cannot create " + tmp.string() + ": " + std::strerror(errno)};
-  return AtomicFile(path, std::move(tmp), fd);
+  }
+  AtomicFile file(path, std::move(tmp), fd);  // from here its destructor removes the temporary
+  if (auto st = reserve_space(fd, path, reserve_bytes); !st) return st.error();
+  return Result<AtomicFile>(std::move(file));
 }
 
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
-    : path_(std::move(other.path_)), tmp_(std::move(other.tmp_)), fd_(other.fd_) {
+    : path_(std::move(other.path_)),
+      tmp_(std::move(other.tmp_)),
+      fd_(other.fd_),
+      written_(other.written_) {
   other.fd_ = -1;
   other.tmp_.clear();
 }
@@ -47,17 +56,21 @@ Status AtomicFile::write(std::string_view data) {
     const ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (is_no_space(errno)) return no_space_error(path_, written_ + left);
       return Error{Code::kUnavailable, "write " + tmp_.string() + ": " + std::strerror(errno)};
     }
     p += n;
     left -= static_cast<size_t>(n);
+    written_ += static_cast<uint64_t>(n);
   }
   return ok_status();
 }
 
 Status AtomicFile::commit() {
-  if (::fsync(fd_) != 0)
+  if (::fsync(fd_) != 0) {
+    if (is_no_space(errno)) return no_space_error(path_, written_);  // NFS reports it here
     return Error{Code::kUnavailable, "fsync " + tmp_.string() + ": " + std::strerror(errno)};
+  }
   ::close(fd_);
   fd_ = -1;
   if (::rename(tmp_.c_str(), path_.c_str()) != 0)

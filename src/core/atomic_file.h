@@ -3,6 +3,7 @@
 // whole, such as a model's weights.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -13,8 +14,10 @@ namespace gpulab {
 
 class AtomicFile {
  public:
-  // Creates a temporary beside `path` (its folder is created if missing).
-  static Result<AtomicFile> create(const std::filesystem::path& path);
+  // Creates a temporary beside `path` (its folder is created if missing). With `reserve_bytes`
+  // (the size about to be written) the space is reserved first: a full disk fails here, with
+  // the sizes, before anything is written (core/disk_space.h).
+  static Result<AtomicFile> create(const std::filesystem::path& path, uint64_t reserve_bytes = 0);
   AtomicFile(AtomicFile&& other) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
   AtomicFile(const AtomicFile&) = delete;
@@ -31,6 +34,7 @@ class AtomicFile {
   std::filesystem::path path_;
   std::filesystem::path tmp_;
   int fd_ = -1;
+  uint64_t written_ = 0;
 };
 
 }  // namespace gpulab

@@ -37,7 +37,7 @@ std::optional<std::string> read_text(const fs::path& path) {
 }
 
 Status write_file_atomic(const fs::path& path, std::string_view data) {
-  auto file = AtomicFile::create(path);
+  auto file = AtomicFile::create(path, data.size());  // a full disk fails before a byte is written
   if (!file) return file.error();
   if (Status st = file->write(data); !st) return st;
   return file->commit();  // a file left uncommitted removes its temporary

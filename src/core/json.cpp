@@ -6,7 +6,7 @@ namespace gpulab {
 Result<Json> parse_json(std::string_view text, std::string_view what) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for 1e400
     return Error{Code::kInvalidArgument,
                  std::string("malformed ") + std::string(what) + ": " + e.what()};
   }

@@ -35,11 +35,15 @@ void put_number(char* field, std::size_t width, std::int64_t value) {
   field[0] = static_cast<char>(0x80);
 }
 
+// -1 for a base-256 number beyond 2^55 (no real archive has one; larger would overflow).
 std::int64_t get_number(const char* field, std::size_t width) {
   auto u = reinterpret_cast<const unsigned char*>(field);
   if (u[0] & 0x80) {  // base-256
     std::int64_t v = u[0] & 0x7f;
-    for (std::size_t i = 1; i < width; ++i) v = (v << 8) | u[i];
+    for (std::size_t i = 1; i < width; ++i) {
+      if (v >= (std::int64_t{1} << 47)) return -1;
+      v = (v << 8) | u[i];
+    }
     return v;
   }
   std::int64_t v = 0;
@@ -298,7 +302,7 @@ void parse_pax(const std::string& payload, std::map<std::string, std::string>& p
     std::size_t sp = payload.find(' ', i);
     if (sp == std::string::npos) break;
     std::size_t len = std::strtoull(payload.c_str() + i, nullptr, 10);
-    if (len == 0 || i + len > payload.size() || sp + 1 > i + len - 1) break;
+    if (len == 0 || len > payload.size() - i || sp + 1 > i + len - 1) break;
     std::string rec = payload.substr(sp + 1, i + len - sp - 2);
     auto eq = rec.find('=');
     if (eq != std::string::npos) pax[rec.substr(0, eq)] = rec.substr(eq + 1);
@@ -333,6 +337,8 @@ class TarStream {
       if (!parsed)
         return corrupt(parsed.error().message + " at byte " + std::to_string(pos_ - kBlock));
       const char type = b[156] ? b[156] : '0';
+      if (!sane(parsed->size))
+        return corrupt("an entry declares a size of " + std::to_string(parsed->size) + " bytes");
       if (!fits(parsed->size)) return corrupt("an entry runs past the end of the file");
       if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
         if (auto st = read_metadata(type, parsed->size); !st.ok()) return st.error();
@@ -340,6 +346,8 @@ class TarStream {
       }
       TarEntry e = std::move(*parsed);
       apply_metadata(e);
+      if (!sane(e.size))
+        return corrupt(e.name + " declares a size of " + std::to_string(e.size) + " bytes");
       if (!fits(e.size)) return corrupt("an entry runs past the end of the file");
       data_left_ = padded(e.size);
       content_left_ = e.size;
@@ -356,7 +364,9 @@ class TarStream {
       return out;
     };
     data.copy = [this, &e](const TarReader::SinkFn& sink) -> Status {
-      std::vector<char> buf(1 << 20);
+      // Sized to the entry (up to 1 MiB): small entries do not pay for a large buffer.
+      std::vector<char> buf(
+          static_cast<std::size_t>(std::min<std::int64_t>(content_left_, 1 << 20)));
       while (content_left_ > 0) {
         const auto n = static_cast<std::size_t>(
             std::min<std::int64_t>(content_left_, static_cast<std::int64_t>(buf.size())));
@@ -375,7 +385,7 @@ class TarStream {
     data_left_ = content_left_ = 0;
     if (n <= 0) return true;
     if (in_.skip) return in_.skip(n);
-    std::array<char, 1 << 16> sink{};
+    std::array<char, 1 << 16> sink;  // NOLINT(cppcoreguidelines-pro-type-member-init): scratch
     while (n > 0) {
       const auto k = static_cast<std::size_t>(std::min<std::int64_t>(n, sink.size()));
       if (!in_.read(sink.data(), k)) return false;
@@ -385,6 +395,8 @@ class TarStream {
   }
 
  private:
+  // Sizes a header may declare: not negative, and small enough that offsets cannot overflow.
+  static bool sane(std::int64_t size) { return size >= 0 && size <= (std::int64_t{1} << 55); }
   bool fits(std::int64_t size) const { return in_.size < 0 || pos_ + padded(size) <= in_.size; }
 
   bool take(char* buf, std::size_t n) {

@@ -2,8 +2,6 @@
 // the one mapping from engine HTTP errors to gpulab error codes.
 #include "docker/client.h"
 
-#include <cctype>
-
 #include "core/strings.h"
 #include "docker/client_internal.h"
 
@@ -166,16 +164,6 @@ Error error_from_response(int status, std::string_view body, std::string_view wh
     return Error(Code::kUnavailable, full, "the GPU device node is missing on this host");
   if (status == 503) return Error(Code::kUnavailable, full, kStartEngineHint);
   return Error(Code::kInternal, full);
-}
-
-bool valid_container_name(std::string_view name) {
-  if (name.empty() || name.size() > kMaxContainerNameLength) return false;
-  if (!std::isalnum(static_cast<unsigned char>(name[0]))) return false;
-  for (char ch : name) {
-    auto c = static_cast<unsigned char>(ch);
-    if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return false;
-  }
-  return true;
 }
 
 }  // namespace gpulab::docker

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/names.h"
 #include "core/result.h"
 #include "docker/http_transport.h"
 #include "docker/types.h"
@@ -124,6 +125,11 @@ class Client {
   // POST /images/load from a docker-save tar; returns the loaded names ("repo:tag" or ids).
   Result<std::vector<std::string>> load_images(const std::filesystem::path& src_tar,
                                                const ProgressFn& progress = {}) const;
+  // The same two streamed: save_images_to hands the archive to `sink` piece by piece (false
+  // stops it: kCancelled); load_images_from uploads `size` bytes that `reader` gives.
+  Status save_images_to(const std::vector<std::string>& names, const BodySink& sink) const;
+  Result<std::vector<std::string>> load_images_from(long long size, const BodyReader& reader,
+                                                    const ProgressFn& progress = {}) const;
   // POST /build with a tar context; returns the image id. A failed step -> kInvalidArgument
   // carrying the engine's errorDetail message (and the progress callback saw the output).
   Result<std::string> build_image(const BuildSpec& spec, const ProgressFn& progress = {}) const;
@@ -142,12 +148,11 @@ class Client {
   std::string api_version_;
 };
 
-// gpulab's one rule for container names (and the service's snapshot, backup and lease names):
-// 1-64 of [A-Za-z0-9_.-], starting with a letter or digit. The engine's own rule is the same
-// pattern with no length limit; 64 keeps a name usable as the container's hostname (HOST_NAME_MAX).
-// "my-lab" or a 64-hex id is fine; "a/b", "", "-x" are not.
-inline constexpr std::size_t kMaxContainerNameLength = 64;
-bool valid_container_name(std::string_view name);
+// Container names follow gpulab's one rule for object names (core/names.h).
+inline constexpr std::size_t kMaxContainerNameLength = kMaxObjectNameLength;
+inline bool valid_container_name(std::string_view name) {
+  return valid_object_name(name);
+}
 
 // Maps an HTTP error status plus engine message to a gpulab Error ("<what>: <engine message>").
 Error error_from_response(int status, std::string_view body, std::string_view what);

@@ -79,12 +79,12 @@ Status Client::save_images(const std::vector<std::string>& names,
   return ok_status();
 }
 
-Result<std::vector<std::string>> Client::load_images(const std::filesystem::path& src,
-                                                     const ProgressFn& progress) const {
-  std::string what = "load images from " + src.string();
-  if (auto st = need_file(src, what); !st.ok()) return st.error();
-  HttpRequest r = tar_post(path("/images/load?quiet=0"), src);
-  auto seen = upload_with_progress(*transport_, r, progress, what, Code::kDataError);
+namespace {
+
+// POST /images/load of an archive `r` carries; the names the engine reports loaded.
+Result<std::vector<std::string>> load_archive(HttpTransport& transport, const HttpRequest& r,
+                                              const ProgressFn& progress, const std::string& what) {
+  auto seen = upload_with_progress(transport, r, progress, what, Code::kDataError);
   if (!seen.ok()) {
     Error e = seen.error();
     // A tar that is not an image archive is answered with a 500: it is the file's fault.
@@ -99,6 +99,38 @@ Result<std::vector<std::string>> Client::load_images(const std::filesystem::path
     if (std::regex_search(p.stream, m, loaded_re)) loaded.push_back(m[1]);
   }
   return loaded;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> Client::load_images(const std::filesystem::path& src,
+                                                     const ProgressFn& progress) const {
+  std::string what = "load images from " + src.string();
+  if (auto st = need_file(src, what); !st.ok()) return st.error();
+  return load_archive(*transport_, tar_post(path("/images/load?quiet=0"), src), progress, what);
+}
+
+Result<std::vector<std::string>> Client::load_images_from(long long size, const BodyReader& reader,
+                                                          const ProgressFn& progress) const {
+  HttpRequest r = tar_post(path("/images/load?quiet=0"), {});
+  r.body_reader = reader;
+  r.body_size = size;
+  return load_archive(*transport_, r, progress, "load images");
+}
+
+Status Client::save_images_to(const std::vector<std::string>& names, const BodySink& sink) const {
+  if (names.empty()) return Error(Code::kInvalidArgument, "save images: no image named");
+  Query q;
+  for (const auto& n : names) q.add("names", n);
+  HttpRequest r;
+  r.target = path("/images/get" + q.str());
+  r.on_data = sink;
+  std::string what = "save image " + join(names, ", ");
+  auto resp = call(*transport_, r, what);
+  if (!resp.ok()) return resp.error();
+  // The sink stopped the stream: the archive is incomplete.
+  if (resp->cancelled) return Error(Code::kInternal, what + ": stopped before the end");
+  return ok_status();
 }
 
 Result<std::string> Client::build_image(const BuildSpec& spec, const ProgressFn& progress) const {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/disk_space.h"
 #include "core/files.h"
 #include "core/strings.h"
 #include "train/test_hooks.h"
@@ -48,27 +49,42 @@ void throw_io(const std::string& what, const fs::path& p) {
 }
 
 // The same discipline as core's write_file_atomic (temp, fsync, rename, fsync folder), with a
-// pause point in the middle for the kill test.
+// pause point in the middle for the kill test. The space is reserved before the first byte and
+// any failure removes the temporary, so a full disk leaves the last checkpoint as the newest.
 void write_atomic_with_hook(const fs::path& path, std::string_view data, int64_t epoch) {
   const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io("cannot create", tmp);
+  if (fd < 0) {
+    if (is_no_space(errno)) throw Exception(no_space_error(path, data.size()));
+    throw_io("cannot create", tmp);
+  }
+  const auto fail = [&](const std::string& what, const Error* error = nullptr) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    if (error) throw Exception(*error);
+    if (is_no_space(err)) throw Exception(no_space_error(path, data.size()));
+    errno = err;
+    throw_io(what, tmp);
+  };
+  if (auto st = reserve_space(fd, path, data.size()); !st) fail("", &st.error());
   auto write_range = [&](size_t from, size_t to) {
     while (from < to) {
       ssize_t n = ::write(fd, data.data() + from, to - from);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        ::close(fd);
-        throw_io("cannot write", tmp);
-      }
+      if (n <= 0) fail("cannot write");
       from += static_cast<size_t>(n);
     }
   };
   write_range(0, data.size() / 2);
   test_hooks::checkpoint_write_pause(epoch);  // a kill test's moment
   write_range(data.size() / 2, data.size());
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw_io("cannot sync", tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_io("cannot rename", tmp);
+  if (::fsync(fd) != 0) fail("cannot sync");
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) fail("cannot sync");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename");
   int dfd = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -171,8 +187,10 @@ CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& s, torch::
                    {"checksum_algorithm", "fnv1a64"},
                    {"epoch", s.epoch},
                    {"step", s.step}};
-  if (auto st = write_file_atomic(info.manifest, manifest.dump(2) + "\n"); !st)
+  if (auto st = write_file_atomic(info.manifest, manifest.dump(2) + "\n"); !st) {
+    fs::remove(info.file, ec);  // without its manifest it would never count: leave no orphan
     throw Exception(st.error());
+  }
 
   // Retention: keep the newest `keep` complete ones; drop stale temporaries and orphans.
   auto all = list_checkpoints(dir);

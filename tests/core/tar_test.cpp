@@ -37,6 +37,20 @@ class TarTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// A tar in memory read as a stream (no seek, no size), as the downloader's gzip pipe is; `at`
+// counts the bytes consumed.
+TarInput stream_of(std::string_view data, std::size_t& at, const char* what) {
+  TarInput in;
+  in.what = what;
+  in.read = [data, &at](char* buf, std::size_t n) {
+    if (at + n > data.size()) return false;
+    std::memcpy(buf, data.data() + at, n);
+    at += n;
+    return true;
+  };
+  return in;
+}
+
 std::string long_name() {
   std::string n;
   for (int i = 0; i < 8; ++i) n += "segment-number-" + std::to_string(i) + "/";
@@ -153,14 +167,7 @@ TEST_F(TarTest, ReadsAStreamAndCopiesEntries) {
   const std::string bytes = *read_file(dir_ / "s.tar");
   auto read_stream = [&](std::string_view data, std::map<std::string, std::string>& got) {
     std::size_t at = 0;
-    TarInput in;
-    in.what = "stream";
-    in.read = [&](char* buf, std::size_t n) {
-      if (at + n > data.size()) return false;
-      std::memcpy(buf, data.data() + at, n);
-      at += n;
-      return true;
-    };
+    TarInput in = stream_of(data, at, "stream");
     Status copied = ok_status();  // a short read shows in the entry's copy or in the headers
     Status st = TarReader::for_each(in, [&](const TarEntry& e, const TarReader::EntryData& d) {
       if (e.type != TarType::kFile) return true;
@@ -182,6 +189,41 @@ TEST_F(TarTest, ReadsAStreamAndCopiesEntries) {
   auto cut = read_stream(std::string_view(bytes).substr(0, bytes.size() / 2), got);
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.error().code, Code::kDataError);
+}
+
+// A pax record may say any size; a negative or overflowing one is refused as damage, before a
+// reader sizes a buffer by it (found by tests/fuzz/tar_fuzz.cpp's kind of input).
+TEST(TarHostile, NegativeAndHugePaxSizesAreRefused) {
+  for (const std::string size : {"-512", "99999999999999999999"}) {
+    const std::string rec = "size=" + size + "\n";
+    const std::string record = std::to_string(rec.size() + 3) + " " + rec;
+    ASSERT_LT(record.size(), 100u);
+    TarEntry pax;
+    pax.name = "PaxHeaders/a";
+    pax.size = static_cast<std::int64_t>(record.size());
+    auto block = tar_header_block(pax);
+    block[156] = 'x';
+    std::memset(block.data() + 148, ' ', 8);
+    unsigned sum = 0;
+    for (char c : block) sum += static_cast<unsigned char>(c);
+    std::snprintf(block.data() + 148, 8, "%06o", sum);
+    std::string bytes(block.data(), block.size());
+    bytes += record + std::string(512 - record.size(), '\0');
+    TarEntry file;
+    file.name = "a";
+    auto fb = tar_header_block(file);
+    bytes += std::string(fb.data(), fb.size()) + std::string(1024, '\0');
+    std::size_t at = 0;
+    TarInput in = stream_of(bytes, at, "hostile");
+    Status st = TarReader::for_each(in, [&](const TarEntry&, const TarReader::EntryData& d) {
+      (void)d.read(1 << 20);
+      return true;
+    });
+    ASSERT_FALSE(st.ok()) << size;
+    EXPECT_EQ(st.error().code, Code::kDataError);
+    EXPECT_NE(st.error().message.find("a declares a size of"), std::string::npos)
+        << st.error().message;
+  }
 }
 
 }  // namespace

@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "service/http_request.h"
-#include "service/router.h"
-#include "service/server.h"
-#include "service/service.h"
+#include "service/app/server.h"
+#include "service/http/http_request.h"
+#include "service/http/router.h"
+#include "service/ops/service.h"
 
 namespace {
 

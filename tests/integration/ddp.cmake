@@ -2,9 +2,9 @@
 # ZeRO-1/2/3, sharded checkpoints and sharded mixed precision on a language model, 4 ranks over two network namespaces
 # (DDP and --shard full), SIGKILL and SIGSTOP of a rank, --max_restarts resume, a
 # rank that hangs while running (default hang detection), and bad options rejected before any
-# rank starts.
+# rank starts; a sharded checkpoint into a full disk (a small tmpfs).
 if(GPULAB_WITH_TRAIN)
-  foreach(case equivalence shard shard_mixed multinode kill hang restart stall options)
+  foreach(case equivalence shard shard_mixed multinode kill hang restart stall options disk_full)
     add_test(NAME integration.ddp.${case}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/ddp/ddp_test.sh ${case}
                      $<TARGET_FILE:gpulab>)

@@ -1,7 +1,7 @@
 // GPU choice: exclusive, pack vs spread, links and NUMA preferred, exhaustion reported.
 #include <gtest/gtest.h>
 
-#include "service/gpu_allocator.h"
+#include "service/domain/gpu_allocator.h"
 
 namespace gpulab::service {
 namespace {

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "service/backup_archive.h"
-#include "service/crypto.h"
+#include "service/base/crypto.h"
+#include "service/ops/backup_archive.h"
 #include "support/temp_dir.h"
 
 namespace gpulab::service {

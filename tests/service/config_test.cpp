@@ -1,8 +1,9 @@
 // Config file: strict keys, declared GPUs, device paths checked in map mode, --listen parsing.
 #include <gtest/gtest.h>
 
-#include "service/config.h"
-#include "service/inventory.h"
+#include "service/base/config.h"
+#include "service/engine/docker_attachment.h"
+#include "service/engine/inventory.h"
 
 namespace gpulab::service {
 namespace {

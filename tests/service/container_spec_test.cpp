@@ -2,10 +2,10 @@
 // always was, a stored or uploaded record checked like a request, and the one name rule.
 #include <gtest/gtest.h>
 
-#include "docker/client.h"
-#include "service/api_error.h"
-#include "service/container_spec.h"
-#include "service/validation.h"
+#include "core/names.h"
+#include "service/base/api_error.h"
+#include "service/domain/container_spec.h"
+#include "service/domain/validation.h"
 
 namespace gpulab::service {
 namespace {
@@ -74,10 +74,10 @@ TEST(ContainerSpec, StoredPortsAndEnvCheckedLikeARequest) {
 }
 
 TEST(ContainerSpec, OneNameRuleOf64Characters) {
-  std::string longest(docker::kMaxContainerNameLength, 'a');
+  std::string longest(kMaxObjectNameLength, 'a');
   EXPECT_EQ(longest.size(), 64u);
-  EXPECT_TRUE(docker::valid_container_name(longest));
-  EXPECT_FALSE(docker::valid_container_name(longest + "a"));
+  EXPECT_TRUE(valid_object_name(longest));
+  EXPECT_FALSE(valid_object_name(longest + "a"));
   EXPECT_NO_THROW(check_name(longest, "container name"));
   EXPECT_THROW(check_name(longest + "a", "container name"), ApiError);
 }

@@ -5,14 +5,14 @@
 
 #include <thread>
 
-#include "service/api_error.h"
-#include "service/auth.h"
-#include "service/crypto.h"
-#include "service/event_hub.h"
-#include "service/gpu_history.h"
+#include "service/base/api_error.h"
+#include "service/base/crypto.h"
+#include "service/base/event_hub.h"
+#include "service/base/gpu_history.h"
+#include "service/http/auth.h"
+#include "service/http/web_session.h"
 #include "service/static_assets.h"
-#include "service/store.h"
-#include "service/web_session.h"
+#include "service/store/store.h"
 
 namespace gpulab::service {
 namespace {
@@ -119,10 +119,13 @@ TEST(WebSessionsCookie, ParsesAndSetsCookies) {
   EXPECT_EQ(WebSessions::cookie_value("a=1; gpulab_session=xyz;b=2", "gpulab_session"), "xyz");
   EXPECT_EQ(WebSessions::cookie_value("a=1", "gpulab_session"), "");
   EXPECT_EQ(WebSessions::cookie_value("", "a"), "");
-  std::string set = WebSessions::set_cookie("id1");
+  std::string set = WebSessions::set_cookie("id1", false);
   EXPECT_NE(set.find("HttpOnly"), std::string::npos);
   EXPECT_NE(set.find("SameSite=Strict"), std::string::npos);
-  EXPECT_NE(WebSessions::clear_cookie().find("Max-Age=0"), std::string::npos);
+  EXPECT_NE(WebSessions::clear_cookie(false).find("Max-Age=0"), std::string::npos);
+  EXPECT_EQ(set.find("Secure"), std::string::npos);  // plain HTTP: a Secure cookie would be lost
+  EXPECT_NE(WebSessions::set_cookie("id1", true).find("; Secure"), std::string::npos);
+  EXPECT_NE(WebSessions::clear_cookie(true).find("; Secure"), std::string::npos);
 }
 
 TEST(StaticAssets, ThePageAndItsLibrariesAreInTheBinary) {

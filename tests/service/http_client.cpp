@@ -60,6 +60,11 @@ HttpResult HttpClient::perform(const std::string& method, const std::string& pat
   curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, err);
   curl_easy_setopt(curl_, CURLOPT_TIMEOUT, 600L);
+  curl_easy_setopt(curl_, CURLOPT_CAINFO, ca_file_.empty() ? nullptr : ca_file_.c_str());
+  std::string iface = "host!" + local_;
+  curl_easy_setopt(curl_, CURLOPT_INTERFACE, local_.empty() ? nullptr : iface.c_str());
+  curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, collect);
+  curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &r.headers);
   struct curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Content-Type: application/json");
   std::string auth = "Authorization: Bearer " + token_;

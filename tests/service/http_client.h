@@ -13,8 +13,9 @@ namespace gpulab::service::testing {
 struct HttpResult {
   long status = 0;
   std::string body;
-  std::string error;  // curl's error when no answer came
-  Json json() const;  // parsed body (null if not JSON)
+  std::string headers;  // the raw response header lines
+  std::string error;    // curl's error when no answer came
+  Json json() const;    // parsed body (null if not JSON)
 };
 
 class HttpClient {
@@ -25,6 +26,10 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   void set_token(std::string token) { token_ = std::move(token); }
+  // HTTPS: trust only this CA (PEM); empty: the system's CAs.
+  void set_ca_file(std::string ca_file) { ca_file_ = std::move(ca_file); }
+  // Connect from this local address (e.g. "127.0.0.2", to be another client).
+  void set_local_address(std::string address) { local_ = std::move(address); }
   HttpResult get(const std::string& path);
   HttpResult post(const std::string& path, const std::string& body);
   HttpResult post_json(const std::string& path, const Json& body) {
@@ -38,7 +43,7 @@ class HttpClient {
 
  private:
   HttpResult perform(const std::string& method, const std::string& path);
-  std::string base_, token_;
+  std::string base_, token_, ca_file_, local_;
   CURL* curl_;
   bool to_file_ = false;
 };

@@ -12,13 +12,13 @@
 
 #include "core/files.h"
 #include "http_client.h"
-#include "service/api_error.h"
-#include "service/crypto.h"
-#include "service/http_server.h"
-#include "service/metrics.h"
-#include "service/router.h"
-#include "service/store.h"
-#include "service/validation.h"
+#include "service/base/api_error.h"
+#include "service/base/crypto.h"
+#include "service/base/metrics.h"
+#include "service/domain/validation.h"
+#include "service/http/http_server.h"
+#include "service/http/router.h"
+#include "service/store/store.h"
 
 namespace gpulab::service {
 namespace {

@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "service/container_ops.h"
-#include "service/idle_reclaim.h"
-#include "service/quota.h"
-#include "service/usage_meter.h"
-#include "service/user_policy.h"
+#include "service/ops/container_ops.h"
+#include "service/ops/idle_reclaim.h"
+#include "service/ops/quota.h"
+#include "service/ops/usage_meter.h"
+#include "service/store/user_policy.h"
 #include "service_env.h"
 
 namespace gpulab::service::testing {

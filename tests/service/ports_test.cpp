@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "service/port_allocator.h"
+#include "service/domain/port_allocator.h"
 
 namespace gpulab::service {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "core/files.h"
 #include "core/subprocess.h"
-#include "service/crypto.h"
+#include "service/base/crypto.h"
 #include "service_env.h"
 
 namespace gpulab::service::testing {
@@ -277,6 +277,7 @@ TEST_F(ServiceApi, RefusalsCreateNothing) {
 TEST_F(ServiceApi, ListeningBeyondLoopbackForcesTokens) {
   Json cfg = four_gpu_config(engine_->host, unique_port_base());
   cfg["listen"] = "0.0.0.0:0";
+  cfg["insecure_http"] = true;   // plain HTTP off loopback must be asked for (tls_test.cpp)
   cfg["auth_required"] = false;  // asked for, but not granted off loopback
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;

@@ -10,7 +10,7 @@
 
 #include "core/files.h"
 #include "core/tar.h"
-#include "service/crypto.h"
+#include "service/base/crypto.h"
 
 namespace gpulab::service::testing {
 

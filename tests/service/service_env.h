@@ -9,7 +9,7 @@
 
 #include "docker/client.h"
 #include "http_client.h"
-#include "service/config.h"
+#include "service/base/config.h"
 #include "service_process.h"
 #include "support/docker_fixture.h"
 

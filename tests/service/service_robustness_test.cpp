@@ -10,11 +10,11 @@
 #include <thread>
 
 #include "core/strings.h"
-#include "service/api_error.h"
-#include "service/book_id.h"
-#include "service/container_ops.h"
-#include "service/crypto.h"
-#include "service/store.h"
+#include "service/base/api_error.h"
+#include "service/base/crypto.h"
+#include "service/ops/container_ops.h"
+#include "service/store/book_id.h"
+#include "service/store/store.h"
 #include "service_env.h"
 
 namespace gpulab::service::testing {

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "core/strings.h"
-#include "service/db.h"
+#include "service/store/db.h"
 #include "service_env.h"
 
 namespace gpulab::service::testing {

@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "service/auth.h"
-#include "service/crypto.h"
-#include "service/store.h"
+#include "service/base/crypto.h"
+#include "service/http/auth.h"
+#include "service/store/store.h"
 #include "support/temp_dir.h"
 
 namespace gpulab::service {

@@ -1,8 +1,8 @@
 // Request checks: unknown and forbidden fields, types, names, sizes, ports, env, images.
 #include <gtest/gtest.h>
 
-#include "service/api_error.h"
-#include "service/validation.h"
+#include "service/base/api_error.h"
+#include "service/domain/validation.h"
 
 namespace gpulab::service {
 namespace {

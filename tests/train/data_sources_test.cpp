@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 #include "data_test_util.h"
+#include "formats/pickle.h"
 #include "train/data/datasets.h"
-#include "train/data/pickle.h"
 
 namespace gpulab::train {
 namespace {
@@ -148,17 +148,17 @@ TEST(DataPickle, EveryTruncationOfARealPickleFailsCleanly) {
     testing::make_cifar(dir.path / fmt, "cifar10", fmt, 2);
     const std::string full =
         testing::read_bytes(dir.path / fmt / "cifar-10-batches-py" / "data_batch_1");
-    ASSERT_TRUE(pickle::parse(full).ok()) << fmt;
+    ASSERT_TRUE(formats::pickle::parse(full).ok()) << fmt;
     for (size_t cut = 0; cut < full.size(); cut += (cut < 400 ? 1 : 97)) {
-      auto r = pickle::parse(std::string_view(full).substr(0, cut));
+      auto r = formats::pickle::parse(std::string_view(full).substr(0, cut));
       EXPECT_FALSE(r.ok()) << fmt << " cut at " << cut;
       if (!r.ok()) {
         EXPECT_EQ(r.error().code, Code::kDataError);
       }
     }
   }
-  EXPECT_FALSE(pickle::parse("\x80\x02\xff.").ok());  // unknown opcode
-  EXPECT_FALSE(pickle::parse("\x80\x02s.").ok());     // stack underflow
+  EXPECT_FALSE(formats::pickle::parse("\x80\x02\xff.").ok());  // unknown opcode
+  EXPECT_FALSE(formats::pickle::parse("\x80\x02s.").ok());     // stack underflow
 }
 
 // The real Fashion-MNIST of Debian's dataset-fashion-mnist, found without a data folder;

@@ -97,6 +97,17 @@ TEST_F(InferCli, MalformedHeader) {
   expect_one_line_error(infer("garbage.safetensors"), "implausible");
 }
 
+// A 150-byte file whose header claims 10^12 F32 elements: refused from the header, unallocated.
+TEST_F(InferCli, HeaderClaimingATrillionElements) {
+  const std::string h =
+      R"({"fc.weight":{"dtype":"F32","shape":[1000000,1000000],"data_offsets":[0,4000000000000]}})";
+  std::string bytes(8, '\0');
+  const uint64_t n = h.size();
+  std::memcpy(bytes.data(), &n, 8);
+  write_raw("huge.safetensors", bytes + h);
+  expect_one_line_error(infer("huge.safetensors"), "ends at byte 4000000000000");
+}
+
 TEST_F(InferCli, WrongDtype) {
   StateDict w = good_;
   w["fc.weight"] = w["fc.weight"].to(torch::kInt64);

@@ -1,5 +1,6 @@
 // `gpulab serve [--config FILE] [--listen ADDR:PORT] [--docker-host URL] [--db PATH]
-// [--backup-dir DIR] [--ssh-port-base N]`: the GPU container REST service. Also issues and
+// [--backup-dir DIR] [--ssh-port-base N] [--tls_cert PEM --tls_key PEM | --insecure_http]`: the
+// GPU container REST service. Also issues and
 // revokes API tokens (--add-user, --revoke-token, --revoke-user), sets quotas and idle policies
 // (--set-quota, --set-idle-policy, --show-policies) and prints the OpenAPI document (--openapi),
 // without serving.
@@ -10,8 +11,8 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "service/config.h"
-#include "service/server.h"
+#include "service/app/server.h"
+#include "service/base/config.h"
 
 namespace gpulab::cli {
 
@@ -25,6 +26,8 @@ struct ServeArgs {
   std::string backup_dir;
   int ssh_port_base = -1;
   std::string port_file;
+  std::string tls_cert, tls_key;
+  bool insecure_http = false;
   std::string add_user;
   bool admin = false;
   std::string revoke_token;
@@ -46,6 +49,9 @@ service::ServiceConfig build_config(const ServeArgs& a) {
   if (!a.db.empty()) c.db_path = a.db;
   if (!a.backup_dir.empty()) c.backup_dir = a.backup_dir;
   if (a.ssh_port_base >= 0) c.ssh_port_base = a.ssh_port_base;
+  if (!a.tls_cert.empty()) c.tls_cert = a.tls_cert;
+  if (!a.tls_key.empty()) c.tls_key = a.tls_key;
+  if (a.insecure_http) c.insecure_http = true;
   return c;
 }
 
@@ -102,6 +108,11 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::Range(1, 65000));
   cmd->add_option("--port_file,--port-file", args->port_file,
                   "write the bound port here once listening");
+  cmd->add_option("--tls_cert,--tls-cert", args->tls_cert,
+                  "serve HTTPS (TLS 1.2+) with this PEM certificate (chain)");
+  cmd->add_option("--tls_key,--tls-key", args->tls_key, "the PEM private key of --tls_cert");
+  cmd->add_flag("--insecure_http,--insecure-http", args->insecure_http,
+                "allow plain HTTP on a non-loopback --listen (tokens cross the network in clear)");
   cmd->add_option("--add_user,--add-user", args->add_user,
                   "create USER (if needed) and print a new API token for it, then exit");
   cmd->add_flag("--admin", args->admin, "with --add-user: the user may see and manage everything");

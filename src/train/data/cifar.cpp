@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "formats/cifar_batch.h"
 #include "train/data/in_memory.h"
-#include "train/data/pickle.h"
 #include "train/data/source_errors.h"
 #include "train/data/sources.h"
 
@@ -14,7 +14,7 @@ namespace gpulab::train {
 
 namespace {
 
-constexpr int64_t kPixels = 3 * 32 * 32;
+constexpr int64_t kPixels = formats::kCifarPixels;
 
 const std::vector<std::string> kCifar10Names = {"airplane", "automobile", "bird",  "cat",  "deer",
                                                 "dog",      "frog",       "horse", "ship", "truck"};
@@ -52,42 +52,23 @@ std::string read_or_throw(const Layout& l, const std::string& data_dir, const fs
   return std::move(*data);
 }
 
-// One pickled batch: appends its images and labels.
+// One pickled batch (checked in formats/cifar_batch.cpp): appends its images and labels.
 void read_python_batch(const Layout& l, const std::string& data_dir, const fs::path& file,
-                       const char* label_key, std::vector<torch::Tensor>& images,
-                       std::vector<int64_t>& labels) {
+                       const char* label_key, int64_t num_classes,
+                       std::vector<torch::Tensor>& images, std::vector<int64_t>& labels) {
   const std::string bytes = read_or_throw(l, data_dir, file);
-  auto root = pickle::parse(bytes);
-  if (!root) throw_data_corrupt(l.set, data_dir, file, root.error().message);
-  if ((*root)->kind != pickle::Value::Kind::kDict)
-    throw_data_corrupt(l.set, data_dir, file, "the pickle is not a dict");
-  auto data = (*root)->get("data");
-  auto lab = (*root)->get(label_key);
-  if (!data || !lab)
-    throw_data_corrupt(l.set, data_dir, file,
-                       std::string("no 'data' or '") + label_key + "' entry");
-  auto arr = pickle::to_ndarray(*data);
-  if (!arr) throw_data_corrupt(l.set, data_dir, file, arr.error().message);
-  if (arr->dtype != "u1" && arr->dtype != "|u1")
-    throw_data_corrupt(l.set, data_dir, file, "image data has dtype " + arr->dtype);
-  if (arr->shape.size() != 2 || arr->shape[1] != kPixels)
-    throw_data_corrupt(l.set, data_dir, file, "image data is not N×3072");
-  auto lv = pickle::to_int_list(*lab);
-  if (!lv) throw_data_corrupt(l.set, data_dir, file, lv.error().message);
-  const int64_t n = arr->shape[0];
-  if (static_cast<int64_t>(lv->size()) != n)
-    throw_data_corrupt(l.set, data_dir, file,
-                       fmt::format("{} images but {} labels", n, lv->size()));
-  auto t = torch::empty({n, 3, 32, 32}, torch::kUInt8);
-  std::memcpy(t.data_ptr<uint8_t>(), arr->data.data(), arr->data.size());
+  auto batch = formats::parse_cifar_python_batch(bytes, label_key, num_classes);
+  if (!batch) throw_data_corrupt(l.set, data_dir, file, batch.error().message);
+  auto t = torch::empty({batch->count, 3, 32, 32}, torch::kUInt8);
+  std::memcpy(t.data_ptr<uint8_t>(), batch->pixels.data(), batch->pixels.size());
   images.push_back(t);
-  labels.insert(labels.end(), lv->begin(), lv->end());
+  labels.insert(labels.end(), batch->labels.begin(), batch->labels.end());
 }
 
 // One binary file of fixed records: [coarse] label, 3072 pixels.
 void read_binary_batch(const Layout& l, const std::string& data_dir, const fs::path& file,
-                       bool cifar100, bool coarse, std::vector<torch::Tensor>& images,
-                       std::vector<int64_t>& labels) {
+                       bool cifar100, bool coarse, int64_t num_classes,
+                       std::vector<torch::Tensor>& images, std::vector<int64_t>& labels) {
   const std::string bytes = read_or_throw(l, data_dir, file);
   const int64_t rec = kPixels + (cifar100 ? 2 : 1);
   const auto size = static_cast<int64_t>(bytes.size());
@@ -100,6 +81,10 @@ void read_binary_batch(const Layout& l, const std::string& data_dir, const fs::p
   for (int64_t k = 0; k < n; ++k) {
     const char* r = bytes.data() + k * rec;
     const int64_t label = static_cast<unsigned char>(cifar100 ? r[coarse ? 0 : 1] : r[0]);
+    if (label >= num_classes)
+      throw_data_corrupt(
+          l.set, data_dir, file,
+          fmt::format("label {} of record {} is outside 0..{}", label, k, num_classes - 1));
     labels.push_back(label);
     std::memcpy(dst + k * kPixels, r + (cifar100 ? 2 : 1), kPixels);
   }
@@ -126,12 +111,7 @@ std::vector<std::string> text_lines(const fs::path& file) {
 std::vector<std::string> python_names(const fs::path& meta, const char* key) {
   auto bytes = read_file(meta);
   if (!bytes) return {};
-  auto root = pickle::parse(*bytes);
-  if (!root || (*root)->kind != pickle::Value::Kind::kDict) return {};
-  auto v = (*root)->get(key);
-  if (!v) return {};
-  auto names = pickle::to_string_list(*v);
-  return names ? *names : std::vector<std::string>{};
+  return formats::parse_cifar_label_names(*bytes, key);
 }
 
 }  // namespace
@@ -152,7 +132,8 @@ DatasetPtr open_cifar(int classes, const std::string& data_dir, Split split, boo
       files = {"test_batch"};
     else
       for (int k = 1; k <= 5; ++k) files.push_back("data_batch_" + std::to_string(k));
-    for (const auto& f : files) read_python_batch(l, data_dir, l.folder / f, key, images, labels);
+    for (const auto& f : files)
+      read_python_batch(l, data_dir, l.folder / f, key, num_classes, images, labels);
     names =
         c100 ? python_names(l.folder / "meta", coarse ? "coarse_label_names" : "fine_label_names")
              : python_names(l.folder / "batches.meta", "label_names");
@@ -165,7 +146,7 @@ DatasetPtr open_cifar(int classes, const std::string& data_dir, Split split, boo
     else
       for (int k = 1; k <= 5; ++k) files.push_back("data_batch_" + std::to_string(k) + ".bin");
     for (const auto& f : files)
-      read_binary_batch(l, data_dir, l.folder / f, c100, coarse, images, labels);
+      read_binary_batch(l, data_dir, l.folder / f, c100, coarse, num_classes, images, labels);
     names =
         text_lines(l.folder / (c100 ? (coarse ? "coarse_label_names.txt" : "fine_label_names.txt")
                                     : "batches.meta.txt"));

@@ -3,12 +3,9 @@
 #include <fmt/format.h>
 #include <filesystem>
 
-#if GPULAB_HAVE_ZLIB
-#include <zlib.h>
-#endif
-
 #include "core/error.h"
 #include "core/files.h"
+#include "formats/idx.h"
 #include "train/data/in_memory.h"
 #include "train/data/source_errors.h"
 #include "train/data/sources.h"
@@ -20,69 +17,6 @@ namespace {
 const std::vector<std::string> kFashionNames = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
                                                 "Coat",        "Sandal",    "Shirt",    "Sneaker",
                                                 "Bag",         "Ankle boot"};
-
-// Reads a whole file, inflating it when gzipped (zlib reads plain files through as they are).
-Result<std::string> read_maybe_gz(const fs::path& file) {
-#if GPULAB_HAVE_ZLIB
-  gzFile gz = gzopen(file.c_str(), "rb");
-  if (!gz) return Result<std::string>(Code::kNotFound, "cannot open " + file.string());
-  std::string out;
-  char buf[1 << 16];
-  while (true) {
-    int n = gzread(gz, buf, sizeof buf);
-    if (n < 0) {
-      int err = 0;
-      std::string msg = gzerror(gz, &err);
-      gzclose(gz);
-      return Result<std::string>(Code::kDataError, "gzip data is corrupt: " + msg);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  // A gzip stream cut short reads as a short file; zlib reports it on close or as an error.
-  int err = 0;
-  std::string msg = gzerror(gz, &err);
-  int rc = gzclose(gz);
-  if (err != Z_OK || rc == Z_BUF_ERROR)
-    return Result<std::string>(Code::kDataError, "gzip stream ends early: " + msg);
-  return out;
-#else
-  if (file.extension() == ".gz")
-    return Result<std::string>(Code::kUnsupported, "gpulab was built without zlib; unpack " +
-                                                       file.string() + " with gunzip");
-  return read_file(file);
-#endif
-}
-
-uint32_t be32(const std::string& s, size_t off) {
-  return (uint32_t{static_cast<unsigned char>(s[off])} << 24) |
-         (uint32_t{static_cast<unsigned char>(s[off + 1])} << 16) |
-         (uint32_t{static_cast<unsigned char>(s[off + 2])} << 8) |
-         uint32_t{static_cast<unsigned char>(s[off + 3])};
-}
-
-// Parses an IDX file of uint8 data with `dims` dimensions; checks its size against the header.
-std::vector<int64_t> parse_idx(const std::string& set, const std::string& data_dir,
-                               const fs::path& file, const std::string& bytes, int dims) {
-  const size_t header = 4 + 4 * static_cast<size_t>(dims);
-  if (bytes.size() < header) throw_data_corrupt(set, data_dir, file, "shorter than its header");
-  const uint32_t magic = be32(bytes, 0);
-  if (magic != 0x800u + static_cast<uint32_t>(dims))
-    throw_data_corrupt(set, data_dir, file,
-                       fmt::format("magic 0x{:08x}, expected 0x{:08x} (uint8, {} dims)", magic,
-                                   0x800 + dims, dims));
-  std::vector<int64_t> shape;
-  uint64_t total = 1;
-  for (int d = 0; d < dims; ++d) {
-    shape.push_back(be32(bytes, 4 + 4 * static_cast<size_t>(d)));
-    total *= static_cast<uint64_t>(shape.back());
-  }
-  if (bytes.size() - header != total)
-    throw_data_corrupt(
-        set, data_dir, file,
-        fmt::format("holds {} data bytes, its header says {}", bytes.size() - header, total));
-  return shape;
-}
 
 // The first candidate folder holding both files (plain or .gz) of the split.
 std::optional<std::pair<fs::path, fs::path>> find_files(const std::vector<fs::path>& dirs,
@@ -132,22 +66,28 @@ DatasetPtr open_idx(bool fashion, const std::string& data_dir, Split split, bool
                                  "-labels-idx1-ubyte[.gz] in it or in " +
                                  dirs.front().filename().string() + "/");
   }
-  auto read = [&](const fs::path& f) {
-    auto bytes = read_maybe_gz(f);
+  // Parsed and size-checked in formats/idx.cpp (gzip inflated there, bounded by the header).
+  auto read = [&](const fs::path& f, int dims) {
+    auto bytes = read_file(f);
     if (!bytes) throw_data_corrupt(set, data_dir, f, bytes.error().message);
-    return std::move(*bytes);
+    auto idx = formats::parse_idx(*bytes, dims);
+    if (!idx) throw_data_corrupt(set, data_dir, f, idx.error().message);
+    return std::move(*idx);
   };
-  const std::string img = read(files->first);
-  const std::string lab = read(files->second);
-  auto ishape = parse_idx(set, data_dir, files->first, img, 3);
-  auto lshape = parse_idx(set, data_dir, files->second, lab, 1);
-  if (ishape[0] != lshape[0])
+  const formats::IdxArray img = read(files->first, 3);
+  const formats::IdxArray lab = read(files->second, 1);
+  if (img.shape[0] != lab.shape[0])
     throw_data_corrupt(set, data_dir, files->second,
-                       fmt::format("{} labels for {} images", lshape[0], ishape[0]));
-  auto images = torch::empty({ishape[0], 1, ishape[1], ishape[2]}, torch::kUInt8);
-  std::memcpy(images.data_ptr<uint8_t>(), img.data() + 16, static_cast<size_t>(images.numel()));
-  auto labels = torch::empty({lshape[0]}, torch::kUInt8);
-  std::memcpy(labels.data_ptr<uint8_t>(), lab.data() + 8, static_cast<size_t>(lshape[0]));
+                       fmt::format("{} labels for {} images", lab.shape[0], img.shape[0]));
+  for (size_t k = 0; k < lab.data.size(); ++k)
+    if (static_cast<unsigned char>(lab.data[k]) >= 10)
+      throw_data_corrupt(set, data_dir, files->second,
+                         fmt::format("label {} of image {} is outside 0..9",
+                                     static_cast<unsigned char>(lab.data[k]), k));
+  auto images = torch::empty({img.shape[0], 1, img.shape[1], img.shape[2]}, torch::kUInt8);
+  std::memcpy(images.data_ptr<uint8_t>(), img.data.data(), img.data.size());
+  auto labels = torch::empty({lab.shape[0]}, torch::kUInt8);
+  std::memcpy(labels.data_ptr<uint8_t>(), lab.data.data(), lab.data.size());
   std::vector<std::string> names = fashion ? kFashionNames : std::vector<std::string>{};
   if (!fashion)
     for (int k = 0; k < 10; ++k) names.push_back(std::to_string(k));

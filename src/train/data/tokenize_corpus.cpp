@@ -5,11 +5,23 @@
 
 #include <cmath>
 
+#include "core/disk_space.h"
 #include "core/files.h"
 #include "train/data/text_source.h"
 #include "train/data/tokenizer.h"
 
 namespace gpulab::train {
+namespace {
+
+// A full disk part way names the folder and what all of it needs: at most one token per byte of
+// text (the writer itself only knows the bytes of one file so far).
+Error whole_folder_error(Error e, const fs::path& out_dir, int64_t text_bytes, TokenDtype dtype) {
+  if (e.code != Code::kResourceExhausted) return e;
+  return no_space_error(
+      out_dir, static_cast<uint64_t>(text_bytes) * static_cast<uint64_t>(token_width(dtype)));
+}
+
+}  // namespace
 
 Result<TokenMeta> tokenize_corpus(const TokenizeOptions& o, const TokenizeProgress& progress) {
   if (!(o.val_fraction >= 0.0 && o.val_fraction < 1.0))
@@ -50,7 +62,8 @@ Result<TokenMeta> tokenize_corpus(const TokenizeOptions& o, const TokenizeProgre
     const bool val = stride > 0 && k % stride == stride - 1;
     const auto split = val ? TokenWriter::Split::kVal : TokenWriter::Split::kTrain;
     if (auto s = (*writer)->append(split, ids, static_cast<int64_t>(block.text.size())); !s)
-      return s.error();
+      return whole_folder_error(s.error(), o.out_dir, reader->total_bytes(),
+                                (*writer)->meta().dtype);
     if (progress) progress(reader->bytes_read(), reader->total_bytes());
   }
   const TokenMeta& m = (*writer)->meta();
@@ -65,7 +78,11 @@ Result<TokenMeta> tokenize_corpus(const TokenizeOptions& o, const TokenizeProgre
   if (!model_bytes.empty())
     if (auto s = write_file_atomic(o.out_dir / "tokenizer.model", model_bytes); !s)
       return s.error();
-  return (*writer)->finish();
+  auto done = (*writer)->finish();
+  if (!done)
+    return whole_folder_error(done.error(), o.out_dir, reader->total_bytes(),
+                              (*writer)->meta().dtype);
+  return done;
 }
 
 }  // namespace gpulab::train

@@ -192,6 +192,36 @@ bool is_sharded_checkpoint(const CheckpointInfo& ckpt) {
   return j && j->is_object() && j->value("format", std::string{}) == kShardedFormat;
 }
 
+namespace {
+
+// Writes this rank's shard, then gathers every rank's size, checksum and success (one row each,
+// summed) in one all-reduce. All ranks' shards or none: when any rank could not write its own
+// (a full disk), every rank removes its shard and throws, so no shard outlives a missing index
+// and no rank waits in a collective for one that gave up.
+torch::Tensor write_shard_all_or_none(Communicator& comm, const fs::path& file,
+                                      const std::string& bytes, const std::string& name) {
+  const int rank = comm.rank(), world = comm.size();
+  const Status written = write_file_atomic(file, bytes);
+  auto sums = torch::zeros({world, 3}, torch::kLong);
+  sums[rank][0] = static_cast<int64_t>(bytes.size());
+  sums[rank][1] = static_cast<int64_t>(std::stoull(checksum_hex(bytes), nullptr, 16));
+  sums[rank][2] = written.ok() ? 0 : 1;
+  comm.allreduce_sum(sums, "all-reduce of the checkpoint shard sizes");
+  std::string failed;
+  for (int r = 0; r < world; ++r)
+    if (sums[r][2].item<int64_t>() != 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  if (failed.empty()) return sums;
+  std::error_code ec;
+  fs::remove(file, ec);
+  if (!written.ok()) throw Exception(written.error());
+  throw Exception(Code::kUnavailable,
+                  fmt::format("checkpoint {} was not written: rank(s) {} could not write their "
+                              "shard; the previous checkpoint stays the newest",
+                              name, failed));
+}
+
+}  // namespace
+
 CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
                                        torch::nn::Module& model, ShardedModel& sharded,
                                        const torch::optim::Optimizer& opt, int keep) {
@@ -213,13 +243,7 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
   std::ostringstream os;
   ar.save_to(os);
   const std::string bytes = std::move(os).str();
-  const fs::path file = dir / shard_name(name, rank, world);
-  if (auto st = write_file_atomic(file, bytes); !st) throw Exception(st.error());
-  // Every rank's size and checksum reach rank 0 (one row each, summed).
-  auto sums = torch::zeros({world, 2}, torch::kLong);
-  sums[rank][0] = static_cast<int64_t>(bytes.size());
-  sums[rank][1] = static_cast<int64_t>(std::stoull(checksum_hex(bytes), nullptr, 16));
-  comm.allreduce_sum(sums, "all-reduce of the checkpoint shard sizes");
+  const auto sums = write_shard_all_or_none(comm, dir / shard_name(name, rank, world), bytes, name);
   CheckpointInfo info;
   info.epoch = s.epoch;
   info.step = s.step;
@@ -247,8 +271,11 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
                 {"scaler", scaler_json(s.scaler)},
                 {"history", s.history},
                 {"options", s.options}};
-  if (auto st = write_file_atomic(info.manifest, index.dump(2) + "\n"); !st)
+  if (auto st = write_file_atomic(info.manifest, index.dump(2) + "\n"); !st) {
+    std::error_code ec;  // without the index no shard counts: remove them (one folder, one node)
+    for (int r = 0; r < world; ++r) fs::remove(dir / shard_name(name, r, world), ec);
     throw Exception(st.error());
+  }
   // Retention: the newest `keep` sharded checkpoints; the index goes first, then its shards.
   std::error_code ec;
   auto all = list_checkpoints(dir);

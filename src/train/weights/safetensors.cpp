@@ -1,24 +1,20 @@
-// safetensors I/O and the strict state-dict load (see safetensors.h). Every way a file can be
-// wrong ends in a one-line DataError naming the problem, never in a crash.
+// safetensors I/O and the strict state-dict load (see safetensors.h). The header and offsets are
+// checked in formats/safetensors_header.cpp; here bytes become tensors and tensors bytes.
 #include "train/weights/safetensors.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <limits>
 
 #include "core/atomic_file.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "formats/safetensors_header.h"
 
 namespace gpulab::train {
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              "safetensors data is little-endian; a big-endian host would need byte swaps");
-
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference implementation's limit
-constexpr size_t kMaxListed = 8;                    // names listed per category in errors
+constexpr size_t kMaxListed = 8;  // names listed per category in errors
 
 struct DtypeEntry {
   const char* name;
@@ -45,10 +41,6 @@ std::string name_list(const std::vector<std::string>& names) {
   return s;
 }
 
-Error data_error(std::string_view what, const std::string& message) {
-  return Error{Code::kDataError, std::string(what) + ": " + message};
-}
-
 }  // namespace
 
 std::string safetensors_dtype_name(torch::ScalarType type) {
@@ -59,98 +51,19 @@ std::string safetensors_dtype_name(torch::ScalarType type) {
 }
 
 Result<SafetensorsFile> parse_safetensors(std::string_view bytes, std::string_view what) {
-  if (bytes.size() < 8) {
-    return data_error(what, "not a safetensors file: " + std::to_string(bytes.size()) +
-                                " bytes, too short for the 8-byte header length");
-  }
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  if (header_len > kMaxHeaderBytes) {
-    return data_error(what, "malformed safetensors header: header length " +
-                                std::to_string(header_len) + " is implausible");
-  }
-  if (header_len > bytes.size() - 8) {
-    return data_error(what, "truncated: the header needs " + std::to_string(header_len) +
-                                " bytes but the file has " + std::to_string(bytes.size() - 8) +
-                                " after the length");
-  }
-  auto parsed = parse_json(bytes.substr(8, header_len), "safetensors header");
-  if (!parsed.ok()) {
-    const std::string& m = parsed.error().message;  // parse_json may already say "malformed"
-    return data_error(what, m.rfind("malformed", 0) == 0 ? m : "malformed " + m);
-  }
-  const Json& header = *parsed;
-  if (!header.is_object()) return data_error(what, "malformed safetensors header: not an object");
-
-  const std::string_view data = bytes.substr(8 + header_len);
+  // The header is checked whole (formats/) before the first tensor is allocated.
+  auto header = formats::parse_safetensors_header(bytes, what);
+  if (!header.ok()) return header.error();
   SafetensorsFile file;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) return data_error(what, "malformed __metadata__: not an object");
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string())
-          return data_error(what, "malformed __metadata__: '" + k + "' not a string");
-        file.metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    const std::string bad = "malformed header entry '" + name + "': ";
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-        !entry.contains("data_offsets")) {
-      return data_error(what, bad + "needs dtype, shape and data_offsets");
-    }
-    const Json& jd = entry["dtype"];
-    const Json& js = entry["shape"];
-    const Json& jo = entry["data_offsets"];
-    if (!jd.is_string()) return data_error(what, bad + "dtype is not a string");
-    const std::string dtype = jd.get<std::string>();
+  file.metadata = std::move(header->metadata);
+  for (const auto& e : header->tensors) {
     const auto* d = std::find_if(std::begin(kDtypes), std::end(kDtypes),
-                                 [&](const DtypeEntry& e) { return dtype == e.name; });
-    if (d == std::end(kDtypes)) {
-      return data_error(what, bad + "unsupported dtype '" + dtype +
-                                  "' (supported: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)");
-    }
-    if (!js.is_array()) return data_error(what, bad + "shape is not a list");
-    std::vector<int64_t> shape;
-    uint64_t numel = 1;
-    for (const Json& dim : js) {
-      if (!dim.is_number_unsigned() || dim.get<uint64_t>() > (1ull << 40)) {
-        return data_error(what, bad + "shape has a bad dimension " + dim.dump());
-      }
-      shape.push_back(dim.get<int64_t>());
-      numel *= dim.get<uint64_t>();
-      if (numel > (1ull << 40)) return data_error(what, bad + "shape is implausibly large");
-    }
-    if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() ||
-        !jo[1].is_number_unsigned()) {
-      return data_error(what, bad + "data_offsets must be [begin, end]");
-    }
-    const uint64_t begin = jo[0].get<uint64_t>();
-    const uint64_t end = jo[1].get<uint64_t>();
-    const uint64_t elem = c10::elementSize(d->type);
-    if (end < begin || end - begin != numel * elem) {
-      return data_error(what, bad + "data_offsets [" + std::to_string(begin) + "," +
-                                  std::to_string(end) + "] do not match " + dtype + " " +
-                                  shape_string(shape) + " (" + std::to_string(numel * elem) +
-                                  " bytes)");
-    }
-    if (end > data.size()) {
-      return data_error(what, "truncated: tensor '" + name + "' ends at byte " +
-                                  std::to_string(end) + " of the data, which has only " +
-                                  std::to_string(data.size()) + " bytes");
-    }
-    ranges.emplace_back(begin, end);
-    auto tensor = torch::empty(shape, torch::TensorOptions().dtype(d->type));
-    if (numel > 0) std::memcpy(tensor.data_ptr(), data.data() + begin, end - begin);
-    file.tensors.emplace(name, std::move(tensor));
-  }
-  // The format forbids overlapping tensors; overlaps mean a corrupt or hand-made header.
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].first < ranges[i - 1].second && ranges[i].first != ranges[i].second) {
-      return data_error(what, "malformed safetensors header: tensor data ranges overlap");
-    }
+                                 [&](const DtypeEntry& t) { return e.dtype == t.name; });
+    GPULAB_ASSERT(d != std::end(kDtypes), "formats and train list the same safetensors dtypes");
+    auto tensor = torch::empty(e.shape, torch::TensorOptions().dtype(d->type));
+    if (e.end > e.begin)
+      std::memcpy(tensor.data_ptr(), header->data.data() + e.begin, e.end - e.begin);
+    file.tensors.emplace(e.name, std::move(tensor));
   }
   return file;
 }
@@ -227,7 +140,7 @@ Status write_safetensors(const std::filesystem::path& path, const StateDict& ten
   if (!l.ok()) return l.error();
   // Tensor by tensor: a serialized copy of the whole model would double the writer's memory
   // (rank 0 at the end of a run, where --rank_memory_max caps it).
-  auto file = AtomicFile::create(path);
+  auto file = AtomicFile::create(path, l->head.size() + l->data_bytes);  // full disk: fails here
   if (!file.ok()) return file.error();
   if (auto st = file->write(l->head); !st) return st;
   for (const auto& t : l->cpu)

@@ -4,7 +4,7 @@
 # --max_restarts resume; a rank that hangs while still running (stall), found by the default
 # hang detection.
 # Bad options are rejected once, before any rank starts.
-# usage: ddp_test.sh equivalence|shard|shard_mixed|multinode|kill|hang|restart|stall|options
+# usage: ddp_test.sh equivalence|shard|shard_mixed|multinode|kill|hang|restart|stall|options|disk_full
 #        /path/to/gpulab
 # Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 set -uo pipefail
@@ -16,6 +16,7 @@ WORK=$(mktemp -d /tmp/gpulab-ddp-XXXXXX)
 NETNS=()
 cleanup() {
   for ns in "${NETNS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  umount "$WORK/disk" 2>/dev/null  # disk_full's tmpfs, if the case ended early
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -367,6 +368,34 @@ options)
   check_bad "is neither auto nor 0..86400 seconds" --heartbeat_timeout soon
   check_bad "needs --precision bf16" --shard full --shard_param_dtype bf16
   check_bad "must be auto" --precision fp64 --shard full --shard_reduce_dtype bf16
+  ;;
+disk_full)
+  # Issue 30 item 4: a 2-rank ZeRO-3 run on a tmpfs that holds one sharded checkpoint and a half,
+  # so epoch 1's checkpoint is written and epoch 2's does not fit. The run ends with an error
+  # naming the shard and the space it needed; every rank drops its epoch-2 shard (no orphan, no
+  # temporary), epoch 1's checkpoint stays complete and resumes elsewhere.
+  [ "$(id -u)" = 0 ] || skip "mounting a tmpfs needs root"
+  LM=(train --model llama-tiny --dataset synthetic-text --seq_len 32 --batch_size 12 --seed 3
+      --deterministic --no_report --limit_eval_batches 1 --device cpu --threads 1
+      --optimizer adamw --limit_train_batches 2 --batch_size_scaled --nproc_per_node 2 --shard full)
+  run sized "$GPULAB" "${LM[@]}" --num_epochs 1
+  ckpt=$(du -sb "$WORK/sized/checkpoints" | cut -f1)
+  mkdir -p "$WORK/disk"
+  mount -t tmpfs -o size=$((ckpt * 3 / 2 + 65536)) tmpfs "$WORK/disk" || skip "cannot mount a tmpfs"
+  "$GPULAB" "${LM[@]}" --num_epochs 2 --output_dir "$WORK/disk/out" >"$WORK/full.log" 2>&1
+  code=$?
+  left=$(cd "$WORK/disk/out/checkpoints" && ls)
+  cp -r "$WORK/disk/out" "$WORK/resumed"
+  umount "$WORK/disk"
+  [ $code = 3 ] || { cat "$WORK/full.log"; fail "a full disk: exit $code, expected 3"; }
+  grep -q "error: not enough disk space for $WORK/disk/out/checkpoints/ckpt-e0002-s00000004" \
+    "$WORK/full.log" || { cat "$WORK/full.log"; fail "no error naming the shard and its size"; }
+  echo "full disk: $(grep -m1 'error: not enough' "$WORK/full.log")"
+  [ "$(echo "$left" | grep -c 'ckpt-e0001')" = 3 ] || fail "epoch 1's index and 2 shards: $left"
+  ! echo "$left" | grep -q 'ckpt-e0002\|tmp' || fail "epoch 2 left files behind: $left"
+  run resumed "$GPULAB" "${LM[@]}" --num_epochs 2 --resume auto
+  grep -q "Resumed from .*ckpt-e0001-s00000002.json" "$WORK/resumed.log" ||
+    { cat "$WORK/resumed.log"; fail "epoch 1's checkpoint did not resume"; }
   ;;
 *) fail "unknown case $CASE" ;;
 esac

@@ -1,0 +1,242 @@
+// Container endpoints: the seed's status/create/list/start/stop/restart/delete/update-resources,
+// plus logs and stats.
+#include <set>
+
+#include "service/api/handlers.h"
+#include "service/base/api_error.h"
+#include "service/base/clock.h"
+#include "service/domain/validation.h"
+#include "service/ops/container_ops.h"
+#include "service/ops/quota.h"
+
+namespace gpulab::service {
+
+std::string query_param(const ApiRequest& req, const std::string& key) {
+  auto it = req.query.find(key);
+  if (it == req.query.end() || it->second.empty())
+    throw ApiError(ApiCode::kInvalidRequest, "Missing query parameter '" + key + "'");
+  return it->second;
+}
+
+Json created_json(const CreateOutcome& out, const ServiceConfig& config) {
+  Json ports = Json::array();
+  for (const auto& p : out.record.spec.ports) ports.push_back(p.to_string());
+  Json d = {{"name", out.record.name},
+            {"ssh_port", out.record.ssh_port},
+            {"gpu_devices", out.record.gpu_indices()},
+            {"port_mappings", ports},
+            {"gpu_uuids", out.record.gpu_uuids()},
+            {"owner", out.record.owner},
+            {"ssh_user", config.ssh_user}};
+  // Shown once: the service keeps no copy of it.
+  if (!out.ssh_password.empty()) d["ssh_password"] = out.ssh_password;
+  return d;
+}
+
+std::set<std::string> visible_container_names(Service& s, const Principal& who) {
+  std::set<std::string> names;
+  for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user)))
+    names.insert(c.name);
+  return names;
+}
+
+namespace {
+
+using Req = const ApiRequest&;
+using Who = const Principal&;
+
+ApiReply status(Service& s, Who who) {
+  auto holders = s.store->gpu_holders();
+  Json available = Json::array(), used = Json::array(), mapping = Json::object();
+  std::set<std::string> mine = visible_container_names(s, who);
+  for (const auto& g : s.inventory.gpus) {
+    auto it = holders.find(g.uuid);
+    if (it == holders.end()) {
+      available.push_back(g.index);
+      continue;
+    }
+    used.push_back(g.index);
+    if (mine.count(it->second)) mapping[it->second].push_back(g.index);
+  }
+  Json d = {{"gpu_type", s.inventory.gpu_type},
+            {"available_gpu_indices", available},
+            {"used_gpu_indices", used},
+            {"container_gpu_mapping", mapping},
+            {"last_updated", iso_now()},
+            {"inventory_source", s.inventory.source},
+            {"total_gpus", s.inventory.gpus.size()}};
+  d["quota"] = quota_json(s, who.user);  // the caller's limits and usage
+  return ApiReply::ok("GPU status retrieved successfully", d);
+}
+
+ApiReply create(Service& s, Req req, Who who) {
+  Json j = parse_request(req.body, create_schema());
+  CreateOptions o;
+  o.name = j["name"].get<std::string>();
+  check_name(o.name, "container name");
+  o.owner = who.user;
+  o.spec = apply_spec_fields(j, ContainerSpec{});
+  o.spec.image = j["image"].get<std::string>();
+  auto out = create_container(s, o);
+  return ApiReply::ok("Container created successfully", created_json(out, s.config));
+}
+
+ApiReply list(Service& s, Who who) {
+  auto engine = engine_containers(s);
+  Json a = Json::array();
+  for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user))) {
+    if (c.state == state::kLeased) continue;  // leases have their own list
+    auto it = engine.find(c.name);
+    a.push_back(container_json(c, it == engine.end() ? nullptr : &it->second));
+  }
+  return ApiReply::ok("Containers retrieved successfully",
+                      {{"containers", a}, {"total", a.size()}, {"quota", quota_json(s, who.user)}});
+}
+
+template <typename Op>
+ApiReply lifecycle(Service& s, Req req, Who who, const char* verb, Op op) {
+  Json j = parse_request(req.body, name_schema());
+  auto lock = s.lock_container(require_container(s, who, j["name"].get<std::string>()).name);
+  // Read under the lock: a request or the reconciler may have changed the row (its container's
+  // id after a GPU-count recreate) while this one waited.
+  ContainerRecord c = require_container(s, who, j["name"].get<std::string>());
+  op(s, c);
+  s.store->audit(who.user, verb, c.name, "ok");
+  return ApiReply::ok(std::string("Container ") + verb + " successfully", {{"name", c.name}});
+}
+
+ApiReply update(Service& s, Req req, Who who) {
+  Json j = parse_request(req.body, update_resources_schema());
+  std::string name = require_container(s, who, j["name"].get<std::string>()).name;
+  if (j.size() == 1)
+    throw ApiError(ApiCode::kInvalidRequest, "Nothing to update",
+                   "give cpus, memory, pids_limit or gpu_count");
+  auto lock = s.lock_container(name);
+  ContainerRecord c = require_container(s, who, name);  // under the lock, as in lifecycle()
+  ContainerRecord after = update_resources(s, c, j);
+  s.store->audit(who.user, "update-resources", c.name, "ok", j.dump());
+  // The engine's own state, as in list (without it a running container read "missing").
+  auto engine = engine_containers(s);
+  auto it = engine.find(after.name);
+  return ApiReply::ok("Container resources updated successfully",
+                      container_json(after, it == engine.end() ? nullptr : &it->second));
+}
+
+ApiReply logs(Service& s, Req req, Who who) {
+  ContainerRecord c = require_container(s, who, query_param(req, "name"));
+  LogQuery lo;
+  if (req.query.count("tail")) {
+    try {
+      lo.tail = std::stoi(req.query.at("tail"));
+    } catch (...) {
+      throw ApiError(ApiCode::kInvalidRequest, "tail must be a number");
+    }
+  } else {
+    lo.tail = 200;
+  }
+  auto out = s.engine().logs(c.docker_id.empty() ? c.name : c.docker_id, lo);
+  if (!out) throw_engine_error(out.error());
+  return ApiReply::ok("Container logs retrieved successfully",
+                      {{"name", c.name}, {"stdout", out->out}, {"stderr", out->err}});
+}
+
+ApiReply stats(Service& s, Req req, Who who) {
+  ContainerRecord c = require_container(s, who, query_param(req, "name"));
+  auto st = s.engine().usage(c.docker_id.empty() ? c.name : c.docker_id);
+  if (!st) throw_engine_error(st.error());
+  Json gpus = Json::array();
+  auto samples = s.sample_gpus();
+  for (const auto& g : c.gpus) {
+    Json gj = {{"index", g.index}, {"uuid", g.uuid}};
+    for (const auto& smp : samples) {
+      if (smp.uuid != g.uuid) continue;
+      if (smp.utilization_percent) gj["utilization_percent"] = *smp.utilization_percent;
+      if (smp.memory_used_bytes) gj["memory_used_bytes"] = *smp.memory_used_bytes;
+      if (smp.temperature_c) gj["temperature_c"] = *smp.temperature_c;
+      if (smp.power_mw) gj["power_mw"] = *smp.power_mw;
+    }
+    gpus.push_back(gj);
+  }
+  return ApiReply::ok("Container stats retrieved successfully",
+                      {{"name", c.name},
+                       {"cpu_percent", st->cpu_percent},
+                       {"online_cpus", st->online_cpus},
+                       {"memory_usage_bytes", st->memory_usage_bytes},
+                       {"memory_limit_bytes", st->memory_limit_bytes},
+                       {"memory_percent", st->memory_percent},
+                       {"net_rx_bytes", st->net_rx_bytes},
+                       {"net_tx_bytes", st->net_tx_bytes},
+                       {"block_read_bytes", st->block_read_bytes},
+                       {"block_write_bytes", st->block_write_bytes},
+                       {"pids", st->pids},
+                       {"gpus", gpus}});
+}
+
+}  // namespace
+
+void add_container_routes(Router& r, Service& s) {
+  const std::string b = kApiBase;
+  Service* sp = &s;
+  r.add({.method = "GET",
+         .path = b + "/status",
+         .handler = [sp](Req, Who w) { return status(*sp, w); },
+         .summary = "GPU status: free and used GPU indices and which container holds which",
+         .tag = "containers"});
+  r.add({.method = "POST",
+         .path = b + "/create",
+         .handler = [sp](Req q, Who w) { return create(*sp, q, w); },
+         .summary = "Create and start a container with GPUs, an SSH port and port mappings",
+         .tag = "containers",
+         .schema = &create_schema()});
+  r.add({.method = "GET",
+         .path = b + "/list",
+         .handler = [sp](Req, Who w) { return list(*sp, w); },
+         .summary = "List your containers (admins: all)",
+         .tag = "containers"});
+  r.add({.method = "POST",
+         .path = b + "/start",
+         .handler = [sp](Req q, Who w) { return lifecycle(*sp, q, w, "started", start_container); },
+         .summary = "Start a stopped container",
+         .tag = "containers",
+         .schema = &name_schema()});
+  r.add({.method = "POST",
+         .path = b + "/stop",
+         .handler = [sp](Req q, Who w) { return lifecycle(*sp, q, w, "stopped", stop_container); },
+         .summary = "Stop a container (it keeps its GPUs and ports)",
+         .tag = "containers",
+         .schema = &name_schema()});
+  r.add({.method = "POST",
+         .path = b + "/restart",
+         .handler = [sp](Req q,
+                         Who w) { return lifecycle(*sp, q, w, "restarted", restart_container); },
+         .summary = "Restart a container",
+         .tag = "containers",
+         .schema = &name_schema()});
+  r.add(
+      {.method = "POST",
+       .path = b + "/delete",
+       .handler = [sp](Req q, Who w) { return lifecycle(*sp, q, w, "deleted", delete_container); },
+       .summary = "Delete a container and release its GPUs and ports",
+       .tag = "containers",
+       .schema = &name_schema()});
+  r.add({.method = "POST",
+         .path = b + "/update-resources",
+         .handler = [sp](Req q, Who w) { return update(*sp, q, w); },
+         .summary = "Change cpus, memory, pids_limit (live) or gpu_count (commit and recreate)",
+         .tag = "containers",
+         .schema = &update_resources_schema()});
+  r.add({.method = "GET",
+         .path = b + "/logs",
+         .handler = [sp](Req q, Who w) { return logs(*sp, q, w); },
+         .summary = "A container's recent output",
+         .tag = "monitoring",
+         .query_params = {"name", "tail"}});
+  r.add({.method = "GET",
+         .path = b + "/stats",
+         .handler = [sp](Req q, Who w) { return stats(*sp, q, w); },
+         .summary = "A container's CPU, memory, network, disk I/O and GPU use",
+         .tag = "monitoring",
+         .query_params = {"name"}});
+}
+
+}  // namespace gpulab::service

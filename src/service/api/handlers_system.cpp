@@ -1,0 +1,224 @@
+// System endpoints: per-GPU monitoring, Prometheus metrics, the OpenAPI document, health, and
+// admin-only user tokens and audit log.
+#include "service/api/handlers.h"
+#include "service/base/api_error.h"
+#include "service/domain/validation.h"
+#include "service/engine/inventory.h"
+#include "service/http/openapi.h"
+#include "service/ops/usage_meter.h"
+
+namespace gpulab::service {
+
+namespace {
+
+using Req = const ApiRequest&;
+using Who = const Principal&;
+
+ApiReply gpus(Service& s, Who who) {
+  auto holders = s.store->gpu_holders();
+  auto visible = visible_container_names(s, who);
+  auto samples = s.sample_gpus();
+  // Host pid -> container name for the "which container uses it" column.
+  std::map<std::string, std::string> by_docker_id;
+  for (const auto& c : s.store->containers()) by_docker_id[c.docker_id] = c.name;
+  Json a = Json::array();
+  for (const auto& g : s.inventory.gpus) {
+    Json j = {{"index", g.index}, {"uuid", g.uuid},           {"vendor", g.vendor},
+              {"name", g.name},   {"numa_node", g.numa_node}, {"links", g.links}};
+    auto h = holders.find(g.uuid);
+    // Another user's container is not named to a non-admin: only that the GPU is taken.
+    j["allocated"] = h != holders.end();
+    j["allocated_to"] =
+        h == holders.end() || !visible.count(h->second) ? Json(nullptr) : Json(h->second);
+    for (const auto& smp : samples) {
+      if (smp.uuid != g.uuid) continue;
+      if (smp.utilization_percent) j["utilization_percent"] = *smp.utilization_percent;
+      if (smp.memory_used_bytes) j["memory_used_bytes"] = *smp.memory_used_bytes;
+      if (smp.memory_total_bytes) j["memory_total_bytes"] = *smp.memory_total_bytes;
+      if (smp.temperature_c) j["temperature_c"] = *smp.temperature_c;
+      if (smp.power_mw) j["power_mw"] = *smp.power_mw;
+      Json procs = Json::array();
+      for (const auto& p : smp.processes) {
+        auto c = by_docker_id.find(p.container_id);
+        Json pj = {{"pid", p.pid}, {"name", p.name}};
+        pj["container"] = c == by_docker_id.end() ? Json(nullptr) : Json(c->second);
+        if (p.memory_used_bytes) pj["memory_used_bytes"] = *p.memory_used_bytes;
+        // Users see only their own containers' processes.
+        if (who.admin || (c != by_docker_id.end() && visible.count(c->second))) procs.push_back(pj);
+      }
+      j["processes"] = procs;
+    }
+    a.push_back(j);
+  }
+  return ApiReply::ok(
+      "GPU details retrieved successfully",
+      {{"gpus", a}, {"source", s.inventory.source}, {"gpu_type", s.inventory.gpu_type}});
+}
+
+ApiReply metrics(Service& s, Who who) {
+  std::string out = s.metrics.render();
+  out += usage_metrics(*s.store, who.admin ? std::nullopt : std::optional(who.user));
+  auto holders = s.store->gpu_holders();
+  auto visible = visible_container_names(s, who);
+  out += metric_header("gpulab_gpus", "gauge", "GPUs in the inventory");
+  out += gauge_line("gpulab_gpus", {}, static_cast<double>(s.inventory.gpus.size()));
+  out += metric_header("gpulab_gpu_allocated", "gauge", "1 when a container holds the GPU");
+  for (const auto& g : s.inventory.gpus) {
+    auto h = holders.find(g.uuid);
+    out += gauge_line(
+        "gpulab_gpu_allocated",
+        {{"uuid", g.uuid},
+         {"index", std::to_string(g.index)},
+         {"container", h == holders.end() || !visible.count(h->second) ? "" : h->second}},
+        h == holders.end() ? 0 : 1);
+  }
+  std::map<std::string, int> by_state;
+  for (const auto& c : s.store->containers()) ++by_state[c.state];
+  out += metric_header("gpulab_containers", "gauge", "containers in the book, by state");
+  for (const auto& [st, n] : by_state) out += gauge_line("gpulab_containers", {{"state", st}}, n);
+  out += metric_header("gpulab_ports_held", "gauge", "host ports held or resting");
+  out += gauge_line(
+      "gpulab_ports_held", {},
+      static_cast<double>(s.store->unavailable_ports(s.config.port_rest_seconds).size()));
+  auto samples = s.sample_gpus();
+  if (!samples.empty()) {
+    out += metric_header("gpulab_gpu_utilization_percent", "gauge", "GPU utilization");
+    for (const auto& smp : samples)
+      if (smp.utilization_percent)
+        out += gauge_line("gpulab_gpu_utilization_percent", {{"uuid", smp.uuid}},
+                          *smp.utilization_percent);
+    out += metric_header("gpulab_gpu_memory_used_bytes", "gauge", "GPU memory in use");
+    for (const auto& smp : samples)
+      if (smp.memory_used_bytes)
+        out += gauge_line("gpulab_gpu_memory_used_bytes", {{"uuid", smp.uuid}},
+                          static_cast<double>(*smp.memory_used_bytes));
+    out += metric_header("gpulab_gpu_temperature_celsius", "gauge", "GPU temperature");
+    for (const auto& smp : samples)
+      if (smp.temperature_c)
+        out +=
+            gauge_line("gpulab_gpu_temperature_celsius", {{"uuid", smp.uuid}}, *smp.temperature_c);
+    out += metric_header("gpulab_gpu_power_watts", "gauge", "GPU power draw");
+    for (const auto& smp : samples)
+      if (smp.power_mw)
+        out += gauge_line("gpulab_gpu_power_watts", {{"uuid", smp.uuid}}, *smp.power_mw / 1000.0);
+  }
+  ApiReply r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = std::move(out);
+  return r;
+}
+
+void require_admin(Who who) {
+  if (!who.admin) throw ApiError(ApiCode::kForbidden, "Admins only");
+}
+
+ApiReply add_user(Service& s, Req req, Who who) {
+  require_admin(who);
+  Json j = parse_request(req.body, user_schema());
+  std::string token = s.auth->issue_token(j["name"].get<std::string>(), j.value("admin", false));
+  s.store->audit(who.user, "issue-token", j["name"].get<std::string>(), "ok");
+  return ApiReply::ok("Token created (shown once)", {{"name", j["name"]}, {"token", token}});
+}
+
+ApiReply revoke(Service& s, Req req, Who who) {
+  require_admin(who);
+  Json j = parse_request(req.body, revoke_schema());
+  if (j.contains("token") == j.contains("name"))
+    throw ApiError(ApiCode::kInvalidRequest, "Give either 'token' or 'name'");
+  if (j.contains("token")) {
+    s.auth->revoke_token(j["token"].get<std::string>());
+    s.store->audit(who.user, "revoke-token", "(token)", "ok");
+    return ApiReply::ok("Token revoked", {{"revoked", 1}});
+  }
+  std::string name = j["name"].get<std::string>();
+  int n = s.auth->revoke_user(name);
+  s.store->audit(who.user, "revoke-tokens", name, "ok", std::to_string(n));
+  return ApiReply::ok("Tokens revoked", {{"name", name}, {"revoked", n}});
+}
+
+}  // namespace
+
+void add_system_routes(Router& r, Service& s) {
+  Service* sp = &s;
+  const Router* rp = &r;
+  const std::string b = kApiBase;
+  r.add({.method = "GET",
+         .path = b + "/gpus",
+         .handler = [sp](Req, Who w) { return gpus(*sp, w); },
+         .summary = "Per GPU: allocation, utilization, memory, temperature, power, processes",
+         .tag = "monitoring"});
+  r.add({.method = "GET",
+         .path = "/metrics",
+         .handler = [sp](Req, Who w) { return metrics(*sp, w); },
+         .summary = "Prometheus metrics",
+         .tag = "monitoring"});
+  r.add({.method = "GET",
+         .path = "/api/v1/openapi.json",
+         .handler =
+             [rp](Req, Who) {
+               ApiReply a;
+               a.body = openapi_document(*rp).dump(2);
+               return a;
+             },
+         .summary = "This document",
+         .tag = "system",
+         .authenticated = false});
+  r.add({.method = "GET",
+         .path = "/healthz",
+         .handler =
+             [sp](Req, Who) {
+               bool engine = sp->engine_ptr && sp->engine_ptr->ping().ok();
+               Json d = {{"engine", engine}, {"gpus", sp->inventory.gpus.size()}};
+               // Which engine this service books for: gpulab ddp checks it uses the same one.
+               if (engine)
+                 if (auto id = sp->engine_ptr->engine_id(); id) d["engine_id"] = *id;
+               return ApiReply::ok(engine ? "ok" : "engine unreachable", d);
+             },
+         .summary = "Liveness: 200 while the service answers (engine reachability as a field)",
+         .tag = "system",
+         .authenticated = false});
+  // Readiness for load balancers and probes: not ready while the engine cannot be reached.
+  r.add({.method = "GET",
+         .path = "/readyz",
+         .handler =
+             [sp](Req, Who) {
+               if (!sp->engine_ptr) sp->engine();  // ENGINE_UNAVAILABLE: not connected
+               auto ping = sp->engine_ptr->ping();
+               if (!ping)
+                 throw ApiError(ApiCode::kEngineUnavailable,
+                                "Not ready: Docker engine unreachable: " + ping.error().message,
+                                sp->engine_ptr->unavailable_hint());
+               return ApiReply::ok("ready", {{"engine", true}});
+             },
+         .summary = "Readiness: 200 when the Docker engine answers, else 503 ENGINE_UNAVAILABLE",
+         .tag = "system",
+         .authenticated = false});
+  r.add({.method = "POST",
+         .path = b + "/users",
+         .handler = [sp](Req q, Who w) { return add_user(*sp, q, w); },
+         .summary = "Create a user (or a new token for one); admins only",
+         .tag = "system",
+         .schema = &user_schema()});
+  r.add({.method = "POST",
+         .path = b + "/users/revoke",
+         .handler = [sp](Req q, Who w) { return revoke(*sp, q, w); },
+         .summary = "Revoke a token, or all tokens of a user; admins only",
+         .tag = "system",
+         .schema = &revoke_schema()});
+  r.add({.method = "GET",
+         .path = b + "/audit",
+         .handler =
+             [sp](Req q, Who w) {
+               require_admin(w);
+               int n = 100;
+               if (q.query.count("limit"))
+                 n = std::max(1, std::min(10000, std::atoi(q.query.at("limit").c_str())));
+               return ApiReply::ok("Audit log retrieved successfully",
+                                   {{"entries", sp->store->audit_tail(n)}});
+             },
+         .summary = "Recent audit log entries; admins only",
+         .tag = "system",
+         .query_params = {"limit"}});
+}
+
+}  // namespace gpulab::service

@@ -1,0 +1,93 @@
+// gpulab serve's settings: defaults, the JSON config file (strict: unknown keys are errors), and
+// the declared GPU inventory used where discovery fails and in tests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gpulab::service {
+
+// A GPU the service may hand out. From src/gpu discovery, or declared in the config file.
+struct GpuSlot {
+  std::string uuid;
+  int index = 0;
+  std::string vendor;       // "nvidia" or "amd"
+  std::string name;         // model name when known
+  int numa_node = -1;       // -1: unknown
+  std::vector<int> links;   // indices of GPUs with a direct link (NVLink, xGMI)
+  std::string render_node;  // AMD: host path of the GPU's render node (/dev/dri/renderD128)
+  std::string render_node_in_container;  // where it appears inside (default: same path)
+};
+
+// How allocated GPUs reach a container.
+enum class DeviceMode {
+  kMap,   // NVIDIA: DeviceRequests by UUID; AMD: /dev/kfd + the GPU's own render node
+  kNone,  // bookkeeping, labels and visibility env only (declared fake GPUs, CI)
+};
+
+struct UserSeed {
+  std::string name;
+  bool admin = false;
+  std::string token_sha256;  // hex; the token itself never sits in a file
+};
+
+// The dashboard's GPU history: one sample per GPU every sample_seconds, kept for history_seconds.
+struct DashboardConfig {
+  int sample_seconds = 5;
+  int history_seconds = 3600;
+  std::string gpu_sample_root;  // a captured GPU tree (gpulab detect --root) sampled instead
+};
+
+struct ServiceConfig {
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 8000;
+  std::string docker_host;  // empty: $DOCKER_HOST or unix:///var/run/docker.sock
+  std::string db_path = "/var/lib/gpulab/service.db";
+  std::string backup_dir = "/backups";
+  int ssh_port_base = 2200;  // SSH ports are base+11, base+22, ... as in the seed
+  int ssh_port_step = 11;
+  int port_rest_seconds = 30;  // a released port waits this long before reuse
+  bool auth_required = false;  // forced on when listening beyond loopback
+  // HTTPS: PEM certificate (chain) and key; both or neither. Without them a listen beyond
+  // loopback is refused unless insecure_http (tokens would cross the network in clear text).
+  std::string tls_cert, tls_key;
+  bool insecure_http = false;
+  int auth_failures_before_throttle = 10;    // failed token checks per address before 429s
+  std::vector<std::string> image_allowlist;  // glob patterns; empty: any image on the engine
+  std::string allocation_policy = "pack";    // "pack" or "spread"
+  std::vector<GpuSlot> gpus;                 // declared inventory (overrides discovery)
+  bool detect_gpus = true;                   // use src/gpu discovery when none are declared
+  DeviceMode device_mode = DeviceMode::kMap;
+  std::string amd_kfd_path = "/dev/kfd";
+  std::string amd_kfd_in_container = "/dev/kfd";
+  uint64_t max_body_bytes = 1 << 20;       // JSON requests
+  uint64_t max_upload_bytes = 1ull << 40;  // backup uploads (streamed to disk)
+  int request_timeout_seconds = 30;        // reading a request
+  int idle_timeout_seconds = 60;           // keep-alive connection with nothing to do
+  int worker_threads = 16;                 // handlers run here, not on the I/O threads
+  int stop_timeout_seconds = 10;
+  int reconcile_interval_seconds = 5;
+  int idle_check_interval_seconds = 60;  // GPU metering and idle reclaim (housekeeper.h)
+  // A lease (gpulab ddp) whose container has not appeared after this long is released.
+  int lease_grace_seconds = 120;
+  std::vector<UserSeed> users;
+  std::string ssh_user = "root";
+  DashboardConfig dashboard;
+};
+
+// Reads a config file; a missing file, malformed JSON or an unknown key is an error.
+Result<ServiceConfig> load_config(const std::string& path);
+// Applies a JSON object onto defaults (used by load_config and tests).
+Result<ServiceConfig> config_from_json(const std::string& text);
+// Checks cross-field rules (device paths declared and present in map mode, ports in range, TLS
+// files, no plain HTTP beyond loopback unless insecure_http).
+Status validate_config(const ServiceConfig& config);
+// Parses "ADDR:PORT" (IPv6 as "[::1]:8000").
+Status parse_listen(const std::string& text, ServiceConfig& config);
+bool is_loopback_host(const std::string& host);
+
+}  // namespace gpulab::service

@@ -1,0 +1,65 @@
+// The rows the store keeps: containers (with the ContainerSpec they were asked to be), users,
+// snapshots and backups.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "service/domain/container_spec.h"
+
+namespace gpulab::service {
+
+struct GpuAssignment {
+  std::string uuid;
+  int index = 0;
+};
+
+// Container states in the book. "creating" and "deleting" are intents: a restart finds them
+// and completes or rolls them back against what the engine has.
+namespace state {
+inline constexpr const char* kCreating = "creating";
+inline constexpr const char* kRunning = "running";
+inline constexpr const char* kExited = "exited";
+inline constexpr const char* kCreated = "created";
+inline constexpr const char* kDeleting = "deleting";
+inline constexpr const char* kRecreating = "recreating";
+inline constexpr const char* kLost = "lost";  // gone from the engine outside the service
+// GPUs and an SSH port reserved for a container made outside the service (gpulab ddp, which
+// needs host mounts the API never allows); see lease_ops.h.
+inline constexpr const char* kLeased = "leased";
+}  // namespace state
+
+struct ContainerRecord {
+  std::int64_t id = 0;
+  std::string name;
+  std::string owner;
+  std::string state;
+  std::string docker_id;
+  ContainerSpec spec;
+  int ssh_port = 0;
+  std::vector<GpuAssignment> gpus;  // sorted by index
+  std::string created_at, updated_at;
+  std::vector<int> gpu_indices() const;
+  std::vector<std::string> gpu_uuids() const;
+};
+
+struct UserRecord {
+  std::int64_t id = 0;
+  std::string name;
+  bool admin = false;
+};
+
+struct SnapshotRecord {
+  std::string name, owner, source, image, created_at;
+  ContainerSpec spec;
+};
+
+struct BackupRecord {
+  // sha256: of the backup file as downloaded (`sha256sum backup_x.tar` matches).
+  std::string name, owner, source, file, state, sha256, message, created_at;
+  std::string image_sha256;  // not stored: the inner image.tar's, when at hand (from the manifest)
+  std::int64_t bytes_total = 0, bytes_done = 0;
+};
+
+}  // namespace gpulab::service

@@ -1,0 +1,173 @@
+// The Docker adapter's engine and container calls: lab containers in, engine containers out.
+#include "service/engine/docker_engine.h"
+
+#include <utility>
+
+#include "service/engine/docker_attachment.h"
+
+namespace gpulab::service {
+
+namespace {
+
+EngineContainer from_summary(docker::ContainerSummary c) {
+  return EngineContainer{std::move(c.id),    std::move(c.name),   std::move(c.image),
+                         std::move(c.state), std::move(c.status), std::move(c.labels)};
+}
+
+}  // namespace
+
+DockerEngine::DockerEngine(docker::Client client, ServiceConfig config, ServiceInventory inventory)
+    : client_(std::move(client)), config_(std::move(config)), inventory_(std::move(inventory)) {}
+
+std::string DockerEngine::describe() const {
+  return client_.describe();
+}
+
+Status DockerEngine::ping() const {
+  return client_.ping();
+}
+
+Result<std::string> DockerEngine::engine_id() const {
+  auto info = client_.info();
+  if (!info) return info.error();
+  return info->id;
+}
+
+std::string DockerEngine::unavailable_hint() const {
+  return docker::kStartEngineHint;
+}
+
+std::vector<GpuSample> DockerEngine::sample_gpus() const {
+  // The engine's socket is this host's: its GPUs are sampled here.
+  return service::sample_gpus(inventory_);
+}
+
+docker::CreateSpec DockerEngine::create_spec(const LabContainer& spec) const {
+  docker::CreateSpec cs;
+  cs.name = spec.name;
+  cs.image = spec.image;
+  cs.hostname = spec.name;
+  GpuAttachment att = attachment_for(spec.gpus, config_);
+  cs.env = spec.env;
+  for (auto& e : att.env) cs.env.push_back(e);
+  cs.labels = spec.labels;
+  cs.ports.push_back(docker::PortBinding{22, "tcp", spec.ssh_port, "0.0.0.0"});
+  for (const auto& p : spec.ports)
+    cs.ports.push_back(docker::PortBinding{p.container_port, p.protocol, p.host_port, "0.0.0.0"});
+  cs.nano_cpus = spec.nano_cpus;
+  cs.memory_bytes = spec.memory_bytes;
+  cs.shm_size_bytes = spec.shm_size_bytes;
+  cs.pids_limit = spec.pids_limit;
+  cs.gpus = att.requests;
+  cs.devices = att.devices;
+  cs.group_add = att.group_add;
+  return cs;
+}
+
+// The password goes in as a file before the start (the lab entrypoint applies and deletes it),
+// so the engine's inspect never shows it.
+Result<std::string> DockerEngine::run_container(const LabContainer& spec,
+                                                const std::string& ssh_password) const {
+  auto id = client_.create_container(create_spec(spec));
+  if (!id) return id.error();
+  auto st = ssh_password.empty() ? ok_status()
+                                 : client_.put_file(*id, docker::kLabSshPasswordFile, ssh_password);
+  if (st) st = client_.start_container(*id);
+  if (!st) {
+    (void)client_.remove_container(*id, true);
+    return st.error();
+  }
+  return *id;
+}
+
+Status DockerEngine::start_container(const std::string& ref) const {
+  return client_.start_container(ref);
+}
+
+Status DockerEngine::stop_container(const std::string& ref, int timeout_s) const {
+  return client_.stop_container(ref, timeout_s);
+}
+
+Status DockerEngine::restart_container(const std::string& ref, int timeout_s) const {
+  return client_.restart_container(ref, timeout_s);
+}
+
+Status DockerEngine::remove_container(const std::string& ref) const {
+  return client_.remove_container(ref, true);
+}
+
+Result<EngineContainer> DockerEngine::inspect_container(const std::string& ref) const {
+  auto info = client_.inspect_container(ref);
+  if (!info) return info.error();
+  return EngineContainer{info->id, info->name, info->image, info->status, "", info->labels};
+}
+
+Result<std::vector<EngineContainer>> DockerEngine::list_containers(
+    const std::vector<std::string>& labels) const {
+  docker::ListOptions lo;
+  lo.all = true;
+  lo.labels = labels;
+  auto list = client_.list_containers(lo);
+  if (!list) return list.error();
+  std::vector<EngineContainer> out;
+  for (auto& c : *list) out.push_back(from_summary(std::move(c)));
+  return out;
+}
+
+Status DockerEngine::update_container(const std::string& ref, const ResourceChange& change) const {
+  docker::ResourceUpdate u;
+  u.nano_cpus = change.nano_cpus;
+  u.memory_bytes = change.memory_bytes;
+  u.memory_swap_bytes = change.memory_swap_bytes;
+  u.pids_limit = change.pids_limit;
+  return client_.update_container(ref, u);
+}
+
+Result<LogText> DockerEngine::logs(const std::string& ref, const LogQuery& query) const {
+  docker::LogOptions lo;
+  lo.tail = query.tail;
+  auto out = client_.logs(ref, lo);
+  if (!out) return out.error();
+  return LogText{std::move(out->out), std::move(out->err)};
+}
+
+Result<ContainerUsage> DockerEngine::usage(const std::string& ref) const {
+  auto st = client_.stats(ref);
+  if (!st) return st.error();
+  ContainerUsage u;
+  u.cpu_percent = st->cpu_percent;
+  u.online_cpus = st->online_cpus;
+  u.memory_usage_bytes = st->memory_usage_bytes;
+  u.memory_limit_bytes = st->memory_limit_bytes;
+  u.memory_percent = st->memory_percent;
+  u.net_rx_bytes = st->net_rx_bytes;
+  u.net_tx_bytes = st->net_tx_bytes;
+  u.block_read_bytes = st->block_read_bytes;
+  u.block_write_bytes = st->block_write_bytes;
+  u.pids = st->pids;
+  return u;
+}
+
+Result<ExecOutput> DockerEngine::exec(const std::string& ref,
+                                      const std::vector<std::string>& cmd) const {
+  auto ex = client_.exec(ref, cmd);
+  if (!ex) return ex.error();
+  return ExecOutput{ex->exit_code, std::move(ex->out), std::move(ex->err)};
+}
+
+Result<std::unique_ptr<Engine>> open_engine(const ServiceConfig& config) {
+  Result<docker::Endpoint> ep = config.docker_host.empty()
+                                    ? docker::Endpoint::from_env()
+                                    : docker::Endpoint::parse(config.docker_host);
+  if (!ep) return ep.error();
+  auto client = docker::Client::connect(*ep);
+  if (!client)
+    return Error(
+        Code::kUnavailable,
+        "cannot reach the Docker engine at " + ep->to_string() + ": " + client.error().message,
+        docker::kStartEngineHint);
+  return std::unique_ptr<Engine>(
+      std::make_unique<DockerEngine>(std::move(*client), config, build_inventory(config)));
+}
+
+}  // namespace gpulab::service

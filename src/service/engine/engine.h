@@ -1,0 +1,100 @@
+// The one interface through which the service reaches a container engine: containers, images,
+// exec, logs, usage, commit, image archives, events, and the host's GPUs. The Docker adapter
+// (docker_engine.h) is one implementation; docs/engines.md says how a Kubernetes one would fit.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "service/engine/engine_types.h"
+#include "service/engine/inventory.h"
+
+namespace gpulab::service {
+
+// Errors are gpulab codes (throw_engine_error maps them to the API's): kNotFound for an unknown
+// container or image, kAlreadyExists for a taken name, kConflict for a state or port clash,
+// kUnavailable when the engine cannot be reached (hint: what to start), kTimeout, kDataError for
+// an image archive the engine refuses. A reference is a container's id or name.
+//
+// Thread safety: every method may be called from several threads at once.
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // ---- the engine itself ----
+  virtual std::string describe() const = 0;  // "unix:///var/run/docker.sock (API 1.41)"
+  virtual Status ping() const = 0;
+  virtual Result<std::string> engine_id()
+      const = 0;  // stable id of this engine (gpulab ddp checks it)
+  virtual std::string unavailable_hint() const = 0;  // what to do when it does not answer
+
+  // ---- the host's GPUs ----
+  virtual const ServiceInventory& gpus() const = 0;
+  virtual std::vector<GpuSample> sample_gpus() const = 0;  // live metrics by uuid; may be empty
+
+  // ---- containers ----
+  // Creates and starts `spec`; a non-empty ssh_password reaches the container before its first
+  // start without showing in any inspect. On failure nothing of it is left. Returns its id.
+  virtual Result<std::string> run_container(const LabContainer& spec,
+                                            const std::string& ssh_password) const = 0;
+  virtual Status start_container(const std::string& ref) const = 0;
+  virtual Status stop_container(const std::string& ref, int timeout_s) const = 0;
+  virtual Status restart_container(const std::string& ref, int timeout_s) const = 0;
+  // Removes it, stopping it first, with its anonymous storage.
+  virtual Status remove_container(const std::string& ref) const = 0;
+  virtual Result<EngineContainer> inspect_container(const std::string& ref) const = 0;
+  // All containers (stopped ones too) carrying every label of `labels` ("key" or "key=value").
+  virtual Result<std::vector<EngineContainer>> list_containers(
+      const std::vector<std::string>& labels) const = 0;
+  virtual Status update_container(const std::string& ref, const ResourceChange& change) const = 0;
+  virtual Result<LogText> logs(const std::string& ref, const LogQuery& query) const = 0;
+  virtual Result<ContainerUsage> usage(const std::string& ref) const = 0;  // must be running
+  virtual Result<ExecOutput> exec(const std::string& ref,
+                                  const std::vector<std::string>& cmd) const = 0;
+
+  // ---- images ----
+  virtual bool image_exists(const std::string& ref) const = 0;
+  // Keeps a container's filesystem (and its config) as image commit.repo:commit.tag; its id.
+  virtual Result<std::string> commit(const std::string& container,
+                                     const ImageCommit& commit) const = 0;
+  virtual Result<EngineImage> inspect_image(const std::string& ref) const = 0;
+  virtual Result<std::vector<EngineImage>> list_images(
+      const std::vector<std::string>& labels) const = 0;
+  virtual Status remove_image(const std::string& ref) const = 0;
+  // An image archive (docker save format) handed to `sink` piece by piece; sink returns false to
+  // stop (the call then fails).
+  virtual Status save_image(const std::string& ref,
+                            const std::function<bool(std::string_view)>& sink) const = 0;
+  // Loads an image archive of `size` bytes read through `read` (0 at the end); the names loaded.
+  // An archive the engine refuses: kDataError.
+  virtual Result<std::vector<std::string>> load_images(
+      std::int64_t size,
+      const std::function<Result<std::size_t>(char*, std::size_t)>& read) const = 0;
+
+  // ---- events ----
+  // Calls on_event for each matching change until it returns false, `cancel` turns true or
+  // query.until passes (all success); an error when the stream cannot be had or breaks.
+  virtual Status watch_events(const EventQuery& query,
+                              const std::function<bool(const EngineEvent&)>& on_event,
+                              const std::atomic<bool>* cancel) const = 0;
+
+  // ---- GPU leases (gpulab ddp makes the container on this engine itself) ----
+  // The lease as its taker reads it: with `attach`, in the engine's own terms how to attach them.
+  virtual Json lease_json(const LeaseFacts& lease) const = 0;
+  // Uuids of our GPUs held by containers made without the service or a lease (gpulab ddp
+  // --no-service); empty when the engine cannot be asked.
+  virtual std::vector<std::string> gpus_held_outside() const = 0;
+};
+
+// The engine config.docker_host names (else $DOCKER_HOST or the local socket), with the GPUs the
+// config declares or the host's discovery finds. kUnavailable (with the endpoint) if it does not
+// answer.
+Result<std::unique_ptr<Engine>> open_engine(const ServiceConfig& config);
+
+}  // namespace gpulab::service

@@ -1,0 +1,119 @@
+// Inventory from config or discovery, and live samples of the host's GPUs.
+#include "service/engine/inventory.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include "core/files.h"
+#include "core/strings.h"
+#include "gpu/inventory.h"
+
+namespace gpulab::service {
+
+namespace fs = std::filesystem;
+
+const GpuSlot* ServiceInventory::find(const std::string& uuid) const {
+  for (const auto& g : gpus)
+    if (g.uuid == uuid) return &g;
+  return nullptr;
+}
+
+namespace {
+
+std::string type_of(const std::vector<GpuSlot>& gpus) {
+  bool nv = false, amd = false;
+  for (const auto& g : gpus) (g.vendor == "amd" ? amd : nv) = true;
+  if (nv && amd) return "mixed";
+  if (amd) return "rocm";  // the seed reports AMD hosts as "rocm"
+  if (nv) return "nvidia";
+  return "none";
+}
+
+// /sys/bus/pci/devices/<bus>/drm/renderD* -> /dev/dri/renderD*.
+std::string render_node_of(const std::string& pci_bus_id) {
+  std::error_code ec;
+  fs::path drm = fs::path("/sys/bus/pci/devices") / to_lower(pci_bus_id) / "drm";
+  for (const auto& e : fs::directory_iterator(drm, ec)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("renderD", 0) == 0) return "/dev/dri/" + n;
+  }
+  return {};
+}
+
+}  // namespace
+
+ServiceInventory build_inventory(const ServiceConfig& config) {
+  ServiceInventory inv;
+  if (!config.gpus.empty()) {
+    inv.gpus = config.gpus;
+    inv.source = "declared";
+  } else if (config.detect_gpus) {
+    gpu::DetectOptions opts;
+    opts.host_checks = false;
+    opts.processes = false;
+    gpu::Inventory found = gpu::detect(opts);
+    for (const auto& g : found.gpus) {
+      GpuSlot s;
+      s.vendor = gpu::vendor_name(g.vendor);
+      s.index = g.index;
+      s.name = g.name;
+      // Exclusive allocation needs a stable id: the UUID, else the PCI address.
+      s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(s.vendor + "-" + std::to_string(g.index)));
+      s.numa_node = g.numa_node.value_or(-1);
+      if (g.vendor == gpu::Vendor::kAmd && g.pci_bus_id) {
+        s.render_node = render_node_of(*g.pci_bus_id);
+        s.render_node_in_container = s.render_node;
+      }
+      for (const auto& l : found.links) {
+        if (l.type == "pcie") continue;  // only direct links make GPUs "close"
+        if (l.a == g.index) s.links.push_back(l.b);
+        if (l.b == g.index) s.links.push_back(l.a);
+      }
+      inv.gpus.push_back(std::move(s));
+    }
+    inv.source = inv.gpus.empty() ? "none" : "detected";
+    inv.note = found.no_gpu_reason;
+  } else {
+    inv.source = "none";
+  }
+  std::sort(inv.gpus.begin(), inv.gpus.end(),
+            [](const GpuSlot& a, const GpuSlot& b) { return a.index < b.index; });
+  inv.gpu_type = type_of(inv.gpus);
+  return inv;
+}
+
+std::string container_of_pid(int pid) {
+  auto text = read_text("/proc/" + std::to_string(pid) + "/cgroup");
+  if (!text) return {};
+  // cgroup v1 ".../docker/<id>", v2 ".../docker-<id>.scope".
+  static const std::regex kId("docker[-/]([0-9a-f]{64})");
+  std::smatch m;
+  if (std::regex_search(*text, m, kId)) return m[1];
+  return {};
+}
+
+std::vector<GpuSample> sample_gpus(const ServiceInventory& inventory) {
+  std::vector<GpuSample> out;
+  if (inventory.source != "detected") return out;
+  gpu::DetectOptions opts;
+  opts.host_checks = false;
+  opts.processes = true;
+  gpu::Inventory found = gpu::detect(opts);
+  for (const auto& g : found.gpus) {
+    GpuSample s;
+    s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(std::string(gpu::vendor_name(g.vendor)) + "-" +
+                                                   std::to_string(g.index)));
+    s.utilization_percent = g.utilization_percent;
+    s.temperature_c = g.temperature_c;
+    s.memory_used_bytes = g.memory_used_bytes;
+    s.memory_total_bytes = g.memory_total_bytes;
+    s.power_mw = g.power_mw;
+    for (const auto& p : g.processes)
+      s.processes.push_back({p.pid, p.name, container_of_pid(p.pid), p.memory_used_bytes});
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace gpulab::service

@@ -1,0 +1,43 @@
+// The GPUs the service hands out: declared in the config file, or found by gpulab detect
+// (src/gpu); and how a container gets exactly its own GPUs and no other.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "service/base/config.h"
+
+namespace gpulab::service {
+
+struct ServiceInventory {
+  std::vector<GpuSlot> gpus;  // sorted by index
+  std::string source;         // "declared", "detected", "none"
+  std::string gpu_type;       // the seed's status field: "nvidia", "rocm", "mixed", "none"
+  std::string note;           // why discovery found nothing, when it did not
+  const GpuSlot* find(const std::string& uuid) const;
+};
+
+// Declared GPUs win; else discovery (when enabled); else an empty inventory.
+ServiceInventory build_inventory(const ServiceConfig& config);
+
+// Live per-GPU metrics (utilization, memory, temperature, power, processes) by uuid, from the
+// discovery backends; empty for declared GPUs the host does not have.
+struct GpuSample {
+  std::string uuid;
+  std::optional<double> utilization_percent, temperature_c;
+  std::optional<std::uint64_t> memory_used_bytes, memory_total_bytes, power_mw;
+  struct Proc {
+    int pid = 0;
+    std::string name;
+    std::string container_id;  // docker id from /proc/<pid>/cgroup, "" if not in a container
+    std::optional<std::uint64_t> memory_used_bytes;
+  };
+  std::vector<Proc> processes;
+};
+std::vector<GpuSample> sample_gpus(const ServiceInventory& inventory);
+
+// The docker container id a host process belongs to, from its cgroup path ("" if none).
+std::string container_of_pid(int pid);
+
+}  // namespace gpulab::service

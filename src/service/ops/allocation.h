@@ -1,0 +1,38 @@
+// Booking a container's or a lease's GPUs and host ports: one decision at a time, checked against
+// the quota, the book and the GPUs the engine reports held outside the service.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "service/ops/service.h"
+
+namespace gpulab::service {
+
+struct CreateOptions {
+  std::string name;
+  std::string owner;
+  ContainerSpec spec;
+  bool internal_image = false;  // a snapshot or backup image of ours: skip the allowlist
+};
+
+// What allocate() took: the row's id, its GPUs and its SSH port (0 without one).
+struct Allocation {
+  std::int64_t id = 0;
+  std::vector<GpuSlot> gpus;
+  int ssh_port = 0;
+};
+// Chooses GPUs and ports (the SSH port unless !with_ssh, and the spec's user ports) and records
+// them with a row in `state`, in one transaction under the allocation lock (the bind probes and
+// the inserts must not interleave with another request). GPU_ALLOCATION_FAILED, PORT_CONFLICT,
+// PORT_EXHAUSTED, NAME_CONFLICT.
+Allocation allocate(Service& s, const CreateOptions& opts, const std::string& state,
+                    bool with_ssh = true);
+
+// Uuids of inventory GPUs held by ddp containers made without a lease (`gpulab ddp
+// --no-service`): the allocator skips them too. Empty when the engine cannot be asked
+// (allocation then relies on the book alone).
+std::set<std::string> unleased_ddp_gpus(Service& s);
+
+}  // namespace gpulab::service

@@ -1,0 +1,324 @@
+// Create / start / stop / delete / update against the engine, with the book kept in step.
+#include "service/ops/container_ops.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "service/base/api_error.h"
+#include "service/base/clock.h"
+#include "service/base/crypto.h"
+#include "service/domain/validation.h"
+#include "service/ops/allocation.h"
+#include "service/ops/internal_images.h"
+#include "service/ops/quota.h"
+#include "service/ops/unbooked.h"
+#include "service/ops/usage_meter.h"
+#include "service/store/book_id.h"
+
+namespace gpulab::service {
+
+namespace {
+
+LabContainer engine_spec(Service& s, const std::string& name, const std::string& owner,
+                         const ContainerSpec& spec, const std::vector<GpuSlot>& gpus, int ssh_port,
+                         std::int64_t intent) {
+  LabContainer cs;
+  cs.name = name;
+  cs.image = spec.image;
+  cs.env = spec.env;
+  // The lab image's entrypoint applies the key (the password reaches it apart: run_container).
+  cs.env.push_back("GPULAB_SSH_PUBKEY=" + spec.ssh_public_key);
+  cs.env.push_back("GPULAB_CONTAINER_NAME=" + name);
+  std::vector<std::string> uuids;
+  for (const auto& g : gpus) uuids.push_back(g.uuid);
+  cs.labels = {{"gpulab.managed", "true"},
+               {"gpulab.owner", owner},
+               {"gpulab.gpus", join(uuids, ",")},
+               {"gpulab.intent", std::to_string(intent)},
+               {"gpulab.ssh_port", std::to_string(ssh_port)},
+               {kBookLabel, book_id(*s.store)}};
+  cs.ssh_port = ssh_port;
+  cs.ports = spec.ports;
+  if (spec.cpus.set()) cs.nano_cpus = spec.cpus.nano_cpus;
+  if (spec.memory.set()) cs.memory_bytes = spec.memory.bytes;
+  if (spec.shm_size.set()) cs.shm_size_bytes = spec.shm_size.bytes;
+  cs.pids_limit = spec.pids_limit;
+  cs.gpus = gpus;
+  return cs;
+}
+
+void check_image(Service& s, const std::string& image, bool internal) {
+  if (!internal) {
+    if (starts_with(image, "gpulab-snapshot") || starts_with(image, "gpulab-backup") ||
+        starts_with(image, "gpulab-recreate"))
+      throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is internal to the service",
+                     "use restore-snapshot or restore");
+    if (!image_allowed(image, s.config.image_allowlist))
+      throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not in the allowlist",
+                     "allowed: " + join(s.config.image_allowlist, ", "));
+  }
+  if (!s.engine().image_exists(image))
+    throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not on the engine",
+                   "the service never pulls; build or load the image on this host first");
+}
+
+// Creates and starts the engine container for an allocated row; on failure the engine removes
+// what it made. Without a new password the container keeps the one its layer has (recreate,
+// restart after a crash).
+std::string engine_create_start(Service& s, const LabContainer& cs,
+                                const std::string& password = {}) {
+  auto id = s.engine().run_container(cs, password);
+  if (!id) throw_engine_error(id.error());
+  return *id;
+}
+
+// What the exception being handled says (called inside a catch block).
+std::string current_error_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception of an unknown type";
+  }
+}
+
+// Removes what a failed create may have left on the engine; says so in the log if it cannot
+// (the reconciler and the next create of that name remove it later).
+void remove_leftover(Service& s, const std::string& name) {
+  auto st = s.engine().remove_container(name);
+  if (!st && st.error().code != Code::kNotFound)
+    spdlog::error("removing the half-created container {}: {}", name, st.error().to_string());
+}
+
+// The name is free unless the engine holds a container of that name outside the book. One this
+// book made (a create whose clean-up did not finish, or one the engine finished after a crash
+// rolled its row back) is removed, as the reconciler would; anything else blocks the name.
+void free_engine_name(Service& s, const std::string& name) {
+  auto info = s.engine().inspect_container(name);
+  if (!info) return;  // not there (or the engine is down: the create says so)
+  if (remove_unbooked_container(s, name, info->id, info->labels)) {
+    spdlog::warn("removed {}: this service made it but had no row for it", name);
+    return;
+  }
+  throw ApiError(ApiCode::kNameConflict,
+                 "A container named '" + name + "' exists on the engine, outside this service",
+                 "choose another name, or ask the host's admin to remove it (docker rm)");
+}
+
+}  // namespace
+
+CreateOutcome create_container(Service& s, const CreateOptions& o) {
+  check_name(o.name, "container name");
+  check_image(s, o.spec.image, o.internal_image);
+  auto lock = s.lock_container(o.name);
+  if (!s.store->find_container(o.name)) free_engine_name(s, o.name);
+  Allocation a = allocate(s, o, state::kCreating);
+  CreateOutcome out;
+  out.ssh_password = o.spec.ssh_public_key.empty() ? random_secret(20) : std::string();
+  try {
+    auto cs = engine_spec(s, o.name, o.owner, o.spec, a.gpus, a.ssh_port, a.id);
+    std::string id = engine_create_start(s, cs, out.ssh_password);
+    s.store->transaction([&] {
+      s.store->set_docker_id(a.id, id);
+      s.store->set_state(a.id, state::kRunning);
+    });
+  } catch (...) {
+    // Nothing was given out: ports go back without resting.
+    std::string why = current_error_message();
+    remove_leftover(s, o.name);
+    s.store->remove_container(a.id, false);
+    s.store->audit(o.owner, "create", o.name, "failed", why);
+    spdlog::warn("create {} for {} failed: {}", o.name, o.owner, why);
+    throw;
+  }
+  s.store->audit(
+      o.owner, "create", o.name, "ok",
+      "gpus=" + std::to_string(a.gpus.size()) + " ssh_port=" + std::to_string(a.ssh_port));
+  out.record = *s.store->find_container(a.id);
+  return out;
+}
+
+CreateOptions restore_options(const Principal& who, const Json& req, ContainerSpec recorded,
+                              const std::string& image) {
+  CreateOptions o;
+  o.name = req["name"].get<std::string>();
+  o.owner = who.user;
+  recorded.ports.clear();
+  o.spec = apply_spec_fields(req, std::move(recorded));
+  o.spec.image = image;
+  o.internal_image = true;
+  return o;
+}
+
+ContainerRecord require_container(Service& s, const Principal& who, const std::string& name) {
+  check_name(name, "container name");
+  auto c = s.store->find_container(name);
+  if (!c) throw ApiError(ApiCode::kContainerNotFound, "Container '" + name + "' not found");
+  require_owner(who, c->owner, "Container '" + name + "'");
+  if (c->state == state::kLeased)
+    throw ApiError(ApiCode::kStateConflict, "'" + name + "' is a GPU lease, not a container",
+                   "see /api/v1/gpu-docker/leases; release it there once its container is gone");
+  return *c;
+}
+
+void start_container(Service& s, const ContainerRecord& c) {
+  auto st = s.engine().start_container(c.docker_id.empty() ? c.name : c.docker_id);
+  if (!st) throw_engine_error(st.error());
+  s.store->set_state(c.id, state::kRunning);
+}
+
+void stop_container(Service& s, const ContainerRecord& c) {
+  auto st = s.engine().stop_container(c.docker_id.empty() ? c.name : c.docker_id,
+                                      s.config.stop_timeout_seconds);
+  if (!st) throw_engine_error(st.error());
+  s.store->set_state(c.id, state::kExited);
+}
+
+void restart_container(Service& s, const ContainerRecord& c) {
+  auto st = s.engine().restart_container(c.docker_id.empty() ? c.name : c.docker_id,
+                                         s.config.stop_timeout_seconds);
+  if (!st) throw_engine_error(st.error());
+  s.store->set_state(c.id, state::kRunning);
+}
+
+void delete_container(Service& s, const ContainerRecord& c) {
+  s.store->set_state(c.id, state::kDeleting);  // intent: a restart finishes the removal
+  meter_tick(*s.store, s.clock->now());        // charge its GPUs up to their release
+  auto st = s.engine().remove_container(c.docker_id.empty() ? c.name : c.docker_id);
+  if (!st && st.error().code != Code::kNotFound) throw_engine_error(st.error());
+  s.store->remove_container(c.id, true);
+  release_internal_image(s, c.spec.image);  // a restored backup's or a recreate's image
+}
+
+ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Json& req) {
+  ContainerSpec spec = apply_spec_fields(req, c.spec);
+  ResourceChange u;
+  bool engine_update = false;
+  if (req.contains("cpus")) {
+    u.nano_cpus = spec.cpus.nano_cpus;
+    engine_update = true;
+  }
+  if (req.contains("memory")) {
+    u.memory_bytes = spec.memory.bytes;
+    u.memory_swap_bytes = spec.memory.bytes * 2;  // the engine's default ratio at create
+    engine_update = true;
+  }
+  if (req.contains("pids_limit")) {
+    u.pids_limit = spec.pids_limit;
+    engine_update = true;
+  }
+  {
+    // Checked and booked in one step: two updates of one user cannot both pass the quota.
+    std::lock_guard<std::mutex> lock(s.alloc_mu);
+    s.store->transaction([&] {
+      check_quota(s, c.owner, spec, false, c.id);
+      // gpu_count is booked below with the GPUs themselves, never ahead of them.
+      ContainerSpec now = spec;
+      now.gpu_count = c.spec.gpu_count;
+      s.store->set_spec(c.id, now);
+    });
+  }
+  if (engine_update) {
+    auto st = s.engine().update_container(c.docker_id.empty() ? c.name : c.docker_id, u);
+    if (!st) {
+      s.store->set_spec(c.id, c.spec);
+      throw_engine_error(st.error());
+    }
+  }
+  if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count) {
+    // Commit -> recreate, keeping the writable layer, the name and the ports. The commit comes
+    // first: the new GPUs, the new image and the "recreating" intent are booked in one step, so
+    // a crash leaves either the old container as booked or an intent the restart completes.
+    // Unique even for two recreates in one second: a reused tag would move off the image the
+    // old container runs, leaving that image untagged and never removed.
+    std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
+    auto img = s.engine().commit(c.docker_id.empty() ? c.name : c.docker_id,
+                                 ImageCommit{"gpulab-recreate",
+                                             tag,
+                                             "gpulab recreate",
+                                             "gpulab",
+                                             {{"gpulab.recreate.source", c.name}}});
+    if (!img) {
+      s.store->set_spec(c.id, c.spec);
+      throw_engine_error(img.error());
+    }
+    std::string old_image = spec.image;
+    spec.image = "gpulab-recreate:" + tag;
+    std::vector<GpuSlot> chosen;
+    try {
+      std::lock_guard<std::mutex> lock(s.alloc_mu);
+      std::set<std::string> outside = unleased_ddp_gpus(s);
+      s.store->transaction([&] {
+        meter_tick(*s.store, s.clock->now());
+        check_quota(s, c.owner, spec, false, c.id);
+        std::set<std::string> used = outside;
+        for (const auto& [uuid, holder] : s.store->gpu_holders())
+          if (holder != c.name) used.insert(uuid);
+        auto pick = choose_gpus(s.inventory.gpus, used, spec.gpu_count, s.policy);
+        if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
+        s.store->clear_gpus(c.id);
+        for (const auto& g : *pick) s.store->add_gpu(c.id, GpuAssignment{g.uuid, g.index});
+        chosen = *pick;
+        s.store->set_spec(c.id, spec);
+        s.store->set_state(c.id, state::kRecreating);
+      });
+    } catch (...) {
+      s.store->set_spec(c.id, c.spec);
+      (void)s.engine().remove_image(spec.image);
+      throw;
+    }
+    auto rm = s.engine().remove_container(c.docker_id.empty() ? c.name : c.docker_id);
+    if (!rm && rm.error().code != Code::kNotFound) throw_engine_error(rm.error());
+    // No new password: the container keeps the one in its committed /etc/shadow.
+    auto cs = engine_spec(s, c.name, c.owner, spec, chosen, c.ssh_port, c.id);
+    std::string id = engine_create_start(s, cs);
+    s.store->transaction([&] {
+      s.store->set_docker_id(c.id, id);
+      s.store->set_state(c.id, state::kRunning);
+    });
+    release_internal_image(s, old_image);  // an earlier recreate's or a restored backup's
+  }
+  return *s.store->find_container(c.id);
+}
+
+std::string create_engine_container(Service& s, const ContainerRecord& c) {
+  std::vector<GpuSlot> gpus;
+  for (const auto& g : c.gpus)
+    if (const GpuSlot* slot = s.inventory.find(g.uuid)) gpus.push_back(*slot);
+  auto cs = engine_spec(s, c.name, c.owner, c.spec, gpus, c.ssh_port, c.id);
+  return engine_create_start(s, cs);
+}
+
+std::map<std::string, EngineContainer> engine_containers(Service& s) {
+  auto list = s.engine().list_containers({"gpulab.managed=true"});
+  if (!list) throw_engine_error(list.error());
+  std::map<std::string, EngineContainer> m;
+  for (auto& c : *list) m[c.name] = c;
+  return m;
+}
+
+Json container_json(const ContainerRecord& c, const EngineContainer* engine) {
+  Json ports = Json::array();
+  for (const auto& p : c.spec.ports) ports.push_back(p.to_string());
+  Json j = {{"name", c.name},
+            {"owner", c.owner},
+            {"status", engine ? engine->state : (c.state == state::kRunning ? "missing" : c.state)},
+            {"state", c.state},
+            {"image", c.spec.image},
+            {"ssh_port", c.ssh_port},
+            {"gpu_devices", c.gpu_indices()},
+            {"gpu_uuids", c.gpu_uuids()},
+            {"port_mappings", ports},
+            {"cpus", c.spec.cpus.text},
+            {"memory", c.spec.memory.text},
+            {"shm_size", c.spec.shm_size.text},
+            {"pids_limit", c.spec.pids_limit},
+            {"id", c.docker_id.substr(0, 12)},
+            {"created_at", c.created_at}};
+  if (engine) j["engine_status"] = engine->status;
+  return j;
+}
+
+}  // namespace gpulab::service

@@ -1,0 +1,47 @@
+// Container lifecycle as transactions over the book and the engine: allocate (GPUs, SSH and user
+// ports) -> record intent -> create -> start, releasing everything on any failure; and start,
+// stop, restart, delete, resource updates and the GPU-count change (commit -> recreate).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "service/http/auth.h"
+#include "service/ops/allocation.h"
+#include "service/ops/service.h"
+
+namespace gpulab::service {
+
+struct CreateOutcome {
+  ContainerRecord record;
+  std::string ssh_password;  // returned once; empty when a public key was given
+};
+
+CreateOutcome create_container(Service& s, const CreateOptions& opts);
+
+// What a restore (restore_request in validation.cpp: from a snapshot or a backup) creates: the
+// recorded spec with the request's changes, never its host ports (the source may still hold
+// them), on our own `image`.
+CreateOptions restore_options(const Principal& who, const Json& req, ContainerSpec recorded,
+                              const std::string& image);
+
+// The caller's container by name: CONTAINER_NOT_FOUND, or FORBIDDEN for another user's.
+ContainerRecord require_container(Service& s, const Principal& who, const std::string& name);
+
+void start_container(Service& s, const ContainerRecord& c);
+void stop_container(Service& s, const ContainerRecord& c);
+void restart_container(Service& s, const ContainerRecord& c);
+void delete_container(Service& s, const ContainerRecord& c);
+// cpus / memory / pids_limit through the engine; gpu_count through commit -> recreate.
+ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Json& req);
+
+// Creates and starts the engine container for a row as booked (its GPUs and ports); used when a
+// restart finds a recreate that was cut off. No new password is set.
+std::string create_engine_container(Service& s, const ContainerRecord& c);
+
+// The engine's view of managed containers, by name.
+std::map<std::string, EngineContainer> engine_containers(Service& s);
+// One container as the API shows it (list, create answers).
+Json container_json(const ContainerRecord& c, const EngineContainer* engine);
+
+}  // namespace gpulab::service

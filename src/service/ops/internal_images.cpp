@@ -1,0 +1,67 @@
+// Owners of the service's own images, and the start-up sweep of the ones left without one.
+#include "service/ops/internal_images.h"
+
+#include <set>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "service/store/book_id.h"
+
+namespace gpulab::service {
+
+namespace {
+
+constexpr const char* kSnapshotRepo = "gpulab-snapshot:";
+constexpr const char* kBackupRepo = "gpulab-backup:";
+constexpr const char* kRecreateRepo = "gpulab-recreate:";
+
+// Every image some row owns now: the rows' images, the snapshots', the running backups'.
+std::set<std::string> owned_images(Store& store) {
+  std::set<std::string> owned;
+  for (const auto& c : store.containers()) owned.insert(c.spec.image);
+  for (const auto& snap : store.snapshots()) owned.insert(snap.image);
+  for (const auto& b : store.backups())
+    if (b.state == "running") owned.insert(kBackupRepo + b.name);
+  return owned;
+}
+
+}  // namespace
+
+bool is_internal_image(const std::string& image) {
+  return starts_with(image, kSnapshotRepo) || starts_with(image, kBackupRepo) ||
+         starts_with(image, kRecreateRepo);
+}
+
+void release_internal_image(Service& s, const std::string& image) {
+  if (!starts_with(image, kBackupRepo) && !starts_with(image, kRecreateRepo)) return;
+  try {
+    if (owned_images(*s.store).count(image)) return;
+    auto st = s.engine().remove_image(image);
+    if (!st && st.error().code != Code::kNotFound && st.error().code != Code::kConflict)
+      spdlog::warn("cannot remove the unused image {}: {}", image, st.error().message);
+  } catch (const Exception& e) {
+    // The request that let go of the image succeeded; the start-up sweep retries the removal.
+    spdlog::warn("cannot remove the unused image {}: {}", image, e.error().message);
+  }
+}
+
+int remove_orphan_images(Service& s) {
+  auto images = s.engine().list_images({std::string(kBookLabel) + "=" + book_id(*s.store)});
+  if (!images) {
+    spdlog::warn("cannot list images for orphans: {}", images.error().message);
+    return 0;
+  }
+  std::set<std::string> owned = owned_images(*s.store);
+  int removed = 0;
+  for (const auto& img : *images)
+    for (const auto& tag : img.tags) {
+      if (!is_internal_image(tag) || owned.count(tag)) continue;
+      if (s.engine().remove_image(tag)) {
+        s.store->audit("gpulab", "reconcile", tag, "removed", "image without an owner in the book");
+        ++removed;
+      }
+    }
+  return removed;
+}
+
+}  // namespace gpulab::service

@@ -1,0 +1,25 @@
+// The images the service makes itself: snapshots ("gpulab-snapshot:NAME", owned by their snapshot
+// row), backups ("gpulab-backup:NAME", owned by a running backup or, once restored, by the rows
+// that run it) and GPU-count recreates ("gpulab-recreate:TAG", owned by the row that runs it).
+// One with no owner left is an orphan: it only fills the engine's disk.
+#pragma once
+
+#include <string>
+
+#include "service/ops/service.h"
+
+namespace gpulab::service {
+
+// Whether `image` ("repo:tag") is one of the three kinds above.
+bool is_internal_image(const std::string& image);
+
+// Removes `image` when it is a backup or recreate image that no container row runs any more (a
+// snapshot image stays: its snapshot row owns it). The engine refuses while a container uses it.
+void release_internal_image(Service& s, const std::string& image);
+
+// Removes every internal image of this book (gpulab.book label) that nothing owns: the ones a
+// SIGKILL cut off between the engine's commit or load and the row that would own them. Only at
+// start-up, before requests are served: in flight, such an image is briefly unowned on purpose.
+int remove_orphan_images(Service& s);
+
+}  // namespace gpulab::service

@@ -1,0 +1,74 @@
+// GPU leases for containers made outside the service (gpulab ddp): book, show, release.
+#include "service/ops/lease_ops.h"
+
+#include "core/strings.h"
+#include "service/base/api_error.h"
+#include "service/domain/validation.h"
+
+namespace gpulab::service {
+
+LeaseOutcome create_lease(Service& s, const LeaseRequest& r) {
+  check_name(r.name, "lease name");
+  if (r.gpu_count < 0 || r.gpu_count > 64)
+    throw ApiError(ApiCode::kInvalidRequest, "gpu_count must be 0..64");
+  auto lock = s.lock_container(r.name);
+  CreateOptions o;
+  o.name = r.name;
+  o.owner = r.owner;
+  o.spec.gpu_count = r.gpu_count;
+  o.spec.image = "(lease)";
+  Allocation a = allocate(s, o, state::kLeased, r.ssh_port);
+  s.store->audit(
+      r.owner, "lease", r.name, "ok",
+      "gpus=" + std::to_string(a.gpus.size()) + " ssh_port=" + std::to_string(a.ssh_port));
+  LeaseOutcome out;
+  out.record = *s.store->find_container(a.id);
+  out.gpus = a.gpus;
+  return out;
+}
+
+std::map<std::string, EngineContainer> lease_containers(Service& s) {
+  auto list = s.engine().list_containers({kLeaseLabel});
+  if (!list) throw_engine_error(list.error());
+  std::map<std::string, EngineContainer> m;
+  for (auto& c : *list) m[c.labels.at(kLeaseLabel)] = c;
+  return m;
+}
+
+void release_lease(Service& s, const ContainerRecord& lease) {
+  auto bound = lease_containers(s);
+  if (auto it = bound.find(lease.name); it != bound.end())
+    throw ApiError(
+        ApiCode::kStateConflict,
+        "Lease '" + lease.name + "' is still used by container '" + it->second.name + "'",
+        "remove that container first; its GPUs are in use until then");
+  s.store->remove_container(lease.id, true);
+}
+
+ContainerRecord require_lease(Service& s, const Principal& who, const std::string& name) {
+  check_name(name, "lease name");
+  auto c = s.store->find_container(name);
+  if (!c || !is_lease(*c)) throw ApiError(ApiCode::kNotFound, "Lease '" + name + "' not found");
+  require_owner(who, c->owner, "Lease '" + name + "'");
+  return *c;
+}
+
+Json lease_json(Service& s, const ContainerRecord& c, const EngineContainer* bound,
+                const std::vector<GpuSlot>* gpus) {
+  LeaseFacts l;
+  l.name = c.name;
+  l.owner = c.owner;
+  l.gpu_indices = c.gpu_indices();
+  l.gpu_uuids = c.gpu_uuids();
+  l.ssh_port = c.ssh_port;
+  l.gpu_type = s.inventory.gpu_type;
+  if (bound) l.container = bound->name;
+  l.created_at = c.created_at;
+  if (gpus) {
+    l.attach = *gpus;
+    l.grace_seconds = s.config.lease_grace_seconds;
+  }
+  return s.engine().lease_json(l);
+}
+
+}  // namespace gpulab::service

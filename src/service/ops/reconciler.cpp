@@ -1,0 +1,243 @@
+// Reconciliation rules, one per book state; see reconciler.h.
+#include "service/ops/reconciler.h"
+
+#include <filesystem>
+
+#include "core/log.h"
+#include "service/base/api_error.h"
+#include "service/base/clock.h"
+#include "service/ops/container_ops.h"
+#include "service/ops/internal_images.h"
+#include "service/ops/lease_ops.h"
+#include "service/ops/unbooked.h"
+#include "service/store/book_id.h"
+
+namespace gpulab::service {
+
+Json ReconcileReport::to_json() const {
+  return {{"rolled_back", rolled_back},
+          {"finished_deletes", finished_deletes},
+          {"recreated", recreated},
+          {"released", released},
+          {"state_fixed", state_fixed},
+          {"orphans", orphans},
+          {"orphans_removed", orphans_removed},
+          {"backups_failed", backups_failed},
+          {"images_removed", images_removed}};
+}
+
+namespace {
+
+bool intent_matches(const EngineContainer& e, const ContainerRecord& c) {
+  auto it = e.labels.find("gpulab.intent");
+  return it != e.labels.end() && it->second == std::to_string(c.id);
+}
+
+void cleanup_backups(Service& s, ReconcileReport& r) {
+  for (auto b : s.store->backups()) {
+    if (b.state != "running") continue;
+    std::error_code ec;
+    std::filesystem::remove(b.file + ".partial", ec);
+    (void)s.engine().remove_image("gpulab-backup:" + b.name);
+    b.state = "failed";
+    b.message = "interrupted (the service stopped while it ran)";
+    s.store->upsert_backup(b);
+    ++r.backups_failed;
+  }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(s.config.backup_dir, ec)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind(".upload-", 0) == 0) std::filesystem::remove(e.path(), ec);
+  }
+}
+
+// A lease lives while a container with its label is on the engine. Without one it is released
+// once its container was seen and is gone, or when none appeared within the grace time.
+void reconcile_lease(Service& s, const ContainerRecord& c,
+                     const std::map<std::string, EngineContainer>& bound, ReconcileReport& r) {
+  auto it = bound.find(c.name);
+  if (it != bound.end()) {
+    if (it->second.id != c.docker_id) s.store->set_docker_id(c.id, it->second.id);
+    return;
+  }
+  std::int64_t made = parse_iso_time(c.created_at);
+  bool expired = made < 0 || unix_now() - made > s.config.lease_grace_seconds;
+  if (c.docker_id.empty() && !expired) return;  // its container is still being made
+  s.store->remove_container(c.id, true);
+  s.store->audit("gpulab", "reconcile", c.name, "released",
+                 c.docker_id.empty() ? "lease never used" : "lease's container gone");
+  s.metrics.increment("reconcile_released");
+  ++r.released;
+}
+
+// One container row (not a lease) against the engine's view: finish or roll back what a crash
+// interrupted, release what is gone, correct the booked state.
+void reconcile_container(Service& s, const ContainerRecord& c,
+                         const std::map<std::string, EngineContainer>& engine, bool startup,
+                         ReconcileReport& r) {
+  bool intent =
+      c.state == state::kCreating || c.state == state::kDeleting || c.state == state::kRecreating;
+  if (intent && !startup) return;  // a request in flight owns it
+  auto it = engine.find(c.name);
+  std::optional<EngineContainer> looked;
+  if (it == engine.end()) {
+    // The engine listing predates the row: ask the engine once more before deciding.
+    auto info = s.engine().inspect_container(c.name);
+    if (info) {
+      looked = *info;
+    } else if (info.error().code != Code::kNotFound) {
+      return;  // engine trouble: decide nothing
+    }
+  }
+  const EngineContainer* e = it != engine.end() ? &it->second : (looked ? &*looked : nullptr);
+  if (c.state == state::kCreating) {
+    if (e && intent_matches(*e, c)) (void)s.engine().remove_container(e->id);
+    s.store->remove_container(c.id, false);
+    s.store->audit("gpulab", "reconcile", c.name, "rolled back unfinished create");
+    ++r.rolled_back;
+  } else if (c.state == state::kDeleting) {
+    if (e) (void)s.engine().remove_container(e->id);
+    s.store->remove_container(c.id, true);
+    release_internal_image(s, c.spec.image);
+    s.store->audit("gpulab", "reconcile", c.name, "finished delete");
+    ++r.finished_deletes;
+  } else if (c.state == state::kRecreating) {
+    try {
+      // The engine's container is the new one only if it runs the recreate image; the old one
+      // (the crash came before its removal) holds the old GPUs and goes.
+      if (e && e->image != c.spec.image) {
+        (void)s.engine().remove_container(e->id);
+        e = nullptr;
+      }
+      std::string id = e ? e->id : create_engine_container(s, c);
+      s.store->set_docker_id(c.id, id);
+      s.store->set_state(c.id, state::kRunning);
+      ++r.recreated;
+    } catch (const Exception& ex) {
+      spdlog::warn("reconcile: cannot recreate {}: {}", c.name, ex.error().message);
+    }
+  } else if (!e) {
+    // Removed outside the service: release its GPUs and ports.
+    s.store->remove_container(c.id, true);
+    release_internal_image(s, c.spec.image);
+    s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
+    s.metrics.increment("reconcile_released");
+    ++r.released;
+  } else {
+    auto book_state = [](const std::string& engine_state) {
+      return engine_state == "running"   ? state::kRunning
+             : engine_state == "created" ? state::kCreated
+                                         : state::kExited;
+    };
+    std::string id = e->id, want = book_state(e->state);
+    if ((want != c.state || id != c.docker_id) && !looked) {
+      // The listing predates the lock: a request may have replaced the container since (a
+      // GPU-count recreate gives it a new id). Correcting the row from the stale listing would
+      // book the removed container, so decide on a fresh look.
+      auto info = s.engine().inspect_container(c.name);
+      if (!info) return;  // gone since, or engine trouble: the next pass decides
+      id = info->id;
+      want = book_state(info->state);
+    }
+    if (want != c.state || id != c.docker_id) {
+      s.store->set_state(c.id, want);
+      if (id != c.docker_id) s.store->set_docker_id(c.id, id);
+      ++r.state_fixed;
+    }
+  }
+}
+
+// Engine containers with our book's label but no row: a create the engine finished after a
+// crash rolled its row back. Another service's (or unlabelled) ones are only counted.
+void remove_unbooked(Service& s, const std::map<std::string, EngineContainer>& engine,
+                     const std::set<std::string>& booked, ReconcileReport& r) {
+  for (const auto& [name, e] : engine) {
+    if (booked.count(name) || e.labels.count(kLeaseLabel)) continue;
+    if (!made_by_this_book(*s.store, e.labels)) {
+      ++r.orphans;  // another service's, or made before books had ids: reported only
+      continue;
+    }
+    // Ours without a row: the engine finished a create after a crash rolled its row back. The
+    // name lock waits out a create in flight (its row exists before the engine is asked).
+    auto lock = s.lock_container(name);
+    if (s.store->find_container(name)) continue;
+    if (remove_unbooked_container(s, name, e.id, e.labels)) ++r.orphans_removed;
+  }
+}
+
+}  // namespace
+
+ReconcileReport reconcile(Service& s, bool startup) {
+  ReconcileReport r;
+  auto engine = engine_containers(s);
+  auto leased = lease_containers(s);
+  std::set<std::string> booked;
+  for (const auto& listed : s.store->containers()) {
+    booked.insert(listed.name);
+    auto lock = s.lock_container(listed.name);
+    // Re-read under the lock: a request may have changed the row since the listing.
+    auto fresh = s.store->find_container(listed.id);
+    if (!fresh) continue;
+    const ContainerRecord& c = *fresh;
+    if (is_lease(c)) {
+      // The listing may predate a container made since: look again before releasing.
+      if (!leased.count(c.name) && !c.docker_id.empty()) leased = lease_containers(s);
+      reconcile_lease(s, c, leased, r);
+      continue;
+    }
+    reconcile_container(s, c, engine, startup, r);
+  }
+  remove_unbooked(s, engine, booked, r);
+  if (startup) {
+    cleanup_backups(s, r);
+    r.images_removed = remove_orphan_images(s);  // after the rows and containers above settled
+  }
+  return r;
+}
+
+void EventWatcher::start() {
+  cancel_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void EventWatcher::stop() {
+  cancel_ = true;
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EventWatcher::loop() {
+  while (!cancel_) {
+    try {
+      reconcile(s_, false);
+    } catch (const Exception& e) {
+      spdlog::warn("reconcile: {}", e.error().message);
+    }
+    EventQuery f;
+    f.labels = {"gpulab.managed=true"};
+    f.actions = {"die", "destroy", "start", "stop"};
+    // Stream until the engine drops the stream or it is time for a periodic pass.
+    f.since = unix_now();
+    f.until = unix_now() + std::max(5, s_.config.reconcile_interval_seconds * 6);
+    auto st = s_.engine().watch_events(
+        f,
+        [this](const EngineEvent& ev) {
+          spdlog::debug("engine event {} {}", ev.action, ev.container_name);
+          try {
+            reconcile(s_, false);
+          } catch (const Exception& e) {
+            spdlog::warn("reconcile: {}", e.error().message);
+          }
+          return !cancel_;
+        },
+        &cancel_);
+    if (!st) {
+      spdlog::warn("engine events: {}", st.error().message);
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait_for(lk, std::chrono::seconds(s_.config.reconcile_interval_seconds),
+                   [this] { return cancel_.load(); });
+    }
+  }
+}
+
+}  // namespace gpulab::service

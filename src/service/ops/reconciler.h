@@ -1,0 +1,49 @@
+// Keeps the book in step with the engine (the engine is the truth): at start it completes or rolls
+// back intents a crash left behind; while running, the engine's event stream (and a periodic
+// pass) notices containers that died or were removed outside the service.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "service/ops/service.h"
+
+namespace gpulab::service {
+
+struct ReconcileReport {
+  int rolled_back = 0;       // "creating" rows whose create never finished
+  int finished_deletes = 0;  // "deleting" rows
+  int recreated = 0;         // "recreating" rows completed
+  int released = 0;          // containers gone from the engine: GPUs and ports released
+  int state_fixed = 0;       // running/exited brought in line with the engine
+  int orphans = 0;           // managed containers on the engine without a row (reported only)
+  int orphans_removed = 0;   // ours (this book's label) without a row: a create cut off by a crash
+  int backups_failed = 0;    // backups cut off
+  int images_removed = 0;    // snapshot, backup or recreate images left without an owner
+  Json to_json() const;
+};
+
+// startup: also resolve intents (at run time an intent belongs to a request in flight).
+ReconcileReport reconcile(Service& s, bool startup);
+
+class EventWatcher {
+ public:
+  explicit EventWatcher(Service& s) : s_(s) {}
+  ~EventWatcher() { stop(); }
+  void start();
+  void stop();
+
+ private:
+  void loop();
+  Service& s_;
+  std::atomic<bool> cancel_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace gpulab::service

@@ -1,0 +1,28 @@
+// libFuzzer target over Hugging Face config.json (formats/llama_config.cpp): a shape it accepts
+// can be counted (parameters, FLOPs) and written back without overflow.
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+
+#include "core/json.h"
+#include "formats/llama_config.h"
+#include "fuzz_check.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace gpulab;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto j = parse_json(text, "config.json");
+  if (!j.ok()) {
+    fuzz::check_refusal(j.error());
+    return 0;
+  }
+  auto c = formats::llama_config_from_json(*j, "config.json");
+  if (!c.ok()) {
+    fuzz::check_refusal(c.error());
+    return 0;
+  }
+  if (c->num_parameters() <= 0 || c->matmul_parameters() <= 0) std::abort();
+  (void)c->train_flops_per_token(std::min<int64_t>(c->max_positions, 8192));
+  (void)c->to_json().dump();
+  return 0;
+}
