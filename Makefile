@@ -9,7 +9,7 @@ export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build test demo bench soak format format-check function-size tidy clean \
+.PHONY: all deps configure build test demo bench soak stress format format-check function-size tidy clean \
   sanitize fuzz web gpu-bundle gpu-check libtorch2-check
 
 all: build
@@ -30,7 +30,8 @@ test: deps
 	@$(MAKE) --no-print-directory build
 	@bash scripts/run-tests.sh $(BUILD)
 
-# The core, formats, docker and service tests under ASan + UBSan in a clang tree without libtorch.
+# The core, formats, launch, docker and service tests under ASan + UBSan in a clang tree without
+# libtorch.
 sanitize: deps
 	@bash scripts/sanitize.sh $(BUILD)-asan
 
@@ -65,6 +66,13 @@ libtorch2-check:
 llm-data: deps
 	@$(MAKE) --no-print-directory build
 	@bash scripts/make-llm-data.sh $(BUILD)
+
+# Signals at the wrong moment: STRESS_RUNS small training jobs (1 process, 2 ranks, 2 ranks
+# sharded) each sent SIGINT, SIGTERM or SIGKILL at a random moment (`make test` runs 4).
+STRESS_RUNS ?= 100
+stress: deps
+	@cmake --build $(BUILD) --target gpulab -j $(JOBS)
+	@bash tests/integration/stress/signal_stress.sh $(STRESS_RUNS) $(GPULAB)
 
 bench: deps
 	@$(MAKE) --no-print-directory build

@@ -28,6 +28,14 @@ if(GPULAB_WITH_TRAIN)
   target_link_libraries(gpulab_torch INTERFACE ${TORCH_LIBRARIES})
   # Every executable that links libtorch binds the standard library to libstdc++ (LinkOrder.cmake).
   target_link_options(gpulab_torch INTERFACE "${GPULAB_STDCXX_FIRST}")
+  # Files that include libtorch get line tables and function names only (-g1) in the default
+  # RelWithDebInfo build: backtraces and addr2line keep working, and a unit of 8 such files
+  # compiled in 40 CPU-s instead of 63, its object 7 MB instead of 25 (the shared precompiled
+  # header follows, as GCC requires). GPULAB_TORCH_DEBUG=full keeps -g for a debugger session.
+  set(GPULAB_TORCH_DEBUG "lines" CACHE STRING "debug info in libtorch files: lines (-g1) or full")
+  if(GPULAB_TORCH_DEBUG STREQUAL "lines")
+    target_compile_options(gpulab_torch INTERFACE $<$<CONFIG:RelWithDebInfo>:-g1>)
+  endif()
   # A CUDA (or ROCm/HIP, which exposes itself as CUDA) libtorch: compile the device paths.
   if(TARGET torch_cuda OR TARGET torch_hip OR TORCH_CUDA_LIBRARIES)
     target_compile_definitions(gpulab_torch INTERFACE GPULAB_WITH_CUDA=1)

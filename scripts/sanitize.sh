@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The core, formats, docker and service tests (and the gpulab serve they start) under ASan +
-# UBSan, in the clang tree of scripts/sanitizer-tree.sh. Any sanitizer report fails the run.
+# The core, formats, launch, docker and service tests (and the gpulab serve and gpulab launch
+# they start) under ASan + UBSan, in the clang tree of scripts/sanitizer-tree.sh. Any sanitizer
+# report fails the run.
 # usage: scripts/sanitize.sh BUILD_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-asan}
 t0=$(date +%s)
-bash scripts/sanitizer-tree.sh "$BUILD" gpulab test_core test_formats test_docker test_service || exit $?
+bash scripts/sanitizer-tree.sh "$BUILD" gpulab test_core test_formats test_launch test_docker test_service || exit $?
 t1=$(date +%s)
 logs="$(realpath -m "$BUILD/sanitizer-logs")"
 rm -rf "$logs"
@@ -17,7 +18,7 @@ export ASAN_OPTIONS="log_path=$logs/report:detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="log_path=$logs/report:print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 set +e
-ctest --test-dir "$BUILD" -L '^(core|formats|docker|service)$' --output-on-failure \
+ctest --test-dir "$BUILD" -L '^(core|formats|launch|docker|service)$' --output-on-failure \
   --parallel "${CTEST_PARALLEL:-2}" --timeout 1800
 rc=$?
 set -e

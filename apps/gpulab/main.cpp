@@ -10,6 +10,7 @@
 #include "core/crash_report.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/strings.h"
 #include "launch/rank_env.h"
 #if defined(GPULAB_WITH_TRAIN)
 #include "train/build_info.h"
@@ -69,6 +70,32 @@ std::string command_path(const CLI::App& app) {
   }
 }
 
+// "did you mean --num_epochs? " for the first --flag on the command line that neither the
+// command nor its parents know ("--epochs"); "" when there is none or no near name.
+std::string flag_suggestion(const CLI::App& app, int argc, char** argv) {
+  std::vector<const CLI::App*> chain{&app};
+  while (!chain.back()->get_subcommands().empty())
+    chain.push_back(chain.back()->get_subcommands().front());
+  std::vector<std::string> known;
+  for (const CLI::App* a : chain)
+    for (const CLI::Option* opt : a->get_options())
+      for (const std::string& n : opt->get_lnames()) known.push_back(n);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0 || arg.size() < 3) continue;
+    std::string name =
+        arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+    bool found = false;
+    for (const CLI::App* a : chain) found |= a->get_option_no_throw("--" + name) != nullptr;
+    if (found) continue;
+    for (char& c : name) c = c == '-' ? '_' : c;
+    const std::string near = gpulab::closest_name(name, known, 2);
+    return near.empty() ? "" : "did you mean --" + near + "? ";
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,7 +126,8 @@ int main(int argc, char** argv) {
     // Usage errors have the shape and the exit code of every other bad input.
     std::fflush(stdout);
     std::cerr << "error: " << e.what() << "\n";
-    std::cerr << "hint: `" << command_path(app) << " --help` lists the options\n";
+    std::cerr << "hint: " << flag_suggestion(app, argc, argv) << "`" << command_path(app)
+              << " --help` lists the options\n";
     return 2;
   } catch (const gpulab::Exception& e) {
     std::fflush(stdout);

@@ -10,7 +10,7 @@
 #include "core/random.h"
 #include "core/strings.h"
 #include "docker/client.h"
-#include "gpu/inventory.h"
+#include "gpu/detect.h"
 #include "gpu/partition.h"
 
 namespace gpulab::builder {
@@ -50,16 +50,13 @@ DdpOptions parse_ddp_args(const std::vector<std::string>& args, DdpOptions o) {
                     "usage: gpulab ddp N [interactive|script_single_node|script_multi_node] "
                     "[MASTER_ADDR] [\"train flags\"]");
   }
-  try {
-    size_t used = 0;
-    o.gpus = std::stoi(args[0], &used);
-    if (used != args[0].size()) throw std::invalid_argument(args[0]);
-  } catch (const std::exception&) {
+  const auto gpus = parse_int(args[0]);
+  if (!gpus)
     throw Exception(Code::kInvalidArgument, "N must be a number of GPUs, got '" + args[0] + "'");
-  }
-  if (o.gpus < 1 || o.gpus > 8) {
+  if (*gpus < 1 || *gpus > 8) {
     throw Exception(Code::kInvalidArgument, "N must be between 1 and 8 GPUs per node");
   }
+  o.gpus = static_cast<int>(*gpus);
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (is_mode(a)) {

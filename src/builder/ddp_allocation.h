@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "builder/ddp.h"
+#include "builder/ddp_options.h"
 #include "builder/service_lease.h"
 #include "docker/client.h"
 #include "gpu/inventory.h"

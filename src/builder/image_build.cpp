@@ -11,7 +11,7 @@
 #include "builder/recipe.h"
 #include "core/strings.h"
 #include "docker/client.h"
-#include "gpu/inventory.h"
+#include "gpu/detect.h"
 
 namespace gpulab::builder {
 

@@ -1,6 +1,10 @@
 // HTTP calls of gpulab ddp to gpulab serve (leases), over the Docker client's curl transport.
 #include "builder/service_lease.h"
 
+#include <string_view>
+
+#include "core/strings.h"
+
 namespace gpulab::builder {
 
 namespace {
@@ -39,13 +43,10 @@ Result<ServiceClient> ServiceClient::open(const std::string& url, const std::str
   ep.host = rest.substr(0, colon);
   ep.port = ep.tls ? 443 : 80;
   if (colon != std::string::npos) {
-    try {
-      size_t used = 0;
-      ep.port = std::stoi(rest.substr(colon + 1), &used);
-      if (used != rest.size() - colon - 1) throw std::invalid_argument(rest);
-    } catch (const std::exception&) {
+    const auto port = parse_int(std::string_view(rest).substr(colon + 1));
+    if (!port || *port < 0 || *port > 65535)
       return Error(Code::kInvalidArgument, "bad port in service URL " + url);
-    }
+    ep.port = static_cast<int>(*port);
   }
   if (ep.host.empty() || ep.host.find('/') != std::string::npos || ep.port < 1 || ep.port > 65535)
     return Error(Code::kInvalidArgument, "service URL must be http(s)://HOST:PORT, got " + url);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -81,6 +82,50 @@ std::string human_bytes(double bytes, bool decimal) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f %s", bytes, decimal ? units_dec[u] : units_bin[u]);
   return buf;
+}
+
+std::optional<long long> parse_int(std::string_view s) {
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_double(std::string_view s) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest_name(std::string_view word, const std::vector<std::string>& candidates,
+                         std::size_t max_distance) {
+  std::string best;
+  std::size_t best_distance = max_distance + 1;
+  for (const std::string& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance) best_distance = d, best = c;
+  }
+  if (!best.empty() || word.size() < 3) return best;
+  // A word typed whole inside a longer name: the shortest such name is the likeliest.
+  for (const std::string& c : candidates)
+    if (c.find(word) != std::string::npos && (best.empty() || c.size() < best.size())) best = c;
+  return best;
 }
 
 }  // namespace gpulab

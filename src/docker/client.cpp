@@ -1,5 +1,5 @@
-// Client construction and API version negotiation, engine-level calls (ping, version, info), and
-// the one mapping from engine HTTP errors to gpulab error codes.
+// Client construction and API version negotiation, and the engine-level calls (ping, version,
+// info).
 #include "docker/client.h"
 
 #include "core/strings.h"
@@ -18,15 +18,9 @@ namespace {
 int api_rank(const std::string& v) {
   auto parts = split(v, '.');
   if (parts.size() != 2) return 0;
-  try {
-    return std::stoi(parts[0]) * 1000 + std::stoi(parts[1]);
-  } catch (...) {
-    return 0;
-  }
-}
-
-bool contains(std::string_view hay, std::string_view needle) {
-  return to_lower(hay).find(needle) != std::string::npos;
+  const auto major = parse_int(parts[0]), minor = parse_int(parts[1]);
+  if (!major || !minor || *major < 0 || *major > 1000 || *minor < 0 || *minor > 999) return 0;
+  return static_cast<int>(*major * 1000 + *minor);
 }
 
 }  // namespace
@@ -126,44 +120,6 @@ Result<EngineInfo> Client::info() const {
     for (auto it = rt.begin(); it != rt.end(); ++it) i.runtimes.push_back(it.key());
   i.raw = std::move(*j);
   return i;
-}
-
-Error error_from_response(int status, std::string_view body, std::string_view what) {
-  // The engine answers {"message": "..."}; older paths send plain text.
-  std::string msg;
-  Json j = Json::parse(body, nullptr, false);
-  if (j.is_object() && j.contains("message") && j["message"].is_string())
-    msg = j["message"].get<std::string>();
-  else
-    msg = trim(body);
-  if (msg.empty()) msg = "HTTP " + std::to_string(status);
-  std::string full = std::string(what) + ": " + msg;
-
-  switch (status) {
-    case 400:
-      return Error(Code::kInvalidArgument, full);
-    case 401:
-    case 403:
-      return Error(Code::kPermissionDenied, full);
-    case 404:
-      return Error(Code::kNotFound, full);
-    case 409:
-      if (contains(msg, "already in use") || contains(msg, "already exists"))
-        return Error(Code::kAlreadyExists, full, "choose another name");
-      return Error(Code::kConflict, full);
-    default:
-      break;
-  }
-  if (contains(msg, "port is already allocated") || contains(msg, "address already in use"))
-    return Error(Code::kConflict, full, "choose another host port");
-  if (contains(msg, "could not select device driver"))
-    return Error(Code::kUnavailable, full,
-                 "install the NVIDIA Container Toolkit and restart dockerd "
-                 "(nvidia-ctk runtime configure --runtime=docker)");
-  if (contains(msg, "no such file or directory") && contains(msg, "/dev/"))
-    return Error(Code::kUnavailable, full, "the GPU device node is missing on this host");
-  if (status == 503) return Error(Code::kUnavailable, full, kStartEngineHint);
-  return Error(Code::kInternal, full);
 }
 
 }  // namespace gpulab::docker

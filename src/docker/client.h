@@ -11,6 +11,7 @@
 
 #include "core/names.h"
 #include "core/result.h"
+#include "docker/engine_error.h"
 #include "docker/http_transport.h"
 #include "docker/types.h"
 
@@ -153,8 +154,5 @@ inline constexpr std::size_t kMaxContainerNameLength = kMaxObjectNameLength;
 inline bool valid_container_name(std::string_view name) {
   return valid_object_name(name);
 }
-
-// Maps an HTTP error status plus engine message to a gpulab Error ("<what>: <engine message>").
-Error error_from_response(int status, std::string_view body, std::string_view what);
 
 }  // namespace gpulab::docker

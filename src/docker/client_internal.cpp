@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "docker/client.h"
+#include "docker/engine_error.h"
 
 namespace gpulab::docker::detail {
 

@@ -44,14 +44,11 @@ Result<Endpoint> Endpoint::parse(std::string_view docker_host) {
       ep.port = https ? 2376 : 2375;
     } else {
       ep.host = rest.substr(0, colon);
-      try {
-        std::size_t used = 0;
-        ep.port = std::stoi(rest.substr(colon + 1), &used);
-        if (used != rest.size() - colon - 1 || ep.port < 1 || ep.port > 65535) throw 0;
-      } catch (...) {
+      const auto port = parse_int(std::string_view(rest).substr(colon + 1));
+      if (!port || *port < 1 || *port > 65535)
         return Error(Code::kInvalidArgument, "bad port in Docker host '" + s + "'",
                      "write tcp://host:port with a port 1-65535");
-      }
+      ep.port = static_cast<int>(*port);
     }
     if (ep.host.empty())
       return Error(Code::kInvalidArgument, "no host in Docker host '" + s + "'",

@@ -90,7 +90,6 @@ struct Inventory {
   bool empty() const { return gpus.empty(); }
 };
 
-Inventory detect(const DetectOptions& opts = {});
 OrderedJson to_json(const Inventory& inv);
 OrderedJson to_json(const GpuInfo& gpu);
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/strings.h"
+#include "gpu/detect.h"
 
 namespace gpulab::gpu {
 

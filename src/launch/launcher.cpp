@@ -95,50 +95,6 @@ struct TempDir {
 
 }  // namespace
 
-std::chrono::milliseconds HangPolicy::limit(double slowest_phase_s) const {
-  if (fixed.count() > 0) return fixed;
-  const auto learned =
-      std::chrono::milliseconds(static_cast<int64_t>(factor * slowest_phase_s * 1000.0));
-  return std::max(floor, learned);
-}
-
-std::string HangPolicy::explain(double slowest_phase_s) const {
-  char buf[160];
-  const double limit_s = static_cast<double>(limit(slowest_phase_s).count()) / 1000.0;
-  if (fixed.count() > 0) {
-    std::snprintf(buf, sizeof buf, "limit %.1f s, --heartbeat_timeout", limit_s);
-  } else if (limit(slowest_phase_s) > floor) {
-    std::snprintf(buf, sizeof buf, "limit %.1f s = %g x the slowest phase so far, %.2f s", limit_s,
-                  factor, slowest_phase_s);
-  } else {
-    std::snprintf(buf, sizeof buf,
-                  "limit %.1f s, the --heartbeat_floor; the slowest phase so far took %.2f s",
-                  limit_s, slowest_phase_s);
-  }
-  return buf;
-}
-
-Result<HangPolicy> hang_policy_from_flags(const std::string& timeout, double floor_s) {
-  HangPolicy p;
-  if (!(floor_s > 0)) {
-    return Error{Code::kInvalidArgument, "--heartbeat_floor must be above 0 seconds"};
-  }
-  p.floor = std::chrono::milliseconds(static_cast<int64_t>(floor_s * 1000.0));
-  if (timeout == "auto") {
-    p.adaptive = true;
-    return p;
-  }
-  char* end = nullptr;
-  const double s = std::strtod(timeout.c_str(), &end);
-  if (timeout.empty() || end == nullptr || *end != '\0' || !(s >= 0) || s > 86400) {
-    return Error{Code::kInvalidArgument,
-                 "--heartbeat_timeout " + timeout + " is neither auto nor 0..86400 seconds",
-                 "auto learns the limit from the ranks' step times; 0 turns hang detection off"};
-  }
-  p.fixed = std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
-  return p;
-}
-
 int available_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -168,7 +124,8 @@ LaunchResult stop_for_signal(const LaunchOptions& o, RankGroup& group, LaunchRes
   group.signal_all(sig);
   group.stop(o.stop_grace);
   result.exit_code = 128 + sig;
-  result.message = "interrupted by " + signal_name(sig);
+  result.stopped_by_signal = true;
+  result.message = "stopped by " + signal_name(sig);
   return result;
 }
 

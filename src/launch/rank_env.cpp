@@ -53,14 +53,6 @@ Status validate(const RankPlace& p) {
 
 }  // namespace
 
-EnvLookup process_env() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (!v) return std::nullopt;
-    return std::string(v);
-  };
-}
-
 std::string first_slurm_host(std::string_view list) {
   // Take the first comma-separated item outside brackets, then the first number of its range.
   std::string item;

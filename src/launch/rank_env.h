@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/result.h"
+#include "launch/env_lookup.h"
 
 namespace gpulab::launch {
 
@@ -27,10 +28,6 @@ struct RankPlace {
 
   bool distributed() const { return world_size > 1; }
 };
-
-// Looks a variable up; nullopt when unset. Tests pass a map, the program passes getenv.
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-EnvLookup process_env();
 
 // Reads the place from the environment. A process that no launcher started is "single" (rank 0
 // of 1). Inconsistent values (rank >= world size, a non-number) are an error naming the variable.

@@ -26,34 +26,6 @@ extern char** environ;
 
 namespace gpulab::launch {
 
-std::string RankFailure::describe() const {
-  std::string s = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
-  if (signal) {
-    s += " was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
-  } else if (stopped_by) {
-    s += " was stopped by signal " + std::to_string(stopped_by) + " (" + signal_name(stopped_by) +
-         ") and hangs the job";
-  } else if (silent_s > 0) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f", silent_s);
-    s += std::string(" hangs: no progress for ") + buf + " s";
-    if (!limit.empty()) s += " (" + limit + ")";
-  } else {
-    s += " exited with code " + std::to_string(exit_code);
-  }
-  if (oom_cap_bytes > 0)
-    s += ": out of memory: the kernel's OOM killer acted at its --rank_memory_max cap of " +
-         format_mib(oom_cap_bytes);
-  if (!last_progress.empty()) s += " (last progress: " + last_progress + ")";
-  if (!error.empty()) s += ": " + error;
-  return s;
-}
-
-bool RankFailure::reported_bad_input() const {
-  return exit_code == 2 && signal == 0 && stopped_by == 0 && silent_s == 0 &&
-         error.rfind("error: ", 0) == 0;
-}
-
 RankGroup::~RankGroup() {
   if (alive_ > 0) stop(std::chrono::milliseconds(0));
 }

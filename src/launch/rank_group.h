@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "launch/launcher.h"
+#include "launch/rank_watch.h"
 
 namespace gpulab::launch {
 

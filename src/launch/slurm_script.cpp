@@ -266,11 +266,29 @@ Status cancel_job(const std::string& job) {
   return ok_status();
 }
 
+namespace {
+// sbatch's words when this machine has no Slurm configuration or cannot reach the controller.
+bool no_cluster(const std::string& err) {
+  for (const char* sign :
+       {"Could not establish a configuration source", "Unable to process configuration file",
+        "Unable to contact slurm controller"})
+    if (err.find(sign) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
 Result<std::string> submit_script(const std::string& script, bool test_only) {
   std::vector<std::string> argv{"sbatch", "--parsable"};
   if (test_only) argv = {"sbatch", "--test-only"};
   auto r = slurm_command(argv, script);
   if (!r.ok()) return r.error();
+  if (!r->success() && no_cluster(r->err)) {
+    const auto last = r->err.rfind("sbatch:");  // its final line says it best
+    const std::string said = trim(last == std::string::npos ? r->err : r->err.substr(last));
+    return Error{Code::kUnavailable, "no Slurm cluster answers from this machine (" + said + ")",
+                 "submit from a login node of the cluster (its slurm.conf, or SLURM_CONF, and "
+                 "slurmctld reachable), or print the script with --dry-run"};
+  }
   if (!r->success())
     return Error{Code::kInvalidArgument, "sbatch refused the script: " + trim(r->err),
                  "print it with --dry-run and check the partition, GRES and time limit"};

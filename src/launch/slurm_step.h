@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "launch/rank_env.h"
+#include "launch/env_lookup.h"
 
 namespace gpulab::launch {
 

@@ -1,20 +1,28 @@
-// Fault injection for the integration tests, in one place and out of the production build: a
-// rank that hangs (GPULAB_TEST_STALL) and a checkpoint write that pauses so that a test can kill
-// the process mid-write (GPULAB_TEST_CHECKPOINT_PAUSE). The environment is read only in builds
-// configured with GPULAB_TEST_HOOKS (on with GPULAB_BUILD_TESTS); elsewhere these do nothing.
+// Fault-injection points for the integration tests, in one place and out of the shipped binary:
+// a rank that hangs and a checkpoint write that pauses so that a test can kill the process
+// mid-write. gpulab itself installs no hooks, so these do nothing there and its binary holds no
+// test variable names; the test build's gpulab-hooks binary links tests/support/env_test_hooks.cpp,
+// which installs hooks driven by the environment.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace gpulab::train::test_hooks {
 
-// GPULAB_TEST_STALL="R:S": rank R stalls for good (alive, sleeping, no more heartbeats) just
-// before the forward pass of its S-th micro-step (1-based), as a deadlock would. 0: never.
-int64_t stall_micro_step(int rank);
-[[noreturn]] void stall(int rank, int64_t micro_step);
+struct Hooks {
+  // The 1-based micro-step before whose forward pass this rank stalls for good; 0: never.
+  std::function<int64_t(int rank)> stall_micro_step;
+  // Called halfway through writing the checkpoint of an epoch.
+  std::function<void(int64_t epoch)> checkpoint_write_pause;
+};
 
-// GPULAB_TEST_CHECKPOINT_PAUSE="E:MS": sleeps MS milliseconds halfway through writing the
-// checkpoint of epoch E.
+// Replaces the installed hooks (a static initializer of a test binary calls it once).
+void install(Hooks hooks);
+
+int64_t stall_micro_step(int rank);
+// Sleeps for good (alive, no more heartbeats), as a deadlocked rank would.
+[[noreturn]] void stall(int rank, int64_t micro_step);
 void checkpoint_write_pause(int64_t epoch);
 
 }  // namespace gpulab::train::test_hooks

@@ -43,6 +43,10 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
+int64_t batch_per_process(const TrainOptions& o, int world_size) {
+  return o.batch_size_scaled ? o.batch_size / std::max(1, world_size) : o.batch_size;
+}
+
 void check_train_options(const TrainOptions& o, int world_size) {
   if (auto st = validate(o); !st) throw Exception(st.error());
   if (is_language_model(o.model) || is_text_dataset(o.dataset)) {
@@ -114,9 +118,7 @@ void Trainer::setup_runtime() {
 // Step 2: data sets, samplers and loaders (the sampler comes from the distributed context).
 void Trainer::setup_data() {
   if (lm_) {
-    batch_per_process_ = opts_.batch_size_scaled
-                             ? std::max<int64_t>(1, opts_.batch_size / dist_->world_size)
-                             : opts_.batch_size;
+    batch_per_process_ = batch_per_process(opts_, dist_->world_size);
     LmDataOptions lo;
     lo.batch_size = batch_per_process_;
     lo.seq_len = opts_.seq_len;
@@ -135,9 +137,7 @@ void Trainer::setup_data() {
   train_set_ = open_dataset(opts_.dataset, opts_.data_dir, Split::kTrain, dopts);
   test_set_ = open_dataset(opts_.dataset, opts_.data_dir, Split::kTest, dopts);
 
-  // --batch_size_scaled splits the global batch; check_train_options saw it is large enough.
-  batch_per_process_ =
-      opts_.batch_size_scaled ? opts_.batch_size / dist_->world_size : opts_.batch_size;
+  batch_per_process_ = batch_per_process(opts_, dist_->world_size);
   LoaderOptions lo;
   lo.batch_size = batch_per_process_;
   lo.num_workers = static_cast<int>(opts_.num_workers);
@@ -338,6 +338,7 @@ void Trainer::print_header() const {
   if (opts_.num_workers < 0)
     say(fmt::format("Auto-detected num_workers: {}", train_loader_->num_workers()));
   say(fmt::format("Training {} on {} dataset", opts_.model, train_set_->name()));
+  if (const std::string from = train_set_->source(); !from.empty()) say("Data: " + from);
   // With --subset the run trains and tests on the first N images: those are the counts shown.
   const auto used = [&](int64_t n) { return opts_.subset > 0 ? std::min(n, opts_.subset) : n; };
   say(fmt::format("Input size: {}x{}, Classes: {} (stored {}x{}x{}, {} train / {} test images{})",

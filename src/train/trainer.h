@@ -130,5 +130,8 @@ class Trainer {
 // the batch split): the launcher runs it before starting ranks, so a typo gives one error, not
 // one per rank. Throws gpulab::Exception (invalid input).
 void check_train_options(const TrainOptions& o, int world_size);
+// The batch each process takes: --batch_size, or with --batch_size_scaled its share of that
+// global batch (check_train_options refuses a global batch smaller than the processes).
+int64_t batch_per_process(const TrainOptions& o, int world_size);
 
 }  // namespace gpulab::train

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fixtures.h"
-#include "gpu/inventory.h"
+#include "gpu/detect.h"
 
 using namespace gpulab;
 using namespace gpulab::gpu;

@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "gpu/backend.h"
+#include "gpu/detect.h"
 #include "gpu/dynlib.h"
 #include "gpu/host.h"
-#include "gpu/inventory.h"
 
 using namespace gpulab;
 using namespace gpulab::gpu;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fixtures.h"
+#include "gpu/detect.h"
 #include "gpu/partition.h"
 
 using namespace gpulab;

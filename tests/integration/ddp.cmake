@@ -5,9 +5,14 @@
 # rank starts; a sharded checkpoint into a full disk (a small tmpfs).
 if(GPULAB_WITH_TRAIN)
   foreach(case equivalence shard shard_mixed multinode kill hang restart stall options disk_full)
+    # The stall case needs the fault hooks, which only the test build's gpulab-hooks has.
+    set(bin gpulab)
+    if(case STREQUAL "stall")
+      set(bin gpulab-hooks)
+    endif()
     add_test(NAME integration.ddp.${case}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/ddp/ddp_test.sh ${case}
-                     $<TARGET_FILE:gpulab>)
+                     $<TARGET_FILE:${bin}>)
     set_tests_properties(integration.ddp.${case} PROPERTIES LABELS "integration;ddp"
                          SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
   endforeach()

@@ -15,3 +15,13 @@ if(GPULAB_WITH_TRAIN AND NOT GPULAB_SANITIZE)
   set_tests_properties(integration.link.stdcxx_first PROPERTIES LABELS "integration;link"
                        TIMEOUT 60)
 endif()
+
+# The shipped binary has no test hooks (train/test_hooks.h); the test binary gpulab-hooks has.
+if(TARGET gpulab-hooks)
+  add_test(NAME integration.link.no_test_hooks
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/link/no_test_hooks.sh
+                   ${CMAKE_CURRENT_SOURCE_DIR}/support/env_test_hooks.cpp
+                   $<TARGET_FILE:gpulab> $<TARGET_FILE:gpulab-hooks>)
+  set_tests_properties(integration.link.no_test_hooks PROPERTIES LABELS "integration;link"
+                       TIMEOUT 120)
+endif()

@@ -16,6 +16,9 @@ fi
 "$G" train --model resnet18 --dataset fashion-mnist --input_size 32 --batch_size 128 \
   --optimizer sgd --learning_rate 0.05 --nesterov --weight_decay 5e-4 --lr_schedule cosine \
   --warmup_epochs 0.5 --num_epochs 3 --channels_last --seed 0 --output_dir "$OUT/run" | tee "$OUT/log"
+# No fashion-mnist folder here: the run says it read Debian's copy.
+grep -q "^Data: /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist package)" "$OUT/log" ||
+  { echo "FAIL: the header does not say where the data came from"; exit 1; }
 acc=$(grep '^Test accuracy:' "$OUT/log" | tail -1 | awk '{print $3}')
 test -s "$OUT/run/report.html" && test -s "$OUT/run/model.safetensors" && test -s "$OUT/run/metrics.jsonl"
 echo "final test top-1: $acc"

@@ -3,10 +3,18 @@
 
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 namespace gpulab::service::testing {
 
 namespace {
+
+// A request that never left: no status, the reason in `error`.
+HttpResult failed(std::string why) {
+  HttpResult r;
+  r.error = std::move(why);
+  return r;
+}
 
 size_t collect(char* p, size_t size, size_t n, void* out) {
   static_cast<std::string*>(out)->append(p, size * n);
@@ -112,7 +120,7 @@ HttpResult HttpClient::post_zeros(const std::string& path, long long size) {
 
 HttpResult HttpClient::put_file(const std::string& path, const std::string& file) {
   FILE* f = std::fopen(file.c_str(), "rb");
-  if (!f) return HttpResult{0, "", "cannot open " + file};
+  if (!f) return failed("cannot open " + file);
   std::fseek(f, 0, SEEK_END);
   long long size = std::ftell(f);
   std::fseek(f, 0, SEEK_SET);
@@ -127,7 +135,7 @@ HttpResult HttpClient::put_file(const std::string& path, const std::string& file
 
 HttpResult HttpClient::download(const std::string& path, const std::string& dest) {
   FILE* f = std::fopen(dest.c_str(), "wb");
-  if (!f) return HttpResult{0, "", "cannot create " + dest};
+  if (!f) return failed("cannot create " + dest);
   curl_easy_setopt(curl_, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, to_file);
   curl_easy_setopt(curl_, CURLOPT_WRITEDATA, f);

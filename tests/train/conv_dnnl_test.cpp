@@ -18,7 +18,7 @@
 namespace gpulab::train {
 namespace {
 
-struct Case {
+struct ConvCase {
   const char* name;
   int64_t n, c, h, w, o;
   std::array<int64_t, 2> k, stride, padding;
@@ -32,7 +32,7 @@ struct Case {
 // pixel cases: a 1x1 map (its x's strides read as NCHW; the weight makes libtorch take
 // channels-last), ResNet-50's 2x2 -> 1x1 stride-2 conv, input rows and kernel taps that meet no
 // output (zero gradients), a non-square kernel.
-const std::vector<Case> kCases = {
+const std::vector<ConvCase> kCases = {
     {"3x3s1p1", 4, 16, 10, 10, 32, {3, 3}, {1, 1}, {1, 1}, 1, 1, false, true, false},
     {"3x3s2p1_odd_bias", 3, 8, 9, 9, 16, {3, 3}, {2, 2}, {1, 1}, 1, 1, true, true, false},
     {"1x1s2", 4, 16, 8, 8, 32, {1, 1}, {2, 2}, {0, 0}, 1, 1, false, true, true},
@@ -49,7 +49,7 @@ const std::vector<Case> kCases = {
     {"3x3_on_1x1_map_no_x_grad", 4, 16, 1, 1, 16, {3, 3}, {1, 1}, {1, 1}, 1, 1, false, false, true},
 };
 
-torch::nn::Conv2d make_conv(const Case& c) {
+torch::nn::Conv2d make_conv(const ConvCase& c) {
   return torch::nn::Conv2d(torch::nn::Conv2dOptions(c.c, c.o, torch::ExpandingArray<2>(c.k))
                                .stride(torch::ExpandingArray<2>(c.stride))
                                .padding(torch::ExpandingArray<2>(c.padding))

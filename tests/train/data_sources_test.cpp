@@ -7,6 +7,7 @@
 #include "data_test_util.h"
 #include "formats/pickle.h"
 #include "train/data/datasets.h"
+#include "train/data/sources.h"
 
 namespace gpulab::train {
 namespace {

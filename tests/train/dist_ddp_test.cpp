@@ -40,7 +40,7 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
-std::pair<torch::Tensor, torch::Tensor> batch(int64_t seed, int64_t n) {
+std::pair<torch::Tensor, torch::Tensor> ddp_batch(int64_t seed, int64_t n) {
   auto g = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
   auto x = at::randn({n, 3, 8, 8}, g);
   auto y = at::randint(0, 10, {n}, g);
@@ -82,7 +82,7 @@ int grads_scenario() {
   save_tensors("params" + tag, net->parameters());
 
   ctx->before_backward(*net, true);
-  loss_of(net, batch(10 + r, 8)).backward();
+  loss_of(net, ddp_batch(10 + r, 8)).backward();
   ctx->after_backward(*net);
   auto stats = ctx->reducer()->last_stats();
   save_tensors("grads" + tag, grads_of(net));
@@ -91,10 +91,10 @@ int grads_scenario() {
   // Gradient accumulation: the first micro-step must not communicate.
   for (auto& p : net->parameters()) p.mutable_grad().reset();
   ctx->before_backward(*net, false);
-  (loss_of(net, batch(20 + r, 8)) / 2).backward();
+  (loss_of(net, ddp_batch(20 + r, 8)) / 2).backward();
   save_tensors("micro" + tag, grads_of(net));
   ctx->before_backward(*net, true);
-  (loss_of(net, batch(30 + r, 8)) / 2).backward();
+  (loss_of(net, ddp_batch(30 + r, 8)) / 2).backward();
   ctx->after_backward(*net);
   save_tensors("accum" + tag, grads_of(net));
   return 0;
@@ -108,7 +108,7 @@ int syncbn_scenario() {
   torch::manual_seed(1);
   Net net;
   ctx->prepare_model(*net);
-  auto [x, y] = batch(42, 12);
+  auto [x, y] = ddp_batch(42, 12);
   const int64_t local = 12 / n;
   auto mine = std::make_pair(x.narrow(0, r * local, local), y.narrow(0, r * local, local));
   ctx->before_backward(*net, true);
@@ -134,7 +134,7 @@ int timeout_scenario() {
 }
 DistScenario timeout_worker("timeout", timeout_scenario);
 
-fs::path out_dir(const std::string& name) {
+fs::path ddp_out_dir(const std::string& name) {
   auto p = fs::temp_directory_path() / ("gpulab-dist-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p;
@@ -148,7 +148,7 @@ std::vector<torch::Tensor> reference_mean(int world, int64_t seed0, double scale
   std::vector<torch::Tensor> sum;
   for (int r = 0; r < world; ++r) {
     net->zero_grad();
-    (loss_of(net, batch(seed0 + r, 8)) * scale).backward();
+    (loss_of(net, ddp_batch(seed0 + r, 8)) * scale).backward();
     auto g = grads_of(net);
     if (sum.empty()) {
       sum = g;
@@ -168,7 +168,7 @@ class DistGrads : public ::testing::TestWithParam<int> {};
 
 TEST_P(DistGrads, BroadcastBucketedMeanOverlapAndNoSync) {
   const int world = GetParam();
-  auto dir = out_dir("grads" + std::to_string(world));
+  auto dir = ddp_out_dir("grads" + std::to_string(world));
   auto r = run_ranks("grads", world, dir);
   ASSERT_EQ(r.exit_code, 0) << r.message;
 
@@ -192,7 +192,7 @@ TEST_P(DistGrads, BroadcastBucketedMeanOverlapAndNoSync) {
     // After the no_sync micro-step each rank holds only its own gradient.
     torch::manual_seed(100);
     Net local;
-    (loss_of(local, batch(20 + rank, 8)) / 2).backward();
+    (loss_of(local, ddp_batch(20 + rank, 8)) / 2).backward();
     auto micro = load_tensors(dir / ("micro" + tag + ".pt"));
     auto own = grads_of(local);
     for (size_t i = 0; i < own.size(); ++i)
@@ -207,7 +207,7 @@ TEST_P(DistGrads, BroadcastBucketedMeanOverlapAndNoSync) {
 INSTANTIATE_TEST_SUITE_P(Ranks, DistGrads, ::testing::Values(2, 3));
 
 TEST(DistGrads, Fp16CompressionStaysClose) {
-  auto dir = out_dir("fp16");
+  auto dir = ddp_out_dir("fp16");
   auto r = run_ranks("grads", 2, dir, {{"GPULAB_TEST_COMPRESSION", "fp16"}});
   ASSERT_EQ(r.exit_code, 0) << r.message;
   auto want = reference_mean(2, 10, 1.0);
@@ -221,12 +221,12 @@ TEST(DistGrads, Fp16CompressionStaysClose) {
 
 TEST(DistSyncBatchNorm, MatchesOneProcessOnTheGlobalBatch) {
   for (int world : {2, 3}) {
-    auto dir = out_dir("syncbn" + std::to_string(world));
+    auto dir = ddp_out_dir("syncbn" + std::to_string(world));
     auto r = run_ranks("syncbn", world, dir);
     ASSERT_EQ(r.exit_code, 0) << r.message;
     torch::manual_seed(1);
     Net net;
-    loss_of(net, batch(42, 12)).backward();
+    loss_of(net, ddp_batch(42, 12)).backward();
     auto want = grads_of(net);
     for (int rank = 0; rank < world; ++rank) {
       auto tag = std::to_string(rank);
@@ -242,7 +242,7 @@ TEST(DistSyncBatchNorm, MatchesOneProcessOnTheGlobalBatch) {
 }
 
 TEST(DistFailure, CollectiveTimeoutNamesTheOperationAndStopsTheGroup) {
-  auto dir = out_dir("timeout");
+  auto dir = ddp_out_dir("timeout");
   auto t0 = std::chrono::steady_clock::now();
   auto r = run_ranks("timeout", 2, dir, {{"GPULAB_TEST_TIMEOUT", "2"}});
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

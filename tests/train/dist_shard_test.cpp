@@ -96,8 +96,8 @@ int64_t image_size(const std::string& model) {
   return model == "stack" ? 8 : 48;
 }
 
-std::pair<torch::Tensor, torch::Tensor> batch(const std::string& model, int step, int micro,
-                                              int rank) {
+std::pair<torch::Tensor, torch::Tensor> shard_batch(const std::string& model, int step, int micro,
+                                                    int rank) {
   auto g =
       at::detail::createCPUGenerator(static_cast<uint64_t>(1000 + step * 100 + micro * 10 + rank));
   const int64_t s = image_size(model);
@@ -138,7 +138,7 @@ int shard_scenario() {
   for (int step = 0; step < kSteps; ++step) {
     for (int micro = 0; micro < kAccum; ++micro) {
       ctx.before_backward(*m.module, micro == kAccum - 1);
-      auto [x, y] = batch(model_name, step, micro, ctx.rank);
+      auto [x, y] = shard_batch(model_name, step, micro, ctx.rank);
       (torch::nn::functional::cross_entropy(m.forward(x), y) / kAccum).backward();
     }
     ctx.after_backward(*m.module);
@@ -176,8 +176,8 @@ std::pair<torch::Tensor, torch::Tensor> global_slice(int step, int micro, int ra
   return {x.narrow(0, rank * n, n), y.narrow(0, rank * n, n)};
 }
 
-void train_steps(dist::ShardContext& ctx, Model& m, torch::optim::Optimizer& opt, int from,
-                 int to) {
+void shard_train_steps(dist::ShardContext& ctx, Model& m, torch::optim::Optimizer& opt, int from,
+                       int to) {
   for (int step = from; step < to; ++step) {
     for (int micro = 0; micro < kAccum; ++micro) {
       ctx.before_backward(*m.module, micro == kAccum - 1);
@@ -210,7 +210,7 @@ int ckpt_scenario() {
   auto opt = make_optimizer(spec(), groups[0], groups[1]);
   const auto tag = std::to_string(ctx.rank);
   if (phase == "first") {
-    train_steps(ctx, m, *opt, 0, 2);
+    shard_train_steps(ctx, m, *opt, 0, 2);
     TrainState s;
     s.epoch = 1;
     s.step = 2;
@@ -231,7 +231,7 @@ int ckpt_scenario() {
     if ((*loaded)->step != 2) return 4;
     save_tensors("loaded" + tag, clone_all(m.module->parameters()));
   }
-  train_steps(ctx, m, *opt, 2, 4);
+  shard_train_steps(ctx, m, *opt, 2, 4);
   ctx.gather_parameters(*m.module);
   save_tensors((phase == "first" ? "cont" : "resumed") + tag, clone_all(m.module->parameters()));
   return 0;
@@ -258,8 +258,8 @@ int tiny_scenario() {
 DistScenario tiny_worker("tiny", tiny_scenario);
 
 // One process on the same global batches: the mean over ranks of each rank's loss.
-std::pair<std::vector<torch::Tensor>, std::vector<double>> reference(const std::string& model_name,
-                                                                     int world) {
+std::pair<std::vector<torch::Tensor>, std::vector<double>> shard_reference(
+    const std::string& model_name, int world) {
   at::set_num_threads(2);
   auto m = make_model(model_name);
   m.module->train();
@@ -268,7 +268,7 @@ std::pair<std::vector<torch::Tensor>, std::vector<double>> reference(const std::
   for (int step = 0; step < kSteps; ++step) {
     for (int r = 0; r < world; ++r)
       for (int micro = 0; micro < kAccum; ++micro) {
-        auto [x, y] = batch(model_name, step, micro, r);
+        auto [x, y] = shard_batch(model_name, step, micro, r);
         (torch::nn::functional::cross_entropy(m.forward(x), y) / kAccum / world).backward();
       }
     norms.push_back(torch::nn::utils::clip_grad_norm_(m.module->parameters(), kClip));
@@ -278,18 +278,18 @@ std::pair<std::vector<torch::Tensor>, std::vector<double>> reference(const std::
   return {clone_all(m.module->parameters()), norms};
 }
 
-fs::path out_dir(const std::string& name) {
+fs::path shard_out_dir(const std::string& name) {
   auto p = fs::temp_directory_path() / ("gpulab-shard-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p;
 }
 
 void expect_same_weights(const std::string& model, const std::string& stage, int world) {
-  auto dir = out_dir(model + stage + std::to_string(world));
+  auto dir = shard_out_dir(model + stage + std::to_string(world));
   auto r =
       run_ranks("shard", world, dir, {{"GPULAB_TEST_MODEL", model}, {"GPULAB_TEST_SHARD", stage}});
   ASSERT_EQ(r.exit_code, 0) << r.message;
-  auto [want, want_norms] = reference(model, world);
+  auto [want, want_norms] = shard_reference(model, world);
   for (int rank = 0; rank < world; ++rank) {
     auto tag = std::to_string(rank);
     auto params = load_tensors(dir / ("params" + tag + ".pt"));
@@ -384,7 +384,7 @@ INSTANTIATE_TEST_SUITE_P(Stages, ShardEquivalence,
 // bitwise and continues within 1e-9 (the sum over 3 ranks rounds differently from 2).
 TEST(ShardCheckpoint, ResumeAtSameAndOtherWorldSize) {
   for (const std::string stage : {"optimizer", "full"}) {
-    auto dir = out_dir("ckpt" + stage);
+    auto dir = shard_out_dir("ckpt" + stage);
     const auto ckpt = dir / "ckpt";
     std::map<std::string, std::string> env{{"GPULAB_TEST_SHARD", stage},
                                            {"GPULAB_TEST_CKPT", ckpt.string()}};
@@ -437,7 +437,7 @@ TEST(ShardCheckpoint, ResumeAtSameAndOtherWorldSize) {
 }
 
 TEST(ShardCheckpoint, ModelSmallerThanTheWorldIsAClearError) {
-  auto dir = out_dir("tiny");
+  auto dir = shard_out_dir("tiny");
   auto r = run_ranks("tiny", 3, dir);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(fs::exists(dir / "tiny0.pt"));  // rank 0 caught the error as gpulab::Exception

@@ -23,16 +23,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string& python() {
-  return testing::torchvision_python();
-}
-
 std::string reference_script() {
   return std::string(GPULAB_SOURCE_DIR) + "/tests/parity/reference.py";
 }
 
 #define REQUIRE_TORCHVISION()                                                     \
-  if (python().empty())                                                           \
+  if (testing::torchvision_python().empty())                                      \
   GTEST_SKIP() << "python3 with torchvision and numpy is not installed (Debian: " \
                   "python3-torchvision); set GPULAB_PYTHON to one that has them"
 
@@ -40,7 +36,7 @@ std::string reference_script() {
 using gpulab::testing::TempDir;
 
 void run_reference(const std::vector<std::string>& args, std::string* out = nullptr) {
-  std::vector<std::string> argv = {python(), reference_script()};
+  std::vector<std::string> argv = {testing::torchvision_python(), reference_script()};
   argv.insert(argv.end(), args.begin(), args.end());
   RunOptions opts;
   opts.timeout = std::chrono::minutes(20);

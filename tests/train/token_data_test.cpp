@@ -208,13 +208,13 @@ TEST(Tokenizer, BytesRoundTripAnyText) {
 }
 
 // Debian's fortunes: the bundled real English corpus (scripts/make-llm-data.sh).
-const fs::path kFortunes = "/usr/share/games/fortunes";
+const fs::path kFortunesDir = "/usr/share/games/fortunes";
 
 TEST(TokenizeCorpus, FortunesInBytesModeKeepsEveryByte) {
-  if (!fs::exists(kFortunes / "literature"))
+  if (!fs::exists(kFortunesDir / "literature"))
     GTEST_SKIP() << "Debian package fortunes not installed";
   auto root = temp_dir("tok_corpus");
-  const std::vector<fs::path> inputs{kFortunes / "literature", kFortunes / "science"};
+  const std::vector<fs::path> inputs{kFortunesDir / "literature", kFortunesDir / "science"};
   const auto text = read_file(inputs[0]).value_or_throw() + read_file(inputs[1]).value_or_throw();
   auto meta = tokenize_corpus({.inputs = inputs, .out_dir = root / "d", .val_fraction = 0.1}, {})
                   .value_or_throw();
@@ -281,11 +281,11 @@ TEST(TokenizeCorpus, JsonlDocumentsAreSeparatedByEos) {
 TEST(SentencePiece, TrainsBpeOnRealTextAndRoundTrips) {
   if (!sentencepiece_available())
     GTEST_SKIP() << "built without SentencePiece (libsentencepiece-dev)";
-  if (!fs::exists(kFortunes / "literature"))
+  if (!fs::exists(kFortunesDir / "literature"))
     GTEST_SKIP() << "Debian package fortunes not installed";
   auto root = temp_dir("tok_sp");
   TokenizerTrainOptions o;
-  o.inputs = {kFortunes / "literature", kFortunes / "love"};
+  o.inputs = {kFortunesDir / "literature", kFortunesDir / "love"};
   o.vocab_size = 600;
   o.out_dir = root / "tok";
   auto model = train_sentencepiece(o).value_or_throw();

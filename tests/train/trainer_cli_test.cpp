@@ -55,7 +55,8 @@ TEST_F(TrainerCli, SeedCommandLinesRunUnchanged) {
        {"Training resnet50 on cifar100 dataset"}},
       {"--model resnet18 --learning_rate 0.001 --optimizer sgd --dataset cifar10 --batch_size 256 "
        "--num_epochs 20",
-       {"Training resnet18 on cifar10 dataset", "Classes: 10"}},
+       {"Training resnet18 on cifar10 dataset", "Classes: 10",
+        "Data: " + (*dir_ / "data").string()}},
       {"--model resnet18 --learning_rate 0.001 --optimizer sgd --batch_size 256 --num_epochs 10",
        {"Classes: 100"}},
       {"--model efficientnet_b0 --learning_rate 0.001 --optimizer adamw --batch_size 256 "

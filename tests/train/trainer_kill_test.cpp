@@ -41,9 +41,9 @@ TEST(TrainerKill, KillDuringCheckpointWriteResumesFromThePreviousOne) {
   const auto dir = testing::temp_dir("kill");
   const fs::path out_dir = dir / "run";
   std::vector<std::string> args = {
-      GPULAB_BINARY,  "train", "--model",  "resnet18", "--dataset",    "fashion-mnist",
-      "--input_size", "32",    "--subset", "64",       "--batch_size", "32",
-      "--num_epochs", "3",     "--seed",   "1",        "--output_dir", out_dir.string()};
+      GPULAB_HOOKS_BINARY, "train", "--model",  "resnet18", "--dataset",    "fashion-mnist",
+      "--input_size",      "32",    "--subset", "64",       "--batch_size", "32",
+      "--num_epochs",      "3",     "--seed",   "1",        "--output_dir", out_dir.string()};
   const std::string env = "GPULAB_TEST_CHECKPOINT_PAUSE=2:120000";
   pid_t pid = spawn(args, dir / "out.txt", dir / "err.txt", env);
   ASSERT_GT(pid, 0);

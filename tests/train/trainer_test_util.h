@@ -13,6 +13,7 @@
 
 #include "core/subprocess.h"
 #include "train/data/datasets.h"
+#include "train/data/sources.h"
 
 namespace gpulab::train::testing {
 

@@ -45,17 +45,14 @@ params = {n: [p.numel(), p.mean().item(), p.std().item() if p.numel() > 1 else 0
 json.dump({"modules": mods, "params": params}, sys.stdout)
 )PY";
 
-const std::string& python() {
-  return testing::torchvision_python();
-}
-
 // Cached: both tests of a model read the same description.
 Json describe_torchvision(const std::string& name, int64_t size) {
   static std::map<std::string, Json> cache;
   if (auto it = cache.find(name); it != cache.end()) return it->second;
   RunOptions opts;
   opts.timeout = std::chrono::minutes(5);
-  auto r = run_process({python(), "-c", kDescribe, name, std::to_string(size)}, opts);
+  auto r = run_process({testing::torchvision_python(), "-c", kDescribe, name, std::to_string(size)},
+                       opts);
   EXPECT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
   if (!r.ok() || !r->success()) return Json();
   return cache[name] = Json::parse(r->out);
@@ -84,16 +81,17 @@ Json describe_ours(torch::nn::Module& model) {
   return mods;
 }
 
-struct Case {
+struct ZooCase {
   const char* model;
   int64_t image_size;
 };
 
-class ZooConfig : public ::testing::TestWithParam<Case> {};
+class ZooConfig : public ::testing::TestWithParam<ZooCase> {};
 
 TEST_P(ZooConfig, NormDropoutAndStochasticDepthSettingsMatchTorchvision) {
-  if (python().empty()) GTEST_SKIP() << "python3 with torchvision is not installed";
-  const Case c = GetParam();
+  if (testing::torchvision_python().empty())
+    GTEST_SKIP() << "python3 with torchvision is not installed";
+  const ZooCase c = GetParam();
   const Json ref = describe_torchvision(c.model, c.image_size);
   ASSERT_TRUE(ref.is_object());
   ModelOptions o;
@@ -116,8 +114,9 @@ TEST_P(ZooConfig, NormDropoutAndStochasticDepthSettingsMatchTorchvision) {
 // Same distributions as torchvision (He fan-out, uniform, truncated normal, xavier, constants):
 // constants exactly, random tensors by mean and std within a few sampling errors.
 TEST_P(ZooConfig, InitialWeightsFollowTorchvisionsInit) {
-  if (python().empty()) GTEST_SKIP() << "python3 with torchvision is not installed";
-  const Case c = GetParam();
+  if (testing::torchvision_python().empty())
+    GTEST_SKIP() << "python3 with torchvision is not installed";
+  const ZooCase c = GetParam();
   const Json ref = describe_torchvision(c.model, c.image_size);
   ASSERT_TRUE(ref.is_object());
   torch::manual_seed(0);
@@ -144,10 +143,12 @@ TEST_P(ZooConfig, InitialWeightsFollowTorchvisionsInit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PartB, ZooConfig,
-                         ::testing::Values(Case{"efficientnet_b0", 0}, Case{"efficientnet_b5", 0},
-                                           Case{"mobilenet_v2", 0}, Case{"mobilenet_v3_small", 0},
-                                           Case{"mobilenet_v3_large", 0}, Case{"vit_b_32", 32},
-                                           Case{"convnext_tiny", 0}),
+                         ::testing::Values(ZooCase{"efficientnet_b0", 0},
+                                           ZooCase{"efficientnet_b5", 0},
+                                           ZooCase{"mobilenet_v2", 0},
+                                           ZooCase{"mobilenet_v3_small", 0},
+                                           ZooCase{"mobilenet_v3_large", 0},
+                                           ZooCase{"vit_b_32", 32}, ZooCase{"convnext_tiny", 0}),
                          [](const auto& info) { return std::string(info.param.model); });
 
 }  // namespace

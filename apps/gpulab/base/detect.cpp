@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "core/table.h"
-#include "gpu/inventory.h"
+#include "gpu/detect.h"
 #include "gpu/partition.h"
 #include "json_stdout.h"
 #if defined(GPULAB_WITH_SERVICE) || defined(GPULAB_WITH_BUILDER)

@@ -35,7 +35,9 @@ void add_launch_command(CLI::App& app, CommandContext& ctx) {
     lo.threads_per_rank = o->threads_per_rank;
     lo.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(*grace_s * 1000));
     auto r = launch::run_launch(lo).value_or_throw();
-    if (r.exit_code != 0) {
+    if (r.stopped_by_signal) {
+      std::fprintf(stderr, "gpulab launch: %s\n", r.message.c_str());  // asked for: no error
+    } else if (r.exit_code != 0) {
       std::fflush(stdout);
       std::fprintf(stderr, "error: %s\n", r.message.c_str());
       if (r.restarts > 0) std::fprintf(stderr, "(after %d restart(s))\n", r.restarts);

@@ -46,7 +46,8 @@ std::optional<int> launch_if_needed(const train::dist::DistOptions& o) {
   }
   lo.command = launch::self_command_line();
   auto r = launch::run_launch(lo).value_or_throw();
-  if (r.exit_code != 0) {
+  // A Ctrl-C stop: the ranks already said where they stopped and how to resume.
+  if (r.exit_code != 0 && !r.stopped_by_signal) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", r.message.c_str());
   }

@@ -194,14 +194,7 @@ Status parse_listen(const std::string& text, ServiceConfig& config) {
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
-  int p = 0;
-  try {
-    size_t used = 0;
-    p = std::stoi(port, &used);
-    if (used != port.size()) p = -1;
-  } catch (...) {
-    p = -1;
-  }
+  const long long p = parse_int(port).value_or(-1);
   if (p < 0 || p > 65535 || host.empty())
     return Error{Code::kInvalidArgument, "--listen: bad address '" + text + "'"};
   config.listen_host = host;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/names.h"
+#include "core/strings.h"
 #include "service/base/api_error.h"
 
 namespace gpulab::service {
@@ -232,14 +233,7 @@ std::string as_text(const Json& v) {
 
 std::int64_t parse_cpus(const Json& value) {
   std::string s = as_text(value);
-  double cpus = 0;
-  try {
-    size_t used = 0;
-    cpus = std::stod(s, &used);
-    if (used != s.size()) cpus = -1;
-  } catch (...) {
-    cpus = -1;
-  }
+  const double cpus = parse_double(s).value_or(-1);
   if (!(cpus > 0) || cpus > 1024 || !std::isfinite(cpus))
     invalid("Invalid cpus '" + s + "'", "give a number of CPUs > 0, e.g. \"2\" or \"0.5\"");
   return static_cast<std::int64_t>(std::llround(cpus * 1e9));
@@ -266,14 +260,7 @@ std::int64_t parse_size(const Json& value, const std::string& field) {
     mult = 1024.0 * 1024 * 1024;
   else if (unit == "t")
     mult = 1024.0 * 1024 * 1024 * 1024;
-  double n = -1;
-  try {
-    size_t used = 0;
-    n = std::stod(num, &used);
-    if (used != num.size()) n = -1;
-  } catch (...) {
-    n = -1;
-  }
+  const double n = parse_double(num).value_or(-1);
   double bytes = n * mult;
   // The engine refuses memory limits below 6 MiB; anything past 64 TiB is a typo.
   if (mult == 0 || !(n > 0) || bytes < 6.0 * 1024 * 1024 || bytes > 64.0 * (1ull << 40))

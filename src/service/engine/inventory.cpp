@@ -7,7 +7,7 @@
 
 #include "core/files.h"
 #include "core/strings.h"
-#include "gpu/inventory.h"
+#include "gpu/detect.h"
 
 namespace gpulab::service {
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/disk_space.h"
 #include "core/log.h"
 #include "service/base/api_error.h"
 #include "service/base/crypto.h"
@@ -147,6 +148,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         return reject(Router::error(ApiCode::kPayloadTooLarge,
                                     "Upload larger than the limit of " +
                                         std::to_string(srv_.config.max_upload_bytes) + " bytes"));
+      // A declared size the backup folder's disk cannot hold is refused before it is stored.
+      if (auto free = free_bytes(srv_.config.backup_dir); length && free && *length > *free)
+        return reject(Router::error(ApiCode::kPayloadTooLarge,
+                                    no_space_error(srv_.config.backup_dir, *length).message,
+                                    "free space in the backup folder, or upload a smaller file"));
       return read_upload();
     }
     if (length && *length > srv_.config.max_body_bytes)

@@ -28,9 +28,13 @@ std::array<char, kBlock> header(const std::string& name, std::uint64_t size) {
   return tar_header_block(e);
 }
 
+// A member's name and size; both members of a backup are plain files (a link, a device or a
+// directory named like one is refused: nothing of the archive is ever extracted by name).
 Result<std::pair<std::string, std::uint64_t>> parse_header(const char* h) {
   auto e = parse_tar_header_block(h);
   if (!e) return e.error();
+  if (e->type != TarType::kFile)
+    return Error{Code::kDataError, "member '" + e->name + "' is not a plain file"};
   return std::make_pair(e->name, static_cast<std::uint64_t>(e->size));
 }
 

@@ -9,6 +9,7 @@
 #include "core/strings.h"
 #include "service/base/api_error.h"
 #include "service/ops/container_ops.h"
+#include "service/ops/policy_request.h"
 #include "service/store/user_policy.h"
 
 namespace gpulab::service {
@@ -19,19 +20,6 @@ using FT = FieldType;
 
 double number_in(const Json& j, const char* key, double fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
-}
-
-double checked_number(const Json& v, const char* name, double lo, double hi) {
-  double d = -1;
-  try {
-    d = v.is_number() ? v.get<double>() : std::stod(v.get<std::string>());
-  } catch (...) {
-    d = std::nan("");
-  }
-  if (!std::isfinite(d) || d < lo || d > hi)
-    throw ApiError(ApiCode::kInvalidRequest, std::string(name) + " must be a number in " +
-                                                 std::to_string(lo) + ".." + std::to_string(hi));
-  return d;
 }
 
 std::string minutes(double seconds) {
@@ -87,20 +75,17 @@ const RequestSchema& idle_policy_schema() {
 }
 
 Json set_idle_policy(Store& store, const Json& req) {
-  std::string user = req["user"].get<std::string>();
-  if (user != kDefaultPolicyUser && !valid_user_name(user))
-    throw ApiError(ApiCode::kInvalidRequest, "user: not a valid user name",
-                   "1-64 of [A-Za-z0-9_.-], or \"*\" for the default");
+  const std::string user = policy_request_user(req);
   Json f = Json::object();
   for (const char* key : {"enabled", "release_gpus"})
     if (req.contains(key)) f[key] = req[key].get<bool>();
   if (req.contains("utilization_percent"))
     f["utilization_percent"] =
-        checked_number(req["utilization_percent"], "utilization_percent", 0, 100);
+        policy_number(req["utilization_percent"], "utilization_percent", 0, 100);
   if (req.contains("idle_minutes"))
-    f["idle_minutes"] = checked_number(req["idle_minutes"], "idle_minutes", 0, 525600);
+    f["idle_minutes"] = policy_number(req["idle_minutes"], "idle_minutes", 0, 525600);
   if (req.contains("warn_minutes"))
-    f["warn_minutes"] = checked_number(req["warn_minutes"], "warn_minutes", 0, 525600);
+    f["warn_minutes"] = policy_number(req["warn_minutes"], "warn_minutes", 0, 525600);
   if (req.contains("network_bytes")) {
     auto n = req["network_bytes"].get<std::int64_t>();
     if (n < 0) throw ApiError(ApiCode::kInvalidRequest, "network_bytes must be >= 0");

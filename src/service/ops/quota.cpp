@@ -6,12 +6,15 @@
 
 #include "core/strings.h"
 #include "service/base/api_error.h"
+#include "service/ops/policy_request.h"
 #include "service/ops/usage_meter.h"
 #include "service/store/user_policy.h"
 
 namespace gpulab::service {
 
 namespace {
+
+const std::string kUnlimitedHint = "or \"unlimited\" (-1) to lift the limit";
 
 using FT = FieldType;
 
@@ -37,21 +40,6 @@ std::string fmt_number(double v) {
 bool unlimited(const Json& v) {
   return (v.is_string() && v.get<std::string>() == "unlimited") ||
          (v.is_number() && v.get<double>() == -1);
-}
-
-double number_field(const Json& v, const char* name, double lo, double hi) {
-  double d = 0;
-  try {
-    d = v.is_number() ? v.get<double>() : std::stod(v.get<std::string>());
-  } catch (...) {
-    throw ApiError(ApiCode::kInvalidRequest, std::string(name) + " must be a number",
-                   "or \"unlimited\" (-1) to lift the limit");
-  }
-  if (!std::isfinite(d) || d < lo || d > hi)
-    throw ApiError(ApiCode::kInvalidRequest,
-                   std::string(name) + " must be " + fmt_number(lo) + ".." + fmt_number(hi),
-                   "or \"unlimited\" (-1) to lift the limit");
-  return d;
 }
 
 [[noreturn]] void exceeded(const std::string& what, const std::string& in_use,
@@ -173,10 +161,7 @@ const RequestSchema& quota_schema() {
 }
 
 Json set_quota(Store& store, const Json& req) {
-  std::string user = req["user"].get<std::string>();
-  if (user != kDefaultPolicyUser && !valid_user_name(user))
-    throw ApiError(ApiCode::kInvalidRequest, "user: not a valid user name",
-                   "1-64 of [A-Za-z0-9_.-], or \"*\" for the default");
+  const std::string user = policy_request_user(req);
   Json f = Json::object();
   for (const char* key : {"max_gpus", "max_containers"}) {
     if (!req.contains(key)) continue;
@@ -193,11 +178,13 @@ Json set_quota(Store& store, const Json& req) {
                                 ? std::int64_t(-1)
                                 : parse_size(req["max_memory"], "max_memory");
   if (req.contains("max_gpu_hours"))
-    f["max_gpu_hours"] = unlimited(req["max_gpu_hours"])
-                             ? -1.0
-                             : number_field(req["max_gpu_hours"], "max_gpu_hours", 0, 1e9);
+    f["max_gpu_hours"] =
+        unlimited(req["max_gpu_hours"])
+            ? -1.0
+            : policy_number(req["max_gpu_hours"], "max_gpu_hours", 0, 1e9, kUnlimitedHint);
   if (req.contains("period_hours"))
-    f["period_hours"] = number_field(req["period_hours"], "period_hours", 0.01, 8760);
+    f["period_hours"] =
+        policy_number(req["period_hours"], "period_hours", 0.01, 8760, kUnlimitedHint);
   return save_policy(store, PolicyKind::kQuota, user, f, req.value("reset", false));
 }
 

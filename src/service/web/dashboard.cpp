@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "core/log.h"
-#include "gpu/inventory.h"
+#include "gpu/detect.h"
 #include "service/engine/inventory.h"
 
 namespace gpulab::service {

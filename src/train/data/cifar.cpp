@@ -19,13 +19,13 @@ constexpr int64_t kPixels = formats::kCifarPixels;
 const std::vector<std::string> kCifar10Names = {"airplane", "automobile", "bird",  "cat",  "deer",
                                                 "dog",      "frog",       "horse", "ship", "truck"};
 
-struct Layout {
+struct CifarLayout {
   std::string set;  // "cifar10" / "cifar100"
   fs::path folder;
   bool python = true;
 };
 
-Layout find_layout(int classes, const std::string& data_dir) {
+CifarLayout find_layout(int classes, const std::string& data_dir) {
   const std::string set = classes == 10 ? "cifar10" : "cifar100";
   const fs::path root = data_dir.empty() ? fs::path(".") : fs::path(data_dir);
   const std::string py = classes == 10 ? "cifar-10-batches-py" : "cifar-100-python";
@@ -43,7 +43,7 @@ Layout find_layout(int classes, const std::string& data_dir) {
   throw_data_missing(set, data_dir, "no " + py + "/ or " + bin + "/ folder in it");
 }
 
-std::string read_or_throw(const Layout& l, const std::string& data_dir, const fs::path& file) {
+std::string read_or_throw(const CifarLayout& l, const std::string& data_dir, const fs::path& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
     throw_data_missing(l.set, data_dir, file.string() + " is missing");
@@ -53,7 +53,7 @@ std::string read_or_throw(const Layout& l, const std::string& data_dir, const fs
 }
 
 // One pickled batch (checked in formats/cifar_batch.cpp): appends its images and labels.
-void read_python_batch(const Layout& l, const std::string& data_dir, const fs::path& file,
+void read_python_batch(const CifarLayout& l, const std::string& data_dir, const fs::path& file,
                        const char* label_key, int64_t num_classes,
                        std::vector<torch::Tensor>& images, std::vector<int64_t>& labels) {
   const std::string bytes = read_or_throw(l, data_dir, file);
@@ -66,7 +66,7 @@ void read_python_batch(const Layout& l, const std::string& data_dir, const fs::p
 }
 
 // One binary file of fixed records: [coarse] label, 3072 pixels.
-void read_binary_batch(const Layout& l, const std::string& data_dir, const fs::path& file,
+void read_binary_batch(const CifarLayout& l, const std::string& data_dir, const fs::path& file,
                        bool cifar100, bool coarse, int64_t num_classes,
                        std::vector<torch::Tensor>& images, std::vector<int64_t>& labels) {
   const std::string bytes = read_or_throw(l, data_dir, file);
@@ -117,7 +117,7 @@ std::vector<std::string> python_names(const fs::path& meta, const char* key) {
 }  // namespace
 
 DatasetPtr open_cifar(int classes, const std::string& data_dir, Split split, bool coarse) {
-  const Layout l = find_layout(classes, data_dir);
+  const CifarLayout l = find_layout(classes, data_dir);
   const bool c100 = classes == 100;
   const int64_t num_classes = c100 ? (coarse ? 20 : 100) : 10;
   std::vector<torch::Tensor> images;
@@ -156,7 +156,9 @@ DatasetPtr open_cifar(int classes, const std::string& data_dir, Split split, boo
   auto all = images.size() == 1 ? images[0] : torch::cat(images);
   auto lab = torch::tensor(labels, torch::kInt64);
   std::string name = c100 ? (coarse ? "cifar100-coarse" : "cifar100") : "cifar10";
-  return std::make_shared<InMemoryDataset>(name, all, lab, num_classes, std::move(names));
+  auto ds = std::make_shared<InMemoryDataset>(name, all, lab, num_classes, std::move(names));
+  ds->set_source(l.folder.string());
+  return ds;
 }
 
 }  // namespace gpulab::train

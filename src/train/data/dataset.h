@@ -17,6 +17,9 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual std::string name() const = 0;
+  // Where the samples come from, for the run's header ("/usr/share/datasets/fashion-mnist");
+  // "" when there is nothing to say.
+  virtual std::string source() const { return {}; }
   virtual int64_t size() const = 0;
   virtual int64_t num_classes() const = 0;
   virtual std::vector<std::string> class_names() const { return {}; }

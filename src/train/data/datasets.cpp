@@ -7,18 +7,6 @@
 
 namespace gpulab::train {
 
-Split parse_split(std::string_view text) {
-  const std::string t = to_lower(text);
-  if (t == "train") return Split::kTrain;
-  if (t == "test" || t == "val") return Split::kTest;
-  throw Exception(Code::kInvalidArgument, "unknown split '" + std::string(text) + "'",
-                  "use train or test");
-}
-
-std::string_view split_name(Split split) {
-  return split == Split::kTrain ? "train" : "test";
-}
-
 const std::vector<std::string>& dataset_names() {
   static const std::vector<std::string> names = {"cifar10",       "cifar100",    "mnist",
                                                  "fashion-mnist", "imagefolder", "synthetic"};

@@ -91,7 +91,12 @@ DatasetPtr open_idx(bool fashion, const std::string& data_dir, Split split, bool
   std::vector<std::string> names = fashion ? kFashionNames : std::vector<std::string>{};
   if (!fashion)
     for (int k = 0; k < 10; ++k) names.push_back(std::to_string(k));
-  return std::make_shared<InMemoryDataset>(set, images, labels.to(torch::kInt64), 10, names);
+  auto ds = std::make_shared<InMemoryDataset>(set, images, labels.to(torch::kInt64), 10, names);
+  const std::string folder = files->first.parent_path().string();
+  ds->set_source(folder == system_fashion_mnist_dir() && fashion
+                     ? folder + " (Debian's dataset-fashion-mnist package)"
+                     : folder);
+  return ds;
 }
 
 }  // namespace gpulab::train

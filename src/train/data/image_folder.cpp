@@ -40,6 +40,10 @@ class ImageFolderDataset : public Dataset {
         size_(size) {}
 
   std::string name() const override { return "imagefolder"; }
+  // The split's folder: <split>/<class>/<image>.
+  std::string source() const override {
+    return files_.empty() ? "" : files_.front().parent_path().parent_path().string();
+  }
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
   std::vector<std::string> class_names() const override { return classes_; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/data/dataset.h"
@@ -15,6 +16,8 @@ class InMemoryDataset : public Dataset {
                   std::vector<std::string> class_names);
 
   std::string name() const override { return name_; }
+  std::string source() const override { return source_; }
+  void set_source(std::string source) { source_ = std::move(source); }
   int64_t size() const override { return images_.size(0); }
   int64_t num_classes() const override { return num_classes_; }
   std::vector<std::string> class_names() const override { return class_names_; }
@@ -26,6 +29,7 @@ class InMemoryDataset : public Dataset {
 
  private:
   std::string name_;
+  std::string source_;
   torch::Tensor images_;
   torch::Tensor labels_;
   int64_t num_classes_;

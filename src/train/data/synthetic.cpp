@@ -15,6 +15,7 @@ class SyntheticDataset : public Dataset {
       : size_(size), classes_(classes), shape_(std::move(shape)), seed_(seed) {}
 
   std::string name() const override { return "synthetic"; }
+  std::string source() const override { return "generated in memory (no files)"; }
   int64_t size() const override { return size_; }
   int64_t num_classes() const override { return classes_; }
   std::vector<int64_t> image_shape() const override { return shape_; }

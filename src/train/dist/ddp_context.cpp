@@ -45,18 +45,25 @@ void DdpContext::broadcast_tensors(std::vector<torch::Tensor> tensors, const std
   }
 }
 
-void DdpContext::prepare_model(torch::nn::Module& model) {
+std::vector<torch::Tensor> DdpContext::share_rank0_model(torch::nn::Module& model) {
   auto params = model.parameters();
   auto buffers = model.buffers();
   std::vector<torch::Tensor> all(params.begin(), params.end());
   all.insert(all.end(), buffers.begin(), buffers.end());
   broadcast_tensors(all, "broadcast of rank 0's parameters");
-  reducer_ = GradReducer::create(comm_, params, opts_.reducer);
-  if (opts_.sync_bn) {
+  return params;
+}
+
+void DdpContext::keep_buffers_in_sync(torch::nn::Module& model) {
+  if (opts_.sync_bn)
     convert_sync_batch_norm(model, comm_);
-  } else {
-    buffers_ = buffers;
-  }
+  else
+    buffers_ = model.buffers();
+}
+
+void DdpContext::prepare_model(torch::nn::Module& model) {
+  reducer_ = GradReducer::create(comm_, share_rank0_model(model), opts_.reducer);
+  keep_buffers_in_sync(model);
 }
 
 void DdpContext::before_backward(torch::nn::Module& /*model*/, bool sync) {

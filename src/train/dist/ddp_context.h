@@ -40,6 +40,10 @@ class DdpContext : public DistContext {
  protected:
   // ShardContext (shard_context.h) reuses the broadcasts, samplers and metric reductions.
   void broadcast_tensors(std::vector<torch::Tensor> tensors, const std::string& what);
+  // Every rank starts from rank 0's parameters and buffers; returns the parameters.
+  std::vector<torch::Tensor> share_rank0_model(torch::nn::Module& model);
+  // BatchNorm statistics stay alike: SyncBatchNorm, or rank 0's buffers before each forward.
+  void keep_buffers_in_sync(torch::nn::Module& model);
 
   DdpOptions opts_;
   std::shared_ptr<Communicator> comm_;

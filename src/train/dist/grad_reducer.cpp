@@ -1,36 +1,10 @@
 // GradReducer: bucket layout, accumulator hooks, in-order launches, and the end-of-backward wait.
 #include "train/dist/grad_reducer.h"
 
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
-
 #include "core/error.h"
+#include "train/dist/grad_hooks.h"
 
 namespace gpulab::train::dist {
-
-namespace {
-
-// Runs after AccumulateGrad has written a parameter's gradient. Holds the reducer weakly so
-// a hook left on a model whose reducer is gone does nothing.
-class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(std::weak_ptr<GradReducer> reducer, size_t index, void (GradReducer::*fn)(size_t))
-      : reducer_(std::move(reducer)), index_(index), fn_(fn) {}
-  torch::autograd::variable_list operator()(
-      const torch::autograd::variable_list& outputs,
-      const torch::autograd::variable_list& /*inputs*/) override {
-    if (auto r = reducer_.lock()) ((*r).*fn_)(index_);
-    return outputs;
-  }
-
- private:
-  std::weak_ptr<GradReducer> reducer_;
-  size_t index_;
-  void (GradReducer::*fn_)(size_t);
-};
-
-}  // namespace
 
 std::shared_ptr<GradReducer> GradReducer::create(std::shared_ptr<Communicator> comm,
                                                  std::vector<torch::Tensor> params,
@@ -120,12 +94,9 @@ void GradReducer::build_buckets() {
 
 void GradReducer::install_hooks() {
   std::weak_ptr<GradReducer> self = weak_from_this();
-  for (size_t k = 0; k < params_.size(); ++k) {
-    auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
-    GPULAB_ASSERT(acc, "a parameter that requires grad has no gradient accumulator");
-    acc->add_post_hook(std::make_unique<ReadyHook>(self, k, &GradReducer::on_grad_ready));
-    accumulators_.push_back(std::move(acc));
-  }
+  accumulators_ = on_each_grad_ready(params_, [self](size_t k) {
+    if (auto r = self.lock()) r->on_grad_ready(k);
+  });
 }
 
 // Makes the parameter's .grad the bucket view (the trainer sets gradients to none after each
@@ -156,7 +127,7 @@ void GradReducer::on_grad_ready(size_t k) {
   if (!callback_queued_) {
     // Runs once the whole backward pass is done, on the thread that ran it.
     std::weak_ptr<GradReducer> self = weak_from_this();
-    torch::autograd::Engine::get_default_engine().queue_callback([self] {
+    at_backward_end([self] {
       if (auto r = self.lock()) r->finalize();
     });
     callback_queued_ = true;

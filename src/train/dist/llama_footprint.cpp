@@ -17,11 +17,11 @@ namespace {
 constexpr size_t kBlockTerms = 7;
 constexpr size_t kRootTerms = 4;
 
-struct Shape {
+struct FootprintShape {
   int64_t hidden, inter, heads, kv_heads, head_dim, vocab, tokens;
 };
 
-std::array<double, kBlockTerms> block_terms(const Shape& s) {
+std::array<double, kBlockTerms> block_terms(const FootprintShape& s) {
   const double t = static_cast<double>(s.tokens);
   const double q = static_cast<double>(s.heads * s.head_dim);
   const double kv = static_cast<double>(s.kv_heads * s.head_dim);
@@ -30,13 +30,13 @@ std::array<double, kBlockTerms> block_terms(const Shape& s) {
           static_cast<double>(s.heads) * t * t, t,     gqa * t * q};
 }
 
-std::array<double, kRootTerms> root_terms(const Shape& s) {
+std::array<double, kRootTerms> root_terms(const FootprintShape& s) {
   const double t = static_cast<double>(s.tokens);
   return {t * static_cast<double>(s.hidden), t * static_cast<double>(s.vocab), t,
           t * static_cast<double>(s.head_dim)};
 }
 
-LlamaConfig config_of(const Shape& s, int64_t layers) {
+LlamaConfig config_of(const FootprintShape& s, int64_t layers) {
   LlamaConfig c;
   c.name = "planner probe";
   c.vocab_size = s.vocab;
@@ -90,7 +90,7 @@ const Fit& coefficients(bool fused_attention) {
   Fit& fit_result = fits[fused_attention ? 1 : 0];
   std::call_once(done[fused_attention ? 1 : 0], [&fit_result, fused_attention] {
     torch::AutoGradMode grad(true);  // activations are what autograd would keep
-    const std::vector<Shape> probes = {
+    const std::vector<FootprintShape> probes = {
         {32, 48, 4, 4, 8, 64, 8},   {64, 48, 4, 4, 16, 64, 8},  {32, 96, 4, 4, 8, 64, 8},
         {32, 48, 4, 2, 8, 64, 8},   {32, 48, 4, 4, 8, 64, 16},  {32, 48, 8, 8, 4, 96, 8},
         {32, 48, 2, 2, 16, 64, 16}, {64, 48, 8, 2, 8, 128, 16}, {32, 48, 4, 4, 12, 64, 8},
@@ -139,7 +139,8 @@ ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused
   f.frees.push_back(false);
   f.params = c.num_parameters();
   f.param_bytes = element_bytes;
-  const Shape s{h, c.intermediate_size, c.num_heads, c.num_kv_heads, hd, c.vocab_size, seq_len};
+  const FootprintShape s{h,  c.intermediate_size, c.num_heads, c.num_kv_heads,
+                         hd, c.vocab_size,        seq_len};
   const Fit& k = coefficients(fused_attention);
   const double bytes =
       dot(k.root, root_terms(s)) + static_cast<double>(c.num_layers) * dot(k.block, block_terms(s));

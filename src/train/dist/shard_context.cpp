@@ -17,16 +17,8 @@ ShardContext::ShardContext(const launch::RankPlace& place, const ShardContextOpt
 ShardContext::~ShardContext() = default;
 
 void ShardContext::prepare_model(torch::nn::Module& model) {
-  auto params = model.parameters();
-  auto buffers = model.buffers();
-  std::vector<torch::Tensor> all(params.begin(), params.end());
-  all.insert(all.end(), buffers.begin(), buffers.end());
-  broadcast_tensors(all, "broadcast of rank 0's parameters");
-  if (opts_.sync_bn) {
-    convert_sync_batch_norm(model, comm_);
-  } else {
-    buffers_ = buffers;
-  }
+  share_rank0_model(model);
+  keep_buffers_in_sync(model);
   sharded_ = ShardedModel::create(comm_, model, shard_opts_);
 }
 

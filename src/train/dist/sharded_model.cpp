@@ -3,42 +3,18 @@
 #include "train/dist/sharded_model.h"
 
 #include <fmt/format.h>
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/function_hook.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "core/error.h"
+#include "train/dist/grad_hooks.h"
 #include "train/dist/sync_batch_norm.h"
 #include "train/models/batch_norm.h"
 #include "train/optim/optimizers.h"
 
 namespace gpulab::train::dist {
-
-namespace {
-
-// Runs after AccumulateGrad wrote a parameter's gradient (as in grad_reducer.cpp).
-class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(std::weak_ptr<ShardedModel> model, size_t index,
-            std::function<void(ShardedModel&, size_t)> fn)
-      : model_(std::move(model)), index_(index), fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(
-      const torch::autograd::variable_list& outputs,
-      const torch::autograd::variable_list& /*inputs*/) override {
-    if (auto m = model_.lock()) fn_(*m, index_);
-    return outputs;
-  }
-
- private:
-  std::weak_ptr<ShardedModel> model_;
-  size_t index_;
-  std::function<void(ShardedModel&, size_t)> fn_;
-};
-
-}  // namespace
 
 std::set<const void*> master_dtype_params(const torch::nn::Module& model) {
   std::set<const void*> out;
@@ -167,13 +143,9 @@ void ShardedModel::build(torch::nn::Module& model) {
 
 void ShardedModel::install_hooks() {
   std::weak_ptr<ShardedModel> self = weak_from_this();
-  for (size_t k = 0; k < params_.size(); ++k) {
-    auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
-    GPULAB_ASSERT(acc, "a parameter that requires grad has no gradient accumulator");
-    acc->add_post_hook(std::make_unique<ReadyHook>(
-        self, k, [](ShardedModel& m, size_t i) { m.on_grad_ready(i); }));
-    accumulators_.push_back(std::move(acc));
-  }
+  accumulators_ = on_each_grad_ready(params_, [self](size_t k) {
+    if (auto m = self.lock()) m->on_grad_ready(k);
+  });
 }
 
 std::string ShardedModel::what(const char* op, size_t u) const {
@@ -265,7 +237,7 @@ void ShardedModel::on_grad_ready(size_t k) {
   if (param_ready_[k]) return;
   if (!callback_queued_) {
     std::weak_ptr<ShardedModel> self = weak_from_this();
-    torch::autograd::Engine::get_default_engine().queue_callback([self] {
+    at_backward_end([self] {
       if (auto m = self.lock()) m->finalize();
     });
     callback_queued_ = true;

@@ -101,7 +101,7 @@ class DenseNet : public Classifier {
   torch::nn::Linear classifier_{nullptr};
 };
 
-void add(std::vector<ModelInfo>& table, const char* name, DenseNetSpec spec) {
+void add_densenet(std::vector<ModelInfo>& table, const char* name, DenseNetSpec spec) {
   ModelInfo info;
   info.name = name;
   info.family = "densenet";
@@ -116,10 +116,10 @@ void add(std::vector<ModelInfo>& table, const char* name, DenseNetSpec spec) {
 }  // namespace
 
 void add_densenet_models(std::vector<ModelInfo>& table) {
-  add(table, "densenet121", {32, {6, 12, 24, 16}, 64});
-  add(table, "densenet161", {48, {6, 12, 36, 24}, 96});
-  add(table, "densenet169", {32, {6, 12, 32, 32}, 64});
-  add(table, "densenet201", {32, {6, 12, 48, 32}, 64});
+  add_densenet(table, "densenet121", {32, {6, 12, 24, 16}, 64});
+  add_densenet(table, "densenet161", {48, {6, 12, 36, 24}, 96});
+  add_densenet(table, "densenet169", {32, {6, 12, 32, 32}, 64});
+  add_densenet(table, "densenet201", {32, {6, 12, 48, 32}, 64});
 }
 
 }  // namespace gpulab::train

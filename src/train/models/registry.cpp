@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace gpulab::train {
 namespace {
@@ -46,21 +47,6 @@ std::string normalize(std::string_view name) {
   return out;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 const std::vector<ModelInfo>& model_table() {
@@ -84,14 +70,10 @@ Result<const ModelInfo*> find_model(std::string_view name, int64_t* alias_image_
       return &info;
     }
   }
-  std::string names;
-  std::string closest;
-  size_t best = 4;  // suggest only near misses
-  for (const ModelInfo& info : model_table()) {
-    names += (names.empty() ? "" : ", ") + info.name;
-    const size_t d = edit_distance(key, info.name);
-    if (d < best) best = d, closest = info.name;
-  }
+  std::vector<std::string> all;
+  for (const ModelInfo& info : model_table()) all.push_back(info.name);
+  const std::string names = join(all, ", ");
+  const std::string closest = closest_name(key, all, 3);  // near misses only
   std::string hint = "valid models: " + names + "; see `gpulab models`";
   if (!closest.empty()) hint = "did you mean " + closest + "? " + hint;
   return Error{Code::kInvalidArgument, "unknown model '" + std::string(name) + "'", hint};

@@ -113,7 +113,7 @@ class ResNet : public Classifier {
   torch::nn::Linear fc_{nullptr};
 };
 
-void add(std::vector<ModelInfo>& table, const char* name, ResNetSpec spec) {
+void add_resnet(std::vector<ModelInfo>& table, const char* name, ResNetSpec spec) {
   ModelInfo info;
   info.name = name;
   info.family = "resnet";
@@ -128,13 +128,13 @@ void add(std::vector<ModelInfo>& table, const char* name, ResNetSpec spec) {
 }  // namespace
 
 void add_resnet_models(std::vector<ModelInfo>& table) {
-  add(table, "resnet18", {false, {2, 2, 2, 2}});
-  add(table, "resnet34", {false, {3, 4, 6, 3}});
-  add(table, "resnet50", {true, {3, 4, 6, 3}});
-  add(table, "resnet101", {true, {3, 4, 23, 3}});
-  add(table, "resnet152", {true, {3, 8, 36, 3}});
-  add(table, "resnext50_32x4d", {true, {3, 4, 6, 3}, 32, 4});
-  add(table, "wide_resnet50_2", {true, {3, 4, 6, 3}, 1, 128});
+  add_resnet(table, "resnet18", {false, {2, 2, 2, 2}});
+  add_resnet(table, "resnet34", {false, {3, 4, 6, 3}});
+  add_resnet(table, "resnet50", {true, {3, 4, 6, 3}});
+  add_resnet(table, "resnet101", {true, {3, 4, 23, 3}});
+  add_resnet(table, "resnet152", {true, {3, 8, 36, 3}});
+  add_resnet(table, "resnext50_32x4d", {true, {3, 4, 6, 3}, 32, 4});
+  add_resnet(table, "wide_resnet50_2", {true, {3, 4, 6, 3}, 1, 128});
 }
 
 }  // namespace gpulab::train

@@ -66,7 +66,7 @@ class Vgg : public Classifier {
   torch::nn::Sequential features_{nullptr}, classifier_{nullptr};
 };
 
-void add(std::vector<ModelInfo>& table, std::string name, char cfg, bool bn) {
+void add_vgg(std::vector<ModelInfo>& table, std::string name, char cfg, bool bn) {
   ModelInfo info;
   info.name = std::move(name);
   info.family = "vgg";
@@ -83,8 +83,8 @@ void add(std::vector<ModelInfo>& table, std::string name, char cfg, bool bn) {
 void add_vgg_models(std::vector<ModelInfo>& table) {
   const std::pair<const char*, char> variants[] = {
       {"vgg11", 'A'}, {"vgg13", 'B'}, {"vgg16", 'D'}, {"vgg19", 'E'}};
-  for (const auto& [name, cfg] : variants) add(table, name, cfg, false);
-  for (const auto& [name, cfg] : variants) add(table, std::string(name) + "_bn", cfg, true);
+  for (const auto& [name, cfg] : variants) add_vgg(table, name, cfg, false);
+  for (const auto& [name, cfg] : variants) add_vgg(table, std::string(name) + "_bn", cfg, true);
 }
 
 }  // namespace gpulab::train

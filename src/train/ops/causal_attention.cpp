@@ -28,7 +28,7 @@ using torch::autograd::variable_list;
 // block of early rows only multiplies the keys it can see.
 constexpr int64_t kRowBlock = 128;
 
-struct Shape {
+struct AttentionShape {
   int64_t batch, length, dim, heads, kv_heads;
   int64_t group() const { return heads / kv_heads; }
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(dim)); }
@@ -56,7 +56,7 @@ Tensor head_rows(const Tensor& x, int64_t b, int64_t head, int64_t dim) {
 }
 
 template <typename T>
-Tensor rotated(const Tensor& x, int64_t b, int64_t head, const Shape& s, const Tensor& cos,
+Tensor rotated(const Tensor& x, int64_t b, int64_t head, const AttentionShape& s, const Tensor& cos,
                const Tensor& sin) {
   auto rows = head_rows(x, b, head, s.dim);
   auto out = at::empty({s.length, s.dim}, x.options());
@@ -67,7 +67,7 @@ Tensor rotated(const Tensor& x, int64_t b, int64_t head, const Shape& s, const T
 
 template <typename T>
 void forward_task(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
-                  const Tensor& sin, const Shape& s, int64_t b, int64_t g, Tensor& out) {
+                  const Tensor& sin, const AttentionShape& s, int64_t b, int64_t g, Tensor& out) {
   auto k_rot = rotated<T>(k, b, g, s, cos, sin);
   auto v_rows = head_rows(v, b, g, s.dim);
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
@@ -84,8 +84,8 @@ void forward_task(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
 
 template <typename T>
 void backward_task(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
-                   const Tensor& sin, const Tensor& grad, const Shape& s, int64_t b, int64_t g,
-                   Tensor& dq, Tensor& dk, Tensor& dv) {
+                   const Tensor& sin, const Tensor& grad, const AttentionShape& s, int64_t b,
+                   int64_t g, Tensor& dq, Tensor& dk, Tensor& dv) {
   auto k_rot = rotated<T>(k, b, g, s, cos, sin);
   auto v_rows = head_rows(v, b, g, s.dim);
   auto dk_rot = at::zeros({s.length, s.dim}, q.options());
@@ -153,7 +153,8 @@ In* head_start(const Tensor& x, int64_t b, int64_t head, int64_t dim) {
 
 template <typename In>
 void forward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
-                        const Tensor& sin, const Shape& s, int64_t b, int64_t g, Tensor& out) {
+                        const Tensor& sin, const AttentionShape& s, int64_t b, int64_t g,
+                        Tensor& out) {
   const int64_t d = s.dim, t = s.length;
   const float scale = static_cast<float>(s.scale());
   const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
@@ -174,7 +175,7 @@ void forward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const
 
 template <typename In>
 void backward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
-                         const Tensor& sin, const Tensor& grad, const Shape& s, int64_t b,
+                         const Tensor& sin, const Tensor& grad, const AttentionShape& s, int64_t b,
                          int64_t g, Tensor& dq, Tensor& dk, Tensor& dv) {
   const int64_t d = s.dim, t = s.length;
   const float scale = static_cast<float>(s.scale());
@@ -221,7 +222,7 @@ bool runs_on_sgemm(const Tensor& q) {
 // thread count. Products inside a task run single-threaded (ATen and BLAS inside a parallel
 // region: this file is compiled with OpenMP where libtorch uses it, see ops/OpsDeps.cmake).
 template <typename F>
-void for_each_task(const Shape& s, F&& fn) {
+void for_each_task(const AttentionShape& s, F&& fn) {
   at::parallel_for(0, s.batch * s.kv_heads, 1, [&](int64_t begin, int64_t end) {
     // Worker threads start with autograd on (its mode is per thread): these products are not
     // to be recorded.
@@ -234,7 +235,7 @@ void for_each_task(const Shape& s, F&& fn) {
 // build has oneDNN, else on_ops(tag, b, g) on libtorch's ops (float64; float32 without oneDNN);
 // tag is a value of the element type.
 template <typename Sgemm, typename Ops>
-void run_tasks(const Tensor& q, const Shape& s, const Sgemm& on_sgemm, const Ops& on_ops) {
+void run_tasks(const Tensor& q, const AttentionShape& s, const Sgemm& on_sgemm, const Ops& on_ops) {
   if (runs_on_sgemm(q)) {
     float_or_bf16(q.scalar_type(), [&](auto tag) {
       for_each_task(s, [&](int64_t b, int64_t g) { on_sgemm(tag, b, g); });
@@ -252,7 +253,7 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
     ctx->save_for_backward({q, k, v, cos, sin});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["kv_heads"] = kv_heads;
-    const Shape s{q.size(0), q.size(1), q.size(2) / heads, heads, kv_heads};
+    const AttentionShape s{q.size(0), q.size(1), q.size(2) / heads, heads, kv_heads};
     auto out = at::empty_like(q);
     run_tasks(
         q, s,
@@ -271,8 +272,8 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
     auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &cos = saved[3], &sin = saved[4];
     const int64_t heads = ctx->saved_data["heads"].toInt();
-    const Shape s{q.size(0), q.size(1), q.size(2) / heads, heads,
-                  ctx->saved_data["kv_heads"].toInt()};
+    const AttentionShape s{q.size(0), q.size(1), q.size(2) / heads, heads,
+                           ctx->saved_data["kv_heads"].toInt()};
     auto grad = grads[0].to(q.scalar_type()).contiguous();
     auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
     run_tasks(

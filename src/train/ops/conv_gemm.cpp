@@ -26,7 +26,7 @@ namespace {
 
 // Sizes of one convolution, with the kernel taps that meet the input when the output is one
 // pixel: kernel rows [kh0, kh1) and columns [kw0, kw1) (input row kh - ph, column kw - pw).
-struct Shape {
+struct ConvShape {
   int64_t n, c, h, w, o, kh, kw, oh, ow;
   int64_t ph = 0, pw = 0;
   int64_t kh0 = 0, kh1 = 0, kw0 = 0, kw1 = 0;
@@ -39,8 +39,8 @@ struct Shape {
   int64_t run_len() const { return (kw1 - kw0) * c; }
 };
 
-Shape shape_of(at::IntArrayRef xs, at::IntArrayRef ws, const ConvGeometry& g) {
-  Shape s{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], 0, 0};
+ConvShape shape_of(at::IntArrayRef xs, at::IntArrayRef ws, const ConvGeometry& g) {
+  ConvShape s{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], 0, 0};
   s.oh = (s.h + 2 * g.padding[0] - s.kh) / g.stride[0] + 1;
   s.ow = (s.w + 2 * g.padding[1] - s.kw) / g.stride[1] + 1;
   s.ph = g.padding[0];
@@ -62,13 +62,13 @@ float* mptr(torch::Tensor& t) {
 const auto kCl = torch::MemoryFormat::ChannelsLast;
 
 // A 1x1 kernel's input at the output pixels: x itself at stride 1, else the strided pixels.
-torch::Tensor sampled_input(const torch::Tensor& x, const Shape& s, const ConvGeometry& g) {
+torch::Tensor sampled_input(const torch::Tensor& x, const ConvShape& s, const ConvGeometry& g) {
   if (g.stride[0] == 1 && g.stride[1] == 1) return x;
   return x.slice(2, 0, s.h, g.stride[0]).slice(3, 0, s.w, g.stride[1]).contiguous(kCl);
 }
 
 // Memory order (channels-last): x[n][h][w][c], weight[o][kh][kw][c], y[n][oh][ow][o].
-torch::Tensor forward_product(const torch::Tensor& x, const torch::Tensor& w, const Shape& s,
+torch::Tensor forward_product(const torch::Tensor& x, const torch::Tensor& w, const ConvShape& s,
                               const ConvGeometry& g) {
   auto y = torch::empty({s.n, s.o, s.oh, s.ow}, x.options().memory_format(kCl));
   if (s.one_by_one()) {
@@ -89,7 +89,7 @@ torch::Tensor forward_product(const torch::Tensor& x, const torch::Tensor& w, co
 }
 
 torch::Tensor input_grad(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& w,
-                         const Shape& s, const ConvGeometry& g) {
+                         const ConvShape& s, const ConvGeometry& g) {
   if (s.one_by_one()) {
     const bool strided = g.stride[0] != 1 || g.stride[1] != 1;
     auto dxs = torch::empty({s.n, s.c, s.oh, s.ow}, x.options().memory_format(kCl));
@@ -112,7 +112,7 @@ torch::Tensor input_grad(const torch::Tensor& dy, const torch::Tensor& x, const 
 }
 
 torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& w,
-                          const Shape& s, const ConvGeometry& g) {
+                          const ConvShape& s, const ConvGeometry& g) {
   // Preserve: the gradient has the parameter's exact strides, so AccumulateGrad keeps it as is.
   auto dw = torch::empty_like(w, torch::MemoryFormat::Preserve);
   if (s.one_by_one()) {

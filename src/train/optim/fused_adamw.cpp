@@ -16,12 +16,12 @@
 namespace gpulab::train {
 namespace {
 
-struct Coeffs {
+struct AdamwCoeffs {
   float decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, inv_sqrt_bc2, eps;
 };
 
 void adamw_kernel(float* __restrict p, const float* __restrict g, float* __restrict m,
-                  float* __restrict v, int64_t n, Coeffs c) {
+                  float* __restrict v, int64_t n, AdamwCoeffs c) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
     const float mi = m[i] * c.beta1 + gi * c.one_minus_beta1;
@@ -51,7 +51,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     float *p, *m, *v;
     const float* g;
     int64_t n;
-    Coeffs c;
+    AdamwCoeffs c;
   };
   std::vector<Update> updates;
   std::vector<torch::Tensor> others;  // for libtorch's own step
@@ -82,14 +82,14 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       const auto [beta1, beta2] = o.betas();
       const double bc1 = 1 - std::pow(beta1, static_cast<double>(st.step()));
       const double bc2 = 1 - std::pow(beta2, static_cast<double>(st.step()));
-      const Coeffs c{static_cast<float>(1 - o.lr() * o.weight_decay()),
-                     static_cast<float>(beta1),
-                     static_cast<float>(1 - beta1),
-                     static_cast<float>(beta2),
-                     static_cast<float>(1 - beta2),
-                     static_cast<float>(o.lr() / bc1),
-                     static_cast<float>(1 / std::sqrt(bc2)),
-                     static_cast<float>(o.eps())};
+      const AdamwCoeffs c{static_cast<float>(1 - o.lr() * o.weight_decay()),
+                          static_cast<float>(beta1),
+                          static_cast<float>(1 - beta1),
+                          static_cast<float>(beta2),
+                          static_cast<float>(1 - beta2),
+                          static_cast<float>(o.lr() / bc1),
+                          static_cast<float>(1 / std::sqrt(bc2)),
+                          static_cast<float>(o.eps())};
       updates.push_back({p.data_ptr<float>(), st.exp_avg().data_ptr<float>(),
                          st.exp_avg_sq().data_ptr<float>(), g.data_ptr<float>(), p.numel(), c});
       total += p.numel();

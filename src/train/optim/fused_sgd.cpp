@@ -24,14 +24,14 @@ namespace gpulab::train {
 
 namespace {
 
-struct Coeffs {
+struct SgdCoeffs {
   float weight_decay, momentum, one_minus_dampening, neg_lr;
   bool decay, has_momentum, first, nesterov;
 };
 
 #if defined(GPULAB_SGD_X86)
 __attribute__((target("avx2,fma"))) void sgd_kernel(float* p, const float* g, float* buf, int64_t n,
-                                                    Coeffs c) {
+                                                    SgdCoeffs c) {
   const __m256 wd = _mm256_set1_ps(c.weight_decay), mu = _mm256_set1_ps(c.momentum),
                damp = _mm256_set1_ps(c.one_minus_dampening), nlr = _mm256_set1_ps(c.neg_lr);
   int64_t i = 0;
@@ -105,7 +105,7 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
     const float* g;
     float* buf;
     int64_t n;
-    Coeffs c;
+    SgdCoeffs c;
   };
   std::vector<Update> updates;
   int64_t total = 0;
@@ -137,14 +137,14 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
           }
           buf = st->momentum_buffer();
         }
-        const Coeffs c{static_cast<float>(wd),
-                       static_cast<float>(mu),
-                       static_cast<float>(1 - damp),
-                       static_cast<float>(-1 * o.lr()),
-                       wd != 0,
-                       mu != 0,
-                       first,
-                       o.nesterov()};
+        const SgdCoeffs c{static_cast<float>(wd),
+                          static_cast<float>(mu),
+                          static_cast<float>(1 - damp),
+                          static_cast<float>(-1 * o.lr()),
+                          wd != 0,
+                          mu != 0,
+                          first,
+                          o.nesterov()};
         updates.push_back({p.data_ptr<float>(), grad.data_ptr<float>(),
                            buf.defined() ? buf.data_ptr<float>() : nullptr, p.numel(), c});
         total += p.numel();

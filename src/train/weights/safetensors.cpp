@@ -82,17 +82,17 @@ namespace {
 
 // The 8-byte header length and the JSON header (padded to 8 bytes), and the tensors in file
 // order as contiguous CPU tensors (no copy for those that are already).
-struct Layout {
+struct SafetensorsLayout {
   std::string head;
   std::vector<torch::Tensor> cpu;
   uint64_t data_bytes = 0;
 };
 
-Result<Layout> layout_of(const StateDict& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+Result<SafetensorsLayout> layout_of(const StateDict& tensors,
+                                    const std::map<std::string, std::string>& metadata) {
   OrderedJson header = OrderedJson::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  Layout l;
+  SafetensorsLayout l;
   for (const auto& [name, t] : tensors) {
     const std::string dtype = safetensors_dtype_name(t.scalar_type());
     if (dtype.empty()) {

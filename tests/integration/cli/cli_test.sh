@@ -56,6 +56,9 @@ json)
     echo "$listed" | grep -q "^$cmd --json" || fail "'gpulab $cmd' has --json but no case here"
   done <<<"$found"
   while read -r args; do
+    # `models --json` builds every model of the zoo (about a minute of CPU); ModelsCli (test_train)
+    # runs it and parses its one document, so it is listed here but not run twice.
+    [ "$args" = "models --json" ] && { echo "== gpulab models --json: checked by ModelsCli"; continue; }
     # shellcheck disable=SC2086
     (cd "$WORK" && timeout 300 "$G" $args >"$WORK/out" 2>"$WORK/err")
     code=$?
@@ -86,6 +89,8 @@ usage)
   }
   check_usage train --no_such_flag 3
   grep -q 'gpulab train --help' "$WORK/err" || fail "the hint does not name 'gpulab train --help'"
+  check_usage train --epochs 3
+  grep -q 'did you mean --num_epochs?' "$WORK/err" || fail "no 'did you mean --num_epochs?' for --epochs"
   check_usage bench train --steps 0
   grep -q 'gpulab bench train --help' "$WORK/err" || fail "the hint does not name 'gpulab bench train --help'"
   check_usage --no_such_flag
@@ -139,6 +144,17 @@ interrupt)
   [ "$batch" -gt 0 ] && want="$want, batch $batch of epoch $epoch)"
   grep -qF "$want" "$WORK/log2" || fail "the resumed run does not start at '$want'"
   grep -q "Stopped after --max_steps $((step + 2))" "$WORK/log2" || fail "the resumed run did not train on"
+  grep -q '^error:' "$WORK/log" && fail "a clean Ctrl-C stop printed an error line"
+  # Two ranks: the launcher passes SIGINT on, the ranks stop with a checkpoint, and nothing
+  # calls the stop an error.
+  # shellcheck disable=SC2086
+  signal_run 5 INT $G train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 \
+    --subset 512 --num_epochs 30 --seed 1 --nproc_per_node 2 --output_dir "$WORK/run2"
+  cat "$WORK/log"
+  [ "$code" = 130 ] || fail "2 ranks: exit $code after SIGINT, expected 130"
+  grep -q 'Stopped by SIGINT' "$WORK/log" || fail "2 ranks: no 'Stopped by SIGINT' line"
+  grep -q 'error:' "$WORK/log" && fail "2 ranks: a clean Ctrl-C stop printed an error line"
+  ls "$WORK/run2/checkpoints/"*.pt >/dev/null || fail "2 ranks: no checkpoint left"
   ;;
 crash_report)
   # A fatal signal prints the stack before the process ends with it (exit 128 + signal), and

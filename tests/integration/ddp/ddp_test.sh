@@ -316,8 +316,9 @@ kill|hang|restart)
   ;;
 stall)
   # A rank that hangs while it still runs (a deadlock, an endless loop): nothing ends or stops,
-  # only its heartbeat goes quiet. The test hook GPULAB_TEST_STALL=1:6 (src/train/dist/
-  # ddp_context.h) makes rank 1 sleep for good before its 6th step. The job runs with the
+  # only its heartbeat goes quiet. The hook GPULAB_TEST_STALL=1:6 (tests/support/env_test_hooks.cpp,
+  # in the test binary gpulab-hooks that ddp.cmake passes here) makes rank 1 sleep for good
+  # before its 6th step. The job runs with the
   # default hang detection (--heartbeat_timeout auto: once a rank has done a few steps, silence
   # longer than 10 x the slowest step seen, and at least --heartbeat_floor, is a hang), with the
   # floor lowered from 60 s to 2 s so that the test is short.

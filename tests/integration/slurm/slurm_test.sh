@@ -222,6 +222,13 @@ PY
     echo "== gpulab slurm $* -> exit $code: $(grep error: "$WORK/bad.log" | head -1)"
     [ $code = 2 ] && grep -q -- "$want" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "gpulab slurm $*"; }
   }
+  # No cluster behind sbatch (no SLURM_CONF and no /etc/slurm/slurm.conf here): said so.
+  if [ ! -e /etc/slurm/slurm.conf ]; then
+    env -u SLURM_CONF "$GPULAB" slurm submit "${OPTS[@]}" 2 "--model resnet18" >"$WORK/bad.log" 2>&1
+    echo "== no cluster -> exit $?: $(grep error: "$WORK/bad.log" | head -1)"
+    grep -q "error: no Slurm cluster answers from this machine" "$WORK/bad.log" &&
+      grep -q "hint: submit from a login node" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "no-cluster message"; }
+  fi
   bad "is not a Slurm job id" status '1;rm'
   bad "is not a Slurm time limit" submit --time soon --dry-run 2 "--model resnet18"
   bad "which the Slurm script decides" submit --dry-run 2 "--model resnet18 --nproc_per_node 4"

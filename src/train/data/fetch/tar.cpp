@@ -36,7 +36,7 @@ namespace {
 
 using Strings = std::vector<std::string>;
 
-Result<Strings> bad(const std::string& msg) {
+Result<Strings> bad_archive(const std::string& msg) {
   return Result<Strings>(Code::kDataError, "bad archive: " + msg);
 }
 
@@ -151,9 +151,10 @@ Result<Strings> extract_tar_gz(const fs::path& archive, const fs::path& dest) {
   });
   if (failed) return *failed;
   if (!st.ok())
-    return bad(st.error().message.find("ends without") != std::string::npos ? gz.error()
-                                                                            : st.error().message);
-  if (entries == 0) return bad("no entries");
+    return bad_archive(st.error().message.find("ends without") != std::string::npos
+                           ? gz.error()
+                           : st.error().message);
+  if (entries == 0) return bad_archive("no entries");
   // Everything read cleanly: move the top-level entries into place.
   Strings placed;
   for (const auto& t : tops) {

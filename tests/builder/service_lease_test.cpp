@@ -1,0 +1,56 @@
+// gpulab ddp's client of the service's leases: which service URLs it accepts, and that a service
+// that is not there is a quick, clear error (a real closed port), not a hang.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "builder/service_lease.h"
+
+namespace gpulab::builder {
+namespace {
+
+// A loopback port nothing listens on: bound once by the kernel's choice, then closed.
+int closed_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+TEST(ServiceLease, AcceptsHttpAndHttpsUrlsOnly) {
+  EXPECT_TRUE(ServiceClient::open("http://127.0.0.1:8000", "").ok());
+  EXPECT_TRUE(ServiceClient::open("https://lab.example:8443/", "glt_x").ok());
+  for (const char* bad : {"http://127.0.0.1:99999", "http://127.0.0.1:80x", "http://:8000",
+                          "http://a/b:80", "ftp://127.0.0.1:21"}) {
+    auto c = ServiceClient::open(bad, "");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.error().code, Code::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ServiceLease, NoServiceOnThePortIsAQuickError) {
+  const int port = closed_port();
+  ASSERT_GT(port, 0);
+  auto client = ServiceClient::open("http://127.0.0.1:" + std::to_string(port), "");
+  ASSERT_TRUE(client.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto health = client->health();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(health.ok());
+  EXPECT_LT(s, 10.0);
+  auto lease = client->lease("ddp-test", 1, true);
+  EXPECT_FALSE(lease.ok());
+}
+
+}  // namespace
+}  // namespace gpulab::builder

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Signals at the wrong moment: RUNS small training jobs (1 process, 2 DDP ranks, 2 ranks with
+# --shard full), each sent SIGINT, SIGTERM or SIGKILL at a random moment (mid-step, in the loader,
+# during a checkpoint write or an all-reduce: the epochs are 16 steps, so checkpoints come every
+# second or two). SIGINT/SIGTERM must end with 130/143; SIGKILL with 137. Afterwards no process
+# of the job is left, and the newest complete checkpoint loads (--resume auto). Every fifth run
+# (and the first) is fp64 and deterministic and, resumed to the end, must equal an uninterrupted
+# run of the same layout bit for bit.
+# usage: signal_stress.sh RUNS GPULAB [SEED]     (make test: 4 runs; make stress: 100)
+set -uo pipefail
+RUNS=${1:?runs}
+G=${2:?gpulab}
+SEED=${3:-$$}
+RANDOM=$SEED
+echo "signal stress: $RUNS runs, seed $SEED (pass it again to replay the same choices)"
+WORK=$(mktemp -d /tmp/gpulab-stress-XXXXXX)
+trap 'pkill -KILL -f "$WORK/" 2>/dev/null; rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# A job of LAYOUT (single, ddp, shard) writing to DIR; extra flags after.
+job() {
+  local layout=$1 dir=$2
+  shift 2
+  local ranks=()
+  case "$layout" in
+    ddp) ranks=(--nproc_per_node 2) ;;
+    shard) ranks=(--nproc_per_node 2 --shard full) ;;
+  esac
+  "$G" train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 --subset 256 \
+    --num_epochs 6 --seed 3 --threads 1 --keep_checkpoints 2 "${ranks[@]}" --output_dir "$dir" "$@"
+}
+
+declare -A reference  # layout -> uninterrupted fp64 weights
+ok=0 bitwise=0
+declare -A by_signal=([INT]=0 [TERM]=0 [KILL]=0) by_layout=([single]=0 [ddp]=0 [shard]=0)
+layouts=(single ddp shard)
+signals=(INT TERM KILL)
+for i in $(seq 1 "$RUNS"); do
+  layout=${layouts[$((RANDOM % 3))]}
+  sig=${signals[$((RANDOM % 3))]}
+  exact=()
+  check_bits=0
+  if [ "$i" = 1 ] || [ $((i % 5)) = 0 ]; then
+    exact=(--precision fp64 --deterministic --max_steps 40)
+    check_bits=1
+  fi
+  delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.2 + (r % 500) / 100 }')
+  dir="$WORK/run$i"
+  job "$layout" "$dir" "${exact[@]}" >"$dir.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q '^Training resnet18' "$dir.log" 2>/dev/null && break; sleep 0.1; done
+  sleep "$delay"
+  kill -"$sig" $pid 2>/dev/null
+  wait $pid
+  code=$?
+  want=$((128 + $(kill -l "$sig")))
+  # The job may have finished before the signal came: 0 is then the right answer.
+  [ "$code" = "$want" ] || [ "$code" = 0 ] || { tail -n 30 "$dir.log"; fail "run $i ($layout, SIG$sig after ${delay} s): exit $code, expected $want"; }
+  sleep 0.5
+  if pgrep -f "$dir( |$)" >/dev/null; then
+    pgrep -af "$dir( |$)"
+    fail "run $i ($layout, SIG$sig): a process of the job is still running"
+  fi
+  # The newest complete checkpoint loads: resume it (to the end for the exact runs).
+  if [ $check_bits = 1 ]; then
+    job "$layout" "$dir" "${exact[@]}" --resume auto >"$dir.resume.log" 2>&1 ||
+      { tail -n 30 "$dir.resume.log"; fail "run $i ($layout, SIG$sig): resume failed"; }
+    if [ -z "${reference[$layout]:-}" ]; then
+      job "$layout" "$WORK/ref-$layout" "${exact[@]}" >"$WORK/ref-$layout.log" 2>&1 ||
+        { tail -n 30 "$WORK/ref-$layout.log"; fail "the uninterrupted $layout run failed"; }
+      reference[$layout]="$WORK/ref-$layout/model.safetensors"
+    fi
+    cmp -s "$dir/model.safetensors" "${reference[$layout]}" ||
+      fail "run $i ($layout, SIG$sig after ${delay} s): resumed weights differ from the uninterrupted run"
+    bitwise=$((bitwise + 1))
+  else
+    job "$layout" "$dir" --resume auto --max_steps 1 >"$dir.resume.log" 2>&1 ||
+      { tail -n 30 "$dir.resume.log"; fail "run $i ($layout, SIG$sig): the checkpoint left does not load"; }
+  fi
+  resumed=$(grep -o 'Resumed from [^ ]*' "$dir.resume.log" | head -1)
+  echo "run $i: $layout, SIG$sig after ${delay} s -> exit $code; ${resumed:-no checkpoint yet, started fresh}"
+  ok=$((ok + 1))
+  by_signal[$sig]=$((by_signal[$sig] + 1))
+  by_layout[$layout]=$((by_layout[$layout] + 1))
+  rm -rf "$dir"
+done
+echo "signal stress: $ok of $RUNS runs held (SIGINT ${by_signal[INT]}, SIGTERM ${by_signal[TERM]}, SIGKILL ${by_signal[KILL]}; single ${by_layout[single]}, ddp ${by_layout[ddp]}, shard ${by_layout[shard]}); $bitwise resumed fp64 runs bitwise equal to uninterrupted ones; no process left behind"
