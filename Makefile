@@ -68,7 +68,7 @@ llm-data: deps
 	@bash scripts/make-llm-data.sh $(BUILD)
 
 # Signals at the wrong moment: STRESS_RUNS small training jobs (1 process, 2 ranks, 2 ranks
-# sharded) each sent SIGINT, SIGTERM or SIGKILL at a random moment (`make test` runs 4).
+# sharded) each sent SIGINT, SIGTERM or SIGKILL at a random moment (`make test` runs 3).
 STRESS_RUNS ?= 100
 stress: deps
 	@cmake --build $(BUILD) --target gpulab -j $(JOBS)

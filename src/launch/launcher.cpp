@@ -121,8 +121,7 @@ namespace {
 LaunchResult stop_for_signal(const LaunchOptions& o, RankGroup& group, LaunchResult result) {
   const int sig = g_stop_signal;
   say(o, "got " + signal_name(sig) + ", stopping the ranks");
-  group.signal_all(sig);
-  group.stop(o.stop_grace);
+  group.stop(o.stop_grace, sig);
   result.exit_code = 128 + sig;
   result.stopped_by_signal = true;
   result.message = "stopped by " + signal_name(sig);

@@ -201,14 +201,10 @@ std::optional<RankFailure> RankGroup::poll(std::chrono::milliseconds timeout) {
   return failure;
 }
 
-void RankGroup::signal_all(int sig) {
-  if (pgid_ > 0 && alive_ > 0) ::kill(-pgid_, sig);
-}
-
-void RankGroup::stop(std::chrono::milliseconds grace) {
+void RankGroup::stop(std::chrono::milliseconds grace, int sig) {
   if (pgid_ <= 0) return;
   if (alive_ > 0) {
-    ::kill(-pgid_, SIGTERM);
+    ::kill(-pgid_, sig);
     ::kill(-pgid_, SIGCONT);  // a stopped rank acts on SIGTERM only once it runs again
   }
   auto deadline = std::chrono::steady_clock::now() + grace;

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <csignal>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,10 +46,9 @@ class RankGroup {
   // The report says the limit and adds where the other ranks are waiting.
   std::optional<RankFailure> check_progress(const HangPolicy& policy);
 
-  // SIGTERM to the whole group, SIGKILL after `grace`, and reap every rank.
-  void stop(std::chrono::milliseconds grace);
-  // Passes a signal on to every rank (the launcher got SIGINT/SIGTERM).
-  void signal_all(int sig);
+  // `sig` (SIGTERM, or the user's SIGINT the launcher passes on) to the whole group, SIGKILL
+  // after `grace`, and reap every rank. One signal only: a rank names its stop after it.
+  void stop(std::chrono::milliseconds grace, int sig = SIGTERM);
 
  private:
   struct Proc {

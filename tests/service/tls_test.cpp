@@ -119,7 +119,8 @@ TEST_F(ServiceTls, FailedTokenChecksAreThrottledPerAddress) {
   auto log = neighbour.get(api + "/audit?limit=50");
   ASSERT_TRUE(ok(log)) << log.body;
   int audited = 0;
-  for (const auto& e : log.json()["data"]["entries"])
+  const Json doc = log.json();  // held: a range over a temporary's member would dangle
+  for (const auto& e : doc["data"]["entries"])
     if (e["outcome"] == "refused" &&
         e["detail"].get<std::string>().rfind("TOO_MANY_REQUESTS: ", 0) == 0)
       ++audited;

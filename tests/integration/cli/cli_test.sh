@@ -148,8 +148,10 @@ interrupt)
   # Two ranks: the launcher passes SIGINT on, the ranks stop with a checkpoint, and nothing
   # calls the stop an error.
   # shellcheck disable=SC2086
-  signal_run 5 INT $G train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 \
-    --subset 512 --num_epochs 30 --seed 1 --nproc_per_node 2 --output_dir "$WORK/run2"
+  # Mid-epoch (32 steps of a rank take about 10 s here): a signal during the evaluation would
+  # outlast --stop_grace and end in SIGKILL, as documented.
+  signal_run 3 INT $G train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 \
+    --subset 1024 --num_epochs 30 --seed 1 --nproc_per_node 2 --output_dir "$WORK/run2"
   cat "$WORK/log"
   [ "$code" = 130 ] || fail "2 ranks: exit $code after SIGINT, expected 130"
   grep -q 'Stopped by SIGINT' "$WORK/log" || fail "2 ranks: no 'Stopped by SIGINT' line"

@@ -54,7 +54,9 @@ for block in "$WORK"/blocks/*; do
     [ -n "$cmd" ] || continue
     commands=$((commands + 1))
     start=$(date +%s)
-    (cd "$dir" && PATH="$WORK/bin:$PATH" timeout 600 "${offline[@]}" bash -c "$cmd" >"$dir/out" 2>&1)
+    # In a namespace of its own the loopback starts down: ranks rendezvous on 127.0.0.1.
+    (cd "$dir" && PATH="$WORK/bin:$PATH" timeout 600 "${offline[@]}" \
+      bash -c "${offline:+ip link set lo up && }$cmd" >"$dir/out" 2>&1)
     rc=$?
     echo "== $(basename "$block"): $cmd -> exit $rc, $(($(date +%s) - start)) s"
     if [ $rc != 0 ]; then
