@@ -41,7 +41,8 @@ int64_t integer_field(const Json& j, const char* key) {
   return *v;
 }
 
-const char* kRegenerate = "tokenize the text again: gpulab data tokenize --input FILES --out DIR";
+constexpr const char* kRegenerate =
+    "tokenize the text again: gpulab data tokenize --input FILES --out DIR";
 
 }  // namespace
 
