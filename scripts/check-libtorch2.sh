@@ -44,6 +44,7 @@ FLAGS=(-fsyntax-only -std=c++20 -Wall -Wextra -Wpedantic -Wno-unused-parameter -
        -DGPULAB_HAVE_CURL=1 -DGPULAB_HAVE_PNG=1 -DGPULAB_HAVE_TURBOJPEG=1 -DGPULAB_HAVE_ZLIB=1
        -DGPULAB_WITH_TRAIN=1 -DGPULAB_WITH_SERVICE=1 -DGPULAB_WITH_BUILDER=1
        '-DGPULAB_VERSION="check"' "-DGPULAB_SOURCE_DIR=\"$ROOT\"" "-DGPULAB_BINARY=\"$ROOT/gpulab\""
+       "-DGPULAB_HOOKS_BINARY=\"$ROOT/gpulab-hooks\""
        -I"$ROOT/src" -I"$ROOT/apps/gpulab" -I"$ROOT/tests"
        -isystem "$INC" -isystem "$INC/torch/csrc/api/include")
 
