@@ -84,8 +84,8 @@ std::string flag_suggestion(const CLI::App& app, int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--") break;
     if (arg.rfind("--", 0) != 0 || arg.size() < 3) continue;
-    std::string name =
-        arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+    const auto eq = arg.find('=');
+    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     bool found = false;
     for (const CLI::App* a : chain) found |= a->get_option_no_throw("--" + name) != nullptr;
     if (found) continue;

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 #include "core/signal_name.h"
+#include "core/strings.h"
 #include "launch/rank_cgroup.h"
 
 namespace gpulab::launch {
@@ -43,9 +43,8 @@ Result<HangPolicy> hang_policy_from_flags(const std::string& timeout, double flo
     p.adaptive = true;
     return p;
   }
-  char* end = nullptr;
-  const double s = std::strtod(timeout.c_str(), &end);
-  if (timeout.empty() || end == nullptr || *end != '\0' || !(s >= 0) || s > 86400) {
+  const double s = parse_double(timeout).value_or(-1);
+  if (!(s >= 0) || s > 86400) {
     return Error{Code::kInvalidArgument,
                  "--heartbeat_timeout " + timeout + " is neither auto nor 0..86400 seconds",
                  "auto learns the limit from the ranks' step times; 0 turns hang detection off"};

@@ -24,6 +24,16 @@ Error bad(const std::string& what, const std::string& hint) {
 const char* const kOwnFlags[] = {"--nproc_per_node", "--nnodes",      "--node_rank",
                                  "--master_addr",    "--master_port", "--output_dir"};
 
+// The words of sbatch, squeue, sinfo, ... when this machine has no Slurm configuration or cannot
+// reach the controller.
+bool no_cluster(const std::string& err) {
+  for (const char* sign :
+       {"Could not establish a configuration source", "Unable to process configuration file",
+        "Unable to contact slurm controller"})
+    if (err.find(sign) != std::string::npos) return true;
+  return false;
+}
+
 Result<ProcessResult> slurm_command(const std::vector<std::string>& argv,
                                     const std::string& stdin_data = {}) {
   RunOptions o;
@@ -33,6 +43,15 @@ Result<ProcessResult> slurm_command(const std::vector<std::string>& argv,
   if (!r.ok())
     return Error{Code::kUnavailable, argv[0] + " could not be run: " + r.error().message,
                  "run this on a host with Slurm's client commands (Debian: slurm-client)"};
+  // Every Slurm command says the same when this machine is not part of a cluster: one error
+  // for all of them, not each caller's guess (a refused script, an unknown job).
+  if (!r->success() && no_cluster(r->err)) {
+    const auto last = r->err.rfind(argv[0] + ":");  // its final line says it best
+    const std::string said = trim(last == std::string::npos ? r->err : r->err.substr(last));
+    return Error{Code::kUnavailable, "no Slurm cluster answers from this machine (" + said + ")",
+                 "run it on a login node of the cluster (its slurm.conf, or SLURM_CONF, and "
+                 "slurmctld reachable), or print the script with --dry-run"};
+  }
   return r;
 }
 
@@ -266,29 +285,11 @@ Status cancel_job(const std::string& job) {
   return ok_status();
 }
 
-namespace {
-// sbatch's words when this machine has no Slurm configuration or cannot reach the controller.
-bool no_cluster(const std::string& err) {
-  for (const char* sign :
-       {"Could not establish a configuration source", "Unable to process configuration file",
-        "Unable to contact slurm controller"})
-    if (err.find(sign) != std::string::npos) return true;
-  return false;
-}
-}  // namespace
-
 Result<std::string> submit_script(const std::string& script, bool test_only) {
   std::vector<std::string> argv{"sbatch", "--parsable"};
   if (test_only) argv = {"sbatch", "--test-only"};
   auto r = slurm_command(argv, script);
   if (!r.ok()) return r.error();
-  if (!r->success() && no_cluster(r->err)) {
-    const auto last = r->err.rfind("sbatch:");  // its final line says it best
-    const std::string said = trim(last == std::string::npos ? r->err : r->err.substr(last));
-    return Error{Code::kUnavailable, "no Slurm cluster answers from this machine (" + said + ")",
-                 "submit from a login node of the cluster (its slurm.conf, or SLURM_CONF, and "
-                 "slurmctld reachable), or print the script with --dry-run"};
-  }
   if (!r->success())
     return Error{Code::kInvalidArgument, "sbatch refused the script: " + trim(r->err),
                  "print it with --dry-run and check the partition, GRES and time limit"};

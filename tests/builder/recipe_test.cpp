@@ -49,6 +49,9 @@ TEST(Recipe, TheSourceTreeHoldsEveryContextFile) {
 TEST(Recipe, AnEmptyFolderMissesEveryFileByName) {
   const fs::path empty = fs::temp_directory_path() / "gpulab-recipe-empty";
   fs::create_directories(empty);
+  auto not_images = images_dir(empty);
+  ASSERT_FALSE(not_images.ok());
+  EXPECT_EQ(not_images.error().code, Code::kNotFound);
   const Recipe& cpu = *find_recipe("cpu").value_or_throw();
   const auto missing = missing_files(cpu, empty);
   EXPECT_GE(missing.size(), cpu.files.size());

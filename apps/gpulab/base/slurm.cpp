@@ -116,6 +116,8 @@ int run_slurm(SlurmCliOptions o, int gpus_per_node, int nodes, const std::string
     auto cores = launch::slurm_cores_per_node(j.partition);
     if (cores.ok())
       j.cores_per_node = *cores;
+    else if (!o.dry_run && cores.error().code == Code::kUnavailable)
+      throw Exception(cores.error());  // no cluster here: the submission could not go either
     else
       std::cerr << "note: no --cpus-per-task line (the node's cores are unknown: "
                 << cores.error().message << "); pass --cpus_per_task to set it\n";

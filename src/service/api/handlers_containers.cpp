@@ -2,6 +2,7 @@
 // plus logs and stats.
 #include <set>
 
+#include "core/strings.h"
 #include "service/api/handlers.h"
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
@@ -126,11 +127,10 @@ ApiReply logs(Service& s, Req req, Who who) {
   ContainerRecord c = require_container(s, who, query_param(req, "name"));
   LogQuery lo;
   if (req.query.count("tail")) {
-    try {
-      lo.tail = std::stoi(req.query.at("tail"));
-    } catch (...) {
-      throw ApiError(ApiCode::kInvalidRequest, "tail must be a number");
-    }
+    const auto tail = parse_int(req.query.at("tail"));
+    if (!tail || *tail < -1 || *tail > 1000000)  // -1: every line
+      throw ApiError(ApiCode::kInvalidRequest, "tail must be a number of lines (-1: all)");
+    lo.tail = static_cast<int>(*tail);
   } else {
     lo.tail = 200;
   }

@@ -2,6 +2,7 @@
 // sign-out (a session cookie made from an API token), the GPU history, the event stream, and the
 // admin's user list. Every data request of the page goes through the same API and its ownership
 // checks as curl does.
+#include "core/strings.h"
 #include "service/api/handlers.h"
 #include "service/base/api_error.h"
 #include "service/base/crypto.h"
@@ -96,11 +97,10 @@ ApiReply sign_out(Dashboard& d, Req q, Who w) {
 ApiReply gpu_history(Dashboard& d, Req q) {
   std::int64_t since = 0;
   if (auto it = q.query.find("since"); it != q.query.end()) {
-    try {
-      since = static_cast<std::int64_t>(std::stod(it->second) * 1000.0);
-    } catch (const std::exception&) {
+    const auto seconds = parse_double(it->second);
+    if (!seconds || !(*seconds >= 0) || *seconds > 1e11)
       throw ApiError(ApiCode::kInvalidRequest, "'since' must be seconds since the epoch");
-    }
+    since = static_cast<std::int64_t>(*seconds * 1000.0);
   }
   Json gpus = Json::array();
   for (const auto& g : d.service.inventory.gpus) {

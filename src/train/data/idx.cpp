@@ -53,9 +53,11 @@ DatasetPtr open_idx(bool fashion, const std::string& data_dir, Split split, bool
   dirs.push_back(root);
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   auto files = find_files(dirs, prefix);
+  bool from_system = false;
   if (!files && fashion && use_system) {
     std::string sys = system_fashion_mnist_dir();
     if (!sys.empty()) files = find_files({fs::path(sys)}, prefix);
+    from_system = files.has_value();
   }
   if (!files) {
     std::error_code ec;
@@ -93,9 +95,7 @@ DatasetPtr open_idx(bool fashion, const std::string& data_dir, Split split, bool
     for (int k = 0; k < 10; ++k) names.push_back(std::to_string(k));
   auto ds = std::make_shared<InMemoryDataset>(set, images, labels.to(torch::kInt64), 10, names);
   const std::string folder = files->first.parent_path().string();
-  ds->set_source(folder == system_fashion_mnist_dir() && fashion
-                     ? folder + " (Debian's dataset-fashion-mnist package)"
-                     : folder);
+  ds->set_source(from_system ? folder + " (Debian's dataset-fashion-mnist package)" : folder);
   return ds;
 }
 

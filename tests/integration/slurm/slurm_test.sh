@@ -227,7 +227,9 @@ PY
     env -u SLURM_CONF "$GPULAB" slurm submit "${OPTS[@]}" 2 "--model resnet18" >"$WORK/bad.log" 2>&1
     echo "== no cluster -> exit $?: $(grep error: "$WORK/bad.log" | head -1)"
     grep -q "error: no Slurm cluster answers from this machine" "$WORK/bad.log" &&
-      grep -q "hint: submit from a login node" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "no-cluster message"; }
+      grep -q "hint: run it on a login node" "$WORK/bad.log" &&
+      [ "$(grep -c '^error:' "$WORK/bad.log")" = 1 ] && ! grep -q '^note:' "$WORK/bad.log" ||
+      { cat "$WORK/bad.log"; fail "no-cluster message"; }
   fi
   bad "is not a Slurm job id" status '1;rm'
   bad "is not a Slurm time limit" submit --time soon --dry-run 2 "--model resnet18"
