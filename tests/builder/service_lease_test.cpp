@@ -12,20 +12,28 @@
 namespace gpulab::builder {
 namespace {
 
-// A loopback port nothing listens on: bound once by the kernel's choice, then closed.
-int closed_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
+// A loopback port that refuses connections for as long as this object lives: bound (so no other
+// process of a parallel test run can take it) but never listening.
+class RefusingPort {
+ public:
+  RefusingPort() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port_ = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { ::close(fd_); }
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
 
 TEST(ServiceLease, AcceptsHttpAndHttpsUrlsOnly) {
   EXPECT_TRUE(ServiceClient::open("http://127.0.0.1:8000", "").ok());
@@ -39,7 +47,8 @@ TEST(ServiceLease, AcceptsHttpAndHttpsUrlsOnly) {
 }
 
 TEST(ServiceLease, NoServiceOnThePortIsAQuickError) {
-  const int port = closed_port();
+  const RefusingPort refusing;
+  const int port = refusing.port();
   ASSERT_GT(port, 0);
   auto client = ServiceClient::open("http://127.0.0.1:" + std::to_string(port), "");
   ASSERT_TRUE(client.ok());
