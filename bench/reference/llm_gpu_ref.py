@@ -5,13 +5,13 @@
 # RMSNorm, rotary "rotate half", grouped-query attention). bf16 autocast over fp32 weights,
 # fused AdamW (lr 3e-4, wd 0.1), gradient clipping at 1.0, random token windows; WARMUP untimed
 # steps, then STEPS timed ones. Prints one JSON line: tokens/s, TFLOPS and MFU with gpulab's
-# FLOPs per token (6N + attention, src/train/models/llama_config.cpp), peak GPU memory.
+# FLOPs per token (6N + attention, src/formats/decoder_config.cpp), peak GPU memory.
 import argparse, json, math, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SHAPES = {  # src/train/models/llama_config.cpp
+SHAPES = {  # src/formats/decoder_config.cpp
     "llama-1b": dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                      num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
                      rope_theta=500000.0, tie_word_embeddings=True),

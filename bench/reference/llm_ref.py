@@ -15,7 +15,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "parity"))
 from llama_reference import Llama  # noqa: E402
 
-SHAPES = {  # src/train/models/llama_config.cpp, vocabulary of --dataset synthetic-text
+SHAPES = {  # src/formats/decoder_config.cpp, vocabulary of --dataset synthetic-text
     "llama-tiny": dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
                        num_attention_heads=8, num_key_value_heads=8),
     "llama-125m": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12,

@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "train/device.h"
-#include "train/models/llama.h"
-#include "train/models/llama_config.h"
+#include "train/models/causal_lm.h"
+#include "train/models/decoder_config.h"
 #include "train/models/registry.h"
 
 namespace gpulab::bench {
@@ -22,9 +22,9 @@ constexpr int64_t kVocab = 256;  // language models: the byte vocabulary of synt
 train::ClassifierPtr build(const ParityOptions& o) {
   torch::manual_seed(o.seed);
   if (train::is_language_model(o.model)) {
-    train::LlamaConfig cfg = train::find_llama_config(o.model).value_or_throw();
+    train::DecoderConfig cfg = train::find_decoder_config(o.model).value_or_throw();
     if (cfg.vocab_from_data) cfg.vocab_size = kVocab;
-    return std::make_shared<train::LlamaForCausalLM>(cfg);
+    return train::build_causal_lm(cfg);
   }
   train::ModelOptions mo;
   mo.num_classes = 10;

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/flag_checks.h"
 #include "train/memory_stats.h"
-#include "train/models/llama_config.h"
+#include "train/models/decoder_config.h"
 #include "train/thread_env.h"
 #include "train/trainer.h"
 

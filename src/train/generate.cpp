@@ -7,10 +7,10 @@
 
 namespace gpulab::train {
 
-std::vector<int64_t> generate(LlamaForCausalLM& model, const std::vector<int64_t>& prompt,
+std::vector<int64_t> generate(CausalLm& model, const std::vector<int64_t>& prompt,
                               const SamplingOptions& opts,
                               const std::function<void(int64_t)>& on_token) {
-  const LlamaConfig& c = model.config();
+  const DecoderConfig& c = model.config();
   if (prompt.empty())
     throw Exception(Code::kInvalidArgument, "the prompt has no tokens",
                     "pass a non-empty --prompt");

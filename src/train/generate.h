@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "train/models/llama.h"
+#include "train/models/causal_lm.h"
 
 namespace gpulab::train {
 
@@ -19,7 +19,7 @@ struct SamplingOptions {
 
 // Returns the new tokens; on_token (optional) sees each as it is chosen. Throws
 // gpulab::Exception (invalid input) when prompt + new tokens exceed the model's positions.
-std::vector<int64_t> generate(LlamaForCausalLM& model, const std::vector<int64_t>& prompt,
+std::vector<int64_t> generate(CausalLm& model, const std::vector<int64_t>& prompt,
                               const SamplingOptions& opts,
                               const std::function<void(int64_t)>& on_token = {});
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "train/models/llama_config.h"
+#include "train/models/decoder_config.h"
 
 namespace gpulab::train {
 
@@ -16,7 +16,7 @@ double language_model_learning_rate(int64_t hidden_size) {
 void apply_model_defaults(TrainOptions& o, const std::set<std::string>& given) {
   o.model_defaults.clear();
   if (!is_language_model(o.model)) return;
-  auto cfg = find_llama_config(o.model);
+  auto cfg = find_decoder_config(o.model);
   if (!cfg) return;
   const auto set = [&](const char* flag, auto& field, auto value, const std::string& shown) {
     if (given.count(flag) != 0) return;

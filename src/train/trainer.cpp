@@ -24,6 +24,7 @@
 #include "train/device_info.h"
 #include "train/memory_format.h"
 #include "train/memory_stats.h"
+#include "train/models/attention_core.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/models/registry.h"
 #include "train/optim/optimizers.h"
@@ -41,6 +42,14 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The named language models sized for the data's vocabulary (the ones a first run starts with).
+std::string shapes_taking_data_vocab() {
+  std::vector<std::string> names;
+  for (const auto& c : decoder_shapes())
+    if (c.vocab_from_data) names.push_back(c.name);
+  return join(names, ", ");
+}
+
 }  // namespace
 
 int64_t batch_per_process(const TrainOptions& o, int world_size) {
@@ -53,13 +62,13 @@ void check_train_options(const TrainOptions& o, int world_size) {
     if (!is_language_model(o.model))
       throw Exception(Code::kInvalidArgument,
                       "--dataset " + o.dataset + " trains a language model, not " + o.model,
-                      "pass --model llama-tiny (see `gpulab models`)");
+                      "pass one of " + shapes_taking_data_vocab() + " (see `gpulab models`)");
     if (!is_text_dataset(o.dataset))
       throw Exception(
           Code::kInvalidArgument,
           "--model " + o.model + " is a language model; --dataset " + o.dataset + " holds images",
           "pass --dataset text --data_dir DIR (from `gpulab data tokenize`)");
-    const LlamaConfig cfg = find_llama_config(o.model).value_or_throw();
+    const DecoderConfig cfg = find_decoder_config(o.model).value_or_throw();
     if (o.seq_len > cfg.max_positions)
       throw Exception(Code::kInvalidArgument,
                       fmt::format("--seq_len {} is beyond {}'s {} positions", o.seq_len, cfg.name,
@@ -183,7 +192,7 @@ void Trainer::setup_model() {
 
 // Step 3 for a language model: its shape, the data's vocabulary, and the FLOPs behind MFU.
 void Trainer::setup_language_model() {
-  LlamaConfig cfg = find_llama_config(opts_.model).value_or_throw();
+  DecoderConfig cfg = find_decoder_config(opts_.model).value_or_throw();
   const int64_t data_vocab = lm_data_->vocab_size();
   if (cfg.vocab_from_data) {
     cfg.vocab_size = data_vocab;
@@ -192,13 +201,13 @@ void Trainer::setup_language_model() {
                     fmt::format("the token data's vocabulary ({}) is larger than {}'s ({})",
                                 data_vocab, cfg.name, cfg.vocab_size),
                     fmt::format("tokenize with a vocabulary of at most {}, or use a shape that "
-                                "takes the data's (llama-tiny, llama-125m)",
-                                cfg.vocab_size));
+                                "takes the data's ({})",
+                                cfg.vocab_size, shapes_taking_data_vocab()));
   }
-  llama_ = std::make_shared<LlamaForCausalLM>(cfg, device_);  // built where it trains
-  llama_->set_activation_checkpointing(opts_.activation_checkpointing);
-  llama_->set_fused_attention(opts_.attention == "fused");
-  model_ = llama_;
+  causal_lm_ = build_causal_lm(cfg, device_);  // built where it trains
+  causal_lm_->set_activation_checkpointing(opts_.activation_checkpointing);
+  causal_lm_->set_fused_attention(opts_.attention == "fused");
+  model_ = causal_lm_;
   load_init_weights();
   model_->to(device_, compute_dtype_);
   memory_format_ = {false, "contiguous", "language model"};
@@ -293,7 +302,7 @@ void Trainer::maybe_resume() {
 void Trainer::print_header() const {
   if (!dist_->is_main()) return;
   if (lm_) {
-    const LlamaConfig& c = llama_->config();
+    const DecoderConfig& c = causal_lm_->config();
     say(
         fmt::format("Training {} on {} ({} parameters, {} layers, {} heads / {} kv heads, "
                     "vocabulary {})",
@@ -644,7 +653,8 @@ void Trainer::write_outputs(TrainResult& result) {
   if (lm_) {
     // Hugging Face's config.json beside the weights: `gpulab generate` and transformers read it.
     const auto config_file = out_dir_ / "config.json";
-    if (auto st = write_file_atomic(config_file, llama_->config().to_json().dump(2) + "\n"); !st)
+    if (auto st = write_file_atomic(config_file, causal_lm_->config().to_json().dump(2) + "\n");
+        !st)
       throw Exception(st.error());
     say("Config: " + config_file.string());
   }

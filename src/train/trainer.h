@@ -17,8 +17,8 @@
 #include "train/lm_batches.h"
 #include "train/memory_format.h"
 #include "train/metrics.h"
+#include "train/models/causal_lm.h"
 #include "train/models/classifier.h"
-#include "train/models/llama.h"
 #include "train/optim/loss_scaler.h"
 #include "train/optim/schedule.h"
 #include "train/peak_flops.h"
@@ -51,7 +51,7 @@ class Trainer {
 
   // Access for tests and for the DDP layer.
   Classifier& model() { return *model_; }
-  LlamaPtr language_model() const { return llama_; }
+  CausalLmPtr language_model() const { return causal_lm_; }
   const torch::Device& device() const { return device_; }
   const MemoryFormatChoice& memory_format() const { return memory_format_; }
   // A language model's training FLOPs per token (0 for image models) and the device's peak.
@@ -117,11 +117,11 @@ class Trainer {
   PhaseTimes phases_;  // time outside the steady steps, printed at the end
   std::chrono::steady_clock::time_point estimate_t0_;  // after the first step: run-time estimate
 
-  // Language models (--model llama-*, --dataset text): token batches instead of the image
+  // Language models (--model llama-* or gpt2-*, --dataset text): token batches instead of the image
   // loader, the decoder itself, and what tokens/s turn into TFLOPS and MFU with.
   bool lm_ = false;
   std::unique_ptr<LmBatches> lm_data_;
-  LlamaPtr llama_;
+  CausalLmPtr causal_lm_;
   double flops_per_token_ = 0;
   PeakFlops peak_;
 };

@@ -7,8 +7,8 @@
 
 #include "core/json.h"
 #include "formats/cifar_batch.h"
+#include "formats/decoder_config.h"
 #include "formats/idx.h"
-#include "formats/llama_config.h"
 #include "formats/pickle.h"
 #include "formats/safetensors_header.h"
 #include "formats/token_file.h"
@@ -144,8 +144,8 @@ TEST(HostileTokens, TokenCountWhoseByteSizeOverflowsIsRefused) {
 TEST(HostileHfConfig, FloatsHugeShapesAndWrongTypesAreRefused) {
   auto parse = [](const std::string& text) {
     auto j = parse_json(text, "config.json");
-    if (!j.ok()) return Result<LlamaConfig>(j.error());
-    return llama_config_from_json(*j, "config.json");
+    if (!j.ok()) return Result<DecoderConfig>(j.error());
+    return decoder_config_from_json(*j, "config.json");
   };
   const std::string base =
       R"("num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":172,

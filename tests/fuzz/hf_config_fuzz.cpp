@@ -1,11 +1,12 @@
-// libFuzzer target over Hugging Face config.json (formats/llama_config.cpp): a shape it accepts
-// can be counted (parameters, FLOPs) and written back without overflow.
+// libFuzzer target over Hugging Face config.json (formats/decoder_config*.cpp; Llama and GPT-2
+// dialects): a shape it accepts can be counted (parameters, FLOPs) and written back without
+// overflow.
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
 
 #include "core/json.h"
-#include "formats/llama_config.h"
+#include "formats/decoder_config.h"
 #include "fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -16,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check_refusal(j.error());
     return 0;
   }
-  auto c = formats::llama_config_from_json(*j, "config.json");
+  auto c = formats::decoder_config_from_json(*j, "config.json");
   if (!c.ok()) {
     fuzz::check_refusal(c.error());
     return 0;

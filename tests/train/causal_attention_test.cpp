@@ -120,7 +120,7 @@ TEST(CausalAttention, ANegativeControlFails) {
 }
 
 TEST(CausalAttention, LlamaGivesTheSameLogitsAndGradientsOnEitherPath) {
-  LlamaConfig c = find_llama_config("llama-tiny").value_or_throw();
+  DecoderConfig c = find_decoder_config("llama-tiny").value_or_throw();
   c.num_kv_heads = 2;
   torch::manual_seed(0);
   LlamaForCausalLM model(c);

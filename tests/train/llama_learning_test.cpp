@@ -14,7 +14,7 @@
 
 #include "core/json.h"
 #include "core/strings.h"
-#include "train/models/llama_config.h"
+#include "train/models/decoder_config.h"
 #include "train/torchvision_python.h"
 #include "train/trainer_test_util.h"
 
@@ -71,7 +71,7 @@ TEST(LlamaLearning, ValidationLossMatchesPyTorchOnFortunes) {
   ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
 
   // The shape gpulab trains (llama-tiny at the bytes vocabulary), and the reference's weights.
-  LlamaConfig cfg = find_llama_config("llama-tiny").value();
+  DecoderConfig cfg = find_decoder_config("llama-tiny").value();
   cfg.vocab_size = 256;
   { std::ofstream(dir / "config.json") << cfg.to_json().dump(2); }
   const std::string script = std::string(GPULAB_SOURCE_DIR) + "/tests/parity/llama_reference.py";

@@ -30,7 +30,7 @@ struct Comparison {
 };
 
 // Runs the reference for `cfg`, loads its weights into our model, and compares.
-Comparison compare(const LlamaConfig& cfg, const std::string& rope, const std::string& tag) {
+Comparison compare(const DecoderConfig& cfg, const std::string& rope, const std::string& tag) {
   TempDir dir(tag);
   { std::ofstream(dir.path / "config.json") << cfg.to_json().dump(2); }
   auto r = run_process({torch_python(),
@@ -65,14 +65,14 @@ Comparison compare(const LlamaConfig& cfg, const std::string& rope, const std::s
   return c;
 }
 
-LlamaConfig tiny_for_test() {
-  LlamaConfig c = find_llama_config("llama-tiny").value();
+DecoderConfig tiny_for_test() {
+  DecoderConfig c = find_decoder_config("llama-tiny").value();
   c.vocab_size = 512;  // the reference builds it in a second
   return c;
 }
 
-LlamaConfig gqa_config() {
-  LlamaConfig c;
+DecoderConfig gqa_config() {
+  DecoderConfig c;
   c.name = "gqa-test";
   c.vocab_size = 300;
   c.hidden_size = 96;
@@ -82,7 +82,7 @@ LlamaConfig gqa_config() {
   c.num_kv_heads = 2;
   c.max_positions = 64;
   c.rope_theta = 500000;
-  c.rms_norm_eps = 1e-6;
+  c.norm_eps = 1e-6;
   c.tie_word_embeddings = true;
   return c;
 }

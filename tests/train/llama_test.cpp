@@ -11,8 +11,8 @@
 namespace gpulab::train {
 namespace {
 
-LlamaConfig small_gqa() {
-  LlamaConfig c;
+DecoderConfig small_gqa() {
+  DecoderConfig c;
   c.name = "small-gqa";
   c.vocab_size = 97;
   c.hidden_size = 64;
@@ -26,7 +26,7 @@ LlamaConfig small_gqa() {
 
 TEST(Llama, ParameterCountFromConfigMatchesTheModule) {
   torch::manual_seed(0);
-  for (LlamaConfig c : {find_llama_config("llama-tiny").value(), small_gqa()}) {
+  for (DecoderConfig c : {find_decoder_config("llama-tiny").value(), small_gqa()}) {
     LlamaForCausalLM m(c);
     EXPECT_EQ(count_parameters(m), c.num_parameters()) << c.name;
     c.tie_word_embeddings = !c.tie_word_embeddings;
@@ -37,13 +37,13 @@ TEST(Llama, ParameterCountFromConfigMatchesTheModule) {
 
 // The counts published with the checkpoints (Meta's and Mistral's model cards).
 TEST(Llama, PublishedShapesHaveTheirPublishedSizes) {
-  EXPECT_EQ(find_llama_config("llama3-8b")->num_parameters(), 8030261248);
-  EXPECT_EQ(find_llama_config("llama3-70b")->num_parameters(), 70553706496);
-  EXPECT_EQ(find_llama_config("mistral-7b")->num_parameters(), 7241732096);
-  EXPECT_EQ(find_llama_config("llama-1b")->num_parameters(), 1235814400);
+  EXPECT_EQ(find_decoder_config("llama3-8b")->num_parameters(), 8030261248);
+  EXPECT_EQ(find_decoder_config("llama3-70b")->num_parameters(), 70553706496);
+  EXPECT_EQ(find_decoder_config("mistral-7b")->num_parameters(), 7241732096);
+  EXPECT_EQ(find_decoder_config("llama-1b")->num_parameters(), 1235814400);
   // 6 N per token plus the attention term 12 L H d T, N without the input embedding and the
   // norm scales (65 of them: two per layer and the final one).
-  const LlamaConfig c = find_llama_config("llama3-8b").value();
+  const DecoderConfig c = find_decoder_config("llama3-8b").value();
   const double n =
       static_cast<double>(c.num_parameters() - c.vocab_size * c.hidden_size - 65 * 4096);
   EXPECT_NEAR(c.train_flops_per_token(8192), 6 * n + 12.0 * 32 * 4096 * 8192, 1e3);
@@ -53,21 +53,21 @@ TEST(Llama, ConfigJsonMissingFieldsAreOneErrorNamingThem) {
   Json j = small_gqa().to_json();
   j.erase("hidden_size");
   j.erase("rms_norm_eps");
-  auto r = llama_config_from_json(j, "config.json");
+  auto r = decoder_config_from_json(j, "config.json");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Code::kInvalidArgument);
   EXPECT_NE(r.error().message.find("hidden_size, rms_norm_eps"), std::string::npos)
       << r.error().message;
-  // Defaults of transformers' LlamaConfig for the optional fields.
+  // Defaults of transformers' DecoderConfig for the optional fields.
   Json k = small_gqa().to_json();
   k.erase("num_key_value_heads");
   k.erase("rope_theta");
-  auto c = llama_config_from_json(k, "config.json");
+  auto c = decoder_config_from_json(k, "config.json");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->num_kv_heads, c->num_heads);
   EXPECT_EQ(c->rope_theta, 10000);
   k["num_key_value_heads"] = 3;  // does not divide 4 heads
-  EXPECT_FALSE(llama_config_from_json(k, "config.json").ok());
+  EXPECT_FALSE(decoder_config_from_json(k, "config.json").ok());
 }
 
 TEST(Llama, KvCachedDecodingMatchesTheFullForwardPass) {

@@ -69,7 +69,7 @@ TEST(ModelDefaults, LearningRateFallsWithWidth) {
 // The weight decay the defaults turn on reaches only llama's matrices: RMSNorm scales and the
 // token embedding sit in the no-decay group.
 TEST(ModelDefaults, AdamWDecaysMatricesNotNormsOrEmbeddings) {
-  LlamaConfig c = find_llama_config("llama-tiny").value();
+  DecoderConfig c = find_decoder_config("llama-tiny").value();
   c.vocab_size = 64;
   LlamaForCausalLM model(c);
   TrainOptions o;

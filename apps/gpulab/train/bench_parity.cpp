@@ -14,7 +14,8 @@ void add_bench_parity(CLI::App* bench, CommandContext& ctx) {
   auto json = std::make_shared<bool>(false);
   auto* cmd = bench->add_subcommand(
       "parity", "logits and gradients of one step on a device vs the CPU in float64");
-  cmd->add_option("--model", o->model, "an image model (32 px input) or a llama-* model")
+  cmd->add_option("--model", o->model,
+                  "an image model (32 px input) or a language model (llama-*, gpt2-*)")
       ->capture_default_str();
   cmd->add_option("--device", o->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--batch_size,--batch-size", o->batch_size, "images or sequences")

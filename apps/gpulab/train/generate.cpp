@@ -10,7 +10,7 @@
 #include "train/data/tokenizer.h"
 #include "train/device.h"
 #include "train/generate.h"
-#include "train/models/llama.h"
+#include "train/models/causal_lm.h"
 #include "train/trainer.h"
 #include "train/weights/safetensors.h"
 
@@ -23,17 +23,20 @@ struct GenerateArgs {
 };
 
 void run_generate(const GenerateArgs& a) {
-  train::LlamaConfig cfg = train::find_llama_config(a.model).value_or_throw();
+  train::DecoderConfig cfg = train::find_decoder_config(a.model).value_or_throw();
   auto file = train::read_safetensors(a.weights).value_or_throw();
   // Shapes that take their vocabulary from the data read it from the embedding table.
-  const auto embed = file.tensors.find("model.embed_tokens.weight");
+  const std::string embed_name(cfg.traits().token_embedding);
+  const auto embed = file.tensors.find(embed_name);
   if (embed == file.tensors.end() || embed->second.dim() != 2)
-    throw Exception(Code::kInvalidArgument, a.weights + " has no 2-D model.embed_tokens.weight",
-                    "pass the model.safetensors of `gpulab train` or a Hugging Face Llama file");
+    throw Exception(Code::kInvalidArgument, a.weights + " has no 2-D " + embed_name,
+                    "pass the model.safetensors of `gpulab train` or a Hugging Face file of the "
+                    "same family (" +
+                        cfg.family + ")");
   if (cfg.vocab_from_data) cfg.vocab_size = embed->second.size(0);
-  train::LlamaForCausalLM model(cfg);
-  train::load_state_dict(model, file.tensors, a.weights).value_or_throw();
-  model.to(train::resolve_device(a.device, 0));
+  auto model = train::build_causal_lm(cfg);
+  train::load_state_dict(*model, file.tensors, a.weights).value_or_throw();
+  model->to(train::resolve_device(a.device, 0));
   // The tokenizer the token data was made with (--data_dir), else --tokenizer (bytes default).
   std::string spec = a.tokenizer;
   if (!a.data_dir.empty()) {
@@ -50,7 +53,7 @@ void run_generate(const GenerateArgs& a) {
   std::vector<int64_t> prompt;
   for (int32_t id : tok->encode(a.prompt)) prompt.push_back(id);
   std::vector<int32_t> out;
-  train::generate(model, prompt, a.sampling,
+  train::generate(*model, prompt, a.sampling,
                   [&](int64_t t) { out.push_back(static_cast<int32_t>(t)); });
   std::printf("%s%s\n", a.prompt.c_str(), tok->decode(out).value_or_throw().c_str());
 }
@@ -60,11 +63,13 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app, CommandContext& /*ctx*/) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "continue a prompt with a trained language model");
-  cmd->add_option("--model", a->model,
-                  "shape name (llama-tiny, ...), a Hugging Face config.json, or a run folder "
-                  "holding one")
+  cmd->add_option(
+         "--model", a->model,
+         "shape name (llama-tiny, gpt2-tiny, ...), a Hugging Face config.json, or a run folder "
+         "holding one")
       ->required();
-  cmd->add_option("--weights", a->weights, "model.safetensors (Hugging Face Llama names)")
+  cmd->add_option("--weights", a->weights,
+                  "model.safetensors (Hugging Face names of the model's family)")
       ->required();
   cmd->add_option("--prompt", a->prompt, "text to continue")->required();
   cmd->add_option("--data_dir", a->data_dir,

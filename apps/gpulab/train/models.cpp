@@ -9,8 +9,8 @@
 #include "core/strings.h"
 #include "core/table.h"
 #include "json_stdout.h"
+#include "train/models/decoder_config.h"
 #include "train/models/layers.h"
-#include "train/models/llama_config.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
 
@@ -43,9 +43,9 @@ constexpr int64_t kFlopsSeqLen = 2048;
 
 OrderedJson language_models_json() {
   OrderedJson list = OrderedJson::array();
-  for (const auto& c : train::llama_shapes())
+  for (const auto& c : train::decoder_shapes())
     list.push_back({{"name", c.name},
-                    {"family", "llama"},
+                    {"family", c.family},
                     {"params", c.num_parameters()},
                     {"train_flops_per_token", c.train_flops_per_token(kFlopsSeqLen)},
                     {"flops_seq_len", kFlopsSeqLen},
@@ -55,11 +55,11 @@ OrderedJson language_models_json() {
 }
 
 std::string language_models_table() {
-  TextTable table({"model", "params", "layers", "hidden", "heads/kv", "ffn", "vocab", "positions",
-                   "GFLOPs/token"});
-  for (const auto& c : train::llama_shapes())
+  TextTable table({"model", "family", "params", "layers", "hidden", "heads/kv", "ffn", "vocab",
+                   "positions", "GFLOPs/token"});
+  for (const auto& c : train::decoder_shapes())
     table.add_row(
-        {c.name, with_thousands(static_cast<double>(c.num_parameters()), 0),
+        {c.name, c.family, with_thousands(static_cast<double>(c.num_parameters()), 0),
          std::to_string(c.num_layers), std::to_string(c.hidden_size),
          std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads),
          std::to_string(c.intermediate_size),

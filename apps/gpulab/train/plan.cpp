@@ -11,10 +11,10 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/table.h"
-#include "train/dist/llama_footprint.h"
+#include "train/dist/decoder_footprint.h"
 #include "train/dist/memory_plan.h"
 #include "train/dist/shard_precision.h"
-#include "train/models/llama_config.h"
+#include "train/models/decoder_config.h"
 #include "train/models/registry.h"
 #include "usage.h"
 
@@ -95,9 +95,9 @@ void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, in
 
 // A language model: its footprint from the shape (nothing allocated; llama3-70b plans on a
 // laptop), tokens per sample from --seq_len.
-void run_llama_plan(const PlanOptions& o, int64_t capacity) {
+void run_language_model_plan(const PlanOptions& o, int64_t capacity) {
   namespace d = train::dist;
-  auto cfg = train::find_llama_config(o.model).value_or_throw();
+  auto cfg = train::find_decoder_config(o.model).value_or_throw();
   if (o.vocab_size > 0) cfg.vocab_size = o.vocab_size;
   if (o.seq_len > cfg.max_positions)
     throw Exception(Code::kInvalidArgument,
@@ -105,7 +105,7 @@ void run_llama_plan(const PlanOptions& o, int64_t capacity) {
                                 cfg.max_positions),
                     fmt::format("pass --seq_len {} or less", cfg.max_positions));
   const auto f =
-      d::llama_footprint(cfg, o.seq_len, o.attention == "fused", o.precision == "fp64" ? 8 : 4);
+      d::decoder_footprint(cfg, o.seq_len, o.attention == "fused", o.precision == "fp64" ? 8 : 4);
   std::printf(
       "Model %s: %lld parameters (%s), %zu units (one per block + the root), activations %s "
       "per sequence of %lld tokens, %s attention (fitted on probe models of this "
@@ -125,7 +125,7 @@ void run_plan(const PlanOptions& o) {
     for (const auto& n : d::known_gpus()) names += (names.empty() ? "" : ", ") + n;
     throw Exception(Code::kInvalidArgument, "unknown --gpu '" + o.gpu + "'", "use one of " + names);
   }
-  if (train::is_language_model(o.model)) return run_llama_plan(o, capacity);
+  if (train::is_language_model(o.model)) return run_language_model_plan(o, capacity);
   int64_t fixed_size = 0;
   const auto* info = train::find_model(o.model, &fixed_size).value_or_throw();
   const int64_t size =
@@ -213,7 +213,7 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
       if (optimizer->count() == 0) o->optimizer = "adamw";
       if (batch->count() == 0) o->batch_size = 1;
       if (o->seq_len <= 0) {
-        const auto cfg = train::find_llama_config(o->model).value_or_throw();
+        const auto cfg = train::find_decoder_config(o->model).value_or_throw();
         o->seq_len = std::min<int64_t>(2048, cfg.max_positions);
       }
     }

@@ -19,7 +19,7 @@ bool has_params(torch::nn::Module& m) {
 }
 
 // The elements of the first containers found depth-first (a transformer's layer list may sit
-// inside a wrapper module: LlamaForCausalLM -> model -> layers); units are not searched further.
+// inside a wrapper module: a decoder -> model -> layers); units are not searched further.
 void find_container_elements(torch::nn::Module& m, const std::string& prefix, bool list_only,
                              std::vector<WrapUnit>& units) {
   for (auto& child : m.named_children()) {

@@ -1,11 +1,13 @@
-// Llama footprints from the shape: exact flat groups, activations from probe models (see .h).
-#include "train/dist/llama_footprint.h"
+// Decoder footprints from the shape: exact flat groups, activations from probe models (see .h).
+#include "train/dist/decoder_footprint.h"
 
 #include <array>
+#include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
-#include "train/models/llama.h"
+#include "train/models/causal_lm.h"
 
 namespace gpulab::train::dist {
 
@@ -36,9 +38,10 @@ std::array<double, kRootTerms> root_terms(const FootprintShape& s) {
           t * static_cast<double>(s.head_dim)};
 }
 
-LlamaConfig config_of(const FootprintShape& s, int64_t layers) {
-  LlamaConfig c;
+DecoderConfig config_of(const FootprintShape& s, int64_t layers, const std::string& family) {
+  DecoderConfig c;
   c.name = "planner probe";
+  c.family = family;
   c.vocab_size = s.vocab;
   c.hidden_size = s.hidden;
   c.intermediate_size = s.inter;
@@ -51,13 +54,13 @@ LlamaConfig config_of(const FootprintShape& s, int64_t layers) {
 }
 
 // Forward-pass bytes per sample of the real model (the planner's counter).
-ModelFootprint measure(const LlamaConfig& c, int64_t seq_len, bool fused_attention) {
+ModelFootprint measure(const DecoderConfig& c, int64_t seq_len, bool fused_attention) {
   torch::manual_seed(0);
-  LlamaForCausalLM model(c);
-  model.set_fused_attention(fused_attention);
-  model.train();
+  auto model = build_causal_lm(c);
+  model->set_fused_attention(fused_attention);
+  model->train();
   auto tokens = torch::zeros({1, seq_len}, torch::kLong);
-  return measure_footprint(model, "auto", [&] { return model.forward(tokens); });
+  return measure_footprint(*model, "auto", [&] { return model->forward(tokens); });
 }
 
 // Least squares over the probes' measurements: rows of terms -> bytes.
@@ -83,12 +86,14 @@ struct Fit {
 };
 
 // Probe shapes that move each term on its own (a few ms each on a CPU), run on the attention
-// path asked for (fused: gpulab's CPU kernel, or scaled_dot_product_attention on libtorch 2.x).
-const Fit& coefficients(bool fused_attention) {
-  static std::array<Fit, 2> fits;
-  static std::array<std::once_flag, 2> done;
-  Fit& fit_result = fits[fused_attention ? 1 : 0];
-  std::call_once(done[fused_attention ? 1 : 0], [&fit_result, fused_attention] {
+// path asked for (fused: gpulab's CPU kernel, or scaled_dot_product_attention on libtorch 2.x),
+// fitted once per family and path.
+Fit fit_family(const std::string& family, bool fused_attention) {
+  DecoderConfig named_family;
+  named_family.family = family;
+  const DecoderTraits& traits = named_family.traits();
+  Fit fit_result;
+  {
     torch::AutoGradMode grad(true);  // activations are what autograd would keep
     const std::vector<FootprintShape> probes = {
         {32, 48, 4, 4, 8, 64, 8},   {64, 48, 4, 4, 16, 64, 8},  {32, 96, 4, 4, 8, 64, 8},
@@ -100,19 +105,32 @@ const Fit& coefficients(bool fused_attention) {
     std::vector<std::array<double, kRootTerms>> root_rows;
     std::vector<double> block_bytes, root_bytes;
     for (const auto& s : probes) {
-      const auto one = measure(config_of(s, 1), s.tokens, fused_attention);
-      const auto two = measure(config_of(s, 2), s.tokens, fused_attention);
+      // A family without grouped-query attention probes with kv heads = heads.
+      FootprintShape p = s;
+      if (!traits.grouped_query) p.kv_heads = p.heads;
+      const auto one = measure(config_of(p, 1, family), p.tokens, fused_attention);
+      const auto two = measure(config_of(p, 2, family), p.tokens, fused_attention);
       const double block =
           static_cast<double>(two.activation_bytes_per_sample - one.activation_bytes_per_sample);
-      block_rows.push_back(block_terms(s));
+      block_rows.push_back(block_terms(p));
       block_bytes.push_back(block);
-      root_rows.push_back(root_terms(s));
+      root_rows.push_back(root_terms(p));
       root_bytes.push_back(static_cast<double>(one.activation_bytes_per_sample) - block);
     }
     fit_result.block = fit(block_rows, block_bytes);
     fit_result.root = fit(root_rows, root_bytes);
-  });
+  }
   return fit_result;
+}
+
+const Fit& coefficients(const std::string& family, bool fused_attention) {
+  static std::mutex mu;
+  static std::map<std::pair<std::string, bool>, Fit> fits;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(family, fused_attention);
+  auto it = fits.find(key);
+  if (it == fits.end()) it = fits.emplace(key, fit_family(family, fused_attention)).first;
+  return it->second;
 }
 
 template <size_t N>
@@ -124,24 +142,28 @@ double dot(const std::array<double, N>& a, const std::array<double, N>& b) {
 
 }  // namespace
 
-ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused_attention,
-                               int64_t element_bytes) {
+ModelFootprint decoder_footprint(const DecoderConfig& c, int64_t seq_len, bool fused_attention,
+                                 int64_t element_bytes) {
   ModelFootprint f;
+  const auto& traits = c.traits();
   const int64_t h = c.hidden_size, hd = c.dim_per_head();
-  const int64_t attn = h * c.num_heads * hd * 2 + h * c.num_kv_heads * hd * 2;
-  // One unit per block: its matrices, then its two norm scales (as measure_footprint groups).
+  // One unit per block: its matrices, then its vectors (norms, biases), as measure_footprint
+  // groups them.
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    f.units.push_back({attn + 3 * h * c.intermediate_size, 2 * h});
+    f.units.push_back({c.block_matrix_parameters(), c.block_vector_parameters()});
     f.frees.push_back(true);
   }
-  // The root: embeddings and output projection (tied: one table), then the final norm.
-  f.units.push_back({c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2), h});
+  // The root: embeddings (a learned position table too) and output projection (tied: one
+  // table), then the final norm.
+  f.units.push_back({c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) +
+                         (traits.rotary ? 0 : c.max_positions * h),
+                     (traits.norm_bias ? 2 : 1) * h});
   f.frees.push_back(false);
   f.params = c.num_parameters();
   f.param_bytes = element_bytes;
   const FootprintShape s{h,  c.intermediate_size, c.num_heads, c.num_kv_heads,
                          hd, c.vocab_size,        seq_len};
-  const Fit& k = coefficients(fused_attention);
+  const Fit& k = coefficients(c.family, fused_attention);
   const double bytes =
       dot(k.root, root_terms(s)) + static_cast<double>(c.num_layers) * dot(k.block, block_terms(s));
   f.activation_bytes_per_sample =
@@ -150,8 +172,8 @@ ModelFootprint llama_footprint(const LlamaConfig& c, int64_t seq_len, bool fused
   return f;
 }
 
-ModelFootprint measured_llama_footprint(const LlamaConfig& c, int64_t seq_len,
-                                        bool fused_attention) {
+ModelFootprint measured_decoder_footprint(const DecoderConfig& c, int64_t seq_len,
+                                          bool fused_attention) {
   torch::AutoGradMode grad(true);
   return measure(c, seq_len, fused_attention);
 }

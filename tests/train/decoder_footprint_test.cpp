@@ -1,24 +1,24 @@
-// The planner's Llama footprint from the shape alone against the real model measured by the same
-// counter: the same flat groups, and activations per sequence within 10 % (plain and fused
-// attention, each probed on its own path); and `gpulab plan` answering for llama3-70b without
-// allocating it.
+// The planner's decoder footprint (Llama and GPT-2) from the shape alone against the real model
+// measured by the same counter: the same flat groups, and activations per sequence within 10 %
+// (plain and fused attention, each probed on its own path); and `gpulab plan` answering for
+// llama3-70b without allocating it.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "train/dist/llama_footprint.h"
+#include "train/dist/decoder_footprint.h"
 #include "train/trainer_test_util.h"
 
 namespace gpulab::train::dist {
 namespace {
 
-LlamaConfig named(const std::string& name) {
-  return find_llama_config(name).value_or_throw();
+DecoderConfig named(const std::string& name) {
+  return find_decoder_config(name).value_or_throw();
 }
 
-void expect_close(const LlamaConfig& c, int64_t seq_len, bool fused) {
-  const auto planned = llama_footprint(c, seq_len, fused);
-  const auto measured = measured_llama_footprint(c, seq_len, fused);
+void expect_close(const DecoderConfig& c, int64_t seq_len, bool fused) {
+  const auto planned = decoder_footprint(c, seq_len, fused);
+  const auto measured = measured_decoder_footprint(c, seq_len, fused);
   EXPECT_EQ(planned.params, measured.params) << c.name;
   EXPECT_EQ(planned.units, measured.units) << c.name;
   EXPECT_EQ(planned.frees, measured.frees) << c.name;
@@ -31,25 +31,31 @@ void expect_close(const LlamaConfig& c, int64_t seq_len, bool fused) {
   EXPECT_LE(std::abs(p - m), 0.10 * m) << c.name;
 }
 
-TEST(LlamaFootprint, MatchesTheRealModel) {
+TEST(DecoderFootprint, MatchesTheRealModel) {
   for (bool fused : {false, true}) {
     expect_close(named("llama-tiny"), 128, fused);
-    LlamaConfig gqa = named("llama-tiny");
+    DecoderConfig gqa = named("llama-tiny");
     gqa.name = "llama-tiny with 2 kv heads, tied";
     gqa.num_kv_heads = 2;
     gqa.tie_word_embeddings = true;
     expect_close(gqa, 96, fused);
     expect_close(named("llama-125m"), 256, fused);
+    // The second family: learned positions, biases, LayerNorm, a two-matrix MLP.
+    expect_close(named("gpt2-tiny"), 128, fused);
+    DecoderConfig untied = named("gpt2-tiny");
+    untied.name = "gpt2-tiny untied";
+    untied.tie_word_embeddings = false;
+    expect_close(untied, 64, fused);
   }
 }
 
-TEST(LlamaFootprint, FusedAttentionDropsTheScores) {
+TEST(DecoderFootprint, FusedAttentionDropsTheScores) {
   const auto c = named("llama-125m");
-  const auto plain = llama_footprint(c, 1024, false), fused = llama_footprint(c, 1024, true);
+  const auto plain = decoder_footprint(c, 1024, false), fused = decoder_footprint(c, 1024, true);
   EXPECT_LT(fused.activation_bytes_per_sample, 0.75 * plain.activation_bytes_per_sample);
 }
 
-TEST(LlamaFootprint, PlanAnswersForLlama70bWithoutAllocatingIt) {
+TEST(DecoderFootprint, PlanAnswersForLlama70bWithoutAllocatingIt) {
   auto r = testing::run_gpulab({"plan", "--model", "llama3-70b", "--gpus", "8", "--gpu", "mi300x",
                                 "--precision", "bf16", "--seq_len", "8192",
                                 "--activation_checkpointing"});

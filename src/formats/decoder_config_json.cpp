@@ -1,0 +1,151 @@
+// Hugging Face config.json for each decoder family: Llama's fields (llama, mistral) and GPT-2's
+// (n_embd, n_layer, ...), read with every missing or mistyped field named, and written back.
+#include "core/json_fields.h"
+#include "formats/decoder_config.h"
+
+namespace gpulab::formats {
+namespace {
+
+// Required integer fields absent or not integers, comma-separated. Sizes must be integers: a
+// float (or 1e300) would be cast, not read.
+std::string missing_ints(const Json& j, std::initializer_list<const char*> fields) {
+  std::string missing;
+  for (const char* f : fields)
+    if (!json_int64(j, f)) missing += (missing.empty() ? "" : ", ") + std::string(f);
+  return missing;
+}
+
+// An optional field: absent or null means the default, any other wrong type is an error.
+bool optional_bad(const Json& j, const char* f, bool ok_type) {
+  return j.contains(f) && !j[f].is_null() && !ok_type;
+}
+
+bool is_number(const Json& j, const char* f) {
+  return j.contains(f) && j[f].is_number();
+}
+
+bool is_bool(const Json& j, const char* f) {
+  return j.contains(f) && j[f].is_boolean();
+}
+
+Result<DecoderConfig> llama_from_json(const Json& j, std::string_view what) {
+  std::string missing =
+      missing_ints(j, {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                       "intermediate_size", "vocab_size", "max_position_embeddings"});
+  if (!is_number(j, "rms_norm_eps"))
+    missing += (missing.empty() ? "" : ", ") + std::string("rms_norm_eps");
+  if (!missing.empty())
+    return Error{Code::kInvalidArgument,
+                 std::string(what) + " lacks integer or numeric field(s): " + missing,
+                 "a Llama config.json states hidden_size, num_hidden_layers, num_attention_heads, "
+                 "intermediate_size, vocab_size, max_position_embeddings and rms_norm_eps"};
+  for (const char* f : {"num_key_value_heads", "head_dim"})
+    if (optional_bad(j, f, json_int64(j, f).has_value()))
+      return Error{Code::kInvalidArgument, std::string(what) + ": " + f + " is not an integer"};
+  if (optional_bad(j, "rope_theta", is_number(j, "rope_theta")) ||
+      optional_bad(j, "tie_word_embeddings", is_bool(j, "tie_word_embeddings")))
+    return Error{Code::kInvalidArgument,
+                 std::string(what) + ": rope_theta must be a number, tie_word_embeddings a bool"};
+  DecoderConfig c;
+  c.family = "llama";
+  c.name = std::string(what);
+  c.hidden_size = *json_int64(j, "hidden_size");
+  c.num_layers = *json_int64(j, "num_hidden_layers");
+  c.num_heads = *json_int64(j, "num_attention_heads");
+  c.intermediate_size = *json_int64(j, "intermediate_size");
+  c.vocab_size = *json_int64(j, "vocab_size");
+  c.max_positions = *json_int64(j, "max_position_embeddings");
+  c.norm_eps = j["rms_norm_eps"].get<double>();
+  c.num_kv_heads = json_int64(j, "num_key_value_heads").value_or(c.num_heads);
+  if (is_number(j, "rope_theta")) c.rope_theta = j["rope_theta"].get<double>();
+  if (is_bool(j, "tie_word_embeddings"))
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  c.head_dim = json_int64(j, "head_dim").value_or(0);
+  if (c.num_heads > 0 && c.head_dim == c.hidden_size / c.num_heads) c.head_dim = 0;
+  return c;
+}
+
+// GPT-2's names, as transformers' GPT2Config: n_inner null means 4 x n_embd, the output head is
+// tied unless tie_word_embeddings says false, and the MLP's GELU is the tanh approximation.
+Result<DecoderConfig> gpt2_from_json(const Json& j, std::string_view what) {
+  const std::string missing = missing_ints(j, {"n_embd", "n_layer", "n_head", "vocab_size"});
+  if (!missing.empty())
+    return Error{Code::kInvalidArgument, std::string(what) + " lacks integer field(s): " + missing,
+                 "a GPT-2 config.json states n_embd, n_layer, n_head, vocab_size (and "
+                 "n_positions)"};
+  for (const char* f : {"n_inner", "n_positions"})
+    if (optional_bad(j, f, json_int64(j, f).has_value()))
+      return Error{Code::kInvalidArgument, std::string(what) + ": " + f + " is not an integer"};
+  if (optional_bad(j, "layer_norm_epsilon", is_number(j, "layer_norm_epsilon")) ||
+      optional_bad(j, "tie_word_embeddings", is_bool(j, "tie_word_embeddings")))
+    return Error{Code::kInvalidArgument, std::string(what) +
+                                             ": layer_norm_epsilon must be a number, "
+                                             "tie_word_embeddings a bool"};
+  const std::string act = j.contains("activation_function") && j["activation_function"].is_string()
+                              ? j["activation_function"].get<std::string>()
+                              : "gelu_new";
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    return Error{Code::kInvalidArgument,
+                 std::string(what) + ": activation_function '" + act + "' is not supported",
+                 "gpulab's GPT-2 uses the tanh GELU (gelu_new)"};
+  DecoderConfig c;
+  c.family = "gpt2";
+  c.name = std::string(what);
+  c.hidden_size = *json_int64(j, "n_embd");
+  c.num_layers = *json_int64(j, "n_layer");
+  c.num_heads = c.num_kv_heads = *json_int64(j, "n_head");
+  c.vocab_size = *json_int64(j, "vocab_size");
+  c.max_positions = json_int64(j, "n_positions").value_or(1024);
+  c.intermediate_size = json_int64(j, "n_inner").value_or(4 * c.hidden_size);
+  if (is_number(j, "layer_norm_epsilon")) c.norm_eps = j["layer_norm_epsilon"].get<double>();
+  c.tie_word_embeddings =
+      is_bool(j, "tie_word_embeddings") ? j["tie_word_embeddings"].get<bool>() : true;
+  return c;
+}
+
+}  // namespace
+
+Json DecoderConfig::to_json() const {
+  const auto& t = traits();
+  if (family == "gpt2")
+    return Json{{"architectures", {t.architecture}},
+                {"model_type", t.model_type},
+                {"vocab_size", vocab_size},
+                {"n_embd", hidden_size},
+                {"n_layer", num_layers},
+                {"n_head", num_heads},
+                {"n_inner", intermediate_size},
+                {"n_positions", max_positions},
+                {"n_ctx", max_positions},
+                {"layer_norm_epsilon", norm_eps},
+                {"tie_word_embeddings", tie_word_embeddings},
+                {"activation_function", "gelu_new"}};
+  return Json{{"architectures", {t.architecture}},
+              {"model_type", t.model_type},
+              {"vocab_size", vocab_size},
+              {"hidden_size", hidden_size},
+              {"intermediate_size", intermediate_size},
+              {"num_hidden_layers", num_layers},
+              {"num_attention_heads", num_heads},
+              {"num_key_value_heads", num_kv_heads},
+              {"head_dim", dim_per_head()},
+              {"max_position_embeddings", max_positions},
+              {"rope_theta", rope_theta},
+              {"rms_norm_eps", norm_eps},
+              {"tie_word_embeddings", tie_word_embeddings},
+              {"hidden_act", "silu"}};
+}
+
+Result<DecoderConfig> decoder_config_from_json(const Json& j, std::string_view what) {
+  if (!j.is_object())
+    return Error{Code::kInvalidArgument, std::string(what) + " is not a JSON object",
+                 "pass a Hugging Face config.json"};
+  const bool gpt2 = j.contains("model_type") && j["model_type"].is_string() &&
+                    j["model_type"].get<std::string>() == "gpt2";
+  auto c = gpt2 ? gpt2_from_json(j, what) : llama_from_json(j, what);
+  if (!c) return c;
+  if (auto st = c->validate(); !st) return st.error();
+  return c;
+}
+
+}  // namespace gpulab::formats

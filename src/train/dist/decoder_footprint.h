@@ -1,0 +1,27 @@
+// The memory footprint of a decoder (any family of causal_lm.h) from its shape alone, so that
+// `gpulab plan` can answer for llama3-70b on a machine that could never hold it: the flat groups
+// exactly as the wrap policy cuts the real model (one unit per block, the embeddings, final norm
+// and output projection at the root), and activations per sample from a linear fit over small probe
+// models that run this repository's own forward pass under the planner's counter.
+#pragma once
+
+#include <cstdint>
+
+#include "train/dist/memory_plan.h"
+#include "train/models/decoder_config.h"
+
+namespace gpulab::train::dist {
+
+// The footprint of `c` training on sequences of `seq_len` tokens, its parameters and activations
+// `element_bytes` wide (4: fp32, as the fit was measured; 8: fp64 doubles everything).
+// fused_attention: gpulab's CPU kernel (libtorch 1.x) or scaled_dot_product_attention (2.x;
+// flash kernels on GPUs) keep no heads x T x T scores; the plain path (libtorch 1.x's masked
+// softmax, as on a GPU with it) keeps them, and they dominate long sequences.
+ModelFootprint decoder_footprint(const DecoderConfig& c, int64_t seq_len, bool fused_attention,
+                                 int64_t element_bytes = 4);
+
+// The same measured on the real model (built and run once; for small shapes and tests).
+ModelFootprint measured_decoder_footprint(const DecoderConfig& c, int64_t seq_len,
+                                          bool fused_attention);
+
+}  // namespace gpulab::train::dist

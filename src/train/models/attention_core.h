@@ -1,0 +1,31 @@
+// The causal attention every decoder family shares once q, k and v are made: the KV cache's
+// append, grouped-query expansion, and the product itself (scaled_dot_product_attention on
+// libtorch 2.x, a masked softmax on 1.x), plus what the trainer's header says about it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "train/models/causal_lm.h"
+
+namespace gpulab::train {
+
+// Half and bfloat16 compute their softmax and norms in float32 (as transformers does); float64,
+// the numerics check, stays float64 so that no float32 rounding depends on the batch split.
+torch::ScalarType at_least_float(torch::ScalarType t);
+
+// q: B x H x T x D; k, v: B x KV x T x D for this step's positions. With a cache, appends k and
+// v to layer `layer` and attends over all positions so far. Returns B x T x (H * D).
+torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v,
+                               KvCache* cache, int64_t layer);
+
+// True when this libtorch has at::scaled_dot_product_attention (2.x); 1.13 takes the masked
+// softmax path, or gpulab's fused kernel on the CPU (attention_path says which).
+bool has_fused_attention();
+
+// The attention a training step of this compute dtype runs on this device, in words (the
+// trainer's header line).
+std::string attention_path(torch::Device device, torch::ScalarType compute, bool fused_allowed);
+
+}  // namespace gpulab::train

@@ -1,0 +1,62 @@
+// The base of every decoder-only language model: tokens (B x T) to logits (B x T x vocab), with a
+// KV cache for generation and switches for activation checkpointing and the attention path. The
+// trainer, generation, the planner and the sharding use only this and build_causal_lm: a family
+// (train/models/<family>/) is a subclass plus a row in causal_lm.cpp's table.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "train/models/classifier.h"
+#include "train/models/decoder_config.h"
+
+namespace gpulab::train {
+
+// Keys and values of every layer for the positions seen so far, for generation.
+struct KvCache {
+  std::vector<torch::Tensor> keys, values;  // per layer: B x kv_heads x length x head_dim
+  int64_t length = 0;
+};
+
+// A Classifier so that the trainer, DDP and the weights code take it like any model of the zoo.
+class CausalLm : public Classifier {
+ public:
+  torch::Tensor forward(torch::Tensor tokens) override { return forward(tokens, nullptr); }
+  // With a cache, tokens are the positions after cache->length; the cache grows by T.
+  virtual torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) = 0;
+  // The CPU attention kernel (train/ops/causal_attention.h) where it applies, or always the
+  // unfused path (A/B timings, the planner's plain-attention probes).
+  virtual void set_fused_attention(bool on) = 0;
+  // Weights as the family's reference implementation initialises them.
+  virtual void reset_parameters() = 0;
+  // Recompute each block in the backward pass instead of keeping its activations.
+  void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  bool activation_checkpointing() const { return checkpointing_; }
+  const DecoderConfig& config() const { return config_; }
+
+ protected:
+  explicit CausalLm(DecoderConfig c);  // validates the shape
+  // Refuses a sequence past the shape's positions; sizes an empty cache. Returns the first
+  // position of `tokens`.
+  int64_t begin_forward(const torch::Tensor& tokens, KvCache* cache) const;
+  // Runs one block on h: recomputed in the backward pass when checkpointing applies (training
+  // with gradients), else through run_unit (sharded data parallel gathers the block around it).
+  torch::Tensor run_block(const std::shared_ptr<torch::nn::Module>& block, const torch::Tensor& h,
+                          std::function<torch::Tensor(const torch::Tensor&)> fn) const;
+
+  DecoderConfig config_;
+
+ private:
+  bool checkpointing_ = false;
+};
+
+using CausalLmPtr = std::shared_ptr<CausalLm>;
+
+// The model of `c.family`, built (and initialised) on `device`: a GPU run creates its weights
+// there, not on the CPU.
+CausalLmPtr build_causal_lm(const DecoderConfig& c, torch::Device device = torch::kCPU);
+
+}  // namespace gpulab::train

@@ -1,0 +1,133 @@
+// The GPT-2 decoder's modules and forward pass (training, evaluation and KV-cached generation).
+#include "train/models/gpt2/gpt2.h"
+
+#include <cmath>
+
+#include "train/models/attention_core.h"
+#include "train/models/cpu_bf16_matmul.h"
+#include "train/ops/causal_attention.h"
+
+namespace gpulab::train {
+
+Gpt2LinearImpl::Gpt2LinearImpl(int64_t in, int64_t out, const torch::TensorOptions& options) {
+  weight = register_parameter("weight", torch::empty({in, out}, options));
+  bias = register_parameter("bias", torch::zeros({out}, options));
+}
+
+torch::Tensor Gpt2LinearImpl::forward(const torch::Tensor& x) {
+  return torch::nn::functional::linear(x, weight.t(), bias);
+}
+
+Gpt2LayerNormImpl::Gpt2LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options)
+    : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}, options));
+  bias = register_parameter("bias", torch::zeros({dim}, options));
+}
+
+torch::Tensor Gpt2LayerNormImpl::forward(const torch::Tensor& x) {
+  return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps_);
+}
+
+Gpt2EmbeddingImpl::Gpt2EmbeddingImpl(int64_t rows, int64_t dim,
+                                     const torch::TensorOptions& options) {
+  weight = register_parameter("weight", torch::empty({rows, dim}, options));
+}
+
+torch::Tensor Gpt2EmbeddingImpl::forward(const torch::Tensor& index) {
+  return torch::embedding(weight, index);
+}
+
+Gpt2AttentionImpl::Gpt2AttentionImpl(const DecoderConfig& c, const torch::TensorOptions& o)
+    : heads_(c.num_heads), head_dim_(c.dim_per_head()) {
+  c_attn = register_module("c_attn", Gpt2Linear(c.hidden_size, 3 * heads_ * head_dim_, o));
+  c_proj = register_module("c_proj", Gpt2Linear(heads_ * head_dim_, c.hidden_size, o));
+}
+
+torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
+  const int64_t b = x.size(0), t = x.size(1);
+  auto qkv = c_attn(x).chunk(3, -1);
+  if (fused && cache == nullptr && head_dim_ % 2 == 0 && fused_causal_attention_applies(qkv[0])) {
+    // The kernel rotates q and k; cos 1 and sin 0 make that the identity (GPT-2 has no rotary).
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
+    auto out = fused_causal_attention(qkv[0].contiguous(), qkv[1].contiguous(), qkv[2].contiguous(),
+                                      torch::ones({t, head_dim_}, f32),
+                                      torch::zeros({t, head_dim_}, f32), heads_, heads_);
+    return c_proj(out);
+  }
+  const auto heads = [&](const torch::Tensor& p) {
+    return p.reshape({b, t, heads_, head_dim_}).transpose(1, 2);
+  };
+  return c_proj(causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), cache, layer));
+}
+
+Gpt2MlpImpl::Gpt2MlpImpl(const DecoderConfig& c, const torch::TensorOptions& o) {
+  c_fc = register_module("c_fc", Gpt2Linear(c.hidden_size, c.intermediate_size, o));
+  c_proj = register_module("c_proj", Gpt2Linear(c.intermediate_size, c.hidden_size, o));
+}
+
+torch::Tensor Gpt2MlpImpl::forward(const torch::Tensor& x) {
+  return c_proj(torch::gelu(c_fc(x), "tanh"));
+}
+
+Gpt2BlockImpl::Gpt2BlockImpl(const DecoderConfig& c, const torch::TensorOptions& o) {
+  ln_1 = register_module("ln_1", Gpt2LayerNorm(c.hidden_size, c.norm_eps, o));
+  attn = register_module("attn", Gpt2Attention(c, o));
+  ln_2 = register_module("ln_2", Gpt2LayerNorm(c.hidden_size, c.norm_eps, o));
+  mlp = register_module("mlp", Gpt2Mlp(c, o));
+}
+
+torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
+  auto h = x + attn(ln_1(x), cache, layer);
+  return h + mlp(ln_2(h));
+}
+
+Gpt2ModelImpl::Gpt2ModelImpl(const DecoderConfig& c, const torch::TensorOptions& o) {
+  wte = register_module("wte", Gpt2Embedding(c.vocab_size, c.hidden_size, o));
+  wpe = register_module("wpe", Gpt2Embedding(c.max_positions, c.hidden_size, o));
+  h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_layers; ++i) h->push_back(Gpt2Block(c, o));
+  ln_f = register_module("ln_f", Gpt2LayerNorm(c.hidden_size, c.norm_eps, o));
+}
+
+// Parameters are created uninitialised on the device and filled there once (reset_parameters).
+Gpt2LMHeadModel::Gpt2LMHeadModel(DecoderConfig c, torch::Device device) : CausalLm(std::move(c)) {
+  const auto o = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  transformer = register_module("transformer", Gpt2Model(config_, o));
+  if (!config_.tie_word_embeddings)
+    lm_head = register_module("lm_head", Gpt2Embedding(config_.vocab_size, config_.hidden_size, o));
+  reset_parameters();
+}
+
+void Gpt2LMHeadModel::set_fused_attention(bool on) {
+  for (auto& block : *transformer->h) block->as<Gpt2BlockImpl>()->attn->fused = on;
+}
+
+void Gpt2LMHeadModel::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.num_layers));
+  for (auto& p : named_parameters()) {
+    const std::string& name = p.key();
+    const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    if (p.value().dim() >= 2)
+      p.value().normal_(0.0, name.find("c_proj.weight") != std::string::npos ? residual_std : 0.02);
+    else
+      p.value().fill_(is_bias ? 0.0 : 1.0);  // biases, LayerNorm scales
+  }
+}
+
+torch::Tensor Gpt2LMHeadModel::forward(const torch::Tensor& tokens, KvCache* cache) {
+  const int64_t start = begin_forward(tokens, cache), t = tokens.size(1);
+  auto positions = torch::arange(start, start + t, tokens.options().dtype(torch::kLong));
+  auto h = transformer->wte(tokens) + transformer->wpe(positions);
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    std::shared_ptr<torch::nn::Module> block = transformer->h[static_cast<size_t>(i)];
+    auto* blk = block->as<Gpt2BlockImpl>();
+    h = run_block(block, h,
+                  [blk, cache, i](const torch::Tensor& x) { return blk->forward(x, cache, i); });
+  }
+  h = transformer->ln_f(h);
+  if (cache) cache->length += t;
+  return linear_product(h, lm_head ? lm_head->weight : transformer->wte->weight);
+}
+
+}  // namespace gpulab::train

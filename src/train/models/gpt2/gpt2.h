@@ -1,0 +1,101 @@
+// A GPT-2-style decoder: token and learned position embeddings, pre-LayerNorm blocks of causal
+// attention and a GELU (tanh) MLP, linear layers with biases, the output head tied to the token
+// embedding. Parameter names and layouts are Hugging Face's GPT2LMHeadModel's
+// (transformer.h.N.attn.c_attn.weight is in x out, as its Conv1D keeps it), so the weights move
+// between gpulab and transformers without a mapping table.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "train/models/causal_lm.h"
+
+namespace gpulab::train {
+
+// y = x @ weight + bias with weight in x out (transformers' Conv1D).
+class Gpt2LinearImpl : public torch::nn::Module {
+ public:
+  Gpt2LinearImpl(int64_t in, int64_t out, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight, bias;
+};
+TORCH_MODULE(Gpt2Linear);
+
+// LayerNorm over the last dimension, with its scale and bias.
+class Gpt2LayerNormImpl : public torch::nn::Module {
+ public:
+  Gpt2LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight, bias;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(Gpt2LayerNorm);
+
+// A lookup table (vocab x dim or positions x dim).
+class Gpt2EmbeddingImpl : public torch::nn::Module {
+ public:
+  Gpt2EmbeddingImpl(int64_t rows, int64_t dim, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& index);
+  torch::Tensor weight;
+};
+TORCH_MODULE(Gpt2Embedding);
+
+class Gpt2AttentionImpl : public torch::nn::Module {
+ public:
+  Gpt2AttentionImpl(const DecoderConfig& c, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache, int64_t layer);
+  Gpt2Linear c_attn{nullptr}, c_proj{nullptr};
+  bool fused = true;  // gpulab's CPU kernel where it applies (no rotation: cos 1, sin 0)
+
+ private:
+  int64_t heads_, head_dim_;
+};
+TORCH_MODULE(Gpt2Attention);
+
+class Gpt2MlpImpl : public torch::nn::Module {
+ public:
+  Gpt2MlpImpl(const DecoderConfig& c, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  Gpt2Linear c_fc{nullptr}, c_proj{nullptr};
+};
+TORCH_MODULE(Gpt2Mlp);
+
+// One block, the unit activation checkpointing recomputes and sharding wraps.
+class Gpt2BlockImpl : public torch::nn::Module {
+ public:
+  Gpt2BlockImpl(const DecoderConfig& c, const torch::TensorOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
+  Gpt2LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  Gpt2Attention attn{nullptr};
+  Gpt2Mlp mlp{nullptr};
+};
+TORCH_MODULE(Gpt2Block);
+
+// The stack without the head (transformers' GPT2Model, registered as "transformer").
+class Gpt2ModelImpl : public torch::nn::Module {
+ public:
+  Gpt2ModelImpl(const DecoderConfig& c, const torch::TensorOptions& options);
+  Gpt2Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::ModuleList h{nullptr};
+  Gpt2LayerNorm ln_f{nullptr};
+};
+TORCH_MODULE(Gpt2Model);
+
+// The "gpt2" family of build_causal_lm.
+class Gpt2LMHeadModel : public CausalLm {
+ public:
+  explicit Gpt2LMHeadModel(DecoderConfig c, torch::Device device = torch::kCPU);
+  using CausalLm::forward;
+  torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) override;
+  void set_fused_attention(bool on) override;
+  // As transformers initialises GPT-2: normal(0, 0.02) matrices and embeddings, the residual
+  // projections (c_proj) scaled by 1 / sqrt(2 x layers), zero biases, unit LayerNorm scales.
+  void reset_parameters() override;
+
+  Gpt2Model transformer{nullptr};
+  // vocab x dim like wte (logits = h @ weight^T); null when tied to transformer->wte.
+  Gpt2Embedding lm_head{nullptr};
+};
+
+}  // namespace gpulab::train
