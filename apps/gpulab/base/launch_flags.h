@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 #include "launch/launch_flags.h"
 
@@ -16,6 +17,10 @@ namespace gpulab::cli {
 enum class LaunchFlagSet { kRendezvous, kAll };
 
 void add_launch_flags(CLI::App* cmd, launch::LaunchFlags& f, LaunchFlagSet set,
+                      const std::string& group = "Options");
+// The flags named in `only` (without dashes), or all of them when it is empty (`gpulab ddp`
+// takes --nnodes, --node_rank and --master_port).
+void add_launch_flags(CLI::App* cmd, launch::LaunchFlags& f, const std::vector<std::string>& only,
                       const std::string& group = "Options");
 
 }  // namespace gpulab::cli

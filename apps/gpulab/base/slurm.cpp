@@ -20,6 +20,13 @@ bool parse_count(const std::string& s, int& out) {
 
 }  // namespace
 
+CLI::Option* add_image_flag(CLI::App* cmd, std::string& image) {
+  return cmd->add_option("--image", image,
+                         "lab image: <vendor>-lab:latest unless given for containers on this "
+                         "host; under Slurm a registry image or .sqsh (Pyxis) or an OCI bundle "
+                         "folder (none: bare metal)");
+}
+
 void add_slurm_job_options(CLI::App* cmd, SlurmCliOptions& o, bool for_ddp) {
   const std::string g = "Slurm";
   auto& j = o.job;
@@ -31,9 +38,7 @@ void add_slurm_job_options(CLI::App* cmd, SlurmCliOptions& o, bool for_ddp) {
         ->capture_default_str();
   } else {
     cmd->add_option("--nodes", j.nodes, "nodes to run on")->group(g)->capture_default_str();
-    cmd->add_option("--image", j.image,
-                    "lab image: a registry image or .sqsh (Pyxis), or an OCI bundle folder")
-        ->group(g);
+    add_image_flag(cmd, j.image)->group(g);
   }
   cmd->add_option("--partition", j.partition, "partition (default: the cluster's)")->group(g);
   cmd->add_option("--time", j.time_limit, "time limit (HH:MM:SS, D-HH, minutes)")

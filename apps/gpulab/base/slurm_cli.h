@@ -25,6 +25,9 @@ struct SlurmCliOptions {
 // (they are read from its own options), and gets --scheduler.
 void add_slurm_job_options(CLI::App* cmd, SlurmCliOptions& o, bool for_ddp);
 
+// --image, as `gpulab ddp` and `gpulab slurm submit` both take it.
+CLI::Option* add_image_flag(CLI::App* cmd, std::string& image);
+
 // --status/--logs/--cancel JOB when one is given, else the script for `gpus_per_node` GPUs on
 // `nodes` nodes with `train_flags`: printed (--dry-run), tested (--test-only) or submitted.
 // Returns the exit code; errors are thrown as gpulab::Exception.

@@ -1,12 +1,25 @@
 // `gpulab ddp N [mode] [MASTER_ADDR] ["train flags"]`: the seed's run-ddp.sh, on gpulab.
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "base/launch_flags.h"
 #include "base/slurm_cli.h"
 #include "builder/ddp.h"
 #include "commands.h"
 
 namespace gpulab::cli {
+namespace {
+
+// --nnodes, --node_rank and --master_port as `gpulab launch` declares them; the --node_rank
+// option (its count tells whether it was given).
+CLI::Option* add_launch_flags_for_ddp(CLI::App* cmd, launch::LaunchFlags& f) {
+  add_launch_flags(cmd, f, std::vector<std::string>{"nnodes", "node_rank", "master_port"});
+  return cmd->get_option("--node_rank");
+}
+
+}  // namespace
 
 void add_ddp_command(CLI::App& app, CommandContext& ctx) {
   auto opts = std::make_shared<builder::DdpOptions>();
@@ -16,14 +29,16 @@ void add_ddp_command(CLI::App& app, CommandContext& ctx) {
       "script_multi_node] [MASTER_ADDR] [\"train flags\"]");
   // Everything from N on is the seed's positional form, passed through as written.
   cmd->prefix_command();
-  cmd->add_option("--image", opts->image, "lab image (default: <vendor>-lab:latest)");
+  add_image_flag(cmd, opts->image);
   cmd->add_option("--data", opts->data_dir, "host data folder, mounted at /workspace/data")
       ->capture_default_str();
   cmd->add_option("--log", opts->log_dir, "host log folder, mounted at /workspace/log")
       ->capture_default_str();
-  cmd->add_option("--node_rank", opts->node_rank, "this node's rank (multi-node)");
-  cmd->add_option("--nnodes", opts->nnodes, "number of nodes (multi-node)")->capture_default_str();
-  cmd->add_option("--master_port", opts->master_port, "rendezvous port")->capture_default_str();
+  // The launch table's flags, with the seed's defaults (two nodes, port 29500).
+  auto launch = std::make_shared<launch::LaunchFlags>();
+  launch->nnodes = opts->nnodes;
+  launch->master_port = opts->master_port;
+  auto* node_rank_opt = add_launch_flags_for_ddp(cmd, *launch);
   cmd->add_option("--ssh_port_base,--ssh-port-base", opts->ssh_port_base,
                   "SSH ports start above this")
       ->capture_default_str();
@@ -40,7 +55,11 @@ void add_ddp_command(CLI::App& app, CommandContext& ctx) {
                 "allocate directly on the engine even when gpulab serve runs");
   auto slurm = std::make_shared<SlurmCliOptions>();
   add_slurm_job_options(cmd, *slurm, true);
-  cmd->callback([cmd, opts, slurm, &ctx] {
+  cmd->callback([cmd, opts, slurm, launch, node_rank_opt, &ctx] {
+    opts->nnodes = launch->nnodes;
+    opts->master_port = launch->master_port;
+    // Not given: -1, node 0 when MASTER_ADDR is this host (the seed's rule).
+    if (node_rank_opt->count() > 0) opts->node_rank = launch->node_rank;
     if (slurm->scheduler == "slurm" || !(slurm->status + slurm->logs + slurm->cancel).empty()) {
       slurm->job.image = opts->image;
       ctx.exit_code = run_slurm_seed_args(*slurm, cmd->remaining(), opts->nnodes, true);

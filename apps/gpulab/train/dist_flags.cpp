@@ -23,6 +23,18 @@ void add_dist_flags(CLI::App* cmd, train::dist::DistOptions& o, bool training) {
                   "gradient bucket size in MB (the first bucket is 1 MB)")
       ->group(g)
       ->capture_default_str();
+  add_shard_flags(cmd, o, g);
+  cmd->add_flag("--shard_keep_after_forward", o.shard_keep_after_forward,
+                "--shard full: keep a unit gathered from its forward to its backward (faster, "
+                "more memory)")
+      ->group(g);
+  cmd->add_option("--grad_compression", o.grad_compression,
+                  "gradient all-reduce format: none, fp16 or bf16")
+      ->group(g)
+      ->capture_default_str();
+}
+
+void add_shard_flags(CLI::App* cmd, train::dist::DistOptions& o, const std::string& g) {
   cmd->add_option("--shard", o.shard,
                   "sharded data parallel: none (DDP), optimizer (ZeRO-1), gradients (ZeRO-2) or "
                   "full (ZeRO-3/FSDP)")
@@ -33,10 +45,6 @@ void add_dist_flags(CLI::App* cmd, train::dist::DistOptions& o, bool training) {
                   "top-level children), blocks, children or none (one unit)")
       ->group(g)
       ->capture_default_str();
-  cmd->add_flag("--shard_keep_after_forward", o.shard_keep_after_forward,
-                "--shard full: keep a unit gathered from its forward to its backward (faster, "
-                "more memory)")
-      ->group(g);
   cmd->add_option("--shard_param_dtype", o.shard_param_dtype,
                   "--shard: dtype of the gathered parameters the model runs on: auto (bf16 under "
                   "--precision bf16, with fp32 master shards), fp32 or bf16")
@@ -45,10 +53,6 @@ void add_dist_flags(CLI::App* cmd, train::dist::DistOptions& o, bool training) {
   cmd->add_option("--shard_reduce_dtype", o.shard_reduce_dtype,
                   "--shard: dtype gradients are reduce-scattered in: auto (the master shards', "
                   "fp32), fp32 or bf16 (half the bytes; summed in fp32)")
-      ->group(g)
-      ->capture_default_str();
-  cmd->add_option("--grad_compression", o.grad_compression,
-                  "gradient all-reduce format: none, fp16 or bf16")
       ->group(g)
       ->capture_default_str();
 }

@@ -7,15 +7,22 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/strings.h"
 #include "core/table.h"
+#include "dist_flags.h"
 #include "train/dist/decoder_footprint.h"
 #include "train/dist/memory_plan.h"
 #include "train/dist/shard_precision.h"
+#include "train/dist/wrap_policy.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
+#include "train/train_options.h"
+#include "train_flags.h"
 #include "usage.h"
 
 namespace gpulab::cli {
@@ -65,7 +72,7 @@ void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, in
     q.stage = d::parse_shard_stage(name);
     q.world = o.gpus;
     q.batch_size = o.batch_size;
-    q.optimizer_states = o.optimizer == "sgd" ? 1 : 2;
+    q.optimizer_states = o.optimizer == "adam" || o.optimizer == "adamw" ? 2 : 1;
     q.activation_scale = o.precision == "bf16" || o.precision == "fp16" ? 0.5 : 1.0;
     q.activation_checkpointing = o.activation_checkpointing;
     if (dtypes.param) q.compute_bytes = c10::elementSize(*dtypes.param);
@@ -154,64 +161,71 @@ void run_plan(const PlanOptions& o) {
   print_stages(o, f, capacity);
 }
 
+// The plan's own values from the shared flag tables: sizes a command line left out stay 0 (the
+// model's own), and names are checked against the trainer's lists.
+Status plan_from_flags(const train::TrainOptions& t, const train::dist::DistOptions& d,
+                       const CLI::App& cmd, PlanOptions& o) {
+  o.model = t.model;
+  o.batch_size = t.batch_size;
+  o.seq_len = cmd.get_option("--seq_len")->count() > 0 ? t.seq_len : 0;
+  o.input_size = cmd.get_option("--input_size")->count() > 0 ? t.input_size : 0;
+  o.precision = t.precision;
+  o.optimizer = t.optimizer;
+  o.attention = t.attention;
+  o.activation_checkpointing = t.activation_checkpointing;
+  o.shard = d.shard;
+  o.wrap = d.shard_wrap;
+  o.param_dtype = d.shard_param_dtype;
+  o.reduce_dtype = d.shard_reduce_dtype;
+  static const std::vector<std::string> shards{"all", "none", "optimizer", "gradients", "full"};
+  for (auto [flag, value, valid] :
+       {std::tuple{"--precision", &o.precision, &train::precision_names()},
+        std::tuple{"--optimizer", &o.optimizer, &train::optimizer_names()},
+        std::tuple{"--attention", &o.attention, &train::attention_names()},
+        std::tuple{"--shard_wrap", &o.wrap, &train::dist::wrap_policy_names()},
+        std::tuple{"--shard", &o.shard, &shards}})
+    if (std::find(valid->begin(), valid->end(), *value) == valid->end())
+      return Status(Code::kInvalidArgument,
+                    std::string(flag) + " " + *value + " is not one of " + join(*valid, ", "));
+  if (o.batch_size < 1) return Status(Code::kInvalidArgument, "--batch_size must be >= 1");
+  if (o.seq_len < 0 || (o.input_size != 0 && (o.input_size < 8 || o.input_size > 4096)))
+    return Status(Code::kInvalidArgument, "--seq_len must be >= 1, --input_size in [8, 4096]");
+  return train::dist::check_shard_dtypes(o.precision, o.param_dtype, o.reduce_dtype);
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
   auto o = std::make_shared<PlanOptions>();
   auto* cmd = app.add_subcommand(
-      "plan", "per-device memory of a training job for each --shard stage, and whether it fits");
-  cmd->add_option("--model", o->model, "a model of `gpulab models`")->capture_default_str();
+      "plan",
+      "per-device memory of a training job for each --shard stage (all unless one is given), and "
+      "whether it fits; --batch_size is per device (language models: 1 unless given)");
   cmd->add_option("--gpus", o->gpus, "devices (ranks) in the job")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   cmd->add_option("--gpu", o->gpu, "h100, h200, a100, a100-40, l40s, mi300x, mi250x, rtx4090")
       ->capture_default_str();
-  cmd->add_option("--shard", o->shard, "all, none, optimizer, gradients or full")
-      ->check(CLI::IsMember({"all", "none", "optimizer", "gradients", "full"}))
-      ->capture_default_str();
-  auto* batch = cmd->add_option("--batch_size", o->batch_size,
-                                "samples (sequences) per device; language models: 1 unless given")
-                    ->check(CLI::PositiveNumber)
-                    ->capture_default_str();
-  cmd->add_option(
-      "--seq_len", o->seq_len,
-      "tokens per sequence (language models; default min(2048, the model's positions))");
   cmd->add_option("--vocab_size", o->vocab_size,
                   "tokens in the vocabulary (language models; default: the model's own; a model "
                   "trained on byte data: 256)")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
-  cmd->add_option("--input_size", o->input_size, "image size (default: the model's)");
-  cmd->add_option("--precision", o->precision, "fp32, bf16, fp16 or fp64")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp64"}))
-      ->capture_default_str();
-  auto* optimizer = cmd->add_option("--optimizer", o->optimizer,
-                                    "sgd (1 state tensor) or adamw (2; language models' default)")
-                        ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
-                        ->capture_default_str();
-  cmd->add_option("--shard_wrap", o->wrap, "auto, blocks, children or none")
-      ->check(CLI::IsMember({"auto", "blocks", "children", "none"}))
-      ->capture_default_str();
-  cmd->add_option("--attention", o->attention,
-                  "language models: fused (gpulab's CPU kernel, or scaled_dot_product_attention "
-                  "on libtorch 2.x) or plain (libtorch 1.x's masked softmax, also on its GPUs: "
-                  "keeps heads x T^2 scores)")
-      ->check(CLI::IsMember({"fused", "plain"}))
-      ->capture_default_str();
-  cmd->add_option("--shard_param_dtype", o->param_dtype,
-                  "gathered parameters: auto (bf16 under --precision bf16), fp32 or bf16")
-      ->capture_default_str();
-  cmd->add_option("--shard_reduce_dtype", o->reduce_dtype,
-                  "gradient reduce-scatter: auto (fp32 master), fp32 or bf16")
-      ->capture_default_str();
-  cmd->add_flag("--activation_checkpointing", o->activation_checkpointing,
-                "keep only unit inputs and recompute the rest in backward");
-  cmd->callback([cmd, o, optimizer, batch] {
-    throw_usage_error(
-        train::dist::check_shard_dtypes(o->precision, o->param_dtype, o->reduce_dtype), cmd);
+  // The trainer's flags, declared once in its tables, with the plan's defaults.
+  auto t = std::make_shared<train::TrainOptions>();
+  t->model = o->model;
+  t->batch_size = o->batch_size;
+  add_train_flags(cmd, *t,
+                  {"model", "batch_size", "seq_len", "input_size", "precision", "optimizer",
+                   "attention", "activation_checkpointing"});
+  auto d = std::make_shared<train::dist::DistOptions>();
+  d->shard = o->shard;
+  add_shard_flags(cmd, *d, "Options");
+  cmd->callback([cmd, o, t, d] {
+    throw_usage_error(plan_from_flags(*t, *d, *cmd, *o), cmd);
     // A language model trains with AdamW on a few long sequences per device.
     if (train::is_language_model(o->model)) {
-      if (optimizer->count() == 0) o->optimizer = "adamw";
-      if (batch->count() == 0) o->batch_size = 1;
+      if (cmd->get_option("--optimizer")->count() == 0) o->optimizer = "adamw";
+      if (cmd->get_option("--batch_size")->count() == 0) o->batch_size = 1;
       if (o->seq_len <= 0) {
         const auto cfg = train::find_decoder_config(o->model).value_or_throw();
         o->seq_len = std::min<int64_t>(2048, cfg.max_positions);

@@ -95,6 +95,10 @@ Fit fit_family(const std::string& family, bool fused_attention) {
   Fit fit_result;
   {
     torch::AutoGradMode grad(true);  // activations are what autograd would keep
+    // One thread: the CPU kernels' per-thread scratch would otherwise enter the fit, and a plan
+    // would depend on the cores of the machine that makes it (GPT-2's moved 30 % from 1 to 4).
+    const int threads = torch::get_num_threads();
+    torch::set_num_threads(1);
     const std::vector<FootprintShape> probes = {
         {32, 48, 4, 4, 8, 64, 8},   {64, 48, 4, 4, 16, 64, 8},  {32, 96, 4, 4, 8, 64, 8},
         {32, 48, 4, 2, 8, 64, 8},   {32, 48, 4, 4, 8, 64, 16},  {32, 48, 8, 8, 4, 96, 8},
@@ -119,6 +123,7 @@ Fit fit_family(const std::string& family, bool fused_attention) {
     }
     fit_result.block = fit(block_rows, block_bytes);
     fit_result.root = fit(root_rows, root_bytes);
+    torch::set_num_threads(threads);
   }
   return fit_result;
 }

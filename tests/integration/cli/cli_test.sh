@@ -118,6 +118,10 @@ spelling)
   "$G" detect --json --no_host >/dev/null 2>&1 || fail "detect --no_host"
   "$G" detect --json --no-host >/dev/null 2>&1 || fail "detect --no-host"
   ;;
+flag_tables)
+  # train, bench train, plan, launch, ddp and slurm submit declare a flag they share one way.
+  python3 "$(dirname "$0")/flag_tables.py" "$G" || fail "a flag is declared more than one way"
+  ;;
 interrupt)
   # Ctrl-C stops at a step boundary, says where and how to resume, and leaves a checkpoint that
   # --resume auto continues from (inside the epoch it stopped in). --subset N prints N.
