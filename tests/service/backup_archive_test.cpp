@@ -1,4 +1,5 @@
-// Backup file format: round trip, checksum verification, and corruption/truncation detection.
+// Backup file format: round trip, checksum verification, corruption/truncation detection, and a
+// full disk (one error naming the file and the space it needed, nothing left behind).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 
 #include "service/base/crypto.h"
 #include "service/ops/backup_archive.h"
+#include "support/small_tmpfs.h"
 #include "support/temp_dir.h"
 
 namespace gpulab::service {
@@ -83,6 +85,27 @@ TEST(BackupArchive, TruncatedOrForeignFilesAreRefused) {
   std::ofstream(junk) << std::string(4096, 'x');
   EXPECT_EQ(read_backup(junk, true).error().code, Code::kDataError);
   EXPECT_EQ(read_backup((d.path / "none.tar").string(), true).error().code, Code::kNotFound);
+}
+
+// A backup folder that fills up during the write: the write fails as a full disk, naming the
+// backup and what it needed, and abandoning leaves no .partial file.
+TEST(BackupArchive, FullDiskIsOneErrorAndLeavesNothing) {
+  gpulab::testing::SmallTmpfs disk(1 << 20);
+  if (!disk.why_not.empty()) GTEST_SKIP() << disk.why_not;
+  const std::string path = (disk.path / "backup_full.tar").string();
+  auto w = BackupWriter::create(path);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  (*w)->expect_bytes(3 << 20);
+  const std::string chunk(64 << 10, 'x');
+  Status st = ok_status();
+  for (int i = 0; i < 64 && st.ok(); ++i) st = (*w)->write(chunk.data(), chunk.size());
+  ASSERT_FALSE(st.ok()) << "1 MiB took 4 MiB";
+  EXPECT_EQ(st.error().code, Code::kResourceExhausted);
+  EXPECT_NE(st.error().message.find(path), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("needs 3145728 bytes"), std::string::npos)
+      << st.error().message;
+  (*w)->abandon();
+  EXPECT_TRUE(disk.names(disk.path).empty());
 }
 
 }  // namespace

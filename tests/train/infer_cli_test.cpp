@@ -169,6 +169,12 @@ TEST(ModelsCli, ListsEveryModelWithCountsAndRecommendations) {
     EXPECT_GT(m["params"].get<int64_t>(), 0);
     EXPECT_FALSE(m["recommended"]["optimizer"].get<std::string>().empty());
   }
+  // Language models by family, counted from their shapes: GPT-2 small's published count.
+  bool gpt2_small = false;
+  for (const auto& m : j["language_models"])
+    if (m["name"] == "gpt2-124m")
+      gpt2_small = m["family"] == "gpt2" && m["params"].get<int64_t>() == 124439808;
+  EXPECT_TRUE(gpt2_small) << j["language_models"].dump();
   ASSERT_EQ(j["recommendations"].size(), 4u);
   EXPECT_EQ(j["recommendations"][0]["args"],
             "--model resnet18 --learning_rate 0.001 --optimizer sgd --batch_size 256 "
@@ -179,6 +185,7 @@ TEST(ModelsCli, ListsEveryModelWithCountsAndRecommendations) {
     EXPECT_NE(table.out.find(info.name + " "), std::string::npos) << info.name;
   }
   EXPECT_NE(table.out.find("For Vision Transformers"), std::string::npos);
+  EXPECT_NE(table.out.find("gpt2-124m   gpt2    124,439,808"), std::string::npos) << table.out;
 }
 
 }  // namespace

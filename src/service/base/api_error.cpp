@@ -33,6 +33,7 @@ constexpr CodeRow kCodes[] = {
     {ApiCode::kUnsupported, "UNSUPPORTED", Code::kUnsupported},
     {ApiCode::kQuotaExceeded, "QUOTA_EXCEEDED", Code::kResourceExhausted},
     {ApiCode::kTooManyRequests, "TOO_MANY_REQUESTS", Code::kUnauthenticated},
+    {ApiCode::kInsufficientStorage, "INSUFFICIENT_STORAGE", Code::kResourceExhausted},
     {ApiCode::kInternalError, "INTERNAL_ERROR", Code::kInternal},
 };
 
@@ -53,6 +54,7 @@ int api_code_http_status(ApiCode code) {
   if (code == ApiCode::kPayloadTooLarge) return 413;
   if (code == ApiCode::kMethodNotAllowed) return 405;
   if (code == ApiCode::kTooManyRequests) return 429;
+  if (code == ApiCode::kInsufficientStorage) return 507;
   return http_status_for(row(code).core);
 }
 

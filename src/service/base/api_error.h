@@ -31,8 +31,9 @@ enum class ApiCode {
   kEngineUnavailable,  // Docker engine down or failing
   kTimeout,
   kUnsupported,
-  kQuotaExceeded,    // the owner's quota (GPUs, containers, CPUs, memory, GPU-hours) is used up
-  kTooManyRequests,  // too many failed token checks from one address (429, Retry-After)
+  kQuotaExceeded,        // the owner's quota (GPUs, containers, CPUs, memory, GPU-hours) is used up
+  kTooManyRequests,      // too many failed token checks from one address (429, Retry-After)
+  kInsufficientStorage,  // the service's own disk (the backup folder) is full (507)
   kInternalError,
 };
 

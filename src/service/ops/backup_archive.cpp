@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
+#include "core/disk_space.h"
 #include "core/tar.h"
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
@@ -138,9 +140,14 @@ BackupWriter::~BackupWriter() {
 
 Status BackupWriter::write(const char* data, size_t n) {
   impl_->sha.update(data, n);
-  if (!write_exact(impl_->fd, data, n))
-    return Error{Code::kUnavailable, "write " + partial_path_ + ": " + std::strerror(errno),
-                 "is the backup dir full?"};
+  if (!write_exact(impl_->fd, data, n)) {
+    const int err = errno;
+    // A full disk says what the backup needed: the engine's estimate, or at least this much.
+    if (is_no_space(err))
+      return no_space_error(final_path_,
+                            std::max<uint64_t>(expected_bytes_, static_cast<uint64_t>(bytes_) + n));
+    return Error{Code::kUnavailable, "write " + partial_path_ + ": " + std::strerror(err)};
+  }
   bytes_ += static_cast<std::int64_t>(n);
   return ok_status();
 }
@@ -162,9 +169,12 @@ Status BackupWriter::finish(BackupManifest& m) {
   ::close(impl_->fd);
   impl_->fd = -1;
   if (!ok) {
+    const int err = errno;
     ::unlink(partial_path_.c_str());
+    if (is_no_space(err))
+      return no_space_error(final_path_, static_cast<uint64_t>(bytes_) + tail.size());
     return Error{Code::kUnavailable,
-                 "cannot complete " + partial_path_ + ": " + std::strerror(errno)};
+                 "cannot complete " + partial_path_ + ": " + std::strerror(err)};
   }
   if (::rename(partial_path_.c_str(), final_path_.c_str()) != 0) {
     ::unlink(partial_path_.c_str());

@@ -37,6 +37,8 @@ class BackupWriter {
   ~BackupWriter();
   Status write(const char* data, size_t n);  // image archive bytes, hashed as they pass
   std::int64_t bytes() const { return bytes_; }
+  // What the archive is expected to take (the engine's image size), for a full disk's error.
+  void expect_bytes(std::uint64_t n) { expected_bytes_ = n; }
   // Fills image_sha256/image_bytes, appends the manifest, fsyncs, renames to the final path.
   Status finish(BackupManifest& manifest);
   void abandon();  // removes the partial file
@@ -46,6 +48,7 @@ class BackupWriter {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::int64_t bytes_ = 0;
+  std::uint64_t expected_bytes_ = 0;
   std::string final_path_, partial_path_;
 };
 

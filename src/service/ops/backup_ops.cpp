@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "core/disk_space.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "service/base/api_error.h"
@@ -22,6 +24,21 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t kProgressStep = 16 << 20;  // book progress every 16 MiB
+
+// A full backup disk is the service's own storage (507), not a GPU or engine error.
+[[noreturn]] void throw_backup_error(const Error& e) {
+  if (e.code == Code::kResourceExhausted)
+    throw ApiError(ApiCode::kInsufficientStorage, e.message, e.hint);
+  throw Exception(e);
+}
+
+// Refuses before writing when the backup folder cannot hold the image's estimated size.
+void check_backup_space(const std::string& path, std::int64_t estimate) {
+  if (estimate <= 0) return;
+  const auto free = free_bytes(fs::path(path).parent_path());
+  if (free && *free < static_cast<uint64_t>(estimate))
+    throw_backup_error(no_space_error(path, static_cast<uint64_t>(estimate)));
+}
 
 bool ends_with_tar(const std::string& s) {
   return s.size() > 4 && s.compare(s.size() - 4, 4, ".tar") == 0;
@@ -91,8 +108,10 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
       rec.bytes_total = info->size_bytes;  // an estimate: the archive is about this size
       s.store->upsert_backup(rec);
     }
+    check_backup_space(path, rec.bytes_total);
     auto writer = BackupWriter::create(path);
-    if (!writer) throw Exception(writer.error());
+    if (!writer) throw_backup_error(writer.error());
+    (*writer)->expect_bytes(static_cast<uint64_t>(std::max<std::int64_t>(rec.bytes_total, 0)));
     Status write_status = ok_status();
     std::int64_t next_mark = kProgressStep;
     auto saved = s.engine().save_image(image, [&](std::string_view chunk) {
@@ -104,7 +123,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
       }
       return true;
     });
-    if (!write_status) throw Exception(write_status.error());  // the cause of a stopped save
+    if (!write_status) throw_backup_error(write_status.error());  // why the save stopped
     if (!saved) throw_engine_error(saved.error());
     BackupManifest m;
     m.name = backup_name;
@@ -114,7 +133,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     m.created_at = rec.created_at;
     m.spec = c.spec;
     auto fin = (*writer)->finish(m);
-    if (!fin) throw Exception(fin.error());
+    if (!fin) throw_backup_error(fin.error());
     rec.state = "complete";
     auto file_sha = sha256_file(path);
     if (!file_sha) throw Exception(file_sha.error());
