@@ -129,17 +129,17 @@ TEST(ModelZoo, ParameterCountsMatchTorchvision) {
   ASSERT_NO_FATAL_FAILURE(run_reference({"counts", names}, &out));
   const Json ref = Json::parse(out);
   torch::NoGradGuard no_grad;
+  // At ImageNet's 1000 classes; another head size is checked by EvalParity (10 classes, every
+  // model, weights loaded by name and shape), so a second build of the zoo here would add time
+  // (about 80 s on 2 cores), not coverage.
   for (const auto& info : model_table()) {
-    for (int64_t k : {1000, 100}) {
-      ModelOptions o;
-      o.num_classes = k;
-      const int64_t ours = count_parameters(*info.make(o));
-      const int64_t theirs = ref.at(info.name).at(std::to_string(k)).get<int64_t>();
-      EXPECT_EQ(ours, theirs) << info.name << " with " << k << " classes";
-      std::printf("[params] %-20s classes=%-4lld gpulab=%lld torchvision=%lld\n", info.name.c_str(),
-                  static_cast<long long>(k), static_cast<long long>(ours),
-                  static_cast<long long>(theirs));
-    }
+    ModelOptions o;
+    o.num_classes = 1000;
+    const int64_t ours = count_parameters(*info.make(o));
+    const int64_t theirs = ref.at(info.name).at("1000").get<int64_t>();
+    EXPECT_EQ(ours, theirs) << info.name;
+    std::printf("[params] %-20s classes=1000 gpulab=%lld torchvision=%lld\n", info.name.c_str(),
+                static_cast<long long>(ours), static_cast<long long>(theirs));
   }
 }
 
