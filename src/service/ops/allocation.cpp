@@ -42,15 +42,14 @@ struct Placement {
 
 // The host and GPUs for `count` GPUs, none of `used`; GPU_ALLOCATION_FAILED when no host that
 // is up has them (saying when no host has that many at all).
-Placement place(Service& s, const CreateOptions& o, const std::set<std::string>& used) {
+Placement place(Service& s, const CreateOptions& o, const std::set<std::string>& used,
+                const std::vector<Host*>& with_image) {
   std::vector<Host*> candidates;
   if (!o.host.empty()) {
     candidates.push_back(&asked_host(s, o.host));
   } else {
-    // Hosts that are up and hold the image (the service never pulls).
-    for (const auto& h : s.hosts)
-      if (h->up() && h->engine() && h->engine()->image_exists(o.spec.image))
-        candidates.push_back(h.get());
+    for (Host* h : with_image)
+      if (h->up()) candidates.push_back(h);
   }
   Placement best;
   long best_free = 0;
@@ -88,9 +87,23 @@ Placement place(Service& s, const CreateOptions& o, const std::set<std::string>&
                      " free; check /api/v1/gpu-docker/status and delete unused containers");
 }
 
+// Hosts that are up and hold the image (the service never pulls); asked before the allocation
+// lock, so the engine round trips of one create do not hold up the others.
+std::vector<Host*> hosts_with_image(Service& s, const CreateOptions& o) {
+  std::vector<Host*> out;
+  if (!o.host.empty()) return out;
+  for (const auto& h : s.hosts) {
+    const Engine* e = h->engine();
+    if (h->up() && e && (o.spec.image == "(lease)" || e->image_exists(o.spec.image)))
+      out.push_back(h.get());
+  }
+  return out;
+}
+
 }  // namespace
 
 Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
+  const std::vector<Host*> with_image = hosts_with_image(s, o);
   std::lock_guard<std::mutex> lock(s.alloc_mu);
   // GPUs a ddp run outside the service holds are not free either (asked only when needed).
   std::set<std::string> outside;
@@ -102,7 +115,7 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
     check_quota(s, o.owner, o.spec, state != service::state::kLeased);
     std::set<std::string> used = outside;
     for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
-    Placement where = place(s, o, used);
+    Placement where = place(s, o, used, with_image);
     const std::string& host = where.host->name();
     // A port free on this machine says nothing of another host's: probe only the local one.
     const PortProbe probe = where.host->local() ? PortProbe(host_port_bindable) : PortProbe();
