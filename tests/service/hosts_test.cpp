@@ -127,6 +127,20 @@ class ServiceHosts : public ::testing::Test {
     return engines_[i].client->inspect_container(name).ok();
   }
 
+  // The service log's lines about hosts and the reconciler (what a failed check needs).
+  std::string log_lines() const {
+    auto text = read_file(dir_ / "svc" / "service.log");
+    std::string out;
+    if (!text) return out;
+    for (const auto& l : split(*text, '\n'))
+      for (const char* w : {"reconcil", "remov", "releas", "down", "up again", "fail", "warn"})
+        if (l.find(w) != std::string::npos) {
+          out += l + "\n";
+          break;
+        }
+    return out;
+  }
+
   std::vector<LabEngine> engines_;
   fs::path tls_, dir_;
   std::unique_ptr<ServiceProcess> svc_;
@@ -286,7 +300,8 @@ TEST_F(ServiceHosts, KilledHostIsMarkedDownAndReconciledWhenBack) {
   // Back: restart its engine and remove one container before the service looks.
   RunOptions opts;
   opts.timeout = std::chrono::seconds(120);
-  opts.env_add = {{"GPULAB_DOCKERD_TCP", "127.0.0.1:23762"},
+  opts.env_add = {{"GPULAB_DOCKERD_IPTABLES", "0"},
+                  {"GPULAB_DOCKERD_TCP", "127.0.0.1:23762"},
                   {"GPULAB_DOCKERD_TLS_DIR", tls_.string()}};
   auto back = run_process(
       {"/bin/bash", gpulab::testing::dockerd_script("start-dockerd.sh").string(), "lab2"}, opts);
@@ -338,7 +353,7 @@ TEST_F(ServiceHosts, FiftyConcurrentCreatesNeverShareAGpuOrPort) {
   EXPECT_EQ(no_gpu.load(), 2);
   HttpClient c(svc_->url());
   auto list = c.get(kApi + "/list").json()["data"]["containers"];
-  EXPECT_EQ(static_cast<int>(list.size()), created.load());
+  EXPECT_EQ(static_cast<int>(list.size()), created.load()) << log_lines();
   std::set<std::string> gpus, ports;
   std::map<std::string, int> per_host;
   for (const auto& x : list) {
