@@ -97,12 +97,19 @@ Status DockerEngine::restart_container(const std::string& ref, int timeout_s) co
 }
 
 Status DockerEngine::remove_container(const std::string& ref) const {
-  return client_.remove_container(ref, true);
+  // By id, once the reference is known to mean exactly that container (inspect_container).
+  auto info = inspect_container(ref);
+  if (!info) return info.error();
+  return client_.remove_container(info->id, true);
 }
 
 Result<EngineContainer> DockerEngine::inspect_container(const std::string& ref) const {
   auto info = client_.inspect_container(ref);
   if (!info) return info.error();
+  // Docker falls back to an id prefix when no container has that name: "c4" would find another
+  // container whose id starts with c4. A reference is our container's name or its full id.
+  if (info->name != ref && info->id != ref)
+    return Error(Code::kNotFound, "no container named " + ref);
   return EngineContainer{info->id, info->name, info->image, info->status, "", info->labels};
 }
 

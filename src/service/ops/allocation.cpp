@@ -15,7 +15,7 @@ std::set<std::string> unleased_ddp_gpus(Service& s) {
   std::set<std::string> out;
   for (const auto& h : s.hosts) {
     const Engine* e = h->engine();
-    if (!e || !h->up()) continue;
+    if (!s.usable(*h)) continue;
     for (auto& uuid : e->gpus_held_outside()) out.insert(std::move(uuid));
   }
   return out;
@@ -49,7 +49,7 @@ Placement place(Service& s, const CreateOptions& o, const std::set<std::string>&
     candidates.push_back(&asked_host(s, o.host));
   } else {
     for (Host* h : with_image)
-      if (h->up()) candidates.push_back(h);
+      if (s.usable(*h)) candidates.push_back(h);
   }
   Placement best;
   long best_free = 0;
@@ -94,7 +94,7 @@ std::vector<Host*> hosts_with_image(Service& s, const CreateOptions& o) {
   if (!o.host.empty()) return out;
   for (const auto& h : s.hosts) {
     const Engine* e = h->engine();
-    if (h->up() && e && (o.spec.image == "(lease)" || e->image_exists(o.spec.image)))
+    if (s.usable(*h) && (o.spec.image == "(lease)" || e->image_exists(o.spec.image)))
       out.push_back(h.get());
   }
   return out;

@@ -64,7 +64,7 @@ void check_image(Service& s, const std::string& image, bool internal, const std:
     found = (host.empty() ? s.engine() : s.engine_on(host)).image_exists(image);
   } else {
     for (const auto& h : s.hosts)
-      if (h->up() && h->engine() && h->engine()->image_exists(image)) found = true;
+      if (s.usable(*h) && h->engine()->image_exists(image)) found = true;
   }
   if (!found)
     throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not on the engine",
@@ -106,7 +106,7 @@ void remove_leftover(Service& s, const std::string& host, const std::string& nam
 void free_engine_name(Service& s, const std::string& name) {
   for (const auto& h : s.hosts) {
     const Engine* e = h->engine();
-    if (!e || !h->up()) continue;
+    if (!s.usable(*h)) continue;
     auto info = e->inspect_container(name);
     if (!info) continue;  // not there (or the engine is down: the create says so)
     if (remove_unbooked_container(s, *e, name, info->id, info->labels)) {
@@ -312,7 +312,7 @@ std::map<std::string, EngineContainer> engine_containers(
   std::map<std::string, EngineContainer> m;
   for (const auto& h : s.hosts) {
     // A host that is down lists nothing: its rows show as unreachable (container_json).
-    if (!h->up() && s.hosts.size() > 1) continue;
+    if (!s.usable(*h) && s.hosts.size() > 1) continue;
     auto list = s.engine_on(h->name()).list_containers({"gpulab.managed=true"});
     if (!list) throw_engine_error(list.error());
     for (auto& c : *list) {

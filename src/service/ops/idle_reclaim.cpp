@@ -126,7 +126,7 @@ bool IdleReclaimer::busy(const ContainerRecord& c, const IdlePolicy& p,
     }
   }
   // A host that is down cannot say: never reclaim on a guess.
-  if (const Host* h = s_.find_host(c.host); !h || !h->engine() || !h->up()) {
+  if (const Host* h = s_.find_host(c.host); !h || !s_.usable(*h)) {
     why = "host " + c.host + " is down";
     return true;
   }

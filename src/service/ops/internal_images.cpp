@@ -38,7 +38,7 @@ void release_internal_image(Service& s, const std::string& image) {
     if (owned_images(*s.store).count(image)) return;
     for (const auto& h : s.hosts) {  // it is on the host of the container that used it
       const Engine* e = h->engine();
-      if (!e || !h->up()) continue;
+      if (!s.usable(*h)) continue;
       auto st = e->remove_image(image);
       if (!st && st.error().code != Code::kNotFound && st.error().code != Code::kConflict)
         spdlog::warn("cannot remove the unused image {}: {}", image, st.error().message);
@@ -54,7 +54,7 @@ int remove_orphan_images(Service& s) {
   int removed = 0;
   for (const auto& h : s.hosts) {
     const Engine* e = h->engine();
-    if (!e || !h->up()) continue;  // a host that is down is swept at the next start
+    if (!s.usable(*h)) continue;  // a host that is down is swept at the next start
     auto images = e->list_images({std::string(kBookLabel) + "=" + book_id(*s.store)});
     if (!images) {
       spdlog::warn("cannot list images for orphans on {}: {}", h->name(), images.error().message);

@@ -39,7 +39,7 @@ void cleanup_backups(Service& s, ReconcileReport& r) {
     std::error_code ec;
     std::filesystem::remove(b.file + ".partial", ec);
     for (const auto& h : s.hosts)  // on the host of the container it backed up
-      if (h->engine() && h->up()) (void)h->engine()->remove_image("gpulab-backup:" + b.name);
+      if (s.usable(*h)) (void)h->engine()->remove_image("gpulab-backup:" + b.name);
     b.state = "failed";
     b.message = "interrupted (the service stopped while it ran)";
     s.store->upsert_backup(b);
@@ -82,7 +82,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
   // A host that is down (or no longer configured) decides nothing: its rows keep their GPUs and
   // ports until its engine answers again.
   const Host* h = s.find_host(c.host);
-  if (!h || !h->engine() || (!h->up() && s.hosts.size() > 1)) return;
+  if (!h || !s.usable(*h)) return;
   const Engine& eng = *h->engine();
   auto it = engine.find(c.name);
   std::optional<EngineContainer> looked;

@@ -39,6 +39,9 @@ struct Service {
   const Engine& engine_of(const ContainerRecord& c) const { return engine_on(c.host); }
   // The host of that name; null for an unknown one.
   Host* find_host(const std::string& name) const;
+  // Whether to ask this host's engine now: connected, and up (the one host of a lab without a
+  // hosts list is always asked, as before hosts existed: its own errors say what is wrong).
+  bool usable(const Host& h) const { return h.engine() && (h.up() || hosts.size() == 1); }
   // Live GPU samples from the hosts this machine can sample (the local socket's); may be empty.
   std::vector<GpuSample> sample_gpus() const;
 

@@ -59,8 +59,7 @@ void delete_snapshot(Service& s, const Principal& who, const std::string& name) 
   if (!r) throw ApiError(ApiCode::kSnapshotNotFound, "Snapshot '" + name + "' not found");
   require_owner(who, r->owner, "Snapshot '" + name + "'");
   for (const auto& h : s.hosts) {  // the image is on the host its source container was on
-    if (s.hosts.size() > 1 && (!h->up() || !h->engine() || !h->engine()->image_exists(r->image)))
-      continue;
+    if (s.hosts.size() > 1 && (!s.usable(*h) || !h->engine()->image_exists(r->image))) continue;
     auto st = s.engine_on(h->name()).remove_image(r->image);
     if (!st && st.error().code != Code::kNotFound) {
       if (st.error().code == Code::kConflict)
