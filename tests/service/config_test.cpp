@@ -120,5 +120,52 @@ TEST(Config, KeyTableReadsKeysAndRefusesTheRest) {
   EXPECT_NE(message(R"({"ssh_port_base":"high"})").find("ssh_port_base"), std::string::npos);
 }
 
+// Hosts: each error names its field; without hosts, one host "local" from docker_host and gpus.
+TEST(Config, HostsAreCheckedFieldByField) {
+  auto error_of = [](const std::string& hosts) {
+    auto c = config_from_json(R"({"device_mode":"none","hosts":)" + hosts + "}");
+    if (!c.ok()) return c.error().message;
+    auto st = validate_config(*c);
+    return st.ok() ? std::string("(accepted)") : st.error().message;
+  };
+  auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  std::string m = error_of(R"([{"name":"a","url":"tcp://gpu2:2376"}])");
+  EXPECT_TRUE(has(m, "hosts[0].tls_ca is missing") && has(m, "insecure")) << m;
+  m = error_of(R"([{"name":"a","url":"tcp://gpu2:2376","tls_ca":"/nonexistent/ca.pem",
+                   "tls_cert":"/nonexistent/c.pem","tls_key":"/nonexistent/k.pem"}])");
+  EXPECT_TRUE(has(m, "hosts[0].tls_ca: no such file /nonexistent/ca.pem")) << m;
+  m = error_of(R"([{"name":"a","url":"unix:///x.sock"},{"name":"a","url":"unix:///y.sock"}])");
+  EXPECT_TRUE(has(m, "hosts[1].name: host 'a' given twice")) << m;
+  m = error_of(R"([{"name":"a","url":"http://gpu2"}])");
+  EXPECT_TRUE(has(m, "hosts[0].url")) << m;
+  m = error_of(R"([{"name":"a","url":"tcp://gpu2"}])");
+  EXPECT_TRUE(has(m, "hosts[0].url")) << m;
+  m = error_of(R"([{"name":"A b","url":"unix:///x.sock"}])");
+  EXPECT_TRUE(has(m, "hosts[0].name")) << m;
+  m = error_of(R"([{"name":"a","url":"unix:///x.sock","gpus":[{"uuid":"G","vendor":"nvidia"}]},
+                   {"name":"b","url":"unix:///y.sock","gpus":[{"uuid":"G","vendor":"nvidia"}]}])");
+  EXPECT_TRUE(has(m, "hosts[1].gpus: GPU uuid G declared twice")) << m;
+  m = error_of(R"([{"name":"a","url":"unix:///x.sock","port":1}])");
+  EXPECT_TRUE(has(m, "unknown key 'port' in hosts[0]")) << m;
+  EXPECT_EQ(error_of(R"([{"name":"a","url":"tcp://gpu2:2375","insecure":true}])"), "(accepted)");
+
+  auto both = config_from_json(R"({"docker_host":"unix:///x.sock",
+                                   "hosts":[{"name":"a","url":"unix:///y.sock"}]})");
+  ASSERT_TRUE(both.ok());
+  EXPECT_NE(validate_config(*both).error().message.find("inside each of hosts"), std::string::npos);
+
+  auto one = config_from_json(R"({"docker_host":"unix:///x.sock",
+                                  "gpus":[{"uuid":"G","vendor":"nvidia"}]})");
+  ASSERT_TRUE(one.ok());
+  auto hosts = lab_hosts(*one);
+  ASSERT_EQ(hosts.size(), 1u);
+  EXPECT_EQ(hosts[0].name, "local");
+  EXPECT_EQ(hosts[0].url, "unix:///x.sock");
+  ASSERT_EQ(hosts[0].gpus.size(), 1u);
+  EXPECT_EQ(hosts[0].gpus[0].host, "local");
+}
+
 }  // namespace
 }  // namespace gpulab::service

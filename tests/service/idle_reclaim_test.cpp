@@ -69,7 +69,8 @@ TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
   ServiceConfig cfg = in_process_config();
   cfg.port_rest_seconds = 1;
   for (int i = 0; i < 6; ++i)
-    cfg.gpus.push_back(GpuSlot{"GPU-fake-" + std::to_string(i), i, "nvidia", "", 0, {}, "", ""});
+    cfg.gpus.push_back(
+        GpuSlot{"GPU-fake-" + std::to_string(i), i, "nvidia", "", 0, {}, "", "", ""});
   auto s = open_service(cfg);
   auto clock = std::make_shared<ManualClock>(2e9);
   s->clock = clock;

@@ -30,12 +30,64 @@ TEST(Store, MigratesAndUsesWal) {
   TempDir d;
   auto s = Store::open((d.path / "a.db").string());
   ASSERT_TRUE(s.ok()) << s.error().to_string();
-  EXPECT_EQ((*s)->schema_version(), 2);  // 2: quotas, idle policies and GPU-second metering
+  EXPECT_EQ((*s)->schema_version(), 3);  // 2: quotas, idle reclaim, metering; 3: hosts
   EXPECT_EQ((*s)->db().query("PRAGMA journal_mode")[0].str(0), "wal");
   // Opening again does not re-run migrations.
   auto again = Store::open((d.path / "a.db").string());
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ((*again)->schema_version(), 2);
+  EXPECT_EQ((*again)->schema_version(), 3);
+}
+
+// A book from before hosts (version 2) keeps its rows: they belong to the first host, and host
+// ports become unique per host.
+TEST(Store, HostsMigrationKeepsAnOlderBook) {
+  TempDir d;
+  std::string path = (d.path / "old.db").string();
+  {
+    auto db = Db::open(path);
+    ASSERT_TRUE(db.ok());
+    // The version-2 shape of the tables migration 3 changes.
+    (*db)->exec(
+        "CREATE TABLE containers(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, owner TEXT "
+        "NOT NULL, state TEXT NOT NULL, docker_id TEXT NOT NULL DEFAULT '', spec TEXT NOT NULL, "
+        "ssh_port INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)");
+    (*db)->exec(
+        "CREATE TABLE port_allocations(port INTEGER PRIMARY KEY, kind TEXT NOT NULL, "
+        "container_port INTEGER NOT NULL, container_id INTEGER NOT NULL REFERENCES "
+        "containers(id) ON DELETE CASCADE)");
+    (*db)->exec("CREATE TABLE port_rest(port INTEGER PRIMARY KEY, released_at REAL NOT NULL)");
+    (*db)->exec(
+        "CREATE TABLE gpu_allocations(gpu_uuid TEXT PRIMARY KEY, gpu_index INTEGER NOT NULL, "
+        "container_id INTEGER NOT NULL REFERENCES containers(id) ON DELETE CASCADE, "
+        "allocated_at TEXT NOT NULL)");
+    (*db)->exec(
+        "INSERT INTO containers(id,name,owner,state,spec,ssh_port,created_at,updated_at) "
+        "VALUES(1,'old','alice','running','{\"image\":\"busybox\"}',2211,'t','t')");
+    (*db)->exec("INSERT INTO port_allocations VALUES(2211,'ssh',22,1)");
+    (*db)->exec("INSERT INTO port_rest VALUES(2222,1e12)");
+    (*db)->exec("PRAGMA user_version=2");
+  }
+  auto s = Store::open(path);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ((*s)->schema_version(), 3);
+  (*s)->adopt_default_host("gpu1");
+  auto c = (*s)->find_container("old");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->host, "gpu1");
+  EXPECT_EQ((*s)->port_holders("gpu1").at(2211), "old");
+  EXPECT_TRUE((*s)->port_holders("gpu2").empty());
+  EXPECT_TRUE((*s)->unavailable_ports(30, "gpu1").count(2222));  // still resting there
+
+  // The same port on another host is free; twice on one host is refused by the key.
+  ContainerRecord r = rec("new");
+  r.host = "gpu2";
+  auto id = (*s)->insert_container(r);
+  (*s)->add_port(id, 2211, "ssh", 22);
+  EXPECT_EQ((*s)->port_holders("gpu2").at(2211), "new");
+  ContainerRecord r2 = rec("dup");
+  r2.host = "gpu2";
+  auto id2 = (*s)->insert_container(r2);
+  EXPECT_THROW((*s)->add_port(id2, 2211, "ssh", 22), Exception);
 }
 
 TEST(Store, GpuAndPortAreUniqueAcrossConnections) {

@@ -25,6 +25,6 @@ std::set<std::string> visible_container_names(Service& s, const Principal& who);
 std::string query_param(const ApiRequest& req, const std::string& key);
 
 // The answer for a new container (create, restore-snapshot, restore).
-Json created_json(const struct CreateOutcome& out, const ServiceConfig& config);
+Json created_json(const struct CreateOutcome& out, const Service& s);
 
 }  // namespace gpulab::service

@@ -7,6 +7,7 @@
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
 #include "service/domain/validation.h"
+#include "service/ops/allocation.h"
 #include "service/ops/container_ops.h"
 #include "service/ops/quota.h"
 
@@ -19,7 +20,8 @@ std::string query_param(const ApiRequest& req, const std::string& key) {
   return it->second;
 }
 
-Json created_json(const CreateOutcome& out, const ServiceConfig& config) {
+Json created_json(const CreateOutcome& out, const Service& s) {
+  const ServiceConfig& config = s.config;
   Json ports = Json::array();
   for (const auto& p : out.record.spec.ports) ports.push_back(p.to_string());
   Json d = {{"name", out.record.name},
@@ -31,6 +33,9 @@ Json created_json(const CreateOutcome& out, const ServiceConfig& config) {
             {"ssh_user", config.ssh_user}};
   // Shown once: the service keeps no copy of it.
   if (!out.ssh_password.empty()) d["ssh_password"] = out.ssh_password;
+  d["host"] = out.record.host;
+  if (const Host* h = s.find_host(out.record.host); h && !h->address().empty())
+    d["ssh_host"] = h->address();  // SSH to ssh_host:ssh_port
   return d;
 }
 
@@ -45,6 +50,26 @@ namespace {
 
 using Req = const ApiRequest&;
 using Who = const Principal&;
+
+// Each host: up or down, where its ports are reached, and its GPUs free and used (indices are
+// per host).
+Json hosts_json(const Service& s, const std::map<std::string, std::string>& holders) {
+  Json hosts = Json::array();
+  for (const auto& h : s.hosts) {
+    Json free = Json::array(), used = Json::array();
+    for (const auto& g : h->inventory().gpus)
+      (holders.count(g.uuid) ? used : free).push_back(g.index);
+    Json j = {{"name", h->name()},
+              {"state", h->up() ? "up" : "down"},
+              {"address", h->address()},
+              {"total_gpus", h->inventory().gpus.size()},
+              {"available_gpu_indices", free},
+              {"used_gpu_indices", used}};
+    if (!h->up()) j["down_reason"] = h->down_reason();
+    hosts.push_back(j);
+  }
+  return hosts;
+}
 
 ApiReply status(Service& s, Who who) {
   auto holders = s.store->gpu_holders();
@@ -67,6 +92,7 @@ ApiReply status(Service& s, Who who) {
             {"inventory_source", s.inventory.source},
             {"total_gpus", s.inventory.gpus.size()}};
   d["quota"] = quota_json(s, who.user);  // the caller's limits and usage
+  d["hosts"] = hosts_json(s, holders);
   return ApiReply::ok("GPU status retrieved successfully", d);
 }
 
@@ -78,8 +104,9 @@ ApiReply create(Service& s, Req req, Who who) {
   o.owner = who.user;
   o.spec = apply_spec_fields(j, ContainerSpec{});
   o.spec.image = j["image"].get<std::string>();
+  if (j.contains("host")) o.host = asked_host(s, j["host"].get<std::string>()).name();
   auto out = create_container(s, o);
-  return ApiReply::ok("Container created successfully", created_json(out, s.config));
+  return ApiReply::ok("Container created successfully", created_json(out, s));
 }
 
 ApiReply list(Service& s, Who who) {
@@ -88,7 +115,7 @@ ApiReply list(Service& s, Who who) {
   for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user))) {
     if (c.state == state::kLeased) continue;  // leases have their own list
     auto it = engine.find(c.name);
-    a.push_back(container_json(c, it == engine.end() ? nullptr : &it->second));
+    a.push_back(container_json(c, it == engine.end() ? nullptr : &it->second, s.find_host(c.host)));
   }
   return ApiReply::ok("Containers retrieved successfully",
                       {{"containers", a}, {"total", a.size()}, {"quota", quota_json(s, who.user)}});
@@ -119,8 +146,9 @@ ApiReply update(Service& s, Req req, Who who) {
   // The engine's own state, as in list (without it a running container read "missing").
   auto engine = engine_containers(s);
   auto it = engine.find(after.name);
-  return ApiReply::ok("Container resources updated successfully",
-                      container_json(after, it == engine.end() ? nullptr : &it->second));
+  return ApiReply::ok(
+      "Container resources updated successfully",
+      container_json(after, it == engine.end() ? nullptr : &it->second, s.find_host(after.host)));
 }
 
 ApiReply logs(Service& s, Req req, Who who) {
@@ -134,7 +162,7 @@ ApiReply logs(Service& s, Req req, Who who) {
   } else {
     lo.tail = 200;
   }
-  auto out = s.engine().logs(c.docker_id.empty() ? c.name : c.docker_id, lo);
+  auto out = s.engine_of(c).logs(c.docker_id.empty() ? c.name : c.docker_id, lo);
   if (!out) throw_engine_error(out.error());
   return ApiReply::ok("Container logs retrieved successfully",
                       {{"name", c.name}, {"stdout", out->out}, {"stderr", out->err}});
@@ -142,7 +170,7 @@ ApiReply logs(Service& s, Req req, Who who) {
 
 ApiReply stats(Service& s, Req req, Who who) {
   ContainerRecord c = require_container(s, who, query_param(req, "name"));
-  auto st = s.engine().usage(c.docker_id.empty() ? c.name : c.docker_id);
+  auto st = s.engine_of(c).usage(c.docker_id.empty() ? c.name : c.docker_id);
   if (!st) throw_engine_error(st.error());
   Json gpus = Json::array();
   auto samples = s.sample_gpus();

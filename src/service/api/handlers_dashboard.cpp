@@ -109,12 +109,17 @@ ApiReply gpu_history(Dashboard& d, Req q) {
     j["index"] = g.index;
     j["name"] = g.name;
     j["vendor"] = g.vendor;
+    j["host"] = g.host;
     gpus.push_back(j);
   }
+  Json hosts = Json::array();  // each host's state, for the dashboard's host view
+  for (const auto& h : d.service.hosts)
+    hosts.push_back({{"name", h->name()}, {"state", h->up() ? "up" : "down"}});
   return ApiReply::ok("GPU history retrieved successfully",
                       {{"sample_seconds", d.service.config.dashboard.sample_seconds},
                        {"capacity", d.history.capacity()},
-                       {"gpus", gpus}});
+                       {"gpus", gpus},
+                       {"hosts", hosts}});
 }
 
 ApiReply events(Dashboard& d, Req q) {

@@ -32,7 +32,7 @@ ApiReply snapshots(Service& s, Who who) {
 ApiReply restore_snap(Service& s, Req req, Who who) {
   Json j = parse_request(req.body, restore_snapshot_schema());
   auto out = restore_snapshot(s, who, j);
-  return ApiReply::ok("Container restored from snapshot successfully", created_json(out, s.config));
+  return ApiReply::ok("Container restored from snapshot successfully", created_json(out, s));
 }
 
 ApiReply delete_snap(Service& s, Req req, Who who) {
@@ -62,7 +62,7 @@ ApiReply backup(Service& s, Req req, Who who) {
 ApiReply restore(Service& s, Req req, Who who) {
   Json j = parse_request(req.body, restore_schema());
   auto out = restore_backup(s, who, j);
-  return ApiReply::ok("Container restored from backup successfully", created_json(out, s.config));
+  return ApiReply::ok("Container restored from backup successfully", created_json(out, s));
 }
 
 ApiReply backups(Service& s, Who who) {

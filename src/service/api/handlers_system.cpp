@@ -1,5 +1,6 @@
 // System endpoints: per-GPU monitoring, Prometheus metrics, the OpenAPI document, health, and
 // admin-only user tokens and audit log.
+#include "core/strings.h"
 #include "service/api/handlers.h"
 #include "service/base/api_error.h"
 #include "service/domain/validation.h"
@@ -14,6 +15,17 @@ namespace {
 using Req = const ApiRequest&;
 using Who = const Principal&;
 
+// Each host's name and state as the host monitor last saw it.
+Json host_states(const Service& s) {
+  Json a = Json::array();
+  for (const auto& h : s.hosts) {
+    Json j = {{"name", h->name()}, {"state", h->up() ? "up" : "down"}};
+    if (!h->up()) j["down_reason"] = h->down_reason();
+    a.push_back(j);
+  }
+  return a;
+}
+
 ApiReply gpus(Service& s, Who who) {
   auto holders = s.store->gpu_holders();
   auto visible = visible_container_names(s, who);
@@ -24,7 +36,8 @@ ApiReply gpus(Service& s, Who who) {
   Json a = Json::array();
   for (const auto& g : s.inventory.gpus) {
     Json j = {{"index", g.index}, {"uuid", g.uuid},           {"vendor", g.vendor},
-              {"name", g.name},   {"numa_node", g.numa_node}, {"links", g.links}};
+              {"name", g.name},   {"numa_node", g.numa_node}, {"links", g.links},
+              {"host", g.host}};
     auto h = holders.find(g.uuid);
     // Another user's container is not named to a non-admin: only that the GPU is taken.
     j["allocated"] = h != holders.end();
@@ -50,9 +63,10 @@ ApiReply gpus(Service& s, Who who) {
     }
     a.push_back(j);
   }
-  return ApiReply::ok(
-      "GPU details retrieved successfully",
-      {{"gpus", a}, {"source", s.inventory.source}, {"gpu_type", s.inventory.gpu_type}});
+  return ApiReply::ok("GPU details retrieved successfully", {{"gpus", a},
+                                                             {"source", s.inventory.source},
+                                                             {"gpu_type", s.inventory.gpu_type},
+                                                             {"hosts", host_states(s)}});
 }
 
 ApiReply metrics(Service& s, Who who) {
@@ -65,13 +79,17 @@ ApiReply metrics(Service& s, Who who) {
   out += metric_header("gpulab_gpu_allocated", "gauge", "1 when a container holds the GPU");
   for (const auto& g : s.inventory.gpus) {
     auto h = holders.find(g.uuid);
-    out += gauge_line(
-        "gpulab_gpu_allocated",
-        {{"uuid", g.uuid},
-         {"index", std::to_string(g.index)},
-         {"container", h == holders.end() || !visible.count(h->second) ? "" : h->second}},
-        h == holders.end() ? 0 : 1);
+    out +=
+        gauge_line("gpulab_gpu_allocated",
+                   {{"uuid", g.uuid},
+                    {"index", std::to_string(g.index)},
+                    {"container", h == holders.end() || !visible.count(h->second) ? "" : h->second},
+                    {"host", g.host}},
+                   h == holders.end() ? 0 : 1);
   }
+  out += metric_header("gpulab_host_up", "gauge", "1 while the host's engine answers");
+  for (const auto& h : s.hosts)
+    out += gauge_line("gpulab_host_up", {{"host", h->name()}}, h->up() ? 1 : 0);
   std::map<std::string, int> by_state;
   for (const auto& c : s.store->containers()) ++by_state[c.state];
   out += metric_header("gpulab_containers", "gauge", "containers in the book, by state");
@@ -136,6 +154,26 @@ ApiReply revoke(Service& s, Req req, Who who) {
   return ApiReply::ok("Tokens revoked", {{"name", name}, {"revoked", n}});
 }
 
+ApiReply readiness(Service& s) {
+  if (s.hosts.size() <= 1) {
+    const Engine& e = s.engine();  // ENGINE_UNAVAILABLE: not connected
+    auto ping = e.ping();
+    if (!ping)
+      throw ApiError(ApiCode::kEngineUnavailable,
+                     "Not ready: Docker engine unreachable: " + ping.error().message,
+                     e.unavailable_hint());
+    return ApiReply::ok("ready", {{"engine", true}, {"hosts", host_states(s)}});
+  }
+  std::vector<std::string> down;
+  for (const auto& h : s.hosts)
+    if (!h->up()) down.push_back(h->name());
+  if (down.size() == s.hosts.size())
+    throw ApiError(ApiCode::kEngineUnavailable, "Not ready: no host is up",
+                   "start the hosts' Docker engines; GET /healthz lists why each is down");
+  return ApiReply::ok(down.empty() ? "ready" : "ready (down: " + join(down, ", ") + ")",
+                      {{"engine", true}, {"hosts", host_states(s)}});
+}
+
 }  // namespace
 
 void add_system_routes(Router& r, Service& s) {
@@ -167,11 +205,13 @@ void add_system_routes(Router& r, Service& s) {
          .path = "/healthz",
          .handler =
              [sp](Req, Who) {
-               bool engine = sp->engine_ptr && sp->engine_ptr->ping().ok();
+               const Engine* first = sp->hosts.empty() ? nullptr : sp->hosts.front()->engine();
+               bool engine = first && first->ping().ok();
                Json d = {{"engine", engine}, {"gpus", sp->inventory.gpus.size()}};
                // Which engine this service books for: gpulab ddp checks it uses the same one.
                if (engine)
-                 if (auto id = sp->engine_ptr->engine_id(); id) d["engine_id"] = *id;
+                 if (auto id = first->engine_id(); id) d["engine_id"] = *id;
+               d["hosts"] = host_states(*sp);
                return ApiReply::ok(engine ? "ok" : "engine unreachable", d);
              },
          .summary = "Liveness: 200 while the service answers (engine reachability as a field)",
@@ -180,17 +220,9 @@ void add_system_routes(Router& r, Service& s) {
   // Readiness for load balancers and probes: not ready while the engine cannot be reached.
   r.add({.method = "GET",
          .path = "/readyz",
-         .handler =
-             [sp](Req, Who) {
-               if (!sp->engine_ptr) sp->engine();  // ENGINE_UNAVAILABLE: not connected
-               auto ping = sp->engine_ptr->ping();
-               if (!ping)
-                 throw ApiError(ApiCode::kEngineUnavailable,
-                                "Not ready: Docker engine unreachable: " + ping.error().message,
-                                sp->engine_ptr->unavailable_hint());
-               return ApiReply::ok("ready", {{"engine", true}});
-             },
-         .summary = "Readiness: 200 when the Docker engine answers, else 503 ENGINE_UNAVAILABLE",
+         .handler = [sp](Req, Who) { return readiness(*sp); },
+         .summary = "Readiness: 200 when the Docker engine answers (several hosts: when one is "
+                    "up; each host's state in hosts), else 503 ENGINE_UNAVAILABLE",
          .tag = "system",
          .authenticated = false});
   r.add({.method = "POST",

@@ -9,6 +9,7 @@
 #include "service/http/http_server.h"
 #include "service/http/openapi.h"
 #include "service/http/refusal_audit.h"
+#include "service/ops/host_monitor.h"
 #include "service/ops/housekeeper.h"
 #include "service/ops/idle_reclaim.h"
 #include "service/ops/quota.h"
@@ -25,6 +26,22 @@ void add_routes(Router& router, Service& s) {
   add_lease_routes(router, s);
   add_policy_routes(router, s);
 }
+
+namespace {
+
+// "unix:///var/run/docker.sock (API 1.41)", or with several hosts "a: tcp://... (API ...), b:
+// down".
+std::string engines_text(const Service& s) {
+  if (s.hosts.size() == 1) return s.engine().describe();
+  std::string out;
+  for (const auto& h : s.hosts) {
+    if (!out.empty()) out += ", ";
+    out += h->name() + ": " + (h->engine() && h->up() ? h->engine()->describe() : "down");
+  }
+  return out;
+}
+
+}  // namespace
 
 void serve(const ServiceConfig& config, const ServeOptions& options) {
   auto s = open_service(config);
@@ -56,17 +73,20 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
         s->config.listen_host);
   std::printf("gpulab serve: listening on %s://%s:%u (engine %s, %zu GPU(s) %s, auth %s)\n",
               tls ? "https" : "http", s->config.listen_host.c_str(), server.port(),
-              s->engine().describe().c_str(), s->inventory.gpus.size(), s->inventory.source.c_str(),
+              engines_text(*s).c_str(), s->inventory.gpus.size(), s->inventory.source.c_str(),
               s->auth->mode().c_str());
   std::fflush(stdout);
   EventWatcher watcher(*s);
   watcher.start();
+  HostMonitor hosts(*s);
+  hosts.start();
   Housekeeper housekeeper(*s);
   housekeeper.start();
   dashboard.start();
   server.run(true);
   dashboard.stop();
   housekeeper.stop();
+  hosts.stop();
   watcher.stop();
 }
 

@@ -81,10 +81,11 @@ const std::vector<Key<GpuSlot>>& gpu_keys() {
   return keys;
 }
 
-Status read_gpus(const Json& v, ServiceConfig& c) {
-  if (!v.is_array()) return bad("gpus must be an array");
+// A `gpus` array (top level, or one host's) read into `out`; `at` names it in errors.
+Status read_gpu_list(const Json& v, std::vector<GpuSlot>& out, const std::string& at) {
+  if (!v.is_array()) return bad(at + " must be an array");
   for (size_t i = 0; i < v.size(); ++i) {
-    std::string where = "gpus[" + std::to_string(i) + "]";
+    std::string where = at + "[" + std::to_string(i) + "]";
     GpuSlot s;
     s.index = static_cast<int>(i);
     if (auto st = read_keys(v[i], gpu_keys(), s, where); !st) return st;
@@ -92,7 +93,33 @@ Status read_gpus(const Json& v, ServiceConfig& c) {
     if (s.vendor != "nvidia" && s.vendor != "amd")
       return bad(where + ": vendor must be nvidia or amd");
     if (s.uuid.empty()) return bad(where + ": uuid is empty");
-    c.gpus.push_back(std::move(s));
+    out.push_back(std::move(s));
+  }
+  return ok_status();
+}
+
+Status read_gpus(const Json& v, ServiceConfig& c) {
+  return read_gpu_list(v, c.gpus, "gpus");
+}
+
+Status read_hosts(const Json& v, ServiceConfig& c) {
+  using H = HostConfig;
+  static const std::vector<Key<H>> keys = {
+      member("name", &H::name, true),
+      member("url", &H::url, true),
+      member("tls_ca", &H::tls_ca),
+      member("tls_cert", &H::tls_cert),
+      member("tls_key", &H::tls_key),
+      member("insecure", &H::insecure),
+      member("address", &H::address),
+      member("bind_ip", &H::bind_ip),
+      {"gpus", [](const Json& g, H& h) { return read_gpu_list(g, h.gpus, "hosts[].gpus"); }}};
+  if (!v.is_array() || v.empty()) return bad("hosts must be a non-empty array");
+  for (size_t i = 0; i < v.size(); ++i) {
+    HostConfig h;
+    if (auto st = read_keys(v[i], keys, h, "hosts[" + std::to_string(i) + "]"); !st) return st;
+    for (auto& g : h.gpus) g.host = h.name;
+    c.hosts.push_back(std::move(h));
   }
   return ok_status();
 }
@@ -168,7 +195,9 @@ const std::vector<Key<ServiceConfig>>& config_keys() {
       member("ssh_user", &C::ssh_user),
       {"dashboard", read_dashboard},
       {"gpus", read_gpus},
-      {"users", read_users}};
+      {"users", read_users},
+      {"hosts", read_hosts},
+      member("host_check_seconds", &C::host_check_seconds)};
   return keys;
 }
 
@@ -240,10 +269,83 @@ Status validate_transport(const ServiceConfig& c) {
   return ok_status();
 }
 
+bool valid_host_name(const std::string& n) {
+  if (n.empty() || n.size() > 32 || n.front() == '-') return false;
+  return std::all_of(n.begin(), n.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+  });
+}
+
+// One host: a URL the engine client understands, and for tcp mutual TLS (or insecure: true).
+Status validate_host(const HostConfig& h, const std::string& at) {
+  if (!valid_host_name(h.name))
+    return bad(at + ".name: '" + h.name + "' is not 1-32 of a-z, 0-9 and '-'");
+  const bool tcp = starts_with(h.url, "tcp://");
+  if (!tcp && !starts_with(h.url, "unix:///"))
+    return bad(at + ".url: '" + h.url + "' is neither unix:///PATH nor tcp://HOST:PORT");
+  if (tcp) {
+    auto colon = h.url.rfind(':');
+    const long long port = parse_int(h.url.substr(colon + 1)).value_or(-1);
+    if (colon < 6 || colon == 5 || port < 1 || port > 65535)
+      return bad(at + ".url: '" + h.url + "' has no HOST:PORT (tcp://gpu2.lab:2376)");
+  }
+  const bool tls = !h.tls_ca.empty() || !h.tls_cert.empty() || !h.tls_key.empty();
+  if (tcp && !h.insecure) {
+    for (const auto& [field, path] : {std::pair<std::string, std::string>{"tls_ca", h.tls_ca},
+                                      {"tls_cert", h.tls_cert},
+                                      {"tls_key", h.tls_key}}) {
+      if (path.empty())
+        return bad(at + "." + field + " is missing: a tcp host needs tls_ca, tls_cert and " +
+                   "tls_key (Docker's mutual TLS), or \"insecure\": true on a network you trust");
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec))
+        return bad(at + "." + field + ": no such file " + path);
+    }
+  }
+  if (h.insecure && tls) return bad(at + ": insecure with tls_* files; give one or the other");
+  if (!tcp && (tls || h.insecure)) return bad(at + ": tls_* and insecure are for tcp:// hosts");
+  return ok_status();
+}
+
+// Names unique, each host valid, every GPU uuid once in the whole lab.
+Status validate_hosts(const ServiceConfig& c) {
+  if (c.hosts.empty()) return ok_status();
+  if (!c.docker_host.empty() || !c.gpus.empty())
+    return bad("docker_host and gpus go inside each of hosts[] when hosts is given");
+  if (c.host_check_seconds < 1 || c.host_check_seconds > 60)
+    return bad("host_check_seconds must be 1..60");
+  std::set<std::string> names, uuids;
+  for (size_t i = 0; i < c.hosts.size(); ++i) {
+    const auto& h = c.hosts[i];
+    std::string at = "hosts[" + std::to_string(i) + "]";
+    if (auto st = validate_host(h, at); !st) return st;
+    if (!names.insert(h.name).second) return bad(at + ".name: host '" + h.name + "' given twice");
+    std::set<int> indices;
+    for (const auto& g : h.gpus) {
+      if (!uuids.insert(g.uuid).second)
+        return bad(at + ".gpus: GPU uuid " + g.uuid + " declared twice in the lab");
+      if (!indices.insert(g.index).second)
+        return bad(at + ".gpus: GPU index " + std::to_string(g.index) + " declared twice");
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+std::vector<HostConfig> lab_hosts(const ServiceConfig& c) {
+  if (!c.hosts.empty()) return c.hosts;
+  HostConfig h;
+  h.name = "local";
+  h.url = c.docker_host;  // empty: $DOCKER_HOST or the local socket, as before hosts existed
+  h.gpus = c.gpus;
+  for (auto& g : h.gpus) g.host = h.name;
+  return {h};
+}
 
 Status validate_config(const ServiceConfig& c) {
   if (auto st = validate_transport(c); !st) return st;
+  if (auto st = validate_hosts(c); !st) return st;
   if (c.ssh_port_base < 1 || c.ssh_port_base + c.ssh_port_step > 65535 || c.ssh_port_step < 1)
     return bad("ssh_port_base/ssh_port_step give no SSH port in 1..65535");
   if (c.allocation_policy != "pack" && c.allocation_policy != "spread")

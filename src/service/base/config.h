@@ -21,6 +21,7 @@ struct GpuSlot {
   std::vector<int> links;   // indices of GPUs with a direct link (NVLink, xGMI)
   std::string render_node;  // AMD: host path of the GPU's render node (/dev/dri/renderD128)
   std::string render_node_in_container;  // where it appears inside (default: same path)
+  std::string host;  // the host (HostConfig::name) the GPU sits in; set when the config is read
 };
 
 // How allocated GPUs reach a container.
@@ -40,6 +41,20 @@ struct DashboardConfig {
   int sample_seconds = 5;
   int history_seconds = 3600;
   std::string gpu_sample_root;  // a captured GPU tree (gpulab detect --root) sampled instead
+};
+
+// One machine's Docker engine. Without a `hosts` list the service has one host, "local", made
+// from docker_host and the top-level gpus (service.h: default_host).
+struct HostConfig {
+  std::string name;    // [a-z0-9-], unique: the "host" of requests and answers
+  std::string url;     // "unix:///var/run/docker.sock" or "tcp://HOST:2376"
+  std::string tls_ca;  // tcp: PEM files of Docker's mutual TLS (CA, client certificate, key)
+  std::string tls_cert;
+  std::string tls_key;
+  bool insecure = false;  // tcp without TLS: allowed only so, with a warning in the log
+  std::string address;    // where users reach its ports (SSH answer); default: the URL's host
+  std::string bind_ip = "0.0.0.0";  // the host address its containers' ports are published on
+  std::vector<GpuSlot> gpus;        // declared; none: detected (the local socket's host only)
 };
 
 struct ServiceConfig {
@@ -75,6 +90,8 @@ struct ServiceConfig {
   // A lease (gpulab ddp) whose container has not appeared after this long is released.
   int lease_grace_seconds = 120;
   std::vector<UserSeed> users;
+  std::vector<HostConfig> hosts;  // empty: one host from docker_host and gpus
+  int host_check_seconds = 5;     // how often each host's engine is pinged (down/up)
   std::string ssh_user = "root";
   DashboardConfig dashboard;
 };
@@ -86,6 +103,8 @@ Result<ServiceConfig> config_from_json(const std::string& text);
 // Checks cross-field rules (device paths declared and present in map mode, ports in range, TLS
 // files, no plain HTTP beyond loopback unless insecure_http).
 Status validate_config(const ServiceConfig& config);
+// The lab's hosts: config.hosts, or the one host "local" made from docker_host and gpus.
+std::vector<HostConfig> lab_hosts(const ServiceConfig& config);
 // Parses "ADDR:PORT" (IPv6 as "[::1]:8000").
 Status parse_listen(const std::string& text, ServiceConfig& config);
 bool is_loopback_host(const std::string& host);

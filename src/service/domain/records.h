@@ -36,6 +36,7 @@ struct ContainerRecord {
   std::string owner;
   std::string state;
   std::string docker_id;
+  std::string host;  // the lab host (HostConfig::name) it lives on
   ContainerSpec spec;
   int ssh_port = 0;
   std::vector<GpuAssignment> gpus;  // sorted by index

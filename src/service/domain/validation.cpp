@@ -103,7 +103,8 @@ const RequestSchema& create_schema() {
        kShm,
        kPids,
        kKey,
-       kEnv}};
+       kEnv,
+       {"host", FT::kString, false, "lab host to run it on (default: placement chooses)"}}};
   return s;
 }
 const RequestSchema& name_schema() {

@@ -16,8 +16,12 @@ EngineContainer from_summary(docker::ContainerSummary c) {
 
 }  // namespace
 
-DockerEngine::DockerEngine(docker::Client client, ServiceConfig config, ServiceInventory inventory)
-    : client_(std::move(client)), config_(std::move(config)), inventory_(std::move(inventory)) {}
+DockerEngine::DockerEngine(docker::Client client, ServiceConfig config, ServiceInventory inventory,
+                           std::string bind_ip)
+    : client_(std::move(client)),
+      config_(std::move(config)),
+      inventory_(std::move(inventory)),
+      bind_ip_(std::move(bind_ip)) {}
 
 std::string DockerEngine::describe() const {
   return client_.describe();
@@ -51,9 +55,9 @@ docker::CreateSpec DockerEngine::create_spec(const LabContainer& spec) const {
   cs.env = spec.env;
   for (auto& e : att.env) cs.env.push_back(e);
   cs.labels = spec.labels;
-  cs.ports.push_back(docker::PortBinding{22, "tcp", spec.ssh_port, "0.0.0.0"});
+  cs.ports.push_back(docker::PortBinding{22, "tcp", spec.ssh_port, bind_ip_});
   for (const auto& p : spec.ports)
-    cs.ports.push_back(docker::PortBinding{p.container_port, p.protocol, p.host_port, "0.0.0.0"});
+    cs.ports.push_back(docker::PortBinding{p.container_port, p.protocol, p.host_port, bind_ip_});
   cs.nano_cpus = spec.nano_cpus;
   cs.memory_bytes = spec.memory_bytes;
   cs.shm_size_bytes = spec.shm_size_bytes;
@@ -93,12 +97,19 @@ Status DockerEngine::restart_container(const std::string& ref, int timeout_s) co
 }
 
 Status DockerEngine::remove_container(const std::string& ref) const {
-  return client_.remove_container(ref, true);
+  // By id, once the reference is known to mean exactly that container (inspect_container).
+  auto info = inspect_container(ref);
+  if (!info) return info.error();
+  return client_.remove_container(info->id, true);
 }
 
 Result<EngineContainer> DockerEngine::inspect_container(const std::string& ref) const {
   auto info = client_.inspect_container(ref);
   if (!info) return info.error();
+  // Docker falls back to an id prefix when no container has that name: "c4" would find another
+  // container whose id starts with c4. A reference is our container's name or its full id.
+  if (info->name != ref && info->id != ref)
+    return Error(Code::kNotFound, "no container named " + ref);
   return EngineContainer{info->id, info->name, info->image, info->status, "", info->labels};
 }
 
@@ -168,6 +179,33 @@ Result<std::unique_ptr<Engine>> open_engine(const ServiceConfig& config) {
         docker::kStartEngineHint);
   return std::unique_ptr<Engine>(
       std::make_unique<DockerEngine>(std::move(*client), config, build_inventory(config)));
+}
+
+Result<std::unique_ptr<Engine>> open_host_engine(const ServiceConfig& config,
+                                                 const HostConfig& host,
+                                                 ServiceInventory inventory) {
+  Result<docker::Endpoint> ep =
+      host.url.empty() ? docker::Endpoint::from_env() : docker::Endpoint::parse(host.url);
+  if (!ep) return ep.error();
+  if (ep->kind == docker::Endpoint::Kind::kTcp && !host.url.empty()) {
+    // Mutual TLS as the config says, the peer and its name verified; never plain TCP unless
+    // the host is marked insecure (validate_config refuses the rest).
+    ep->tls = !host.insecure;
+    ep->tls_verify = true;
+    ep->ca_file = host.tls_ca;
+    ep->cert_file = host.tls_cert;
+    ep->key_file = host.tls_key;
+  }
+  auto client = docker::Client::connect(*ep);
+  if (!client)
+    return Error(Code::kUnavailable,
+                 "host '" + host.name + "': cannot reach its Docker engine at " + ep->to_string() +
+                     ": " + client.error().message,
+                 ep->tls ? "check that dockerd runs there with --tlsverify and that the host's "
+                           "certificate is signed by tls_ca for that name"
+                         : docker::kStartEngineHint);
+  return std::unique_ptr<Engine>(std::make_unique<DockerEngine>(
+      std::move(*client), config, std::move(inventory), host.bind_ip));
 }
 
 }  // namespace gpulab::service

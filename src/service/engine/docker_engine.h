@@ -13,7 +13,9 @@ namespace gpulab::service {
 class DockerEngine : public Engine {
  public:
   // `config` says how GPUs are attached (device_mode, AMD paths); `inventory` is this host's.
-  DockerEngine(docker::Client client, ServiceConfig config, ServiceInventory inventory);
+  // Published ports bind on `bind_ip` of the engine's machine.
+  DockerEngine(docker::Client client, ServiceConfig config, ServiceInventory inventory,
+               std::string bind_ip = "0.0.0.0");
 
   std::string describe() const override;
   Status ping() const override;
@@ -65,6 +67,7 @@ class DockerEngine : public Engine {
   docker::Client client_;
   ServiceConfig config_;
   ServiceInventory inventory_;
+  std::string bind_ip_;
 };
 
 }  // namespace gpulab::service

@@ -96,5 +96,10 @@ class Engine {
 // config declares or the host's discovery finds. kUnavailable (with the endpoint) if it does not
 // answer.
 Result<std::unique_ptr<Engine>> open_engine(const ServiceConfig& config);
+// The engine of one lab host (config.hosts), with `inventory` as its GPUs: the local socket, or
+// tcp with the host's mutual TLS files. kUnavailable naming the host if it does not answer.
+Result<std::unique_ptr<Engine>> open_host_engine(const ServiceConfig& config,
+                                                 const HostConfig& host,
+                                                 ServiceInventory inventory);
 
 }  // namespace gpulab::service

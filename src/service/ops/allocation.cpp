@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/strings.h"
 #include "service/base/api_error.h"
 #include "service/domain/port_allocator.h"
 #include "service/ops/quota.h"
@@ -11,12 +12,98 @@
 namespace gpulab::service {
 
 std::set<std::string> unleased_ddp_gpus(Service& s) {
-  if (!s.engine_ptr) return {};
-  auto held = s.engine_ptr->gpus_held_outside();
-  return {held.begin(), held.end()};
+  std::set<std::string> out;
+  for (const auto& h : s.hosts) {
+    const Engine* e = h->engine();
+    if (!s.usable(*h)) continue;
+    for (auto& uuid : e->gpus_held_outside()) out.insert(std::move(uuid));
+  }
+  return out;
 }
 
+Host& asked_host(Service& s, const std::string& name) {
+  Host* h = s.find_host(name);
+  if (!h) {
+    std::vector<std::string> names;
+    for (const auto& x : s.hosts) names.push_back(x->name());
+    throw ApiError(ApiCode::kInvalidRequest, "host: unknown host '" + name + "'",
+                   "hosts of this lab: " + join(names, ", ") + " (or leave out \"host\")");
+  }
+  (void)s.engine_on(name);  // 503 naming it while it is down
+  return *h;
+}
+
+namespace {
+
+struct Placement {
+  Host* host = nullptr;
+  std::vector<GpuSlot> gpus;
+};
+
+// The host and GPUs for `count` GPUs, none of `used`; GPU_ALLOCATION_FAILED when no host that
+// is up has them (saying when no host has that many at all).
+Placement place(Service& s, const CreateOptions& o, const std::set<std::string>& used,
+                const std::vector<Host*>& with_image) {
+  std::vector<Host*> candidates;
+  if (!o.host.empty()) {
+    candidates.push_back(&asked_host(s, o.host));
+  } else {
+    for (Host* h : with_image)
+      if (s.usable(*h)) candidates.push_back(h);
+  }
+  Placement best;
+  long best_free = 0;
+  size_t free_up = 0, largest = 0;
+  for (Host* h : candidates) {
+    const auto& gpus = h->inventory().gpus;
+    long free = std::count_if(gpus.begin(), gpus.end(),
+                              [&](const GpuSlot& g) { return !used.count(g.uuid); });
+    free_up += static_cast<size_t>(free);
+    auto chosen = choose_gpus(gpus, used, o.spec.gpu_count, s.policy);
+    if (!chosen) continue;
+    // pack: the fullest host that fits keeps whole hosts free; spread: the emptiest.
+    bool better =
+        !best.host || (s.policy == AllocationPolicy::kPack ? free < best_free : free > best_free);
+    if (better) {
+      best = Placement{h, *chosen};
+      best_free = free;
+    }
+  }
+  if (best.host) return best;
+  if (candidates.empty())
+    throw ApiError(ApiCode::kEngineUnavailable, "no host of the lab is up",
+                   "see /readyz for each host's state; start their Docker engines");
+  s.metrics.increment("gpu_allocation_failures");
+  for (const auto& h : s.hosts) largest = std::max(largest, h->inventory().gpus.size());
+  const Host* only = o.host.empty() ? nullptr : candidates.front();
+  size_t biggest = only ? only->inventory().gpus.size() : largest;
+  if (static_cast<size_t>(o.spec.gpu_count) > biggest)
+    throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed",
+                   std::to_string(o.spec.gpu_count) + " GPU(s) asked; " +
+                       (only ? "host '" + only->name() + "'" : std::string("the largest host")) +
+                       " has " + std::to_string(biggest) + " GPUs: ask for at most that many");
+  throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed",
+                 std::to_string(o.spec.gpu_count) + " GPU(s) asked, " + std::to_string(free_up) +
+                     " free; check /api/v1/gpu-docker/status and delete unused containers");
+}
+
+// Hosts that are up and hold the image (the service never pulls); asked before the allocation
+// lock, so the engine round trips of one create do not hold up the others.
+std::vector<Host*> hosts_with_image(Service& s, const CreateOptions& o) {
+  std::vector<Host*> out;
+  if (!o.host.empty()) return out;
+  for (const auto& h : s.hosts) {
+    const Engine* e = h->engine();
+    if (s.usable(*h) && (o.spec.image == "(lease)" || e->image_exists(o.spec.image)))
+      out.push_back(h.get());
+  }
+  return out;
+}
+
+}  // namespace
+
 Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
+  const std::vector<Host*> with_image = hosts_with_image(s, o);
   std::lock_guard<std::mutex> lock(s.alloc_mu);
   // GPUs a ddp run outside the service holds are not free either (asked only when needed).
   std::set<std::string> outside;
@@ -28,24 +115,20 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
     check_quota(s, o.owner, o.spec, state != service::state::kLeased);
     std::set<std::string> used = outside;
     for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
-    auto chosen = choose_gpus(s.inventory.gpus, used, o.spec.gpu_count, s.policy);
-    if (!chosen) {
-      s.metrics.increment("gpu_allocation_failures");
-      throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed",
-                     std::to_string(o.spec.gpu_count) + " GPU(s) asked, " +
-                         std::to_string(s.inventory.gpus.size() - used.size()) +
-                         " free; check /api/v1/gpu-docker/status and delete unused containers");
-    }
-    std::set<int> unavailable = s.store->unavailable_ports(s.config.port_rest_seconds);
+    Placement where = place(s, o, used, with_image);
+    const std::string& host = where.host->name();
+    // A port free on this machine says nothing of another host's: probe only the local one.
+    const PortProbe probe = where.host->local() ? PortProbe(host_port_bindable) : PortProbe();
+    std::set<int> unavailable = s.store->unavailable_ports(s.config.port_rest_seconds, host);
     std::vector<int> wanted;
     for (const auto& p : o.spec.ports) wanted.push_back(p.host_port);
-    auto taken = taken_ports(wanted, unavailable);
+    auto taken = taken_ports(wanted, unavailable, probe);
     if (!taken.empty()) {
       // Nothing listens on a resting port: say so, and for how long, rather than "in use".
-      auto resting = s.store->resting_ports(s.config.port_rest_seconds);
-      auto held = s.store->port_holders();
+      auto resting = s.store->resting_ports(s.config.port_rest_seconds, host);
+      auto held = s.store->port_holders(host);
       bool all_resting = std::all_of(taken.begin(), taken.end(), [&](int p) {
-        return resting.count(p) && !held.count(p) && host_port_bindable(p);
+        return resting.count(p) && !held.count(p) && (!probe || probe(p));
       });
       if (all_resting) {
         std::erase_if(resting, [&](const auto& kv) {
@@ -61,7 +144,8 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
     }
     for (int p : wanted) unavailable.insert(p);
     std::optional<int> ssh = 0;
-    if (with_ssh) ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable);
+    if (with_ssh)
+      ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable, probe);
     if (!ssh) throw ApiError(ApiCode::kPortExhausted, "No free SSH port left");
     ContainerRecord rec;
     rec.name = o.name;
@@ -69,14 +153,16 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
     rec.state = state;
     rec.spec = o.spec;
     rec.ssh_port = *ssh;
+    rec.host = host;
     Allocation a;
     a.id = s.store->insert_container(rec);
-    for (const auto& g : *chosen) s.store->add_gpu(a.id, GpuAssignment{g.uuid, g.index});
+    for (const auto& g : where.gpus) s.store->add_gpu(a.id, GpuAssignment{g.uuid, g.index});
     if (with_ssh) s.store->add_port(a.id, *ssh, "ssh", 22);
     for (const auto& p : o.spec.ports)
       s.store->add_port(a.id, p.host_port, "user", p.container_port);
-    a.gpus = *chosen;
+    a.gpus = where.gpus;
     a.ssh_port = *ssh;
+    a.host = host;
     return a;
   });
 }

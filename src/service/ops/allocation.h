@@ -15,6 +15,7 @@ struct CreateOptions {
   std::string owner;
   ContainerSpec spec;
   bool internal_image = false;  // a snapshot or backup image of ours: skip the allowlist
+  std::string host;             // asked for; empty: placement chooses (allocate)
 };
 
 // What allocate() took: the row's id, its GPUs and its SSH port (0 without one).
@@ -22,17 +23,22 @@ struct Allocation {
   std::int64_t id = 0;
   std::vector<GpuSlot> gpus;
   int ssh_port = 0;
+  std::string host;  // where it was placed
 };
-// Chooses GPUs and ports (the SSH port unless !with_ssh, and the spec's user ports) and records
-// them with a row in `state`, in one transaction under the allocation lock (the bind probes and
-// the inserts must not interleave with another request). GPU_ALLOCATION_FAILED, PORT_CONFLICT,
-// PORT_EXHAUSTED, NAME_CONFLICT.
+// Chooses a host (opts.host, else an up host with enough free GPUs: the fullest that fits under
+// "pack", the emptiest under "spread"), then GPUs and ports there (the SSH port unless !with_ssh,
+// and the spec's user ports) and records them with a row in `state`, in one transaction under the
+// allocation lock (the bind probes and the inserts must not interleave with another request).
+// GPU_ALLOCATION_FAILED, PORT_CONFLICT, PORT_EXHAUSTED, NAME_CONFLICT.
 Allocation allocate(Service& s, const CreateOptions& opts, const std::string& state,
                     bool with_ssh = true);
 
 // Uuids of inventory GPUs held by ddp containers made without a lease (`gpulab ddp
-// --no-service`): the allocator skips them too. Empty when the engine cannot be asked
-// (allocation then relies on the book alone).
+// --no-service`), on every host that is up: the allocator skips them too. Empty when no engine
+// can be asked (allocation then relies on the book alone).
 std::set<std::string> unleased_ddp_gpus(Service& s);
+
+// The host a create asked for, checked: unknown -> INVALID_REQUEST naming it; down -> 503.
+Host& asked_host(Service& s, const std::string& name);
 
 }  // namespace gpulab::service

@@ -89,7 +89,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     rec.state = "failed";
     rec.message = why;
     s.store->upsert_backup(rec);
-    (void)s.engine().remove_image(image);
+    (void)s.engine_of(c).remove_image(image);
   };
   try {
     {
@@ -101,10 +101,10 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
       cs.tag = backup_name;
       cs.comment = "gpulab backup of " + c.name;
       cs.labels = {{"gpulab.backup", backup_name}, {"gpulab.backup.source", c.name}};
-      auto img = s.engine().commit(c.docker_id.empty() ? c.name : c.docker_id, cs);
+      auto img = s.engine_of(c).commit(c.docker_id.empty() ? c.name : c.docker_id, cs);
       if (!img) throw_engine_error(img.error());
     }
-    if (auto info = s.engine().inspect_image(image)) {
+    if (auto info = s.engine_of(c).inspect_image(image)) {
       rec.bytes_total = info->size_bytes;  // an estimate: the archive is about this size
       s.store->upsert_backup(rec);
     }
@@ -114,7 +114,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     (*writer)->expect_bytes(static_cast<uint64_t>(std::max<std::int64_t>(rec.bytes_total, 0)));
     Status write_status = ok_status();
     std::int64_t next_mark = kProgressStep;
-    auto saved = s.engine().save_image(image, [&](std::string_view chunk) {
+    auto saved = s.engine_of(c).save_image(image, [&](std::string_view chunk) {
       write_status = (*writer)->write(chunk.data(), chunk.size());
       if (!write_status) return false;
       if ((*writer)->bytes() >= next_mark) {
@@ -141,7 +141,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     rec.image_sha256 = m.image_sha256;
     rec.bytes_total = rec.bytes_done = static_cast<std::int64_t>(fs::file_size(path, ec));
     s.store->upsert_backup(rec);
-    (void)s.engine().remove_image(image);  // the file is the backup; keep the engine clean
+    (void)s.engine_of(c).remove_image(image);  // the file is the backup; keep the engine clean
   } catch (const Exception& e) {
     fail(e.error().message);
     s.store->audit(who.user, "backup", backup_name, "failed", e.error().message);

@@ -48,7 +48,8 @@ LabContainer engine_spec(Service& s, const std::string& name, const std::string&
   return cs;
 }
 
-void check_image(Service& s, const std::string& image, bool internal) {
+// `host`: the one asked for; empty: any host that is up (placement then picks one holding it).
+void check_image(Service& s, const std::string& image, bool internal, const std::string& host) {
   if (!internal) {
     if (starts_with(image, "gpulab-snapshot") || starts_with(image, "gpulab-backup") ||
         starts_with(image, "gpulab-recreate"))
@@ -58,7 +59,14 @@ void check_image(Service& s, const std::string& image, bool internal) {
       throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not in the allowlist",
                      "allowed: " + join(s.config.image_allowlist, ", "));
   }
-  if (!s.engine().image_exists(image))
+  bool found = false;
+  if (!host.empty() || s.hosts.size() <= 1) {
+    found = (host.empty() ? s.engine() : s.engine_on(host)).image_exists(image);
+  } else {
+    for (const auto& h : s.hosts)
+      if (s.usable(*h) && h->engine()->image_exists(image)) found = true;
+  }
+  if (!found)
     throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not on the engine",
                    "the service never pulls; build or load the image on this host first");
 }
@@ -66,9 +74,9 @@ void check_image(Service& s, const std::string& image, bool internal) {
 // Creates and starts the engine container for an allocated row; on failure the engine removes
 // what it made. Without a new password the container keeps the one its layer has (recreate,
 // restart after a crash).
-std::string engine_create_start(Service& s, const LabContainer& cs,
+std::string engine_create_start(Service& s, const std::string& host, const LabContainer& cs,
                                 const std::string& password = {}) {
-  auto id = s.engine().run_container(cs, password);
+  auto id = s.engine_on(host).run_container(cs, password);
   if (!id) throw_engine_error(id.error());
   return *id;
 }
@@ -86,8 +94,8 @@ std::string current_error_message() {
 
 // Removes what a failed create may have left on the engine; says so in the log if it cannot
 // (the reconciler and the next create of that name remove it later).
-void remove_leftover(Service& s, const std::string& name) {
-  auto st = s.engine().remove_container(name);
+void remove_leftover(Service& s, const std::string& host, const std::string& name) {
+  auto st = s.engine_on(host).remove_container(name);
   if (!st && st.error().code != Code::kNotFound)
     spdlog::error("removing the half-created container {}: {}", name, st.error().to_string());
 }
@@ -96,22 +104,27 @@ void remove_leftover(Service& s, const std::string& name) {
 // book made (a create whose clean-up did not finish, or one the engine finished after a crash
 // rolled its row back) is removed, as the reconciler would; anything else blocks the name.
 void free_engine_name(Service& s, const std::string& name) {
-  auto info = s.engine().inspect_container(name);
-  if (!info) return;  // not there (or the engine is down: the create says so)
-  if (remove_unbooked_container(s, name, info->id, info->labels)) {
-    spdlog::warn("removed {}: this service made it but had no row for it", name);
-    return;
+  for (const auto& h : s.hosts) {
+    const Engine* e = h->engine();
+    if (!s.usable(*h)) continue;
+    auto info = e->inspect_container(name);
+    if (!info) continue;  // not there (or the engine is down: the create says so)
+    if (remove_unbooked_container(s, *e, name, info->id, info->labels)) {
+      spdlog::warn("removed {} on {}: this service made it but had no row for it", name, h->name());
+      continue;
+    }
+    throw ApiError(
+        ApiCode::kNameConflict,
+        "A container named '" + name + "' exists on host '" + h->name() + "', outside this service",
+        "choose another name, or ask the host's admin to remove it (docker rm)");
   }
-  throw ApiError(ApiCode::kNameConflict,
-                 "A container named '" + name + "' exists on the engine, outside this service",
-                 "choose another name, or ask the host's admin to remove it (docker rm)");
 }
 
 }  // namespace
 
 CreateOutcome create_container(Service& s, const CreateOptions& o) {
   check_name(o.name, "container name");
-  check_image(s, o.spec.image, o.internal_image);
+  check_image(s, o.spec.image, o.internal_image, o.host);
   auto lock = s.lock_container(o.name);
   if (!s.store->find_container(o.name)) free_engine_name(s, o.name);
   Allocation a = allocate(s, o, state::kCreating);
@@ -119,7 +132,7 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
   out.ssh_password = o.spec.ssh_public_key.empty() ? random_secret(20) : std::string();
   try {
     auto cs = engine_spec(s, o.name, o.owner, o.spec, a.gpus, a.ssh_port, a.id);
-    std::string id = engine_create_start(s, cs, out.ssh_password);
+    std::string id = engine_create_start(s, a.host, cs, out.ssh_password);
     s.store->transaction([&] {
       s.store->set_docker_id(a.id, id);
       s.store->set_state(a.id, state::kRunning);
@@ -127,15 +140,18 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
   } catch (...) {
     // Nothing was given out: ports go back without resting.
     std::string why = current_error_message();
-    remove_leftover(s, o.name);
+    try {
+      remove_leftover(s, a.host, o.name);
+    } catch (const ApiError&) {  // its host went down meanwhile: the reconciler removes it
+    }
     s.store->remove_container(a.id, false);
     s.store->audit(o.owner, "create", o.name, "failed", why);
     spdlog::warn("create {} for {} failed: {}", o.name, o.owner, why);
     throw;
   }
-  s.store->audit(
-      o.owner, "create", o.name, "ok",
-      "gpus=" + std::to_string(a.gpus.size()) + " ssh_port=" + std::to_string(a.ssh_port));
+  s.store->audit(o.owner, "create", o.name, "ok",
+                 "host=" + a.host + " gpus=" + std::to_string(a.gpus.size()) +
+                     " ssh_port=" + std::to_string(a.ssh_port));
   out.record = *s.store->find_container(a.id);
   return out;
 }
@@ -164,21 +180,21 @@ ContainerRecord require_container(Service& s, const Principal& who, const std::s
 }
 
 void start_container(Service& s, const ContainerRecord& c) {
-  auto st = s.engine().start_container(c.docker_id.empty() ? c.name : c.docker_id);
+  auto st = s.engine_of(c).start_container(c.docker_id.empty() ? c.name : c.docker_id);
   if (!st) throw_engine_error(st.error());
   s.store->set_state(c.id, state::kRunning);
 }
 
 void stop_container(Service& s, const ContainerRecord& c) {
-  auto st = s.engine().stop_container(c.docker_id.empty() ? c.name : c.docker_id,
-                                      s.config.stop_timeout_seconds);
+  auto st = s.engine_of(c).stop_container(c.docker_id.empty() ? c.name : c.docker_id,
+                                          s.config.stop_timeout_seconds);
   if (!st) throw_engine_error(st.error());
   s.store->set_state(c.id, state::kExited);
 }
 
 void restart_container(Service& s, const ContainerRecord& c) {
-  auto st = s.engine().restart_container(c.docker_id.empty() ? c.name : c.docker_id,
-                                         s.config.stop_timeout_seconds);
+  auto st = s.engine_of(c).restart_container(c.docker_id.empty() ? c.name : c.docker_id,
+                                             s.config.stop_timeout_seconds);
   if (!st) throw_engine_error(st.error());
   s.store->set_state(c.id, state::kRunning);
 }
@@ -186,7 +202,7 @@ void restart_container(Service& s, const ContainerRecord& c) {
 void delete_container(Service& s, const ContainerRecord& c) {
   s.store->set_state(c.id, state::kDeleting);  // intent: a restart finishes the removal
   meter_tick(*s.store, s.clock->now());        // charge its GPUs up to their release
-  auto st = s.engine().remove_container(c.docker_id.empty() ? c.name : c.docker_id);
+  auto st = s.engine_of(c).remove_container(c.docker_id.empty() ? c.name : c.docker_id);
   if (!st && st.error().code != Code::kNotFound) throw_engine_error(st.error());
   s.store->remove_container(c.id, true);
   release_internal_image(s, c.spec.image);  // a restored backup's or a recreate's image
@@ -221,7 +237,7 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     });
   }
   if (engine_update) {
-    auto st = s.engine().update_container(c.docker_id.empty() ? c.name : c.docker_id, u);
+    auto st = s.engine_of(c).update_container(c.docker_id.empty() ? c.name : c.docker_id, u);
     if (!st) {
       s.store->set_spec(c.id, c.spec);
       throw_engine_error(st.error());
@@ -234,12 +250,12 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     // Unique even for two recreates in one second: a reused tag would move off the image the
     // old container runs, leaving that image untagged and never removed.
     std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
-    auto img = s.engine().commit(c.docker_id.empty() ? c.name : c.docker_id,
-                                 ImageCommit{"gpulab-recreate",
-                                             tag,
-                                             "gpulab recreate",
-                                             "gpulab",
-                                             {{"gpulab.recreate.source", c.name}}});
+    auto img = s.engine_of(c).commit(c.docker_id.empty() ? c.name : c.docker_id,
+                                     ImageCommit{"gpulab-recreate",
+                                                 tag,
+                                                 "gpulab recreate",
+                                                 "gpulab",
+                                                 {{"gpulab.recreate.source", c.name}}});
     if (!img) {
       s.store->set_spec(c.id, c.spec);
       throw_engine_error(img.error());
@@ -256,7 +272,7 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
         std::set<std::string> used = outside;
         for (const auto& [uuid, holder] : s.store->gpu_holders())
           if (holder != c.name) used.insert(uuid);
-        auto pick = choose_gpus(s.inventory.gpus, used, spec.gpu_count, s.policy);
+        auto pick = choose_gpus(s.engine_of(c).gpus().gpus, used, spec.gpu_count, s.policy);
         if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
         s.store->clear_gpus(c.id);
         for (const auto& g : *pick) s.store->add_gpu(c.id, GpuAssignment{g.uuid, g.index});
@@ -266,14 +282,14 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
       });
     } catch (...) {
       s.store->set_spec(c.id, c.spec);
-      (void)s.engine().remove_image(spec.image);
+      (void)s.engine_of(c).remove_image(spec.image);
       throw;
     }
-    auto rm = s.engine().remove_container(c.docker_id.empty() ? c.name : c.docker_id);
+    auto rm = s.engine_of(c).remove_container(c.docker_id.empty() ? c.name : c.docker_id);
     if (!rm && rm.error().code != Code::kNotFound) throw_engine_error(rm.error());
     // No new password: the container keeps the one in its committed /etc/shadow.
     auto cs = engine_spec(s, c.name, c.owner, spec, chosen, c.ssh_port, c.id);
-    std::string id = engine_create_start(s, cs);
+    std::string id = engine_create_start(s, c.host, cs);
     s.store->transaction([&] {
       s.store->set_docker_id(c.id, id);
       s.store->set_state(c.id, state::kRunning);
@@ -288,18 +304,26 @@ std::string create_engine_container(Service& s, const ContainerRecord& c) {
   for (const auto& g : c.gpus)
     if (const GpuSlot* slot = s.inventory.find(g.uuid)) gpus.push_back(*slot);
   auto cs = engine_spec(s, c.name, c.owner, c.spec, gpus, c.ssh_port, c.id);
-  return engine_create_start(s, cs);
+  return engine_create_start(s, c.host, cs);
 }
 
-std::map<std::string, EngineContainer> engine_containers(Service& s) {
-  auto list = s.engine().list_containers({"gpulab.managed=true"});
-  if (!list) throw_engine_error(list.error());
+std::map<std::string, EngineContainer> engine_containers(
+    Service& s, std::map<std::string, std::string>* host_of) {
   std::map<std::string, EngineContainer> m;
-  for (auto& c : *list) m[c.name] = c;
+  for (const auto& h : s.hosts) {
+    // A host that is down lists nothing: its rows show as unreachable (container_json).
+    if (!s.usable(*h) && s.hosts.size() > 1) continue;
+    auto list = s.engine_on(h->name()).list_containers({"gpulab.managed=true"});
+    if (!list) throw_engine_error(list.error());
+    for (auto& c : *list) {
+      if (host_of) (*host_of)[c.name] = h->name();
+      m[c.name] = c;
+    }
+  }
   return m;
 }
 
-Json container_json(const ContainerRecord& c, const EngineContainer* engine) {
+Json container_json(const ContainerRecord& c, const EngineContainer* engine, const Host* host) {
   Json ports = Json::array();
   for (const auto& p : c.spec.ports) ports.push_back(p.to_string());
   Json j = {{"name", c.name},
@@ -318,6 +342,12 @@ Json container_json(const ContainerRecord& c, const EngineContainer* engine) {
             {"id", c.docker_id.substr(0, 12)},
             {"created_at", c.created_at}};
   if (engine) j["engine_status"] = engine->status;
+  j["host"] = c.host;
+  if (host) {
+    if (!host->address().empty()) j["ssh_host"] = host->address();
+    j["host_state"] = host->up() ? "up" : "down";
+    if (!host->up()) j["status"] = "unreachable";  // its GPUs and ports stay booked
+  }
   return j;
 }
 

@@ -39,9 +39,13 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
 // restart finds a recreate that was cut off. No new password is set.
 std::string create_engine_container(Service& s, const ContainerRecord& c);
 
-// The engine's view of managed containers, by name.
-std::map<std::string, EngineContainer> engine_containers(Service& s);
-// One container as the API shows it (list, create answers).
-Json container_json(const ContainerRecord& c, const EngineContainer* engine);
+// The engine's view of managed containers, by name, from every host that is up (`host_of`:
+// each one's host).
+std::map<std::string, EngineContainer> engine_containers(
+    Service& s, std::map<std::string, std::string>* host_of = nullptr);
+// One container as the API shows it (list, create answers); `host` is its host: on one that is
+// down it shows as "unreachable".
+Json container_json(const ContainerRecord& c, const EngineContainer* engine,
+                    const Host* host = nullptr);
 
 }  // namespace gpulab::service

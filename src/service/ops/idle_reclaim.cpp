@@ -125,8 +125,14 @@ bool IdleReclaimer::busy(const ContainerRecord& c, const IdlePolicy& p,
       return true;
     }
   }
+  // A host that is down cannot say: never reclaim on a guess.
+  if (const Host* h = s_.find_host(c.host); !h || !s_.usable(*h)) {
+    why = "host " + c.host + " is down";
+    return true;
+  }
+  const Engine& engine = s_.engine_of(c);
   const std::string id = c.docker_id.empty() ? c.name : c.docker_id;
-  if (auto st = s_.engine().usage(id); st) {
+  if (auto st = engine.usage(id); st) {
     std::int64_t bytes = st->net_rx_bytes + st->net_tx_bytes;
     bool traffic = w.net_bytes >= 0 && bytes - w.net_bytes >= p.network_bytes;
     w.net_bytes = bytes;
@@ -135,7 +141,7 @@ bool IdleReclaimer::busy(const ContainerRecord& c, const IdlePolicy& p,
       return true;
     }
   }
-  if (auto ex = s_.engine().exec(id, {"cat", "/proc/net/tcp", "/proc/net/tcp6"}); ex) {
+  if (auto ex = engine.exec(id, {"cat", "/proc/net/tcp", "/proc/net/tcp6"}); ex) {
     if (ssh_sessions_in(ex->out) > 0) {
       why = "SSH session";
       return true;
@@ -152,7 +158,7 @@ void IdleReclaimer::warn(const ContainerRecord& c, const IdlePolicy& p, double i
                      (p.release_gpus ? ", and its GPUs given back" : "") + ".";
   const std::string id = c.docker_id.empty() ? c.name : c.docker_id;
   // Appended with the container's own shell so the image's motd stays.
-  auto ex = s_.engine().exec(id, {"sh", "-c", "echo \"$0\" >> /etc/motd", line});
+  auto ex = s_.engine_of(c).exec(id, {"sh", "-c", "echo \"$0\" >> /etc/motd", line});
   s_.store->audit("gpulab", "idle-warning", c.name, "ok",
                   "owner=" + c.owner + (ex && ex->exit_code == 0 ? "" : " (motd not written)"));
   s_.metrics.increment("idle_warnings");

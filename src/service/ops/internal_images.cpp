@@ -36,9 +36,13 @@ void release_internal_image(Service& s, const std::string& image) {
   if (!starts_with(image, kBackupRepo) && !starts_with(image, kRecreateRepo)) return;
   try {
     if (owned_images(*s.store).count(image)) return;
-    auto st = s.engine().remove_image(image);
-    if (!st && st.error().code != Code::kNotFound && st.error().code != Code::kConflict)
-      spdlog::warn("cannot remove the unused image {}: {}", image, st.error().message);
+    for (const auto& h : s.hosts) {  // it is on the host of the container that used it
+      const Engine* e = h->engine();
+      if (!s.usable(*h)) continue;
+      auto st = e->remove_image(image);
+      if (!st && st.error().code != Code::kNotFound && st.error().code != Code::kConflict)
+        spdlog::warn("cannot remove the unused image {}: {}", image, st.error().message);
+    }
   } catch (const Exception& e) {
     // The request that let go of the image succeeded; the start-up sweep retries the removal.
     spdlog::warn("cannot remove the unused image {}: {}", image, e.error().message);
@@ -46,21 +50,26 @@ void release_internal_image(Service& s, const std::string& image) {
 }
 
 int remove_orphan_images(Service& s) {
-  auto images = s.engine().list_images({std::string(kBookLabel) + "=" + book_id(*s.store)});
-  if (!images) {
-    spdlog::warn("cannot list images for orphans: {}", images.error().message);
-    return 0;
-  }
   std::set<std::string> owned = owned_images(*s.store);
   int removed = 0;
-  for (const auto& img : *images)
-    for (const auto& tag : img.tags) {
-      if (!is_internal_image(tag) || owned.count(tag)) continue;
-      if (s.engine().remove_image(tag)) {
-        s.store->audit("gpulab", "reconcile", tag, "removed", "image without an owner in the book");
-        ++removed;
-      }
+  for (const auto& h : s.hosts) {
+    const Engine* e = h->engine();
+    if (!s.usable(*h)) continue;  // a host that is down is swept at the next start
+    auto images = e->list_images({std::string(kBookLabel) + "=" + book_id(*s.store)});
+    if (!images) {
+      spdlog::warn("cannot list images for orphans on {}: {}", h->name(), images.error().message);
+      continue;
     }
+    for (const auto& img : *images)
+      for (const auto& tag : img.tags) {
+        if (!is_internal_image(tag) || owned.count(tag)) continue;
+        if (e->remove_image(tag)) {
+          s.store->audit("gpulab", "reconcile", tag, "removed",
+                         "image without an owner in the book");
+          ++removed;
+        }
+      }
+  }
   return removed;
 }
 

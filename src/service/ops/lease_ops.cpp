@@ -17,6 +17,8 @@ LeaseOutcome create_lease(Service& s, const LeaseRequest& r) {
   o.owner = r.owner;
   o.spec.gpu_count = r.gpu_count;
   o.spec.image = "(lease)";
+  // gpulab ddp makes its container on the engine of the service's first host (lease_json).
+  if (!s.hosts.empty()) o.host = s.hosts.front()->name();
   Allocation a = allocate(s, o, state::kLeased, r.ssh_port);
   s.store->audit(
       r.owner, "lease", r.name, "ok",

@@ -38,7 +38,8 @@ void cleanup_backups(Service& s, ReconcileReport& r) {
     if (b.state != "running") continue;
     std::error_code ec;
     std::filesystem::remove(b.file + ".partial", ec);
-    (void)s.engine().remove_image("gpulab-backup:" + b.name);
+    for (const auto& h : s.hosts)  // on the host of the container it backed up
+      if (s.usable(*h)) (void)h->engine()->remove_image("gpulab-backup:" + b.name);
     b.state = "failed";
     b.message = "interrupted (the service stopped while it ran)";
     s.store->upsert_backup(b);
@@ -78,11 +79,16 @@ void reconcile_container(Service& s, const ContainerRecord& c,
   bool intent =
       c.state == state::kCreating || c.state == state::kDeleting || c.state == state::kRecreating;
   if (intent && !startup) return;  // a request in flight owns it
+  // A host that is down (or no longer configured) decides nothing: its rows keep their GPUs and
+  // ports until its engine answers again.
+  const Host* h = s.find_host(c.host);
+  if (!h || !s.usable(*h)) return;
+  const Engine& eng = *h->engine();
   auto it = engine.find(c.name);
   std::optional<EngineContainer> looked;
   if (it == engine.end()) {
     // The engine listing predates the row: ask the engine once more before deciding.
-    auto info = s.engine().inspect_container(c.name);
+    auto info = eng.inspect_container(c.name);
     if (info) {
       looked = *info;
     } else if (info.error().code != Code::kNotFound) {
@@ -91,12 +97,12 @@ void reconcile_container(Service& s, const ContainerRecord& c,
   }
   const EngineContainer* e = it != engine.end() ? &it->second : (looked ? &*looked : nullptr);
   if (c.state == state::kCreating) {
-    if (e && intent_matches(*e, c)) (void)s.engine().remove_container(e->id);
+    if (e && intent_matches(*e, c)) (void)eng.remove_container(e->id);
     s.store->remove_container(c.id, false);
     s.store->audit("gpulab", "reconcile", c.name, "rolled back unfinished create");
     ++r.rolled_back;
   } else if (c.state == state::kDeleting) {
-    if (e) (void)s.engine().remove_container(e->id);
+    if (e) (void)eng.remove_container(e->id);
     s.store->remove_container(c.id, true);
     release_internal_image(s, c.spec.image);
     s.store->audit("gpulab", "reconcile", c.name, "finished delete");
@@ -106,7 +112,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
       // The engine's container is the new one only if it runs the recreate image; the old one
       // (the crash came before its removal) holds the old GPUs and goes.
       if (e && e->image != c.spec.image) {
-        (void)s.engine().remove_container(e->id);
+        (void)eng.remove_container(e->id);
         e = nullptr;
       }
       std::string id = e ? e->id : create_engine_container(s, c);
@@ -134,7 +140,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
       // The listing predates the lock: a request may have replaced the container since (a
       // GPU-count recreate gives it a new id). Correcting the row from the stale listing would
       // book the removed container, so decide on a fresh look.
-      auto info = s.engine().inspect_container(c.name);
+      auto info = eng.inspect_container(c.name);
       if (!info) return;  // gone since, or engine trouble: the next pass decides
       id = info->id;
       want = book_state(info->state);
@@ -150,6 +156,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
 // Engine containers with our book's label but no row: a create the engine finished after a
 // crash rolled its row back. Another service's (or unlabelled) ones are only counted.
 void remove_unbooked(Service& s, const std::map<std::string, EngineContainer>& engine,
+                     const std::map<std::string, std::string>& host_of,
                      const std::set<std::string>& booked, ReconcileReport& r) {
   for (const auto& [name, e] : engine) {
     if (booked.count(name) || e.labels.count(kLeaseLabel)) continue;
@@ -161,7 +168,9 @@ void remove_unbooked(Service& s, const std::map<std::string, EngineContainer>& e
     // name lock waits out a create in flight (its row exists before the engine is asked).
     auto lock = s.lock_container(name);
     if (s.store->find_container(name)) continue;
-    if (remove_unbooked_container(s, name, e.id, e.labels)) ++r.orphans_removed;
+    const Host* h = s.find_host(host_of.at(name));
+    if (h && h->engine() && remove_unbooked_container(s, *h->engine(), name, e.id, e.labels))
+      ++r.orphans_removed;
   }
 }
 
@@ -169,7 +178,8 @@ void remove_unbooked(Service& s, const std::map<std::string, EngineContainer>& e
 
 ReconcileReport reconcile(Service& s, bool startup) {
   ReconcileReport r;
-  auto engine = engine_containers(s);
+  std::map<std::string, std::string> host_of;
+  auto engine = engine_containers(s, &host_of);
   auto leased = lease_containers(s);
   std::set<std::string> booked;
   for (const auto& listed : s.store->containers()) {
@@ -187,7 +197,7 @@ ReconcileReport reconcile(Service& s, bool startup) {
     }
     reconcile_container(s, c, engine, startup, r);
   }
-  remove_unbooked(s, engine, booked, r);
+  remove_unbooked(s, engine, host_of, booked, r);
   if (startup) {
     cleanup_backups(s, r);
     r.images_removed = remove_orphan_images(s);  // after the rows and containers above settled
@@ -218,19 +228,26 @@ void EventWatcher::loop() {
     f.actions = {"die", "destroy", "start", "stop"};
     // Stream until the engine drops the stream or it is time for a periodic pass.
     f.since = unix_now();
-    f.until = unix_now() + std::max(5, s_.config.reconcile_interval_seconds * 6);
-    auto st = s_.engine().watch_events(
-        f,
-        [this](const EngineEvent& ev) {
-          spdlog::debug("engine event {} {}", ev.action, ev.container_name);
-          try {
-            reconcile(s_, false);
-          } catch (const Exception& e) {
-            spdlog::warn("reconcile: {}", e.error().message);
-          }
-          return !cancel_;
-        },
-        &cancel_);
+    // Events come from the first host only: with several, the periodic pass covers the others.
+    const int period = s_.config.reconcile_interval_seconds * (s_.hosts.size() > 1 ? 1 : 6);
+    f.until = unix_now() + std::max(5, period);
+    Status st = ok_status();
+    try {
+      st = s_.engine().watch_events(
+          f,
+          [this](const EngineEvent& ev) {
+            spdlog::debug("engine event {} {}", ev.action, ev.container_name);
+            try {
+              reconcile(s_, false);
+            } catch (const Exception& e) {
+              spdlog::warn("reconcile: {}", e.error().message);
+            }
+            return !cancel_;
+          },
+          &cancel_);
+    } catch (const Exception& e) {  // the first host is down: wait, then a periodic pass
+      st = e.error();
+    }
     if (!st) {
       spdlog::warn("engine events: {}", st.error().message);
       std::unique_lock<std::mutex> lk(mu_);

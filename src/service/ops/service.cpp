@@ -13,13 +13,39 @@ constexpr const char* kEngineHint =
 }  // namespace
 
 const Engine& Service::engine() const {
-  if (!engine_ptr)
+  if (hosts.empty())
     throw ApiError(ApiCode::kEngineUnavailable, "Docker engine is not connected", kEngineHint);
-  return *engine_ptr;
+  return engine_on(hosts.front()->name());
+}
+
+Host* Service::find_host(const std::string& name) const {
+  for (const auto& h : hosts)
+    if (h->name() == name) return h.get();
+  return nullptr;
+}
+
+const Engine& Service::engine_on(const std::string& name) const {
+  const Host* h = name.empty() && !hosts.empty() ? hosts.front().get() : find_host(name);
+  if (!h) throw ApiError(ApiCode::kInvalidRequest, "unknown host '" + name + "'");
+  const Engine* e = h->engine();
+  if (e && (h->up() || hosts.size() == 1)) return *e;  // one host: its own errors, as before
+  if (!e && hosts.size() == 1)
+    throw ApiError(ApiCode::kEngineUnavailable, "Docker engine is not connected", kEngineHint);
+  throw ApiError(ApiCode::kEngineUnavailable,
+                 "host '" + h->name() + "' is down: " + h->down_reason(),
+                 "its containers keep their GPUs and come back when its engine answers; create "
+                 "on another host (leave out \"host\") or wait");
 }
 
 std::vector<GpuSample> Service::sample_gpus() const {
-  return engine_ptr ? engine_ptr->sample_gpus() : std::vector<GpuSample>{};
+  std::vector<GpuSample> out;
+  for (const auto& h : hosts) {
+    const Engine* e = h->engine();
+    if (!e || !h->local()) continue;
+    auto part = e->sample_gpus();
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
 }
 
 std::unique_lock<std::mutex> Service::lock_container(const std::string& name) {
@@ -33,6 +59,38 @@ std::unique_lock<std::mutex> Service::lock_container(const std::string& name) {
   return std::unique_lock<std::mutex>(*m);
 }
 
+namespace {
+
+// Connects every host; one that does not answer is reported and joins when it does (the host
+// monitor retries). Without a hosts list the one engine must answer, as before hosts existed.
+void open_hosts(Service& s) {
+  for (auto& hc : lab_hosts(s.config)) {
+    if (hc.insecure)
+      spdlog::warn(
+          "host {}: plain TCP to {} (insecure: true): anyone on that network can drive "
+          "its engine",
+          hc.name, hc.url);
+    auto h = std::make_unique<Host>(hc, s.config);
+    if (auto st = h->connect(); !st) {
+      if (s.config.hosts.empty()) throw Exception(st.error());
+      spdlog::error("host {} is down at start: {}", hc.name, st.error().to_string());
+    }
+    for (const auto& g : h->inventory().gpus) s.inventory.gpus.push_back(g);
+    if (s.inventory.source.empty() || s.inventory.source == "none") {
+      s.inventory.source = h->inventory().source;
+      s.inventory.note = h->inventory().note;
+    }
+    if (s.inventory.gpu_type.empty() || s.inventory.gpu_type == "none")
+      s.inventory.gpu_type = h->inventory().gpu_type;
+    else if (h->inventory().gpu_type != "none" && h->inventory().gpu_type != s.inventory.gpu_type)
+      s.inventory.gpu_type = "mixed";
+    s.hosts.push_back(std::move(h));
+  }
+  s.store->adopt_default_host(s.hosts.front()->name());
+}
+
+}  // namespace
+
 std::unique_ptr<Service> open_service(const ServiceConfig& config) {
   auto s = std::make_unique<Service>();
   s->config = config;
@@ -45,10 +103,7 @@ std::unique_ptr<Service> open_service(const ServiceConfig& config) {
   s->auth = std::make_unique<Auth>(*s->store, s->config.auth_required);
   s->auth->seed_users(s->config.users);
   s->policy = policy_from_string(s->config.allocation_policy);
-  auto engine = open_engine(s->config);
-  if (!engine) throw Exception(engine.error());
-  s->engine_ptr = std::move(*engine);
-  s->inventory = s->engine_ptr->gpus();
+  open_hosts(*s);
   return s;
 }
 

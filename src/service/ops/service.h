@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "service/base/clock.h"
 #include "service/base/config.h"
@@ -13,6 +14,7 @@
 #include "service/engine/engine.h"
 #include "service/engine/inventory.h"
 #include "service/http/auth.h"
+#include "service/ops/host.h"
 #include "service/store/store.h"
 
 namespace gpulab::service {
@@ -20,17 +22,27 @@ namespace gpulab::service {
 struct Service {
   ServiceConfig config;
   std::unique_ptr<Store> store;
-  std::unique_ptr<Engine> engine_ptr;  // the engine seam (engine/engine.h); null: not connected
-  ServiceInventory inventory;          // the engine's GPUs, as it reported them at start
+  // The lab's hosts in config order (lab_hosts); hosts[0] holds the images of snapshots and
+  // backups restored without a host. One host "local" unless the config lists hosts.
+  std::vector<std::unique_ptr<Host>> hosts;
+  ServiceInventory inventory;  // every host's GPUs (GpuSlot::host says whose), as at start
   Metrics metrics;
   std::unique_ptr<Auth> auth;
   AllocationPolicy policy = AllocationPolicy::kPack;
   std::mutex alloc_mu;  // choose + record GPUs and ports: one decision at a time
   std::shared_ptr<Clock> clock = std::make_shared<SystemClock>();  // metering, idle reclaim
 
-  // The engine, or ENGINE_UNAVAILABLE.
+  // The first host's engine, or ENGINE_UNAVAILABLE.
   const Engine& engine() const;
-  // Live GPU samples from the engine's host; none without an engine.
+  // The named host's engine; ENGINE_UNAVAILABLE (503) naming it while it is down.
+  const Engine& engine_on(const std::string& host) const;
+  const Engine& engine_of(const ContainerRecord& c) const { return engine_on(c.host); }
+  // The host of that name; null for an unknown one.
+  Host* find_host(const std::string& name) const;
+  // Whether to ask this host's engine now: connected, and up (the one host of a lab without a
+  // hosts list is always asked, as before hosts existed: its own errors say what is wrong).
+  bool usable(const Host& h) const { return h.engine() && (h.up() || hosts.size() == 1); }
+  // Live GPU samples from the hosts this machine can sample (the local socket's); may be empty.
   std::vector<GpuSample> sample_gpus() const;
 
   // Serializes operations on one container name (delete vs backup vs update).

@@ -31,12 +31,13 @@ SnapshotRecord take_snapshot(Service& s, const Principal& who, const std::string
                {"gpulab.snapshot.owner", c.owner},
                {"gpulab.snapshot.source", c.name},
                {"gpulab.snapshot.time", r.created_at}};
-  auto img = s.engine().commit(c.docker_id.empty() ? c.name : c.docker_id, cs);
+  // The image stays on the container's host: a restore is placed where it is.
+  auto img = s.engine_of(c).commit(c.docker_id.empty() ? c.name : c.docker_id, cs);
   if (!img) throw_engine_error(img.error());
   try {
     s.store->add_snapshot(r);
   } catch (const Exception&) {
-    (void)s.engine().remove_image(r.image);
+    (void)s.engine_of(c).remove_image(r.image);
     throw ApiError(ApiCode::kNameConflict, "Snapshot '" + snapshot_name + "' already exists");
   }
   s.store->audit(who.user, "snapshot", snapshot_name, "ok", "source=" + c.name);
@@ -57,12 +58,15 @@ void delete_snapshot(Service& s, const Principal& who, const std::string& name) 
   auto r = s.store->find_snapshot(name);
   if (!r) throw ApiError(ApiCode::kSnapshotNotFound, "Snapshot '" + name + "' not found");
   require_owner(who, r->owner, "Snapshot '" + name + "'");
-  auto st = s.engine().remove_image(r->image);
-  if (!st && st.error().code != Code::kNotFound) {
-    if (st.error().code == Code::kConflict)
-      throw ApiError(ApiCode::kStateConflict, "Snapshot '" + name + "' is used by a container",
-                     "delete the containers restored from it first");
-    throw_engine_error(st.error());
+  for (const auto& h : s.hosts) {  // the image is on the host its source container was on
+    if (s.hosts.size() > 1 && (!s.usable(*h) || !h->engine()->image_exists(r->image))) continue;
+    auto st = s.engine_on(h->name()).remove_image(r->image);
+    if (!st && st.error().code != Code::kNotFound) {
+      if (st.error().code == Code::kConflict)
+        throw ApiError(ApiCode::kStateConflict, "Snapshot '" + name + "' is used by a container",
+                       "delete the containers restored from it first");
+      throw_engine_error(st.error());
+    }
   }
   s.store->remove_snapshot(name);
   s.store->audit(who.user, "delete-snapshot", name, "ok");

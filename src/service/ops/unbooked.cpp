@@ -6,10 +6,11 @@
 
 namespace gpulab::service {
 
-bool remove_unbooked_container(Service& s, const std::string& name, const std::string& id,
+bool remove_unbooked_container(Service& s, const Engine& engine, const std::string& name,
+                               const std::string& id,
                                const std::map<std::string, std::string>& labels) {
   if (!made_by_this_book(*s.store, labels) || labels.count(kLeaseLabel)) return false;
-  auto st = s.engine().remove_container(id);
+  auto st = engine.remove_container(id);
   if (!st && st.error().code != Code::kNotFound) {
     // The next pass tries again; a create of that name meets the engine's own conflict.
     spdlog::error("removing {}, made by this service without a row: {}", name,

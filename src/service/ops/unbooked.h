@@ -13,7 +13,8 @@ namespace gpulab::service {
 // removed, with an audit line (a failed removal is logged; the next pass tries again). False
 // (nothing done) for another service's or an unlabelled one. Never throws.
 // The caller holds the name's lock and has checked that no row exists.
-bool remove_unbooked_container(Service& s, const std::string& name, const std::string& id,
+bool remove_unbooked_container(Service& s, const Engine& engine, const std::string& name,
+                               const std::string& id,
                                const std::map<std::string, std::string>& labels);
 
 }  // namespace gpulab::service

@@ -52,6 +52,26 @@ const char* const kMigrations[] = {
     CREATE TABLE meter_state(id INTEGER PRIMARY KEY CHECK(id=1), last_tick REAL NOT NULL);
     CREATE TABLE book_identity(id INTEGER PRIMARY KEY CHECK(id=1), book_id TEXT NOT NULL);
     )sql",
+    // Many hosts: each container's host, and host ports unique per host, not lab-wide. Rows of
+    // an older book get host '' here and the first configured host at open (adopt_default_host).
+    R"sql(
+    ALTER TABLE containers ADD COLUMN host TEXT NOT NULL DEFAULT '';
+    CREATE TABLE port_allocations_h(
+      host TEXT NOT NULL DEFAULT '', port INTEGER NOT NULL, kind TEXT NOT NULL,
+      container_port INTEGER NOT NULL,
+      container_id INTEGER NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+      PRIMARY KEY(host, port));
+    INSERT INTO port_allocations_h(host,port,kind,container_port,container_id)
+      SELECT '',port,kind,container_port,container_id FROM port_allocations;
+    DROP TABLE port_allocations;
+    ALTER TABLE port_allocations_h RENAME TO port_allocations;
+    CREATE TABLE port_rest_h(
+      host TEXT NOT NULL DEFAULT '', port INTEGER NOT NULL, released_at REAL NOT NULL,
+      PRIMARY KEY(host, port));
+    INSERT INTO port_rest_h(host,port,released_at) SELECT '',port,released_at FROM port_rest;
+    DROP TABLE port_rest;
+    ALTER TABLE port_rest_h RENAME TO port_rest;
+    )sql",
 };
 
 }  // namespace
@@ -90,6 +110,13 @@ void Store::migrate() {
       db_->exec("PRAGMA user_version=" + std::to_string(v + 1));
     });
   }
+}
+
+void Store::adopt_default_host(const std::string& host) {
+  db_->transaction([&] {
+    for (const char* table : {"containers", "port_allocations", "port_rest"})
+      db_->exec(std::string("UPDATE ") + table + " SET host=? WHERE host=''", {host});
+  });
 }
 
 // ---- users ----
@@ -142,10 +169,10 @@ int Store::revoke_user_tokens(std::int64_t user_id) {
 std::int64_t Store::insert_container(const ContainerRecord& rec) {
   std::string now = iso_now();
   db_->exec(
-      "INSERT INTO containers(name,owner,state,docker_id,spec,ssh_port,created_at,updated_at) "
-      "VALUES(?,?,?,?,?,?,?,?)",
+      "INSERT INTO containers(name,owner,state,docker_id,spec,ssh_port,created_at,updated_at,"
+      "host) VALUES(?,?,?,?,?,?,?,?,?)",
       {rec.name, rec.owner, rec.state, rec.docker_id, rec.spec.to_json().dump(),
-       std::int64_t(rec.ssh_port), now, now});
+       std::int64_t(rec.ssh_port), now, now, rec.host});
   return db_->last_insert_id();
 }
 
@@ -160,6 +187,7 @@ ContainerRecord Store::container_from_row(const DbRow& r) {
   c.ssh_port = static_cast<int>(r.i64(6));
   c.created_at = r.str(7);
   c.updated_at = r.str(8);
+  c.host = r.str(9);
   for (const auto& g : db_->query(
            "SELECT gpu_uuid,gpu_index FROM gpu_allocations WHERE container_id=? ORDER BY gpu_index",
            {c.id}))
@@ -168,7 +196,8 @@ ContainerRecord Store::container_from_row(const DbRow& r) {
 }
 
 static const char* const kContainerCols =
-    "SELECT id,name,owner,state,docker_id,spec,ssh_port,created_at,updated_at FROM containers ";
+    "SELECT id,name,owner,state,docker_id,spec,ssh_port,created_at,updated_at,host FROM "
+    "containers ";
 
 std::optional<ContainerRecord> Store::find_container(const std::string& name) {
   std::lock_guard<std::recursive_mutex> lock(db_->mutex());
@@ -212,8 +241,8 @@ void Store::remove_container(std::int64_t id, bool rest_ports) {
   db_->transaction([&] {
     if (rest_ports) {
       db_->exec(
-          "INSERT OR REPLACE INTO port_rest(port,released_at) "
-          "SELECT port,? FROM port_allocations WHERE container_id=?",
+          "INSERT OR REPLACE INTO port_rest(host,port,released_at) "
+          "SELECT host,port,? FROM port_allocations WHERE container_id=?",
           {unix_now_precise(), id});
     }
     db_->exec("DELETE FROM containers WHERE id=?", {id});  // allocations cascade
@@ -242,36 +271,62 @@ std::map<std::string, std::string> Store::gpu_holders() {
 
 void Store::add_port(std::int64_t container_id, int port, const std::string& kind,
                      int container_port) {
-  db_->exec("INSERT INTO port_allocations(port,kind,container_port,container_id) VALUES(?,?,?,?)",
-            {std::int64_t(port), kind, std::int64_t(container_port), container_id});
-  db_->exec("DELETE FROM port_rest WHERE port=?", {std::int64_t(port)});
+  // The port is the container's host's: unique per host (the table's key).
+  db_->exec(
+      "INSERT INTO port_allocations(host,port,kind,container_port,container_id) "
+      "VALUES((SELECT host FROM containers WHERE id=?),?,?,?,?)",
+      {container_id, std::int64_t(port), kind, std::int64_t(container_port), container_id});
+  db_->exec("DELETE FROM port_rest WHERE port=? AND host=(SELECT host FROM containers WHERE id=?)",
+            {std::int64_t(port), container_id});
 }
 
-std::set<int> Store::unavailable_ports(int rest_seconds) {
+namespace {
+// A WHERE clause part and its bind for "this host only" (nullopt: every host).
+std::string host_cond(const std::optional<std::string>& host, std::vector<DbValue>& binds,
+                      const char* col = "host") {
+  if (!host) return " 1=1";
+  binds.push_back(*host);
+  return std::string(" ") + col + "=?";
+}
+}  // namespace
+
+std::set<int> Store::unavailable_ports(int rest_seconds, const std::optional<std::string>& host) {
   std::set<int> s;
-  for (const auto& r : db_->query("SELECT port FROM port_allocations"))
+  std::vector<DbValue> b1;
+  std::string c1 = host_cond(host, b1);
+  for (const auto& r : db_->query("SELECT port FROM port_allocations WHERE" + c1, b1))
     s.insert(static_cast<int>(r.i64(0)));
-  for (const auto& r : db_->query("SELECT port FROM port_rest WHERE released_at > ?",
-                                  {unix_now_precise() - rest_seconds}))
+  std::vector<DbValue> b2{unix_now_precise() - rest_seconds};
+  std::string c2 = host_cond(host, b2);
+  for (const auto& r : db_->query("SELECT port FROM port_rest WHERE released_at > ? AND" + c2, b2))
     s.insert(static_cast<int>(r.i64(0)));
   return s;
 }
 
-std::map<int, double> Store::resting_ports(int rest_seconds) {
+std::map<int, double> Store::resting_ports(int rest_seconds,
+                                           const std::optional<std::string>& host) {
   std::map<int, double> m;
   double now = unix_now_precise();
+  std::vector<DbValue> b{now - rest_seconds, now - rest_seconds};
+  std::string c = host_cond(host, b);
   for (const auto& r :
        db_->query("SELECT port,CAST((released_at-?)*1000 AS INTEGER) FROM port_rest "
-                  "WHERE released_at > ?",
-                  {now - rest_seconds, now - rest_seconds}))
+                  "WHERE released_at > ? AND" +
+                      c,
+                  b))
     m[static_cast<int>(r.i64(0))] = static_cast<double>(r.i64(1)) / 1000.0;
   return m;
 }
 
-std::map<int, std::string> Store::port_holders() {
+std::map<int, std::string> Store::port_holders(const std::optional<std::string>& host) {
   std::map<int, std::string> m;
+  std::vector<DbValue> b;
+  std::string c = host_cond(host, b, "p.host");
   for (const auto& r : db_->query(
-           "SELECT p.port,c.name FROM port_allocations p JOIN containers c ON c.id=p.container_id"))
+           "SELECT p.port,c.name FROM port_allocations p JOIN containers c ON c.id=p.container_id "
+           "WHERE" +
+               c,
+           b))
     m[static_cast<int>(r.i64(0))] = r.str(1);
   return m;
 }
@@ -280,7 +335,7 @@ void Store::release_ports(std::int64_t container_id, bool keep_ssh) {
   db_->transaction([&] {
     std::string cond = keep_ssh ? " AND kind<>'ssh'" : "";
     db_->exec(
-        "INSERT OR REPLACE INTO port_rest(port,released_at) SELECT port,? FROM "
+        "INSERT OR REPLACE INTO port_rest(host,port,released_at) SELECT host,port,? FROM "
         "port_allocations WHERE container_id=?" +
             cond,
         {unix_now_precise(), container_id});

@@ -20,6 +20,8 @@ class Store {
   static Result<std::unique_ptr<Store>> open(const std::string& path);
   Db& db() { return *db_; }
   int schema_version();
+  // Rows from before hosts existed (host '') belong to `host`, the first configured one.
+  void adopt_default_host(const std::string& host);
 
   // Runs fn in one transaction (BEGIN IMMEDIATE): allocation decisions and their rows commit
   // together.
@@ -57,11 +59,15 @@ class Store {
   void clear_gpus(std::int64_t container_id);
   std::map<std::string, std::string> gpu_holders();  // uuid -> container name
   void add_port(std::int64_t container_id, int port, const std::string& kind, int container_port);
+  // Host ports are per host; `host` nullopt: every host's together.
   // Ports held by a container, or resting (released less than rest_seconds ago).
-  std::set<int> unavailable_ports(int rest_seconds);
-  std::map<int, std::string> port_holders();  // port -> container name
+  std::set<int> unavailable_ports(int rest_seconds,
+                                  const std::optional<std::string>& host = std::nullopt);
+  // port -> container name
+  std::map<int, std::string> port_holders(const std::optional<std::string>& host = std::nullopt);
   // Ports still resting after a release -> seconds of rest left.
-  std::map<int, double> resting_ports(int rest_seconds);
+  std::map<int, double> resting_ports(int rest_seconds,
+                                      const std::optional<std::string>& host = std::nullopt);
   // Releases every port of a container except its SSH port (when keep_ssh).
   void release_ports(std::int64_t container_id, bool keep_ssh);
 

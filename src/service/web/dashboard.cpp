@@ -104,6 +104,7 @@ void Dashboard::sample_gpus_now() {
     Json one = history.columns(g.uuid, t - 1);
     one["uuid"] = g.uuid;
     one["index"] = g.index;
+    one["host"] = g.host;
     gpus.push_back(one);
   }
   hub.publish("gpus", {{"gpus", gpus}});
@@ -121,6 +122,7 @@ void Dashboard::tick() {
   for (const auto& r : service.store->containers())
     c +=
         r.name + '\1' + r.state + '\1' + std::to_string(r.gpus.size()) + '\1' + r.updated_at + '\2';
+  for (const auto& h : service.hosts) c += h->name() + (h->up() ? "+" : "-");  // up/down shows
   std::size_t ch = std::hash<std::string>{}(c);
   if (ch != last_containers_) hub.publish("containers", Json::object());
   last_containers_ = ch;

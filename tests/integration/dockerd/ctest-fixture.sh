@@ -21,6 +21,10 @@ case "${1:-}" in
     done
     ;;
   stop)
+    # The lab hosts of the multi-host tests (start-lab-hosts.sh) too, when a test started them.
+    for d in "$base"/gpulab-dockerd-lab*/; do
+      [ -d "$d" ] && engines+=("$(basename "$d" | sed 's/^gpulab-dockerd-//')")
+    done
     for e in "${engines[@]}"; do
       marker="$base/gpulab-dockerd-$e/ctest-owned"
       if [ -f "$marker" ]; then

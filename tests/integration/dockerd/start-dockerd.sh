@@ -43,6 +43,9 @@ if [ -f "$root/dockerd.pid" ] && kill -0 "$(cat "$root/dockerd.pid")" 2>/dev/nul
 fi
 
 # Our own bridge, on the first free 172.31.X.0/24, so engines never share an address range.
+# One engine at a time picks (engines started side by side would all see the same one free).
+exec 7>"$base/gpulab-dockerd-bridges.lock"
+flock 7
 if ! ip link show "$bridge" >/dev/null 2>&1; then
   used=$(ip -4 -o addr show | awk '{print $4}')
   subnet=""
@@ -54,6 +57,8 @@ if ! ip link show "$bridge" >/dev/null 2>&1; then
   ip addr add "$subnet.1/24" dev "$bridge"
 fi
 ip link set "$bridge" up
+flock -u 7
+exec 7>&-
 
 iptables_flags=()
 if [ "${GPULAB_DOCKERD_IPTABLES:-1}" = 0 ] || ! command -v iptables >/dev/null; then

@@ -1,0 +1,75 @@
+// A lab host's connection and health: connect when it first answers, ping, record up/down.
+#include "service/ops/host.h"
+
+#include "core/log.h"
+#include "core/strings.h"
+
+namespace gpulab::service {
+
+Host::Host(HostConfig config, const ServiceConfig& service)
+    : config_(std::move(config)), engine_config_(service) {
+  local_ = !starts_with(config_.url, "tcp://");
+  engine_config_.docker_host = config_.url;
+  engine_config_.gpus = config_.gpus;
+  // Discovery looks at this machine: right only for the local socket's host.
+  engine_config_.detect_gpus = service.detect_gpus && local_;
+  inventory_ = build_inventory(engine_config_);
+  for (auto& g : inventory_.gpus) g.host = config_.name;
+}
+
+std::string Host::address() const {
+  if (!config_.address.empty()) return config_.address;
+  if (local_) return {};
+  std::string rest = config_.url.substr(6);  // after tcp://
+  return rest.substr(0, rest.rfind(':'));
+}
+
+std::string Host::down_reason() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return up_ ? std::string() : down_reason_;
+}
+
+const Engine* Host::engine() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return engine_.get();
+}
+
+void Host::set_down(const std::string& why) {
+  std::lock_guard<std::mutex> g(mu_);
+  down_reason_ = why;
+  up_ = false;
+}
+
+Status Host::connect() {
+  if (engine()) return ok_status();
+  auto e = open_host_engine(engine_config_, config_, inventory_);
+  if (!e) {
+    set_down(e.error().message);
+    return e.error();
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (!engine_) engine_ = std::move(*e);
+  up_ = true;
+  return ok_status();
+}
+
+bool Host::check() {
+  const bool was = up_.load();
+  Status st = engine() ? engine()->ping() : connect();
+  if (st) {
+    std::lock_guard<std::mutex> g(mu_);
+    up_ = true;
+  } else {
+    set_down(st.error().message);
+  }
+  const bool now = up_.load();
+  if (was != now) {
+    if (now)
+      spdlog::info("host {} is up again", config_.name);
+    else
+      spdlog::warn("host {} is down: {}", config_.name, st.error().message);
+  }
+  return was != now;
+}
+
+}  // namespace gpulab::service

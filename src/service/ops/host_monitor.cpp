@@ -1,0 +1,40 @@
+// The host monitor's loops (host_monitor.h).
+#include "service/ops/host_monitor.h"
+
+#include "core/log.h"
+#include "service/ops/reconciler.h"
+
+namespace gpulab::service {
+
+void HostMonitor::start() {
+  cancel_ = false;
+  for (auto& h : s_.hosts) threads_.emplace_back([this, hp = h.get()] { watch(*hp); });
+}
+
+void HostMonitor::stop() {
+  cancel_ = true;
+  cv_.notify_all();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+void HostMonitor::watch(Host& h) {
+  while (!cancel_) {
+    if (h.check()) {
+      s_.metrics.increment(h.up() ? "host_up_events" : "host_down_events");
+      if (h.up()) {
+        try {
+          reconcile(s_, false);  // containers removed or stopped while it was away
+        } catch (const Exception& e) {
+          spdlog::warn("reconcile after host {} came back: {}", h.name(), e.error().message);
+        }
+      }
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::seconds(s_.config.host_check_seconds),
+                 [this] { return cancel_.load(); });
+  }
+}
+
+}  // namespace gpulab::service
