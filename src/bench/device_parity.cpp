@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "train/device.h"
-#include "train/models/causal_lm.h"
 #include "train/models/decoder_config.h"
+#include "train/models/lm_families.h"
 #include "train/models/registry.h"
 
 namespace gpulab::bench {

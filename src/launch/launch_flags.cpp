@@ -12,7 +12,8 @@ Result<LaunchOptions> to_launch_options(const LaunchFlags& f) {
                           flag_in_range("node_rank", f.node_rank, 0, 65535),
                           flag_in_range("master_port", f.master_port, 0, 65535),
                           flag_in_range("max_restarts", f.max_restarts, 0, 1000),
-                          flag_in_range("heartbeat_floor", f.heartbeat_floor_s, 0.1, 86400.0)})
+                          flag_in_range("heartbeat_floor", f.heartbeat_floor_s, 0.1, 86400.0),
+                          flag_in_range("stop_grace", f.stop_grace_s, 0.0, 60.0)})
     if (!s) return s.error();
   LaunchOptions lo;
   auto hang = hang_policy_from_flags(f.heartbeat_timeout, f.heartbeat_floor_s);
@@ -31,6 +32,7 @@ Result<LaunchOptions> to_launch_options(const LaunchFlags& f) {
   lo.master_addr = f.master_addr;
   lo.master_port = f.master_port;
   lo.max_restarts = f.max_restarts;
+  lo.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(f.stop_grace_s * 1000));
   return lo;
 }
 

@@ -23,6 +23,7 @@ struct LaunchFlags {
   double heartbeat_floor_s = 60;
   // Non-empty ("300M"): each rank in its own cgroup with this memory cap (rank_cgroup.h).
   std::string rank_memory_max;
+  double stop_grace_s = 3;  // between the stop signal and SIGKILL
 };
 
 // The launcher's options for these flags; the caller adds the command. kInvalidArgument naming

@@ -2,6 +2,7 @@
 // failing rank, and restarts the group (up to max_restarts) after a failure.
 #include "launch/launcher.h"
 
+#include <fmt/format.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -121,7 +122,12 @@ namespace {
 LaunchResult stop_for_signal(const LaunchOptions& o, RankGroup& group, LaunchResult result) {
   const int sig = g_stop_signal;
   say(o, "got " + signal_name(sig) + ", stopping the ranks");
-  group.stop(o.stop_grace, sig);
+  // A rank in a long step (a first step, a loaded machine) may not reach its stop in time: say
+  // so, or its missing "Stopped by" line and checkpoint look like a silent failure.
+  if (const int killed = group.stop(o.stop_grace, sig); killed > 0)
+    say(o, fmt::format("{} rank(s) still running after --stop_grace {:g} s, killed (SIGKILL); "
+                       "raise --stop_grace to let a rank finish its step",
+                       killed, static_cast<double>(o.stop_grace.count()) / 1000.0));
   result.exit_code = 128 + sig;
   result.stopped_by_signal = true;
   result.message = "stopped by " + signal_name(sig);

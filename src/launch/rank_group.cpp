@@ -201,8 +201,8 @@ std::optional<RankFailure> RankGroup::poll(std::chrono::milliseconds timeout) {
   return failure;
 }
 
-void RankGroup::stop(std::chrono::milliseconds grace, int sig) {
-  if (pgid_ <= 0) return;
+int RankGroup::stop(std::chrono::milliseconds grace, int sig) {
+  if (pgid_ <= 0) return 0;
   if (alive_ > 0) {
     ::kill(-pgid_, sig);
     ::kill(-pgid_, SIGCONT);  // a stopped rank acts on SIGTERM only once it runs again
@@ -212,10 +212,12 @@ void RankGroup::stop(std::chrono::milliseconds grace, int sig) {
     reap(false, false);
     if (alive_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  const int killed = alive_;
   // SIGKILL the group even when every rank is gone: a grandchild may still hold it.
   ::kill(-pgid_, SIGKILL);
   reap(true, false);
   pgid_ = -1;
+  return killed;
 }
 
 }  // namespace gpulab::launch

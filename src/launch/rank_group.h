@@ -48,7 +48,8 @@ class RankGroup {
 
   // `sig` (SIGTERM, or the user's SIGINT the launcher passes on) to the whole group, SIGKILL
   // after `grace`, and reap every rank. One signal only: a rank names its stop after it.
-  void stop(std::chrono::milliseconds grace, int sig = SIGTERM);
+  // Returns how many ranks were still running when the grace ran out (and were killed).
+  int stop(std::chrono::milliseconds grace, int sig = SIGTERM);
 
  private:
   struct Proc {

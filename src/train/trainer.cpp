@@ -26,6 +26,7 @@
 #include "train/memory_stats.h"
 #include "train/models/attention_core.h"
 #include "train/models/cpu_bf16_matmul.h"
+#include "train/models/lm_families.h"
 #include "train/models/registry.h"
 #include "train/optim/optimizers.h"
 #include "train/progress.h"

@@ -15,25 +15,19 @@ namespace gpulab::cli {
 void add_launch_command(CLI::App& app, CommandContext& ctx) {
   auto flags = std::make_shared<launch::LaunchFlags>();
   auto o = std::make_shared<launch::LaunchOptions>();
-  auto grace_s = std::make_shared<double>(3.0);
   auto* cmd = app.add_subcommand(
       "launch", "Run a command as N ranks (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT set)");
   cmd->footer("Example: gpulab launch --nproc_per_node 2 -- ./my_rank_program --flag");
   add_launch_flags(cmd, *flags, LaunchFlagSet::kAll);
   cmd->add_option("--threads_per_rank", o->threads_per_rank,
                   "intra-op threads per rank (default: this host's cores split between ranks)");
-  cmd->add_option("--stop_grace", *grace_s,
-                  "seconds between SIGTERM and SIGKILL when stopping the ranks")
-      ->check(CLI::Range(0.0, 60.0))
-      ->capture_default_str();
   cmd->add_option("command", o->command, "the command each rank runs (after --)")->required();
-  cmd->callback([cmd, flags, o, grace_s, &ctx] {
+  cmd->callback([cmd, flags, o, &ctx] {
     auto converted = launch::to_launch_options(*flags);
     if (!converted) throw_usage_error(converted.error(), cmd);
     launch::LaunchOptions lo = std::move(*converted);
     lo.command = o->command;
     lo.threads_per_rank = o->threads_per_rank;
-    lo.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(*grace_s * 1000));
     auto r = launch::run_launch(lo).value_or_throw();
     if (r.stopped_by_signal) {
       std::fprintf(stderr, "gpulab launch: %s\n", r.message.c_str());  // asked for: no error

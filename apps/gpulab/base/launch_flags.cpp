@@ -85,6 +85,14 @@ const std::vector<LaunchFlag>& launch_flag_table() {
              "(v2, else v1 memory controller) and one that outgrows it is ended by the "
              "kernel's OOM killer, which the launcher reports (even with one rank)");
        }},
+      {"stop_grace",
+       [](CLI::App* cmd, launch::LaunchFlags& f) {
+         return cmd
+             ->add_option("--stop_grace", f.stop_grace_s,
+                          "seconds between the stop signal (SIGTERM, or the user's SIGINT) and "
+                          "SIGKILL when stopping the ranks (0 to 60)")
+             ->capture_default_str();
+       }},
   };
   return table;
 }

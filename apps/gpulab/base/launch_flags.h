@@ -12,7 +12,8 @@
 namespace gpulab::cli {
 
 // kRendezvous: --nproc_per_node, --nnodes, --node_rank, --master_addr, --master_port.
-// kAll adds --max_restarts, --heartbeat_timeout, --heartbeat_floor and --rank_memory_max.
+// kAll adds --max_restarts, --heartbeat_timeout, --heartbeat_floor, --rank_memory_max and
+// --stop_grace.
 // Values are checked by launch::validate, not here.
 enum class LaunchFlagSet { kRendezvous, kAll };
 

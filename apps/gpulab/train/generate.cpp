@@ -10,7 +10,7 @@
 #include "train/data/tokenizer.h"
 #include "train/device.h"
 #include "train/generate.h"
-#include "train/models/causal_lm.h"
+#include "train/models/lm_families.h"
 #include "train/trainer.h"
 #include "train/weights/safetensors.h"
 

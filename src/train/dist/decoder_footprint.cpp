@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "train/models/causal_lm.h"
+#include "train/models/lm_families.h"
 
 namespace gpulab::train::dist {
 

@@ -1,35 +1,12 @@
-// The language-model base's shared steps, and the family table build_causal_lm reads.
+// The language-model base's shared steps.
 #include "train/models/causal_lm.h"
-
-#include <string_view>
 
 #include "core/error.h"
 #include "train/models/activation_checkpoint.h"
-#include "train/models/gpt2/gpt2.h"
-#include "train/models/llama.h"
 #include "train/precision.h"
 #include "train/unit_hooks.h"
 
 namespace gpulab::train {
-namespace {
-
-struct Family {
-  std::string_view name;  // DecoderConfig::family
-  CausalLmPtr (*build)(const DecoderConfig&, torch::Device);
-};
-
-template <class Model>
-CausalLmPtr make(const DecoderConfig& c, torch::Device device) {
-  return std::make_shared<Model>(c, device);
-}
-
-// One row per family (formats/decoder_config.cpp holds its shapes and config.json dialect).
-constexpr Family kFamilies[] = {
-    {"llama", &make<LlamaForCausalLM>},
-    {"gpt2", &make<Gpt2LMHeadModel>},
-};
-
-}  // namespace
 
 CausalLm::CausalLm(DecoderConfig c) : config_(std::move(c)) {
   if (auto st = config_.validate(); !st) throw Exception(st.error());
@@ -64,13 +41,6 @@ torch::Tensor CausalLm::run_block(const std::shared_ptr<torch::nn::Module>& bloc
   }
   // With recomputation the block stays gathered instead: its backward re-runs the forward itself.
   return run_unit(*block, [&] { return fn(h); });
-}
-
-CausalLmPtr build_causal_lm(const DecoderConfig& c, torch::Device device) {
-  for (const auto& f : kFamilies)
-    if (f.name == c.family) return f.build(c, device);
-  throw Exception(Code::kInvalidArgument, "model " + c.name + ": unknown family '" + c.family + "'",
-                  "use a shape `gpulab models` lists, or a Llama or GPT-2 config.json");
 }
 
 }  // namespace gpulab::train

@@ -1,7 +1,7 @@
 // The base of every decoder-only language model: tokens (B x T) to logits (B x T x vocab), with a
 // KV cache for generation and switches for activation checkpointing and the attention path. The
-// trainer, generation, the planner and the sharding use only this and build_causal_lm: a family
-// (train/models/<family>/) is a subclass plus a row in causal_lm.cpp's table.
+// trainer, generation, the planner and the sharding use only this and build_causal_lm
+// (train/models/lm_families.h): a family (train/models/<family>/) is a subclass plus a row there.
 #pragma once
 
 #include <torch/torch.h>
@@ -54,9 +54,5 @@ class CausalLm : public Classifier {
 };
 
 using CausalLmPtr = std::shared_ptr<CausalLm>;
-
-// The model of `c.family`, built (and initialised) on `device`: a GPU run creates its weights
-// there, not on the CPU.
-CausalLmPtr build_causal_lm(const DecoderConfig& c, torch::Device device = torch::kCPU);
 
 }  // namespace gpulab::train

@@ -151,13 +151,16 @@ interrupt)
   grep -q '^error:' "$WORK/log" && fail "a clean Ctrl-C stop printed an error line"
   # Two ranks: the launcher passes SIGINT on, the ranks stop with a checkpoint, and nothing
   # calls the stop an error.
+  # Mid-epoch (32 steps of a rank take about 10 s here). --stop_grace 30: a first step on a
+  # loaded machine (make test runs two tests at once) can outlast the default 3 s, and the
+  # launcher would then kill the ranks before they stop (it says so).
   # shellcheck disable=SC2086
-  # Mid-epoch (32 steps of a rank take about 10 s here): a signal during the evaluation would
-  # outlast --stop_grace and end in SIGKILL, as documented.
   signal_run 3 INT $G train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 \
-    --subset 1024 --num_epochs 30 --seed 1 --nproc_per_node 2 --output_dir "$WORK/run2"
+    --subset 1024 --num_epochs 30 --seed 1 --nproc_per_node 2 --stop_grace 30 \
+    --output_dir "$WORK/run2"
   cat "$WORK/log"
   [ "$code" = 130 ] || fail "2 ranks: exit $code after SIGINT, expected 130"
+  grep -q 'killed (SIGKILL)' "$WORK/log" && fail "2 ranks: the launcher killed a rank after its grace"
   grep -q 'Stopped by SIGINT' "$WORK/log" || fail "2 ranks: no 'Stopped by SIGINT' line"
   grep -q 'error:' "$WORK/log" && fail "2 ranks: a clean Ctrl-C stop printed an error line"
   ls "$WORK/run2/checkpoints/"*.pt >/dev/null || fail "2 ranks: no checkpoint left"
