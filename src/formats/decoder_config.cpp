@@ -64,7 +64,9 @@ std::filesystem::path config_path(std::string_view name) {
   return p;
 }
 
-const DecoderTraits* traits_of(std::string_view family) {
+}  // namespace
+
+const DecoderTraits* decoder_traits(std::string_view family) {
   static const DecoderTraits kLlama{.model_type = "llama",
                                     .architecture = "LlamaForCausalLM",
                                     .token_embedding = "model.embed_tokens.weight"};
@@ -80,6 +82,8 @@ const DecoderTraits* traits_of(std::string_view family) {
   if (family == "gpt2") return &kGpt2;
   return nullptr;
 }
+
+namespace {
 
 // The count in floating point, for any field values (validate() refuses shapes past 10^15
 // before the integer counts could overflow).
@@ -97,14 +101,9 @@ double approx_parameters(const DecoderConfig& c, const DecoderTraits& t) {
 
 }  // namespace
 
-const std::vector<std::string>& decoder_families() {
-  static const std::vector<std::string> names{"llama", "gpt2"};
-  return names;
-}
-
 const DecoderTraits& DecoderConfig::traits() const {
-  const DecoderTraits* t = traits_of(family);
-  return t ? *t : *traits_of("llama");
+  const DecoderTraits* t = decoder_traits(family);
+  return t ? *t : *decoder_traits("llama");
 }
 
 int64_t DecoderConfig::block_matrix_parameters() const {
@@ -144,7 +143,7 @@ Status DecoderConfig::validate() const {
     return Status(Code::kInvalidArgument, "model " + name + ": " + what,
                   "fix the shape (config.json fields or the named shape)");
   };
-  const DecoderTraits* t = traits_of(family);
+  const DecoderTraits* t = decoder_traits(family);
   if (t == nullptr) return bad("unknown model family '" + family + "' (llama or gpt2)");
   if (vocab_size < 1 || hidden_size < 1 || intermediate_size < 1 || num_layers < 1 ||
       num_heads < 1 || num_kv_heads < 1 || max_positions < 1 || head_dim < 0)

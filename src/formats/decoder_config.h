@@ -62,8 +62,8 @@ struct DecoderConfig {
   Json to_json() const;  // the family's Hugging Face config.json
 };
 
-// The families, by name ("llama", "gpt2").
-const std::vector<std::string>& decoder_families();
+// A family's traits ("llama", "gpt2"); null for a name that is not one.
+const DecoderTraits* decoder_traits(std::string_view family);
 
 // The named shapes, in the order `gpulab models` prints them.
 const std::vector<DecoderConfig>& decoder_shapes();

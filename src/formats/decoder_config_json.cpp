@@ -1,5 +1,7 @@
 // Hugging Face config.json for each decoder family: Llama's fields (llama, mistral) and GPT-2's
 // (n_embd, n_layer, ...), read with every missing or mistyped field named, and written back.
+#include <limits>
+
 #include "core/json_fields.h"
 #include "formats/decoder_config.h"
 
@@ -81,6 +83,10 @@ Result<DecoderConfig> gpt2_from_json(const Json& j, std::string_view what) {
     return Error{Code::kInvalidArgument, std::string(what) +
                                              ": layer_norm_epsilon must be a number, "
                                              "tie_word_embeddings a bool"};
+  if (optional_bad(j, "activation_function",
+                   j.contains("activation_function") && j["activation_function"].is_string()))
+    return Error{Code::kInvalidArgument,
+                 std::string(what) + ": activation_function is not a string"};
   const std::string act = j.contains("activation_function") && j["activation_function"].is_string()
                               ? j["activation_function"].get<std::string>()
                               : "gelu_new";
@@ -96,7 +102,12 @@ Result<DecoderConfig> gpt2_from_json(const Json& j, std::string_view what) {
   c.num_heads = c.num_kv_heads = *json_int64(j, "n_head");
   c.vocab_size = *json_int64(j, "vocab_size");
   c.max_positions = json_int64(j, "n_positions").value_or(1024);
-  c.intermediate_size = json_int64(j, "n_inner").value_or(4 * c.hidden_size);
+  // 4 x n_embd unless given; a hostile n_embd past 2^61 must not overflow (validate refuses it).
+  constexpr int64_t kMaxWidth = std::numeric_limits<int64_t>::max() / 4;
+  c.intermediate_size =
+      json_int64(j, "n_inner")
+          .value_or(c.hidden_size > kMaxWidth ? std::numeric_limits<int64_t>::max()
+                                              : 4 * c.hidden_size);
   if (is_number(j, "layer_norm_epsilon")) c.norm_eps = j["layer_norm_epsilon"].get<double>();
   c.tie_word_embeddings =
       is_bool(j, "tie_word_embeddings") ? j["tie_word_embeddings"].get<bool>() : true;

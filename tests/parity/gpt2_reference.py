@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import save_safetensors  # noqa: E402
+from reference import lm_grad_check  # noqa: E402
 
 
 class Conv1D(nn.Module):
@@ -133,18 +133,7 @@ def grads(args):
     torch.manual_seed(args.seed)
     with open(args.config) as f:
         cfg = json.load(f)
-    model = GPT2(cfg, args.variant)
-    tokens = torch.randint(0, cfg["vocab_size"], (args.batch, args.seq + 1))
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    logits = model(inputs)
-    loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-    loss.backward()
-    result = {"logits": logits.detach(), "loss": loss.detach().reshape([])}
-    for name, p in model.named_parameters():
-        result["grad." + name] = p.grad if p.grad is not None else torch.zeros_like(p)
-    save_safetensors(model.state_dict(), f"{args.out}/weights.safetensors")
-    save_safetensors({"inputs": inputs, "targets": targets}, f"{args.out}/input.safetensors")
-    save_safetensors(result, f"{args.out}/reference.safetensors")
+    lm_grad_check(GPT2(cfg, args.variant), cfg["vocab_size"], args.batch, args.seq, args.out)
 
 
 def main():

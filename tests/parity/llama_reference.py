@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import load_safetensors, save_safetensors  # noqa: E402
+from reference import lm_grad_check, load_safetensors, save_safetensors  # noqa: E402
 
 
 class RMSNorm(nn.Module):
@@ -159,18 +159,7 @@ def load_config(path):
 def grads(args):
     torch.manual_seed(args.seed)
     cfg = load_config(args.config)
-    model = Llama(cfg, args.rope)
-    tokens = torch.randint(0, cfg["vocab_size"], (args.batch, args.seq + 1))
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    logits = model(inputs)
-    loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-    loss.backward()
-    result = {"logits": logits.detach(), "loss": loss.detach().reshape([])}
-    for name, p in model.named_parameters():
-        result["grad." + name] = p.grad
-    save_safetensors(model.state_dict(), f"{args.out}/weights.safetensors")
-    save_safetensors({"inputs": inputs, "targets": targets}, f"{args.out}/input.safetensors")
-    save_safetensors(result, f"{args.out}/reference.safetensors")
+    lm_grad_check(Llama(cfg, args.rope), cfg["vocab_size"], args.batch, args.seq, args.out)
 
 
 def init(args):

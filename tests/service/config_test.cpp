@@ -142,6 +142,10 @@ TEST(Config, HostsAreCheckedFieldByField) {
   EXPECT_TRUE(has(m, "hosts[0].url")) << m;
   m = error_of(R"([{"name":"a","url":"tcp://gpu2"}])");
   EXPECT_TRUE(has(m, "hosts[0].url")) << m;
+  m = error_of(R"([{"name":"a","url":"tcp://:2376","insecure":true}])");  // no host
+  EXPECT_TRUE(has(m, "hosts[0].url")) << m;
+  m = error_of(R"([{"name":"a","url":"tcp://gpu2:99999","insecure":true}])");
+  EXPECT_TRUE(has(m, "hosts[0].url")) << m;
   m = error_of(R"([{"name":"A b","url":"unix:///x.sock"}])");
   EXPECT_TRUE(has(m, "hosts[0].name")) << m;
   m = error_of(R"([{"name":"a","url":"unix:///x.sock","gpus":[{"uuid":"G","vendor":"nvidia"}]},

@@ -77,6 +77,22 @@ TEST(Gpt2, HuggingFaceNamesAndConfigJsonBothWays) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("n_layer, n_head, vocab_size"), std::string::npos)
       << bad.error().message;
+  // A hostile width without n_inner (4 x n_embd would overflow) and a mistyped activation are
+  // errors, not undefined behaviour or a silent default.
+  auto wide = decoder_config_from_json(Json{{"model_type", "gpt2"},
+                                            {"n_embd", int64_t{1} << 62},
+                                            {"n_layer", 1},
+                                            {"n_head", 1},
+                                            {"vocab_size", 10}},
+                                       "c.json");
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().message.find("implausibly large"), std::string::npos)
+      << wide.error().message;
+  Json typed = m.config().to_json();
+  typed["activation_function"] = 3;
+  auto bad_act = decoder_config_from_json(typed, "c.json");
+  ASSERT_FALSE(bad_act.ok());
+  EXPECT_NE(bad_act.error().message.find("activation_function"), std::string::npos);
   auto grouped = gpt2_odd_shape();
   grouped.num_kv_heads = 2;
   EXPECT_FALSE(grouped.validate().ok());
@@ -208,11 +224,7 @@ TEST(Gpt2Train, TinyTrainsAndGeneratesThroughTheCli) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Training gpt2-tiny"), std::string::npos) << r.out;
   std::vector<double> losses;
-  std::ifstream log(out / "metrics.jsonl");
-  for (std::string line; std::getline(log, line);) {
-    auto j = Json::parse(line);
-    if (j.value("type", "") == "epoch") losses.push_back(j["test_loss"].get<double>());
-  }
+  for (const auto& e : testing::epoch_records(out)) losses.push_back(e["test_loss"].get<double>());
   ASSERT_EQ(losses.size(), 2u);
   EXPECT_LT(losses[1], losses[0]);
   EXPECT_LT(losses[1], 4.5) << "validation loss after 20 steps (ln 256 = 5.55 at the start)";

@@ -93,12 +93,8 @@ TEST(LlamaLearning, ValidationLossMatchesPyTorchOnFortunes) {
   auto g = run_gpulab(with_recipe(ours));
   ASSERT_EQ(g.exit_code, 0) << g.out << g.err;
   std::vector<double> gpulab_val;
-  {
-    std::ifstream in(dir / "run" / "metrics.jsonl");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (const auto& j : json_lines(text))
-      if (j.value("type", "") == "epoch") gpulab_val.push_back(j.at("test_loss").get<double>());
-  }
+  for (const auto& j : testing::epoch_records(dir / "run"))
+    gpulab_val.push_back(j.at("test_loss").get<double>());
 
   // Speed is not compared here: the reference runs under gpulab's OpenMP wait policy
   // (train/thread_env.h), which keeps it from crawling when the machine is shared.

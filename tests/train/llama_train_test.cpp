@@ -21,16 +21,6 @@ using testing::run_gpulab;
 using testing::temp_dir;
 namespace fs = std::filesystem;
 
-std::vector<Json> epochs_of(const fs::path& dir) {
-  std::vector<Json> out;
-  std::ifstream in(dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto j = Json::parse(line);
-    if (j.value("type", "") == "epoch") out.push_back(j);
-  }
-  return out;
-}
-
 // Sets --flag's value in a command line.
 void set_flag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
   for (size_t i = 0; i + 1 < args.size(); ++i)
@@ -80,7 +70,7 @@ TEST(LlamaTrain, TinyLearnsAndLogsThroughput) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("tok/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MFU"), std::string::npos) << r.out;
-  const auto epochs = epochs_of(out);
+  const auto epochs = testing::epoch_records(out);
   ASSERT_EQ(epochs.size(), 3u);
   // Validation loss falls steadily from ln(256) = 5.55 towards the stream's ~1.9 nats.
   const double v0 = epochs[0]["test_loss"], v2 = epochs[2]["test_loss"];
@@ -134,7 +124,7 @@ TEST(LlamaTrain, Bf16AutocastTrains) {
   auto r = run_gpulab(args);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Precision: bf16"), std::string::npos) << r.out;
-  const auto epochs = epochs_of(out);
+  const auto epochs = testing::epoch_records(out);
   ASSERT_EQ(epochs.size(), 1u);
   EXPECT_TRUE(std::isfinite(epochs[0]["train_loss"].get<double>()));
   EXPECT_LT(epochs[0]["train_loss"].get<double>(), 6.0);

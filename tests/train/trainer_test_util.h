@@ -1,16 +1,18 @@
 // Helpers shared by the trainer tests: run the built gpulab CLI, make small CIFAR-100 files in
-// the Python (pickle) format, and find the system Fashion-MNIST.
+// the Python (pickle) format, find the system Fashion-MNIST, and read a run's epoch records.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "core/subprocess.h"
 #include "train/data/datasets.h"
 #include "train/data/sources.h"
@@ -31,6 +33,17 @@ inline ProcessResult run_gpulab(std::vector<std::string> args, int timeout_s = 3
   auto r = run_process(argv, ro);
   EXPECT_TRUE(r.ok()) << "cannot start " << GPULAB_BINARY;
   return r ? *r : ProcessResult{};
+}
+
+// The "epoch" records of a run's metrics.jsonl (run_dir/metrics.jsonl), in order.
+inline std::vector<Json> epoch_records(const fs::path& run_dir) {
+  std::vector<Json> out;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = Json::parse(line);  // a line that is not JSON throws: the test fails
+    if (j.value("type", "") == "epoch") out.push_back(std::move(j));
+  }
+  return out;
 }
 
 // A fresh folder under the test temp dir.

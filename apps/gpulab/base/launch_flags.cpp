@@ -1,19 +1,12 @@
 // The launch flags, one row each, registered once for every command that has them.
 #include "base/launch_flags.h"
 
-#include <algorithm>
-
-#include "core/error.h"
+#include "base/flag_table.h"
 
 namespace gpulab::cli {
 namespace {
 
-using Adder = CLI::Option* (*)(CLI::App*, launch::LaunchFlags&);
-
-struct LaunchFlag {
-  const char* name;
-  Adder add;
-};
+using LaunchFlag = FlagRow<launch::LaunchFlags>;
 
 // NOLINTBEGIN(readability-function-size): a table, one row per flag.
 const std::vector<LaunchFlag>& launch_flag_table() {
@@ -102,14 +95,7 @@ const std::vector<LaunchFlag>& launch_flag_table() {
 
 void add_launch_flags(CLI::App* cmd, launch::LaunchFlags& f, const std::vector<std::string>& only,
                       const std::string& group) {
-  for (const auto& name : only) {
-    const auto& t = launch_flag_table();
-    if (std::none_of(t.begin(), t.end(), [&](const LaunchFlag& r) { return name == r.name; }))
-      throw Exception(Code::kInternal, "no launch flag --" + name);
-  }
-  for (const auto& row : launch_flag_table())
-    if (only.empty() || std::find(only.begin(), only.end(), row.name) != only.end())
-      row.add(cmd, f)->group(group);
+  for (CLI::Option* opt : add_flag_rows(cmd, f, launch_flag_table(), only)) opt->group(group);
 }
 
 void add_launch_flags(CLI::App* cmd, launch::LaunchFlags& f, LaunchFlagSet set,

@@ -7,17 +7,17 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "commands.h"
 #include "core/error.h"
-#include "core/strings.h"
+#include "core/flag_checks.h"
 #include "core/table.h"
 #include "dist_flags.h"
 #include "train/dist/decoder_footprint.h"
 #include "train/dist/memory_plan.h"
 #include "train/dist/shard_precision.h"
+#include "train/dist/sharded_model.h"
 #include "train/dist/wrap_policy.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
@@ -167,7 +167,7 @@ Status plan_from_flags(const train::TrainOptions& t, const train::dist::DistOpti
                        const CLI::App& cmd, PlanOptions& o) {
   o.model = t.model;
   o.batch_size = t.batch_size;
-  o.seq_len = cmd.get_option("--seq_len")->count() > 0 ? t.seq_len : 0;
+  o.seq_len = cmd.get_option("--seq_len")->count() > 0 ? t.seq_len : 0;  // 0: the model's own
   o.input_size = cmd.get_option("--input_size")->count() > 0 ? t.input_size : 0;
   o.precision = t.precision;
   o.optimizer = t.optimizer;
@@ -177,19 +177,25 @@ Status plan_from_flags(const train::TrainOptions& t, const train::dist::DistOpti
   o.wrap = d.shard_wrap;
   o.param_dtype = d.shard_param_dtype;
   o.reduce_dtype = d.shard_reduce_dtype;
-  static const std::vector<std::string> shards{"all", "none", "optimizer", "gradients", "full"};
-  for (auto [flag, value, valid] :
-       {std::tuple{"--precision", &o.precision, &train::precision_names()},
-        std::tuple{"--optimizer", &o.optimizer, &train::optimizer_names()},
-        std::tuple{"--attention", &o.attention, &train::attention_names()},
-        std::tuple{"--shard_wrap", &o.wrap, &train::dist::wrap_policy_names()},
-        std::tuple{"--shard", &o.shard, &shards}})
-    if (std::find(valid->begin(), valid->end(), *value) == valid->end())
-      return Status(Code::kInvalidArgument,
-                    std::string(flag) + " " + *value + " is not one of " + join(*valid, ", "));
-  if (o.batch_size < 1) return Status(Code::kInvalidArgument, "--batch_size must be >= 1");
-  if (o.seq_len < 0 || (o.input_size != 0 && (o.input_size < 8 || o.input_size > 4096)))
-    return Status(Code::kInvalidArgument, "--seq_len must be >= 1, --input_size in [8, 4096]");
+  // The plan's --shard also takes "all" (its default: every stage side by side).
+  static const std::vector<std::string> shards = [] {
+    auto v = train::dist::shard_stage_names();
+    v.insert(v.begin(), "all");
+    return v;
+  }();
+  const bool seq_given = cmd.get_option("--seq_len")->count() > 0;
+  const bool input_given = cmd.get_option("--input_size")->count() > 0;
+  for (const Status& st :
+       {flag_one_of("precision", o.precision, train::precision_names()),
+        flag_one_of("optimizer", o.optimizer, train::optimizer_names()),
+        flag_one_of("attention", o.attention, train::attention_names()),
+        flag_one_of("shard_wrap", o.wrap, train::dist::wrap_policy_names()),
+        flag_one_of("shard", o.shard, shards),
+        flag_in_range("batch_size", o.batch_size, int64_t{1}, int64_t{1} << 40),
+        seq_given ? flag_in_range("seq_len", t.seq_len, int64_t{1}, int64_t{1} << 31) : ok_status(),
+        input_given ? flag_in_range("input_size", t.input_size, int64_t{8}, int64_t{4096})
+                    : ok_status()})
+    if (!st) return st;
   return train::dist::check_shard_dtypes(o.precision, o.param_dtype, o.reduce_dtype);
 }
 

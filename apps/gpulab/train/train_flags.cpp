@@ -1,9 +1,7 @@
 // The training flags, one row each: the seed's ddp-training.py flags first, then gpulab's.
 #include "train_flags.h"
 
-#include <algorithm>
-
-#include "core/error.h"
+#include "base/flag_table.h"
 #include "dataset_validator.h"
 
 namespace gpulab::cli {
@@ -11,12 +9,7 @@ namespace gpulab::cli {
 namespace {
 
 using train::TrainOptions;
-using Adder = CLI::Option* (*)(CLI::App*, TrainOptions&);
-
-struct TrainFlag {
-  const char* name;
-  Adder add;
-};
+using TrainFlag = FlagRow<TrainOptions>;
 
 // NOLINTBEGIN(readability-function-size): a table, one row per flag.
 const std::vector<TrainFlag>& train_flag_table() {
@@ -287,14 +280,7 @@ const std::vector<TrainFlag>& train_flag_table() {
 }  // namespace
 
 void add_train_flags(CLI::App* cmd, TrainOptions& o, const std::vector<std::string>& only) {
-  const auto& table = train_flag_table();
-  // A misspelt name would drop a flag from a command without a word.
-  for (const std::string& name : only)
-    GPULAB_ASSERT(
-        std::any_of(table.begin(), table.end(), [&](const TrainFlag& f) { return name == f.name; }),
-        ("no such training flag: --" + name).c_str());
-  for (const TrainFlag& f : table)
-    if (only.empty() || std::find(only.begin(), only.end(), f.name) != only.end()) f.add(cmd, o);
+  add_flag_rows(cmd, o, train_flag_table(), only);
 }
 
 }  // namespace gpulab::cli

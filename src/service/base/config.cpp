@@ -280,15 +280,11 @@ bool valid_host_name(const std::string& n) {
 Status validate_host(const HostConfig& h, const std::string& at) {
   if (!valid_host_name(h.name))
     return bad(at + ".name: '" + h.name + "' is not 1-32 of a-z, 0-9 and '-'");
-  const bool tcp = starts_with(h.url, "tcp://");
-  if (!tcp && !starts_with(h.url, "unix:///"))
-    return bad(at + ".url: '" + h.url + "' is neither unix:///PATH nor tcp://HOST:PORT");
-  if (tcp) {
-    auto colon = h.url.rfind(':');
-    const long long port = parse_int(h.url.substr(colon + 1)).value_or(-1);
-    if (colon < 6 || colon == 5 || port < 1 || port > 65535)
-      return bad(at + ".url: '" + h.url + "' has no HOST:PORT (tcp://gpu2.lab:2376)");
-  }
+  const auto url = parse_host_url(h.url);
+  if (!url)
+    return bad(at + ".url: '" + h.url +
+               "' is neither unix:///PATH nor tcp://HOST:PORT (tcp://gpu2.lab:2376)");
+  const bool tcp = url->tcp;
   const bool tls = !h.tls_ca.empty() || !h.tls_cert.empty() || !h.tls_key.empty();
   if (tcp && !h.insecure) {
     for (const auto& [field, path] : {std::pair<std::string, std::string>{"tls_ca", h.tls_ca},
@@ -332,6 +328,21 @@ Status validate_hosts(const ServiceConfig& c) {
 }
 
 }  // namespace
+
+std::optional<HostUrl> parse_host_url(std::string_view url) {
+  HostUrl u;
+  if (starts_with(url, "unix:///")) return u;
+  if (!starts_with(url, "tcp://")) return std::nullopt;
+  const std::string_view rest = url.substr(6);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  const auto port = parse_int(std::string(rest.substr(colon + 1)));
+  if (!port || *port < 1 || *port > 65535) return std::nullopt;
+  u.tcp = true;
+  u.host = std::string(rest.substr(0, colon));
+  u.port = static_cast<int>(*port);
+  return u;
+}
 
 std::vector<HostConfig> lab_hosts(const ServiceConfig& c) {
   if (!c.hosts.empty()) return c.hosts;

@@ -57,6 +57,15 @@ struct HostConfig {
   std::vector<GpuSlot> gpus;        // declared; none: detected (the local socket's host only)
 };
 
+// A host URL as the service reads it (the engine adapter parses it again for its client).
+struct HostUrl {
+  bool tcp = false;  // tcp://HOST:PORT; else unix:///PATH
+  std::string host;  // tcp: non-empty
+  int port = 0;      // tcp: 1..65535
+};
+// unix:///PATH or tcp://HOST:PORT; nullopt for anything else (an empty HOST, a bad PORT).
+std::optional<HostUrl> parse_host_url(std::string_view url);
+
 struct ServiceConfig {
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = 8000;

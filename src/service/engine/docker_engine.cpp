@@ -166,21 +166,6 @@ Result<ExecOutput> DockerEngine::exec(const std::string& ref,
   return ExecOutput{ex->exit_code, std::move(ex->out), std::move(ex->err)};
 }
 
-Result<std::unique_ptr<Engine>> open_engine(const ServiceConfig& config) {
-  Result<docker::Endpoint> ep = config.docker_host.empty()
-                                    ? docker::Endpoint::from_env()
-                                    : docker::Endpoint::parse(config.docker_host);
-  if (!ep) return ep.error();
-  auto client = docker::Client::connect(*ep);
-  if (!client)
-    return Error(
-        Code::kUnavailable,
-        "cannot reach the Docker engine at " + ep->to_string() + ": " + client.error().message,
-        docker::kStartEngineHint);
-  return std::unique_ptr<Engine>(
-      std::make_unique<DockerEngine>(std::move(*client), config, build_inventory(config)));
-}
-
 Result<std::unique_ptr<Engine>> open_host_engine(const ServiceConfig& config,
                                                  const HostConfig& host,
                                                  ServiceInventory inventory) {

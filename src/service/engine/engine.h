@@ -92,12 +92,9 @@ class Engine {
   virtual std::vector<std::string> gpus_held_outside() const = 0;
 };
 
-// The engine config.docker_host names (else $DOCKER_HOST or the local socket), with the GPUs the
-// config declares or the host's discovery finds. kUnavailable (with the endpoint) if it does not
-// answer.
-Result<std::unique_ptr<Engine>> open_engine(const ServiceConfig& config);
-// The engine of one lab host (config.hosts), with `inventory` as its GPUs: the local socket, or
-// tcp with the host's mutual TLS files. kUnavailable naming the host if it does not answer.
+// The engine of one lab host (config.hosts, or the one host of a lab without them, whose empty
+// URL means $DOCKER_HOST or the local socket), with `inventory` as its GPUs: the local socket,
+// or tcp with the host's mutual TLS files. kUnavailable naming the host if it does not answer.
 Result<std::unique_ptr<Engine>> open_host_engine(const ServiceConfig& config,
                                                  const HostConfig& host,
                                                  ServiceInventory inventory);

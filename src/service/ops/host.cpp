@@ -2,13 +2,15 @@
 #include "service/ops/host.h"
 
 #include "core/log.h"
-#include "core/strings.h"
 
 namespace gpulab::service {
 
 Host::Host(HostConfig config, const ServiceConfig& service)
     : config_(std::move(config)), engine_config_(service) {
-  local_ = !starts_with(config_.url, "tcp://");
+  // The empty URL of a lab without hosts means $DOCKER_HOST or the local socket, as before.
+  const auto url = parse_host_url(config_.url);
+  local_ = !url || !url->tcp;
+  if (url) url_host_ = url->host;
   engine_config_.docker_host = config_.url;
   engine_config_.gpus = config_.gpus;
   // Discovery looks at this machine: right only for the local socket's host.
@@ -19,9 +21,7 @@ Host::Host(HostConfig config, const ServiceConfig& service)
 
 std::string Host::address() const {
   if (!config_.address.empty()) return config_.address;
-  if (local_) return {};
-  std::string rest = config_.url.substr(6);  // after tcp://
-  return rest.substr(0, rest.rfind(':'));
+  return url_host_;  // empty for a unix socket
 }
 
 std::string Host::down_reason() const {

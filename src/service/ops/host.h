@@ -42,6 +42,7 @@ class Host {
   ServiceConfig engine_config_;  // the service's config as this host's engine sees it
   ServiceInventory inventory_;
   bool local_ = false;
+  std::string url_host_;  // tcp: the URL's host
   mutable std::mutex mu_;
   std::unique_ptr<Engine> engine_;  // guarded by mu_ until set
   std::atomic<bool> up_{false};

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "train/models/lm_families.h"
 
 namespace gpulab::train::dist {
@@ -63,20 +64,37 @@ ModelFootprint measure(const DecoderConfig& c, int64_t seq_len, bool fused_atten
   return measure_footprint(*model, "auto", [&] { return model->forward(tokens); });
 }
 
-// Least squares over the probes' measurements: rows of terms -> bytes.
+// Least squares over the probes' measurements: rows of terms -> bytes. A term the probes never
+// vary apart from another (GPT-2 has no grouped-query attention, so its kv term equals its q term
+// and its GQA term is zero) is left out and gets 0: a rank-deficient solve split such columns
+// differently from one process to the next (a gpt2 plan moved 20 %).
 template <size_t N>
 std::array<double, N> fit(const std::vector<std::array<double, N>>& rows,
                           const std::vector<double>& bytes) {
-  auto a =
-      torch::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(N)}, torch::kDouble);
-  auto b = torch::empty({static_cast<int64_t>(rows.size()), 1}, torch::kDouble);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (size_t j = 0; j < N; ++j) a[static_cast<int64_t>(i)][static_cast<int64_t>(j)] = rows[i][j];
-    b[static_cast<int64_t>(i)][0] = bytes[i];
+  std::vector<size_t> used;
+  for (size_t j = 0; j < N; ++j) {
+    bool zero = true;
+    for (const auto& r : rows) zero = zero && r[j] == 0.0;
+    bool repeats = false;
+    for (size_t k : used) {
+      bool same = true;
+      for (const auto& r : rows) same = same && r[j] == r[k];
+      repeats = repeats || same;
+    }
+    if (!zero && !repeats) used.push_back(j);
+  }
+  const auto n_rows = static_cast<int64_t>(rows.size());
+  auto a = torch::empty({n_rows, static_cast<int64_t>(used.size())}, torch::kDouble);
+  auto b = torch::empty({n_rows, 1}, torch::kDouble);
+  for (int64_t i = 0; i < n_rows; ++i) {
+    for (size_t c = 0; c < used.size(); ++c)
+      a[i][static_cast<int64_t>(c)] = rows[static_cast<size_t>(i)][used[c]];
+    b[i][0] = bytes[static_cast<size_t>(i)];
   }
   auto x = std::get<0>(at::linalg_lstsq(a, b));
   std::array<double, N> out{};
-  for (size_t j = 0; j < N; ++j) out[j] = x[static_cast<int64_t>(j)][0].item<double>();
+  for (size_t c = 0; c < used.size(); ++c)
+    out[used[c]] = x[static_cast<int64_t>(c)][0].item<double>();
   return out;
 }
 
@@ -88,17 +106,25 @@ struct Fit {
 // Probe shapes that move each term on its own (a few ms each on a CPU), run on the attention
 // path asked for (fused: gpulab's CPU kernel, or scaled_dot_product_attention on libtorch 2.x),
 // fitted once per family and path.
+// One intra-op thread while it lives, the caller's count again after (an exception included).
+struct OneThread {
+  int before = torch::get_num_threads();
+  OneThread() { torch::set_num_threads(1); }
+  ~OneThread() { torch::set_num_threads(before); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+};
+
 Fit fit_family(const std::string& family, bool fused_attention) {
-  DecoderConfig named_family;
-  named_family.family = family;
-  const DecoderTraits& traits = named_family.traits();
+  const DecoderTraits* traits = decoder_traits(family);
+  GPULAB_ASSERT(traits != nullptr, "fit_family: a validated config's family");
   Fit fit_result;
   {
     torch::AutoGradMode grad(true);  // activations are what autograd would keep
     // One thread: the CPU kernels' per-thread scratch would otherwise enter the fit, and a plan
-    // would depend on the cores of the machine that makes it (GPT-2's moved 30 % from 1 to 4).
-    const int threads = torch::get_num_threads();
-    torch::set_num_threads(1);
+    // would depend on the cores of the machine that makes it (gpt2-124m's activations were
+    // planned at 1014 MiB with OMP_NUM_THREADS=1 and 699 MiB with 4).
+    const OneThread one_thread;
     const std::vector<FootprintShape> probes = {
         {32, 48, 4, 4, 8, 64, 8},   {64, 48, 4, 4, 16, 64, 8},  {32, 96, 4, 4, 8, 64, 8},
         {32, 48, 4, 2, 8, 64, 8},   {32, 48, 4, 4, 8, 64, 16},  {32, 48, 8, 8, 4, 96, 8},
@@ -111,7 +137,7 @@ Fit fit_family(const std::string& family, bool fused_attention) {
     for (const auto& s : probes) {
       // A family without grouped-query attention probes with kv heads = heads.
       FootprintShape p = s;
-      if (!traits.grouped_query) p.kv_heads = p.heads;
+      if (!traits->grouped_query) p.kv_heads = p.heads;
       const auto one = measure(config_of(p, 1, family), p.tokens, fused_attention);
       const auto two = measure(config_of(p, 2, family), p.tokens, fused_attention);
       const double block =
@@ -123,7 +149,6 @@ Fit fit_family(const std::string& family, bool fused_attention) {
     }
     fit_result.block = fit(block_rows, block_bytes);
     fit_result.root = fit(root_rows, root_bytes);
-    torch::set_num_threads(threads);
   }
   return fit_result;
 }

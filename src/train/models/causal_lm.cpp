@@ -39,7 +39,8 @@ torch::Tensor CausalLm::run_block(const std::shared_ptr<torch::nn::Module>& bloc
     };
     return checkpointed(recompute, h, block->parameters());
   }
-  // With recomputation the block stays gathered instead: its backward re-runs the forward itself.
+  // Sharded data parallel gathers the block around this call (a plain call otherwise); with
+  // recomputation above the block stays gathered, since its backward re-runs the forward.
   return run_unit(*block, [&] { return fn(h); });
 }
 

@@ -8,8 +8,8 @@
 namespace gpulab::train {
 
 using formats::decoder_config_from_json;
-using formats::decoder_families;
 using formats::decoder_shapes;
+using formats::decoder_traits;
 using formats::DecoderConfig;
 using formats::DecoderTraits;
 using formats::find_decoder_config;

@@ -43,17 +43,14 @@ Gpt2AttentionImpl::Gpt2AttentionImpl(const DecoderConfig& c, const torch::Tensor
   c_proj = register_module("c_proj", Gpt2Linear(heads_ * head_dim_, c.hidden_size, o));
 }
 
-torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
+torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x, const NoRotation& still,
+                                         KvCache* cache, int64_t layer) {
   const int64_t b = x.size(0), t = x.size(1);
   auto qkv = c_attn(x).chunk(3, -1);
-  if (fused && cache == nullptr && head_dim_ % 2 == 0 && fused_causal_attention_applies(qkv[0])) {
-    // The kernel rotates q and k; cos 1 and sin 0 make that the identity (GPT-2 has no rotary).
-    auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
-    auto out = fused_causal_attention(qkv[0].contiguous(), qkv[1].contiguous(), qkv[2].contiguous(),
-                                      torch::ones({t, head_dim_}, f32),
-                                      torch::zeros({t, head_dim_}, f32), heads_, heads_);
-    return c_proj(out);
-  }
+  if (fused && cache == nullptr && still.cos.defined() && head_dim_ % 2 == 0 &&
+      fused_causal_attention_applies(qkv[0]))
+    return c_proj(
+        fused_causal_attention(qkv[0], qkv[1], qkv[2], still.cos, still.sin, heads_, heads_));
   const auto heads = [&](const torch::Tensor& p) {
     return p.reshape({b, t, heads_, head_dim_}).transpose(1, 2);
   };
@@ -76,8 +73,9 @@ Gpt2BlockImpl::Gpt2BlockImpl(const DecoderConfig& c, const torch::TensorOptions&
   mlp = register_module("mlp", Gpt2Mlp(c, o));
 }
 
-torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
-  auto h = x + attn(ln_1(x), cache, layer);
+torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const NoRotation& still,
+                                     KvCache* cache, int64_t layer) {
+  auto h = x + attn(ln_1(x), still, cache, layer);
   return h + mlp(ln_2(h));
 }
 
@@ -119,11 +117,19 @@ torch::Tensor Gpt2LMHeadModel::forward(const torch::Tensor& tokens, KvCache* cac
   const int64_t start = begin_forward(tokens, cache), t = tokens.size(1);
   auto positions = torch::arange(start, start + t, tokens.options().dtype(torch::kLong));
   auto h = transformer->wte(tokens) + transformer->wpe(positions);
+  // The fused kernel's identity rotation, once for every block (without a cache only).
+  NoRotation still;
+  if (cache == nullptr) {
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(tokens.device());
+    still = {torch::ones({t, config_.dim_per_head()}, f32),
+             torch::zeros({t, config_.dim_per_head()}, f32)};
+  }
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     std::shared_ptr<torch::nn::Module> block = transformer->h[static_cast<size_t>(i)];
     auto* blk = block->as<Gpt2BlockImpl>();
-    h = run_block(block, h,
-                  [blk, cache, i](const torch::Tensor& x) { return blk->forward(x, cache, i); });
+    h = run_block(block, h, [blk, still, cache, i](const torch::Tensor& x) {
+      return blk->forward(x, still, cache, i);
+    });
   }
   h = transformer->ln_f(h);
   if (cache) cache->length += t;

@@ -11,6 +11,11 @@
 
 namespace gpulab::train {
 
+// The identity rotation tables the fused attention kernel takes (undefined: not used).
+struct NoRotation {
+  torch::Tensor cos, sin;
+};
+
 // y = x @ weight + bias with weight in x out (transformers' Conv1D).
 class Gpt2LinearImpl : public torch::nn::Module {
  public:
@@ -44,9 +49,12 @@ TORCH_MODULE(Gpt2Embedding);
 class Gpt2AttentionImpl : public torch::nn::Module {
  public:
   Gpt2AttentionImpl(const DecoderConfig& c, const torch::TensorOptions& options);
-  torch::Tensor forward(const torch::Tensor& x, KvCache* cache, int64_t layer);
+  // `still` (cos 1 and sin 0, T x head_dim, made once per forward pass) lets gpulab's fused CPU
+  // kernel, which rotates q and k, run without rotating; undefined with a cache.
+  torch::Tensor forward(const torch::Tensor& x, const NoRotation& still, KvCache* cache,
+                        int64_t layer);
   Gpt2Linear c_attn{nullptr}, c_proj{nullptr};
-  bool fused = true;  // gpulab's CPU kernel where it applies (no rotation: cos 1, sin 0)
+  bool fused = true;  // gpulab's CPU kernel where it applies
 
  private:
   int64_t heads_, head_dim_;
@@ -65,7 +73,8 @@ TORCH_MODULE(Gpt2Mlp);
 class Gpt2BlockImpl : public torch::nn::Module {
  public:
   Gpt2BlockImpl(const DecoderConfig& c, const torch::TensorOptions& options);
-  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
+  torch::Tensor forward(const torch::Tensor& x, const NoRotation& still, KvCache* cache = nullptr,
+                        int64_t layer = 0);
   Gpt2LayerNorm ln_1{nullptr}, ln_2{nullptr};
   Gpt2Attention attn{nullptr};
   Gpt2Mlp mlp{nullptr};
