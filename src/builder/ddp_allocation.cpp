@@ -1,12 +1,15 @@
 // gpulab ddp's GPU and SSH port allocation: a lease from gpulab serve, or a direct choice.
 #include "builder/ddp_allocation.h"
 
+#include <algorithm>
 #include <ostream>
 #include <set>
 
 #include "core/ports.h"
 #include "core/random.h"
 #include "core/strings.h"
+#include "docker/gpu_attachment.h"
+#include "gpu/host.h"
 
 namespace gpulab::builder {
 
@@ -106,31 +109,40 @@ DdpGrant DdpAllocator::allocate_direct(int gpus, bool want_ssh) {
     }
   }
   DdpGrant g;
-  bool amd = false, nvidia = false;
-  for (const auto& gi : inv_.gpus) (gi.vendor == gpu::Vendor::kAmd ? amd : nvidia) = true;
-  if (amd || nvidia) {
-    for (const auto& gi : inv_.gpus) {
-      if (static_cast<int>(g.gpu_indices.size()) == gpus) break;
-      if (!used_gpus.count(gi.index)) g.gpu_indices.push_back(gi.index);
+  for (const auto& gi : inv_.gpus) {
+    if (static_cast<int>(g.gpu_indices.size()) == gpus) break;
+    if (!used_gpus.count(gi.index)) g.gpu_indices.push_back(gi.index);
+  }
+  if (!inv_.gpus.empty() && static_cast<int>(g.gpu_indices.size()) < gpus)
+    throw allocation_failed(
+        gpus, g.gpu_indices.size(),
+        "stop other ddp containers (docker ps | grep ddp-) or ask for fewer GPUs");
+  // The service's attachment policy (docker/gpu_attachment.h): each GPU's own device, nothing more.
+  std::vector<docker::AttachedGpu> attached;
+  for (const auto& gi : inv_.gpus) {
+    if (std::find(g.gpu_indices.begin(), g.gpu_indices.end(), gi.index) == g.gpu_indices.end())
+      continue;
+    docker::AttachedGpu a{gpu::vendor_name(gi.vendor), gi.uuid.value_or(std::to_string(gi.index)),
+                          "", ""};
+    if (gi.vendor == gpu::Vendor::kAmd) {
+      if (gi.pci_bus_id) a.render_node = gpu::render_node_of(*gi.pci_bus_id);
+      // Without its render node the container would get /dev/kfd and no GPU: say so instead.
+      if (a.render_node.empty())
+        throw Exception(
+            Code::kUnavailable,
+            "AMD GPU " + std::to_string(gi.index) + " has no render node (" +
+                gi.pci_bus_id.value_or("no PCI address") + ")",
+            "check that the amdgpu driver is loaded (ls /dev/dri) and run gpulab detect");
     }
-    if (static_cast<int>(g.gpu_indices.size()) < gpus)
-      throw allocation_failed(
-          gpus, g.gpu_indices.size(),
-          "stop other ddp containers (docker ps | grep ddp-) or ask for fewer GPUs");
+    attached.push_back(std::move(a));
   }
-  std::vector<std::string> idx;
-  for (int i : g.gpu_indices) idx.push_back(std::to_string(i));
-  if (nvidia) {
-    docker::GpuRequest r;
-    for (const auto& gi : inv_.gpus)
-      for (int i : g.gpu_indices)
-        if (gi.index == i) r.device_ids.push_back(gi.uuid.value_or(std::to_string(i)));
-    g.gpu_requests.push_back(r);
-  } else if (amd) {
-    g.devices = {{"/dev/kfd", "", "rwm"}, {"/dev/dri", "", "rwm"}};
-    g.group_add = {"video"};
-    g.env.push_back("HIP_VISIBLE_DEVICES=" + join(idx, ","));
-  }
+  docker::AttachmentOptions options;
+  options.video_group = true;  // ddp's ranks may run as a user; lab images have the group
+  auto attachment = docker::gpu_attachment(attached, options);
+  g.env = std::move(attachment.env);
+  g.gpu_requests = std::move(attachment.requests);
+  g.devices = std::move(attachment.devices);
+  g.group_add = std::move(attachment.group_add);
   if (want_ssh) g.ssh_port = pick_ssh_port(opts_.ssh_port_base, used_ports);
   return g;
 }

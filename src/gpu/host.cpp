@@ -30,6 +30,16 @@ std::vector<DeviceNode> render_nodes() {
 
 }  // namespace
 
+std::string render_node_of(const std::string& pci_bus_id) {
+  std::error_code ec;
+  const auto drm = std::filesystem::path("/sys/bus/pci/devices") / to_lower(pci_bus_id) / "drm";
+  for (const auto& e : std::filesystem::directory_iterator(drm, ec)) {
+    std::string n = e.path().filename().string();
+    if (starts_with(n, "renderD")) return "/dev/dri/" + n;
+  }
+  return {};
+}
+
 std::string docker_endpoint_from_env() {
   const char* h = std::getenv("DOCKER_HOST");
   if (h != nullptr && *h != '\0') return h;

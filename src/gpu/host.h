@@ -34,6 +34,11 @@ struct HostChecks {
   bool nvidia_device_nodes = false;           // /dev/nvidiactl present
 };
 
+// The render node of the GPU at that PCI address (/sys/bus/pci/devices/<bus>/drm/renderD* ->
+// "/dev/dri/renderD128"); empty when it has none. A container given it (and /dev/kfd) sees that
+// AMD GPU and no other.
+std::string render_node_of(const std::string& pci_bus_id);
+
 // $DOCKER_HOST, or unix:///var/run/docker.sock.
 std::string docker_endpoint_from_env();
 

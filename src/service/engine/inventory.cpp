@@ -2,16 +2,14 @@
 #include "service/engine/inventory.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <regex>
 
 #include "core/files.h"
 #include "core/strings.h"
 #include "gpu/detect.h"
+#include "gpu/host.h"
 
 namespace gpulab::service {
-
-namespace fs = std::filesystem;
 
 const GpuSlot* ServiceInventory::find(const std::string& uuid) const {
   for (const auto& g : gpus)
@@ -28,17 +26,6 @@ std::string type_of(const std::vector<GpuSlot>& gpus) {
   if (amd) return "rocm";  // the seed reports AMD hosts as "rocm"
   if (nv) return "nvidia";
   return "none";
-}
-
-// /sys/bus/pci/devices/<bus>/drm/renderD* -> /dev/dri/renderD*.
-std::string render_node_of(const std::string& pci_bus_id) {
-  std::error_code ec;
-  fs::path drm = fs::path("/sys/bus/pci/devices") / to_lower(pci_bus_id) / "drm";
-  for (const auto& e : fs::directory_iterator(drm, ec)) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("renderD", 0) == 0) return "/dev/dri/" + n;
-  }
-  return {};
 }
 
 }  // namespace
@@ -62,7 +49,7 @@ ServiceInventory build_inventory(const ServiceConfig& config) {
       s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(s.vendor + "-" + std::to_string(g.index)));
       s.numa_node = g.numa_node.value_or(-1);
       if (g.vendor == gpu::Vendor::kAmd && g.pci_bus_id) {
-        s.render_node = render_node_of(*g.pci_bus_id);
+        s.render_node = gpu::render_node_of(*g.pci_bus_id);
         s.render_node_in_container = s.render_node;
       }
       for (const auto& l : found.links) {
