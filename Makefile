@@ -9,7 +9,7 @@ export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build test demo bench soak stress format format-check function-size tidy clean \
+.PHONY: all deps configure build test demo bench soak stress sanitize-train format format-check function-size tidy clean \
   sanitize fuzz web gpu-bundle gpu-check libtorch2-check
 
 all: build
@@ -34,6 +34,12 @@ test: deps
 # libtorch.
 sanitize: deps
 	@bash scripts/sanitize.sh $(BUILD)-asan
+
+# train, launch and bench (and the gpulab they run) under ASan + UBSan in a GCC tree, libtorch
+# as installed: their unit tests and the CLI interrupt, DDP, sharded and signal stress tests.
+# Not in CI (a third build of every libtorch file); CI runs the stress under ASan's run-time.
+sanitize-train: deps
+	@bash scripts/sanitize-train.sh $(BUILD)-asan-train
 
 # libFuzzer over the request path and every file format gpulab reads (safetensors, pickle, IDX,
 # token folders, tar, HF config), FUZZ_TIME seconds each (make test runs a few seconds of each).
@@ -68,7 +74,8 @@ llm-data: deps
 	@bash scripts/make-llm-data.sh $(BUILD)
 
 # Signals at the wrong moment: STRESS_RUNS small training jobs (1 process, 2 ranks, 2 ranks
-# sharded) each sent SIGINT, SIGTERM or SIGKILL at a random moment (`make test` runs 3).
+# sharded) each sent SIGINT, SIGTERM or SIGKILL at a random moment (`make test` runs 3 under
+# ASan's preloaded run-time; ASAN=runtime here does the same).
 STRESS_RUNS ?= 100
 stress: deps
 	@cmake --build $(BUILD) --target gpulab -j $(JOBS)

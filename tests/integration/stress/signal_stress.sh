@@ -6,16 +6,46 @@
 # of the job is left, and the newest complete checkpoint loads (--resume auto). Every fifth run
 # (and the first) is fp64 and deterministic and, resumed to the end, must equal an uninterrupted
 # run of the same layout bit for bit.
+# ASAN=runtime runs every gpulab with AddressSanitizer's run-time library preloaded: its allocator
+# (red zones, quarantine) catches a double free, a bad free or heap metadata overwritten by a
+# library call, where glibc would abort with "corrupted size vs. prev_size" or not notice; code
+# is not instrumented (scripts/sanitize-train.sh passes an instrumented gpulab instead). Either
+# way, any report fails the run.
 # usage: signal_stress.sh RUNS GPULAB [SEED]     (make test: 3 runs; make stress: 100)
 set -uo pipefail
 RUNS=${1:?runs}
 G=${2:?gpulab}
 SEED=${3:-$$}
 RANDOM=$SEED
-echo "signal stress: $RUNS runs, seed $SEED (pass it again to replay the same choices)"
 WORK=$(mktemp -d /tmp/gpulab-stress-XXXXXX)
+PRELOAD=()
+mode="plain"
+if [ "${ASAN:-}" = runtime ]; then
+  lib=$(gcc -print-file-name=libasan.so 2>/dev/null)
+  [ -f "$lib" ] || { echo "SKIPPED: ASAN=runtime but gcc has no libasan.so"; exit 77; }
+  PRELOAD=(env "LD_PRELOAD=$(realpath "$lib")")
+  mode="ASan run-time preloaded"
+fi
+# Reports of an instrumented gpulab, or of the preloaded run-time, land here (ranks' too).
+mkdir -p "$WORK/asan"
+export ASAN_OPTIONS="log_path=$WORK/asan/report:detect_leaks=0:abort_on_error=0"
+export UBSAN_OPTIONS="log_path=$WORK/asan/report:print_stacktrace=1"
+if [ ${#PRELOAD[@]} -gt 0 ]; then
+  # The check checks itself: a double free under the same preload must leave a report here.
+  printf '#include <stdlib.h>\nint main(void) { char *volatile p = malloc(8); free(p); free(p); return 0; }\n' |
+    gcc -x c - -o "$WORK/double-free" || { echo "FAIL: cannot build the control"; exit 1; }
+  "${PRELOAD[@]}" "$WORK/double-free" 2>/dev/null
+  [ "$(find "$WORK/asan" -type f | wc -l)" -gt 0 ] ||
+    { echo "FAIL: a double free under the preloaded ASan run-time left no report"; exit 1; }
+  rm -f "$WORK"/asan/*
+fi
+echo "signal stress: $RUNS runs, seed $SEED (pass it again to replay the same choices), $mode"
 trap 'pkill -KILL -f "$WORK/" 2>/dev/null; rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  for f in $(find "$WORK/asan" -type f 2>/dev/null); do echo "---- $f"; head -n 40 "$f"; done
+  exit 1
+}
 
 # Sets CMD to a job of LAYOUT (single, ddp, shard) writing to DIR; extra flags after. The job is
 # run as "${CMD[@]}", never through a function, so that $! is gpulab itself, not a subshell.
@@ -27,7 +57,8 @@ job_cmd() {
     ddp) ranks=(--nproc_per_node 2) ;;
     shard) ranks=(--nproc_per_node 2 --shard full) ;;
   esac
-  CMD=("$G" train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 --subset 256
+  # env execs gpulab in its place: $! stays gpulab's pid.
+  CMD=("${PRELOAD[@]}" "$G" train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 --subset 256
        --num_epochs 6 --seed 3 --threads 1 --keep_checkpoints 2 "${ranks[@]}" --output_dir "$dir" "$@")
 }
 job() {
@@ -97,5 +128,8 @@ for i in $(seq 1 "$RUNS"); do
   by_layout[$layout]=$((by_layout[$layout] + 1))
   rm -rf "$dir"
 done
-echo "signal stress: $ok of $((RUNS - early)) signalled runs held ($early finished first; SIGINT ${by_signal[INT]}, SIGTERM ${by_signal[TERM]}, SIGKILL ${by_signal[KILL]}; single ${by_layout[single]}, ddp ${by_layout[ddp]}, shard ${by_layout[shard]}); $bitwise resumed fp64 runs bitwise equal to uninterrupted ones; no process left behind"
+reports=$(find "$WORK/asan" -type f | wc -l)
+for f in $(find "$WORK/asan" -type f); do echo "---- $f"; head -n 40 "$f"; done
+echo "signal stress: $ok of $((RUNS - early)) signalled runs held ($early finished first; SIGINT ${by_signal[INT]}, SIGTERM ${by_signal[TERM]}, SIGKILL ${by_signal[KILL]}; single ${by_layout[single]}, ddp ${by_layout[ddp]}, shard ${by_layout[shard]}); $bitwise resumed fp64 runs bitwise equal to uninterrupted ones; no process left behind; $reports sanitizer report(s)"
+[ "$reports" = 0 ] || fail "sanitizer reports (above)"
 [ "$ok" -gt 0 ] || fail "no run was signalled before it finished"
