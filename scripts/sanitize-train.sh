@@ -44,10 +44,4 @@ else
 fi
 set -e
 t2=$(date +%s)
-reports=$(find "$logs" -type f | wc -l)
-for f in $(find "$logs" -type f); do
-  echo "---- $f"
-  head -n 60 "$f"
-done
-echo "sanitize-train: build $((t1 - t0)) s, tests $((t2 - t1)) s, ${reports} sanitizer report(s)"
-[ $rc -eq 0 ] && [ "$reports" -eq 0 ]
+exec bash scripts/sanitizer-report.sh sanitize-train "$logs" $((t1 - t0)) $((t2 - t1)) "$rc"

@@ -23,10 +23,4 @@ ctest --test-dir "$BUILD" -L '^(core|formats|launch|docker|service)$' --output-o
 rc=$?
 set -e
 t2=$(date +%s)
-reports=$(find "$logs" -type f | wc -l)
-for f in $(find "$logs" -type f); do
-  echo "---- $f"
-  head -n 60 "$f"
-done
-echo "sanitize: build $((t1 - t0)) s, tests $((t2 - t1)) s, ${reports} sanitizer report(s)"
-[ $rc -eq 0 ] && [ "$reports" -eq 0 ]
+exec bash scripts/sanitizer-report.sh sanitize "$logs" $((t1 - t0)) $((t2 - t1)) "$rc"
