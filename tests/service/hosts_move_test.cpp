@@ -75,7 +75,8 @@ class ServiceHostsMove : public LabHostsTest {
   }
   Json row(const std::string& name) {
     HttpClient c(svc_->url(), admin_);
-    for (const auto& x : c.get(kApi + "/list").json()["data"]["containers"])
+    const Json list = c.get(kApi + "/list").json();  // held: the loop reads inside it
+    for (const auto& x : list["data"]["containers"])
       if (x["name"] == name) return x;
     return Json();
   }
@@ -94,13 +95,21 @@ class ServiceHostsMove : public LabHostsTest {
     ASSERT_TRUE(p.ok());
     *password = p->out;
   }
-  // Polls until the source engine holds the move's commit image (the stream starts right after).
-  bool wait_for_commit(int source, std::chrono::seconds limit) {
+  // Polls until engine i holds a move image (on the source: the commit is done and the stream
+  // starts; on the target: the load is done).
+  bool wait_for_move_image(int i, std::chrono::seconds limit) {
     auto until = Clock::now() + limit;
     while (Clock::now() < until) {
-      if (!move_images(source).empty()) return true;
+      if (!move_images(i).empty()) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    return false;
+  }
+  // Whether the audit log has an entry for `target` with `outcome`.
+  bool audited(const std::string& target, const std::string& outcome) {
+    const Json audit = HttpClient(svc_->url(), admin_).get(kApi + "/audit?limit=100").json();
+    for (const auto& e : audit["data"]["entries"])
+      if (e["target"] == target && e["outcome"] == outcome) return true;
     return false;
   }
   std::string admin_, alice_, bob_;
@@ -140,10 +149,12 @@ TEST_F(ServiceHostsMove, MovesAStoppedContainerWithItsDataNameOwnerAndPassword) 
   ASSERT_TRUE(ok(moved)) << moved.body << log_lines();
   const Json d = moved.json()["data"];
   const double image_mb = d["image_bytes"].get<double>() / 1e6;
+  const double stream_s = d["stream_seconds"].get<double>();
   std::printf(
       "moved a container with %d MB written (image archive %.1f MB) lab1 -> lab2 in %.2f s"
-      " (%.1f MB/s)\n",
-      mb, image_mb, s, image_mb / s);
+      " (%.1f MB/s; commit %.2f s, stream %.2f s = %.1f MB/s)\n",
+      mb, image_mb, s, image_mb / s, d["commit_seconds"].get<double>(), stream_s,
+      image_mb / stream_s);
   EXPECT_EQ(d["host"], "lab2");
   EXPECT_EQ(d["moved_from"], "lab1");
   EXPECT_EQ(d["owner"], "alice");
@@ -249,7 +260,7 @@ TEST_F(ServiceHostsMove, TargetEngineKilledMidMoveLeavesItWholeOnTheSource) {
     HttpClient c(svc_->url(), alice_);
     moved = c.post_json(kApi + "/move", {{"name", "mvk"}, {"host", "lab2"}});
   });
-  bool streaming = wait_for_commit(0, std::chrono::seconds(120));
+  bool streaming = wait_for_move_image(0, std::chrono::seconds(120));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const pid_t pid = engine_pid(1);
   if (streaming && pid > 0) ::kill(pid, SIGKILL);
@@ -280,7 +291,14 @@ TEST_F(ServiceHostsMove, TargetEngineKilledMidMoveLeavesItWholeOnTheSource) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(on_engine(1, "mvk"));
   EXPECT_TRUE(move_images(1).empty()) << join(move_images(1), ", ");
-  std::printf("lab2 clean %.1f s after its restart\n",
+  // The journal row the failed move left for lab2 is settled once lab2 answers.
+  bool settled = false;
+  while (!settled && Clock::now() - back < std::chrono::seconds(30)) {
+    settled = audited("mvk", "cleaned a failed move's target");
+    if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  EXPECT_TRUE(settled) << log_lines();
+  std::printf("lab2 clean and the move's journal settled %.1f s after lab2's restart\n",
               std::chrono::duration<double>(Clock::now() - back).count());
 }
 
@@ -296,7 +314,7 @@ TEST_F(ServiceHostsMove, ServiceKilledMidMoveLeavesExactlyOneWholeContainer) {
     HttpClient c(svc_->url(), alice_);
     (void)c.post_json(kApi + "/move", {{"name", "mvs"}, {"host", "lab2"}});
   });
-  bool streaming = wait_for_commit(0, std::chrono::seconds(120));
+  bool streaming = wait_for_move_image(0, std::chrono::seconds(120));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   svc_->kill_hard();
   mover.join();
@@ -311,12 +329,50 @@ TEST_F(ServiceHostsMove, ServiceKilledMidMoveLeavesExactlyOneWholeContainer) {
   EXPECT_NE(r["state"], "moving") << r.dump();
   std::printf("service killed mid-move: the restart left mvs on %s\n",
               r["host"].get<std::string>().c_str());
+  if (r["host"] == "lab1") {
+    EXPECT_TRUE(audited("mvs", "rolled back unfinished move"));
+  }
   for (int i = 0; i < 3; ++i)
     if (i != holders_now[0]) {
       EXPECT_TRUE(move_images(i).empty()) << engines_[i].name;
     }
   std::string md5_after, password_after;
   start_and_read("mvs", &md5_after, &password_after);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(md5_after, md5);
+  EXPECT_EQ(password_after, password);
+}
+
+// SIGKILL the service once the image is loaded on the target (the target's container may be
+// made, or even booked): the restart leaves exactly one whole container, and the other host
+// holds no move image.
+TEST_F(ServiceHostsMove, ServiceKilledAfterTheLoadLeavesOneContainerAndACleanOtherHost) {
+  start_lab();
+  if (HasFatalFailure()) return;
+  std::string md5, password;
+  make_container("mvl", "lab1", 0, 100, false, &password, &md5);
+  if (HasFatalFailure()) return;
+  std::thread mover([&] {
+    HttpClient c(svc_->url(), alice_);
+    (void)c.post_json(kApi + "/move", {{"name", "mvl"}, {"host", "lab2"}});
+  });
+  bool loaded = wait_for_move_image(1, std::chrono::seconds(120));  // the image is on lab2
+  svc_->kill_hard();
+  mover.join();
+  ASSERT_TRUE(loaded) << "the image never showed on lab2";
+  ASSERT_TRUE(svc_->start()) << svc_->log_tail();
+  auto held = holders("mvl");
+  ASSERT_EQ(held.size(), 1u) << "containers named mvl on " << held.size() << " engines";
+  Json r = row("mvl");
+  EXPECT_EQ(r["host"], engines_[held[0]].name) << r.dump();
+  std::printf("service killed after the load: the restart left mvl on %s\n",
+              r["host"].get<std::string>().c_str());
+  if (r["host"] == "lab1") {
+    EXPECT_TRUE(audited("mvl", "rolled back unfinished move"));
+  }
+  EXPECT_TRUE(move_images(held[0] == 0 ? 1 : 0).empty());
+  std::string md5_after, password_after;
+  start_and_read("mvl", &md5_after, &password_after);
   if (HasFatalFailure()) return;
   EXPECT_EQ(md5_after, md5);
   EXPECT_EQ(password_after, password);

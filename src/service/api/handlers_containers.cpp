@@ -160,6 +160,8 @@ ApiReply move(Service& s, Req req, Who who) {
   d["moved_from"] = out.from;
   d["image_bytes"] = out.bytes;
   d["seconds"] = out.seconds;
+  d["commit_seconds"] = out.commit_seconds;
+  d["stream_seconds"] = out.stream_seconds;
   return ApiReply::ok("Container moved successfully", d);
 }
 

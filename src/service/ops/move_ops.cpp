@@ -119,8 +119,11 @@ TargetBooking book_target(Service& s, const ContainerRecord& c, const MoveRecord
   });
 }
 
-// Commit on the source, then its save streamed into the target's load. The bytes streamed.
-std::int64_t copy_image(Service& s, const ContainerRecord& c, const MoveRecord& m) {
+// Commit on the source, then its save streamed into the target's load: the bytes streamed and
+// how long each step took, into `out`.
+void copy_image(Service& s, const ContainerRecord& c, const MoveRecord& m, MoveOutcome& out) {
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
   const Engine& from = s.engine_on(m.source_host);
   const Engine& to = s.engine_on(m.target_host);
   const std::string image = move_image(m.tag);
@@ -131,6 +134,7 @@ std::int64_t copy_image(Service& s, const ContainerRecord& c, const MoveRecord& 
                  {{kMoveLabel, m.tag}, {kBookLabel, book_id(*s.store)}}};
   auto img = from.commit(c.docker_id.empty() ? c.name : c.docker_id, ic);
   if (!img) throw_on_host(m.source_host, "commit " + c.name, img.error());
+  auto t1 = Clock::now();
   ImagePipe pipe(kPipeBytes);
   Status saved = ok_status();
   std::thread saver([&] {
@@ -148,7 +152,9 @@ std::int64_t copy_image(Service& s, const ContainerRecord& c, const MoveRecord& 
   if (!to.image_exists(image))
     throw ApiError(ApiCode::kInternalError,
                    "Image " + image + " missing on host '" + m.target_host + "' after its load");
-  return pipe.bytes();
+  out.bytes = pipe.bytes();
+  out.commit_seconds = std::chrono::duration<double>(t1 - t0).count();
+  out.stream_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
 }
 
 // Removes what the move left on the target: its container (only the one carrying this move's
@@ -255,7 +261,7 @@ MoveOutcome move_container(Service& s, const Principal& who, const std::string& 
     b = book_target(s, c, m);  // from here on the row is "moving": other requests are refused
   }
   try {
-    out.bytes = copy_image(s, c, m);
+    copy_image(s, c, m, out);
     out.record = land_on_target(s, c, m, b);
   } catch (...) {
     rollback_move(s, m);
@@ -275,7 +281,9 @@ MoveOutcome move_container(Service& s, const Principal& who, const std::string& 
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.store->audit(who.user, "move", name, "ok",
                  "from=" + c.host + " to=" + target + " bytes=" + std::to_string(out.bytes) +
-                     " seconds=" + std::to_string(out.seconds));
+                     " seconds=" + std::to_string(out.seconds) +
+                     " commit_seconds=" + std::to_string(out.commit_seconds) +
+                     " stream_seconds=" + std::to_string(out.stream_seconds));
   return out;
 }
 

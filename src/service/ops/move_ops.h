@@ -18,10 +18,11 @@ namespace gpulab::service {
 inline constexpr const char* kMoveLabel = "gpulab.move";
 
 struct MoveOutcome {
-  ContainerRecord record;  // as booked after the move
-  std::string from;        // the host it left
-  std::int64_t bytes = 0;  // the image archive streamed
-  double seconds = 0;      // the whole move
+  ContainerRecord record;                         // as booked after the move
+  std::string from;                               // the host it left
+  std::int64_t bytes = 0;                         // the image archive streamed
+  double seconds = 0;                             // the whole move
+  double commit_seconds = 0, stream_seconds = 0;  // its two long steps
 };
 
 // Moves `who`'s stopped container `name` to host `to`. INVALID_REQUEST for an unknown host, 503
