@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "lab_hosts.h"
@@ -18,6 +19,12 @@ using Clock = std::chrono::steady_clock;
 
 class ServiceHostsMove : public LabHostsTest {
  protected:
+  // The lab engines are the tests' own: a failed test's move images go with its containers.
+  void TearDown() override {
+    LabHostsTest::TearDown();
+    for (int i = 0; i < static_cast<int>(engines_.size()); ++i)
+      for (const auto& tag : move_images(i)) (void)engines_[i].client->remove_image(tag, true);
+  }
   // Starts the lab's service with authentication: admin "boss", users "alice" and "bob".
   void start_lab() {
     Json cfg = lab_config();
@@ -118,7 +125,9 @@ class ServiceHostsMove : public LabHostsTest {
 TEST_F(ServiceHostsMove, MovesAStoppedContainerWithItsDataNameOwnerAndPassword) {
   start_lab();
   if (HasFatalFailure()) return;
-  const int mb = 64;
+  // GPULAB_MOVE_MB: a bigger container to time a move (64 MB by default).
+  const char* size_env = std::getenv("GPULAB_MOVE_MB");
+  const int mb = size_env ? static_cast<int>(parse_int(size_env).value_or(64)) : 64;
   const int user_port = unique_port_base() + 7;
   std::string password, md5;
   make_container("mv1", "lab1", 1, mb, true, &password, &md5,
@@ -193,6 +202,7 @@ TEST_F(ServiceHostsMove, MovesAStoppedContainerWithItsDataNameOwnerAndPassword) 
   for (const auto& e : audit)
     if (e["action"] == "move" && e["target"] == "mv1" && e["outcome"] == "ok") logged = true;
   EXPECT_TRUE(logged) << audit.dump();
+  EXPECT_TRUE(admin.get("/api/v1/openapi.json").json()["paths"].contains(kApi + "/move"));
   // Deleted, its move image goes too.
   ASSERT_TRUE(ok(alice.post_json(kApi + "/delete", {{"name", "mv1"}})));
   EXPECT_TRUE(move_images(1).empty());
