@@ -41,7 +41,8 @@ class ServiceHostsMove : public LabHostsTest {
                       bool running, std::string* password, std::string* md5,
                       const Json& ports = Json::array()) {
     HttpClient c(svc_->url(), alice_);
-    Json body = {{"name", name}, {"image", kBoxImage}, {"gpu_count", gpus}, {"host", host}};
+    Json body = {{"name", name}, {"image", kBoxImage}, {"gpu_count", gpus},
+                 {"host", host}, {"cpus", "1"},        {"memory", "512m"}};
     if (!ports.empty()) body["port"] = ports;
     auto r = c.post_json(kApi + "/create", body);
     ASSERT_TRUE(ok(r)) << r.body;
@@ -174,6 +175,8 @@ TEST_F(ServiceHostsMove, MovesAStoppedContainerWithItsDataNameOwnerAndPassword) 
   ASSERT_EQ(r["gpu_uuids"].size(), 1u);
   EXPECT_EQ(r["gpu_uuids"][0].get<std::string>().rfind("GPU-lab2-", 0), 0u) << r.dump();
   EXPECT_EQ(r["port_mappings"], Json::array({std::to_string(user_port) + ":80"}));
+  EXPECT_EQ(r["cpus"], "1");
+  EXPECT_EQ(r["memory"], "512m");
   Json status = alice.get(kApi + "/status").json()["data"];
   for (const auto& h : status["hosts"])
     EXPECT_EQ(h["used_gpu_indices"].size(), h["name"] == "lab2" ? 1u : 0u) << h.dump();
@@ -193,8 +196,10 @@ TEST_F(ServiceHostsMove, MovesAStoppedContainerWithItsDataNameOwnerAndPassword) 
   if (HasFatalFailure()) return;
   EXPECT_EQ(md5_after, md5);
   EXPECT_EQ(password_after, password);
-  auto ports = engines_[1].client->inspect_container("mv1");
-  ASSERT_TRUE(ports.ok());
+  auto limits = engines_[1].client->inspect_container("mv1");  // the limits are the engine's
+  ASSERT_TRUE(limits.ok());
+  EXPECT_EQ(limits->nano_cpus, 1000000000);
+  EXPECT_EQ(limits->memory_bytes, 512ll << 20);
 
   HttpClient admin(svc_->url(), admin_);
   auto audit = admin.get(kApi + "/audit?limit=20").json()["data"]["entries"];
@@ -280,6 +285,15 @@ TEST_F(ServiceHostsMove, TargetEngineKilledMidMoveLeavesItWholeOnTheSource) {
   std::printf("move with lab2 killed mid-stream answered %d: %s\n", static_cast<int>(moved.status),
               moved.body.c_str());
   EXPECT_NE(moved.body.find("lab2"), std::string::npos) << moved.body;
+  // lab2 down: a move there is a 503 naming it, at once.
+  HttpClient alice(svc_->url(), alice_);
+  auto down_at = Clock::now();
+  while (host_state(alice, "lab2")["state"] != "down" &&
+         Clock::now() - down_at < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto to_down = alice.post_json(kApi + "/move", {{"name", "mvk"}, {"host", "lab2"}});
+  EXPECT_EQ(to_down.status, 503) << to_down.body;
+  EXPECT_NE(to_down.body.find("lab2"), std::string::npos) << to_down.body;
 
   Json r = row("mvk");
   EXPECT_EQ(r["host"], "lab1") << r.dump();

@@ -264,12 +264,17 @@ MoveOutcome move_container(Service& s, const Principal& who, const std::string& 
     copy_image(s, c, m, out);
     out.record = land_on_target(s, c, m, b);
   } catch (...) {
-    rollback_move(s, m);
     std::string why = "to " + target;
     try {
       throw;
     } catch (const std::exception& e) {
       why += ": " + std::string(e.what());
+    } catch (...) {
+    }
+    try {
+      rollback_move(s, m);
+    } catch (const Exception& e) {  // the book: the start-up settling rolls it back
+      spdlog::error("move {}: rollback: {}", name, e.error().message);
     }
     s.store->audit(who.user, "move", name, "failed", why);
     spdlog::warn("move {} from {} {}", name, c.host, why);
