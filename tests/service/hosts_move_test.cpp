@@ -1,7 +1,8 @@
 // Moving a stopped container between hosts (POST /move) on three real dockerds over mutual TLS
 // (lab_hosts.h): data, name, owner, password and bookings kept; a running container, another
 // user's, an unknown host, a target without a free GPU and a name taken there refused with
-// nothing left on the target; the target's dockerd and the service SIGKILLed mid-move.
+// nothing left on the target; the target's dockerd and the service SIGKILLed mid-move; a move
+// the book had switched before a crash completed at the restart.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "lab_hosts.h"
+#include "service/store/store.h"
 
 namespace gpulab::service::testing {
 namespace {
@@ -400,6 +402,59 @@ TEST_F(ServiceHostsMove, ServiceKilledAfterTheLoadLeavesOneContainerAndACleanOth
   if (HasFatalFailure()) return;
   EXPECT_EQ(md5_after, md5);
   EXPECT_EQ(password_after, password);
+}
+
+// A crash after the book switched the container to lab2 but before lab1 was cleaned: the journal
+// row says "finish", lab1 still holds the old container and the commit image. The restart
+// completes the move: lab1's container (by id) and image go, lab2's stays booked and whole.
+TEST_F(ServiceHostsMove, RestartCompletesAMoveTheBookHadSwitched) {
+  start_lab();
+  if (HasFatalFailure()) return;
+  std::string md5;
+  make_container("mvf", "lab1", 1, 1, false, nullptr, &md5);
+  if (HasFatalFailure()) return;
+  HttpClient alice(svc_->url(), alice_);
+  ASSERT_TRUE(ok(alice.post_json(kApi + "/move", {{"name", "mvf"}, {"host", "lab2"}})));
+  const Json moved = row("mvf");
+  const std::string image = moved["image"];
+  ASSERT_EQ(image.rfind("gpulab-move:", 0), 0u) << image;
+  svc_->stop();
+  // What the crash left on lab1: a container of that name (from the image the move loaded, so
+  // it carries the book's labels) and the commit image.
+  auto on_lab2 = engines_[1].client->inspect_container("mvf");
+  ASSERT_TRUE(on_lab2.ok());
+  docker::CreateSpec old;
+  old.name = "mvf";
+  old.image = kBoxImage;
+  old.labels = on_lab2->labels;
+  auto old_id = engines_[0].client->create_container(old);
+  ASSERT_TRUE(old_id.ok()) << old_id.error().to_string();
+  docker::CommitSpec commit{"gpulab-move", image.substr(image.find(':') + 1), "", "", {}, {}, true};
+  ASSERT_TRUE(engines_[0].client->commit(*old_id, commit).ok());
+  {
+    auto book = Store::open(svc_->db_path().string());
+    ASSERT_TRUE(book.ok());
+    MoveRecord m;
+    m.tag = image.substr(image.find(':') + 1);
+    m.container_id = (*book)->find_container("mvf")->id;
+    m.name = "mvf";
+    m.source_host = "lab1";
+    m.target_host = "lab2";
+    m.source_id = *old_id;
+    m.prev_state = state::kExited;
+    m.old_image = kBoxImage;
+    m.state = "finish";
+    (*book)->insert_move(m);
+  }
+  ASSERT_TRUE(svc_->start()) << svc_->log_tail();
+  EXPECT_EQ(holders("mvf"), std::vector<int>{1});
+  EXPECT_TRUE(move_images(0).empty());
+  EXPECT_EQ(move_images(1).size(), 1u);
+  EXPECT_TRUE(audited("mvf", "finished move"));
+  EXPECT_EQ(row("mvf")["host"], "lab2");
+  std::string md5_after, password;
+  start_and_read("mvf", &md5_after, &password);
+  EXPECT_EQ(md5_after, md5);
 }
 
 }  // namespace
