@@ -15,136 +15,17 @@
 #include "core/files.h"
 #include "core/strings.h"
 #include "core/subprocess.h"
+#include "lab_hosts.h"
 #include "service/base/config.h"
 #include "service/base/crypto.h"
-#include "service_env.h"
 
 namespace gpulab::service::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-const std::string kApi = "/api/v1/gpu-docker";
 
-struct LabEngine {
-  std::string name, tcp, unix_url;
-  std::optional<docker::Client> client;  // over the unix socket: the test's own view
-};
-
-class ServiceHosts : public ::testing::Test {
- protected:
-  void SetUp() override {
-    RunOptions opts;
-    opts.timeout = std::chrono::seconds(180);
-    auto r =
-        run_process({"/bin/bash", gpulab::testing::dockerd_script("start-lab-hosts.sh")}, opts);
-    ASSERT_TRUE(r.ok()) << r.error().to_string();
-    if (r->exit_code == 77) GTEST_SKIP() << "cannot run the lab's dockerds here: " << r->err;
-    ASSERT_EQ(r->exit_code, 0) << r->err;
-    for (const auto& line : split(trim(r->out), '\n')) {
-      auto f = split(line, ' ');
-      ASSERT_EQ(f.size(), 3u) << line;
-      LabEngine e{f[0], f[1], f[2], std::nullopt};
-      auto ep = docker::Endpoint::parse(e.unix_url);
-      ASSERT_TRUE(ep.ok());
-      auto c = docker::Client::connect(*ep);
-      ASSERT_TRUE(c.ok()) << c.error().to_string();
-      e.client.emplace(std::move(*c));
-      auto st = ensure_service_images(*e.client, false);
-      ASSERT_TRUE(st.ok()) << st.error().to_string();
-      engines_.push_back(std::move(e));
-    }
-    ASSERT_EQ(engines_.size(), 3u);
-    remove_lab_containers();
-    tls_ = fs::path(engines_[0].unix_url.substr(7)).parent_path().parent_path() / "gpulab-lab-tls";
-    dir_ = fs::temp_directory_path() / ("gpulab-hosts-" + random_secret(8));
-    fs::create_directories(dir_);
-  }
-
-  void TearDown() override {
-    if (svc_) svc_->stop();
-    remove_lab_containers();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  // The services' containers on the three engines, one thread per engine (the lab engines are
-  // the tests' own: whatever a killed or failed test left goes too).
-  void remove_lab_containers() {
-    std::vector<std::thread> threads;
-    for (auto& e : engines_)
-      threads.emplace_back([&e] {
-        if (!e.client || !e.client->ping()) return;
-        docker::ListOptions lo;
-        lo.all = true;
-        lo.labels = {"gpulab.managed=true"};
-        if (auto list = e.client->list_containers(lo))
-          for (const auto& c : *list) (void)e.client->remove_container(c.id, true);
-      });
-    for (auto& t : threads) t.join();
-  }
-
-  // lab1: 2 GPUs, lab2: 4, lab3: 2 (declared, no devices); published ports on 127.0.0.2-4.
-  Json host_json(int i, int gpus) const {
-    Json g = Json::array();
-    for (int k = 0; k < gpus; ++k)
-      g.push_back({{"uuid", "GPU-" + engines_[i].name + "-" + std::to_string(k)},
-                   {"index", k},
-                   {"vendor", "nvidia"}});
-    return {{"name", engines_[i].name},
-            {"url", engines_[i].tcp},
-            {"tls_ca", (tls_ / "ca.pem").string()},
-            {"tls_cert", (tls_ / "cert.pem").string()},
-            {"tls_key", (tls_ / "key.pem").string()},
-            {"address", "127.0.0." + std::to_string(i + 2)},
-            {"bind_ip", "127.0.0." + std::to_string(i + 2)},
-            {"gpus", g}};
-  }
-  Json lab_config(const std::string& policy = "pack") const {
-    return {{"hosts", Json::array({host_json(0, 2), host_json(1, 4), host_json(2, 2)})},
-            {"allocation_policy", policy},
-            {"host_check_seconds", 1},
-            {"ssh_port_base", unique_port_base()},
-            {"image_allowlist", Json::array({"gpulab-test/*"})}};
-  }
-  void start(Json cfg, const std::string& sub = "svc") {
-    svc_ = std::make_unique<ServiceProcess>(dir_ / sub, std::move(cfg));
-    ASSERT_TRUE(svc_->start()) << svc_->log_tail();
-  }
-  HttpResult create(HttpClient& c, const std::string& name, int gpus,
-                    const std::string& host = {}) {
-    Json body = {{"name", name}, {"image", kBoxImage}, {"gpu_count", gpus}};
-    if (!host.empty()) body["host"] = host;
-    return c.post_json(kApi + "/create", body);
-  }
-  Json host_state(HttpClient& c, const std::string& name) {
-    Json health = c.get("/healthz").json();  // held: the loop reads inside it
-    for (const auto& h : health["data"]["hosts"])
-      if (h["name"] == name) return h;
-    return Json();
-  }
-  bool on_engine(int i, const std::string& name) {
-    return engines_[i].client->inspect_container(name).ok();
-  }
-
-  // The service log's lines about hosts and the reconciler (what a failed check needs).
-  std::string log_lines() const {
-    auto text = read_file(dir_ / "svc" / "service.log");
-    std::string out;
-    if (!text) return out;
-    for (const auto& l : split(*text, '\n'))
-      for (const char* w : {"reconcil", "remov", "releas", "down", "up again", "fail", "warn"})
-        if (l.find(w) != std::string::npos) {
-          out += l + "\n";
-          break;
-        }
-    return out;
-  }
-
-  std::vector<LabEngine> engines_;
-  fs::path tls_, dir_;
-  std::unique_ptr<ServiceProcess> svc_;
-};
+class ServiceHosts : public LabHostsTest {};
 
 TEST_F(ServiceHosts, PackFillsTheFullestHostAndSpreadTheEmptiest) {
   for (const std::string policy : {"pack", "spread"}) {
@@ -263,9 +144,7 @@ TEST_F(ServiceHosts, KilledHostIsMarkedDownAndReconciledWhenBack) {
   HttpClient c(svc_->url());
   ASSERT_TRUE(ok(create(c, "stays", 1, "lab2")));
   ASSERT_TRUE(ok(create(c, "goes", 1, "lab2")));
-  auto pid_text = read_file("/tmp/gpulab-dockerd-lab2/dockerd.pid");
-  ASSERT_TRUE(pid_text.ok());
-  const pid_t pid = static_cast<pid_t>(parse_int(trim(*pid_text)).value_or(0));
+  const pid_t pid = engine_pid(1);
   ASSERT_GT(pid, 0);
   auto killed_at = Clock::now();
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
@@ -298,14 +177,8 @@ TEST_F(ServiceHosts, KilledHostIsMarkedDownAndReconciledWhenBack) {
   EXPECT_NE(moved.json()["data"]["host"], "lab2");
 
   // Back: restart its engine and remove one container before the service looks.
-  RunOptions opts;
-  opts.timeout = std::chrono::seconds(120);
-  opts.env_add = {{"GPULAB_DOCKERD_IPTABLES", "0"},
-                  {"GPULAB_DOCKERD_TCP", "127.0.0.1:23762"},
-                  {"GPULAB_DOCKERD_TLS_DIR", tls_.string()}};
-  auto back = run_process(
-      {"/bin/bash", gpulab::testing::dockerd_script("start-dockerd.sh").string(), "lab2"}, opts);
-  ASSERT_TRUE(back.ok() && back->exit_code == 0) << (back.ok() ? back->err : "");
+  std::string err;
+  ASSERT_TRUE(restart_engine(1, &err)) << err;
   (void)engines_[1].client->remove_container("goes", true);
   auto back_at = Clock::now();
   bool reconciled = false;

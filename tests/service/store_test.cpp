@@ -30,12 +30,12 @@ TEST(Store, MigratesAndUsesWal) {
   TempDir d;
   auto s = Store::open((d.path / "a.db").string());
   ASSERT_TRUE(s.ok()) << s.error().to_string();
-  EXPECT_EQ((*s)->schema_version(), 3);  // 2: quotas, idle reclaim, metering; 3: hosts
+  EXPECT_EQ((*s)->schema_version(), 4);  // 2: quotas, idle reclaim, metering; 3: hosts; 4: moves
   EXPECT_EQ((*s)->db().query("PRAGMA journal_mode")[0].str(0), "wal");
   // Opening again does not re-run migrations.
   auto again = Store::open((d.path / "a.db").string());
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ((*again)->schema_version(), 3);
+  EXPECT_EQ((*again)->schema_version(), 4);
 }
 
 // A book from before hosts (version 2) keeps its rows: they belong to the first host, and host
@@ -69,7 +69,7 @@ TEST(Store, HostsMigrationKeepsAnOlderBook) {
   }
   auto s = Store::open(path);
   ASSERT_TRUE(s.ok()) << s.error().to_string();
-  EXPECT_EQ((*s)->schema_version(), 3);
+  EXPECT_EQ((*s)->schema_version(), 4);
   (*s)->adopt_default_host("gpu1");
   auto c = (*s)->find_container("old");
   ASSERT_TRUE(c);
@@ -136,6 +136,61 @@ TEST(Store, DeleteReleasesGpusAndRestsPorts) {
   auto resting = st.unavailable_ports(60);
   EXPECT_TRUE(resting.count(2211) && resting.count(3002));
   EXPECT_TRUE(st.unavailable_ports(0).empty());  // rest over
+}
+
+// A move's target booking is pending until the commit: taken for the allocator, not the
+// container's; the commit swaps the two sets in one step (the source's ports rest), a rollback
+// drops the pending ones.
+TEST(Store, MoveBooksTheTargetPendingThenCommitsOrDrops) {
+  TempDir d;
+  auto s = Store::open((d.path / "m.db").string());
+  ASSERT_TRUE(s.ok());
+  Store& st = **s;
+  ContainerRecord r = rec("mv");
+  r.host = "a";
+  auto id = st.insert_container(r);
+  st.add_gpu(id, {"GPU-a0", 0});
+  st.add_port(id, 2211, "ssh", 22);
+  MoveRecord m;
+  m.tag = "mv-1";
+  m.container_id = id;
+  m.name = "mv";
+  m.source_host = "a";
+  m.target_host = "b";
+  m.prev_state = state::kExited;
+  m.state = "copying";
+  st.transaction([&] {
+    st.add_pending_gpu(id, {"GPU-b1", 1});
+    st.add_pending_port(id, "b", 2211, "ssh", 22);  // the same number: ports are per host
+    st.insert_move(m);
+  });
+  EXPECT_EQ(st.find_container(id)->gpu_uuids(), std::vector<std::string>{"GPU-a0"});
+  EXPECT_EQ(st.gpu_holders().size(), 2u);  // both taken for the allocator
+  EXPECT_TRUE(st.unavailable_ports(0, "b").count(2211));
+  ASSERT_EQ(st.moves().size(), 1u);
+  EXPECT_EQ(st.moves()[0].target_host, "b");
+
+  st.drop_pending(id);  // a rollback
+  EXPECT_EQ(st.gpu_holders().size(), 1u);
+  EXPECT_TRUE(st.unavailable_ports(0, "b").empty());
+
+  st.add_pending_gpu(id, {"GPU-b1", 1});
+  st.add_pending_port(id, "b", 2222, "ssh", 22);
+  ContainerSpec spec = r.spec;
+  spec.image = "gpulab-move:mv-1";
+  st.commit_move(m, "new-id", spec, 2222, state::kCreated);
+  auto after = st.find_container(id);
+  EXPECT_EQ(after->host, "b");
+  EXPECT_EQ(after->docker_id, "new-id");
+  EXPECT_EQ(after->ssh_port, 2222);
+  EXPECT_EQ(after->spec.image, "gpulab-move:mv-1");
+  EXPECT_EQ(after->gpu_uuids(), std::vector<std::string>{"GPU-b1"});
+  EXPECT_EQ(st.port_holders("b").count(2222), 1u);
+  EXPECT_TRUE(st.port_holders("a").empty());
+  EXPECT_TRUE(st.unavailable_ports(60, "a").count(2211));  // the source's port rests
+  EXPECT_EQ(st.moves()[0].state, "finish");
+  st.remove_move("mv-1");
+  EXPECT_TRUE(st.moves().empty());
 }
 
 TEST(Store, TokensAreStoredHashed) {

@@ -9,6 +9,7 @@
 #include "service/domain/validation.h"
 #include "service/ops/allocation.h"
 #include "service/ops/container_ops.h"
+#include "service/ops/move_ops.h"
 #include "service/ops/quota.h"
 
 namespace gpulab::service {
@@ -151,6 +152,19 @@ ApiReply update(Service& s, Req req, Who who) {
       container_json(after, it == engine.end() ? nullptr : &it->second, s.find_host(after.host)));
 }
 
+ApiReply move(Service& s, Req req, Who who) {
+  Json j = parse_request(req.body, move_schema());
+  MoveOutcome out =
+      move_container(s, who, j["name"].get<std::string>(), j["host"].get<std::string>());
+  Json d = container_json(out.record, nullptr, s.find_host(out.record.host));
+  d["moved_from"] = out.from;
+  d["image_bytes"] = out.bytes;
+  d["seconds"] = out.seconds;
+  d["commit_seconds"] = out.commit_seconds;
+  d["stream_seconds"] = out.stream_seconds;
+  return ApiReply::ok("Container moved successfully", d);
+}
+
 ApiReply logs(Service& s, Req req, Who who) {
   ContainerRecord c = require_container(s, who, query_param(req, "name"));
   LogQuery lo;
@@ -253,6 +267,13 @@ void add_container_routes(Router& r, Service& s) {
          .summary = "Change cpus, memory, pids_limit (live) or gpu_count (commit and recreate)",
          .tag = "containers",
          .schema = &update_resources_schema()});
+  r.add({.method = "POST",
+         .path = b + "/move",
+         .handler = [sp](Req q, Who w) { return move(*sp, q, w); },
+         .summary = "Move a stopped container to another host (its writable layer, name, owner, "
+                    "SSH password, limits, ports and GPU count); it stays stopped",
+         .tag = "containers",
+         .schema = &move_schema()});
   r.add({.method = "GET",
          .path = b + "/logs",
          .handler = [sp](Req q, Who w) { return logs(*sp, q, w); },

@@ -24,7 +24,9 @@ inline constexpr const char* kExited = "exited";
 inline constexpr const char* kCreated = "created";
 inline constexpr const char* kDeleting = "deleting";
 inline constexpr const char* kRecreating = "recreating";
-inline constexpr const char* kLost = "lost";  // gone from the engine outside the service
+inline constexpr const char* kLost = "lost";
+// Being moved to another host (move_ops.h): its journal row is in `moves`.
+inline constexpr const char* kMoving = "moving";  // gone from the engine outside the service
 // GPUs and an SSH port reserved for a container made outside the service (gpulab ddp, which
 // needs host mounts the API never allows); see lease_ops.h.
 inline constexpr const char* kLeased = "leased";
@@ -49,6 +51,22 @@ struct UserRecord {
   std::int64_t id = 0;
   std::string name;
   bool admin = false;
+};
+
+// One move of a stopped container between hosts, as journaled in the book (move_ops.h). The
+// target's GPUs and ports are booked as pending rows of the same container until it commits.
+struct MoveRecord {
+  std::string tag;  // the move's image is gpulab-move:<tag>; the target container's label too
+  std::int64_t container_id = 0;
+  std::string name, source_host, target_host;
+  std::string source_id;   // the source container's engine id (removed by id once committed)
+  std::string prev_state;  // the row's state before the move (restored on a rollback)
+  std::string old_image;   // the image the source ran (released once the move is committed)
+  // "copying": not committed, rolled back after a failure or crash; "rollback": rolled back in
+  // the book, its target host still to be cleaned; "finish": committed, the source host still
+  // to be cleaned.
+  std::string state;
+  std::string started_at;
 };
 
 struct SnapshotRecord {

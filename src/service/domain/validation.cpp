@@ -111,6 +111,12 @@ const RequestSchema& name_schema() {
   static const RequestSchema s{"NameRequest", {kName}};
   return s;
 }
+const RequestSchema& move_schema() {
+  static const RequestSchema s{
+      "MoveRequest",
+      {kName, {"host", FT::kString, true, "the lab host to move the stopped container to"}}};
+  return s;
+}
 const RequestSchema& update_resources_schema() {
   static const RequestSchema s{"UpdateResourcesRequest", {kName, kCpus, kMemory, kPids, kGpuCount}};
   return s;
@@ -176,6 +182,7 @@ const RequestSchema& lease_schema() {
 std::vector<const RequestSchema*> all_schemas() {
   return {&create_schema(),
           &name_schema(),
+          &move_schema(),
           &update_resources_schema(),
           &snapshot_schema(),
           &restore_snapshot_schema(),

@@ -29,6 +29,7 @@ struct RequestSchema {
 // The request bodies of the API (used by handlers and by the OpenAPI document).
 const RequestSchema& create_schema();
 const RequestSchema& name_schema();  // {"name"}: start, stop, restart, delete
+const RequestSchema& move_schema();  // {"name", "host"}: move a stopped container
 const RequestSchema& update_resources_schema();
 const RequestSchema& snapshot_schema();
 const RequestSchema& restore_snapshot_schema();

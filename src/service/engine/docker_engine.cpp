@@ -10,8 +10,13 @@ namespace gpulab::service {
 namespace {
 
 EngineContainer from_summary(docker::ContainerSummary c) {
-  return EngineContainer{std::move(c.id),    std::move(c.name),   std::move(c.image),
-                         std::move(c.state), std::move(c.status), std::move(c.labels)};
+  return EngineContainer{std::move(c.id),
+                         std::move(c.name),
+                         std::move(c.image),
+                         std::move(c.state),
+                         std::move(c.status),
+                         std::move(c.labels),
+                         {}};
 }
 
 }  // namespace
@@ -70,13 +75,24 @@ docker::CreateSpec DockerEngine::create_spec(const LabContainer& spec) const {
 
 // The password goes in as a file before the start (the lab entrypoint applies and deletes it),
 // so the engine's inspect never shows it.
-Result<std::string> DockerEngine::run_container(const LabContainer& spec,
-                                                const std::string& ssh_password) const {
+Result<std::string> DockerEngine::create_container(const LabContainer& spec,
+                                                   const std::string& ssh_password) const {
   auto id = client_.create_container(create_spec(spec));
   if (!id) return id.error();
   auto st = ssh_password.empty() ? ok_status()
                                  : client_.put_file(*id, docker::kLabSshPasswordFile, ssh_password);
-  if (st) st = client_.start_container(*id);
+  if (!st) {
+    (void)client_.remove_container(*id, true);
+    return st.error();
+  }
+  return *id;
+}
+
+Result<std::string> DockerEngine::run_container(const LabContainer& spec,
+                                                const std::string& ssh_password) const {
+  auto id = create_container(spec, ssh_password);
+  if (!id) return id.error();
+  auto st = client_.start_container(*id);
   if (!st) {
     (void)client_.remove_container(*id, true);
     return st.error();
@@ -110,7 +126,13 @@ Result<EngineContainer> DockerEngine::inspect_container(const std::string& ref) 
   // container whose id starts with c4. A reference is our container's name or its full id.
   if (info->name != ref && info->id != ref)
     return Error(Code::kNotFound, "no container named " + ref);
-  return EngineContainer{info->id, info->name, info->image, info->status, "", info->labels};
+  EngineContainer c{info->id, info->name, info->image, info->status, "", info->labels, {}};
+  // The service makes no mounts; an image's VOLUME still gets an anonymous volume.
+  if (auto m = info->raw.find("Mounts"); m != info->raw.end() && m->is_array())
+    for (const auto& mount : *m)
+      if (mount.value("Type", std::string()) == "volume")
+        c.volumes.push_back(mount.value("Destination", std::string()));
+  return c;
 }
 
 Result<std::vector<EngineContainer>> DockerEngine::list_containers(

@@ -27,6 +27,8 @@ class DockerEngine : public Engine {
 
   Result<std::string> run_container(const LabContainer& spec,
                                     const std::string& ssh_password) const override;
+  Result<std::string> create_container(const LabContainer& spec,
+                                       const std::string& ssh_password) const override;
   Status start_container(const std::string& ref) const override;
   Status stop_container(const std::string& ref, int timeout_s) const override;
   Status restart_container(const std::string& ref, int timeout_s) const override;

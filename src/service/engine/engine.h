@@ -43,6 +43,10 @@ class Engine {
   // start without showing in any inspect. On failure nothing of it is left. Returns its id.
   virtual Result<std::string> run_container(const LabContainer& spec,
                                             const std::string& ssh_password) const = 0;
+  // The same without the start: the container stays stopped (a move lands it so). On failure
+  // nothing of it is left. Returns its id.
+  virtual Result<std::string> create_container(const LabContainer& spec,
+                                               const std::string& ssh_password) const = 0;
   virtual Status start_container(const std::string& ref) const = 0;
   virtual Status stop_container(const std::string& ref, int timeout_s) const = 0;
   virtual Status restart_container(const std::string& ref, int timeout_s) const = 0;
@@ -72,6 +76,7 @@ class Engine {
   virtual Status save_image(const std::string& ref,
                             const std::function<bool(std::string_view)>& sink) const = 0;
   // Loads an image archive of `size` bytes read through `read` (0 at the end); the names loaded.
+  // size -1: not known ahead (another engine's save streamed through); sent in chunks.
   // An archive the engine refuses: kDataError.
   virtual Result<std::vector<std::string>> load_images(
       std::int64_t size,

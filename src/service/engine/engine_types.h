@@ -40,6 +40,9 @@ struct EngineContainer {
   std::string state;     // "created", "running", "paused", "restarting", "exited", "dead"
   std::string status;    // the engine's words: "Up 2 minutes"; empty from an inspect
   std::map<std::string, std::string> labels;
+  // From an inspect: paths where the engine keeps storage of its own apart from the container's
+  // filesystem (an image's VOLUME); a commit leaves their contents out.
+  std::vector<std::string> volumes;
 };
 
 // Changes to a running container's limits; unset = unchanged.

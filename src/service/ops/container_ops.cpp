@@ -18,8 +18,6 @@
 
 namespace gpulab::service {
 
-namespace {
-
 LabContainer engine_spec(Service& s, const std::string& name, const std::string& owner,
                          const ContainerSpec& spec, const std::vector<GpuSlot>& gpus, int ssh_port,
                          std::int64_t intent) {
@@ -48,11 +46,13 @@ LabContainer engine_spec(Service& s, const std::string& name, const std::string&
   return cs;
 }
 
+namespace {
+
 // `host`: the one asked for; empty: any host that is up (placement then picks one holding it).
 void check_image(Service& s, const std::string& image, bool internal, const std::string& host) {
   if (!internal) {
     if (starts_with(image, "gpulab-snapshot") || starts_with(image, "gpulab-backup") ||
-        starts_with(image, "gpulab-recreate"))
+        starts_with(image, "gpulab-recreate") || starts_with(image, "gpulab-move"))
       throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is internal to the service",
                      "use restore-snapshot or restore");
     if (!image_allowed(image, s.config.image_allowlist))
@@ -176,6 +176,10 @@ ContainerRecord require_container(Service& s, const Principal& who, const std::s
   if (c->state == state::kLeased)
     throw ApiError(ApiCode::kStateConflict, "'" + name + "' is a GPU lease, not a container",
                    "see /api/v1/gpu-docker/leases; release it there once its container is gone");
+  if (c->state == state::kMoving)
+    throw ApiError(ApiCode::kStateConflict,
+                   "Container '" + name + "' is being moved to another host",
+                   "try again once the move has ended (GET /api/v1/gpu-docker/list shows it)");
   return *c;
 }
 

@@ -18,6 +18,11 @@ struct CreateOutcome {
 };
 
 CreateOutcome create_container(Service& s, const CreateOptions& opts);
+// The engine's container for a row: the spec's image, env, limits and ports, exactly `gpus`, the
+// SSH port, and the labels that tie it to this book and to the row `intent`.
+LabContainer engine_spec(Service& s, const std::string& name, const std::string& owner,
+                         const ContainerSpec& spec, const std::vector<GpuSlot>& gpus, int ssh_port,
+                         std::int64_t intent);
 
 // What a restore (restore_request in validation.cpp: from a snapshot or a backup) creates: the
 // recorded spec with the request's changes, never its host ports (the source may still hold

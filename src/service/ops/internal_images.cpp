@@ -14,6 +14,7 @@ namespace {
 constexpr const char* kSnapshotRepo = "gpulab-snapshot:";
 constexpr const char* kBackupRepo = "gpulab-backup:";
 constexpr const char* kRecreateRepo = "gpulab-recreate:";
+constexpr const char* kMoveRepo = "gpulab-move:";
 
 // Every image some row owns now: the rows' images, the snapshots', the running backups'.
 std::set<std::string> owned_images(Store& store) {
@@ -29,11 +30,13 @@ std::set<std::string> owned_images(Store& store) {
 
 bool is_internal_image(const std::string& image) {
   return starts_with(image, kSnapshotRepo) || starts_with(image, kBackupRepo) ||
-         starts_with(image, kRecreateRepo);
+         starts_with(image, kRecreateRepo) || starts_with(image, kMoveRepo);
 }
 
 void release_internal_image(Service& s, const std::string& image) {
-  if (!starts_with(image, kBackupRepo) && !starts_with(image, kRecreateRepo)) return;
+  if (!starts_with(image, kBackupRepo) && !starts_with(image, kRecreateRepo) &&
+      !starts_with(image, kMoveRepo))
+    return;
   try {
     if (owned_images(*s.store).count(image)) return;
     for (const auto& h : s.hosts) {  // it is on the host of the container that used it

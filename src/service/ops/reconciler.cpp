@@ -9,6 +9,7 @@
 #include "service/ops/container_ops.h"
 #include "service/ops/internal_images.h"
 #include "service/ops/lease_ops.h"
+#include "service/ops/move_ops.h"
 #include "service/ops/unbooked.h"
 #include "service/store/book_id.h"
 
@@ -23,7 +24,8 @@ Json ReconcileReport::to_json() const {
           {"orphans", orphans},
           {"orphans_removed", orphans_removed},
           {"backups_failed", backups_failed},
-          {"images_removed", images_removed}};
+          {"images_removed", images_removed},
+          {"moves_settled", moves_settled}};
 }
 
 namespace {
@@ -76,6 +78,7 @@ void reconcile_lease(Service& s, const ContainerRecord& c,
 void reconcile_container(Service& s, const ContainerRecord& c,
                          const std::map<std::string, EngineContainer>& engine, bool startup,
                          ReconcileReport& r) {
+  if (c.state == state::kMoving) return;  // its move (or settle_moves) decides
   bool intent =
       c.state == state::kCreating || c.state == state::kDeleting || c.state == state::kRecreating;
   if (intent && !startup) return;  // a request in flight owns it
@@ -178,6 +181,9 @@ void remove_unbooked(Service& s, const std::map<std::string, EngineContainer>& e
 
 ReconcileReport reconcile(Service& s, bool startup) {
   ReconcileReport r;
+  // Moves first: a rollback gives a row its state back, a finish removes the source's container
+  // of the same name, before the rows are compared with the engines.
+  r.moves_settled = settle_moves(s, startup);
   std::map<std::string, std::string> host_of;
   auto engine = engine_containers(s, &host_of);
   auto leased = lease_containers(s);

@@ -23,7 +23,8 @@ struct ReconcileReport {
   int orphans = 0;           // managed containers on the engine without a row (reported only)
   int orphans_removed = 0;   // ours (this book's label) without a row: a create cut off by a crash
   int backups_failed = 0;    // backups cut off
-  int images_removed = 0;    // snapshot, backup or recreate images left without an owner
+  int images_removed = 0;    // snapshot, backup, recreate or move images left without an owner
+  int moves_settled = 0;     // moves rolled back, or their cleanups finished (settle_moves)
   Json to_json() const;
 };
 

@@ -31,7 +31,7 @@ void meter_tick(Store& store, double now) {
     last = std::max(last, now - kMaxGapSeconds);
     auto holders = db.query(
         "SELECT c.owner,c.name,COUNT(g.gpu_uuid) FROM containers c JOIN gpu_allocations g ON "
-        "g.container_id=c.id GROUP BY c.id");
+        "g.container_id=c.id AND g.pending=0 GROUP BY c.id");  // a move's target: not yet
     for (double t = last; t < now;) {
       double bucket = std::floor(t / kHour) * kHour;
       double next = std::min(now, bucket + kHour);

@@ -72,6 +72,17 @@ const char* const kMigrations[] = {
     DROP TABLE port_rest;
     ALTER TABLE port_rest_h RENAME TO port_rest;
     )sql",
+    // Moves between hosts (move_ops.h): the journal, and the target's GPUs and ports booked as
+    // pending rows of the moving container until the move commits.
+    R"sql(
+    ALTER TABLE gpu_allocations ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE port_allocations ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE moves(
+      tag TEXT PRIMARY KEY, container_id INTEGER NOT NULL, name TEXT NOT NULL,
+      source_host TEXT NOT NULL, target_host TEXT NOT NULL, source_id TEXT NOT NULL,
+      prev_state TEXT NOT NULL, old_image TEXT NOT NULL, state TEXT NOT NULL,
+      started_at TEXT NOT NULL);
+    )sql",
 };
 
 }  // namespace
@@ -189,7 +200,8 @@ ContainerRecord Store::container_from_row(const DbRow& r) {
   c.updated_at = r.str(8);
   c.host = r.str(9);
   for (const auto& g : db_->query(
-           "SELECT gpu_uuid,gpu_index FROM gpu_allocations WHERE container_id=? ORDER BY gpu_index",
+           "SELECT gpu_uuid,gpu_index FROM gpu_allocations WHERE container_id=? AND pending=0 "
+           "ORDER BY gpu_index",
            {c.id}))
     c.gpus.push_back(GpuAssignment{g.str(0), static_cast<int>(g.i64(1))});
   return c;

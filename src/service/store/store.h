@@ -71,6 +71,24 @@ class Store {
   // Releases every port of a container except its SSH port (when keep_ssh).
   void release_ports(std::int64_t container_id, bool keep_ssh);
 
+  // ---- moves between hosts (store_moves.cpp; move_ops.h says how they run) ----
+  void insert_move(const MoveRecord& m);
+  std::vector<MoveRecord> moves();
+  void set_move_state(const std::string& tag, const std::string& state);
+  void remove_move(const std::string& tag);
+  // The target's booking, pending (not the container's yet: listings, quotas and metering leave
+  // it out; the allocator counts it as taken) until commit_move.
+  void add_pending_gpu(std::int64_t container_id, const GpuAssignment& gpu);
+  void add_pending_port(std::int64_t container_id, const std::string& host, int port,
+                        const std::string& kind, int container_port);
+  // A rollback: the pending rows go without resting (they were never given out).
+  void drop_pending(std::int64_t container_id);
+  // The commit, in one transaction: the source's GPUs and ports go (the ports rest on the
+  // source), the pending ones become the container's, the row names its new host, engine id,
+  // spec (image), SSH port and state, and the journal row turns "finish".
+  void commit_move(const MoveRecord& m, const std::string& docker_id, const ContainerSpec& spec,
+                   int ssh_port, const std::string& state);
+
   // ---- snapshots and backups ----
   void add_snapshot(const SnapshotRecord& s);
   std::optional<SnapshotRecord> find_snapshot(const std::string& name);

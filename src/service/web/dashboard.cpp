@@ -120,8 +120,8 @@ void Dashboard::tick() {
   // ownership, so an event never shows one user another's containers.
   std::string c;
   for (const auto& r : service.store->containers())
-    c +=
-        r.name + '\1' + r.state + '\1' + std::to_string(r.gpus.size()) + '\1' + r.updated_at + '\2';
+    c += r.name + '\1' + r.state + '\1' + std::to_string(r.gpus.size()) + '\1' + r.updated_at +
+         '\1' + r.host + '\2';  // a move changes the host
   for (const auto& h : service.hosts) c += h->name() + (h->up() ? "+" : "-");  // up/down shows
   std::size_t ch = std::hash<std::string>{}(c);
   if (ch != last_containers_) hub.publish("containers", Json::object());
