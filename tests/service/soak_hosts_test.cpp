@@ -59,7 +59,7 @@ class SoakHosts : public LabServiceTest {
 };
 
 TEST_F(SoakHosts, RandomOperationsWhileServiceAndEnginesAreKilled) {
-  const long total = soak_env("GPULAB_SOAK_HOSTS_OPS", 90);
+  const long total = soak_env("GPULAB_SOAK_HOSTS_OPS", 72);
   const long kills = soak_env("GPULAB_SOAK_HOSTS_KILLS", 2);
   const int users = static_cast<int>(soak_env("GPULAB_SOAK_HOSTS_USERS", 6));
   const unsigned seed = static_cast<unsigned>(soak_env("GPULAB_SOAK_SEED", std::random_device{}()));
