@@ -87,12 +87,24 @@ bench: deps
 
 # The long soak under faults (tests/service/soak_test.cpp; `make test` runs a short one):
 # 10 users, 10,000 operations, 50 SIGKILLs of the service; prints the counts at the end.
+# SOAK_HOSTS=3: the soak at three hosts instead (tests/service/soak_hosts_test.cpp: the three lab
+# dockerds over mutual TLS, SOAK_OPS operations, SOAK_KILLS faults alternating service SIGKILLs
+# and dockerd SIGKILLs), then the load figures at three hosts (hosts_load_test.cpp,
+# LOAD_SECONDS per read route; docs/engines.md quotes them).
 SOAK_OPS ?= 10000
 SOAK_KILLS ?= 50
+SOAK_HOSTS ?= 1
+LOAD_SECONDS ?= 10
 soak: deps
 	@cmake --build $(BUILD) --target gpulab test_service -j $(JOBS)
+ifeq ($(SOAK_HOSTS),3)
+	@GPULAB_SOAK_HOSTS_OPS=$(SOAK_OPS) GPULAB_SOAK_HOSTS_KILLS=$(SOAK_KILLS) \
+	  GPULAB_LOAD_SECONDS=$(LOAD_SECONDS) GPULAB_LOAD_CYCLES=10 \
+	  $(BUILD)/tests/test_service --gtest_filter='SoakHosts.*:HostsLoad.*'
+else
 	@GPULAB_SOAK_OPS=$(SOAK_OPS) GPULAB_SOAK_KILLS=$(SOAK_KILLS) \
 	  $(BUILD)/tests/test_service --gtest_filter='Soak.*'
+endif
 
 format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i

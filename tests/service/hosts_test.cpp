@@ -106,7 +106,7 @@ TEST_F(ServiceHosts, QuotaIsSummedOverHosts) {
 
 TEST_F(ServiceHosts, ForeignCaRefusesThatHostAndPlainTcpNeedsInsecure) {
   Json cfg = lab_config();
-  cfg["hosts"][1]["tls_ca"] = (tls_ / "other-ca.pem").string();
+  cfg["hosts"][1]["tls_ca"] = (lab_.tls / "other-ca.pem").string();
   start(cfg);  // lab2's certificate is not signed by that CA: lab2 is down, the others serve
   if (HasFatalFailure()) return;
   HttpClient c(svc_->url());

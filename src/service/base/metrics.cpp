@@ -29,6 +29,14 @@ std::string number(double v) {
   return std::string(buf, res.ptr);
 }
 
+void add_sample(auto& h, double seconds) {
+  if (h.buckets.empty()) h.buckets.assign(std::size(kBuckets), 0);
+  for (size_t i = 0; i < std::size(kBuckets); ++i)
+    if (seconds <= kBuckets[i]) ++h.buckets[i];
+  h.sum += seconds;
+  ++h.count;
+}
+
 }  // namespace
 
 std::string metric_header(const std::string& name, const std::string& type,
@@ -55,18 +63,32 @@ void Metrics::observe_request(const std::string& method, const std::string& rout
                               double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   ++requests_[{method, route, status}];
-  auto& h = latency_[route];
-  if (h.buckets.empty()) h.buckets.assign(std::size(kBuckets), 0);
-  for (size_t i = 0; i < std::size(kBuckets); ++i)
-    if (seconds <= kBuckets[i]) ++h.buckets[i];
-  h.sum += seconds;
-  ++h.count;
+  add_sample(latency_[route], seconds);
+}
+
+void Metrics::observe(const std::string& name, const std::string& label_key,
+                      const std::string& label_value, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  add_sample(parts_[{name, label_key, label_value}], seconds);
 }
 
 void Metrics::increment(const std::string& name, const std::string& label_key,
                         const std::string& label_value) {
   std::lock_guard<std::mutex> lock(mu_);
   ++counters_[{name, label_key, label_value}];
+}
+
+std::string Metrics::histogram_lines(const std::string& name,
+                                     const std::pair<std::string, std::string>& label,
+                                     const Histogram& h) {
+  std::string out;
+  for (size_t i = 0; i < std::size(kBuckets); ++i)
+    out += gauge_line(name + "_bucket", {label, {"le", number(kBuckets[i])}},
+                      static_cast<double>(h.buckets[i]));
+  out += gauge_line(name + "_bucket", {label, {"le", "+Inf"}}, static_cast<double>(h.count));
+  out += gauge_line(name + "_sum", {label}, h.sum);
+  out += gauge_line(name + "_count", {label}, static_cast<double>(h.count));
+  return out;
 }
 
 std::string Metrics::render() const {
@@ -81,18 +103,17 @@ std::string Metrics::render() const {
   }
   out += metric_header("gpulab_http_request_duration_seconds", "histogram",
                        "time to answer a request, by route");
-  for (const auto& [route, h] : latency_) {
-    for (size_t i = 0; i < std::size(kBuckets); ++i)
-      out += gauge_line("gpulab_http_request_duration_seconds_bucket",
-                        {{"route", route}, {"le", number(kBuckets[i])}},
-                        static_cast<double>(h.buckets[i]));
-    out += gauge_line("gpulab_http_request_duration_seconds_bucket",
-                      {{"route", route}, {"le", "+Inf"}}, static_cast<double>(h.count));
-    out += gauge_line("gpulab_http_request_duration_seconds_sum", {{"route", route}}, h.sum);
-    out += gauge_line("gpulab_http_request_duration_seconds_count", {{"route", route}},
-                      static_cast<double>(h.count));
-  }
+  for (const auto& [route, h] : latency_)
+    out += histogram_lines("gpulab_http_request_duration_seconds", {"route", route}, h);
   std::string last;
+  for (const auto& [key, h] : parts_) {
+    const auto& [name, lk, lv] = key;
+    std::string full = "gpulab_" + name + "_seconds";
+    if (full != last) out += metric_header(full, "histogram", name + ", by " + lk);
+    last = full;
+    out += histogram_lines(full, {lk, lv}, h);
+  }
+  last.clear();
   for (const auto& [key, n] : counters_) {
     const auto& [name, lk, lv] = key;
     std::string full = "gpulab_" + name + "_total";

@@ -53,9 +53,12 @@ Status Host::connect() {
   return ok_status();
 }
 
-bool Host::check() {
+bool Host::check(const std::function<void(const Engine&)>& returning) {
   const bool was = up_.load();
-  Status st = engine() ? engine()->ping() : connect();
+  // Only an engine that answered before: connect() marks a first answer up at once.
+  const Engine* known = engine();
+  Status st = known ? known->ping() : connect();
+  if (st && !was && returning && known) returning(*known);
   if (st) {
     std::lock_guard<std::mutex> g(mu_);
     up_ = true;

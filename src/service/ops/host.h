@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,7 +33,9 @@ class Host {
   const Engine* engine() const;
 
   // Connects when not yet connected, pings, and records up/down; true when it changed.
-  bool check();
+  // `returning` runs when a down host answers, before it is marked up: no request can use the
+  // engine yet, so what it finds there unowned is left over from before (internal_images.h).
+  bool check(const std::function<void(const Engine&)>& returning = {});
   // Connects (start-up); the error when the engine does not answer.
   Status connect();
 

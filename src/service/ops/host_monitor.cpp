@@ -2,6 +2,7 @@
 #include "service/ops/host_monitor.h"
 
 #include "core/log.h"
+#include "service/ops/internal_images.h"
 #include "service/ops/reconciler.h"
 
 namespace gpulab::service {
@@ -21,7 +22,15 @@ void HostMonitor::stop() {
 
 void HostMonitor::watch(Host& h) {
   while (!cancel_) {
-    if (h.check()) {
+    auto returning = [this, &h](const Engine& e) {
+      try {
+        if (int n = remove_orphan_images_on(s_, h.name(), e))
+          spdlog::info("host {} is back: removed {} image(s) without an owner", h.name(), n);
+      } catch (const Exception& ex) {
+        spdlog::warn("orphan images on {} as it came back: {}", h.name(), ex.error().message);
+      }
+    };
+    if (h.check(returning)) {
       s_.metrics.increment(h.up() ? "host_up_events" : "host_down_events");
       if (h.up()) {
         try {

@@ -52,28 +52,42 @@ void release_internal_image(Service& s, const std::string& image) {
   }
 }
 
+namespace {
+
+int sweep(Service& s, const std::string& host, const Engine& e,
+          const std::set<std::string>& owned) {
+  auto images = e.list_images({std::string(kBookLabel) + "=" + book_id(*s.store)});
+  if (!images) {
+    spdlog::warn("cannot list images for orphans on {}: {}", host, images.error().message);
+    return 0;
+  }
+  int removed = 0;
+  for (const auto& img : *images)
+    for (const auto& tag : img.tags) {
+      if (!is_internal_image(tag) || owned.count(tag)) continue;
+      if (e.remove_image(tag)) {
+        s.store->audit("gpulab", "reconcile", tag, "removed",
+                       "image without an owner in the book (host " + host + ")");
+        ++removed;
+      }
+    }
+  return removed;
+}
+
+}  // namespace
+
 int remove_orphan_images(Service& s) {
   std::set<std::string> owned = owned_images(*s.store);
   int removed = 0;
   for (const auto& h : s.hosts) {
-    const Engine* e = h->engine();
-    if (!s.usable(*h)) continue;  // a host that is down is swept at the next start
-    auto images = e->list_images({std::string(kBookLabel) + "=" + book_id(*s.store)});
-    if (!images) {
-      spdlog::warn("cannot list images for orphans on {}: {}", h->name(), images.error().message);
-      continue;
-    }
-    for (const auto& img : *images)
-      for (const auto& tag : img.tags) {
-        if (!is_internal_image(tag) || owned.count(tag)) continue;
-        if (e->remove_image(tag)) {
-          s.store->audit("gpulab", "reconcile", tag, "removed",
-                         "image without an owner in the book");
-          ++removed;
-        }
-      }
+    if (!s.usable(*h)) continue;  // a host that is down is swept when it answers again
+    removed += sweep(s, h->name(), *h->engine(), owned);
   }
   return removed;
+}
+
+int remove_orphan_images_on(Service& s, const std::string& host, const Engine& e) {
+  return sweep(s, host, e, owned_images(*s.store));
 }
 
 }  // namespace gpulab::service

@@ -22,4 +22,9 @@ void release_internal_image(Service& s, const std::string& image);
 // start-up, before requests are served: in flight, such an image is briefly unowned on purpose.
 int remove_orphan_images(Service& s);
 
+// The same sweep on one engine of a host that was down and answers again, run before it is marked
+// up (Host::check): requests reach it only after, so nothing there is unowned on purpose. What it
+// finds is what an engine kill cut off (a commit the engine made whose answer never came).
+int remove_orphan_images_on(Service& s, const std::string& host, const Engine& e);
+
 }  // namespace gpulab::service

@@ -76,12 +76,13 @@ void reconcile_lease(Service& s, const ContainerRecord& c,
 // One container row (not a lease) against the engine's view: finish or roll back what a crash
 // interrupted, release what is gone, correct the booked state.
 void reconcile_container(Service& s, const ContainerRecord& c,
-                         const std::map<std::string, EngineContainer>& engine, bool startup,
-                         ReconcileReport& r) {
+                         const std::map<std::string, EngineContainer>& engine, ReconcileReport& r) {
   if (c.state == state::kMoving) return;  // its move (or settle_moves) decides
-  bool intent =
-      c.state == state::kCreating || c.state == state::kDeleting || c.state == state::kRecreating;
-  if (intent && !startup) return;  // a request in flight owns it
+  // An intent is resolved at run time too: the caller holds the container's name lock, which
+  // every request that writes an intent keeps until it returns, so an intent seen here belongs to
+  // no request in flight. Its request died with the service, or failed when its host's engine
+  // went away mid-way (a delete or a GPU-count recreate cut by a dockerd kill); waiting for a
+  // service restart would keep that row's GPUs and ports booked after the host is back.
   // A host that is down (or no longer configured) decides nothing: its rows keep their GPUs and
   // ports until its engine answers again.
   const Host* h = s.find_host(c.host);
@@ -201,7 +202,7 @@ ReconcileReport reconcile(Service& s, bool startup) {
       reconcile_lease(s, c, leased, r);
       continue;
     }
-    reconcile_container(s, c, engine, startup, r);
+    reconcile_container(s, c, engine, r);
   }
   remove_unbooked(s, engine, host_of, booked, r);
   if (startup) {

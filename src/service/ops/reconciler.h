@@ -1,6 +1,6 @@
-// Keeps the book in step with the engine (the engine is the truth): at start it completes or rolls
-// back intents a crash left behind; while running, the engine's event stream (and a periodic
-// pass) notices containers that died or were removed outside the service.
+// Keeps the book in step with the engine (the engine is the truth): it completes or rolls back
+// intents a crash or a lost engine left behind; while running, the engine's event stream (and a
+// periodic pass) notices containers that died or were removed outside the service.
 #pragma once
 
 #include <atomic>
@@ -28,7 +28,8 @@ struct ReconcileReport {
   Json to_json() const;
 };
 
-// startup: also resolve intents (at run time an intent belongs to a request in flight).
+// Completes or rolls back intents (rows in creating / deleting / recreating) whose request is no
+// longer in flight; startup: also fails interrupted backups and removes orphan images.
 ReconcileReport reconcile(Service& s, bool startup);
 
 class EventWatcher {

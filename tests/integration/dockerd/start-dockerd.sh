@@ -98,8 +98,11 @@ start_with() {  # storage driver
   return 1
 }
 
-drivers=("${GPULAB_DOCKERD_STORAGE:-overlay2}")
-[ -z "${GPULAB_DOCKERD_STORAGE:-}" ] && drivers+=(vfs)
+# An engine started again (after a crash or a SIGKILL: start-lab-hosts.sh restarts what is not
+# running) keeps the driver its data root was made with: another one would not see its images.
+recorded="$(cat "$root/storage-driver" 2>/dev/null || true)"
+drivers=("${GPULAB_DOCKERD_STORAGE:-${recorded:-overlay2}}")
+[ -z "${GPULAB_DOCKERD_STORAGE:-}" ] && [ -z "$recorded" ] && drivers+=(vfs)
 for driver in "${drivers[@]}"; do
   if start_with "$driver"; then
     echo "unix://$sock"

@@ -6,6 +6,8 @@
 # certificate, and a second CA ("other-ca.pem") that signed nothing the engines trust.
 # Not in network namespaces: dockerd under `ip netns exec` loses the cgroup mounts it needs
 # (DESIGN.md); the hosts' published ports are kept apart by binding them on 127.0.0.2-4 instead.
+# Engines that run are reused and any that is not (one SIGKILLed by a test) is started again on
+# its data root, so tests run it again to bring a killed engine back (soak_hosts_test.cpp).
 # Prints one line per engine: NAME TCP_URL UNIX_URL. Exit 77: cannot run here (not root, no
 # dockerd or openssl); the tests skip.
 # Usage: start-lab-hosts.sh           stop: stop-dockerd.sh --purge lab1 lab2 lab3
