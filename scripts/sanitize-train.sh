@@ -28,7 +28,7 @@ rm -rf "$logs"
 mkdir -p "$logs"
 # Reports go to files so that ranks and children report too. Leaks are not looked for: libtorch
 # keeps its registries until exit by design; what this run hunts is heap corruption.
-export ASAN_OPTIONS="log_path=$logs/report:detect_leaks=0:abort_on_error=0"
+export ASAN_OPTIONS="log_path=$logs/report:detect_leaks=0:abort_on_error=0:allow_user_segv_handler=1"
 export UBSAN_OPTIONS="log_path=$logs/report:print_stacktrace=1:halt_on_error=1"
 set +e
 if [ -n "$TESTS" ]; then

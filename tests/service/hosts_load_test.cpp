@@ -153,7 +153,7 @@ TEST_F(HostsLoad, RequestsPerSecondAndPlacementAtThreeHosts) {
               threads, seconds);
   for (const std::string route : {"list", "status", "gpus"})
     s.print(route, hammer(admin, route, threads, seconds, s));
-  double wall = lifecycle(tokens, static_cast<int>(soak_env("GPULAB_LOAD_CYCLES", 2)), s);
+  double wall = lifecycle(tokens, static_cast<int>(soak_env("GPULAB_LOAD_CYCLES", 1)), s);
   for (const std::string route : {"create", "stop", "start", "delete"}) s.print(route, wall);
   for (const auto& [phase, e] : create_phases(a.get("/metrics").body))
     std::printf("load3: create phase %-7s %4.0f creates, mean %8.1f ms\n", phase.c_str(), e.first,

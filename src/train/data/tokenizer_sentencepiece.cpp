@@ -53,6 +53,14 @@ std::vector<fs::path> module_candidates() {
   return out;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer refuses RTLD_DEEPBIND (google/sanitizers#611): the sanitizer tree loads the
+// module local only, where SentencePiece may bind libtorch's protobuf (its tests say if it does).
+constexpr int kSpmDlopenFlags = RTLD_NOW | RTLD_LOCAL;
+#else
+constexpr int kSpmDlopenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+#endif
+
 const SpmApi& spm_api() {
   static SpmApi api;
   static std::once_flag once;
@@ -61,7 +69,7 @@ const SpmApi& spm_api() {
     std::string why;
     for (const auto& p : module_candidates()) {
       // Local and deep-bound: SentencePiece's bundled protobuf stays out of libtorch's way.
-      h = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      h = ::dlopen(p.c_str(), kSpmDlopenFlags);
       if (h) break;
       const char* e = ::dlerror();
       why += fmt::format("{}: {}; ", p.string(), e ? e : "not loadable");
