@@ -18,8 +18,10 @@ export ASAN_OPTIONS="log_path=$logs/report:detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="log_path=$logs/report:print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 set +e
-ctest --test-dir "$BUILD" -L '^(core|formats|launch|docker|service)$' --output-on-failure \
-  --parallel "${CTEST_PARALLEL:-2}" --timeout 1800
+# Not HostsLoad: it measures throughput at three hosts (make test runs it), and an instrumented
+# service would only slow CI's budget down; the soak and move tests at three hosts do run here.
+ctest --test-dir "$BUILD" -L '^(core|formats|launch|docker|service)$' -E '^HostsLoad\.' \
+  --output-on-failure --parallel "${CTEST_PARALLEL:-2}" --timeout 1800
 rc=$?
 set -e
 t2=$(date +%s)
