@@ -1,7 +1,6 @@
 // gpulab ddp's GPU and SSH port allocation: a lease from gpulab serve, or a direct choice.
 #include "builder/ddp_allocation.h"
 
-#include <algorithm>
 #include <ostream>
 #include <set>
 
@@ -109,9 +108,12 @@ DdpGrant DdpAllocator::allocate_direct(int gpus, bool want_ssh) {
     }
   }
   DdpGrant g;
+  std::vector<const gpu::GpuInfo*> picked;
   for (const auto& gi : inv_.gpus) {
-    if (static_cast<int>(g.gpu_indices.size()) == gpus) break;
-    if (!used_gpus.count(gi.index)) g.gpu_indices.push_back(gi.index);
+    if (static_cast<int>(picked.size()) == gpus) break;
+    if (used_gpus.count(gi.index)) continue;
+    picked.push_back(&gi);
+    g.gpu_indices.push_back(gi.index);
   }
   if (!inv_.gpus.empty() && static_cast<int>(g.gpu_indices.size()) < gpus)
     throw allocation_failed(
@@ -119,9 +121,8 @@ DdpGrant DdpAllocator::allocate_direct(int gpus, bool want_ssh) {
         "stop other ddp containers (docker ps | grep ddp-) or ask for fewer GPUs");
   // The service's attachment policy (docker/gpu_attachment.h): each GPU's own device, nothing more.
   std::vector<docker::AttachedGpu> attached;
-  for (const auto& gi : inv_.gpus) {
-    if (std::find(g.gpu_indices.begin(), g.gpu_indices.end(), gi.index) == g.gpu_indices.end())
-      continue;
+  for (const gpu::GpuInfo* p : picked) {
+    const gpu::GpuInfo& gi = *p;
     docker::AttachedGpu a{gpu::vendor_name(gi.vendor), gi.uuid.value_or(std::to_string(gi.index)),
                           "", ""};
     if (gi.vendor == gpu::Vendor::kAmd) {

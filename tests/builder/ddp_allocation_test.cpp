@@ -33,7 +33,11 @@ std::string holder(const docker::Client& client, const std::string& label, const
   if (host_port) s.ports.push_back({22, "tcp", host_port, "127.0.0.1"});
   auto id = client.create_container(s);
   if (!id.ok()) return {};
-  if (!client.start_container(*id).ok()) return *id;
+  // Only running containers hold GPUs: one that did not start is removed and counts as none.
+  if (!client.start_container(*id).ok()) {
+    (void)client.remove_container(*id, /*force=*/true);
+    return {};
+  }
   return *id;
 }
 

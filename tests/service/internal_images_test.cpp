@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "service/ops/internal_images.h"
 #include "service_env.h"
 
 namespace gpulab::service::testing {
@@ -141,6 +142,20 @@ TEST_F(InternalImages, ServiceKilledDuringRestoreLeavesNoLoadedImage) {
     return;
   }
   GTEST_SKIP() << "three kills all came after the restore had finished";
+}
+
+// What a create may not name and what the start-up sweep may remove: the service's own
+// repositories, tag or not; a look-alike repository is a user's image.
+TEST(InternalImageNames, AreTheServicesRepositoriesWithOrWithoutATag) {
+  for (const char* repo : kInternalImageRepos) {
+    const std::string r = repo;
+    EXPECT_TRUE(is_internal_image(r + "x1")) << r;
+    EXPECT_TRUE(is_internal_image(r.substr(0, r.size() - 1))) << r;  // no tag: its latest
+  }
+  EXPECT_TRUE(is_internal_image("gpulab-move:c1-1764300000-ab12"));
+  EXPECT_FALSE(is_internal_image("gpulab-snapshots:x"));
+  EXPECT_FALSE(is_internal_image("gpulab-test/busybox:latest"));
+  EXPECT_FALSE(is_internal_image("library/gpulab-backup:1"));
 }
 
 }  // namespace

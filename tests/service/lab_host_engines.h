@@ -1,7 +1,6 @@
 // The three lab dockerds of start-lab-hosts.sh (lab1..lab3 over mutual TLS) for the tests that span
 // them: start them (the script restarts any that is not running), the host entry of a
-// service config, an engine's pid for a SIGKILL. Both lab fixtures (lab_hosts.h for placement and
-// moves, lab_service_test.h for the soak and the load figures) start their engines here.
+// service config, an engine's pid for a SIGKILL. The lab fixture (lab_hosts.h) starts them here.
 #pragma once
 
 #include <sys/types.h>

@@ -67,8 +67,11 @@ class LabHostsTest : public ::testing::Test {
     if (!host.empty()) body["host"] = host;
     return c.post_json(kApi + "/create", body);
   }
+  // The host's entry in /healthz ({"name", "state", ...}); null if absent or the service is down.
   Json host_state(HttpClient& c, const std::string& name) {
-    Json health = c.get("/healthz").json();  // held: the loop reads inside it
+    auto r = c.get("/healthz");
+    if (r.status == 0) return Json();
+    Json health = r.json();  // held: the loop reads inside it
     for (const auto& h : health["data"]["hosts"])
       if (h["name"] == name) return h;
     return Json();

@@ -11,6 +11,7 @@
 #include "core/files.h"
 #include "core/tar.h"
 #include "service/base/crypto.h"
+#include "service/ops/internal_images.h"
 
 namespace gpulab::service::testing {
 
@@ -156,11 +157,11 @@ void ServiceTest::TearDown() {
     if (auto list = client_->list_containers(lo))
       for (const auto& c : *list)
         if (c.name.rfind(prefix_, 0) == 0) (void)client_->remove_container(c.id, true);
-    // Snapshot, backup and recreate images of this test carry its prefix in their tag.
+    // The internal images of this test (snapshots, backups, recreates, moves) carry its prefix.
     if (auto images = client_->list_images())
       for (const auto& img : *images)
         for (const auto& tag : img.repo_tags)
-          for (const char* repo : {"gpulab-snapshot:", "gpulab-backup:", "gpulab-recreate:"})
+          for (const char* repo : kInternalImageRepos)
             if (tag.rfind(std::string(repo) + prefix_, 0) == 0)
               (void)client_->remove_image(tag, true);
   }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/strings.h"
+#include "service/ops/internal_images.h"
 #include "service/store/db.h"
 #include "service_env.h"
 
@@ -287,7 +288,7 @@ void image_violations(const SoakHost& h, const Book& book, const std::string& pr
   }
   for (const auto& img : *images)
     for (const auto& tag : img.repo_tags)
-      for (const char* repo : {"gpulab-snapshot:", "gpulab-backup:", "gpulab-recreate:"})
+      for (const char* repo : kInternalImageRepos)
         if (starts_with(tag, std::string(repo) + prefix) && !book.owned_images.count(tag))
           v.push_back("orphan image on " + h.name + ": " + tag);
 }

@@ -102,6 +102,43 @@ std::vector<Host*> hosts_with_image(Service& s, const CreateOptions& o) {
 
 }  // namespace
 
+int choose_host_ports(Service& s, const Host& h, const std::vector<PortMapping>& ports,
+                      bool with_ssh) {
+  const std::string& host = h.name();
+  // Which host, where the lab has several (a single-host lab's messages stay the seed's).
+  const std::string where = s.hosts.size() > 1 ? " on host '" + host + "'" : "";
+  // A port free on this machine says nothing of another host's: probe only the local one.
+  const PortProbe probe = h.local() ? PortProbe(host_port_bindable) : PortProbe();
+  std::set<int> unavailable = s.store->unavailable_ports(s.config.port_rest_seconds, host);
+  std::vector<int> wanted;
+  for (const auto& p : ports) wanted.push_back(p.host_port);
+  auto taken = taken_ports(wanted, unavailable, probe);
+  if (!taken.empty()) {
+    // Nothing listens on a resting port: say so, and for how long, rather than "in use".
+    auto resting = s.store->resting_ports(s.config.port_rest_seconds, host);
+    auto held = s.store->port_holders(host);
+    bool all_resting = std::all_of(taken.begin(), taken.end(), [&](int p) {
+      return resting.count(p) && !held.count(p) && (!probe || probe(p));
+    });
+    if (all_resting) {
+      std::erase_if(resting, [&](const auto& kv) {
+        return std::find(taken.begin(), taken.end(), kv.first) == taken.end();
+      });
+      throw ApiError(ApiCode::kPortConflict, port_resting_message(resting) + where,
+                     "a deleted container's ports rest for port_rest_seconds (" +
+                         std::to_string(s.config.port_rest_seconds) +
+                         " s) before reuse; wait, or use different host ports");
+    }
+    throw ApiError(ApiCode::kPortConflict, port_conflict_message(taken) + where,
+                   "use different host ports");
+  }
+  if (!with_ssh) return 0;
+  for (int p : wanted) unavailable.insert(p);
+  auto ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable, probe);
+  if (!ssh) throw ApiError(ApiCode::kPortExhausted, "No free SSH port left" + where);
+  return *ssh;
+}
+
 Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
   const std::vector<Host*> with_image = hosts_with_image(s, o);
   std::lock_guard<std::mutex> lock(s.alloc_mu);
@@ -117,51 +154,22 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
     for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
     Placement where = place(s, o, used, with_image);
     const std::string& host = where.host->name();
-    // A port free on this machine says nothing of another host's: probe only the local one.
-    const PortProbe probe = where.host->local() ? PortProbe(host_port_bindable) : PortProbe();
-    std::set<int> unavailable = s.store->unavailable_ports(s.config.port_rest_seconds, host);
-    std::vector<int> wanted;
-    for (const auto& p : o.spec.ports) wanted.push_back(p.host_port);
-    auto taken = taken_ports(wanted, unavailable, probe);
-    if (!taken.empty()) {
-      // Nothing listens on a resting port: say so, and for how long, rather than "in use".
-      auto resting = s.store->resting_ports(s.config.port_rest_seconds, host);
-      auto held = s.store->port_holders(host);
-      bool all_resting = std::all_of(taken.begin(), taken.end(), [&](int p) {
-        return resting.count(p) && !held.count(p) && (!probe || probe(p));
-      });
-      if (all_resting) {
-        std::erase_if(resting, [&](const auto& kv) {
-          return std::find(taken.begin(), taken.end(), kv.first) == taken.end();
-        });
-        throw ApiError(ApiCode::kPortConflict, port_resting_message(resting),
-                       "a deleted container's ports rest for port_rest_seconds (" +
-                           std::to_string(s.config.port_rest_seconds) +
-                           " s) before reuse; wait, or use different host ports");
-      }
-      throw ApiError(ApiCode::kPortConflict, port_conflict_message(taken),
-                     "use different host ports");
-    }
-    for (int p : wanted) unavailable.insert(p);
-    std::optional<int> ssh = 0;
-    if (with_ssh)
-      ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable, probe);
-    if (!ssh) throw ApiError(ApiCode::kPortExhausted, "No free SSH port left");
+    const int ssh = choose_host_ports(s, *where.host, o.spec.ports, with_ssh);
     ContainerRecord rec;
     rec.name = o.name;
     rec.owner = o.owner;
     rec.state = state;
     rec.spec = o.spec;
-    rec.ssh_port = *ssh;
+    rec.ssh_port = ssh;
     rec.host = host;
     Allocation a;
     a.id = s.store->insert_container(rec);
     for (const auto& g : where.gpus) s.store->add_gpu(a.id, GpuAssignment{g.uuid, g.index});
-    if (with_ssh) s.store->add_port(a.id, *ssh, "ssh", 22);
+    if (with_ssh) s.store->add_port(a.id, ssh, "ssh", 22);
     for (const auto& p : o.spec.ports)
       s.store->add_port(a.id, p.host_port, "user", p.container_port);
     a.gpus = where.gpus;
-    a.ssh_port = *ssh;
+    a.ssh_port = ssh;
     a.host = host;
     return a;
   });

@@ -33,6 +33,12 @@ struct Allocation {
 Allocation allocate(Service& s, const CreateOptions& opts, const std::string& state,
                     bool with_ssh = true);
 
+// On host `h`: the user's host `ports` checked free there and, with_ssh, an SSH port chosen (0
+// without). PORT_CONFLICT (saying which ports rest and for how long), PORT_EXHAUSTED. Call under
+// the allocation lock, inside the booking transaction.
+int choose_host_ports(Service& s, const Host& h, const std::vector<PortMapping>& ports,
+                      bool with_ssh);
+
 // Uuids of inventory GPUs held by ddp containers made without a lease (`gpulab ddp
 // --no-service`), on every host that is up: the allocator skips them too. Empty when no engine
 // can be asked (allocation then relies on the book alone).

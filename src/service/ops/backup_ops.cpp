@@ -84,7 +84,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
   rec.state = "running";
   rec.created_at = iso_now();
   s.store->upsert_backup(rec);
-  std::string image = "gpulab-backup:" + backup_name;
+  std::string image = kBackupRepo + backup_name;
   auto fail = [&](const std::string& why) {
     rec.state = "failed";
     rec.message = why;

@@ -51,8 +51,7 @@ namespace {
 // `host`: the one asked for; empty: any host that is up (placement then picks one holding it).
 void check_image(Service& s, const std::string& image, bool internal, const std::string& host) {
   if (!internal) {
-    if (starts_with(image, "gpulab-snapshot") || starts_with(image, "gpulab-backup") ||
-        starts_with(image, "gpulab-recreate") || starts_with(image, "gpulab-move"))
+    if (is_internal_image(image))
       throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is internal to the service",
                      "use restore-snapshot or restore");
     if (!image_allowed(image, s.config.image_allowlist))
@@ -273,7 +272,7 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
       throw_engine_error(img.error());
     }
     std::string old_image = spec.image;
-    spec.image = "gpulab-recreate:" + tag;
+    spec.image = kRecreateRepo + tag;
     std::vector<GpuSlot> chosen;
     try {
       std::lock_guard<std::mutex> lock(s.alloc_mu);

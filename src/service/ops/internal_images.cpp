@@ -11,11 +11,6 @@ namespace gpulab::service {
 
 namespace {
 
-constexpr const char* kSnapshotRepo = "gpulab-snapshot:";
-constexpr const char* kBackupRepo = "gpulab-backup:";
-constexpr const char* kRecreateRepo = "gpulab-recreate:";
-constexpr const char* kMoveRepo = "gpulab-move:";
-
 // Every image some row owns now: the rows' images, the snapshots', the running backups'.
 std::set<std::string> owned_images(Store& store) {
   std::set<std::string> owned;
@@ -29,8 +24,11 @@ std::set<std::string> owned_images(Store& store) {
 }  // namespace
 
 bool is_internal_image(const std::string& image) {
-  return starts_with(image, kSnapshotRepo) || starts_with(image, kBackupRepo) ||
-         starts_with(image, kRecreateRepo) || starts_with(image, kMoveRepo);
+  // By repository: "gpulab-snapshot" alone (its latest tag) is as internal as "gpulab-snapshot:x".
+  const std::string repo = image.substr(0, image.find(':')) + ":";
+  for (const char* r : kInternalImageRepos)
+    if (repo == r) return true;
+  return false;
 }
 
 void release_internal_image(Service& s, const std::string& image) {

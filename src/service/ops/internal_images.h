@@ -1,14 +1,24 @@
 // The images the service makes itself: snapshots ("gpulab-snapshot:NAME", owned by their snapshot
 // row), backups ("gpulab-backup:NAME", owned by a running backup or, once restored, by the rows
-// that run it) and GPU-count recreates ("gpulab-recreate:TAG", owned by the row that runs it).
-// One with no owner left is an orphan: it only fills the engine's disk.
+// that run it), GPU-count recreates ("gpulab-recreate:TAG", owned by the row that runs it) and
+// moves ("gpulab-move:TAG", owned by the move's journal row). One with no owner left is an orphan:
+// it only fills the engine's disk.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "service/ops/service.h"
 
 namespace gpulab::service {
+
+// Their repositories, with the colon: an image's name is one of these + its name or tag.
+inline constexpr const char* kSnapshotRepo = "gpulab-snapshot:";
+inline constexpr const char* kBackupRepo = "gpulab-backup:";
+inline constexpr const char* kRecreateRepo = "gpulab-recreate:";
+inline constexpr const char* kMoveRepo = "gpulab-move:";
+inline constexpr std::array<const char*, 4> kInternalImageRepos = {kSnapshotRepo, kBackupRepo,
+                                                                   kRecreateRepo, kMoveRepo};
 
 // Whether `image` ("repo:tag") is one of the four kinds above.
 bool is_internal_image(const std::string& image);

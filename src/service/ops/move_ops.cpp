@@ -11,7 +11,6 @@
 #include "service/base/clock.h"
 #include "service/base/crypto.h"
 #include "service/domain/gpu_allocator.h"
-#include "service/domain/port_allocator.h"
 #include "service/domain/validation.h"
 #include "service/ops/allocation.h"
 #include "service/ops/container_ops.h"
@@ -29,7 +28,7 @@ constexpr const char* kRollback = "rollback";
 constexpr const char* kFinish = "finish";
 
 std::string move_image(const std::string& tag) {
-  return "gpulab-move:" + tag;
+  return kMoveRepo + tag;
 }
 
 bool gone_or_ok(const Status& st) {
@@ -94,22 +93,9 @@ TargetBooking book_target(Service& s, const ContainerRecord& c, const MoveRecord
                      std::to_string(c.spec.gpu_count) + " GPU(s) needed on host '" + h.name() +
                          "', which has not that many free: free some there, or pick another host");
     b.gpus = *pick;
-    const PortProbe probe = h.local() ? PortProbe(host_port_bindable) : PortProbe();
-    std::set<int> unavailable = s.store->unavailable_ports(s.config.port_rest_seconds, h.name());
-    std::vector<int> wanted;
-    for (const auto& p : c.spec.ports) wanted.push_back(p.host_port);
-    auto taken = taken_ports(wanted, unavailable, probe);
-    if (!taken.empty())
-      throw ApiError(ApiCode::kPortConflict,
-                     port_conflict_message(taken) + " on host '" + h.name() + "'",
-                     "the container's host ports move with it: free them there first");
-    for (int p : wanted) unavailable.insert(p);
-    if (c.ssh_port != 0) {
-      auto ssh = next_ssh_port(s.config.ssh_port_base, s.config.ssh_port_step, unavailable, probe);
-      if (!ssh) throw ApiError(ApiCode::kPortExhausted, "No free SSH port left on " + h.name());
-      b.ssh_port = *ssh;
-      s.store->add_pending_port(c.id, h.name(), b.ssh_port, "ssh", 22);
-    }
+    // The user's host ports move with the container: they must be free there too.
+    b.ssh_port = choose_host_ports(s, h, c.spec.ports, c.ssh_port != 0);
+    if (b.ssh_port != 0) s.store->add_pending_port(c.id, h.name(), b.ssh_port, "ssh", 22);
     for (const auto& p : c.spec.ports)
       s.store->add_pending_port(c.id, h.name(), p.host_port, "user", p.container_port);
     for (const auto& g : b.gpus) s.store->add_pending_gpu(c.id, GpuAssignment{g.uuid, g.index});

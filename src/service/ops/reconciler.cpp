@@ -41,7 +41,7 @@ void cleanup_backups(Service& s, ReconcileReport& r) {
     std::error_code ec;
     std::filesystem::remove(b.file + ".partial", ec);
     for (const auto& h : s.hosts)  // on the host of the container it backed up
-      if (s.usable(*h)) (void)h->engine()->remove_image("gpulab-backup:" + b.name);
+      if (s.usable(*h)) (void)h->engine()->remove_image(kBackupRepo + b.name);
     b.state = "failed";
     b.message = "interrupted (the service stopped while it ran)";
     s.store->upsert_backup(b);

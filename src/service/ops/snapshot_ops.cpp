@@ -4,6 +4,7 @@
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
 #include "service/domain/validation.h"
+#include "service/ops/internal_images.h"
 
 namespace gpulab::service {
 
@@ -19,7 +20,7 @@ SnapshotRecord take_snapshot(Service& s, const Principal& who, const std::string
   r.name = snapshot_name;
   r.owner = c.owner;
   r.source = c.name;
-  r.image = "gpulab-snapshot:" + snapshot_name;
+  r.image = kSnapshotRepo + snapshot_name;
   r.created_at = iso_now();
   r.spec = c.spec;
   ImageCommit cs;
