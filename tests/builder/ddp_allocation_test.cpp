@@ -51,7 +51,7 @@ TEST(DdpAllocation, DirectPathSkipsWhatContainersHoldAndSaysHowManyAreFree) {
               gpu_of(gpu::Vendor::kNvidia, 2, "GPU-ddp-" + tag + "-2")};
   DdpOptions opts;
   opts.no_service = true;
-  opts.ssh_port_base = 40000 + static_cast<int>(::getpid() % 2000) * 11;
+  opts.ssh_port_base = testing::unique_port_base();
   // The service's container holds GPU 2 by UUID and the first SSH port.
   ContainerCleanup service_one{
       client, holder(client, "gpulab.gpus", *inv.gpus[2].uuid, opts.ssh_port_base + 11)};

@@ -24,8 +24,7 @@ inline constexpr const char* kSshImage = "gpulab-test/service-ssh:latest";
 // Builds kBoxImage (and kSshImage when with_ssh) on the engine if absent.
 Status ensure_service_images(const docker::Client& client, bool with_ssh);
 
-// A port base whose SSH ports (base+11, base+22, ...) are unlikely to collide between tests.
-int unique_port_base();
+using gpulab::testing::unique_port_base;
 
 // Four declared NVIDIA GPUs without devices (no GPU on CI), allowlist of the test images.
 Json four_gpu_config(const std::string& docker_host, int port_base);

@@ -2,6 +2,8 @@
 // the local test images (busybox from the host's static binary; Debian + sshd from debootstrap).
 #include "support/docker_fixture.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -170,6 +172,27 @@ Status ensure_debian_ssh_image(const docker::Client& client) {
 std::string unique_name(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return "gpulab-t-" + prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+int unique_port_base() {
+  // 22 blocks of 1100 ports in 7000-31199: above the seed walkthrough's fixed ports (3002-6002,
+  // SSH 3311/3322) and below Linux's ephemeral range (32768-60999), where
+  // the tests' own HTTP connections (thousands in the soak, TIME_WAIT for 60 s) made a
+  // container's host port "already in use" now and then. A block is held with an flock on its
+  // lock file for the life of the process, so tests running at once (ctest --parallel) never
+  // share one; the pid only picks where the search starts.
+  constexpr int kBlocks = 22;
+  static std::atomic<int> n{0};
+  const int start = (static_cast<int>(::getpid()) * 7 + n++) % kBlocks;
+  for (int i = 0; i < kBlocks; ++i) {
+    const int block = (start + i) % kBlocks;
+    const std::string path = "/tmp/gpulab-test-ports-" + std::to_string(block) + ".lock";
+    const int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return 7000 + block * 1100;  // fd stays open
+    ::close(fd);
+  }
+  return 7000 + start * 1100;  // every block taken: share one, as before
 }
 
 }  // namespace gpulab::testing

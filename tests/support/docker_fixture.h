@@ -54,6 +54,10 @@ Status ensure_debian_ssh_image(const docker::Client& client);
 // Path of the cached Debian rootfs tar (building it if needed).
 Result<std::filesystem::path> debian_ssh_rootfs_tar();
 
+// A block of 1100 host ports (7000-31199, below the ephemeral range) held by this process for its
+// life: the SSH ports base+11, base+22, ... of its containers never meet another test's.
+int unique_port_base();
+
 // Force-removes a container when the test leaves its scope, whatever happened (an empty id: none).
 struct ContainerCleanup {
   const docker::Client& client;

@@ -74,9 +74,26 @@ if [ -n "${GPULAB_DOCKERD_TCP:-}" ]; then
   fi
 fi
 
+forget_stale_containerd() {
+  # dockerd reuses the containerd named in this pid file when a process with that pid is alive.
+  # After a SIGKILLed engine (or a reboot) the file stays and the pid can belong to anything:
+  # dockerd then waits on a socket nobody serves and gives up ("timeout waiting for containerd
+  # to start", seen in CI). Keep the file only when the pid is this engine's own containerd.
+  local f="$root/exec/containerd/containerd.pid" cpid
+  [ -f "$f" ] || return 0
+  cpid=$(cat "$f" 2>/dev/null || true)
+  if [ -n "$cpid" ] && tr '\0' ' ' <"/proc/$cpid/cmdline" 2>/dev/null |
+    grep -qF -- "--config $root/exec/containerd/containerd.toml"; then
+    return 0
+  fi
+  log "forgetting the stale containerd pid file (pid '$cpid' is not this engine's containerd)"
+  rm -f "$f"
+}
+
 start_with() {  # storage driver
   local driver="$1"
   rm -f "$sock" "$root/dockerd.pid"
+  forget_stale_containerd
   log "starting dockerd (storage $driver, bridge $bridge)"
   setsid dockerd \
     --data-root "$root/data" --exec-root "$root/exec" --pidfile "$root/dockerd.pid" \

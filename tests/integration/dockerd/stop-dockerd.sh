@@ -66,7 +66,7 @@ stop_one() {
   done
   # Mounts left under the root (overlay layers, netns, shm) block a purge.
   grep -o " $root/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
-  rm -f "$sock" "$root/dockerd.pid"
+  rm -f "$sock" "$root/dockerd.pid" "$root/exec/containerd/containerd.pid"
   ip link show "$bridge" >/dev/null 2>&1 && ip link delete "$bridge" 2>/dev/null
   if [ "$purge" = 1 ]; then
     # The lock file goes too: one-off engines (a test's tls<pid>) would leave one per run.

@@ -18,7 +18,10 @@ svc_pid=""
 cleanup() {
   [ -n "$svc_pid" ] && { kill "$svc_pid" 2>/dev/null || true; wait "$svc_pid" 2>/dev/null || true; }
   if [ -n "${DOCKER_HOST:-}" ]; then
-    docker ps -aq --filter label=gpulab.kind=ddp | xargs -r docker rm -f >/dev/null 2>&1 || true
+    # Only the ddp containers of this run (they mount $work): other tests share the engine.
+    docker ps -aq --filter label=gpulab.kind=ddp |
+      xargs -r docker inspect -f '{{.Id}} {{range .Mounts}}{{.Source}} {{end}}' 2>/dev/null |
+      grep -F " $work/" | cut -d' ' -f1 | xargs -r docker rm -f >/dev/null 2>&1 || true
     docker rm -f "lab-$$" "lab2-$$" >/dev/null 2>&1 || true
   fi
   rm -rf "$work"
