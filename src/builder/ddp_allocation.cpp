@@ -21,6 +21,16 @@ int pick_ssh_port(int base, const std::set<int>& taken) {
                   "stop unused ddp containers or pass --ssh-port-base");
 }
 
+// "lab1 1a2b..., lab2 (down)" or the one engine's id: what the service books for.
+std::string engines_text(const ServiceHealth& h) {
+  if (h.hosts.empty()) return h.engine_id.empty() ? "unknown" : h.engine_id;
+  std::string out;
+  for (const auto& x : h.hosts)
+    out +=
+        (out.empty() ? "" : ", ") + x.name + " " + (x.engine_id.empty() ? "(down)" : x.engine_id);
+  return out;
+}
+
 Exception allocation_failed(int asked, size_t free, const std::string& hint) {
   return Exception(Code::kResourceExhausted,
                    "GPU allocation failed: " + std::to_string(asked) + " requested, " +
@@ -47,13 +57,22 @@ DdpAllocator::DdpAllocator(const DdpOptions& opts, const docker::Client& engine,
     out << "Allocation: directly on the engine (no gpulab serve answers at " << url << ")\n";
     return;
   }
-  // The service's books are for one engine: a lease from it means nothing on another one.
+  // A lease books GPUs of one engine: ddp's own must be one the service books for (a lab
+  // service's hosts each have one; /healthz gives their ids).
   auto info = engine.info();
   std::string mine = info ? info->id : "";
-  if (health->engine_id.empty() || health->engine_id != mine) {
-    std::string why = "gpulab serve at " + url + " books GPUs for another engine (" +
-                      (health->engine_id.empty() ? "unknown" : health->engine_id) +
-                      ") than the one ddp uses (" + engine.describe() + ")";
+  const auto hosts = health->hosts_of(mine);
+  if (hosts.size() > 1)
+    throw Exception(Code::kConflict,
+                    "hosts " + join(hosts, ", ") + " of gpulab serve at " + url +
+                        " report the same engine ID as the engine ddp uses (" + mine +
+                        "): it cannot tell which one this is",
+                    "give each host's dockerd an identity of its own (Docker 20.10: a different "
+                    "/etc/docker/key.json; Docker 23+: engine-id in its data root), or pass "
+                    "--no-service");
+  if (hosts.empty()) {
+    std::string why = "gpulab serve at " + url + " books GPUs for other engines (" +
+                      engines_text(*health) + ") than the one ddp uses (" + engine.describe() + ")";
     if (named)
       throw Exception(Code::kConflict, why,
                       "pass --docker-host of the service's engine, or --no-service");
@@ -61,8 +80,13 @@ DdpAllocator::DdpAllocator(const DdpOptions& opts, const docker::Client& engine,
     return;
   }
   service_.emplace(std::move(*svc));
+  service_host_ = hosts.front();
   service_gpus_ = health->gpus;
-  out << "Allocation: through gpulab serve at " << url << " (a lease in its books)\n";
+  for (const auto& h : health->hosts)
+    if (h.name == service_host_) service_gpus_ = h.gpus;
+  out << "Allocation: through gpulab serve at " << url
+      << (service_host_.empty() ? "" : " (host " + service_host_ + ")")
+      << " (a lease in its books)\n";
 }
 
 DdpGrant DdpAllocator::allocate(int gpus, bool want_ssh) {
@@ -70,7 +94,8 @@ DdpGrant DdpAllocator::allocate(int gpus, bool want_ssh) {
   DdpGrant g;
   // A service without GPUs runs CPU ranks: book the SSH port alone.
   int asked = service_gpus_ > 0 ? gpus : 0;
-  auto lease = service_->lease("ddp-" + random_string(5, kNameAlphabet), asked, want_ssh);
+  auto lease =
+      service_->lease("ddp-" + random_string(5, kNameAlphabet), asked, want_ssh, service_host_);
   if (!lease) {
     if (lease.error().code == Code::kResourceExhausted && asked > 0)
       throw allocation_failed(gpus, 0, lease.error().message);

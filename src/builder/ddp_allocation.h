@@ -50,7 +50,8 @@ class DdpAllocator {
   const docker::Client& engine_;
   const gpu::Inventory& inv_;
   std::optional<ServiceClient> service_;
-  int service_gpus_ = 0;
+  int service_gpus_ = 0;      // GPUs of the host the service books ddp's lease on
+  std::string service_host_;  // that host's name in a lab service ("" for a one-engine service)
 };
 
 // Container and lease names (core/random.h draws them): no look-alike characters.

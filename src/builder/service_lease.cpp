@@ -100,12 +100,27 @@ Result<ServiceHealth> ServiceClient::health() const {
   h.engine = d->value("engine", false);
   h.gpus = d->value("gpus", 0);
   h.engine_id = d->value("engine_id", std::string());
+  if (d->contains("hosts") && (*d)["hosts"].is_array())
+    for (const auto& x : (*d)["hosts"])
+      if (x.is_object())
+        h.hosts.push_back({x.value("name", std::string()), x.value("engine_id", std::string()),
+                           x.value("gpus", 0)});
   return h;
 }
 
-Result<docker::GpuLease> ServiceClient::lease(const std::string& name, int gpu_count,
-                                              bool ssh_port) const {
+std::vector<std::string> ServiceHealth::hosts_of(const std::string& id) const {
+  std::vector<std::string> out;
+  if (id.empty()) return out;
+  for (const auto& x : hosts)
+    if (x.engine_id == id) out.push_back(x.name);
+  if (hosts.empty() && engine_id == id) out.push_back("");
+  return out;
+}
+
+Result<docker::GpuLease> ServiceClient::lease(const std::string& name, int gpu_count, bool ssh_port,
+                                              const std::string& host) const {
   Json req = {{"name", name}, {"gpu_count", gpu_count}, {"ssh_port", ssh_port}};
+  if (!host.empty()) req["host"] = host;
   auto d = call("POST", std::string(kApi) + "/leases", &req, 30000);
   if (!d) return d.error();
   const std::string unexpected = "unexpected lease answer from gpulab serve: ";

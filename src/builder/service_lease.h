@@ -19,7 +19,15 @@ inline constexpr const char* kDefaultServiceUrl = "http://127.0.0.1:8000";
 struct ServiceHealth {
   bool engine = false;
   int gpus = 0;           // GPUs in the service's inventory
-  std::string engine_id;  // the engine it books for (Docker's /info ID)
+  std::string engine_id;  // the engine of its first host (Docker's /info ID)
+  struct Host {
+    std::string name, engine_id;  // engine_id: empty while the host is down
+    int gpus = 0;
+  };
+  std::vector<Host> hosts;  // a lab service's hosts (older services: none)
+  // The hosts whose engine has `id` (a lab's hosts each have their own; two that share one were
+  // cloned with Docker's identity); for an older service without hosts, {""} when its engine has.
+  std::vector<std::string> hosts_of(const std::string& id) const;
 };
 
 class ServiceClient {
@@ -33,7 +41,9 @@ class ServiceClient {
   // POST /api/v1/gpu-docker/leases; the answer carries its attachment. GPU_ALLOCATION_FAILED ->
   // kResourceExhausted, a bad token -> kPermissionDenied, other API errors -> their code with the
   // service's message.
-  Result<docker::GpuLease> lease(const std::string& name, int gpu_count, bool ssh_port) const;
+  // `host`: the lab host whose engine makes the container (empty: the service's first host).
+  Result<docker::GpuLease> lease(const std::string& name, int gpu_count, bool ssh_port,
+                                 const std::string& host = {}) const;
   // POST /api/v1/gpu-docker/leases/release.
   Status release(const std::string& name) const;
 

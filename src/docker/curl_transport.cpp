@@ -235,21 +235,33 @@ class CurlTransport : public HttpTransport {
       case CURLE_COULDNT_CONNECT:
       case CURLE_COULDNT_RESOLVE_HOST:
         return Error(Code::kUnavailable, "cannot reach the " + what + ": " + curl_easy_strerror(rc),
-                     kStartEngineHint);
+                     unreachable_hint());
       case CURLE_SSL_CONNECT_ERROR:
       case CURLE_PEER_FAILED_VERIFICATION:
       case CURLE_SSL_CERTPROBLEM:
       case CURLE_SSL_CACERT_BADFILE:
         return Error(Code::kUnavailable,
                      "TLS to the " + what + " failed: " + curl_easy_strerror(rc),
-                     "check DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem) and DOCKER_TLS_VERIFY");
+                     "check the CA, client certificate and key given for this engine "
+                     "(DOCKER_CERT_PATH's ca.pem, cert.pem, key.pem, or a gpulab serve host's "
+                     "tls_ca, tls_cert, tls_key) and that the engine's certificate names " +
+                         ep_.host);
       default:
         return Error(Code::kUnavailable,
                      "connection to the " + what + " broke" +
                          (status ? " (after HTTP " + std::to_string(status) + ")" : std::string()) +
                          ": " + curl_easy_strerror(rc),
-                     kStartEngineHint);
+                     unreachable_hint());
     }
+  }
+
+  // The local engine is started here; a remote one is started on its machine and reached over
+  // the network, where DOCKER_HOST and systemctl on this machine do not help.
+  std::string unreachable_hint() const {
+    if (ep_.kind == Endpoint::Kind::kUnix) return kStartEngineHint;
+    return "check that dockerd on " + ep_.host + " runs and listens on port " +
+           std::to_string(ep_.port) + " (dockerd -H tcp://0.0.0.0:" + std::to_string(ep_.port) +
+           (ep_.tls ? " --tlsverify ..." : "") + ") and that this machine can reach it";
   }
 
   Endpoint ep_;

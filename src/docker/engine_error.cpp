@@ -44,6 +44,10 @@ Error error_from_response(int status, std::string_view body, std::string_view wh
   }
   if (contains(msg, "port is already allocated") || contains(msg, "address already in use"))
     return Error(Code::kConflict, full, "choose another host port");
+  // Docker answers 500 to a request on a container another request is removing; it is a state
+  // conflict that clears in a moment, not an engine fault.
+  if (contains(msg, "marked for removal") || contains(msg, "removal of container"))
+    return Error(Code::kConflict, full, "the container is being removed; try again in a moment");
   if (contains(msg, "could not select device driver"))
     return Error(Code::kUnavailable, full,
                  "install the NVIDIA Container Toolkit and restart dockerd "

@@ -56,7 +56,7 @@ TEST(Engine, UnreachableUnixSocketSaysStartDockerd) {
   EXPECT_NE(c.error().hint.find("start dockerd"), std::string::npos) << c.error().hint;
 }
 
-TEST(Engine, UnreachableTcpPortIsUnavailable) {
+TEST(Engine, UnreachableTcpPortIsUnavailableAndNamesTheRemoteEngine) {
   // Bind a port and close it again: nothing listens there afterwards.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
@@ -71,7 +71,12 @@ TEST(Engine, UnreachableTcpPortIsUnavailable) {
   auto c = Client::connect(*Endpoint::parse("tcp://127.0.0.1:" + std::to_string(port)));
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().code, Code::kUnavailable);
-  EXPECT_EQ(c.error().hint, kStartEngineHint);
+  // A remote engine is not started here: the hint names its machine and port, not DOCKER_HOST.
+  EXPECT_NE(
+      c.error().hint.find("dockerd on 127.0.0.1 runs and listens on port " + std::to_string(port)),
+      std::string::npos)
+      << c.error().hint;
+  EXPECT_EQ(c.error().hint.find("DOCKER_HOST"), std::string::npos) << c.error().hint;
 }
 
 TEST(Endpoint, ParsesDockerHostForms) {
@@ -119,6 +124,10 @@ TEST(Errors, StatusesMapToCodes) {
           "start")
           .code,
       Code::kUnavailable);
+  auto removing = error_from_response(
+      500, R"({"message":"container is marked for removal and cannot be started"})", "start");
+  EXPECT_EQ(removing.code, Code::kConflict);
+  EXPECT_NE(removing.hint.find("try again"), std::string::npos);
   EXPECT_EQ(error_from_response(400, "plain text", "x").message, "x: plain text");
 }
 

@@ -1,7 +1,8 @@
 // Many hosts, one service, on three real dockerds reached over TCP with mutual TLS
 // (tests/integration/dockerd/start-lab-hosts.sh): placement (pack, spread, an asked host, the
 // largest-host error), a quota summed over hosts, a host whose CA is not ours refused, plain TCP
-// refused without insecure, a host SIGKILLed and back, and 50 concurrent creates.
+// refused without insecure, a host SIGKILLed and back, events from every host, and 50
+// concurrent creates.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -197,6 +198,41 @@ TEST_F(ServiceHosts, KilledHostIsMarkedDownAndReconciledWhenBack) {
   EXPECT_TRUE(reconciled) << c.get(kApi + "/list").body;
   status = c.get(kApi + "/status").json()["data"];
   EXPECT_EQ(status["used_gpu_indices"].size(), 2u);  // stays + moved; goes' GPU is free again
+}
+
+// Every host's event stream reaches the book, not the first host's only: with the periodic pass
+// a minute away, a container stopped and one removed on lab3's engine behind the service's back
+// show in /list within seconds.
+TEST_F(ServiceHosts, EventsFromEveryHostReachTheBookWithinSeconds) {
+  Json cfg = lab_config();
+  cfg["reconcile_interval_seconds"] = 60;
+  start(cfg);
+  if (HasFatalFailure()) return;
+  HttpClient c(svc_->url());
+  ASSERT_TRUE(ok(create(c, "evstop", 1, "lab3")));
+  ASSERT_TRUE(ok(create(c, "evgone", 1, "lab3")));
+  auto row = [&](const std::string& name) {
+    auto list = c.get(kApi + "/list").json()["data"]["containers"];
+    for (const auto& x : list)
+      if (x["name"] == name) return x;
+    return Json();
+  };
+  // The streams open as the service starts; give them a moment before acting behind its back.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto t0 = Clock::now();
+  ASSERT_TRUE(engines_[2].client->stop_container("evstop", 1).ok());
+  ASSERT_TRUE(engines_[2].client->remove_container("evgone", true).ok());
+  bool seen = false;
+  while (!seen && Clock::now() - t0 < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    seen = row("evgone").is_null() && row("evstop")["status"] != "running";
+  }
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("lab3's stop and removal reached the book in %.1f s (periodic pass: 60 s)\n", took);
+  EXPECT_TRUE(seen) << c.get(kApi + "/list").body << log_lines();
+  EXPECT_LT(took, 15.0);
+  auto status = c.get(kApi + "/status").json()["data"];
+  EXPECT_EQ(status["used_gpu_indices"].size(), 1u) << status.dump();  // evgone's GPU is free
 }
 
 TEST_F(ServiceHosts, FiftyConcurrentCreatesNeverShareAGpuOrPort) {

@@ -19,6 +19,7 @@ ApiReply create(Service& s, Req req, Who who) {
   r.owner = who.user;
   r.gpu_count = j.value("gpu_count", 0);
   r.ssh_port = j.value("ssh_port", true);
+  r.host = j.value("host", std::string());
   auto out = create_lease(s, r);
   return ApiReply::ok("Lease created successfully", lease_json(s, out.record, nullptr, &out.gpus));
 }

@@ -19,8 +19,13 @@ using Who = const Principal&;
 Json host_states(const Service& s) {
   Json a = Json::array();
   for (const auto& h : s.hosts) {
-    Json j = {{"name", h->name()}, {"state", h->up() ? "up" : "down"}};
+    Json j = {{"name", h->name()},
+              {"state", h->up() ? "up" : "down"},
+              {"gpus", h->inventory().gpus.size()}};
     if (!h->up()) j["down_reason"] = h->down_reason();
+    // gpulab ddp finds the host whose engine it runs on by this id (asked once per engine).
+    if (h->up())
+      if (auto id = h->engine()->engine_id(); id) j["engine_id"] = *id;
     a.push_back(j);
   }
   return a;
@@ -161,7 +166,7 @@ ApiReply readiness(Service& s) {
     if (!ping)
       throw ApiError(ApiCode::kEngineUnavailable,
                      "Not ready: Docker engine unreachable: " + ping.error().message,
-                     e.unavailable_hint());
+                     ping.error().hint.empty() ? e.unavailable_hint() : ping.error().hint);
     return ApiReply::ok("ready", {{"engine", true}, {"hosts", host_states(s)}});
   }
   std::vector<std::string> down;

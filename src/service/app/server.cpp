@@ -9,6 +9,7 @@
 #include "service/http/http_server.h"
 #include "service/http/openapi.h"
 #include "service/http/refusal_audit.h"
+#include "service/ops/event_watcher.h"
 #include "service/ops/host_monitor.h"
 #include "service/ops/housekeeper.h"
 #include "service/ops/idle_reclaim.h"

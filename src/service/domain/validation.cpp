@@ -140,9 +140,14 @@ const RequestSchema& backup_schema() {
   return s;
 }
 const RequestSchema& restore_schema() {
-  static const RequestSchema s = restore_request(
-      "RestoreRequest", {"backup_path", FT::kString, true,
-                         "backup file name in the backup dir, e.g. \"my-backup-v1.tar\""});
+  static const RequestSchema s = [] {
+    RequestSchema r = restore_request(
+        "RestoreRequest", {"backup_path", FT::kString, true,
+                           "backup file name in the backup dir, e.g. \"my-backup-v1.tar\""});
+    r.fields.push_back(
+        {"host", FT::kString, false, "the host to restore on (default: placed like a create)"});
+    return r;
+  }();
   return s;
 }
 const RequestSchema& delete_snapshot_schema() {
@@ -175,7 +180,10 @@ const RequestSchema& lease_schema() {
       "LeaseRequest",
       {{"name", FT::kString, true, "lease name; label your container gpulab.lease=<name>"},
        {"gpu_count", FT::kInteger, false, "GPUs to book (default 0)"},
-       {"ssh_port", FT::kBoolean, false, "also book an SSH port (default true)"}}};
+       {"ssh_port", FT::kBoolean, false, "also book an SSH port (default true)"},
+       {"host", FT::kString, false,
+        "the host whose engine you create the container on (default: the first host); "
+        "gpulab ddp picks the one it runs on"}}};
   return s;
 }
 

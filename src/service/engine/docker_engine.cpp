@@ -37,9 +37,15 @@ Status DockerEngine::ping() const {
 }
 
 Result<std::string> DockerEngine::engine_id() const {
+  {
+    std::lock_guard<std::mutex> g(id_mu_);
+    if (!id_.empty()) return id_;
+  }
   auto info = client_.info();
   if (!info) return info.error();
-  return info->id;
+  std::lock_guard<std::mutex> g(id_mu_);
+  id_ = info->id;
+  return id_;
 }
 
 std::string DockerEngine::unavailable_hint() const {
@@ -210,7 +216,7 @@ Result<std::unique_ptr<Engine>> open_host_engine(const ServiceConfig& config,
                      ": " + client.error().message,
                  ep->tls ? "check that dockerd runs there with --tlsverify and that the host's "
                            "certificate is signed by tls_ca for that name"
-                         : docker::kStartEngineHint);
+                         : client.error().hint);
   return std::unique_ptr<Engine>(std::make_unique<DockerEngine>(
       std::move(*client), config, std::move(inventory), host.bind_ip));
 }

@@ -2,6 +2,7 @@
 // Engine API (through docker::Client), translating the service's terms (engine_types.h) to it.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,9 @@ class DockerEngine : public Engine {
   ServiceConfig config_;
   ServiceInventory inventory_;
   std::string bind_ip_;
+  // Docker's /info ID never changes for an engine's data root: asked once, then kept.
+  mutable std::mutex id_mu_;
+  mutable std::string id_;
 };
 
 }  // namespace gpulab::service

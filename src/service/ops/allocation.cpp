@@ -139,6 +139,18 @@ int choose_host_ports(Service& s, const Host& h, const std::vector<PortMapping>&
   return *ssh;
 }
 
+std::string choose_host(Service& s, const CreateOptions& o) {
+  if (!o.host.empty()) return asked_host(s, o.host).name();
+  std::vector<Host*> up;
+  for (const auto& h : s.hosts)
+    if (s.usable(*h)) up.push_back(h.get());
+  std::set<std::string> used;
+  if (o.spec.gpu_count > 0) used = unleased_ddp_gpus(s);
+  std::lock_guard<std::mutex> lock(s.alloc_mu);
+  for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
+  return place(s, o, used, up).host->name();
+}
+
 Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
   const std::vector<Host*> with_image = hosts_with_image(s, o);
   std::lock_guard<std::mutex> lock(s.alloc_mu);

@@ -44,6 +44,11 @@ int choose_host_ports(Service& s, const Host& h, const std::vector<PortMapping>&
 // can be asked (allocation then relies on the book alone).
 std::set<std::string> unleased_ddp_gpus(Service& s);
 
+// The host allocate() would choose for `opts` now, its image not asked (opts.host checked when
+// given): a backup restore loads its image there before the create, which decides again.
+// GPU_ALLOCATION_FAILED or 503 as allocate() says them.
+std::string choose_host(Service& s, const CreateOptions& opts);
+
 // The host a create asked for, checked: unknown -> INVALID_REQUEST naming it; down -> 503.
 Host& asked_host(Service& s, const std::string& name);
 

@@ -14,6 +14,7 @@
 #include "service/base/clock.h"
 #include "service/base/crypto.h"
 #include "service/domain/validation.h"
+#include "service/ops/allocation.h"
 #include "service/ops/backup_archive.h"
 #include "service/ops/internal_images.h"
 
@@ -171,6 +172,11 @@ CreateOutcome restore_backup(Service& s, const Principal& who, const Json& req) 
       throw ApiError(ApiCode::kBackupCorrupt, m.error().message, m.error().hint);
     throw Exception(m.error());
   }
+  // The host first (placement as a create, or the one asked for): the image is loaded there
+  // only, and a restore no host has room for loads nothing.
+  CreateOptions o = restore_options(who, req, m->spec, m->image);
+  o.host = choose_host(s, o);  // restore_options read the asked "host", if any
+  const Engine& engine = s.engine_on(o.host);
   // Load the image archive member straight from the file (no temporary copy).
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw ApiError(ApiCode::kBackupNotFound, "cannot open " + path);
@@ -180,27 +186,23 @@ CreateOutcome restore_backup(Service& s, const Principal& who, const Json& req) 
   } closer{fd};
   std::int64_t left = m->image_bytes;
   off_t off = kImageOffset;
-  auto loaded =
-      s.engine().load_images(m->image_bytes, [&](char* buf, size_t cap) -> Result<size_t> {
-        if (left <= 0) return size_t{0};
-        size_t n =
-            static_cast<size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(cap)));
-        ssize_t r = ::pread(fd, buf, n, off);
-        if (r <= 0) return Error{Code::kInternal, "read " + path};
-        left -= r;
-        off += r;
-        return static_cast<size_t>(r);
-      });
+  auto loaded = engine.load_images(m->image_bytes, [&](char* buf, size_t cap) -> Result<size_t> {
+    if (left <= 0) return size_t{0};
+    size_t n = static_cast<size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(cap)));
+    ssize_t r = ::pread(fd, buf, n, off);
+    if (r <= 0) return Error{Code::kInternal, "read " + path};
+    left -= r;
+    off += r;
+    return static_cast<size_t>(r);
+  });
   if (!loaded && loaded.error().code == Code::kDataError)
     throw ApiError(ApiCode::kBackupCorrupt,
                    "The engine refused the image archive: " + loaded.error().message);
   if (!loaded) throw_engine_error(loaded.error());
-  if (!s.engine().image_exists(m->image))
+  if (!engine.image_exists(m->image))
     throw ApiError(ApiCode::kBackupCorrupt, "Image " + m->image + " missing after load");
-  CreateOptions o;
   CreateOutcome out;
   try {
-    o = restore_options(who, req, m->spec, m->image);
     out = create_container(s, o);
   } catch (...) {
     release_internal_image(s, m->image);  // loaded for a container that was refused

@@ -172,6 +172,7 @@ CreateOptions restore_options(const Principal& who, const Json& req, ContainerSp
   o.spec = apply_spec_fields(req, std::move(recorded));
   o.spec.image = image;
   o.internal_image = true;
+  o.host = req.value("host", std::string());  // a backup restore may name its host
   return o;
 }
 

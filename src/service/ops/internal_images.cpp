@@ -11,10 +11,13 @@ namespace gpulab::service {
 
 namespace {
 
-// Every image some row owns now: the rows' images, the snapshots', the running backups'.
-std::set<std::string> owned_images(Store& store) {
+// Every image some row owns on `host` now: its containers' images, and the snapshots' and the
+// running backups' (on any host: they do not record theirs). A restored backup's image on one
+// host is not kept alive by a container of another host that was restored from the same file.
+std::set<std::string> owned_images(Store& store, const std::string& host) {
   std::set<std::string> owned;
-  for (const auto& c : store.containers()) owned.insert(c.spec.image);
+  for (const auto& c : store.containers())
+    if (c.host == host) owned.insert(c.spec.image);
   for (const auto& snap : store.snapshots()) owned.insert(snap.image);
   for (const auto& b : store.backups())
     if (b.state == "running") owned.insert(kBackupRepo + b.name);
@@ -36,10 +39,9 @@ void release_internal_image(Service& s, const std::string& image) {
       !starts_with(image, kMoveRepo))
     return;
   try {
-    if (owned_images(*s.store).count(image)) return;
     for (const auto& h : s.hosts) {  // it is on the host of the container that used it
       const Engine* e = h->engine();
-      if (!s.usable(*h)) continue;
+      if (!s.usable(*h) || owned_images(*s.store, h->name()).count(image)) continue;
       auto st = e->remove_image(image);
       if (!st && st.error().code != Code::kNotFound && st.error().code != Code::kConflict)
         spdlog::warn("cannot remove the unused image {}: {}", image, st.error().message);
@@ -75,17 +77,16 @@ int sweep(Service& s, const std::string& host, const Engine& e,
 }  // namespace
 
 int remove_orphan_images(Service& s) {
-  std::set<std::string> owned = owned_images(*s.store);
   int removed = 0;
   for (const auto& h : s.hosts) {
     if (!s.usable(*h)) continue;  // a host that is down is swept when it answers again
-    removed += sweep(s, h->name(), *h->engine(), owned);
+    removed += sweep(s, h->name(), *h->engine(), owned_images(*s.store, h->name()));
   }
   return removed;
 }
 
 int remove_orphan_images_on(Service& s, const std::string& host, const Engine& e) {
-  return sweep(s, host, e, owned_images(*s.store));
+  return sweep(s, host, e, owned_images(*s.store, host));
 }
 
 }  // namespace gpulab::service

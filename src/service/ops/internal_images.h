@@ -23,8 +23,9 @@ inline constexpr std::array<const char*, 4> kInternalImageRepos = {kSnapshotRepo
 // Whether `image` ("repo:tag") is one of the four kinds above.
 bool is_internal_image(const std::string& image);
 
-// Removes `image` when it is a backup, recreate or move image that no container row runs any more
-// (a snapshot image stays: its snapshot row owns it). The engine refuses while a container uses it.
+// Removes `image` (a backup, recreate or move image) from each host where no container row of
+// that host runs it any more (a snapshot image stays: its snapshot row owns it). The engine
+// refuses while a container uses it.
 void release_internal_image(Service& s, const std::string& image);
 
 // Removes every internal image of this book (gpulab.book label) that nothing owns: the ones a

@@ -17,8 +17,9 @@ LeaseOutcome create_lease(Service& s, const LeaseRequest& r) {
   o.owner = r.owner;
   o.spec.gpu_count = r.gpu_count;
   o.spec.image = "(lease)";
-  // gpulab ddp makes its container on the engine of the service's first host (lease_json).
-  if (!s.hosts.empty()) o.host = s.hosts.front()->name();
+  // gpulab ddp makes its container on its own engine: the host it names (found by the engine
+  // id /healthz gives), else the first host. An unknown host is 400, a down one 503.
+  o.host = !r.host.empty() ? r.host : s.hosts.empty() ? std::string() : s.hosts.front()->name();
   Allocation a = allocate(s, o, state::kLeased, r.ssh_port);
   s.store->audit(
       r.owner, "lease", r.name, "ok",
@@ -30,10 +31,17 @@ LeaseOutcome create_lease(Service& s, const LeaseRequest& r) {
 }
 
 std::map<std::string, EngineContainer> lease_containers(Service& s) {
-  auto list = s.engine().list_containers({kLeaseLabel});
-  if (!list) throw_engine_error(list.error());
   std::map<std::string, EngineContainer> m;
-  for (auto& c : *list) m[c.labels.at(kLeaseLabel)] = c;
+  // Hosts that are down show none: the reconciler leaves their leases alone until they answer.
+  for (const auto& h : s.hosts) {
+    if (!s.usable(*h)) continue;
+    auto list = h->engine()->list_containers({kLeaseLabel});
+    if (!list) {
+      if (s.hosts.size() == 1) throw_engine_error(list.error());
+      continue;  // went down since the check: as if down
+    }
+    for (auto& c : *list) m[c.labels.at(kLeaseLabel)] = c;
+  }
   return m;
 }
 
@@ -70,7 +78,9 @@ Json lease_json(Service& s, const ContainerRecord& c, const EngineContainer* bou
     l.attach = *gpus;
     l.grace_seconds = s.config.lease_grace_seconds;
   }
-  return s.engine().lease_json(l);
+  // Formatting needs no answer from the engine: a down host's lease still lists.
+  const Host* h = s.find_host(c.host);
+  return (h && h->engine() ? *h->engine() : s.engine()).lease_json(l);
 }
 
 }  // namespace gpulab::service

@@ -20,6 +20,7 @@ struct LeaseRequest {
   std::string owner;
   int gpu_count = 0;
   bool ssh_port = true;
+  std::string host;  // the host whose engine makes the container; empty: the first host
 };
 
 struct LeaseOutcome {
@@ -36,7 +37,7 @@ void release_lease(Service& s, const ContainerRecord& lease);
 // The caller's lease by name: NOT_FOUND, or FORBIDDEN for another user's.
 ContainerRecord require_lease(Service& s, const Principal& who, const std::string& name);
 
-// Engine containers carrying a lease label, by lease name.
+// Engine containers carrying a lease label, by lease name, on every host that is up.
 std::map<std::string, EngineContainer> lease_containers(Service& s);
 
 inline bool is_lease(const ContainerRecord& c) {

@@ -197,6 +197,8 @@ ReconcileReport reconcile(Service& s, bool startup) {
     if (!fresh) continue;
     const ContainerRecord& c = *fresh;
     if (is_lease(c)) {
+      const Host* h = s.find_host(c.host);
+      if (!h || !s.usable(*h)) continue;  // a down host's lease keeps its GPUs, as its rows do
       // The listing may predate a container made since: look again before releasing.
       if (!leased.count(c.name) && !c.docker_id.empty()) leased = lease_containers(s);
       reconcile_lease(s, c, leased, r);
@@ -210,58 +212,6 @@ ReconcileReport reconcile(Service& s, bool startup) {
     r.images_removed = remove_orphan_images(s);  // after the rows and containers above settled
   }
   return r;
-}
-
-void EventWatcher::start() {
-  cancel_ = false;
-  thread_ = std::thread([this] { loop(); });
-}
-
-void EventWatcher::stop() {
-  cancel_ = true;
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void EventWatcher::loop() {
-  while (!cancel_) {
-    try {
-      reconcile(s_, false);
-    } catch (const Exception& e) {
-      spdlog::warn("reconcile: {}", e.error().message);
-    }
-    EventQuery f;
-    f.labels = {"gpulab.managed=true"};
-    f.actions = {"die", "destroy", "start", "stop"};
-    // Stream until the engine drops the stream or it is time for a periodic pass.
-    f.since = unix_now();
-    // Events come from the first host only: with several, the periodic pass covers the others.
-    const int period = s_.config.reconcile_interval_seconds * (s_.hosts.size() > 1 ? 1 : 6);
-    f.until = unix_now() + std::max(5, period);
-    Status st = ok_status();
-    try {
-      st = s_.engine().watch_events(
-          f,
-          [this](const EngineEvent& ev) {
-            spdlog::debug("engine event {} {}", ev.action, ev.container_name);
-            try {
-              reconcile(s_, false);
-            } catch (const Exception& e) {
-              spdlog::warn("reconcile: {}", e.error().message);
-            }
-            return !cancel_;
-          },
-          &cancel_);
-    } catch (const Exception& e) {  // the first host is down: wait, then a periodic pass
-      st = e.error();
-    }
-    if (!st) {
-      spdlog::warn("engine events: {}", st.error().message);
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait_for(lk, std::chrono::seconds(s_.config.reconcile_interval_seconds),
-                   [this] { return cancel_.load(); });
-    }
-  }
 }
 
 }  // namespace gpulab::service

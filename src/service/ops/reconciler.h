@@ -1,14 +1,10 @@
-// Keeps the book in step with the engine (the engine is the truth): it completes or rolls back
-// intents a crash or a lost engine left behind; while running, the engine's event stream (and a
-// periodic pass) notices containers that died or were removed outside the service.
+// Keeps the book in step with the engines (the engines are the truth): a pass completes or rolls
+// back intents a crash or a lost engine left behind and notices containers that died or were
+// removed outside the service (event_watcher.h runs it on events and periodically).
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "service/ops/service.h"
 
@@ -31,21 +27,5 @@ struct ReconcileReport {
 // Completes or rolls back intents (rows in creating / deleting / recreating) whose request is no
 // longer in flight; startup: also fails interrupted backups and removes orphan images.
 ReconcileReport reconcile(Service& s, bool startup);
-
-class EventWatcher {
- public:
-  explicit EventWatcher(Service& s) : s_(s) {}
-  ~EventWatcher() { stop(); }
-  void start();
-  void stop();
-
- private:
-  void loop();
-  Service& s_;
-  std::atomic<bool> cancel_{false};
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
 
 }  // namespace gpulab::service

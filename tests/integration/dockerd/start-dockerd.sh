@@ -65,6 +65,18 @@ if [ "${GPULAB_DOCKERD_IPTABLES:-1}" = 0 ] || ! command -v iptables >/dev/null; 
   iptables_flags=(--iptables=false --ip-masq=false)
 fi
 
+# Docker 20.10 takes its engine ID from /etc/docker/key.json, shared by every dockerd of this
+# machine; a key of its own gives each test engine its own ID, as separate machines have (gpulab
+# ddp finds its lab host by that ID). Docker 23+ keeps the ID in the data root already.
+# The key's path is a daemon.json key only: the machine's daemon.json (runtimes, ...) plus it.
+id_flags=()
+if [ "$(dockerd --version | sed -n 's/^Docker version \([0-9]*\)\..*/\1/p')" -lt 23 ] 2>/dev/null &&
+  command -v jq >/dev/null; then
+  { cat /etc/docker/daemon.json 2>/dev/null || echo '{}'; } |
+    jq --arg k "$root/key.json" '. + {"deprecated-key-path": $k}' >"$root/daemon.json"
+  id_flags=(--config-file "$root/daemon.json")
+fi
+
 tcp_flags=()
 if [ -n "${GPULAB_DOCKERD_TCP:-}" ]; then
   tcp_flags=(-H "tcp://$GPULAB_DOCKERD_TCP")
@@ -99,7 +111,7 @@ start_with() {  # storage driver
     --data-root "$root/data" --exec-root "$root/exec" --pidfile "$root/dockerd.pid" \
     -H "unix://$sock" --bridge "$bridge" --storage-driver "$driver" \
     --containerd-namespace "gpulab-$name" --containerd-plugins-namespace "gpulab-$name-plugins" \
-    "${iptables_flags[@]}" "${tcp_flags[@]}" >>"$root/dockerd.log" 2>&1 </dev/null 9>&- &
+    "${iptables_flags[@]}" "${tcp_flags[@]}" "${id_flags[@]}" >>"$root/dockerd.log" 2>&1 </dev/null 9>&- &
   local pid=$!
   for _ in $(seq 1 600); do
     if ping_ok; then

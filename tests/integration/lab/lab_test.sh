@@ -35,12 +35,12 @@ expect() {  # expect <exit code> <text> -- command...
   [ "$rc" = "$want" ] || fail "exit $rc, wanted $want: $*"
   grep -qF -- "$text" <<<"$out" || fail "no '$text' in the output of: $*"
 }
-ssh_run() {  # ssh_run <port> <password> <command>
-  sshpass -p "$2" ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+ssh_run() {  # ssh_run <port> <password> <command>; at most $ssh_limit s (a hang once cost 25 min)
+  timeout -k 5 "${ssh_limit:-120}" sshpass -p "$2" ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
     -o ConnectTimeout=5 -p "$1" root@127.0.0.1 "$3"
 }
 wait_ssh() {  # retries until sshd in the container answers
-  for _ in $(seq 60); do ssh_run "$1" "$2" true 2>/dev/null && return 0; sleep 1; done
+  for _ in $(seq 60); do ssh_limit=15 ssh_run "$1" "$2" true 2>/dev/null && return 0; sleep 1; done
   fail "no ssh login on port $1"
 }
 fashion_data() {
@@ -156,10 +156,13 @@ JSON
     port=$(grep -o 'ssh root@localhost -p [0-9]*' <<<"$out" | awk '{print $4}')
     pw=$(grep 'SSH password:' <<<"$out" | awk '{print $NF}')
     [ -n "$name" ] && [ -n "$port" ] && [ -n "$pw" ] || fail "summary box incomplete"
+    echo "== ssh into $name on port $port"
     wait_ssh "$port" "$pw"
-    ssh_run "$port" "$pw" "ls /workspace/data/fashion-mnist && gpulab --version" | sed 's/^/    /'
+    ssh_run "$port" "$pw" "ls /workspace/data/fashion-mnist && gpulab --version" | sed 's/^/    /' ||
+      fail "the command over ssh failed or hung"
     # As the seed's `docker run --rm`: stopping it removes it (issue 13).
-    docker stop "$name" >/dev/null
+    echo "== docker stop $name"
+    timeout -k 5 60 docker stop "$name" >/dev/null || fail "docker stop $name failed or hung"
     for _ in $(seq 50); do docker inspect "$name" >/dev/null 2>&1 || break; sleep 0.2; done
     docker inspect "$name" >/dev/null 2>&1 && fail "interactive container $name stayed after docker stop"
     ;;
