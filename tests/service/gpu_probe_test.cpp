@@ -111,6 +111,24 @@ TEST_F(GpuProbeTest, ScriptCopiesWhatDetectionReadsFromEachCapturedHost) {
   }
 }
 
+// Detection numbers each vendor from 0; one host's GPUs get one list of indices, and a link
+// joins the GPUs of its own vendor only.
+TEST_F(GpuProbeTest, AHostWithBothVendorsHasEachIndexOnce) {
+  run_script(fixture("mixed"), dir_ / "out");
+  auto inv = inventory_from_probe(tree_tar(dir_ / "out"), "lab9");
+  ASSERT_TRUE(inv.ok()) << inv.error().to_string();
+  ASSERT_EQ(inv->gpus.size(), 3u);
+  EXPECT_EQ(inv->gpu_type, "mixed");
+  EXPECT_EQ(inv->gpus[0].vendor, "nvidia");
+  EXPECT_EQ(inv->gpus[0].name, "NVIDIA GeForce RTX 4090");
+  EXPECT_TRUE(inv->gpus[0].links.empty());
+  for (int i : {1, 2}) {
+    EXPECT_EQ(inv->gpus[i].index, i);
+    EXPECT_EQ(inv->gpus[i].vendor, "amd");
+    EXPECT_EQ(inv->gpus[i].links, std::vector<int>{3 - i});  // the XGMI pair: 1 <-> 2
+  }
+}
+
 TEST_F(GpuProbeTest, AnEmptyHostGivesNoGpuAndSaysWhy) {
   fs::create_directories(dir_ / "empty-root");
   run_script(dir_ / "empty-root", dir_ / "out");

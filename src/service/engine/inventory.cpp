@@ -2,7 +2,9 @@
 #include "service/engine/inventory.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
+#include <utility>
 
 #include "core/files.h"
 #include "core/strings.h"
@@ -46,11 +48,16 @@ std::string render_node_in(const std::filesystem::path& root, const std::string&
 
 ServiceInventory inventory_from_detected(const gpu::Inventory& found,
                                          const std::filesystem::path& root) {
+  // Detection numbers each vendor's GPUs from 0; a host's indices are one list (NVIDIA first,
+  // as detect orders them), so a host with both vendors has no index twice. One vendor: as found.
+  std::map<std::pair<gpu::Vendor, int>, int> index_of;
+  for (const auto& g : found.gpus)
+    index_of.emplace(std::pair(g.vendor, g.index), static_cast<int>(index_of.size()));
   ServiceInventory inv;
   for (const auto& g : found.gpus) {
     GpuSlot s;
     s.vendor = gpu::vendor_name(g.vendor);
-    s.index = g.index;
+    s.index = index_of.at({g.vendor, g.index});
     s.name = g.name;
     // Exclusive allocation needs a stable id: the UUID, else the PCI address.
     s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(s.vendor + "-" + std::to_string(g.index)));
@@ -60,9 +67,11 @@ ServiceInventory inventory_from_detected(const gpu::Inventory& found,
       s.render_node_in_container = s.render_node;
     }
     for (const auto& l : found.links) {
-      if (l.type == "pcie") continue;  // only direct links make GPUs "close"
-      if (l.a == g.index) s.links.push_back(l.b);
-      if (l.b == g.index) s.links.push_back(l.a);
+      // Only direct links make GPUs "close"; a link's ends are its own vendor's indices.
+      if (l.type == "pcie" || l.vendor != g.vendor) continue;
+      const int peer = l.a == g.index ? l.b : l.b == g.index ? l.a : -1;
+      auto it = index_of.find({g.vendor, peer});
+      if (peer >= 0 && it != index_of.end()) s.links.push_back(it->second);
     }
     inv.gpus.push_back(std::move(s));
   }
