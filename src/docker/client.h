@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -98,6 +99,10 @@ class Client {
   // GET /containers/{id}/archive?path=... streamed into a tar file.
   Status copy_from_container(const std::string& id_or_name, const std::string& path,
                              const std::filesystem::path& dest_tar) const;
+  // The same archive handed to `sink` piece by piece (false stops it: kDataError), the whole
+  // request within `timeout` (0: no limit).
+  Status copy_from_container_to(const std::string& id_or_name, const std::string& path,
+                                const BodySink& sink, std::chrono::milliseconds timeout) const;
   // PUT /containers/{id}/archive: extracts a tar into directory `dest_dir` in the container.
   Status copy_to_container(const std::string& id_or_name, const std::string& dest_dir,
                            const std::filesystem::path& src_tar) const;

@@ -193,6 +193,21 @@ Status Client::copy_from_container(const std::string& id, const std::string& src
   return ok_status();
 }
 
+Status Client::copy_from_container_to(const std::string& id, const std::string& src_path,
+                                      const BodySink& sink,
+                                      std::chrono::milliseconds timeout) const {
+  HttpRequest r;
+  r.target =
+      path("/containers/" + url_encode(id) + "/archive" + Query().add("path", src_path).str());
+  r.on_data = sink;
+  r.timeout = timeout;
+  const std::string what = "copy " + src_path + " out of container " + id;
+  auto resp = call(*transport_, r, what);
+  if (!resp.ok()) return resp.error();
+  if (resp->cancelled) return Error(Code::kDataError, what + ": stopped before the end");
+  return ok_status();
+}
+
 Status Client::copy_to_container(const std::string& id, const std::string& dest_dir,
                                  const std::filesystem::path& src_tar) const {
   std::string what = "copy " + src_tar.string() + " into container " + id + ":" + dest_dir;

@@ -105,10 +105,11 @@ struct CreateSpec {
 
 // Host access for gpulab's own local commands run by the machine's operator (gpulab ddp: data
 // and log folders, the host network for multi-node rendezvous). Deliberately a separate type,
-// passed only to Client::create_container(spec, host): the REST service never builds one, so a
-// remote user still cannot reach the host's files or network.
+// passed only to Client::create_container(spec, host): the REST service builds one only for its
+// GPU probe (the admin's probe_root, read-only, for a container running the service's own
+// script), so a remote user still cannot reach the host's files or network.
 struct BindMount {
-  std::string host_path;       // absolute, must exist
+  std::string host_path;       // absolute, must exist on the engine's machine
   std::string container_path;  // absolute
   bool read_only = false;
 };

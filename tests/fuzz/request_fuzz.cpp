@@ -28,16 +28,19 @@ struct Fixture {
     if (!store) std::abort();
     s.store = std::move(*store);
     s.config.backup_dir = (std::filesystem::temp_directory_path() / "gpulab-fuzz-backups").string();
-    // Two declared GPUs so allocation runs before the missing engine is noticed.
+    // One host that never connects, with two declared GPUs so allocation runs before the
+    // missing engine is noticed (declared: no live sampling, the GPUs are not on this host).
+    HostConfig host;
+    host.name = "local";
     for (int i = 0; i < 2; ++i) {
       GpuSlot g;
       g.uuid = "GPU-fuzz-" + std::to_string(i);
       g.index = i;
       g.vendor = "nvidia";
-      s.inventory.gpus.push_back(g);
+      g.host = host.name;
+      host.gpus.push_back(g);
     }
-    s.inventory.source = "declared";  // no live sampling: the GPUs are not on this host
-    s.inventory.gpu_type = "nvidia";
+    s.hosts.push_back(std::make_unique<Host>(host, s.config));
     s.auth = std::make_unique<Auth>(*s.store, false);
     router = std::make_unique<Router>(*s.auth, &s.metrics);
     add_routes(*router, s);

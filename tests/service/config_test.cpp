@@ -171,5 +171,37 @@ TEST(Config, HostsAreCheckedFieldByField) {
   EXPECT_EQ(hosts[0].gpus[0].host, "local");
 }
 
+// The GPU probe's keys: a service-wide image with each host's own over it, an absolute root.
+TEST(Config, ProbeKeysAreReadAndChecked) {
+  auto c = config_from_json(R"({"device_mode":"none","probe_image":"busybox:latest",
+      "probe_timeout_seconds":5,"probe_retry_seconds":9,
+      "hosts":[{"name":"a","url":"unix:///x.sock"},
+               {"name":"b","url":"unix:///y.sock","probe_image":"rocm-lab:6","probe_root":"/srv"}]})");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(validate_config(*c).ok());
+  EXPECT_EQ(c->probe_image, "busybox:latest");
+  EXPECT_EQ(c->probe_timeout_seconds, 5);
+  EXPECT_EQ(c->probe_retry_seconds, 9);
+  EXPECT_EQ(c->hosts[0].probe_image, "");
+  EXPECT_EQ(c->hosts[0].probe_root, "/");
+  EXPECT_EQ(c->hosts[1].probe_image, "rocm-lab:6");
+  EXPECT_EQ(c->hosts[1].probe_root, "/srv");
+  auto error_of = [](const std::string& text) {
+    auto r = config_from_json(text);
+    if (!r.ok()) return r.error().message;
+    auto st = validate_config(*r);
+    return st.ok() ? std::string("(accepted)") : st.error().message;
+  };
+  EXPECT_NE(error_of(R"({"hosts":[{"name":"a","url":"unix:///x.sock","probe_root":"srv"}]})")
+                .find("hosts[0].probe_root: 'srv' is not an absolute path"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"probe_timeout_seconds":0})").find("probe_timeout_seconds must be 1..600"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"probe_image":"busy box"})").find("probe_image"), std::string::npos);
+  EXPECT_NE(error_of(R"({"hosts":[{"name":"a","url":"unix:///x.sock","probe_dir":"/"}]})")
+                .find("unknown key 'probe_dir' in hosts[0]"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpulab::service

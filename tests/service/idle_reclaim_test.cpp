@@ -116,7 +116,7 @@ TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
 
   // Utilization: the busy container's GPU at 80 %, every other at 1 % (below the threshold).
   std::vector<GpuSample> samples;
-  for (const auto& g : s->inventory.gpus) {
+  for (const auto& g : s->inventory().gpus) {
     GpuSample smp;
     smp.uuid = g.uuid;
     smp.utilization_percent = g.uuid == busy_a.gpus[0].uuid ? 80.0 : 1.0;

@@ -58,12 +58,12 @@ Json hosts_json(const Service& s, const std::map<std::string, std::string>& hold
   Json hosts = Json::array();
   for (const auto& h : s.hosts) {
     Json free = Json::array(), used = Json::array();
-    for (const auto& g : h->inventory().gpus)
-      (holders.count(g.uuid) ? used : free).push_back(g.index);
+    const auto inventory = h->inventory();
+    for (const auto& g : inventory->gpus) (holders.count(g.uuid) ? used : free).push_back(g.index);
     Json j = {{"name", h->name()},
               {"state", h->up() ? "up" : "down"},
               {"address", h->address()},
-              {"total_gpus", h->inventory().gpus.size()},
+              {"total_gpus", inventory->gpus.size()},
               {"available_gpu_indices", free},
               {"used_gpu_indices", used}};
     if (!h->up()) j["down_reason"] = h->down_reason();
@@ -76,7 +76,8 @@ ApiReply status(Service& s, Who who) {
   auto holders = s.store->gpu_holders();
   Json available = Json::array(), used = Json::array(), mapping = Json::object();
   std::set<std::string> mine = visible_container_names(s, who);
-  for (const auto& g : s.inventory.gpus) {
+  const ServiceInventory inventory = s.inventory();
+  for (const auto& g : inventory.gpus) {
     auto it = holders.find(g.uuid);
     if (it == holders.end()) {
       available.push_back(g.index);
@@ -85,13 +86,10 @@ ApiReply status(Service& s, Who who) {
     used.push_back(g.index);
     if (mine.count(it->second)) mapping[it->second].push_back(g.index);
   }
-  Json d = {{"gpu_type", s.inventory.gpu_type},
-            {"available_gpu_indices", available},
-            {"used_gpu_indices", used},
-            {"container_gpu_mapping", mapping},
-            {"last_updated", iso_now()},
-            {"inventory_source", s.inventory.source},
-            {"total_gpus", s.inventory.gpus.size()}};
+  Json d = {{"gpu_type", inventory.gpu_type},     {"available_gpu_indices", available},
+            {"used_gpu_indices", used},           {"container_gpu_mapping", mapping},
+            {"last_updated", iso_now()},          {"inventory_source", inventory.source},
+            {"total_gpus", inventory.gpus.size()}};
   d["quota"] = quota_json(s, who.user);  // the caller's limits and usage
   d["hosts"] = hosts_json(s, holders);
   return ApiReply::ok("GPU status retrieved successfully", d);

@@ -103,7 +103,8 @@ ApiReply gpu_history(Dashboard& d, Req q) {
     since = static_cast<std::int64_t>(*seconds * 1000.0);
   }
   Json gpus = Json::array();
-  for (const auto& g : d.service.inventory.gpus) {
+  const ServiceInventory inventory = d.service.inventory();
+  for (const auto& g : inventory.gpus) {
     Json j = d.history.columns(g.uuid, since);
     j["uuid"] = g.uuid;
     j["index"] = g.index;

@@ -19,13 +19,22 @@ using Who = const Principal&;
 Json host_states(const Service& s) {
   Json a = Json::array();
   for (const auto& h : s.hosts) {
-    Json j = {{"name", h->name()},
-              {"state", h->up() ? "up" : "down"},
-              {"gpus", h->inventory().gpus.size()}};
+    Json j = {{"name", h->name()}, {"state", h->up() ? "up" : "down"}};
     if (!h->up()) j["down_reason"] = h->down_reason();
     // gpulab ddp finds the host whose engine it runs on by this id (asked once per engine).
     if (h->up())
       if (auto id = h->engine()->engine_id(); id) j["engine_id"] = *id;
+    // Where its GPUs come from, and why it has none when it has none.
+    const auto inventory = h->inventory();
+    j["gpus"] = inventory->gpus.size();
+    j["gpu_source"] = inventory->source;
+    if (inventory->gpus.empty() && !inventory->note.empty()) j["gpu_note"] = inventory->note;
+    if (h->probed()) {
+      const auto probe = h->probe_state();
+      j["gpu_probe"] = {
+          {"state", probe.state}, {"image", h->probe().image}, {"root", h->probe().root}};
+      if (!probe.error.empty()) j["gpu_probe"]["error"] = probe.error;
+    }
     a.push_back(j);
   }
   return a;
@@ -39,7 +48,8 @@ ApiReply gpus(Service& s, Who who) {
   std::map<std::string, std::string> by_docker_id;
   for (const auto& c : s.store->containers()) by_docker_id[c.docker_id] = c.name;
   Json a = Json::array();
-  for (const auto& g : s.inventory.gpus) {
+  const ServiceInventory inventory = s.inventory();
+  for (const auto& g : inventory.gpus) {
     Json j = {{"index", g.index}, {"uuid", g.uuid},           {"vendor", g.vendor},
               {"name", g.name},   {"numa_node", g.numa_node}, {"links", g.links},
               {"host", g.host}};
@@ -69,8 +79,8 @@ ApiReply gpus(Service& s, Who who) {
     a.push_back(j);
   }
   return ApiReply::ok("GPU details retrieved successfully", {{"gpus", a},
-                                                             {"source", s.inventory.source},
-                                                             {"gpu_type", s.inventory.gpu_type},
+                                                             {"source", inventory.source},
+                                                             {"gpu_type", inventory.gpu_type},
                                                              {"hosts", host_states(s)}});
 }
 
@@ -80,9 +90,10 @@ ApiReply metrics(Service& s, Who who) {
   auto holders = s.store->gpu_holders();
   auto visible = visible_container_names(s, who);
   out += metric_header("gpulab_gpus", "gauge", "GPUs in the inventory");
-  out += gauge_line("gpulab_gpus", {}, static_cast<double>(s.inventory.gpus.size()));
+  const ServiceInventory inventory = s.inventory();
+  out += gauge_line("gpulab_gpus", {}, static_cast<double>(inventory.gpus.size()));
   out += metric_header("gpulab_gpu_allocated", "gauge", "1 when a container holds the GPU");
-  for (const auto& g : s.inventory.gpus) {
+  for (const auto& g : inventory.gpus) {
     auto h = holders.find(g.uuid);
     out +=
         gauge_line("gpulab_gpu_allocated",
@@ -212,7 +223,7 @@ void add_system_routes(Router& r, Service& s) {
              [sp](Req, Who) {
                const Engine* first = sp->hosts.empty() ? nullptr : sp->hosts.front()->engine();
                bool engine = first && first->ping().ok();
-               Json d = {{"engine", engine}, {"gpus", sp->inventory.gpus.size()}};
+               Json d = {{"engine", engine}, {"gpus", sp->inventory().gpus.size()}};
                // Which engine this service books for: gpulab ddp checks it uses the same one.
                if (engine)
                  if (auto id = first->engine_id(); id) d["engine_id"] = *id;

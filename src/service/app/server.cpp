@@ -72,9 +72,10 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
         "serving plain HTTP on {} (--insecure_http): tokens and passwords cross the "
         "network unencrypted; serve HTTPS with --tls_cert and --tls_key",
         s->config.listen_host);
+  const ServiceInventory inventory = s->inventory();
   std::printf("gpulab serve: listening on %s://%s:%u (engine %s, %zu GPU(s) %s, auth %s)\n",
               tls ? "https" : "http", s->config.listen_host.c_str(), server.port(),
-              engines_text(*s).c_str(), s->inventory.gpus.size(), s->inventory.source.c_str(),
+              engines_text(*s).c_str(), inventory.gpus.size(), inventory.source.c_str(),
               s->auth->mode().c_str());
   std::fflush(stdout);
   EventWatcher watcher(*s);

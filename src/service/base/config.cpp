@@ -113,6 +113,8 @@ Status read_hosts(const Json& v, ServiceConfig& c) {
       member("insecure", &H::insecure),
       member("address", &H::address),
       member("bind_ip", &H::bind_ip),
+      member("probe_image", &H::probe_image),
+      member("probe_root", &H::probe_root),
       {"gpus", [](const Json& g, H& h) { return read_gpu_list(g, h.gpus, "hosts[].gpus"); }}};
   if (!v.is_array() || v.empty()) return bad("hosts must be a non-empty array");
   for (size_t i = 0; i < v.size(); ++i) {
@@ -180,6 +182,9 @@ const std::vector<Key<ServiceConfig>>& config_keys() {
       member("image_allowlist", &C::image_allowlist),
       member("allocation_policy", &C::allocation_policy),
       member("detect_gpus", &C::detect_gpus),
+      member("probe_image", &C::probe_image),
+      member("probe_timeout_seconds", &C::probe_timeout_seconds),
+      member("probe_retry_seconds", &C::probe_retry_seconds),
       {"device_mode", read_device_mode},
       member("amd_kfd_path", &C::amd_kfd_path),
       member("amd_kfd_in_container", &C::amd_kfd_in_container),
@@ -298,6 +303,10 @@ Status validate_host(const HostConfig& h, const std::string& at) {
         return bad(at + "." + field + ": no such file " + path);
     }
   }
+  if (h.probe_root.empty() || h.probe_root.front() != '/')
+    return bad(at + ".probe_root: '" + h.probe_root + "' is not an absolute path on the host");
+  if (h.probe_image.find_first_of(" \t\n") != std::string::npos)
+    return bad(at + ".probe_image: '" + h.probe_image + "' is not an image reference");
   if (h.insecure && tls) return bad(at + ": insecure with tls_* files; give one or the other");
   if (!tcp && (tls || h.insecure)) return bad(at + ": tls_* and insecure are for tcp:// hosts");
   return ok_status();
@@ -364,6 +373,12 @@ Status validate_config(const ServiceConfig& c) {
   if (c.worker_threads < 1 || c.worker_threads > 1024) return bad("worker_threads out of range");
   if (c.idle_check_interval_seconds < 1 || c.idle_check_interval_seconds > 86400)
     return bad("idle_check_interval_seconds must be 1..86400");
+  if (c.probe_timeout_seconds < 1 || c.probe_timeout_seconds > 600)
+    return bad("probe_timeout_seconds must be 1..600");
+  if (c.probe_retry_seconds < 1 || c.probe_retry_seconds > 86400)
+    return bad("probe_retry_seconds must be 1..86400");
+  if (c.probe_image.find_first_of(" \t\n") != std::string::npos)
+    return bad("probe_image: '" + c.probe_image + "' is not an image reference");
   std::set<std::string> uuids;
   std::set<int> indices;
   for (const auto& g : c.gpus) {

@@ -54,7 +54,11 @@ struct HostConfig {
   bool insecure = false;  // tcp without TLS: allowed only so, with a warning in the log
   std::string address;    // where users reach its ports (SSH answer); default: the URL's host
   std::string bind_ip = "0.0.0.0";  // the host address its containers' ports are published on
-  std::vector<GpuSlot> gpus;        // declared; none: detected (the local socket's host only)
+  std::vector<GpuSlot> gpus;        // declared; none: found by its probe, or detected here
+  // With no GPUs declared, a container of probe_image (empty: the service's) reads the host's
+  // kernel files under probe_root, bound read-only, and the service detects its GPUs in them.
+  std::string probe_image;
+  std::string probe_root = "/";
 };
 
 // A host URL as the service reads it (the engine adapter parses it again for its client).
@@ -85,6 +89,11 @@ struct ServiceConfig {
   std::string allocation_policy = "pack";    // "pack" or "spread"
   std::vector<GpuSlot> gpus;                 // declared inventory (overrides discovery)
   bool detect_gpus = true;                   // use src/gpu discovery when none are declared
+  // A host without declared GPUs is probed through its engine with this image (HostConfig has
+  // its own); empty: the local socket's host is detected on this machine, a tcp host has none.
+  std::string probe_image;
+  int probe_timeout_seconds = 30;  // the probe container's run, and its tree's transfer
+  int probe_retry_seconds = 60;    // a failed probe is tried again this long after
   DeviceMode device_mode = DeviceMode::kMap;
   std::string amd_kfd_path = "/dev/kfd";
   std::string amd_kfd_in_container = "/dev/kfd";

@@ -25,7 +25,7 @@ DockerEngine::DockerEngine(docker::Client client, ServiceConfig config, ServiceI
                            std::string bind_ip)
     : client_(std::move(client)),
       config_(std::move(config)),
-      inventory_(std::move(inventory)),
+      inventory_(std::make_shared<const ServiceInventory>(std::move(inventory))),
       bind_ip_(std::move(bind_ip)) {}
 
 std::string DockerEngine::describe() const {
@@ -52,9 +52,14 @@ std::string DockerEngine::unavailable_hint() const {
   return docker::kStartEngineHint;
 }
 
+std::shared_ptr<const ServiceInventory> DockerEngine::gpus() const {
+  std::lock_guard<std::mutex> g(inventory_mu_);
+  return inventory_;
+}
+
 std::vector<GpuSample> DockerEngine::sample_gpus() const {
   // The engine's socket is this host's: its GPUs are sampled here.
-  return service::sample_gpus(inventory_);
+  return service::sample_gpus(*gpus());
 }
 
 docker::CreateSpec DockerEngine::create_spec(const LabContainer& spec) const {

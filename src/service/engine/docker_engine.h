@@ -2,6 +2,7 @@
 // Engine API (through docker::Client), translating the service's terms (engine_types.h) to it.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -23,8 +24,9 @@ class DockerEngine : public Engine {
   Result<std::string> engine_id() const override;
   std::string unavailable_hint() const override;
 
-  const ServiceInventory& gpus() const override { return inventory_; }
+  std::shared_ptr<const ServiceInventory> gpus() const override;
   std::vector<GpuSample> sample_gpus() const override;
+  Result<std::shared_ptr<const ServiceInventory>> probe_gpus(const GpuProbe& probe) const override;
 
   Result<std::string> run_container(const LabContainer& spec,
                                     const std::string& ssh_password) const override;
@@ -67,9 +69,15 @@ class DockerEngine : public Engine {
   docker::CreateSpec create_spec(const LabContainer& spec) const;
 
  private:
+  // The probe's container run and its tree fetched (docker_engine_probe.cpp).
+  Result<std::string> run_probe(const GpuProbe& probe) const;
+  Result<std::string> fetch_probe_tree(const std::string& id, const GpuProbe& probe) const;
+
   docker::Client client_;
   ServiceConfig config_;
-  ServiceInventory inventory_;
+  mutable std::mutex inventory_mu_;
+  // Replaced whole by a probe (a const call, as every engine call: the GPUs are its state).
+  mutable std::shared_ptr<const ServiceInventory> inventory_;
   std::string bind_ip_;
   // Docker's /info ID never changes for an engine's data root: asked once, then kept.
   mutable std::mutex id_mu_;

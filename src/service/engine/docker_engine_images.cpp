@@ -105,12 +105,13 @@ std::vector<std::string> DockerEngine::gpus_held_outside() const {
   std::vector<std::string> held;
   auto list = list_containers({"gpulab.kind=ddp"});
   if (!list) return held;
+  const auto inventory = gpus();
   for (const auto& c : *list) {
     if (c.labels.count(kLeaseLabel)) continue;  // booked through a lease already
     auto it = c.labels.find("gpulab.gpu_indices");
     if (it == c.labels.end()) continue;
     for (const auto& idx : split(it->second, ','))
-      for (const auto& g : inventory_.gpus)
+      for (const auto& g : inventory->gpus)
         if (!idx.empty() && std::to_string(g.index) == idx) held.push_back(g.uuid);
   }
   return held;

@@ -1,5 +1,6 @@
 // The one interface through which the service reaches a container engine: containers, images,
-// exec, logs, usage, commit, image archives, events, and the host's GPUs. The Docker adapter
+// exec, logs, usage, commit, image archives, events, and the host's GPUs (found on the host
+// through the engine itself when the config declares none). The Docker adapter
 // (docker_engine.h) is one implementation; docs/engines.md says how a Kubernetes one would fit.
 #pragma once
 
@@ -35,8 +36,15 @@ class Engine {
   virtual std::string unavailable_hint() const = 0;  // what to do when it does not answer
 
   // ---- the host's GPUs ----
-  virtual const ServiceInventory& gpus() const = 0;
+  // A snapshot: a probe may replace the engine's GPUs while a caller still holds the old ones.
+  virtual std::shared_ptr<const ServiceInventory> gpus() const = 0;
   virtual std::vector<GpuSample> sample_gpus() const = 0;  // live metrics by uuid; may be empty
+  // Finds the host's GPUs on the host itself, through this engine (GpuProbe: a short-lived
+  // container reads the host's kernel files; nothing of it is left), and makes them this
+  // engine's GPUs. On failure they stay as they were: kNotFound when the probe image is not on
+  // the engine, kTimeout, kDataError when the answer is not a tree of kernel files.
+  virtual Result<std::shared_ptr<const ServiceInventory>> probe_gpus(
+      const GpuProbe& probe) const = 0;
 
   // ---- containers ----
   // Creates and starts `spec`; a non-empty ssh_password reaches the container before its first

@@ -99,6 +99,16 @@ struct EngineEvent {
   std::string container_name;
 };
 
+// How a host's GPUs are found through its own engine: a short-lived container of `image` reads
+// the kernel files gpulab's detection needs from the host's `root` (bound read-only) and hands
+// them back as a tree; the service detects the GPUs in that tree (gpu_probe.h).
+struct GpuProbe {
+  std::string image;         // needs /bin/sh, cat and mkdir (busybox or a lab image)
+  std::string root = "/";    // the host path read as the host's "/"
+  int timeout_seconds = 30;  // the container's run and the tree's transfer, each
+  std::string host;          // the name its GPUs carry (GpuSlot::host)
+};
+
 // What a GPU lease answer says (the engine adds how its container must attach the GPUs).
 struct LeaseFacts {
   std::string name, owner, gpu_type, created_at;

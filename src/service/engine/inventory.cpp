@@ -2,7 +2,9 @@
 #include "service/engine/inventory.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
+#include <utility>
 
 #include "core/files.h"
 #include "core/strings.h"
@@ -28,42 +30,69 @@ std::string type_of(const std::vector<GpuSlot>& gpus) {
   return "none";
 }
 
+// AMD: the render node of a PCI device, live (/sys/bus/pci) or in a captured tree, where the
+// render nodes' uevent files name their PCI slot.
+std::string render_node_in(const std::filesystem::path& root, const std::string& pci) {
+  if (root.empty()) return gpu::render_node_of(pci);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(root / "sys/class/drm", ec)) {
+    const std::string n = e.path().filename().string();
+    if (!starts_with(n, "renderD")) continue;
+    for (const auto& line : split(read_text(e.path() / "device/uevent").value_or(""), '\n'))
+      if (line == "PCI_SLOT_NAME=" + to_lower(pci)) return "/dev/dri/" + n;
+  }
+  return {};
+}
+
 }  // namespace
 
-ServiceInventory build_inventory(const ServiceConfig& config) {
+ServiceInventory inventory_from_detected(const gpu::Inventory& found,
+                                         const std::filesystem::path& root) {
+  // Detection numbers each vendor's GPUs from 0; a host's indices are one list (NVIDIA first,
+  // as detect orders them), so a host with both vendors has no index twice. One vendor: as found.
+  std::map<std::pair<gpu::Vendor, int>, int> index_of;
+  for (const auto& g : found.gpus)
+    index_of.emplace(std::pair(g.vendor, g.index), static_cast<int>(index_of.size()));
   ServiceInventory inv;
-  if (!config.gpus.empty()) {
-    inv.gpus = config.gpus;
-    inv.source = "declared";
-  } else if (config.detect_gpus) {
+  for (const auto& g : found.gpus) {
+    GpuSlot s;
+    s.vendor = gpu::vendor_name(g.vendor);
+    s.index = index_of.at({g.vendor, g.index});
+    s.name = g.name;
+    // Exclusive allocation needs a stable id: the UUID, else the PCI address.
+    s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(s.vendor + "-" + std::to_string(g.index)));
+    s.numa_node = g.numa_node.value_or(-1);
+    if (g.vendor == gpu::Vendor::kAmd && g.pci_bus_id) {
+      s.render_node = render_node_in(root, *g.pci_bus_id);
+      s.render_node_in_container = s.render_node;
+    }
+    for (const auto& l : found.links) {
+      // Only direct links make GPUs "close"; a link's ends are its own vendor's indices.
+      if (l.type == "pcie" || l.vendor != g.vendor) continue;
+      const int peer = l.a == g.index ? l.b : l.b == g.index ? l.a : -1;
+      auto it = index_of.find({g.vendor, peer});
+      if (peer >= 0 && it != index_of.end()) s.links.push_back(it->second);
+    }
+    inv.gpus.push_back(std::move(s));
+  }
+  std::sort(inv.gpus.begin(), inv.gpus.end(),
+            [](const GpuSlot& a, const GpuSlot& b) { return a.index < b.index; });
+  inv.source = inv.gpus.empty() ? "none" : "detected";
+  inv.note = found.no_gpu_reason;
+  inv.gpu_type = type_of(inv.gpus);
+  return inv;
+}
+
+ServiceInventory build_inventory(const ServiceConfig& config) {
+  if (config.gpus.empty() && config.detect_gpus) {
     gpu::DetectOptions opts;
     opts.host_checks = false;
     opts.processes = false;
-    gpu::Inventory found = gpu::detect(opts);
-    for (const auto& g : found.gpus) {
-      GpuSlot s;
-      s.vendor = gpu::vendor_name(g.vendor);
-      s.index = g.index;
-      s.name = g.name;
-      // Exclusive allocation needs a stable id: the UUID, else the PCI address.
-      s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(s.vendor + "-" + std::to_string(g.index)));
-      s.numa_node = g.numa_node.value_or(-1);
-      if (g.vendor == gpu::Vendor::kAmd && g.pci_bus_id) {
-        s.render_node = gpu::render_node_of(*g.pci_bus_id);
-        s.render_node_in_container = s.render_node;
-      }
-      for (const auto& l : found.links) {
-        if (l.type == "pcie") continue;  // only direct links make GPUs "close"
-        if (l.a == g.index) s.links.push_back(l.b);
-        if (l.b == g.index) s.links.push_back(l.a);
-      }
-      inv.gpus.push_back(std::move(s));
-    }
-    inv.source = inv.gpus.empty() ? "none" : "detected";
-    inv.note = found.no_gpu_reason;
-  } else {
-    inv.source = "none";
+    return inventory_from_detected(gpu::detect(opts));
   }
+  ServiceInventory inv;
+  inv.gpus = config.gpus;
+  inv.source = inv.gpus.empty() ? "none" : "declared";
   std::sort(inv.gpus.begin(), inv.gpus.end(),
             [](const GpuSlot& a, const GpuSlot& b) { return a.index < b.index; });
   inv.gpu_type = type_of(inv.gpus);

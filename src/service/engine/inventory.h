@@ -2,24 +2,30 @@
 // (src/gpu); and how a container gets exactly its own GPUs and no other.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gpu/inventory.h"
 #include "service/base/config.h"
 
 namespace gpulab::service {
 
 struct ServiceInventory {
   std::vector<GpuSlot> gpus;  // sorted by index
-  std::string source;         // "declared", "detected", "none"
+  std::string source;         // "declared", "detected" (here or by a probe), "none"
   std::string gpu_type;       // the seed's status field: "nvidia", "rocm", "mixed", "none"
   std::string note;           // why discovery found nothing, when it did not
   const GpuSlot* find(const std::string& uuid) const;
 };
 
-// Declared GPUs win; else discovery (when enabled); else an empty inventory.
+// Declared GPUs win; else discovery on this machine (when enabled); else an empty inventory.
 ServiceInventory build_inventory(const ServiceConfig& config);
+// What gpu::detect found, live or in a captured tree at `root` (a host's probe), as the GPUs the
+// service hands out: a stable id each, NUMA node, direct links, AMD render nodes.
+ServiceInventory inventory_from_detected(const gpu::Inventory& found,
+                                         const std::filesystem::path& root = {});
 
 // Live per-GPU metrics (utilization, memory, temperature, power, processes) by uuid, from the
 // discovery backends; empty for declared GPUs the host does not have.

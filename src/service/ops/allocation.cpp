@@ -55,7 +55,8 @@ Placement place(Service& s, const CreateOptions& o, const std::set<std::string>&
   long best_free = 0;
   size_t free_up = 0, largest = 0;
   for (Host* h : candidates) {
-    const auto& gpus = h->inventory().gpus;
+    const auto inventory = h->inventory();  // held: gpus is read below
+    const auto& gpus = inventory->gpus;
     long free = std::count_if(gpus.begin(), gpus.end(),
                               [&](const GpuSlot& g) { return !used.count(g.uuid); });
     free_up += static_cast<size_t>(free);
@@ -74,9 +75,9 @@ Placement place(Service& s, const CreateOptions& o, const std::set<std::string>&
     throw ApiError(ApiCode::kEngineUnavailable, "no host of the lab is up",
                    "see /readyz for each host's state; start their Docker engines");
   s.metrics.increment("gpu_allocation_failures");
-  for (const auto& h : s.hosts) largest = std::max(largest, h->inventory().gpus.size());
+  for (const auto& h : s.hosts) largest = std::max(largest, h->inventory()->gpus.size());
   const Host* only = o.host.empty() ? nullptr : candidates.front();
-  size_t biggest = only ? only->inventory().gpus.size() : largest;
+  size_t biggest = only ? only->inventory()->gpus.size() : largest;
   if (static_cast<size_t>(o.spec.gpu_count) > biggest)
     throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed",
                    std::to_string(o.spec.gpu_count) + " GPU(s) asked; " +

@@ -1,9 +1,25 @@
-// A lab host's connection and health: connect when it first answers, ping, record up/down.
+// A lab host's connection and health: connect when it first answers, ping, record up/down, and
+// find its GPUs through its engine when none are declared.
 #include "service/ops/host.h"
 
 #include "core/log.h"
 
 namespace gpulab::service {
+
+namespace {
+
+// A host's GPUs before its engine answered: declared, detected on this machine (the local
+// socket's host, when it is not probed), or none yet.
+ServiceInventory first_inventory(const ServiceConfig& engine_config, bool probed) {
+  if (!probed) return build_inventory(engine_config);
+  ServiceInventory inv;
+  inv.source = "none";
+  inv.gpu_type = "none";
+  inv.note = "its GPU probe has not found them yet (see /healthz hosts)";
+  return inv;
+}
+
+}  // namespace
 
 Host::Host(HostConfig config, const ServiceConfig& service)
     : config_(std::move(config)), engine_config_(service) {
@@ -13,10 +29,24 @@ Host::Host(HostConfig config, const ServiceConfig& service)
   if (url) url_host_ = url->host;
   engine_config_.docker_host = config_.url;
   engine_config_.gpus = config_.gpus;
-  // Discovery looks at this machine: right only for the local socket's host.
-  engine_config_.detect_gpus = service.detect_gpus && local_;
-  inventory_ = build_inventory(engine_config_);
-  for (auto& g : inventory_.gpus) g.host = config_.name;
+  // Without declared GPUs, a probe through the engine finds them on the host itself.
+  const std::string& image =
+      config_.probe_image.empty() ? service.probe_image : config_.probe_image;
+  if (config_.gpus.empty() && service.detect_gpus && !image.empty())
+    probe_ = GpuProbe{image, config_.probe_root, service.probe_timeout_seconds, config_.name};
+  probe_retry_seconds_ = service.probe_retry_seconds;
+  // Else discovery looks at this machine: right only for the local socket's host.
+  engine_config_.detect_gpus = service.detect_gpus && local_ && !probed();
+  ServiceInventory inv = first_inventory(engine_config_, probed());
+  if (inv.gpus.empty() && !probed() && !local_ && config_.gpus.empty())
+    inv.note = "no GPUs declared and no probe_image to find them on the host";
+  for (auto& g : inv.gpus) g.host = config_.name;
+  inventory_ = std::make_shared<const ServiceInventory>(std::move(inv));
+}
+
+std::shared_ptr<const ServiceInventory> Host::inventory() const {
+  if (const Engine* e = engine()) return e->gpus();
+  return inventory_;
 }
 
 std::string Host::address() const {
@@ -42,7 +72,7 @@ void Host::set_down(const std::string& why) {
 
 Status Host::connect() {
   if (engine()) return ok_status();
-  auto e = open_host_engine(engine_config_, config_, inventory_);
+  auto e = open_host_engine(engine_config_, config_, *inventory_);
   if (!e) {
     set_down(e.error().message);
     return e.error();
@@ -73,6 +103,54 @@ bool Host::check(const std::function<void(const Engine&)>& returning) {
       spdlog::warn("host {} is down: {}", config_.name, st.error().message);
   }
   return was != now;
+}
+
+Host::ProbeState Host::probe_state() const {
+  if (!probed()) return {};
+  std::lock_guard<std::mutex> g(probe_mu_);
+  if (!probe_tried_) return {"pending", {}};
+  return {probe_ok_ ? "ok" : "failed", probe_error_};
+}
+
+void Host::probe_if_due(bool returning) {
+  const Engine* e = engine();
+  if (!probed() || !e) return;
+  std::lock_guard<std::mutex> run(probe_run_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> g(probe_mu_);
+    const bool retry = !probe_ok_ && now - probe_at_ >= std::chrono::seconds(probe_retry_seconds_);
+    if (probe_tried_ && !returning && !retry) return;
+  }
+  // A probe must never take the service down: whatever it throws is its failure.
+  auto found = [&]() -> Result<std::shared_ptr<const ServiceInventory>> {
+    try {
+      return e->probe_gpus(probe_);
+    } catch (const std::exception& ex) {
+      return Error(Code::kInternal, std::string("GPU probe: ") + ex.what());
+    }
+  }();
+  bool same_failure = false;  // a retry that fails as before is not logged again as an error
+  {
+    std::lock_guard<std::mutex> g(probe_mu_);
+    const std::string error = found ? std::string() : found.error().to_string();
+    same_failure = probe_tried_ && !probe_ok_ && !found && error == probe_error_;
+    probe_tried_ = true;
+    probe_ok_ = found.ok();
+    probe_error_ = error;
+    probe_at_ = std::chrono::steady_clock::now();
+  }
+  if (!found) {
+    spdlog::log(same_failure ? spdlog::level::debug : spdlog::level::err,
+                "host {}: GPU probe failed (its GPUs stay as they were: {}): {}", config_.name,
+                e->gpus()->gpus.size(), found.error().to_string());
+  } else if ((*found)->gpus.empty()) {
+    spdlog::warn("host {}: GPU probe of {} found no GPU: {}", config_.name, probe_.root,
+                 (*found)->note);
+  } else {
+    spdlog::info("host {}: GPU probe found {} GPU(s) ({})", config_.name, (*found)->gpus.size(),
+                 (*found)->gpu_type);
+  }
 }
 
 }  // namespace gpulab::service

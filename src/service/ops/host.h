@@ -1,8 +1,10 @@
 // One machine of the lab as the service sees it: its config, its engine (null until it first
-// answers), its GPUs, and whether its engine answers now (the host monitor keeps that current).
+// answers), its GPUs (declared, or found through its engine by a probe), and whether its engine
+// answers now (the host monitor keeps that current).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -20,7 +22,8 @@ class Host {
 
   const std::string& name() const { return config_.name; }
   const HostConfig& config() const { return config_; }
-  const ServiceInventory& inventory() const { return inventory_; }
+  // Its GPUs now, a snapshot: a probe may replace them (the engine's, once connected).
+  std::shared_ptr<const ServiceInventory> inventory() const;
   // Where users reach this host's published ports: `address`, else the URL's host, else "".
   std::string address() const;
   // A unix-socket host is this machine: a port free here is free there (bind probes apply).
@@ -39,11 +42,31 @@ class Host {
   // Connects (start-up); the error when the engine does not answer.
   Status connect();
 
+  // Whether its GPUs are found through its engine: none declared, and a probe image set.
+  bool probed() const { return !probe_.image.empty(); }
+  const GpuProbe& probe() const { return probe_; }
+  // The probe for /healthz: "pending" (not run yet), "ok" or "failed", and why it failed.
+  struct ProbeState {
+    std::string state, error;
+  };
+  ProbeState probe_state() const;
+  // Probes through the engine when it is connected and a probe is due: never run yet, the host
+  // just came back (`returning`), or the last one failed probe_retry_seconds ago. Logs the
+  // outcome; a failure keeps the GPUs as they were. Returns at once for a host not probed.
+  void probe_if_due(bool returning = false);
+
  private:
   void set_down(const std::string& why);
   HostConfig config_;
   ServiceConfig engine_config_;  // the service's config as this host's engine sees it
-  ServiceInventory inventory_;
+  std::shared_ptr<const ServiceInventory> inventory_;  // until the engine answers
+  GpuProbe probe_;                                     // image empty: not probed
+  int probe_retry_seconds_ = 60;
+  std::mutex probe_run_mu_;      // one probe at a time
+  mutable std::mutex probe_mu_;  // guards the fields below (never held during a probe)
+  bool probe_tried_ = false, probe_ok_ = false;
+  std::string probe_error_;
+  std::chrono::steady_clock::time_point probe_at_{};
   bool local_ = false;
   std::string url_host_;  // tcp: the URL's host
   mutable std::mutex mu_;

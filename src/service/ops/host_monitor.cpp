@@ -30,7 +30,8 @@ void HostMonitor::watch(Host& h) {
         spdlog::warn("orphan images on {} as it came back: {}", h.name(), ex.error().message);
       }
     };
-    if (h.check(returning)) {
+    const bool changed = h.check(returning);
+    if (changed) {
       s_.metrics.increment(h.up() ? "host_up_events" : "host_down_events");
       if (h.up()) {
         try {
@@ -40,6 +41,9 @@ void HostMonitor::watch(Host& h) {
         }
       }
     }
+    // Its GPUs: first found once its engine answers, found again each time it comes back (they
+    // may have changed meanwhile), and a failed probe retried now and then.
+    if (h.up()) h.probe_if_due(changed);
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait_for(lk, std::chrono::seconds(s_.config.host_check_seconds),
                  [this] { return cancel_.load(); });

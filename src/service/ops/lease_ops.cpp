@@ -71,7 +71,7 @@ Json lease_json(Service& s, const ContainerRecord& c, const EngineContainer* bou
   l.gpu_indices = c.gpu_indices();
   l.gpu_uuids = c.gpu_uuids();
   l.ssh_port = c.ssh_port;
-  l.gpu_type = s.inventory.gpu_type;
+  l.gpu_type = s.inventory().gpu_type;
   if (bound) l.container = bound->name;
   l.created_at = c.created_at;
   if (gpus) {

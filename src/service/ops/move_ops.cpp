@@ -87,7 +87,7 @@ TargetBooking book_target(Service& s, const ContainerRecord& c, const MoveRecord
     std::set<std::string> used = outside;
     for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
     TargetBooking b;
-    auto pick = choose_gpus(h.inventory().gpus, used, c.spec.gpu_count, s.policy);
+    auto pick = choose_gpus(h.inventory()->gpus, used, c.spec.gpu_count, s.policy);
     if (!pick)
       throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed",
                      std::to_string(c.spec.gpu_count) + " GPU(s) needed on host '" + h.name() +

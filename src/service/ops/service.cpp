@@ -1,6 +1,8 @@
 // Service wiring and engine error translation.
 #include "service/ops/service.h"
 
+#include <thread>
+
 #include "core/log.h"
 #include "service/base/api_error.h"
 
@@ -37,6 +39,25 @@ const Engine& Service::engine_on(const std::string& name) const {
                  "on another host (leave out \"host\") or wait");
 }
 
+ServiceInventory Service::inventory() const {
+  ServiceInventory all;
+  for (const auto& h : hosts) {
+    const auto inv = h->inventory();
+    all.gpus.insert(all.gpus.end(), inv->gpus.begin(), inv->gpus.end());
+    if (all.source.empty() || all.source == "none") {
+      all.source = inv->source;
+      all.note = inv->note;
+    }
+    if (all.gpu_type.empty() || all.gpu_type == "none")
+      all.gpu_type = inv->gpu_type;
+    else if (inv->gpu_type != "none" && inv->gpu_type != all.gpu_type)
+      all.gpu_type = "mixed";
+  }
+  if (all.source.empty()) all.source = "none";
+  if (all.gpu_type.empty()) all.gpu_type = "none";
+  return all;
+}
+
 std::vector<GpuSample> Service::sample_gpus() const {
   std::vector<GpuSample> out;
   for (const auto& h : hosts) {
@@ -61,6 +82,16 @@ std::unique_lock<std::mutex> Service::lock_container(const std::string& name) {
 
 namespace {
 
+// The GPU probes of the hosts that answered, all at once (each is bounded by
+// probe_timeout_seconds); a host that fails its probe starts with no GPUs and says why in
+// /healthz, and one that was down is probed by the host monitor when it answers.
+void probe_hosts(Service& s) {
+  std::vector<std::thread> probes;
+  for (const auto& h : s.hosts)
+    if (h->probed() && h->engine()) probes.emplace_back([hp = h.get()] { hp->probe_if_due(); });
+  for (auto& t : probes) t.join();
+}
+
 // Connects every host; one that does not answer is reported and joins when it does (the host
 // monitor retries). Without a hosts list the one engine must answer, as before hosts existed.
 void open_hosts(Service& s) {
@@ -75,18 +106,10 @@ void open_hosts(Service& s) {
       if (s.config.hosts.empty()) throw Exception(st.error());
       spdlog::error("host {} is down at start: {}", hc.name, st.error().to_string());
     }
-    for (const auto& g : h->inventory().gpus) s.inventory.gpus.push_back(g);
-    if (s.inventory.source.empty() || s.inventory.source == "none") {
-      s.inventory.source = h->inventory().source;
-      s.inventory.note = h->inventory().note;
-    }
-    if (s.inventory.gpu_type.empty() || s.inventory.gpu_type == "none")
-      s.inventory.gpu_type = h->inventory().gpu_type;
-    else if (h->inventory().gpu_type != "none" && h->inventory().gpu_type != s.inventory.gpu_type)
-      s.inventory.gpu_type = "mixed";
     s.hosts.push_back(std::move(h));
   }
   s.store->adopt_default_host(s.hosts.front()->name());
+  probe_hosts(s);
 }
 
 }  // namespace

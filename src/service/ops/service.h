@@ -25,7 +25,6 @@ struct Service {
   // The lab's hosts in config order (lab_hosts); hosts[0] holds the images of snapshots and
   // backups restored without a host. One host "local" unless the config lists hosts.
   std::vector<std::unique_ptr<Host>> hosts;
-  ServiceInventory inventory;  // every host's GPUs (GpuSlot::host says whose), as at start
   Metrics metrics;
   std::unique_ptr<Auth> auth;
   AllocationPolicy policy = AllocationPolicy::kPack;
@@ -42,6 +41,9 @@ struct Service {
   // Whether to ask this host's engine now: connected, and up (the one host of a lab without a
   // hosts list is always asked, as before hosts existed: its own errors say what is wrong).
   bool usable(const Host& h) const { return h.engine() && (h.up() || hosts.size() == 1); }
+  // Every host's GPUs now (GpuSlot::host says whose; a probe adds a host's as it finds them),
+  // with the first host's source and note that has any, and the type over all of them.
+  ServiceInventory inventory() const;
   // Live GPU samples from the hosts this machine can sample (the local socket's); may be empty.
   std::vector<GpuSample> sample_gpus() const;
 

@@ -88,7 +88,8 @@ void Dashboard::sample_gpus_now() {
   auto holders = service.store->gpu_holders();
   std::int64_t t = now_ms();
   Json gpus = Json::array();
-  for (const auto& g : service.inventory.gpus) {
+  const ServiceInventory inventory = service.inventory();
+  for (const auto& g : inventory.gpus) {
     GpuPoint p;
     p.t_ms = t;
     p.held = holders.count(g.uuid) > 0;
