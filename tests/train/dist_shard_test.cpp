@@ -214,6 +214,7 @@ int ckpt_scenario() {
     TrainState s;
     s.epoch = 1;
     s.step = 2;
+    s.batches_done = 2;  // a stop mid-epoch: the resume skips the batches already done
     ctx.save_checkpoint(dir, s, *m.module, *opt, 2);
     ctx.gather_parameters(*m.module);
     save_tensors("saved" + tag, clone_all(m.module->parameters()));
@@ -228,7 +229,7 @@ int ckpt_scenario() {
       std::fprintf(stderr, "error: %s\n", loaded->error().message.c_str());
       return 2;
     }
-    if ((*loaded)->step != 2) return 4;
+    if ((*loaded)->step != 2 || (*loaded)->batches_done != 2) return 4;
     save_tensors("loaded" + tag, clone_all(m.module->parameters()));
   }
   shard_train_steps(ctx, m, *opt, 2, 4);

@@ -263,6 +263,8 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
                 {"checksum_algorithm", "fnv1a64"},
                 {"epoch", s.epoch},
                 {"step", s.step},
+                // A stop mid-epoch (SIGINT, SIGTERM) resumes after the batches it had done.
+                {"batches_done", s.batches_done},
                 {"seed", s.seed},
                 {"world_size", world},
                 {"shard", shard_stage_name(sharded.stage())},
@@ -344,6 +346,7 @@ Result<TrainState> load_sharded_checkpoint(const CheckpointInfo& ckpt, torch::nn
   TrainState s;
   s.epoch = index.value("epoch", int64_t{0});
   s.step = index.value("step", int64_t{0});
+  s.batches_done = index.value("batches_done", int64_t{0});
   s.seed = index.value("seed", int64_t{0});
   s.world_size = index.value("world_size", int64_t{1});
   s.scaler = scaler_from_json(index.value("scaler", Json::object()));
