@@ -271,6 +271,21 @@ std::array<char, kBlock> tar_header_block(const TarEntry& e) {
   return b;
 }
 
+std::optional<std::vector<std::string>> tar_member_parts(std::string_view name) {
+  if (name.empty() || name.front() == '/') return std::nullopt;
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  while (at <= name.size()) {
+    const std::size_t end = std::min(name.find('/', at), name.size());
+    const std::string_view p = name.substr(at, end - at);
+    if (p == "..") return std::nullopt;
+    if (!p.empty() && p != ".") parts.emplace_back(p);
+    at = end + 1;
+  }
+  if (parts.empty()) return std::nullopt;
+  return parts;
+}
+
 Result<TarEntry> parse_tar_header_block(const char* b) {
   if (std::all_of(b, b + kBlock, [](char c) { return c == 0; }))
     return Error(Code::kDataError, "unexpected end of archive");

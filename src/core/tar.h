@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,11 @@ class TarWriter {
 std::array<char, 512> tar_header_block(const TarEntry& entry);
 // Parses one header block; kDataError for a bad checksum or an all-zero (end) block.
 Result<TarEntry> parse_tar_header_block(const char* block);
+
+// The parts of a member's name when it stays inside the folder it is unpacked into: relative,
+// no ".."; "." and empty parts dropped. nullopt for an absolute name, a "..", or nothing left.
+// Every unpacker of archives from elsewhere (data sets, GPU probe answers) goes through it.
+std::optional<std::vector<std::string>> tar_member_parts(std::string_view name);
 
 // A byte stream a tar is read from: `read` fills exactly n bytes (false at the end); `skip`
 // passes n bytes (a seek, for files); `size` is the total when known, to name truncation early.

@@ -30,8 +30,17 @@ std::vector<DeviceNode> render_nodes() {
 
 }  // namespace
 
-std::string render_node_of(const std::string& pci_bus_id) {
+std::string render_node_of(const std::string& pci_bus_id, const std::filesystem::path& root) {
   std::error_code ec;
+  if (!root.empty()) {
+    for (const auto& e : std::filesystem::directory_iterator(root / "sys/class/drm", ec)) {
+      const std::string n = e.path().filename().string();
+      if (!starts_with(n, "renderD")) continue;
+      for (const auto& line : split(read_text(e.path() / "device/uevent").value_or(""), '\n'))
+        if (line == "PCI_SLOT_NAME=" + to_lower(pci_bus_id)) return "/dev/dri/" + n;
+    }
+    return {};
+  }
   const auto drm = std::filesystem::path("/sys/bus/pci/devices") / to_lower(pci_bus_id) / "drm";
   for (const auto& e : std::filesystem::directory_iterator(drm, ec)) {
     std::string n = e.path().filename().string();

@@ -3,6 +3,7 @@
 // passes in -- the Docker engine reachable.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -36,8 +37,9 @@ struct HostChecks {
 
 // The render node of the GPU at that PCI address (/sys/bus/pci/devices/<bus>/drm/renderD* ->
 // "/dev/dri/renderD128"); empty when it has none. A container given it (and /dev/kfd) sees that
-// AMD GPU and no other.
-std::string render_node_of(const std::string& pci_bus_id);
+// AMD GPU and no other. With `root`, in a captured tree (a GPU probe's), where the render nodes'
+// device/uevent files under sys/class/drm name their PCI slot.
+std::string render_node_of(const std::string& pci_bus_id, const std::filesystem::path& root = {});
 
 // $DOCKER_HOST, or unix:///var/run/docker.sock.
 std::string docker_endpoint_from_env();

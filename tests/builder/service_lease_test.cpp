@@ -61,5 +61,24 @@ TEST(ServiceLease, NoServiceOnThePortIsAQuickError) {
   EXPECT_FALSE(lease.ok());
 }
 
+// Which of a service's hosts ddp's engine is: by the engine ids /healthz gives; none when no host
+// has it, several when hosts were cloned with one Docker identity (ddp then refuses to guess).
+TEST(ServiceLease, HostsOfAnEngineIdInALabAndInAnOlderService) {
+  ServiceHealth lab;
+  lab.engine_id = "A";
+  lab.hosts = {{"lab1", "A", 2}, {"lab2", "B", 4}, {"lab3", "", 2}};
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(lab.hosts_of("B"), Names{"lab2"});
+  EXPECT_EQ(lab.hosts_of("A"), Names{"lab1"});
+  EXPECT_TRUE(lab.hosts_of("C").empty());
+  EXPECT_TRUE(lab.hosts_of("").empty());  // ddp's engine gave no id: a down host's "" is no match
+  lab.hosts[2].engine_id = "B";
+  EXPECT_EQ(lab.hosts_of("B"), (Names{"lab2", "lab3"}));
+  ServiceHealth older;  // one engine, no hosts list
+  older.engine_id = "A";
+  EXPECT_EQ(older.hosts_of("A"), Names{""});
+  EXPECT_TRUE(older.hosts_of("B").empty());
+}
+
 }  // namespace
 }  // namespace gpulab::builder

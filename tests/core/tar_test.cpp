@@ -226,5 +226,15 @@ TEST(TarHostile, NegativeAndHugePaxSizesAreRefused) {
   }
 }
 
+// The one check every unpacker of archives from elsewhere makes on a member's name.
+TEST(TarHostile, MemberNamesThatLeaveTheFolderAreRefused) {
+  using Parts = std::vector<std::string>;
+  EXPECT_EQ(tar_member_parts("a/b/c"), Parts({"a", "b", "c"}));
+  EXPECT_EQ(tar_member_parts("./a//b/"), Parts({"a", "b"}));
+  EXPECT_EQ(tar_member_parts("a/./b"), Parts({"a", "b"}));
+  for (const char* bad : {"", "/etc/passwd", "../x", "a/../../x", "a/..", ".", "./", "//"})
+    EXPECT_FALSE(tar_member_parts(bad).has_value()) << "'" << bad << "'";
+}
+
 }  // namespace
 }  // namespace gpulab

@@ -27,6 +27,8 @@ const FieldSpec kPids{"pids_limit", FT::kInteger, false, "maximum number of proc
 const FieldSpec kKey{"ssh_public_key", FT::kString, false,
                      "an OpenSSH public key to log in with instead of the generated password"};
 const FieldSpec kEnv{"env", FT::kStringArray, false, "extra environment, [\"KEY=value\"]"};
+const FieldSpec kHost{"host", FT::kString, false,
+                      "lab host to run it on (default: placement chooses)"};
 
 // Fields people try to pass through to the engine; named so the refusal says why.
 const std::set<std::string> kForbidden = {
@@ -104,7 +106,7 @@ const RequestSchema& create_schema() {
        kPids,
        kKey,
        kEnv,
-       {"host", FT::kString, false, "lab host to run it on (default: placement chooses)"}}};
+       kHost}};
   return s;
 }
 const RequestSchema& name_schema() {
@@ -140,12 +142,13 @@ const RequestSchema& backup_schema() {
   return s;
 }
 const RequestSchema& restore_schema() {
+  // A backup's image is loaded where the container goes, so it may go to any host; a snapshot's
+  // is on its source's host already.
   static const RequestSchema s = [] {
     RequestSchema r = restore_request(
         "RestoreRequest", {"backup_path", FT::kString, true,
                            "backup file name in the backup dir, e.g. \"my-backup-v1.tar\""});
-    r.fields.push_back(
-        {"host", FT::kString, false, "the host to restore on (default: placed like a create)"});
+    r.fields.push_back(kHost);
     return r;
   }();
   return s;

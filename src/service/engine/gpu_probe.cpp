@@ -9,7 +9,6 @@
 #include <cstring>
 #include <vector>
 
-#include "core/strings.h"
 #include "core/tar.h"
 #include "gpu/detect.h"
 
@@ -69,15 +68,6 @@ Error refused(const std::string& why) {
                "check probe_image and probe_root of that host");
 }
 
-// A name made of plain parts: not absolute, no "", "." or "..".
-bool plain_parts(const std::string& name, std::vector<std::string>& parts) {
-  if (name.empty() || name.front() == '/') return false;
-  parts = split(name, '/', false);
-  for (const auto& p : parts)
-    if (p.empty() || p == "." || p == "..") return false;
-  return true;
-}
-
 Status write_new_file(const fs::path& path, const std::string& data) {
   // O_EXCL and O_NOFOLLOW: a name given twice, or anything already there, is refused.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -106,8 +96,9 @@ class TreeWriter {
   Status add(const TarEntry& e, const TarReader::EntryData& data) {
     if (++entries_ > limits_.max_entries)
       return refused("more than " + std::to_string(limits_.max_entries) + " entries");
-    std::vector<std::string> parts;
-    if (!plain_parts(e.name, parts)) return refused("entry name '" + e.name + "'");
+    const auto named = tar_member_parts(e.name);
+    if (!named) return refused("entry name '" + e.name + "'");
+    const std::vector<std::string>& parts = *named;
     if (static_cast<int>(parts.size()) > limits_.max_depth)
       return refused("entry '" + e.name + "' is too deep");
     if (top_.empty()) top_ = parts.front();

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "core/files.h"
-#include "core/strings.h"
 #include "gpu/detect.h"
 #include "gpu/host.h"
 
@@ -19,9 +18,7 @@ const GpuSlot* ServiceInventory::find(const std::string& uuid) const {
   return nullptr;
 }
 
-namespace {
-
-std::string type_of(const std::vector<GpuSlot>& gpus) {
+std::string gpu_type_of(const std::vector<GpuSlot>& gpus) {
   bool nv = false, amd = false;
   for (const auto& g : gpus) (g.vendor == "amd" ? amd : nv) = true;
   if (nv && amd) return "mixed";
@@ -29,22 +26,6 @@ std::string type_of(const std::vector<GpuSlot>& gpus) {
   if (nv) return "nvidia";
   return "none";
 }
-
-// AMD: the render node of a PCI device, live (/sys/bus/pci) or in a captured tree, where the
-// render nodes' uevent files name their PCI slot.
-std::string render_node_in(const std::filesystem::path& root, const std::string& pci) {
-  if (root.empty()) return gpu::render_node_of(pci);
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(root / "sys/class/drm", ec)) {
-    const std::string n = e.path().filename().string();
-    if (!starts_with(n, "renderD")) continue;
-    for (const auto& line : split(read_text(e.path() / "device/uevent").value_or(""), '\n'))
-      if (line == "PCI_SLOT_NAME=" + to_lower(pci)) return "/dev/dri/" + n;
-  }
-  return {};
-}
-
-}  // namespace
 
 ServiceInventory inventory_from_detected(const gpu::Inventory& found,
                                          const std::filesystem::path& root) {
@@ -63,7 +44,7 @@ ServiceInventory inventory_from_detected(const gpu::Inventory& found,
     s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(s.vendor + "-" + std::to_string(g.index)));
     s.numa_node = g.numa_node.value_or(-1);
     if (g.vendor == gpu::Vendor::kAmd && g.pci_bus_id) {
-      s.render_node = render_node_in(root, *g.pci_bus_id);
+      s.render_node = gpu::render_node_of(*g.pci_bus_id, root);
       s.render_node_in_container = s.render_node;
     }
     for (const auto& l : found.links) {
@@ -79,7 +60,7 @@ ServiceInventory inventory_from_detected(const gpu::Inventory& found,
             [](const GpuSlot& a, const GpuSlot& b) { return a.index < b.index; });
   inv.source = inv.gpus.empty() ? "none" : "detected";
   inv.note = found.no_gpu_reason;
-  inv.gpu_type = type_of(inv.gpus);
+  inv.gpu_type = gpu_type_of(inv.gpus);
   return inv;
 }
 
@@ -95,7 +76,7 @@ ServiceInventory build_inventory(const ServiceConfig& config) {
   inv.source = inv.gpus.empty() ? "none" : "declared";
   std::sort(inv.gpus.begin(), inv.gpus.end(),
             [](const GpuSlot& a, const GpuSlot& b) { return a.index < b.index; });
-  inv.gpu_type = type_of(inv.gpus);
+  inv.gpu_type = gpu_type_of(inv.gpus);
   return inv;
 }
 

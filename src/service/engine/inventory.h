@@ -20,6 +20,9 @@ struct ServiceInventory {
   const GpuSlot* find(const std::string& uuid) const;
 };
 
+// The seed's gpu_type of these GPUs: "nvidia", "rocm", "mixed" or "none".
+std::string gpu_type_of(const std::vector<GpuSlot>& gpus);
+
 // Declared GPUs win; else discovery on this machine (when enabled); else an empty inventory.
 ServiceInventory build_inventory(const ServiceConfig& config);
 // What gpu::detect found, live or in a captured tree at `root` (a host's probe), as the GPUs the

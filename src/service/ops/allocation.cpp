@@ -140,16 +140,22 @@ int choose_host_ports(Service& s, const Host& h, const std::vector<PortMapping>&
   return *ssh;
 }
 
+std::set<std::string> gpus_in_use(Service& s, std::set<std::string> outside,
+                                  const std::string& except) {
+  for (const auto& [uuid, holder] : s.store->gpu_holders())
+    if (except.empty() || holder != except) outside.insert(uuid);
+  return outside;
+}
+
 std::string choose_host(Service& s, const CreateOptions& o) {
   if (!o.host.empty()) return asked_host(s, o.host).name();
   std::vector<Host*> up;
   for (const auto& h : s.hosts)
     if (s.usable(*h)) up.push_back(h.get());
-  std::set<std::string> used;
-  if (o.spec.gpu_count > 0) used = unleased_ddp_gpus(s);
+  std::set<std::string> outside;
+  if (o.spec.gpu_count > 0) outside = unleased_ddp_gpus(s);
   std::lock_guard<std::mutex> lock(s.alloc_mu);
-  for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
-  return place(s, o, used, up).host->name();
+  return place(s, o, gpus_in_use(s, std::move(outside)), up).host->name();
 }
 
 Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
@@ -163,9 +169,7 @@ Allocation allocate(Service& s, const CreateOptions& o, const std::string& state
       throw ApiError(ApiCode::kNameConflict, "Container '" + o.name + "' already exists");
     meter_tick(*s.store, s.clock->now());  // holders so far are charged up to now
     check_quota(s, o.owner, o.spec, state != service::state::kLeased);
-    std::set<std::string> used = outside;
-    for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
-    Placement where = place(s, o, used, with_image);
+    Placement where = place(s, o, gpus_in_use(s, outside), with_image);
     const std::string& host = where.host->name();
     const int ssh = choose_host_ports(s, *where.host, o.spec.ports, with_ssh);
     ContainerRecord rec;

@@ -44,6 +44,11 @@ int choose_host_ports(Service& s, const Host& h, const std::vector<PortMapping>&
 // can be asked (allocation then relies on the book alone).
 std::set<std::string> unleased_ddp_gpus(Service& s);
 
+// The GPUs in use now: `outside` (unleased_ddp_gpus) and those the book's rows hold, but the
+// row named `except` (a recreate choosing its own GPUs again). Read under the allocation lock.
+std::set<std::string> gpus_in_use(Service& s, std::set<std::string> outside,
+                                  const std::string& except = {});
+
 // The host allocate() would choose for `opts` now, its image not asked (opts.host checked when
 // given): a backup restore loads its image there before the create, which decides again.
 // GPU_ALLOCATION_FAILED or 503 as allocate() says them.

@@ -281,9 +281,7 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
       s.store->transaction([&] {
         meter_tick(*s.store, s.clock->now());
         check_quota(s, c.owner, spec, false, c.id);
-        std::set<std::string> used = outside;
-        for (const auto& [uuid, holder] : s.store->gpu_holders())
-          if (holder != c.name) used.insert(uuid);
+        const std::set<std::string> used = gpus_in_use(s, outside, c.name);
         auto pick = choose_gpus(s.engine_of(c).gpus()->gpus, used, spec.gpu_count, s.policy);
         if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
         s.store->clear_gpus(c.id);
@@ -313,9 +311,9 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
 
 std::string create_engine_container(Service& s, const ContainerRecord& c) {
   std::vector<GpuSlot> gpus;
-  const ServiceInventory inventory = s.inventory();
+  const auto inventory = s.engine_of(c).gpus();  // its host's GPUs: it is made there
   for (const auto& g : c.gpus)
-    if (const GpuSlot* slot = inventory.find(g.uuid)) gpus.push_back(*slot);
+    if (const GpuSlot* slot = inventory->find(g.uuid)) gpus.push_back(*slot);
   auto cs = engine_spec(s, c.name, c.owner, c.spec, gpus, c.ssh_port, c.id);
   return engine_create_start(s, c.host, cs);
 }

@@ -1,6 +1,7 @@
 // Owners of the service's own images, and the start-up sweep of the ones left without one.
 #include "service/ops/internal_images.h"
 
+#include <map>
 #include <set>
 
 #include "core/log.h"
@@ -11,16 +12,26 @@ namespace gpulab::service {
 
 namespace {
 
-// Every image some row owns on `host` now: its containers' images, and the snapshots' and the
-// running backups' (on any host: they do not record theirs). A restored backup's image on one
-// host is not kept alive by a container of another host that was restored from the same file.
-std::set<std::string> owned_images(Store& store, const std::string& host) {
-  std::set<std::string> owned;
-  for (const auto& c : store.containers())
-    if (c.host == host) owned.insert(c.spec.image);
-  for (const auto& snap : store.snapshots()) owned.insert(snap.image);
+// Every image some row owns now, read from the book once: a host's containers own theirs on
+// that host (a restored backup's image on one host is not kept alive by a container of another
+// host restored from the same file); snapshots and running backups, which do not record a host,
+// own theirs on every host.
+struct OwnedImages {
+  std::map<std::string, std::set<std::string>> by_host;
+  std::set<std::string> everywhere;
+  bool owns(const std::string& host, const std::string& image) const {
+    if (everywhere.count(image)) return true;
+    auto it = by_host.find(host);
+    return it != by_host.end() && it->second.count(image) > 0;
+  }
+};
+
+OwnedImages owned_images(Store& store) {
+  OwnedImages owned;
+  for (const auto& c : store.containers()) owned.by_host[c.host].insert(c.spec.image);
+  for (const auto& snap : store.snapshots()) owned.everywhere.insert(snap.image);
   for (const auto& b : store.backups())
-    if (b.state == "running") owned.insert(kBackupRepo + b.name);
+    if (b.state == "running") owned.everywhere.insert(kBackupRepo + b.name);
   return owned;
 }
 
@@ -39,9 +50,10 @@ void release_internal_image(Service& s, const std::string& image) {
       !starts_with(image, kMoveRepo))
     return;
   try {
+    const OwnedImages owned = owned_images(*s.store);
     for (const auto& h : s.hosts) {  // it is on the host of the container that used it
       const Engine* e = h->engine();
-      if (!s.usable(*h) || owned_images(*s.store, h->name()).count(image)) continue;
+      if (!s.usable(*h) || owned.owns(h->name(), image)) continue;
       auto st = e->remove_image(image);
       if (!st && st.error().code != Code::kNotFound && st.error().code != Code::kConflict)
         spdlog::warn("cannot remove the unused image {}: {}", image, st.error().message);
@@ -54,8 +66,7 @@ void release_internal_image(Service& s, const std::string& image) {
 
 namespace {
 
-int sweep(Service& s, const std::string& host, const Engine& e,
-          const std::set<std::string>& owned) {
+int sweep(Service& s, const std::string& host, const Engine& e, const OwnedImages& owned) {
   auto images = e.list_images({std::string(kBookLabel) + "=" + book_id(*s.store)});
   if (!images) {
     spdlog::warn("cannot list images for orphans on {}: {}", host, images.error().message);
@@ -64,7 +75,7 @@ int sweep(Service& s, const std::string& host, const Engine& e,
   int removed = 0;
   for (const auto& img : *images)
     for (const auto& tag : img.tags) {
-      if (!is_internal_image(tag) || owned.count(tag)) continue;
+      if (!is_internal_image(tag) || owned.owns(host, tag)) continue;
       if (e.remove_image(tag)) {
         s.store->audit("gpulab", "reconcile", tag, "removed",
                        "image without an owner in the book (host " + host + ")");
@@ -77,16 +88,17 @@ int sweep(Service& s, const std::string& host, const Engine& e,
 }  // namespace
 
 int remove_orphan_images(Service& s) {
+  const OwnedImages owned = owned_images(*s.store);
   int removed = 0;
   for (const auto& h : s.hosts) {
     if (!s.usable(*h)) continue;  // a host that is down is swept when it answers again
-    removed += sweep(s, h->name(), *h->engine(), owned_images(*s.store, h->name()));
+    removed += sweep(s, h->name(), *h->engine(), owned);
   }
   return removed;
 }
 
 int remove_orphan_images_on(Service& s, const std::string& host, const Engine& e) {
-  return sweep(s, host, e, owned_images(*s.store, host));
+  return sweep(s, host, e, owned_images(*s.store));
 }
 
 }  // namespace gpulab::service

@@ -71,15 +71,16 @@ Json lease_json(Service& s, const ContainerRecord& c, const EngineContainer* bou
   l.gpu_indices = c.gpu_indices();
   l.gpu_uuids = c.gpu_uuids();
   l.ssh_port = c.ssh_port;
-  l.gpu_type = s.inventory().gpu_type;
+  // The GPUs of its host (a lab's hosts may differ), formatted by that host's engine: no answer
+  // from the engine is needed, so a down host's lease still lists.
+  const Host* h = s.find_host(c.host);
+  l.gpu_type = h ? h->inventory()->gpu_type : s.inventory().gpu_type;
   if (bound) l.container = bound->name;
   l.created_at = c.created_at;
   if (gpus) {
     l.attach = *gpus;
     l.grace_seconds = s.config.lease_grace_seconds;
   }
-  // Formatting needs no answer from the engine: a down host's lease still lists.
-  const Host* h = s.find_host(c.host);
   return (h && h->engine() ? *h->engine() : s.engine()).lease_json(l);
 }
 

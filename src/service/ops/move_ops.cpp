@@ -84,8 +84,7 @@ TargetBooking book_target(Service& s, const ContainerRecord& c, const MoveRecord
   std::set<std::string> outside;
   if (c.spec.gpu_count > 0) outside = unleased_ddp_gpus(s);
   return s.store->transaction([&] {
-    std::set<std::string> used = outside;
-    for (const auto& [uuid, holder] : s.store->gpu_holders()) used.insert(uuid);
+    const std::set<std::string> used = gpus_in_use(s, outside);
     TargetBooking b;
     auto pick = choose_gpus(h.inventory()->gpus, used, c.spec.gpu_count, s.policy);
     if (!pick)

@@ -48,13 +48,9 @@ ServiceInventory Service::inventory() const {
       all.source = inv->source;
       all.note = inv->note;
     }
-    if (all.gpu_type.empty() || all.gpu_type == "none")
-      all.gpu_type = inv->gpu_type;
-    else if (inv->gpu_type != "none" && inv->gpu_type != all.gpu_type)
-      all.gpu_type = "mixed";
   }
   if (all.source.empty()) all.source = "none";
-  if (all.gpu_type.empty()) all.gpu_type = "none";
+  all.gpu_type = gpu_type_of(all.gpus);
   return all;
 }
 

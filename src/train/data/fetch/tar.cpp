@@ -40,17 +40,13 @@ Result<Strings> bad_archive(const std::string& msg) {
   return Result<Strings>(Code::kDataError, "bad archive: " + msg);
 }
 
-// A relative path with no "..", "." or empty parts; returns false for anything else.
+// The member's path under the unpack folder, when it stays inside it (core's one check).
 bool safe_path(const std::string& name, fs::path& out) {
-  if (name.empty() || name[0] == '/') return false;
+  auto parts = tar_member_parts(name);
+  if (!parts) return false;
   out.clear();
-  for (const auto& part : fs::path(name)) {
-    const std::string s = part.string();
-    if (s == "..") return false;
-    if (s.empty() || s == ".") continue;
-    out /= part;
-  }
-  return !out.empty();
+  for (const auto& part : *parts) out /= part;
+  return true;
 }
 
 class GzReader {
