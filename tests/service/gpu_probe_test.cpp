@@ -129,6 +129,30 @@ TEST_F(GpuProbeTest, AHostWithBothVendorsHasEachIndexOnce) {
   }
 }
 
+// Two servers of one model have the same PCI addresses: a GPU without its own UUID is booked
+// under its host's name, so lab2's GPU 0 never blocks lab3's; a real UUID stays as it is.
+TEST_F(GpuProbeTest, IdsThatAreNotUuidsAreQualifiedByTheirHost) {
+  run_script(fixture("mi300x-x2"), dir_ / "out");
+  const std::string with_uuids = tree_tar(dir_ / "out");
+  for (const auto& f : fs::recursive_directory_iterator(dir_ / "out"))
+    if (f.path().filename() == "unique_id") fs::remove(f.path());
+  const std::string without = tree_tar(dir_ / "out");
+  auto lab2 = inventory_from_probe(without, "lab2");
+  auto lab3 = inventory_from_probe(without, "lab3");
+  auto own = inventory_from_probe(with_uuids, "lab2");
+  ASSERT_TRUE(lab2.ok() && lab3.ok() && own.ok());
+  ASSERT_EQ(lab2->gpus.size(), 2u);
+  ASSERT_EQ(lab3->gpus.size(), 2u);
+  ASSERT_EQ(own->gpus.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(lab2->gpus[i].uuid.rfind("lab2/0000:", 0), 0u) << lab2->gpus[i].uuid;
+    EXPECT_EQ(lab3->gpus[i].uuid.rfind("lab3/0000:", 0), 0u) << lab3->gpus[i].uuid;
+    EXPECT_EQ(lab2->gpus[i].uuid.substr(5), lab3->gpus[i].uuid.substr(5));
+    EXPECT_EQ(own->gpus[i].uuid.rfind("0x", 0), 0u) << own->gpus[i].uuid;
+    EXPECT_EQ(own->gpus[i].host, "lab2");
+  }
+}
+
 TEST_F(GpuProbeTest, AnEmptyHostGivesNoGpuAndSaysWhy) {
   fs::create_directories(dir_ / "empty-root");
   run_script(dir_ / "empty-root", dir_ / "out");

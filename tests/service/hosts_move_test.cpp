@@ -310,7 +310,7 @@ TEST_F(ServiceHostsMove, TargetEngineKilledMidMoveLeavesItWholeOnTheSource) {
   EXPECT_EQ(md5_after, md5);
 
   std::string err;
-  ASSERT_TRUE(restart_engine(1, &err)) << err;
+  ASSERT_TRUE(restart_engines(&err)) << err;
   auto back = Clock::now();
   while ((on_engine(1, "mvk") || !move_images(1).empty()) &&
          Clock::now() - back < std::chrono::seconds(60))

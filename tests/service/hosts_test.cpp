@@ -1,10 +1,14 @@
 // Many hosts, one service, on three real dockerds reached over TCP with mutual TLS
 // (tests/integration/dockerd/start-lab-hosts.sh): placement (pack, spread, an asked host, the
-// largest-host error), a quota summed over hosts, a host whose CA is not ours refused, plain TCP
-// refused without insecure, a host SIGKILLed and back, events from every host, and 50
-// concurrent creates.
+// largest-host error, each host's ports in its own network), a quota summed over hosts, a host
+// whose CA is not ours refused, plain TCP refused without insecure, a host SIGKILLed and back, a
+// host left out of the config and back, events from every host, and 50 concurrent creates.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -27,6 +31,19 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 class ServiceHosts : public LabHostsTest {};
+
+// Whether something accepts a TCP connection at ip:port (a published port's proxy does).
+bool tcp_accepts(const std::string& ip, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr) == 1 &&
+                  ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
 
 TEST_F(ServiceHosts, PackFillsTheFullestHostAndSpreadTheEmptiest) {
   for (const std::string policy : {"pack", "spread"}) {
@@ -67,7 +84,13 @@ TEST_F(ServiceHosts, AskedHostLargestHostErrorAndUnknownHost) {
   auto r = create(c, "asked", 1, "lab3");
   ASSERT_TRUE(ok(r)) << r.body;
   EXPECT_EQ(r.json()["data"]["host"], "lab3");
-  EXPECT_EQ(r.json()["data"]["ssh_host"], "127.0.0.4");
+  EXPECT_EQ(r.json()["data"]["ssh_host"], engines_[2].address);
+  // Each engine has a network of its own, as a server has: the port is at lab3's address only.
+  const int ssh_port = r.json()["data"].value("ssh_port", 0);
+  ASSERT_GT(ssh_port, 0) << r.body;
+  EXPECT_TRUE(tcp_accepts(engines_[2].address, ssh_port));
+  EXPECT_FALSE(tcp_accepts("127.0.0.1", ssh_port));
+  EXPECT_FALSE(tcp_accepts(engines_[0].address, ssh_port));
   EXPECT_TRUE(on_engine(2, "asked"));
   EXPECT_FALSE(on_engine(0, "asked"));
 
@@ -179,7 +202,7 @@ TEST_F(ServiceHosts, KilledHostIsMarkedDownAndReconciledWhenBack) {
 
   // Back: restart its engine and remove one container before the service looks.
   std::string err;
-  ASSERT_TRUE(restart_engine(1, &err)) << err;
+  ASSERT_TRUE(restart_engines(&err)) << err;
   (void)engines_[1].client->remove_container("goes", true);
   auto back_at = Clock::now();
   bool reconciled = false;
@@ -198,6 +221,41 @@ TEST_F(ServiceHosts, KilledHostIsMarkedDownAndReconciledWhenBack) {
   EXPECT_TRUE(reconciled) << c.get(kApi + "/list").body;
   status = c.get(kApi + "/status").json()["data"];
   EXPECT_EQ(status["used_gpu_indices"].size(), 2u);  // stays + moved; goes' GPU is free again
+}
+
+// A host left out of the config (an admin's edit): its rows stay, shown unreachable and "not
+// configured", a request on them is a 503 naming the host, and the start-up log says so; with the
+// host back in the config they are as they were.
+TEST_F(ServiceHosts, AHostLeftOutOfTheConfigKeepsItsRowsUntilItIsBack) {
+  start(lab_config());
+  if (HasFatalFailure()) return;
+  HttpClient first(svc_->url());
+  ASSERT_TRUE(ok(create(first, "kept", 1, "lab3")));
+  svc_->stop();
+  Json two = lab_config();
+  two["hosts"].erase(2);
+  start(two);
+  if (HasFatalFailure()) return;
+  HttpClient c(svc_->url());
+  auto list = c.get(kApi + "/list").json()["data"]["containers"];
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["host"], "lab3");
+  EXPECT_EQ(list[0]["host_state"], "not configured");
+  EXPECT_EQ(list[0]["status"], "unreachable");
+  auto stop = c.post_json(kApi + "/stop", {{"name", "kept"}});
+  EXPECT_EQ(stop.status, 503) << stop.body;
+  EXPECT_NE(stop.body.find("'lab3', which is not in this service's hosts"), std::string::npos)
+      << stop.body;
+  auto log = read_file(dir_ / "svc" / "service.log").value_or("");
+  EXPECT_NE(log.find("1 container(s) on host 'lab3', which is not in hosts"), std::string::npos);
+  EXPECT_TRUE(on_engine(2, "kept"));
+  svc_->stop();
+  start(lab_config());
+  if (HasFatalFailure()) return;
+  list = HttpClient(svc_->url()).get(kApi + "/list").json()["data"]["containers"];
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["host_state"], "up") << list[0].dump();
+  EXPECT_EQ(list[0]["status"], "running") << list[0].dump();
 }
 
 // Every host's event stream reaches the book, not the first host's only: with the periodic pass

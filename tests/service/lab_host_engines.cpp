@@ -35,11 +35,11 @@ LabHostEngines start_lab_host_engines() {
   }
   for (const auto& line : split(trim(r->out), '\n')) {
     auto f = split(line, ' ');
-    if (f.size() != 3) {
+    if (f.size() != 4) {
       lab.error = "start-lab-hosts.sh printed '" + line + "'";
       return lab;
     }
-    LabHostEngine e{f[0], f[1], f[2], std::nullopt};
+    LabHostEngine e{f[0], f[1], f[2], f[3], std::nullopt};
     auto ep = docker::Endpoint::parse(e.unix_url);
     auto c = ep ? docker::Client::connect(*ep) : Result<docker::Client>(ep.error());
     if (!c) {
@@ -67,14 +67,13 @@ Json lab_host_entry(const LabHostEngines& lab, int i, int gpus) {
   for (int k = 0; k < gpus; ++k)
     g.push_back(
         {{"uuid", "GPU-" + e.name + "-" + std::to_string(k)}, {"index", k}, {"vendor", "nvidia"}});
-  std::string ip = "127.0.0." + std::to_string(i + 2);
   return {{"name", e.name},
           {"url", e.tcp},
           {"tls_ca", (lab.tls / "ca.pem").string()},
           {"tls_cert", (lab.tls / "cert.pem").string()},
           {"tls_key", (lab.tls / "key.pem").string()},
-          {"address", ip},
-          {"bind_ip", ip},
+          {"address", e.address},
+          {"bind_ip", e.address},
           {"gpus", g}};
 }
 

@@ -17,6 +17,7 @@ namespace gpulab::service::testing {
 
 struct LabHostEngine {
   std::string name, tcp, unix_url;
+  std::string address;                   // its network namespace's address, seen from here
   std::optional<docker::Client> client;  // over the unix socket: the test's own view
   std::filesystem::path root() const;    // the engine's folder (pid file, log)
 };
@@ -33,7 +34,7 @@ struct LabHostEngines {
 LabHostEngines start_lab_host_engines();
 
 // hosts[] entry for engine i with `gpus` declared GPUs (GPU-<name>-<k>); its ports are published
-// on and reached at 127.0.0.(i+2).
+// on and reached at its address (10.213.(i+1).2, in its own network namespace).
 Json lab_host_entry(const LabHostEngines& lab, int i, int gpus);
 
 // The engine's dockerd pid from its pid file; 0 if none.

@@ -48,7 +48,7 @@ class LabHostsTest : public ::testing::Test {
   // a killed or failed test left goes too).
   void remove_lab_containers() { remove_lab_managed_containers(lab_); }
 
-  // lab1: 2 GPUs, lab2: 4, lab3: 2 (declared, no devices); published ports on 127.0.0.2-4.
+  // lab1: 2 GPUs, lab2: 4, lab3: 2 (declared, no devices); published ports at each address.
   Json host_json(int i, int gpus) const { return lab_host_entry(lab_, i, gpus); }
   Json lab_config(const std::string& policy = "pack") const {
     return {{"hosts", Json::array({host_json(0, 2), host_json(1, 4), host_json(2, 2)})},
@@ -96,17 +96,14 @@ class LabHostsTest : public ::testing::Test {
 
   // The dockerd of engine i (lab1..lab3): its pid, and a restart after a kill (same data root).
   pid_t engine_pid(int i) const { return lab_engine_pid(engines_[i]); }
-  bool restart_engine(int i, std::string* err = nullptr) const {
-    RunOptions opts;
-    opts.timeout = std::chrono::seconds(120);
-    opts.env_add = {{"GPULAB_DOCKERD_IPTABLES", "0"},
-                    {"GPULAB_DOCKERD_TCP", "127.0.0.1:2376" + std::to_string(i + 1)},
-                    {"GPULAB_DOCKERD_TLS_DIR", lab_.tls.string()}};
-    auto r = run_process({"/bin/bash", gpulab::testing::dockerd_script("start-dockerd.sh").string(),
-                          engines_[i].name},
-                         opts);
-    if (err) *err = r.ok() ? r->err : r.error().to_string();
-    return r.ok() && r->exit_code == 0;
+  // Engines killed by a test come back on their data roots (start-lab-hosts.sh restarts what
+  // is not running); the test's clients are pointed at them again.
+  bool restart_engines(std::string* err = nullptr) {
+    LabHostEngines again = start_lab_host_engines();
+    if (err) *err = again.error;
+    if (!again.error.empty() || again.engines.size() != 3) return false;
+    lab_ = std::move(again);
+    return true;
   }
 
   LabHostEngines lab_;

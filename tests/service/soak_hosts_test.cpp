@@ -47,15 +47,6 @@ class SoakHosts : public LabServiceTest {
       if (!allocated.count(u)) v.push_back("GPU " + u + " on down " + host + " shown free");
     return v;
   }
-
-  // Brings killed engines back (start-lab-hosts.sh restarts what is not running) and points the
-  // test's clients at them again.
-  void restart_engines() {
-    LabHostEngines again = start_lab_host_engines();
-    ASSERT_TRUE(again.error.empty()) << again.error;
-    ASSERT_EQ(again.engines.size(), 3u);
-    lab_ = std::move(again);
-  }
 };
 
 TEST_F(SoakHosts, RandomOperationsWhileServiceAndEnginesAreKilled) {
@@ -125,8 +116,8 @@ TEST_F(SoakHosts, RandomOperationsWhileServiceAndEnginesAreKilled) {
         ++t.violations;
         std::printf("soak3: VIOLATION (engine down): %s\n", msg.c_str());
       }
-      restart_engines();
-      if (HasFatalFailure()) return;
+      std::string err;
+      ASSERT_TRUE(restart_engines(&err)) << err;
       ASSERT_TRUE(wait_host(now, name, "up", 30)) << name << " not marked up again";
       check("engine back", -1);
     }

@@ -193,9 +193,8 @@ Result<ServiceInventory> inventory_from_probe(std::string_view tar, const std::s
   opts.root = dir;
   opts.host_checks = false;
   opts.processes = false;
-  ServiceInventory inv = inventory_from_detected(gpu::detect(opts), dir);
+  ServiceInventory inv = inventory_from_detected(gpu::detect(opts), dir, host);
   cleanup();
-  for (auto& g : inv.gpus) g.host = host;
   return inv;
 }
 

@@ -27,8 +27,14 @@ std::string gpu_type_of(const std::vector<GpuSlot>& gpus) {
   return "none";
 }
 
+std::string gpu_slot_id(const gpu::GpuInfo& g) {
+  return g.uuid.value_or(g.pci_bus_id.value_or(std::string(gpu::vendor_name(g.vendor)) + "-" +
+                                               std::to_string(g.index)));
+}
+
 ServiceInventory inventory_from_detected(const gpu::Inventory& found,
-                                         const std::filesystem::path& root) {
+                                         const std::filesystem::path& root,
+                                         const std::string& host) {
   // Detection numbers each vendor's GPUs from 0; a host's indices are one list (NVIDIA first,
   // as detect orders them), so a host with both vendors has no index twice. One vendor: as found.
   std::map<std::pair<gpu::Vendor, int>, int> index_of;
@@ -40,8 +46,12 @@ ServiceInventory inventory_from_detected(const gpu::Inventory& found,
     s.vendor = gpu::vendor_name(g.vendor);
     s.index = index_of.at({g.vendor, g.index});
     s.name = g.name;
-    // Exclusive allocation needs a stable id: the UUID, else the PCI address.
-    s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(s.vendor + "-" + std::to_string(g.index)));
+    // Exclusive allocation needs a stable id, unique in the lab (the book is keyed by it).
+    s.uuid = gpu_slot_id(g);
+    if (!host.empty()) {
+      s.host = host;
+      if (!g.uuid) s.uuid = host + "/" + s.uuid;
+    }
     s.numa_node = g.numa_node.value_or(-1);
     if (g.vendor == gpu::Vendor::kAmd && g.pci_bus_id) {
       s.render_node = gpu::render_node_of(*g.pci_bus_id, root);
@@ -99,8 +109,7 @@ std::vector<GpuSample> sample_gpus(const ServiceInventory& inventory) {
   gpu::Inventory found = gpu::detect(opts);
   for (const auto& g : found.gpus) {
     GpuSample s;
-    s.uuid = g.uuid.value_or(g.pci_bus_id.value_or(std::string(gpu::vendor_name(g.vendor)) + "-" +
-                                                   std::to_string(g.index)));
+    s.uuid = gpu_slot_id(g);
     s.utilization_percent = g.utilization_percent;
     s.temperature_c = g.temperature_c;
     s.memory_used_bytes = g.memory_used_bytes;

@@ -26,9 +26,15 @@ std::string gpu_type_of(const std::vector<GpuSlot>& gpus);
 // Declared GPUs win; else discovery on this machine (when enabled); else an empty inventory.
 ServiceInventory build_inventory(const ServiceConfig& config);
 // What gpu::detect found, live or in a captured tree at `root` (a host's probe), as the GPUs the
-// service hands out: a stable id each, NUMA node, direct links, AMD render nodes.
+// service hands out: a stable id each, NUMA node, direct links, AMD render nodes. With `host`
+// (a probed host) each GPU carries it, and an id that is not the GPU's own UUID (a PCI address,
+// the same on every server of one model) is qualified by it: "lab2/0000:c1:00.0".
 ServiceInventory inventory_from_detected(const gpu::Inventory& found,
-                                         const std::filesystem::path& root = {});
+                                         const std::filesystem::path& root = {},
+                                         const std::string& host = {});
+
+// The id the service books a GPU by: its UUID, else its PCI address, else vendor and index.
+std::string gpu_slot_id(const gpu::GpuInfo& g);
 
 // Live per-GPU metrics (utilization, memory, temperature, power, processes) by uuid, from the
 // discovery backends; empty for declared GPUs the host does not have.

@@ -358,6 +358,9 @@ Json container_json(const ContainerRecord& c, const EngineContainer* engine, con
     if (!host->address().empty()) j["ssh_host"] = host->address();
     j["host_state"] = host->up() ? "up" : "down";
     if (!host->up()) j["status"] = "unreachable";  // its GPUs and ports stay booked
+  } else if (!c.host.empty()) {
+    j["host_state"] = "not configured";  // the host left the config; the book keeps the row
+    j["status"] = "unreachable";
   }
   return j;
 }

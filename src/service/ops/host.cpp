@@ -112,15 +112,15 @@ Host::ProbeState Host::probe_state() const {
   return {probe_ok_ ? "ok" : "failed", probe_error_};
 }
 
-void Host::probe_if_due(bool returning) {
+bool Host::probe_if_due(bool returning) {
   const Engine* e = engine();
-  if (!probed() || !e) return;
+  if (!probed() || !e) return false;
   std::lock_guard<std::mutex> run(probe_run_mu_);
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> g(probe_mu_);
     const bool retry = !probe_ok_ && now - probe_at_ >= std::chrono::seconds(probe_retry_seconds_);
-    if (probe_tried_ && !returning && !retry) return;
+    if (probe_tried_ && !returning && !retry) return false;
   }
   // A probe must never take the service down: whatever it throws is its failure.
   auto found = [&]() -> Result<std::shared_ptr<const ServiceInventory>> {
@@ -150,7 +150,9 @@ void Host::probe_if_due(bool returning) {
   } else {
     spdlog::info("host {}: GPU probe found {} GPU(s) ({})", config_.name, (*found)->gpus.size(),
                  (*found)->gpu_type);
+    return true;
   }
+  return false;
 }
 
 }  // namespace gpulab::service

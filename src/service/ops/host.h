@@ -53,7 +53,8 @@ class Host {
   // Probes through the engine when it is connected and a probe is due: never run yet, the host
   // just came back (`returning`), or the last one failed probe_retry_seconds ago. Logs the
   // outcome; a failure keeps the GPUs as they were. Returns at once for a host not probed.
-  void probe_if_due(bool returning = false);
+  // True when a probe ran and found GPUs.
+  bool probe_if_due(bool returning = false);
 
  private:
   void set_down(const std::string& why);

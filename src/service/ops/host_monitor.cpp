@@ -43,7 +43,7 @@ void HostMonitor::watch(Host& h) {
     }
     // Its GPUs: first found once its engine answers, found again each time it comes back (they
     // may have changed meanwhile), and a failed probe retried now and then.
-    if (h.up()) h.probe_if_due(changed);
+    if (h.up() && h.probe_if_due(changed)) s_.warn_gpus_also_on_other_hosts(h);
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait_for(lk, std::chrono::seconds(s_.config.host_check_seconds),
                  [this] { return cancel_.load(); });

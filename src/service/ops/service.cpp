@@ -1,6 +1,7 @@
 // Service wiring and engine error translation.
 #include "service/ops/service.h"
 
+#include <map>
 #include <thread>
 
 #include "core/log.h"
@@ -39,6 +40,17 @@ const Engine& Service::engine_on(const std::string& name) const {
                  "on another host (leave out \"host\") or wait");
 }
 
+const Engine& Service::engine_of(const ContainerRecord& c) const {
+  if (!c.host.empty() && !find_host(c.host))
+    throw ApiError(ApiCode::kEngineUnavailable,
+                   "container '" + c.name + "' is on host '" + c.host +
+                       "', which is not in this service's hosts",
+                   "put '" + c.host +
+                       "' back in the config's hosts: its containers come back as they were "
+                       "(they keep their GPUs and ports booked meanwhile)");
+  return engine_on(c.host);
+}
+
 ServiceInventory Service::inventory() const {
   ServiceInventory all;
   for (const auto& h : hosts) {
@@ -65,6 +77,20 @@ std::vector<GpuSample> Service::sample_gpus() const {
   return out;
 }
 
+void Service::warn_gpus_also_on_other_hosts(const Host& h) const {
+  const auto mine = h.inventory();
+  for (const auto& other : hosts) {
+    if (other.get() == &h) continue;
+    const auto theirs = other->inventory();
+    for (const auto& g : mine->gpus)
+      if (theirs->find(g.uuid))
+        spdlog::warn(
+            "host {}: GPU {} is also host {}'s (two host entries for one server?): one "
+            "container at a time gets it, through either; remove one entry from hosts",
+            h.name(), g.uuid, other->name());
+  }
+}
+
 std::unique_lock<std::mutex> Service::lock_container(const std::string& name) {
   std::shared_ptr<std::mutex> m;
   {
@@ -86,6 +112,20 @@ void probe_hosts(Service& s) {
   for (const auto& h : s.hosts)
     if (h->probed() && h->engine()) probes.emplace_back([hp = h.get()] { hp->probe_if_due(); });
   for (auto& t : probes) t.join();
+  for (const auto& h : s.hosts)
+    if (h->probed()) s.warn_gpus_also_on_other_hosts(*h);
+}
+
+// Rows of hosts the config no longer lists: said once at start, as the requests on them will.
+void warn_unconfigured_hosts(Service& s) {
+  std::map<std::string, int> rows;
+  for (const auto& c : s.store->containers())
+    if (!s.find_host(c.host)) ++rows[c.host];
+  for (const auto& [host, n] : rows)
+    spdlog::warn(
+        "the book has {} container(s) on host '{}', which is not in hosts: they show as "
+        "unreachable and keep their GPUs and ports booked until that host is back in the config",
+        n, host);
 }
 
 // Connects every host; one that does not answer is reported and joins when it does (the host
@@ -105,6 +145,7 @@ void open_hosts(Service& s) {
     s.hosts.push_back(std::move(h));
   }
   s.store->adopt_default_host(s.hosts.front()->name());
+  warn_unconfigured_hosts(s);
   probe_hosts(s);
 }
 

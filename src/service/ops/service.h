@@ -35,7 +35,9 @@ struct Service {
   const Engine& engine() const;
   // The named host's engine; ENGINE_UNAVAILABLE (503) naming it while it is down.
   const Engine& engine_on(const std::string& host) const;
-  const Engine& engine_of(const ContainerRecord& c) const { return engine_on(c.host); }
+  // The container's host's engine; ENGINE_UNAVAILABLE also when its host is no longer in the
+  // config (the book keeps the row, its GPUs and ports, until the host is back).
+  const Engine& engine_of(const ContainerRecord& c) const;
   // The host of that name; null for an unknown one.
   Host* find_host(const std::string& name) const;
   // Whether to ask this host's engine now: connected, and up (the one host of a lab without a
@@ -46,6 +48,9 @@ struct Service {
   ServiceInventory inventory() const;
   // Live GPU samples from the hosts this machine can sample (the local socket's); may be empty.
   std::vector<GpuSample> sample_gpus() const;
+  // After `h`'s probe: warns of each GPU whose UUID another host has too (two host entries for
+  // one server). Safe as it is: the book holds a GPU by UUID lab-wide, so one container has it.
+  void warn_gpus_also_on_other_hosts(const Host& h) const;
 
   // Serializes operations on one container name (delete vs backup vs update).
   std::unique_lock<std::mutex> lock_container(const std::string& name);

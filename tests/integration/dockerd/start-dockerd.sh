@@ -6,11 +6,15 @@
 #
 # Usage: start-dockerd.sh [NAME]          NAME: 1-8 of [a-z0-9], default "main"
 # Env:   GPULAB_DOCKERD_STORAGE=overlay2|vfs   default: overlay2, falling back to vfs
-#        GPULAB_DOCKERD_IPTABLES=0             start with --iptables=false --ip-masq=false
+#        GPULAB_DOCKERD_IPTABLES=0|1           0: --iptables=false --ip-masq=false; default 1 for
+#                                              "main" only (see below), 0 for the others
 #        GPULAB_DOCKERD_ROOT=/tmp              where gpulab-dockerd-<NAME>/ lives
 #        GPULAB_DOCKERD_TCP=127.0.0.1:23760    also listen on TCP there (besides the socket)
 #        GPULAB_DOCKERD_TLS_DIR=DIR            with TCP: require TLS client certs; DIR holds
 #                                              ca.pem, server-cert.pem, server-key.pem
+#        GPULAB_DOCKERD_NETNS=A.B.C            run in its own network namespace gpulab-<NAME>,
+#                                              joined to this one by a veth pair: A.B.C.1 here,
+#                                              A.B.C.2 there (its TCP address and ports live there)
 # Exit:  0 running; 77 cannot run here (not root, no dockerd) -- tests treat that as a skip;
 #        1 dockerd failed to start (the end of its log is printed).
 set -euo pipefail
@@ -42,26 +46,54 @@ if [ -f "$root/dockerd.pid" ] && kill -0 "$(cat "$root/dockerd.pid")" 2>/dev/nul
   exit 0
 fi
 
+# A namespace of its own, as a separate server has: its published ports, bridge and addresses
+# are apart from this machine's. Only the network is entered (nsenter --net): `ip netns exec`
+# would also remount /sys and hide the cgroup mounts dockerd needs.
+netns="${GPULAB_DOCKERD_NETNS:-}"
+ns="" in_ns=()
+if [ -n "$netns" ]; then
+  [[ "$netns" =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || { log "bad GPULAB_DOCKERD_NETNS '$netns' (A.B.C)"; exit 2; }
+  ns="gpulab-$name" veth="gl-$name"
+  [ -e "/run/netns/$ns" ] || ip netns add "$ns"
+  if ! ip link show "$veth" >/dev/null 2>&1; then
+    ip -n "$ns" link del eth0 2>/dev/null || true
+    ip link add "$veth" type veth peer name eth0 netns "$ns"
+    ip addr add "$netns.1/30" dev "$veth"
+    ip -n "$ns" addr add "$netns.2/30" dev eth0
+  fi
+  ip link set "$veth" up
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  in_ns=(nsenter "--net=/run/netns/$ns")
+fi
+ipn() { if [ -n "$ns" ]; then ip -n "$ns" "$@"; else ip "$@"; fi; }
+
 # Our own bridge, on the first free 172.31.X.0/24, so engines never share an address range.
 # One engine at a time picks (engines started side by side would all see the same one free).
 exec 7>"$base/gpulab-dockerd-bridges.lock"
 flock 7
-if ! ip link show "$bridge" >/dev/null 2>&1; then
+if ! ipn link show "$bridge" >/dev/null 2>&1; then
   used=$(ip -4 -o addr show | awk '{print $4}')
   subnet=""
   for x in $(seq 200 254); do
     if ! grep -q "^172\.31\.$x\." <<<"$used"; then subnet="172.31.$x"; break; fi
   done
   [ -n "$subnet" ] || { log "no free 172.31.200-254.0/24 subnet for $bridge"; exit 1; }
-  ip link add name "$bridge" type bridge
-  ip addr add "$subnet.1/24" dev "$bridge"
+  ipn link add name "$bridge" type bridge
+  ipn addr add "$subnet.1/24" dev "$bridge"
 fi
-ip link set "$bridge" up
+ipn link set "$bridge" up
 flock -u 7
 exec 7>&-
 
+# One engine of the machine manages iptables: a dockerd with iptables on deletes and makes again
+# the machine's DOCKER chains as it starts, under every other such engine (a container start on
+# "main" failed with "iptables: No chain/target/match by that name" while a TLS test's engine
+# started). The others publish ports through the userland proxy alone, as the lab hosts do.
+iptables_default=0
+[ "$name" = main ] && iptables_default=1
 iptables_flags=()
-if [ "${GPULAB_DOCKERD_IPTABLES:-1}" = 0 ] || ! command -v iptables >/dev/null; then
+if [ "${GPULAB_DOCKERD_IPTABLES:-$iptables_default}" = 0 ] || ! command -v iptables >/dev/null; then
   iptables_flags=(--iptables=false --ip-masq=false)
 fi
 
@@ -107,7 +139,7 @@ start_with() {  # storage driver
   rm -f "$sock" "$root/dockerd.pid"
   forget_stale_containerd
   log "starting dockerd (storage $driver, bridge $bridge)"
-  setsid dockerd \
+  setsid "${in_ns[@]}" dockerd \
     --data-root "$root/data" --exec-root "$root/exec" --pidfile "$root/dockerd.pid" \
     -H "unix://$sock" --bridge "$bridge" --storage-driver "$driver" \
     --containerd-namespace "gpulab-$name" --containerd-plugins-namespace "gpulab-$name-plugins" \

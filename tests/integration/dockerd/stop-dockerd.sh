@@ -1,6 +1,7 @@
 #!/bin/bash
 # Stops test engines started by start-dockerd.sh: removes their containers, stops dockerd (TERM,
-# then KILL after 30 s), unmounts what it left, and deletes its bridge. Tagged images stay in the
+# then KILL after 30 s), unmounts what it left, and deletes its bridge (and with --purge its
+# network namespace). Tagged images stay in the
 # data root (so the next start reuses them) unless --purge is given; untagged ones (a lab image
 # rebuilt by a later run, ~1.9 GB each) are pruned, so repeated runs do not fill the disk.
 # Usage: stop-dockerd.sh [--purge] [NAME...|--all]      default NAME: main
@@ -68,6 +69,16 @@ stop_one() {
   grep -o " $root/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
   rm -f "$sock" "$root/dockerd.pid" "$root/exec/containerd/containerd.pid"
   ip link show "$bridge" >/dev/null 2>&1 && ip link delete "$bridge" 2>/dev/null
+  # An engine of its own network namespace (GPULAB_DOCKERD_NETNS): its bridge is in there; a
+  # purge removes the namespace and its veth pair too.
+  local ns="gpulab-$1"
+  if [ -e "/run/netns/$ns" ]; then
+    ip -n "$ns" link delete "$bridge" 2>/dev/null
+    if [ "$purge" = 1 ]; then
+      ip link delete "gl-$1" 2>/dev/null
+      ip netns delete "$ns" 2>/dev/null
+    fi
+  fi
   if [ "$purge" = 1 ]; then
     # The lock file goes too: one-off engines (a test's tls<pid>) would leave one per run.
     rm -rf "$root" && rm -f "$root.lock" && log "$name" "purged $root"
