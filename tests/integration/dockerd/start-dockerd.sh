@@ -54,7 +54,8 @@ ns="" in_ns=()
 if [ -n "$netns" ]; then
   [[ "$netns" =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || { log "bad GPULAB_DOCKERD_NETNS '$netns' (A.B.C)"; exit 2; }
   ns="gpulab-$name" veth="gl-$name"
-  [ -e "/run/netns/$ns" ] || ip netns add "$ns"
+  [ -e "/run/netns/$ns" ] || ip netns add "$ns" ||
+    skip "cannot make the network namespace $ns here (ip netns add failed)"
   if ! ip link show "$veth" >/dev/null 2>&1; then
     ip -n "$ns" link del eth0 2>/dev/null || true
     ip link add "$veth" type veth peer name eth0 netns "$ns"
