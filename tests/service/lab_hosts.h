@@ -100,8 +100,14 @@ class LabHostsTest : public ::testing::Test {
   // is not running); the test's clients are pointed at them again.
   bool restart_engines(std::string* err = nullptr) {
     LabHostEngines again = start_lab_host_engines();
-    if (err) *err = again.error;
-    if (!again.error.empty() || again.engines.size() != 3) return false;
+    std::string why =
+        !again.error.empty()  ? again.error
+        : !again.skip.empty() ? again.skip
+        : again.engines.size() != 3
+            ? "start-lab-hosts.sh gave " + std::to_string(again.engines.size()) + " engines, not 3"
+            : std::string();
+    if (err) *err = why;
+    if (!why.empty()) return false;
     lab_ = std::move(again);
     return true;
   }

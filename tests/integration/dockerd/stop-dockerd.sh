@@ -1,9 +1,9 @@
 #!/bin/bash
 # Stops test engines started by start-dockerd.sh: removes their containers, stops dockerd (TERM,
 # then KILL after 30 s), unmounts what it left, and deletes its bridge (and with --purge its
-# network namespace). Tagged images stay in the
-# data root (so the next start reuses them) unless --purge is given; untagged ones (a lab image
-# rebuilt by a later run, ~1.9 GB each) are pruned, so repeated runs do not fill the disk.
+# network namespace). Tagged images stay in the data root (so the next start reuses them) unless
+# --purge is given; untagged ones (a lab image rebuilt by a later run, ~1.9 GB each) are pruned,
+# so repeated runs do not fill the disk.
 # Usage: stop-dockerd.sh [--purge] [NAME...|--all]      default NAME: main
 set -uo pipefail
 
