@@ -5,7 +5,8 @@
 # second or two). SIGINT/SIGTERM must end with 130/143; SIGKILL with 137. Afterwards no process
 # of the job is left, and the newest complete checkpoint loads (--resume auto). Every fifth run
 # (and the first) is fp64 and deterministic and, resumed to the end, must equal an uninterrupted
-# run of the same layout bit for bit.
+# run of the same layout bit for bit. The other runs use 1 or 2 intra-op threads (CI's one heap
+# abort came from a single-process run with 2, the default on 2 cores).
 # ASAN=runtime runs every gpulab with AddressSanitizer's run-time library preloaded: its allocator
 # (red zones, quarantine) catches a double free, a bad free or heap metadata overwritten by a
 # library call, where glibc would abort with "corrupted size vs. prev_size" or not notice; code
@@ -20,6 +21,7 @@ RANDOM=$SEED
 WORK=$(mktemp -d /tmp/gpulab-stress-XXXXXX)
 PRELOAD=()
 mode="plain"
+ldd "$G" 2>/dev/null | grep -q libasan && mode="gpulab instrumented with ASan"
 if [ "${ASAN:-}" = runtime ]; then
   lib=$(gcc -print-file-name=libasan.so 2>/dev/null)
   [ -f "$lib" ] || { echo "SKIPPED: ASAN=runtime but gcc has no libasan.so"; exit 77; }
@@ -47,7 +49,8 @@ fail() {
   exit 1
 }
 
-# Sets CMD to a job of LAYOUT (single, ddp, shard) writing to DIR; extra flags after. The job is
+# Sets CMD to a job of LAYOUT (single, ddp, shard) writing to DIR with THREADS intra-op threads
+# per process (1 unless set); extra flags after. The job is
 # run as "${CMD[@]}", never through a function, so that $! is gpulab itself, not a subshell.
 job_cmd() {
   local layout=$1 dir=$2
@@ -59,7 +62,7 @@ job_cmd() {
   esac
   # env execs gpulab in its place: $! stays gpulab's pid.
   CMD=("${PRELOAD[@]}" "$G" train --model resnet18 --dataset synthetic --input_size 32 --batch_size 16 --subset 256
-       --num_epochs 6 --seed 3 --threads 1 --keep_checkpoints 2 "${ranks[@]}" --output_dir "$dir" "$@")
+       --num_epochs 6 --seed 3 --threads "${THREADS:-1}" --keep_checkpoints 2 "${ranks[@]}" --output_dir "$dir" "$@")
 }
 job() {
   job_cmd "$@"
@@ -69,6 +72,7 @@ job() {
 declare -A reference  # layout -> uninterrupted fp64 weights
 ok=0 bitwise=0 early=0
 declare -A by_signal=([INT]=0 [TERM]=0 [KILL]=0) by_layout=([single]=0 [ddp]=0 [shard]=0)
+declare -A by_threads=([1]=0 [2]=0)
 layouts=(single ddp shard)
 signals=(INT TERM KILL)
 for i in $(seq 1 "$RUNS"); do
@@ -76,9 +80,11 @@ for i in $(seq 1 "$RUNS"); do
   sig=${signals[$((RANDOM % 3))]}
   exact=()
   check_bits=0
+  THREADS=$((RANDOM % 2 + 1))
   if [ "$i" = 1 ] || [ $((i % 5)) = 0 ]; then
     exact=(--precision fp64 --deterministic --max_steps 24)
     check_bits=1
+    THREADS=1  # the uninterrupted reference of its layout runs with 1
   fi
   delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.2 + (r % 300) / 100 }')
   dir="$WORK/run$i"
@@ -122,14 +128,15 @@ for i in $(seq 1 "$RUNS"); do
       { tail -n 30 "$dir.resume.log"; fail "run $i ($layout, SIG$sig): the checkpoint left does not load"; }
   fi
   resumed=$(grep -o 'Resumed from [^ ]*' "$dir.resume.log" | head -1)
-  echo "run $i: $layout, SIG$sig after ${delay} s -> exit $code; ${resumed:-no checkpoint yet, started fresh}"
+  echo "run $i: $layout, $THREADS thread(s), SIG$sig after ${delay} s -> exit $code; ${resumed:-no checkpoint yet, started fresh}"
   ok=$((ok + 1))
   by_signal[$sig]=$((by_signal[$sig] + 1))
   by_layout[$layout]=$((by_layout[$layout] + 1))
+  by_threads[$THREADS]=$((by_threads[$THREADS] + 1))
   rm -rf "$dir"
 done
 reports=$(find "$WORK/asan" -type f | wc -l)
 for f in $(find "$WORK/asan" -type f); do echo "---- $f"; head -n 40 "$f"; done
-echo "signal stress: $ok of $((RUNS - early)) signalled runs held ($early finished first; SIGINT ${by_signal[INT]}, SIGTERM ${by_signal[TERM]}, SIGKILL ${by_signal[KILL]}; single ${by_layout[single]}, ddp ${by_layout[ddp]}, shard ${by_layout[shard]}); $bitwise resumed fp64 runs bitwise equal to uninterrupted ones; no process left behind; $reports sanitizer report(s)"
+echo "signal stress: $ok of $((RUNS - early)) signalled runs held ($early finished first; SIGINT ${by_signal[INT]}, SIGTERM ${by_signal[TERM]}, SIGKILL ${by_signal[KILL]}; single ${by_layout[single]}, ddp ${by_layout[ddp]}, shard ${by_layout[shard]}; 1 thread ${by_threads[1]}, 2 threads ${by_threads[2]}); $bitwise resumed fp64 runs bitwise equal to uninterrupted ones; no process left behind; $reports sanitizer report(s)"
 [ "$reports" = 0 ] || fail "sanitizer reports (above)"
 [ "$ok" -gt 0 ] || fail "no run was signalled before it finished"
