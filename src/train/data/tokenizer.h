@@ -27,11 +27,12 @@ class Tokenizer {
   virtual Result<std::string> decode(const std::vector<int32_t>& ids) const = 0;
 };
 
-// Whether this build has SentencePiece.
+// Whether this build can use SentencePiece (built with it, its module loads, not an ASan build).
 bool sentencepiece_available();
 
 // "bytes" -> the byte tokenizer; anything else is a SentencePiece model path. A missing or
-// unreadable model is kNotFound / kDataError; a build without SentencePiece is kUnsupported.
+// unreadable model is kNotFound / kDataError; a build that cannot use SentencePiece is
+// kUnsupported, whatever the path.
 Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& spec);
 
 struct TokenizerTrainOptions {

@@ -38,6 +38,8 @@ struct SpmApi {
   char* (*piece)(void*, int, size_t*) = nullptr;
   char* (*train)(const char*, NextFn, void*, size_t*, char*, size_t) = nullptr;
   std::string error;
+  std::string hint =
+      "use --tokenizer bytes, or rebuild gpulab where libsentencepiece-dev is installed";
 };
 
 // Where the module may be: the build folder (compile-time path), then beside the executable
@@ -53,23 +55,25 @@ std::vector<fs::path> module_candidates() {
   return out;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-// AddressSanitizer refuses RTLD_DEEPBIND (google/sanitizers#611): the sanitizer tree loads the
-// module local only, where SentencePiece may bind libtorch's protobuf (its tests say if it does).
-constexpr int kSpmDlopenFlags = RTLD_NOW | RTLD_LOCAL;
-#else
-constexpr int kSpmDlopenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
-#endif
-
 const SpmApi& spm_api() {
   static SpmApi api;
   static std::once_flag once;
   std::call_once(once, [] {
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer refuses RTLD_DEEPBIND (google/sanitizers#611), and loaded without it the
+    // module's bundled protobuf binds libtorch's, which refuses it at first use (seen in make
+    // sanitize-train: "compiled against version 3.14.0 ... installed version (3.21.12)").
+    api.error =
+        "this gpulab is built with AddressSanitizer, which cannot load the SentencePiece "
+        "module apart from libtorch's protobuf";
+    api.hint = "use --tokenizer bytes, or a gpulab built without GPULAB_SANITIZE";
+    return;
+#endif
     void* h = nullptr;
     std::string why;
     for (const auto& p : module_candidates()) {
       // Local and deep-bound: SentencePiece's bundled protobuf stays out of libtorch's way.
-      h = ::dlopen(p.c_str(), kSpmDlopenFlags);
+      h = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
       if (h) break;
       const char* e = ::dlerror();
       why += fmt::format("{}: {}; ", p.string(), e ? e : "not loadable");
@@ -94,8 +98,7 @@ const SpmApi& spm_api() {
 }
 
 Error module_error(const SpmApi& api) {
-  return Error(Code::kUnsupported, api.error,
-               "use --tokenizer bytes, or rebuild gpulab where libsentencepiece-dev is installed");
+  return Error(Code::kUnsupported, api.error, api.hint);
 }
 
 struct MallocFree {
@@ -198,6 +201,8 @@ bool sentencepiece_available() {
 }
 
 Result<std::unique_ptr<Tokenizer>> open_sentencepiece(const fs::path& model) {
+  // Unusable here: that, whatever the path (as in a build without SentencePiece).
+  if (const SpmApi& api = spm_api(); !api.error.empty()) return module_error(api);
   std::error_code ec;
   if (!fs::is_regular_file(model, ec))
     return Error(Code::kNotFound, "no tokenizer model at " + model.string(),
