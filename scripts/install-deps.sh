@@ -30,8 +30,8 @@ PKGS=(
   libturbojpeg0-dev libpng-dev zlib1g-dev
   # SentencePiece tokenizers for language models (train/data/tokenizer*.cpp)
   libsentencepiece-dev
-  # tests and micro-benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and micro-benchmarks; valgrind: gpulab must start under it (trainer_cli_test.cpp)
+  libgtest-dev libgmock-dev libbenchmark-dev valgrind
   # the reference: PyTorch and torchvision from Debian
   python3 python3-numpy python3-torch python3-torchvision
   # the real data set for accuracy checks and the demo

@@ -4,6 +4,8 @@
 // variable added, before any library's constructor has run (costs one exec, not a full start).
 #include "train/thread_env.h"
 
+#include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,7 +18,8 @@ namespace {
 constexpr const char* kMarker = "GPULAB_OMP_WAIT_DEFAULT";
 constexpr const char* kSpinCount = "1000";
 
-// No libc state is set up yet where these run: plain loops over the arrays the loader passes.
+// The environment is not set up yet where these run: plain loops over the arrays the loader
+// passes, and only system calls and the auxiliary vector besides.
 bool has_key(char** envp, const char* key) {
   const size_t n = std::strlen(key);
   for (char** e = envp; e != nullptr && *e != nullptr; ++e)
@@ -34,9 +37,21 @@ bool runs_kernels(int argc, char** argv) {
   return false;
 }
 
+// /proc/self/exe is the program only when the kernel started it directly: run through the dynamic
+// loader by hand it names ld.so (which would take argv[1] for the program), under valgrind or
+// qemu-user it names the tool. The path the program was executed as must be the same file.
+bool started_directly() {
+  const auto* as_run = reinterpret_cast<const char*>(getauxval(AT_EXECFN));
+  struct stat run = {};
+  struct stat self = {};
+  if (as_run == nullptr || ::stat(as_run, &run) != 0 || ::stat("/proc/self/exe", &self) != 0)
+    return false;
+  return run.st_dev == self.st_dev && run.st_ino == self.st_ino;
+}
+
 void reexec_with_bounded_spin(int argc, char** argv, char** envp) {
   if (envp == nullptr || !runs_kernels(argc, argv) || has_key(envp, "OMP_WAIT_POLICY") ||
-      has_key(envp, "GOMP_SPINCOUNT") || has_key(envp, kMarker))
+      has_key(envp, "GOMP_SPINCOUNT") || has_key(envp, kMarker) || !started_directly())
     return;
   static char* env[4096];
   static char policy[] = "GOMP_SPINCOUNT=1000";  // keep in step with kSpinCount

@@ -5,7 +5,8 @@
 // idle machine, where the next op's region starts microseconds later. A short bounded spin
 // (GOMP_SPINCOUNT=1000) measured as fast as spinning when idle and best under load, so
 // gpulab's training commands (train, bench, infer) run with it unless the user
-// set OMP_WAIT_POLICY or GOMP_SPINCOUNT.
+// set OMP_WAIT_POLICY or GOMP_SPINCOUNT, or the program runs under another loader (valgrind,
+// ld.so run by hand), where it keeps libgomp's default rather than re-execute the wrong file.
 #pragma once
 
 #include <string>

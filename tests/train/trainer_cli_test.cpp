@@ -152,5 +152,32 @@ TEST(TrainerCliPrint, RecommendationsAndScriptOptions) {
       << r.out;
 }
 
+// The training commands re-execute themselves once for libgomp's spin setting (thread_env.cpp).
+// Started through another loader, /proc/self/exe names that loader, not gpulab: ld.so run by
+// hand would take "train" for the program, valgrind's tool would refuse to run.
+TEST(TrainerCliLoaders, RunsThroughTheDynamicLoaderByHand) {
+  const std::string ld = "/lib64/ld-linux-x86-64.so.2";
+  if (!fs::exists(ld)) GTEST_SKIP() << "no " << ld << " on this machine";
+  RunOptions ro;
+  ro.timeout = std::chrono::seconds(60);
+  auto r = run_process({ld, GPULAB_BINARY, "train", "--help"}, ro);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_NE(r->out.find("Usage: gpulab train"), std::string::npos) << r->out << r->err;
+}
+
+TEST(TrainerCliLoaders, RunsUnderValgrind) {
+  const std::string valgrind = "/usr/bin/valgrind";
+  if (!fs::exists(valgrind))
+    GTEST_SKIP() << "valgrind is not installed (scripts/install-deps.sh installs it)";
+  RunOptions ro;
+  ro.timeout = std::chrono::seconds(240);
+  auto r = run_process({valgrind, "-q", GPULAB_BINARY, "train", "--help"}, ro);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_NE(r->out.find("Usage: gpulab train"), std::string::npos) << r->out << r->err;
+  EXPECT_EQ(r->err.find("cannot run"), std::string::npos) << r->err;
+}
+
 }  // namespace
 }  // namespace gpulab::train
