@@ -17,6 +17,7 @@ void add_image_routes(Router& router, Service& s);   // snapshots and backups
 void add_system_routes(Router& router, Service& s);  // gpus, metrics, openapi, users, audit, health
 void add_lease_routes(Router& router, Service& s);   // GPU leases for gpulab ddp
 void add_policy_routes(Router& router, Service& s);  // quotas and idle-reclaim policies
+void add_host_routes(Router& router, Service& s);    // admins: forget a host left out of hosts
 
 // The containers `who` may see by name (all for admins): per-user views show no other names.
 std::set<std::string> visible_container_names(Service& s, const Principal& who);

@@ -26,6 +26,7 @@ void add_routes(Router& router, Service& s) {
   add_system_routes(router, s);
   add_lease_routes(router, s);
   add_policy_routes(router, s);
+  add_host_routes(router, s);
 }
 
 namespace {

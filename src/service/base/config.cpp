@@ -251,6 +251,13 @@ Result<ServiceConfig> load_config(const std::string& path) {
   return config_from_json(*text);
 }
 
+bool valid_host_name(const std::string& n) {
+  if (n.empty() || n.size() > 32 || n.front() == '-') return false;
+  return std::all_of(n.begin(), n.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+  });
+}
+
 namespace {
 
 // TLS files present and paired; plain HTTP only on loopback unless insecure_http.
@@ -272,13 +279,6 @@ Status validate_transport(const ServiceConfig& c) {
                  "trust"};
   if (c.auth_failures_before_throttle < 1) return bad("auth_failures_before_throttle must be >= 1");
   return ok_status();
-}
-
-bool valid_host_name(const std::string& n) {
-  if (n.empty() || n.size() > 32 || n.front() == '-') return false;
-  return std::all_of(n.begin(), n.end(), [](char ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
-  });
 }
 
 // One host: a URL the engine client understands, and for tcp mutual TLS (or insecure: true).

@@ -123,6 +123,8 @@ Result<ServiceConfig> config_from_json(const std::string& text);
 Status validate_config(const ServiceConfig& config);
 // The lab's hosts: config.hosts, or the one host "local" made from docker_host and gpus.
 std::vector<HostConfig> lab_hosts(const ServiceConfig& config);
+// A host's name as the config allows it: 1-32 of a-z, 0-9 and '-', not starting with '-'.
+bool valid_host_name(const std::string& name);
 // Parses "ADDR:PORT" (IPv6 as "[::1]:8000").
 Status parse_listen(const std::string& text, ServiceConfig& config);
 bool is_loopback_host(const std::string& host);

@@ -47,7 +47,8 @@ const Engine& Service::engine_of(const ContainerRecord& c) const {
                        "', which is not in this service's hosts",
                    "put '" + c.host +
                        "' back in the config's hosts: its containers come back as they were "
-                       "(they keep their GPUs and ports booked meanwhile)");
+                       "(they keep their GPUs and ports booked meanwhile); if it is retired for "
+                       "good, an admin forgets its rows (POST /api/v1/gpu-docker/hosts/forget)");
   return engine_on(c.host);
 }
 
@@ -124,8 +125,9 @@ void warn_unconfigured_hosts(Service& s) {
   for (const auto& [host, n] : rows)
     spdlog::warn(
         "the book has {} container(s) on host '{}', which is not in hosts: they show as "
-        "unreachable and keep their GPUs and ports booked until that host is back in the config",
-        n, host);
+        "unreachable and keep their GPUs and ports booked until that host is back in the config "
+        "(or an admin forgets them: POST /api/v1/gpu-docker/hosts/forget {{\"name\": \"{}\"}})",
+        n, host, host);
 }
 
 // Connects every host; one that does not answer is reported and joins when it does (the host

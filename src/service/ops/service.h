@@ -36,7 +36,8 @@ struct Service {
   // The named host's engine; ENGINE_UNAVAILABLE (503) naming it while it is down.
   const Engine& engine_on(const std::string& host) const;
   // The container's host's engine; ENGINE_UNAVAILABLE also when its host is no longer in the
-  // config (the book keeps the row, its GPUs and ports, until the host is back).
+  // config (the book keeps the row, its GPUs and ports, until the host is back or an admin
+  // forgets it: forget_host.h).
   const Engine& engine_of(const ContainerRecord& c) const;
   // The host of that name; null for an unknown one.
   Host* find_host(const std::string& name) const;

@@ -89,6 +89,20 @@ class Store {
   void commit_move(const MoveRecord& m, const std::string& docker_id, const ContainerSpec& spec,
                    int ssh_port, const std::string& state);
 
+  // ---- hosts (store_hosts.cpp) ----
+  // Every host the book has a container row (or a lease) on, or a move journal row naming it.
+  std::set<std::string> hosts_in_book();
+  // The GPUs booked for a move's target (pending rows of the moving container).
+  std::vector<GpuAssignment> pending_gpus(std::int64_t container_id);
+  // The GPU rows of `host`'s containers, pending or not.
+  std::vector<GpuAssignment> host_gpu_rows(const std::string& host);
+  // (host, port) of the port rows on `host` or of its containers, pending or not.
+  std::vector<std::pair<std::string, int>> host_port_rows(const std::string& host);
+  // Deletes the rows of `host` (its containers and leases, their GPU and port allocations, pending
+  // or not, and its resting ports) in the caller's transaction; nothing rests: the host is gone.
+  // The move journal is the caller's (forget_host.h settles it first).
+  void forget_host_rows(const std::string& host);
+
   // ---- snapshots and backups ----
   void add_snapshot(const SnapshotRecord& s);
   std::optional<SnapshotRecord> find_snapshot(const std::string& name);
