@@ -37,7 +37,7 @@ sanitize: deps
 
 # train, launch and bench (and the gpulab they run) under ASan + UBSan in a GCC tree, libtorch
 # as installed: their unit tests and the CLI interrupt, DDP, sharded and signal stress tests.
-# Not in CI (a third build of every libtorch file); CI runs the stress under ASan's run-time.
+# CI runs it after `make sanitize` (.ci/run).
 sanitize-train: deps
 	@bash scripts/sanitize-train.sh $(BUILD)-asan-train
 
