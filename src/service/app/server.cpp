@@ -63,10 +63,6 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
   HttpServer server(s->config, router);
   auto st = server.listen();
   if (!st) throw Exception(st.error());
-  if (!options.port_file.empty()) {
-    auto w = write_file_atomic(options.port_file, std::to_string(server.port()) + "\n");
-    if (!w) throw Exception(w.error());
-  }
   bool tls = !s->config.tls_cert.empty();
   if (!tls && !is_loopback_host(s->config.listen_host))
     spdlog::warn(
@@ -79,6 +75,11 @@ void serve(const ServiceConfig& config, const ServeOptions& options) {
               engines_text(*s).c_str(), inventory.gpus.size(), inventory.source.c_str(),
               s->auth->mode().c_str());
   std::fflush(stdout);
+  // Written after the start-up line: whoever waits for this file (scripts, tests) finds the line.
+  if (!options.port_file.empty()) {
+    auto w = write_file_atomic(options.port_file, std::to_string(server.port()) + "\n");
+    if (!w) throw Exception(w.error());
+  }
   EventWatcher watcher(*s);
   watcher.start();
   HostMonitor hosts(*s);
