@@ -43,9 +43,13 @@ if [ ${#PRELOAD[@]} -gt 0 ]; then
 fi
 echo "signal stress: $RUNS runs, seed $SEED (pass it again to replay the same choices), $mode"
 trap 'pkill -KILL -f "$WORK/" 2>/dev/null; rm -rf "$WORK"' EXIT
+show_reports() {
+  find "$WORK/asan" -type f -exec sh -c 'for f; do echo "---- $f"; head -n 40 "$f"; done' sh {} + \
+    2>/dev/null
+}
 fail() {
   echo "FAIL: $*"
-  for f in $(find "$WORK/asan" -type f 2>/dev/null); do echo "---- $f"; head -n 40 "$f"; done
+  show_reports
   exit 1
 }
 
@@ -86,7 +90,7 @@ for i in $(seq 1 "$RUNS"); do
     check_bits=1
     THREADS=1  # the uninterrupted reference of its layout runs with 1
   fi
-  delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.2 + (r % 300) / 100 }')
+  delay=$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", 0.2 + (r % 300) / 100 }')
   dir="$WORK/run$i"
   job_cmd "$layout" "$dir" "${exact[@]}"
   "${CMD[@]}" >"$dir.log" 2>&1 &
@@ -136,7 +140,6 @@ for i in $(seq 1 "$RUNS"); do
   rm -rf "$dir"
 done
 reports=$(find "$WORK/asan" -type f | wc -l)
-for f in $(find "$WORK/asan" -type f); do echo "---- $f"; head -n 40 "$f"; done
 echo "signal stress: $ok of $((RUNS - early)) signalled runs held ($early finished first; SIGINT ${by_signal[INT]}, SIGTERM ${by_signal[TERM]}, SIGKILL ${by_signal[KILL]}; single ${by_layout[single]}, ddp ${by_layout[ddp]}, shard ${by_layout[shard]}; 1 thread ${by_threads[1]}, 2 threads ${by_threads[2]}); $bitwise resumed fp64 runs bitwise equal to uninterrupted ones; no process left behind; $reports sanitizer report(s)"
-[ "$reports" = 0 ] || fail "sanitizer reports (above)"
+[ "$reports" = 0 ] || fail "sanitizer reports (below)"
 [ "$ok" -gt 0 ] || fail "no run was signalled before it finished"
