@@ -19,6 +19,9 @@ void add_lease_routes(Router& router, Service& s);   // GPU leases for gpulab dd
 void add_policy_routes(Router& router, Service& s);  // quotas and idle-reclaim policies
 void add_host_routes(Router& router, Service& s);    // admins: forget a host left out of hosts
 
+// 403 FORBIDDEN "Admins only" for a caller who is not an admin.
+void require_admin(const Principal& who);
+
 // The containers `who` may see by name (all for admins): per-user views show no other names.
 std::set<std::string> visible_container_names(Service& s, const Principal& who);
 

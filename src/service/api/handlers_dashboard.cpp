@@ -139,7 +139,7 @@ ApiReply events(Dashboard& d, Req q) {
 }
 
 ApiReply users(Dashboard& d, Who w) {
-  if (!w.admin) throw ApiError(ApiCode::kForbidden, "Admins only");
+  require_admin(w);
   Json a = Json::array();
   for (const auto& u : d.service.store->users())
     a.push_back({{"name", u.name}, {"admin", u.admin}});

@@ -1,7 +1,6 @@
 // Host endpoints for admins: forgetting the rows of a host that left the config for good (see
 // ops/forget_host.h).
 #include "service/api/handlers.h"
-#include "service/base/api_error.h"
 #include "service/ops/forget_host.h"
 
 namespace gpulab::service {
@@ -14,7 +13,7 @@ using Who = const Principal&;
 ApiReply forget(Service& s, Req req, Who who) {
   // Before the body is read: a non-admin learns nothing of the book, not even whether a host
   // of that name has rows.
-  if (!who.admin) throw ApiError(ApiCode::kForbidden, "Admins only");
+  require_admin(who);
   Json j = parse_request(req.body, forget_host_schema());
   ForgetReport r =
       forget_host(s, j["name"].get<std::string>(), j.value("dry_run", false), who.user);

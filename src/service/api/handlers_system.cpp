@@ -10,6 +10,10 @@
 
 namespace gpulab::service {
 
+void require_admin(const Principal& who) {
+  if (!who.admin) throw ApiError(ApiCode::kForbidden, "Admins only");
+}
+
 namespace {
 
 using Req = const ApiRequest&;
@@ -140,10 +144,6 @@ ApiReply metrics(Service& s, Who who) {
   r.content_type = "text/plain; version=0.0.4";
   r.body = std::move(out);
   return r;
-}
-
-void require_admin(Who who) {
-  if (!who.admin) throw ApiError(ApiCode::kForbidden, "Admins only");
 }
 
 ApiReply add_user(Service& s, Req req, Who who) {

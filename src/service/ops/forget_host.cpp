@@ -53,7 +53,8 @@ ForgetReport survey(Service& s, const std::string& host) {
     r.moves.push_back(m);
     auto row = s.store->find_container(m.container_id);
     if (row && row->host != host && m.target_host == host) {
-      auto pending = s.store->pending_gpus(m.container_id);  // the target's GPUs: this host's
+      // The target's GPUs (pending rows): this host's.
+      auto pending = s.store->container_gpus(m.container_id, true);
       r.gpus.insert(r.gpus.end(), pending.begin(), pending.end());
     }
   }

@@ -199,12 +199,18 @@ ContainerRecord Store::container_from_row(const DbRow& r) {
   c.created_at = r.str(7);
   c.updated_at = r.str(8);
   c.host = r.str(9);
-  for (const auto& g : db_->query(
-           "SELECT gpu_uuid,gpu_index FROM gpu_allocations WHERE container_id=? AND pending=0 "
-           "ORDER BY gpu_index",
-           {c.id}))
-    c.gpus.push_back(GpuAssignment{g.str(0), static_cast<int>(g.i64(1))});
+  c.gpus = container_gpus(c.id, false);
   return c;
+}
+
+std::vector<GpuAssignment> Store::container_gpus(std::int64_t container_id, bool pending) {
+  std::vector<GpuAssignment> v;
+  for (const auto& g : db_->query(
+           "SELECT gpu_uuid,gpu_index FROM gpu_allocations WHERE container_id=? AND pending=? "
+           "ORDER BY gpu_index",
+           {container_id, std::int64_t(pending ? 1 : 0)}))
+    v.push_back(GpuAssignment{g.str(0), static_cast<int>(g.i64(1))});
+  return v;
 }
 
 static const char* const kContainerCols =

@@ -68,6 +68,8 @@ class Store {
   // Ports still resting after a release -> seconds of rest left.
   std::map<int, double> resting_ports(int rest_seconds,
                                       const std::optional<std::string>& host = std::nullopt);
+  // A container's GPU rows: its own (pending false) or those booked for its move's target.
+  std::vector<GpuAssignment> container_gpus(std::int64_t container_id, bool pending);
   // Releases every port of a container except its SSH port (when keep_ssh).
   void release_ports(std::int64_t container_id, bool keep_ssh);
 
@@ -92,8 +94,6 @@ class Store {
   // ---- hosts (store_hosts.cpp) ----
   // Every host the book has a container row (or a lease) on, or a move journal row naming it.
   std::set<std::string> hosts_in_book();
-  // The GPUs booked for a move's target (pending rows of the moving container).
-  std::vector<GpuAssignment> pending_gpus(std::int64_t container_id);
   // The GPU rows of `host`'s containers, pending or not.
   std::vector<GpuAssignment> host_gpu_rows(const std::string& host);
   // (host, port) of the port rows on `host` or of its containers, pending or not.

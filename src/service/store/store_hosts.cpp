@@ -13,16 +13,6 @@ std::set<std::string> Store::hosts_in_book() {
   return hosts;
 }
 
-std::vector<GpuAssignment> Store::pending_gpus(std::int64_t container_id) {
-  std::vector<GpuAssignment> v;
-  for (const auto& r : db_->query(
-           "SELECT gpu_uuid,gpu_index FROM gpu_allocations WHERE container_id=? AND pending=1 "
-           "ORDER BY gpu_index",
-           {container_id}))
-    v.push_back(GpuAssignment{r.str(0), static_cast<int>(r.i64(1))});
-  return v;
-}
-
 std::vector<GpuAssignment> Store::host_gpu_rows(const std::string& host) {
   std::vector<GpuAssignment> v;
   for (const auto& r :
