@@ -80,16 +80,24 @@ void heartbeat_if_armed(std::string_view what) {
   if (c.armed) write_locked(c, what);
 }
 
-std::optional<Beat> read_heartbeat(const std::string& file) {
+std::optional<Beat> read_heartbeat(const std::string& file, const std::optional<Beat>& previous) {
   struct stat st {};
-  if (file.empty() || ::stat(file.c_str(), &st) != 0 || st.st_size == 0) return std::nullopt;
-  Beat b;
-  b.when = std::chrono::system_clock::time_point(
+  if (file.empty() || ::stat(file.c_str(), &st) != 0) return std::nullopt;
+  const auto when = std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
           std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
   std::ifstream in(file);
   std::string line;
   std::getline(in, line);
+  if (st.st_size == 0 || trim(line).empty()) {
+    // Between a writer's truncate and its write: the text is the one it replaces.
+    if (!previous) return std::nullopt;
+    Beat b = *previous;
+    b.when = std::max(b.when, when);
+    return b;
+  }
+  Beat b;
+  b.when = when;
   int64_t progress = 0, slowest_ms = 0;
   int used = 0;
   if (!line.empty() && line[0] == '#' &&

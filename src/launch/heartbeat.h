@@ -26,13 +26,16 @@ void heartbeat(std::string_view what);
 void heartbeat_if_armed(std::string_view what);
 
 // Launcher side: the rank's last record. nullopt until the rank has beaten once, so slow
-// start-up (data loading, model creation) never counts as a hang.
+// start-up (data loading, model creation) never counts as a hang. An empty file is a record
+// caught being rewritten (a shell's `printf ... > file` truncates, then writes): it counts as a
+// beat at its modification time with `previous`'s text and counters, or as none without one.
 struct Beat {
   std::chrono::system_clock::time_point when;  // the file's modification time
   std::string what;
   int64_t progress = 0;        // progress points so far (0: a record written by other means)
   double slowest_phase_s = 0;  // the longest time between two progress points so far
 };
-std::optional<Beat> read_heartbeat(const std::string& file);
+std::optional<Beat> read_heartbeat(const std::string& file,
+                                   const std::optional<Beat>& previous = std::nullopt);
 
 }  // namespace gpulab::launch

@@ -83,7 +83,7 @@ Status RankGroup::start(const std::vector<std::string>& command,
     // Set the group from the parent too, so it holds before we might signal it.
     ::setpgid(pid, pgid_ < 0 ? pid : pgid_);
     if (pgid_ < 0) pgid_ = pid;
-    procs_.push_back(Proc{spec, pid, true});
+    procs_.push_back(Proc{spec, pid, true, std::nullopt});
     ++alive_;
   }
   return ok_status();
@@ -107,7 +107,7 @@ std::optional<RankFailure> RankGroup::reap(bool blocking, bool record) {
           f.local_rank = p.spec.local_rank;
           f.pid = pid;
           f.stopped_by = WSTOPSIG(status);
-          if (auto b = read_heartbeat(p.spec.heartbeat_file)) f.last_progress = b->what;
+          if (auto b = read_beat(p)) f.last_progress = b->what;
           failures.push_back(std::move(f));
         }
         continue;
@@ -135,12 +135,17 @@ std::optional<RankFailure> RankGroup::reap(bool blocking, bool record) {
   return failures.front();
 }
 
+std::optional<Beat> RankGroup::read_beat(Proc& p) {
+  if (auto b = read_heartbeat(p.spec.heartbeat_file, p.beat)) p.beat = std::move(b);
+  return p.beat;
+}
+
 std::optional<RankFailure> RankGroup::check_progress(const HangPolicy& policy) {
   if (policy.off()) return std::nullopt;
   const auto now = std::chrono::system_clock::now();
   std::vector<std::optional<Beat>> beats;
-  for (const Proc& p : procs_) {
-    beats.push_back(p.running ? read_heartbeat(p.spec.heartbeat_file) : std::nullopt);
+  for (Proc& p : procs_) {
+    beats.push_back(p.running ? read_beat(p) : std::nullopt);
     if (beats.back()) slowest_phase_s_ = std::max(slowest_phase_s_, beats.back()->slowest_phase_s);
   }
   const auto limit = policy.limit(slowest_phase_s_);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "launch/heartbeat.h"
 #include "launch/rank_watch.h"
 
 namespace gpulab::launch {
@@ -56,7 +57,9 @@ class RankGroup {
     RankSpec spec;
     pid_t pid = -1;
     bool running = false;
+    std::optional<Beat> beat;  // the last heartbeat read, whose text an empty file keeps
   };
+  std::optional<Beat> read_beat(Proc& p);
   std::optional<RankFailure> reap(bool blocking, bool record);
 
   std::vector<Proc> procs_;

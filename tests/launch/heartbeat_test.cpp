@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "launch/heartbeat.h"
@@ -63,6 +64,29 @@ TEST(Heartbeat, RecordCountsProgressPointsAndTimesTheSlowestPhase) {
   EXPECT_LT(b->slowest_phase_s, 5.0);
   EXPECT_EQ(b->what, "waiting in allreduce of gradient bucket 1 of 4");
   ::unsetenv(kEnvHeartbeatFile);
+  fs::remove_all(dir);
+}
+
+TEST(Heartbeat, AFileCaughtBetweenTruncateAndWriteKeepsTheLastText) {
+  // CI once reported a hang without the waiting peer's text: the peer, a shell rank, was caught
+  // between `printf ... >`'s truncate and its write, and its empty file read as "never beat".
+  auto dir = scratch("truncated");
+  const auto file = (dir / "beat").string();
+  { std::ofstream(file) << "waiting in allreduce of gradient bucket 1 of 4"; }
+  auto first = read_heartbeat(file);
+  ASSERT_TRUE(first.has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fs::resize_file(file, 0);  // the moment a rewrite has truncated and not yet written
+  EXPECT_FALSE(read_heartbeat(file).has_value()) << "an empty file before any record is no beat";
+  auto kept = read_heartbeat(file, first);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->what, "waiting in allreduce of gradient bucket 1 of 4");
+  EXPECT_GT(kept->when, first->when) << "the truncate is a sign of life";
+  { std::ofstream(file) << "#7 250 epoch 3 batch 1 of 9"; }
+  auto next = read_heartbeat(file, kept);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->what, "epoch 3 batch 1 of 9");
+  EXPECT_EQ(next->progress, 7);
   fs::remove_all(dir);
 }
 

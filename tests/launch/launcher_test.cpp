@@ -178,6 +178,26 @@ TEST_F(LauncherTest, SilentHeartbeatIsAHangNamingTheRankAndWhereTheOthersWait) {
   for (int rank : {0, 1}) EXPECT_FALSE(alive(std::stoi(read("pid" + std::to_string(rank)))));
 }
 
+TEST_F(LauncherTest, APeerCaughtMidRewriteStillSaysWhereItWaits) {
+  // CI's flake made certain: rank 0's file is read between a rewrite's truncate and its write
+  // (here it stays empty). The report still says where rank 0 was, from its last record.
+  auto o = sh(2,
+              "echo $$ > $D/pid$RANK; if [ $RANK = 1 ]; then printf 'epoch 2 batch 3 of 9' > "
+              "$GPULAB_HEARTBEAT_FILE; sleep 60; fi; printf 'waiting in allreduce of gradient "
+              "bucket 1 of 4' > $GPULAB_HEARTBEAT_FILE; sleep 0.8; : > $GPULAB_HEARTBEAT_FILE; "
+              "sleep 60");
+  o.hang.fixed = std::chrono::milliseconds(1500);
+  auto r = run_launch(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 124);
+  ASSERT_TRUE(r->failure.has_value());
+  EXPECT_EQ(r->failure->rank, 1) << r->message;
+  EXPECT_NE(r->message.find("rank 0: waiting in allreduce of gradient bucket 1 of 4"),
+            std::string::npos)
+      << r->message;
+  for (int rank : {0, 1}) EXPECT_FALSE(alive(std::stoi(read("pid" + std::to_string(rank)))));
+}
+
 TEST_F(LauncherTest, RankThatNeverBeatsIsNotAHang) {
   // Start-up (data loading, rendezvous) does not beat; the watch starts with a rank's first beat.
   auto o = sh(2, "sleep 1.2; echo ok > $D/done$RANK");
