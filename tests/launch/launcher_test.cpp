@@ -62,6 +62,33 @@ class LauncherTest : public ::testing::Test {
     return true;
   }
 
+  // Rank 1 beats once and goes quiet; rank 0 runs `rank0`, which writes "waiting in allreduce
+  // of gradient bucket 1 of 4" its own way. The hang report names rank 1 and where rank 0 waits.
+  void expect_rank1_hangs_while_rank0_waits(const std::string& rank0) {
+    auto o = sh(2,
+                "echo $$ > $D/pid$RANK; if [ $RANK = 1 ]; then printf 'epoch 2 batch 3 of 9' > "
+                "$GPULAB_HEARTBEAT_FILE; sleep 60; fi; " +
+                    rank0);
+    o.hang.fixed = std::chrono::milliseconds(1500);
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = run_launch(o);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit_code, 124);
+    ASSERT_TRUE(r->failure.has_value());
+    EXPECT_EQ(r->failure->rank, 1) << r->message;
+    EXPECT_GT(r->failure->silent_s, 1.5);
+    EXPECT_NE(r->message.find("rank 1 (pid "), std::string::npos) << r->message;
+    EXPECT_NE(r->message.find("hangs: no progress for"), std::string::npos) << r->message;
+    EXPECT_NE(r->message.find("last progress: epoch 2 batch 3 of 9"), std::string::npos)
+        << r->message;
+    EXPECT_NE(r->message.find("rank 0: waiting in allreduce of gradient bucket 1 of 4"),
+              std::string::npos)
+        << r->message;
+    EXPECT_LT(secs, 8.0);
+    for (int rank : {0, 1}) EXPECT_FALSE(alive(std::stoi(read("pid" + std::to_string(rank)))));
+  }
+
   fs::path dir_;
 };
 
@@ -151,51 +178,19 @@ TEST_F(LauncherTest, StoppedRankIsAFailureAtOnce) {
 }
 
 TEST_F(LauncherTest, SilentHeartbeatIsAHangNamingTheRankAndWhereTheOthersWait) {
-  // Both ranks beat; rank 1 goes quiet (a deadlock, an endless loop) while rank 0 keeps beating
-  // "waiting in ..." as a rank inside a collective would not: rank 1 is the oldest, the hung one.
-  auto o = sh(2,
-              "echo $$ > $D/pid$RANK; if [ $RANK = 1 ]; then printf 'epoch 2 batch 3 of 9' > "
-              "$GPULAB_HEARTBEAT_FILE; sleep 60; fi; "
-              "for i in 1 2 3 4 5 6 7 8 9 10; do printf 'waiting in allreduce of gradient "
-              "bucket 1 of 4' > $GPULAB_HEARTBEAT_FILE; sleep 0.5; done; sleep 60");
-  o.hang.fixed = std::chrono::milliseconds(1500);
-  auto t0 = std::chrono::steady_clock::now();
-  auto r = run_launch(o);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->exit_code, 124);
-  ASSERT_TRUE(r->failure.has_value());
-  EXPECT_EQ(r->failure->rank, 1);
-  EXPECT_GT(r->failure->silent_s, 1.5);
-  EXPECT_NE(r->message.find("rank 1 (pid "), std::string::npos) << r->message;
-  EXPECT_NE(r->message.find("hangs: no progress for"), std::string::npos) << r->message;
-  EXPECT_NE(r->message.find("last progress: epoch 2 batch 3 of 9"), std::string::npos)
-      << r->message;
-  EXPECT_NE(r->message.find("rank 0: waiting in allreduce of gradient bucket 1 of 4"),
-            std::string::npos)
-      << r->message;
-  EXPECT_LT(secs, 8.0);
-  for (int rank : {0, 1}) EXPECT_FALSE(alive(std::stoi(read("pid" + std::to_string(rank)))));
+  // Rank 1 goes quiet (a deadlock, an endless loop) while rank 0 keeps beating "waiting in ..."
+  // as a rank inside a collective would not: rank 1 is the oldest, the hung one.
+  expect_rank1_hangs_while_rank0_waits(
+      "for i in 1 2 3 4 5 6 7 8 9 10; do printf 'waiting in allreduce of gradient bucket 1 of 4' "
+      "> $GPULAB_HEARTBEAT_FILE; sleep 0.5; done; sleep 60");
 }
 
 TEST_F(LauncherTest, APeerCaughtMidRewriteStillSaysWhereItWaits) {
   // CI's flake made certain: rank 0's file is read between a rewrite's truncate and its write
   // (here it stays empty). The report still says where rank 0 was, from its last record.
-  auto o = sh(2,
-              "echo $$ > $D/pid$RANK; if [ $RANK = 1 ]; then printf 'epoch 2 batch 3 of 9' > "
-              "$GPULAB_HEARTBEAT_FILE; sleep 60; fi; printf 'waiting in allreduce of gradient "
-              "bucket 1 of 4' > $GPULAB_HEARTBEAT_FILE; sleep 0.8; : > $GPULAB_HEARTBEAT_FILE; "
-              "sleep 60");
-  o.hang.fixed = std::chrono::milliseconds(1500);
-  auto r = run_launch(o);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->exit_code, 124);
-  ASSERT_TRUE(r->failure.has_value());
-  EXPECT_EQ(r->failure->rank, 1) << r->message;
-  EXPECT_NE(r->message.find("rank 0: waiting in allreduce of gradient bucket 1 of 4"),
-            std::string::npos)
-      << r->message;
-  for (int rank : {0, 1}) EXPECT_FALSE(alive(std::stoi(read("pid" + std::to_string(rank)))));
+  expect_rank1_hangs_while_rank0_waits(
+      "printf 'waiting in allreduce of gradient bucket 1 of 4' > $GPULAB_HEARTBEAT_FILE; "
+      "sleep 0.8; : > $GPULAB_HEARTBEAT_FILE; sleep 60");
 }
 
 TEST_F(LauncherTest, RankThatNeverBeatsIsNotAHang) {
