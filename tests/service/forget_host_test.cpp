@@ -4,6 +4,7 @@
 // state back and loses its pending booking there), and leaves every other host's rows as they were.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "service/base/api_error.h"
@@ -122,6 +123,27 @@ TEST_F(ForgetHost, ForgettingReleasesTheHostsRowsAndSettlesItsMoves) {
   EXPECT_EQ(refusal(s_, "lab3"), ApiCode::kNotFound);
   EXPECT_EQ(refusal(s_, "Lab3"), ApiCode::kInvalidRequest);
   EXPECT_EQ(refusal(s_, "-x"), ApiCode::kInvalidRequest);
+}
+
+// The admins' hosts view: every host the book names is retired here (the service has none), each
+// with what forgetting it would let go of; reading it changes nothing, and a forgotten host drops
+// out.
+TEST_F(ForgetHost, TheRetiredHostsAreSurveyedWithoutChangingAnything) {
+  std::map<std::string, Json> by_name;
+  for (const auto& r : survey_retired_hosts(s_)) by_name[r.host] = r.summary_json();
+  ASSERT_EQ(by_name.size(), 3u);
+  const Json& lab3 = by_name["lab3"];
+  EXPECT_EQ(lab3["containers"], 1) << lab3.dump();
+  EXPECT_EQ(lab3["leases"], 1) << lab3.dump();
+  EXPECT_EQ(lab3["gpus"], 2) << lab3.dump();  // old's and mv's pending one
+  EXPECT_EQ(lab3["ports"], 4) << lab3.dump();
+  EXPECT_EQ(lab3["moves"], 2) << lab3.dump();
+  EXPECT_EQ(lab3["owners"], Json::array({"alice", "bob"}));
+  EXPECT_EQ(s_.store->containers().size(), 4u);
+  EXPECT_TRUE(s_.store->audit_tail(10).empty());
+
+  forget_host(s_, "lab3", false, "boss");
+  EXPECT_EQ(retired_hosts(s_), (std::vector<std::string>{"lab1", "lab2"}));
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // its rows (a container and a ddp lease) go with their GPUs, ports and quota usage, the answer
 // says what went per user, a restart does not bring them back, and the host put back later
 // starts clean (the service's leftover container there is removed as one without a row). The
-// refusals: a configured host, an unknown one, a bad name, and any non-admin (told nothing).
+// refusals: a configured host, an unknown one, a bad name, and any non-admin (told nothing). The
+// admins' hosts view (GET hosts) lists a retired host with what it holds until it is forgotten.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -139,6 +140,82 @@ TEST_F(ServiceHostsForget, ARetiredHostsRowsAreForgottenAndTheirGpusPortsAndQuot
                                                  {"host", "lab3"},
                                                  {"port", Json::array({mapping})}});
   EXPECT_TRUE(ok(again)) << again.body;
+}
+
+// The view the dashboard's Hosts section draws: configured hosts with their state (one down from
+// the start), and the retired host with its counts and owners, to admins only, until forgotten.
+TEST_F(ServiceHostsForget, AdminsSeeARetiredHostsRowsUntilItIsForgotten) {
+  const Json cfg = auth_config();
+  const int user_port = cfg["ssh_port_base"].get<int>() + 5;
+  const std::string mapping = std::to_string(user_port) + ":" + std::to_string(user_port);
+  start(cfg);
+  if (HasFatalFailure()) return;
+  const std::string admin_token = svc_->add_user("boss", true);
+  const std::string alice_token = svc_->add_user("alice", false);
+  const std::string bob_token = svc_->add_user("bob", false);
+  {
+    HttpClient admin(svc_->url(), admin_token), alice(svc_->url(), alice_token),
+        bob(svc_->url(), bob_token);
+    auto made = alice.post_json(kApi + "/create", {{"name", "old"},
+                                                   {"image", kBoxImage},
+                                                   {"gpu_count", 2},
+                                                   {"host", "lab3"},
+                                                   {"port", Json::array({mapping})}});
+    ASSERT_TRUE(ok(made)) << made.body;
+    ASSERT_TRUE(ok(bob.post_json(kApi + "/leases", {{"name", "ddpl"}, {"host", "lab3"}})));
+    auto all_configured = admin.get(kApi + "/hosts");
+    ASSERT_TRUE(ok(all_configured)) << all_configured.body;
+    EXPECT_EQ(all_configured.json()["data"]["hosts"].size(), 3u) << all_configured.body;
+    EXPECT_TRUE(all_configured.json()["data"]["retired"].empty()) << all_configured.body;
+  }
+  // lab3 retired; an engine that refuses connections joins, down from the start.
+  svc_->stop();
+  Json two = cfg;
+  two["hosts"].erase(2);
+  two["hosts"].push_back({{"name", "gone"}, {"url", "tcp://127.0.0.1:1"}, {"insecure", true}});
+  start(two);
+  if (HasFatalFailure()) return;
+  HttpClient admin(svc_->url(), admin_token), alice(svc_->url(), alice_token),
+      bob(svc_->url(), bob_token);
+
+  auto view = admin.get(kApi + "/hosts");
+  ASSERT_TRUE(ok(view)) << view.body;
+  const Json d = view.json()["data"];
+  EXPECT_EQ(strings_of(d["hosts"], "name"), (std::set<std::string>{"lab1", "lab2", "gone"}));
+  for (const auto& h : d["hosts"]) {
+    EXPECT_EQ(h["state"], h["name"] == "gone" ? "down" : "up") << h.dump();
+    if (h["name"] == "gone") {
+      EXPECT_FALSE(h.value("down_reason", "").empty()) << h.dump();
+    }
+    if (h["name"] == "lab2") {
+      EXPECT_EQ(h["gpus"], 4) << h.dump();
+    }
+  }
+  ASSERT_EQ(d["retired"].size(), 1u) << view.body;
+  const Json& r = d["retired"][0];
+  EXPECT_EQ(r["name"], "lab3");
+  EXPECT_EQ(r["containers"], 1) << r.dump();
+  EXPECT_EQ(r["leases"], 1) << r.dump();
+  EXPECT_EQ(r["gpus"], 2) << r.dump();
+  EXPECT_EQ(r["ports"], 3) << r.dump();  // the two SSH ports and alice's mapping
+  EXPECT_EQ(strings_of(r["owners"]), (std::set<std::string>{"alice", "bob"}));
+
+  // Users learn nothing of it: the view is refused whole, and status names configured hosts only.
+  for (HttpClient* user : {&alice, &bob}) {
+    auto refused = user->get(kApi + "/hosts");
+    EXPECT_EQ(refused.status, 403) << refused.body;
+    EXPECT_EQ(code(refused), "FORBIDDEN");
+    auto status = user->get(kApi + "/status");
+    ASSERT_TRUE(ok(status)) << status.body;
+    for (const char* secret : {"lab3", "ddpl", "retired"})
+      EXPECT_EQ(status.body.find(secret), std::string::npos) << status.body;
+  }
+
+  ASSERT_TRUE(ok(forget(admin, {{"name", "lab3"}})));
+  auto after = admin.get(kApi + "/hosts");
+  ASSERT_TRUE(ok(after)) << after.body;
+  EXPECT_TRUE(after.json()["data"]["retired"].empty()) << after.body;
+  EXPECT_EQ(after.json()["data"]["hosts"].size(), 3u) << after.body;
 }
 
 TEST_F(ServiceHostsForget, RefusesAConfiguredHostAnUnknownOneABadNameAndNonAdmins) {

@@ -1,5 +1,5 @@
-// Host endpoints for admins: forgetting the rows of a host that left the config for good (see
-// ops/forget_host.h).
+// Host endpoints for admins: every host's state, the retired hosts the book still holds rows on,
+// and forgetting those rows (see ops/forget_host.h).
 #include "service/api/handlers.h"
 #include "service/ops/forget_host.h"
 
@@ -9,6 +9,15 @@ namespace {
 
 using Req = const ApiRequest&;
 using Who = const Principal&;
+
+// Admins only, as a whole: the retired hosts' rows name other users' containers and owners.
+ApiReply hosts(Service& s, Who who) {
+  require_admin(who);
+  Json retired = Json::array();
+  for (const auto& r : survey_retired_hosts(s)) retired.push_back(r.summary_json());
+  return ApiReply::ok("Hosts retrieved successfully",
+                      {{"hosts", host_states(s)}, {"retired", retired}});
+}
 
 ApiReply forget(Service& s, Req req, Who who) {
   // Before the body is read: a non-admin learns nothing of the book, not even whether a host
@@ -24,6 +33,13 @@ ApiReply forget(Service& s, Req req, Who who) {
 
 void add_host_routes(Router& r, Service& s) {
   Service* sp = &s;
+  r.add({.method = "GET",
+         .path = std::string(kApiBase) + "/hosts",
+         .handler = [sp](Req, Who w) { return hosts(*sp, w); },
+         .summary = "Every configured host's state (down reason, GPUs and where they come from, "
+                    "GPU probe) and the hosts outside the config that still have rows in the "
+                    "book (containers, leases, GPUs, ports, owners); admins only",
+         .tag = "system"});
   r.add({.method = "POST",
          .path = std::string(kApiBase) + "/hosts/forget",
          .handler = [sp](Req q, Who w) { return forget(*sp, q, w); },

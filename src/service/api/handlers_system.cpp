@@ -14,11 +14,6 @@ void require_admin(const Principal& who) {
   if (!who.admin) throw ApiError(ApiCode::kForbidden, "Admins only");
 }
 
-namespace {
-
-using Req = const ApiRequest&;
-using Who = const Principal&;
-
 // Each host's name and state as the host monitor last saw it.
 Json host_states(const Service& s) {
   Json a = Json::array();
@@ -43,6 +38,11 @@ Json host_states(const Service& s) {
   }
   return a;
 }
+
+namespace {
+
+using Req = const ApiRequest&;
+using Who = const Principal&;
 
 ApiReply gpus(Service& s, Who who) {
   auto holders = s.store->gpu_holders();

@@ -29,11 +29,9 @@ void check_forgettable(Service& s, const std::string& host) {
                    "delete its containers (POST delete) or move them to another host (POST "
                    "move); to retire it, take it out of the config's hosts, restart the service, "
                    "then forget it");
-  const std::set<std::string> booked = s.store->hosts_in_book();
-  if (booked.count(host)) return;
+  if (s.store->hosts_in_book().count(host)) return;
   std::vector<std::string> others;
-  for (const auto& h : booked)
-    if (!h.empty() && !s.find_host(h)) others.push_back("'" + h + "'");
+  for (const auto& h : retired_hosts(s)) others.push_back("'" + h + "'");
   throw ApiError(ApiCode::kNotFound, "the book holds nothing on host '" + host + "'",
                  others.empty()
                      ? "no host outside the config has rows in the book"
@@ -91,6 +89,24 @@ void audit_forget(Service& s, const ForgetReport& r, const std::string& who) {
 }
 
 }  // namespace
+
+std::vector<std::string> retired_hosts(Service& s) {
+  std::vector<std::string> v;
+  for (const auto& h : s.store->hosts_in_book())
+    if (!h.empty() && !s.find_host(h)) v.push_back(h);
+  return v;
+}
+
+std::vector<ForgetReport> survey_retired_hosts(Service& s) {
+  return s.store->transaction([&] {
+    std::vector<ForgetReport> v;
+    for (const auto& h : retired_hosts(s)) {
+      v.push_back(survey(s, h));
+      v.back().dry_run = true;
+    }
+    return v;
+  });
+}
 
 ForgetReport forget_host(Service& s, const std::string& host, bool dry_run,
                          const std::string& who) {
@@ -151,6 +167,19 @@ Json ForgetReport::to_json() const {
           {"moves_dropped", moves_json},
           {"engine",
            "not contacted: containers still on that machine, if it exists, are left as they are"}};
+}
+
+Json ForgetReport::summary_json() const {
+  int leases = 0;
+  std::set<std::string> owners;
+  for (const auto& c : containers) {
+    leases += is_lease(c) ? 1 : 0;
+    owners.insert(c.owner);
+  }
+  return {{"name", host},          {"containers", static_cast<int>(containers.size()) - leases},
+          {"leases", leases},      {"gpus", gpus.size()},
+          {"ports", ports.size()}, {"moves", moves.size()},
+          {"owners", owners}};
 }
 
 std::string ForgetReport::message() const {

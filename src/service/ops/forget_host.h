@@ -21,8 +21,17 @@ struct ForgetReport {
   std::vector<std::pair<std::string, int>> ports;  // (host, port) released
   std::vector<MoveRecord> moves;                   // journal rows naming it, dropped
   Json to_json() const;
+  // What the admin's host view lists for it: counts of rows, GPUs and ports, and the owners.
+  Json summary_json() const;
   std::string message() const;
 };
+
+// The hosts outside the config that the book still holds rows on: what can be forgotten.
+std::vector<std::string> retired_hosts(Service& s);
+
+// What forgetting each retired host would let go of, read in one transaction; changes nothing.
+// The caller checks that the asker is an admin (it names other users' containers).
+std::vector<ForgetReport> survey_retired_hosts(Service& s);
 
 // Forgets `host`'s rows (with dry_run: only says what it would forget). Refuses with ApiError,
 // changing nothing: a name no config could give (INVALID_REQUEST), a host still in the config
