@@ -1,9 +1,10 @@
-// Admin: users and tokens (create, revoke), quotas (each user's limits and usage; set them), GPU
-// leases (gpulab ddp runs), the audit log.
+// Admin: users and tokens (create, revoke), quotas (each user's limits and usage; set them), the
+// lab's hosts (hosts.js), GPU leases (gpulab ddp runs), the audit log.
 import { html, useState, useEffect } from '/ui/vendor/htm-preact-standalone.mjs';
 import { api } from '/ui/api.js';
 import { age, ErrorLine, confirmAction } from '/ui/util.js';
 import { quotaRows } from '/ui/quota.js';
+import { Hosts } from '/ui/hosts.js';
 
 const QUOTA_FIELDS = [
   // [form key, request field, label, placeholder]
@@ -105,6 +106,7 @@ export function Admin({ me, versions }) {
     <div class="table-wrap"><table id="quotas"><thead><tr><th>user</th>${quotaRows(quotas && quotas[0]).map((r) => html`<th>${r.label}</th>`)}</tr></thead>
       <tbody>${quotas && quotas.map((q) => html`<tr data-user=${q.user}><td>${q.user}</td>
         ${quotaRows(q).map((r) => html`<td class=${r.full ? 'full' : ''}>${r.used} / ${r.limit}</td>`)}</tr>`)}</tbody></table></div>
+    <${Hosts} versions=${versions} />
     <h3>GPU leases (gpulab ddp runs)</h3>
     <div class="table-wrap"><table id="leases"><thead><tr><th>name</th><th>owner</th><th>GPUs</th><th>SSH port</th><th>state</th></tr></thead>
       <tbody>${leases && leases.map((l) => html`<tr><td>${l.name}</td><td>${l.owner}</td><td>${(l.gpu_devices || []).join(', ')}</td><td>${l.ssh_port || '–'}</td><td>${l.state || l.status || ''}</td></tr>`)}</tbody></table></div>

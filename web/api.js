@@ -18,7 +18,8 @@ function parse(text) {
   try { return JSON.parse(text); } catch (e) { return null; }  // not JSON
 }
 
-export async function api(path, { method = 'GET', body } = {}) {
+// Answers the reply's data; with `whole`, the reply itself (its message too).
+export async function api(path, { method = 'GET', body, whole = false } = {}) {
   const headers = {};
   if (method !== 'GET') headers['X-CSRF-Token'] = csrf;
   let payload;
@@ -29,6 +30,7 @@ export async function api(path, { method = 'GET', body } = {}) {
   const r = await fetch(BASE + path, { method, headers, body: payload, credentials: 'same-origin' });
   const json = parse(await r.text());
   if (!r.ok || (json && json.success === false)) throw new ApiError(r.status, json);
+  if (whole) return json;
   return json ? json.data : null;
 }
 

@@ -134,9 +134,9 @@ TEST(StaticAssets, ThePageAndItsLibrariesAreInTheBinary) {
   std::string html(reinterpret_cast<const char*>(index->data), index->size);
   EXPECT_NE(html.find("/ui/app.js"), std::string::npos);
   EXPECT_NE(html.find("/ui/vendor/uPlot.iife.min.js"), std::string::npos);
-  for (const char* f :
-       {"app.js", "api.js", "overview.js", "containers.js", "images.js", "admin.js", "style.css",
-        "vendor/htm-preact-standalone.mjs", "vendor/uPlot.iife.min.js", "vendor/uPlot.min.css"})
+  for (const char* f : {"app.js", "api.js", "overview.js", "containers.js", "images.js", "admin.js",
+                        "hosts.js", "style.css", "vendor/htm-preact-standalone.mjs",
+                        "vendor/uPlot.iife.min.js", "vendor/uPlot.min.css"})
     EXPECT_NE(find_web_asset(f), nullptr) << f;
   EXPECT_EQ(find_web_asset("package.json"), nullptr);  // dev files stay out
   EXPECT_EQ(find_web_asset("../CMakeLists.txt"), nullptr);

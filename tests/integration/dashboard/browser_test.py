@@ -9,7 +9,10 @@ the first user's containers, snapshots or backups nor may act on them with a req
 his own session (403/404, nothing changed). '<script>' in a name and in a log line shows as text;
 a change without the CSRF token is refused; signing out ends the session. An admin sets a quota
 on the Admin page; the user sees usage and limits, and a create beyond the quota shows
-QUOTA_EXCEEDED with its hint. Screenshots of each page go to --screenshots DIR.
+QUOTA_EXCEEDED with its hint. On a lab of three hosts (two names for the test's dockerd, one
+engine that refuses connections) the Admin page lists the hosts with their state, and a host taken
+out of the config is forgotten with its Forget... button. Screenshots of each page go to
+--screenshots DIR.
 
 Usage: browser_test.py GPULAB_BINARY [--screenshots DIR]     Exit 77: skipped (reason printed).
 """
@@ -115,24 +118,38 @@ _held_locks = []
 
 
 class Serve:
-    def __init__(self, gpulab, work, host):
-        self.work = work
-        base = port_block()
-        cfg = {
-            "listen": "127.0.0.1:0", "db": f"{work}/service.db", "backup_dir": f"{work}/backups",
-            "docker_host": host, "auth_required": True, "device_mode": "none", "ssh_user": "lab",
-            "ssh_port_base": base, "image_allowlist": ["gpulab-test/*"],
-            "gpus": [{"uuid": "GPU-6f3a2b1c-8d4e-4f5a-9b7c-2e1d0a9f8c71", "index": 0,
-                      "vendor": "nvidia", "name": "H100 (declared)"},
-                     {"uuid": "GPU-dashboard-1", "index": 1, "vendor": "nvidia",
-                      "name": "declared, no samples"}],
-            "dashboard": {"sample_seconds": 1, "history_seconds": 600, "gpu_sample_root": FIXTURE},
-        }
-        with open(f"{work}/config.json", "w") as f:
-            json.dump(cfg, f)
+    def __init__(self, gpulab, work, host, hosts=None):
+        """One engine (`host`) with two declared GPUs, or the lab's `hosts` (config entries)."""
+        self.work, self.engine, self.base = work, host, port_block()
+        self.write_config(hosts)
         self.cmd = [gpulab, "serve", "--config", f"{work}/config.json"]
         self.tokens = {u: self.add_user(u, u == "root") for u in ["alice", "bob", "root"]}
-        self.log = open(f"{work}/service.log", "w")
+        self.start()
+
+    def write_config(self, hosts):
+        work = self.work
+        cfg = {
+            "listen": "127.0.0.1:0", "db": f"{work}/service.db", "backup_dir": f"{work}/backups",
+            "auth_required": True, "device_mode": "none", "ssh_user": "lab",
+            "ssh_port_base": self.base, "image_allowlist": ["gpulab-test/*"],
+            "dashboard": {"sample_seconds": 1, "history_seconds": 600, "gpu_sample_root": FIXTURE},
+        }
+        if hosts:
+            cfg["hosts"] = hosts
+        else:
+            cfg["docker_host"] = self.engine
+            cfg["gpus"] = [{"uuid": "GPU-6f3a2b1c-8d4e-4f5a-9b7c-2e1d0a9f8c71", "index": 0,
+                            "vendor": "nvidia", "name": "H100 (declared)"},
+                           {"uuid": "GPU-dashboard-1", "index": 1, "vendor": "nvidia",
+                            "name": "declared, no samples"}]
+        with open(f"{work}/config.json", "w") as f:
+            json.dump(cfg, f)
+
+    def start(self):
+        work = self.work
+        if os.path.exists(f"{work}/port"):
+            os.remove(f"{work}/port")
+        self.log = open(f"{work}/service.log", "a")
         self.proc = subprocess.Popen(self.cmd + ["--port-file", f"{work}/port"],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(300):
@@ -142,6 +159,12 @@ class Serve:
                 fail("gpulab serve exited: " + open(f"{work}/service.log").read()[-2000:])
             time.sleep(0.1)
         self.url = f"http://127.0.0.1:{open(f'{work}/port').read().strip()}"
+
+    def restart(self, hosts):
+        """Stops the service and starts it again on the same book with these hosts."""
+        self.stop()
+        self.write_config(hosts)
+        self.start()
 
     def add_user(self, name, admin):
         args = self.cmd + ["--add-user", name] + (["--admin"] if admin else [])
@@ -676,6 +699,74 @@ def run_admin(svc, shots):
             p.d.quit()
 
 
+def run_hosts(gpulab, engine, work, shots):
+    """The Admin page's Hosts section on a lab of three hosts: "lab" and "old" are two names for
+    the test's own dockerd, "gone" an engine that refuses connections (down from the start).
+    Alice makes a container on "old"; the service restarts without "old", which keeps its rows.
+    The page lists the configured hosts with their state (gone: down, with the reason) and "old"
+    among the retired hosts with rows; its Forget... button shows the dry run in the confirm
+    prompt, then forgets it: the service's message as a notice, the row gone, and the API and
+    the audit log agree."""
+    lab = {"name": "lab", "url": engine,
+           "gpus": [{"uuid": "GPU-hosts-lab-0", "index": 0, "vendor": "nvidia"}]}
+    old = {"name": "old", "url": engine,
+           "gpus": [{"uuid": "GPU-hosts-old-0", "index": 0, "vendor": "nvidia"}]}
+    gone = {"name": "gone", "url": "tcp://127.0.0.1:1", "insecure": True}
+    hw = os.path.join(work, "hosts")
+    os.makedirs(hw)
+    svc = Serve(gpulab, hw, engine, hosts=[lab, old, gone])
+    p = None
+    try:
+        svc.api("alice", "/create", "POST", {"name": "h-old", "image": XSS_IMAGE,
+                                             "gpu_count": 1, "host": "old"})
+        svc.restart([lab, gone])
+        p = Page(browser(*SIZES[0]), svc.url, shots, SIZES[0])
+        p.sign_in(svc.tokens["root"])
+        p.go("admin")
+        p.wait(lambda: p.table_row("hosts", "lab") is not None and
+               p.table_row("hosts", "gone") is not None, "the configured hosts")
+        up, down = p.table_row("hosts", "lab"), p.table_row("hosts", "gone")
+        if up.get_attribute("data-state") != "up" or down.get_attribute("data-state") != "down":
+            fail(f"hosts' states: lab {up.text!r}, gone {down.text!r}")
+        reason = next(h for h in svc.api("root", "/hosts")["hosts"] if h["name"] == "gone")
+        if not reason.get("down_reason") or reason["down_reason"] not in down.text:
+            fail(f"gone's row lacks its down reason {reason.get('down_reason')!r}: {down.text!r}")
+        if p.table_row("hosts", "old") is not None:
+            fail("the retired host is listed among the configured ones")
+        print(f"ok: hosts listed: lab up, gone down ({reason['down_reason'][:60]!r}...)")
+
+        p.wait(lambda: p.table_row("retired", "old") is not None, "the retired host's row")
+        row = p.table_row("retired", "old").text
+        if "alice" not in row:
+            fail(f"the retired host's row does not name its owner: {row!r}")
+        p.shot("hosts")
+        p.table_row("retired", "old").find_element(By.CSS_SELECTOR, ".act-forget").click()
+        alert = WebDriverWait(p.d, 10).until(lambda d: d.switch_to.alert)
+        prompt = alert.text
+        for want in ["Forget host old?", "alice: h-old", "GPU-hosts-old-0"]:
+            if want not in prompt:
+                alert.dismiss()
+                fail(f"the forget prompt lacks {want!r}: {prompt!r}")
+        if not svc.api("root", "/hosts")["retired"]:
+            fail("the dry run forgot the host")
+        alert.accept()
+        p.wait(lambda: "Forgot 1 container(s) on host 'old'" in
+               (p.text_of("#host-notice") if p.css("#host-notice") else ""), "the forget notice")
+        p.wait(lambda: p.css("#no-retired"), "the retired host's row to go")
+        if svc.api("root", "/hosts")["retired"] or svc.container("root", "h-old"):
+            fail("the API still has the forgotten host's rows")
+        audit = svc.api("root", "/audit?limit=50")["entries"]
+        if not any(a["action"] == "forget-host" and a["target"] == "old" for a in audit) or \
+                not any(a["action"] == "forget" and a["target"] == "h-old" for a in audit):
+            fail(f"the audit log lacks the forget lines: {audit[:5]}")
+        print(f"ok: forgot host old from the page (prompt: {prompt.splitlines()[2]!r}); "
+              f"notice {p.text_of('#host-notice')!r}; API and audit agree")
+    finally:
+        if p:
+            p.d.quit()
+        svc.stop()
+
+
 def run_quota(svc, size, shots):
     """Alice under the quota root set: usage and limits in the page; a create beyond it shows
     QUOTA_EXCEEDED with its hint, and nothing is made."""
@@ -755,6 +846,7 @@ def main():
         run_admin(svc, args.screenshots)
         for size in SIZES:
             run_quota(svc, size, args.screenshots)
+        run_hosts(os.path.abspath(args.gpulab), host, work, args.screenshots)
         print("PASS: dashboard browser tests at " + ", ".join(f"{w}x{h}" for w, h in SIZES))
     except AssertionError as e:
         print(f"FAIL: {e}")
@@ -765,7 +857,7 @@ def main():
         if svc:
             svc.stop()
         for w, _ in SIZES:
-            for c in [f"d{w}-alice", f"d{w}-alice-moved-r", f"q{w}-one", f"q{w}-two"]:
+            for c in [f"d{w}-alice", f"d{w}-alice-moved-r", f"q{w}-one", f"q{w}-two", "h-old"]:
                 subprocess.run(["docker", "-H", host, "rm", "-f", c], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
         for d in PROFILES:
