@@ -58,6 +58,7 @@ try:
     from selenium.webdriver.chrome.service import Service as ChromeService
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 except ImportError:
     skip("python3-selenium is not installed (scripts/install-deps.sh installs it)")
@@ -741,7 +742,8 @@ def run_hosts(gpulab, engine, work, shots):
             fail(f"the retired host's row does not name its owner: {row!r}")
         p.shot("hosts")
         p.table_row("retired", "old").find_element(By.CSS_SELECTOR, ".act-forget").click()
-        alert = WebDriverWait(p.d, 10).until(lambda d: d.switch_to.alert)
+        # The prompt comes after the dry run's answer, not at the click: wait for it.
+        alert = WebDriverWait(p.d, 45).until(expected_conditions.alert_is_present())
         prompt = alert.text
         for want in ["Forget host old?", "alice: h-old", "GPU-hosts-old-0"]:
             if want not in prompt:
