@@ -16,6 +16,10 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string to_lower(std::string_view s);
 std::string to_upper(std::string_view s);
 bool starts_with(std::string_view s, std::string_view prefix);
+// `s` fit for a one-line message when it comes from a file (an archive member's name may hold a
+// newline or a terminal escape): control bytes as \n, \r, \t or \xNN, the rest (UTF-8
+// included) as it is.
+std::string printable(std::string_view s);
 // "1,234,567.89"-style grouping, as the seed prints GFLOPS.
 std::string with_thousands(double value, int decimals);
 // 1536 -> "1.50 KiB"; GB uses 1e9 when `decimal` is true (vendors quote memory that way).

@@ -13,6 +13,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace gpulab {
 
 namespace fs = std::filesystem;
@@ -335,6 +337,11 @@ class TarStream {
  public:
   explicit TarStream(const TarInput& in) : in_(in) {}
 
+  // A member named in a message: its name may hold any byte, the message is one line.
+  static std::string entry(const std::string& name) {
+    return name.empty() ? "an entry without a name" : "entry " + printable(name);
+  }
+
   Error corrupt(const std::string& why) const {
     return Error(Code::kDataError, "tar " + in_.what + " is damaged: " + why,
                  "the file is truncated or not a tar archive");
@@ -354,7 +361,9 @@ class TarStream {
       const char type = b[156] ? b[156] : '0';
       if (!sane(parsed->size))
         return corrupt("an entry declares a size of " + std::to_string(parsed->size) + " bytes");
-      if (!fits(parsed->size)) return corrupt("an entry runs past the end of the file");
+      if (!fits(parsed->size))
+        return corrupt(entry(parsed->name) + " runs past the end of the file (it declares " +
+                       std::to_string(parsed->size) + " bytes)");
       if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
         if (auto st = read_metadata(type, parsed->size); !st.ok()) return st.error();
         continue;
@@ -362,8 +371,10 @@ class TarStream {
       TarEntry e = std::move(*parsed);
       apply_metadata(e);
       if (!sane(e.size))
-        return corrupt(e.name + " declares a size of " + std::to_string(e.size) + " bytes");
-      if (!fits(e.size)) return corrupt("an entry runs past the end of the file");
+        return corrupt(entry(e.name) + " declares a size of " + std::to_string(e.size) + " bytes");
+      if (!fits(e.size))
+        return corrupt(entry(e.name) + " runs past the end of the file (it declares " +
+                       std::to_string(e.size) + " bytes)");
       data_left_ = padded(e.size);
       content_left_ = e.size;
       return std::optional<TarEntry>(std::move(e));
@@ -375,7 +386,7 @@ class TarStream {
     TarReader::EntryData data;
     data.read = [this, &e](std::int64_t max_bytes) -> Result<std::string> {
       std::string out(static_cast<std::size_t>(std::min(max_bytes, content_left_)), '\0');
-      if (!take(out.data(), out.size())) return corrupt("short read in " + e.name);
+      if (!take(out.data(), out.size())) return corrupt("short read in " + entry(e.name));
       return out;
     };
     data.copy = [this, &e](const TarReader::SinkFn& sink) -> Status {
@@ -385,7 +396,7 @@ class TarStream {
       while (content_left_ > 0) {
         const auto n = static_cast<std::size_t>(
             std::min<std::int64_t>(content_left_, static_cast<std::int64_t>(buf.size())));
-        if (!take(buf.data(), n)) return corrupt("short read in " + e.name);
+        if (!take(buf.data(), n)) return corrupt("short read in " + entry(e.name));
         if (auto st = sink(buf.data(), n); !st.ok()) return st;
       }
       return ok_status();
@@ -467,7 +478,7 @@ Status TarReader::for_each(const TarInput& in,
     if (!*next) return ok_status();
     const TarEntry& e = **next;
     if (!fn(e, stream.data_of(e))) return ok_status();
-    if (!stream.skip_rest()) return stream.corrupt("short read in " + e.name);
+    if (!stream.skip_rest()) return stream.corrupt("short read in " + TarStream::entry(e.name));
   }
 }
 

@@ -15,6 +15,14 @@ TEST(Strings, SplitTrimJoin) {
   EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
 }
 
+TEST(Strings, PrintableKeepsAMessageOnOneLine) {
+  EXPECT_EQ(printable("data/a b.txt"), "data/a b.txt");
+  EXPECT_EQ(printable("caf\xc3\xa9/\xe6\x97\xa5"), "caf\xc3\xa9/\xe6\x97\xa5");  // UTF-8 kept
+  EXPECT_EQ(printable("a\nb\r\tc"), "a\\nb\\r\\tc");
+  EXPECT_EQ(printable(std::string("x\x1b[2Jy\x7f\0", 8)), "x\\x1b[2Jy\\x7f\\x00");
+  EXPECT_EQ(printable(""), "");
+}
+
 TEST(Strings, ThousandsAsTheSeedPrints) {
   EXPECT_EQ(with_thousands(83090.856, 2), "83,090.86");
   EXPECT_EQ(with_thousands(6936.11, 2), "6,936.11");

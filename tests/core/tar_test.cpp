@@ -136,6 +136,25 @@ TEST_F(TarTest, TruncatedArchiveIsDataError) {
   EXPECT_EQ(TarReader::list(dir_ / "junk.tar").error().code, Code::kDataError);
 }
 
+// A member's name may hold any byte (pax and GNU long names do); a refusal naming it stays one
+// line (found by tests/fuzz/tar_fuzz.cpp: a pax path spanning the records after it).
+TEST_F(TarTest, ADamagedMembersNameWithANewlineStaysOnOneLine) {
+  {
+    auto w = TarWriter::create(dir_ / "full.tar");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->add_file("data/evil\n30 atime=1\x1b[2J.bin", std::string(5000, 'z')).ok());
+    ASSERT_TRUE(w->finish().ok());
+  }
+  auto full = *read_file(dir_ / "full.tar");
+  ASSERT_TRUE(write_file_atomic(dir_ / "cut.tar", std::string_view(full).substr(0, 3000)).ok());
+  auto r = TarReader::list(dir_ / "cut.tar");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Code::kDataError);
+  EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("data/evil\\n30 atime=1\\x1b[2J.bin"), std::string::npos)
+      << r.error().message;
+}
+
 TEST_F(TarTest, AddTreeKeepsLayout) {
   fs::create_directories(dir_ / "tree/a/b");
   std::ofstream(dir_ / "tree/a/b/f.txt") << "leaf";

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/strings.h"
 #include "core/tar.h"
 #include "gpu/detect.h"
 
@@ -97,19 +98,19 @@ class TreeWriter {
     if (++entries_ > limits_.max_entries)
       return refused("more than " + std::to_string(limits_.max_entries) + " entries");
     const auto named = tar_member_parts(e.name);
-    if (!named) return refused("entry name '" + e.name + "'");
+    if (!named) return refused("entry name '" + printable(e.name) + "'");
     const std::vector<std::string>& parts = *named;
     if (static_cast<int>(parts.size()) > limits_.max_depth)
-      return refused("entry '" + e.name + "' is too deep");
+      return refused("entry '" + printable(e.name) + "' is too deep");
     if (top_.empty()) top_ = parts.front();
     if (parts.front() != top_) return refused("a second top folder '" + parts.front() + "'");
     fs::path rel;
     for (size_t i = 1; i < parts.size(); ++i) rel /= parts[i];
     if (e.type == TarType::kDirectory) return make_dirs(rel);
     if (e.type != TarType::kFile || rel.empty())
-      return refused("entry '" + e.name + "' is not a plain file or folder");
+      return refused("entry '" + printable(e.name) + "' is not a plain file or folder");
     if (e.size < 0 || e.size > limits_.max_file_bytes)
-      return refused("file '" + e.name + "' is larger than " +
+      return refused("file '" + printable(e.name) + "' is larger than " +
                      std::to_string(limits_.max_file_bytes) + " bytes");
     if (auto st = make_dirs(rel.parent_path()); !st) return st;
     auto text = data.read(limits_.max_file_bytes);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "core/strings.h"
 #include "core/tar.h"
 
 #if GPULAB_HAVE_ZLIB
@@ -133,7 +134,7 @@ Result<Strings> extract_tar_gz(const fs::path& archive, const fs::path& dest) {
     fs::path rel;
     if (!safe_path(e.name, rel)) {
       failed = Error(Code::kDataError,
-                     "bad archive: unsafe path '" + e.name + "' (absolute or with ..)");
+                     "bad archive: unsafe path '" + printable(e.name) + "' (absolute or with ..)");
       return false;
     }
     tops.insert(rel.begin()->string());
