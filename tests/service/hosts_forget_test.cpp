@@ -24,6 +24,27 @@ class ServiceHostsForget : public LabHostsTest {
     cfg["auth_required"] = true;
     return cfg;
   }
+  struct Tokens {
+    std::string admin, alice, bob;
+  };
+  // Starts the lab on `cfg` with boss (admin), alice and bob; alice makes "old" on lab3 (2 GPUs
+  // and a port of her own, `mapping`) and bob leases "ddpl" there: the rows a retired lab3 keeps.
+  Tokens book_rows_on_lab3(const Json& cfg, const std::string& mapping) {
+    start(cfg);
+    if (HasFatalFailure()) return {};
+    Tokens t{svc_->add_user("boss", true), svc_->add_user("alice", false),
+             svc_->add_user("bob", false)};
+    HttpClient alice(svc_->url(), t.alice), bob(svc_->url(), t.bob);
+    auto made = alice.post_json(kApi + "/create", {{"name", "old"},
+                                                   {"image", kBoxImage},
+                                                   {"gpu_count", 2},
+                                                   {"host", "lab3"},
+                                                   {"port", Json::array({mapping})}});
+    EXPECT_TRUE(ok(made)) << made.body;
+    auto lease = bob.post_json(kApi + "/leases", {{"name", "ddpl"}, {"host", "lab3"}});
+    EXPECT_TRUE(ok(lease)) << lease.body;
+    return t;
+  }
   HttpResult forget(HttpClient& c, const Json& body) {
     return c.post_json(kApi + "/hosts/forget", body);
   }
@@ -48,23 +69,12 @@ TEST_F(ServiceHostsForget, ARetiredHostsRowsAreForgottenAndTheirGpusPortsAndQuot
   const Json cfg = auth_config();
   const int user_port = cfg["ssh_port_base"].get<int>() + 5;  // not an SSH port of the block
   const std::string mapping = std::to_string(user_port) + ":" + std::to_string(user_port);
-  start(cfg);
-  if (HasFatalFailure()) return;
-  const std::string admin_token = svc_->add_user("boss", true);
-  const std::string alice_token = svc_->add_user("alice", false);
-  const std::string bob_token = svc_->add_user("bob", false);
+  const auto [admin_token, alice_token, bob_token] = book_rows_on_lab3(cfg, mapping);
+  if (HasFailure()) return;
   {
-    HttpClient admin(svc_->url(), admin_token), alice(svc_->url(), alice_token),
-        bob(svc_->url(), bob_token);
+    // Full with "old": the kept row is what blocks her after the restart.
+    HttpClient admin(svc_->url(), admin_token);
     ASSERT_TRUE(ok(admin.post_json(kApi + "/quotas", {{"user", "alice"}, {"max_gpus", 2}})));
-    auto made = alice.post_json(kApi + "/create", {{"name", "old"},
-                                                   {"image", kBoxImage},
-                                                   {"gpu_count", 2},
-                                                   {"host", "lab3"},
-                                                   {"port", Json::array({mapping})}});
-    ASSERT_TRUE(ok(made)) << made.body;
-    auto lease = bob.post_json(kApi + "/leases", {{"name", "ddpl"}, {"host", "lab3"}});
-    ASSERT_TRUE(ok(lease)) << lease.body;
   }
   svc_->stop();
   Json two = cfg;
@@ -148,21 +158,10 @@ TEST_F(ServiceHostsForget, AdminsSeeARetiredHostsRowsUntilItIsForgotten) {
   const Json cfg = auth_config();
   const int user_port = cfg["ssh_port_base"].get<int>() + 5;
   const std::string mapping = std::to_string(user_port) + ":" + std::to_string(user_port);
-  start(cfg);
-  if (HasFatalFailure()) return;
-  const std::string admin_token = svc_->add_user("boss", true);
-  const std::string alice_token = svc_->add_user("alice", false);
-  const std::string bob_token = svc_->add_user("bob", false);
+  const auto [admin_token, alice_token, bob_token] = book_rows_on_lab3(cfg, mapping);
+  if (HasFailure()) return;
   {
-    HttpClient admin(svc_->url(), admin_token), alice(svc_->url(), alice_token),
-        bob(svc_->url(), bob_token);
-    auto made = alice.post_json(kApi + "/create", {{"name", "old"},
-                                                   {"image", kBoxImage},
-                                                   {"gpu_count", 2},
-                                                   {"host", "lab3"},
-                                                   {"port", Json::array({mapping})}});
-    ASSERT_TRUE(ok(made)) << made.body;
-    ASSERT_TRUE(ok(bob.post_json(kApi + "/leases", {{"name", "ddpl"}, {"host", "lab3"}})));
+    HttpClient admin(svc_->url(), admin_token);
     auto all_configured = admin.get(kApi + "/hosts");
     ASSERT_TRUE(ok(all_configured)) << all_configured.body;
     EXPECT_EQ(all_configured.json()["data"]["hosts"].size(), 3u) << all_configured.body;
