@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <cstring>
 
+#include "core/strings.h"
+
 namespace gpulab::formats::pickle {
 
 namespace {
@@ -62,7 +64,7 @@ class Reader {
   uint64_t decimal_line() {
     const std::string s = line();
     if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
-      fail("bad memo key '" + s + "'");
+      fail("bad memo key '" + printable(s) + "'");
     return std::stoull(s);
   }
   std::string_view take(uint64_t n) {
@@ -218,7 +220,7 @@ class Reader {
           try {
             push(make_int(std::stoll(s)));
           } catch (const std::exception&) {
-            fail("bad integer '" + s + "'");
+            fail("bad integer '" + printable(s) + "'");
           }
         }
         break;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/strings.h"
 #include "formats/pickle.h"
 
 namespace gpulab::formats::pickle {
@@ -72,7 +73,7 @@ Result<std::vector<int64_t>> int_tuple(const Value& v) {
 Result<NdArray> finish(NdArray a) {
   const int64_t isz = item_size(a.dtype);
   if (isz <= 0 || isz > 16)
-    return Result<NdArray>(Code::kDataError, "unsupported dtype '" + a.dtype + "'");
+    return Result<NdArray>(Code::kDataError, "unsupported dtype '" + printable(a.dtype) + "'");
   const auto have = static_cast<uint64_t>(a.data.size());
   uint64_t need = static_cast<uint64_t>(isz);
   for (int64_t d : a.shape) {
@@ -143,8 +144,9 @@ Result<NdArray> to_ndarray(const Value& v) {
     a.data = std::move(*bytes);
     return finish(std::move(a));
   }
-  return Result<NdArray>(Code::kDataError, "value is not a numpy array (" +
-                                               (fn->kind == Kind::kGlobal ? fn->s : "?") + ")");
+  return Result<NdArray>(
+      Code::kDataError,
+      "value is not a numpy array (" + (fn->kind == Kind::kGlobal ? printable(fn->s) : "?") + ")");
 }
 
 Result<std::vector<int64_t>> to_int_list(const Value& v) {

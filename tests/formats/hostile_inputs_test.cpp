@@ -84,6 +84,19 @@ TEST(HostilePickle, BadMemoKeyIsADataErrorNotAnException) {
   EXPECT_NE(r.error().message.find("bad memo key 'xyz'"), std::string::npos) << r.error().message;
 }
 
+TEST(HostilePickle, AClassNameWithANewlineStaysOnOneLineInTheRefusal) {
+  // STACK_GLOBAL of a module name holding a newline, called with no arguments (found by
+  // tests/fuzz/pickle_fuzz.cpp): the refusal names it escaped.
+  auto doc = pickle::parse(
+      "\x80\x04\x8c\x0enumpy.core.m\nx\x8c\x01"
+      "f\x93)R."s);
+  ASSERT_TRUE(doc.ok()) << doc.error().message;
+  auto a = pickle::to_ndarray(*doc->root);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().message.find('\n'), std::string::npos) << a.error().message;
+  EXPECT_NE(a.error().message.find("numpy.core.m\\nx"), std::string::npos) << a.error().message;
+}
+
 TEST(HostilePickle, SelfReferenceAndDeepNestingParseAndFree) {
   // A list appended to itself (a cycle), then a tuple nested 200,000 deep.
   ASSERT_TRUE(pickle::parse("\x80\x02]q\x00h\x00"
