@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/strings.h"
+
 namespace gpulab::formats {
 namespace {
 
@@ -144,7 +146,7 @@ Status DecoderConfig::validate() const {
                   "fix the shape (config.json fields or the named shape)");
   };
   const DecoderTraits* t = decoder_traits(family);
-  if (t == nullptr) return bad("unknown model family '" + family + "' (llama or gpt2)");
+  if (t == nullptr) return bad("unknown model family '" + printable(family) + "' (llama or gpt2)");
   if (vocab_size < 1 || hidden_size < 1 || intermediate_size < 1 || num_layers < 1 ||
       num_heads < 1 || num_kv_heads < 1 || max_positions < 1 || head_dim < 0)
     return bad("sizes must be positive");

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/json_fields.h"
+#include "core/strings.h"
 #include "formats/decoder_config.h"
 
 namespace gpulab::formats {
@@ -91,9 +92,10 @@ Result<DecoderConfig> gpt2_from_json(const Json& j, std::string_view what) {
                               ? j["activation_function"].get<std::string>()
                               : "gelu_new";
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-    return Error{Code::kInvalidArgument,
-                 std::string(what) + ": activation_function '" + act + "' is not supported",
-                 "gpulab's GPT-2 uses the tanh GELU (gelu_new)"};
+    return Error{
+        Code::kInvalidArgument,
+        std::string(what) + ": activation_function '" + printable(act) + "' is not supported",
+        "gpulab's GPT-2 uses the tanh GELU (gelu_new)"};
   DecoderConfig c;
   c.family = "gpt2";
   c.name = std::string(what);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/json.h"
+#include "core/strings.h"
 
 namespace gpulab::formats {
 namespace {
@@ -56,7 +57,7 @@ Result<std::vector<int64_t>> entry_shape(const Json& js, std::string_view what,
 // One tensor's entry, checked against the data that follows the header.
 Result<SafetensorsEntry> parse_entry(const std::string& name, const Json& entry,
                                      std::string_view data, std::string_view what) {
-  const std::string bad = "malformed header entry '" + name + "': ";
+  const std::string bad = "malformed header entry '" + printable(name) + "': ";
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
       !entry.contains("data_offsets")) {
     return data_error(what, bad + "needs dtype, shape and data_offsets");
@@ -69,7 +70,7 @@ Result<SafetensorsEntry> parse_entry(const std::string& name, const Json& entry,
   e.dtype = jd.get<std::string>();
   const SafetensorsDtype* d = find_dtype(e.dtype);
   if (!d) {
-    return data_error(what, bad + "unsupported dtype '" + e.dtype +
+    return data_error(what, bad + "unsupported dtype '" + printable(e.dtype) +
                                 "' (supported: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)");
   }
   uint64_t numel = 0;
@@ -89,7 +90,7 @@ Result<SafetensorsEntry> parse_entry(const std::string& name, const Json& entry,
                                 shape_string(e.shape) + " (" + std::to_string(bytes) + " bytes)");
   }
   if (e.end > data.size()) {
-    return data_error(what, "truncated: tensor '" + name + "' ends at byte " +
+    return data_error(what, "truncated: tensor '" + printable(name) + "' ends at byte " +
                                 std::to_string(e.end) + " of the data, which has only " +
                                 std::to_string(data.size()) + " bytes");
   }
@@ -139,7 +140,7 @@ Result<SafetensorsHeader> parse_safetensors_header(std::string_view bytes, std::
       if (!entry.is_object()) return data_error(what, "malformed __metadata__: not an object");
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string())
-          return data_error(what, "malformed __metadata__: '" + k + "' not a string");
+          return data_error(what, "malformed __metadata__: '" + printable(k) + "' not a string");
         out.metadata[k] = v.get<std::string>();
       }
       continue;

@@ -16,6 +16,7 @@
 #include "core/files.h"
 #include "core/json.h"
 #include "core/json_fields.h"
+#include "core/strings.h"
 
 namespace gpulab::formats {
 
@@ -126,7 +127,8 @@ Result<TokenMeta> token_meta_from_json(const std::string& text) {
       const auto sum = s.at("fnv1a64").get<std::string>();
       if (sum.empty() || sum.size() > 16 ||
           sum.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-        throw std::invalid_argument("fnv1a64 '" + sum + "' is not a 64-bit hex checksum");
+        throw std::invalid_argument("fnv1a64 '" + printable(sum) +
+                                    "' is not a 64-bit hex checksum");
       out.checksum = std::stoull(sum, nullptr, 16);
       return out;
     };

@@ -77,6 +77,18 @@ TEST(HostileSafetensors, TensorPastTheEndIsRefusedBeforeAllocation) {
       << r.error().message;
 }
 
+TEST(HostileSafetensors, NamesAndDtypesWithNewlinesStayOnOneLineInTheRefusal) {
+  // JSON may spell a newline inside a tensor name or a dtype; the refusal shows it escaped.
+  for (const char* header : {R"({"w\nx":{"dtype":"F32","shape":[2],"data_offsets":[0,9]}})",
+                             R"({"w":{"dtype":"F3\n2","shape":[2],"data_offsets":[0,8]}})",
+                             R"({"w\nx":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})"}) {
+    auto r = parse_safetensors_header(safetensors_with(header), "w.safetensors");
+    ASSERT_FALSE(r.ok()) << header;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("\\n"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(HostilePickle, BadMemoKeyIsADataErrorNotAnException) {
   auto r = pickle::parse("(lpxyz\n.");
   ASSERT_FALSE(r.ok());
