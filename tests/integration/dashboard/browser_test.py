@@ -294,16 +294,17 @@ class Page:
                                     "mobile": w < 600})
 
     def sign_in(self, token):
-        self.d.get(self.url + "/")
-        # Once under make sanitize (ASan service, parallel tests) a fresh browser's first load left
-        # the page empty: the app never ran. Said loudly with the console, then loaded once more;
-        # a second empty load fails.
-        try:
-            WebDriverWait(self.d, 45).until(lambda _: self.css("#token") or self.text().strip())
-        except TimeoutException:
-            print(f"RELOAD {self.size}: the first load left an empty page; console: "
-                  f"{self.console()}")
+        # Under make sanitize a load was left without the app: Chromium dropped a module's request
+        # (net::ERR_NETWORK_CHANGED) when the parallel Docker tests added or removed a network
+        # interface. Said loudly with the console, then loaded again; a third failed load fails.
+        for attempt in range(3):
             self.d.get(self.url + "/")
+            try:
+                WebDriverWait(self.d, 45).until(lambda _: self.css("#token"))
+                break
+            except TimeoutException:
+                print(f"RELOAD {self.size}: load {attempt + 1} shows no sign-in form; console: "
+                      f"{self.console()}")
         self.wait(lambda: self.css("#token"), "the sign-in form")
         self.css("#token")[0].send_keys(token)
         self.css("#signin")[0].click()
