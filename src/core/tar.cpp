@@ -360,7 +360,8 @@ class TarStream {
         return corrupt(parsed.error().message + " at byte " + std::to_string(pos_ - kBlock));
       const char type = b[156] ? b[156] : '0';
       if (!sane(parsed->size))
-        return corrupt("an entry declares a size of " + std::to_string(parsed->size) + " bytes");
+        return corrupt(entry(parsed->name) + " declares a size of " + std::to_string(parsed->size) +
+                       " bytes");
       if (!fits(parsed->size))
         return corrupt(entry(parsed->name) + " runs past the end of the file (it declares " +
                        std::to_string(parsed->size) + " bytes)");

@@ -27,19 +27,26 @@ class ServiceHostsForget : public LabHostsTest {
   struct Tokens {
     std::string admin, alice, bob;
   };
-  // Starts the lab on `cfg` with boss (admin), alice and bob; alice makes "old" on lab3 (2 GPUs
-  // and a port of her own, `mapping`) and bob leases "ddpl" there: the rows a retired lab3 keeps.
-  Tokens book_rows_on_lab3(const Json& cfg, const std::string& mapping) {
+  // A port of the user's own on `cfg`'s block that is not one of its SSH ports.
+  static int user_port(const Json& cfg) { return cfg["ssh_port_base"].get<int>() + 5; }
+  // `name` on lab3 with 2 GPUs and the user's port mapped: the container whose rows lab3 keeps.
+  static HttpResult create_on_lab3(HttpClient& c, const std::string& name, const Json& cfg) {
+    const std::string port = std::to_string(user_port(cfg));
+    return c.post_json(kApi + "/create", {{"name", name},
+                                          {"image", kBoxImage},
+                                          {"gpu_count", 2},
+                                          {"host", "lab3"},
+                                          {"port", Json::array({port + ":" + port})}});
+  }
+  // Starts the lab on `cfg` with boss (admin), alice and bob; alice makes "old" on lab3 and bob
+  // leases "ddpl" there: the rows a retired lab3 keeps.
+  Tokens book_rows_on_lab3(const Json& cfg) {
     start(cfg);
     if (HasFatalFailure()) return {};
     Tokens t{svc_->add_user("boss", true), svc_->add_user("alice", false),
              svc_->add_user("bob", false)};
     HttpClient alice(svc_->url(), t.alice), bob(svc_->url(), t.bob);
-    auto made = alice.post_json(kApi + "/create", {{"name", "old"},
-                                                   {"image", kBoxImage},
-                                                   {"gpu_count", 2},
-                                                   {"host", "lab3"},
-                                                   {"port", Json::array({mapping})}});
+    auto made = create_on_lab3(alice, "old", cfg);
     EXPECT_TRUE(ok(made)) << made.body;
     auto lease = bob.post_json(kApi + "/leases", {{"name", "ddpl"}, {"host", "lab3"}});
     EXPECT_TRUE(ok(lease)) << lease.body;
@@ -67,9 +74,7 @@ std::set<std::string> strings_of(const Json& a, const char* key = nullptr) {
 
 TEST_F(ServiceHostsForget, ARetiredHostsRowsAreForgottenAndTheirGpusPortsAndQuotaFreed) {
   const Json cfg = auth_config();
-  const int user_port = cfg["ssh_port_base"].get<int>() + 5;  // not an SSH port of the block
-  const std::string mapping = std::to_string(user_port) + ":" + std::to_string(user_port);
-  const auto [admin_token, alice_token, bob_token] = book_rows_on_lab3(cfg, mapping);
+  const auto [admin_token, alice_token, bob_token] = book_rows_on_lab3(cfg);
   if (HasFailure()) return;
   {
     // Full with "old": the kept row is what blocks her after the restart.
@@ -115,7 +120,7 @@ TEST_F(ServiceHostsForget, ARetiredHostsRowsAreForgottenAndTheirGpusPortsAndQuot
     ports.insert(p["port"].get<int>());
   }
   EXPECT_EQ(ports.size(), 3u) << d.dump();  // the two SSH ports and the user's mapping
-  EXPECT_TRUE(ports.count(user_port)) << d.dump();
+  EXPECT_TRUE(ports.count(user_port(cfg))) << d.dump();
   EXPECT_NE(gone.json()["message"].get<std::string>().find("not contacted"), std::string::npos);
 
   // Nothing of it is left: no rows, no lease, alice's usage back to zero and her GPUs usable.
@@ -144,11 +149,7 @@ TEST_F(ServiceHostsForget, ARetiredHostsRowsAreForgottenAndTheirGpusPortsAndQuot
   for (int i = 0; i < 100 && on_engine(2, "old"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(on_engine(2, "old")) << log_lines();
-  auto again = back.post_json(kApi + "/create", {{"name", "again"},
-                                                 {"image", kBoxImage},
-                                                 {"gpu_count", 2},
-                                                 {"host", "lab3"},
-                                                 {"port", Json::array({mapping})}});
+  auto again = create_on_lab3(back, "again", cfg);  // its GPUs and alice's port are free again
   EXPECT_TRUE(ok(again)) << again.body;
 }
 
@@ -156,9 +157,7 @@ TEST_F(ServiceHostsForget, ARetiredHostsRowsAreForgottenAndTheirGpusPortsAndQuot
 // the start), and the retired host with its counts and owners, to admins only, until forgotten.
 TEST_F(ServiceHostsForget, AdminsSeeARetiredHostsRowsUntilItIsForgotten) {
   const Json cfg = auth_config();
-  const int user_port = cfg["ssh_port_base"].get<int>() + 5;
-  const std::string mapping = std::to_string(user_port) + ":" + std::to_string(user_port);
-  const auto [admin_token, alice_token, bob_token] = book_rows_on_lab3(cfg, mapping);
+  const auto [admin_token, alice_token, bob_token] = book_rows_on_lab3(cfg);
   if (HasFailure()) return;
   {
     HttpClient admin(svc_->url(), admin_token);
