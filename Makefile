@@ -9,18 +9,22 @@ export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build test demo bench soak stress sanitize-train format format-check function-size tidy clean \
-  sanitize fuzz web gpu-bundle gpu-check libtorch2-check
+.PHONY: all deps check-env configure build test demo bench soak stress sanitize-train format format-check \
+  function-size tidy clean sanitize fuzz web gpu-bundle gpu-check
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
 
+# The pinned PyTorch wheel is in .venv (make deps), or the build stops here with what to run.
+check-env:
+	@CMAKE_FLAGS="$(CMAKE_FLAGS)" bash scripts/check-env.sh
+
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
 
-configure: $(BUILD)/build.ninja
+configure: check-env $(BUILD)/build.ninja
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -61,11 +65,6 @@ gpu-bundle:
 
 gpu-check:
 	@bash scripts/gpu-check.sh
-
-# Every file that includes libtorch compiles against Debian sid's libtorch 2.x, and the CUDA-only
-# paths against sid's CUDA and NCCL headers (.ci/run runs it; about 1 GB downloaded once).
-libtorch2-check:
-	@bash scripts/check-libtorch2.sh
 
 # Token folders of the bundled English corpus (Debian's fortunes) for language models.
 .PHONY: llm-data

@@ -21,7 +21,7 @@ target_link_libraries(gpulab_headeronly INTERFACE nlohmann_json::nlohmann_json T
                                                   ${CMAKE_DL_LIBS})
 
 if(GPULAB_WITH_TRAIN)
-  find_package(Torch REQUIRED)
+  include(${PROJECT_SOURCE_DIR}/cmake/Torch.cmake)
   # Torch's imported targets carry its include dirs; make them SYSTEM so its warnings stay out.
   add_library(gpulab_torch INTERFACE)
   target_include_directories(gpulab_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
@@ -51,11 +51,12 @@ if(GPULAB_WITH_TRAIN)
       message(STATUS "gpulab: no nccl.h found (set NCCL_INCLUDE_DIR): the NCCL backend is off")
     endif()
   endif()
-  # Gloo (CPU ranks) only where its headers are: PyTorch wheels export USE_C10D_GLOO but ship no
-  # gloo/ headers, so such a build has NCCL (or RCCL) and no Gloo (train/dist/compat.h).
-  find_path(GLOO_INCLUDE_DIR gloo/algorithm.h)
-  if(GLOO_INCLUDE_DIR)
+  # Gloo (CPU ranks) only where its headers are (cmake/Torch.cmake): without them a build has
+  # NCCL (or RCCL) and no Gloo (train/dist/compat.h).
+  if(GPULAB_GLOO_INCLUDE_DIR)
+    target_include_directories(gpulab_torch SYSTEM INTERFACE ${GPULAB_GLOO_INCLUDE_DIR})
     target_compile_definitions(gpulab_torch INTERFACE GPULAB_HAVE_GLOO=1)
+    message(STATUS "gpulab: gloo/ headers in ${GPULAB_GLOO_INCLUDE_DIR}")
   else()
     message(STATUS "gpulab: no gloo/ headers beside this libtorch: the Gloo backend is off")
   endif()

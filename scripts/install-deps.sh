@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package gpulab needs to build, test and run its demo.
-# Idempotent: packages already present are skipped. Works as root or through sudo.
+# Installs every Debian 12 package gpulab needs to build, test and run its demo, then the pinned
+# Python environment (scripts/install-python-env.sh: the PyTorch wheel whose libtorch gpulab
+# builds on, and the references). Idempotent: what is present is skipped. Root or sudo.
 set -euo pipefail
 
 SUDO=""
@@ -16,12 +17,10 @@ PKGS=(
   universal-ctags
   # clang with its sanitizer and libFuzzer runtimes (make sanitize, make fuzz)
   clang libclang-rt-14-dev
-  # tensors, collectives (libgloo-dev: headers ProcessGroupGloo needs; libdnnl-dev: the oneDNN
-  # that Debian's libtorch links, for the CPU conv weight-gradient path in train/ops/conv.cpp)
-  libtorch-dev libgloo-dev libdnnl-dev
-  # fp32 matrix products: libtorch calls libblas.so.3; OpenBLAS (OpenMP build, the runtime
-  # libtorch uses) replaces the reference BLAS through update-alternatives (docs/cpu-blas.md)
-  libopenblas0-openmp
+  # libtorch is the PyTorch wheel's (the Python environment below), not Debian's. libdnnl-dev:
+  # oneDNN for the CPU conv weight-gradient path in train/ops/conv.cpp (the wheel's own oneDNN is
+  # linked in statically with hidden symbols, so the two do not meet)
+  libdnnl-dev python3-venv
   # header-only and small libraries
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   # service: HTTP server, Docker client, state
@@ -32,8 +31,8 @@ PKGS=(
   libsentencepiece-dev
   # tests and micro-benchmarks; valgrind: gpulab must start under it (trainer_cli_test.cpp)
   libgtest-dev libgmock-dev libbenchmark-dev valgrind
-  # the reference: PyTorch and torchvision from Debian
-  python3 python3-numpy python3-torch python3-torchvision
+  # Debian's interpreter for fixture scripts (the references run in the pinned environment)
+  python3 python3-numpy
   # the real data set for accuracy checks and the demo
   dataset-fashion-mnist
   # the real English text corpus for language models (docs/llm-data.md says why this one)
@@ -55,11 +54,10 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PKGS[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "install-deps: done"
+bash "$(dirname "$0")/install-python-env.sh"

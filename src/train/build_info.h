@@ -6,8 +6,8 @@
 
 namespace gpulab::train {
 
-// "libtorch 2.11.0, CUDA" or "libtorch 1.13.0, CPU only" (CUDA: a CUDA or ROCm build, whose
-// devices libtorch names cuda:N).
+// "libtorch 2.15.0, CUDA 13.2; no GPU visible" or "libtorch 2.15.0, CPU only" (CUDA: a CUDA or
+// ROCm build, whose devices libtorch names cuda:N).
 std::string libtorch_description();
 
 }  // namespace gpulab::train

@@ -35,9 +35,7 @@ std::string configure_precision(Precision p, const torch::Device& device) {
 
 namespace {
 
-// libtorch 2.4 made autocast's switches per device type and deprecated the CPU/GPU pairs that
-// 1.13 has (the 2.x build uses -Werror too), so both spellings sit behind these three calls.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+// Autocast's switches are per device type (the CPU's and CUDA's are separate).
 at::DeviceType autocast_device(bool cuda) {
   return cuda ? at::kCUDA : at::kCPU;
 }
@@ -51,23 +49,6 @@ void set_autocast(bool cuda, bool enabled, at::ScalarType dtype) {
   at::autocast::set_autocast_dtype(autocast_device(cuda), dtype);
   at::autocast::set_autocast_enabled(autocast_device(cuda), enabled);
 }
-#else
-bool autocast_enabled(bool cuda) {
-  return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
-}
-at::ScalarType autocast_dtype(bool cuda) {
-  return cuda ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
-}
-void set_autocast(bool cuda, bool enabled, at::ScalarType dtype) {
-  if (cuda) {
-    at::autocast::set_autocast_gpu_dtype(dtype);
-    at::autocast::set_enabled(enabled);
-  } else {
-    at::autocast::set_autocast_cpu_dtype(dtype);
-    at::autocast::set_cpu_enabled(enabled);
-  }
-}
-#endif
 
 }  // namespace
 

@@ -32,7 +32,7 @@ const std::vector<std::string>& memory_format_names() {
   return names;
 }
 const std::vector<std::string>& attention_names() {
-  static const std::vector<std::string> names = {"fused", "plain"};
+  static const std::vector<std::string> names = {"sdpa", "gpulab"};
   return names;
 }
 

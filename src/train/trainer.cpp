@@ -207,7 +207,7 @@ void Trainer::setup_language_model() {
   }
   causal_lm_ = build_causal_lm(cfg, device_);  // built where it trains
   causal_lm_->set_activation_checkpointing(opts_.activation_checkpointing);
-  causal_lm_->set_fused_attention(opts_.attention == "fused");
+  causal_lm_->set_fused_attention(opts_.attention == "gpulab");
   model_ = causal_lm_;
   load_init_weights();
   model_->to(device_, compute_dtype_);
@@ -329,7 +329,7 @@ void Trainer::print_header() const {
                           : precision_ == Precision::kFp16 ? torch::kHalf
                                                            : compute_dtype_;
     say(fmt::format("Attention: {}; activation checkpointing {}",
-                    attention_path(device_, products, opts_.attention == "fused"),
+                    attention_path(device_, products, opts_.attention == "gpulab"),
                     opts_.activation_checkpointing ? "on" : "off"));
     say(fmt::format("FLOPs per token: {:.4g} (6N + attention); peak for MFU: {}", flops_per_token_,
                     peak_.flops > 0

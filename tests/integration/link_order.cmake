@@ -1,6 +1,10 @@
 # gpulab binds the C++ standard library to libstdc++ even beside a libtorch that exports its own
 # std::filesystem (tests/integration/link/link_test.sh; cmake/LinkOrder.cmake says why).
 if(GPULAB_WITH_TRAIN AND NOT GPULAB_SANITIZE)
+  set(GPULAB_LINK_CUDA 0)
+  if(TARGET torch_cuda)
+    set(GPULAB_LINK_CUDA 1)
+  endif()
   add_library(gpulab_trap_stdfs SHARED integration/link/trap_stdfs.cpp)
   foreach(kind fixed plain)
     add_executable(link_probe_${kind} integration/link/probe.cpp)
@@ -11,7 +15,7 @@ if(GPULAB_WITH_TRAIN AND NOT GPULAB_SANITIZE)
   add_test(NAME integration.link.stdcxx_first
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/link/link_test.sh
                    $<TARGET_FILE:gpulab> $<TARGET_FILE:link_probe_fixed>
-                   $<TARGET_FILE:link_probe_plain>)
+                   $<TARGET_FILE:link_probe_plain> ${GPULAB_LINK_CUDA})
   set_tests_properties(integration.link.stdcxx_first PROPERTIES LABELS "integration;link"
                        TIMEOUT 60)
 endif()

@@ -177,7 +177,7 @@ Gpt2Comparison gpt2_compare(const DecoderConfig& cfg, const std::string& variant
 
 TEST(Gpt2Parity, TiedAndUntiedShapesMatchTheReferenceInFp32) {
   if (testing::torch_python().empty())
-    GTEST_SKIP() << "python3 with torch and numpy is not installed (Debian: python3-torch)";
+    GTEST_FAIL() << testing::reference_missing("torch and numpy");
   DecoderConfig tiny = find_decoder_config("gpt2-tiny").value();
   tiny.vocab_size = 512;  // the reference builds it in a second
   for (const DecoderConfig& cfg : {tiny, gpt2_odd_shape()}) {

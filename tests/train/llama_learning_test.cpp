@@ -57,9 +57,7 @@ constexpr const char* kRecipe =
 
 TEST(LlamaLearning, ValidationLossMatchesPyTorchOnFortunes) {
   const std::string& py = testing::torch_python();
-  if (py.empty())
-    GTEST_SKIP() << "python3 with torch and numpy is not installed (Debian: python3-torch); set "
-                    "GPULAB_PYTHON to one that has them";
+  if (py.empty()) GTEST_FAIL() << testing::reference_missing("torch and numpy");
   if (!fs::exists(kFortunes / "literature"))
     GTEST_SKIP() << "the bundled corpus is missing: " << kFortunes << " (Debian: fortunes)";
   const fs::path dir = testing::temp_dir("llama_learning");

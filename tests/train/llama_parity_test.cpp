@@ -20,6 +20,7 @@ namespace gpulab::train {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::reference_missing;
 using testing::torch_python;
 
 using gpulab::testing::TempDir;
@@ -87,10 +88,8 @@ DecoderConfig gqa_config() {
   return c;
 }
 
-#define REQUIRE_TORCH()                                                     \
-  if (torch_python().empty())                                               \
-  GTEST_SKIP() << "python3 with torch and numpy is not installed (Debian: " \
-                  "python3-torch); set GPULAB_PYTHON to one that has them"
+#define REQUIRE_TORCH() \
+  if (torch_python().empty()) GTEST_FAIL() << reference_missing("torch and numpy")
 
 TEST(LlamaParity, TinyMatchesReferenceInFp32) {
   REQUIRE_TORCH();

@@ -27,10 +27,9 @@ std::string reference_script() {
   return std::string(GPULAB_SOURCE_DIR) + "/tests/parity/reference.py";
 }
 
-#define REQUIRE_TORCHVISION()                                                     \
-  if (testing::torchvision_python().empty())                                      \
-  GTEST_SKIP() << "python3 with torchvision and numpy is not installed (Debian: " \
-                  "python3-torchvision); set GPULAB_PYTHON to one that has them"
+#define REQUIRE_TORCHVISION()                \
+  if (testing::torchvision_python().empty()) \
+  GTEST_FAIL() << testing::reference_missing("torchvision and numpy")
 
 // Scratch folders are removed at the end of each test (weights files reach 1.2 GB for vit_l_16).
 using gpulab::testing::TempDir;

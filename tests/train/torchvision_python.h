@@ -1,6 +1,7 @@
-// The Python interpreter the parity tests compare against: $GPULAB_PYTHON, else Debian's
-// /usr/bin/python3. Empty when neither has the modules asked for (torchvision or torch, and
-// numpy).
+// The Python interpreter the parity tests compare against: $GPULAB_PYTHON, else the project's
+// pinned environment (.venv, `make deps`), whose torch is the wheel gpulab links. Empty when
+// neither imports the modules asked for: the tests then fail (the reference is part of the set-up,
+// not a property of the machine), with reference_missing() saying what to run.
 #pragma once
 
 #include <cstdlib>
@@ -9,13 +10,18 @@
 
 #include "core/subprocess.h"
 
+#ifndef GPULAB_REFERENCE_PYTHON
+#define GPULAB_REFERENCE_PYTHON ""
+#endif
+
 namespace gpulab::train::testing {
 
 inline std::string python_with(const std::string& imports) {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("GPULAB_PYTHON")) candidates.emplace_back(env);
-  candidates.emplace_back("/usr/bin/python3");
+  candidates.emplace_back(GPULAB_REFERENCE_PYTHON);
   for (const auto& py : candidates) {
+    if (py.empty()) continue;
     auto r = run_process({py, "-c", "import " + imports});
     if (r.ok() && r->success()) return py;
   }
@@ -27,10 +33,16 @@ inline const std::string& torchvision_python() {
   return found;
 }
 
-// The Llama reference (tests/parity/llama_reference.py) needs torch alone.
+// The Llama and GPT-2 references need torch alone (transformers where they compare with it).
 inline const std::string& torch_python() {
   static const std::string found = python_with("torch, numpy");
   return found;
+}
+
+// The failure message when the reference interpreter lacks `what`.
+inline std::string reference_missing(const std::string& what) {
+  return "the reference interpreter (" + std::string(GPULAB_REFERENCE_PYTHON) + ") cannot import " +
+         what + ": run `make deps` (the pinned environment), or set GPULAB_PYTHON";
 }
 
 }  // namespace gpulab::train::testing

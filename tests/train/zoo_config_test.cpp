@@ -90,7 +90,7 @@ class ZooConfig : public ::testing::TestWithParam<ZooCase> {};
 
 TEST_P(ZooConfig, NormDropoutAndStochasticDepthSettingsMatchTorchvision) {
   if (testing::torchvision_python().empty())
-    GTEST_SKIP() << "python3 with torchvision is not installed";
+    GTEST_FAIL() << testing::reference_missing("torchvision");
   const ZooCase c = GetParam();
   const Json ref = describe_torchvision(c.model, c.image_size);
   ASSERT_TRUE(ref.is_object());
@@ -115,7 +115,7 @@ TEST_P(ZooConfig, NormDropoutAndStochasticDepthSettingsMatchTorchvision) {
 // constants exactly, random tensors by mean and std within a few sampling errors.
 TEST_P(ZooConfig, InitialWeightsFollowTorchvisionsInit) {
   if (testing::torchvision_python().empty())
-    GTEST_SKIP() << "python3 with torchvision is not installed";
+    GTEST_FAIL() << testing::reference_missing("torchvision");
   const ZooCase c = GetParam();
   const Json ref = describe_torchvision(c.model, c.image_size);
   ASSERT_TRUE(ref.is_object());

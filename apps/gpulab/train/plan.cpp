@@ -42,7 +42,7 @@ struct PlanOptions {
   std::string wrap = "auto";
   bool activation_checkpointing = false;
   int64_t num_classes = 1000;
-  std::string attention = "fused";
+  std::string attention = "sdpa";
   std::string param_dtype = "auto";  // --shard_param_dtype
   std::string reduce_dtype = "auto";
 };
@@ -112,7 +112,7 @@ void run_language_model_plan(const PlanOptions& o, int64_t capacity) {
                                 cfg.max_positions),
                     fmt::format("pass --seq_len {} or less", cfg.max_positions));
   const auto f =
-      d::decoder_footprint(cfg, o.seq_len, o.attention == "fused", o.precision == "fp64" ? 8 : 4);
+      d::decoder_footprint(cfg, o.seq_len, o.attention == "gpulab", o.precision == "fp64" ? 8 : 4);
   std::printf(
       "Model %s: %lld parameters (%s), %zu units (one per block + the root), activations %s "
       "per sequence of %lld tokens, %s attention (fitted on probe models of this "

@@ -132,9 +132,9 @@ const std::vector<TrainFlag>& train_flag_table() {
        [](CLI::App* c, TrainOptions& o) {
          return c
              ->add_option("--attention", o.attention,
-                          "language models: fused (gpulab's CPU kernel in fp32/fp64 where libtorch "
-                          "has none, else scaled_dot_product_attention) or plain (the unfused "
-                          "masked softmax, for A/B timings)")
+                          "language models: sdpa (at::scaled_dot_product_attention, as on a GPU) "
+                          "or gpulab (gpulab's fused CPU kernel in fp32/fp64/bf16, for A/B "
+                          "timings)")
              ->capture_default_str();
        }},
       {"num_workers",

@@ -1,5 +1,5 @@
-// The thin layer over c10d API differences between Debian's libtorch 1.13 and CUDA/ROCm
-// libtorch 2.x: the class collectives live on, whether NCCL is compiled in, and the headers.
+// The thin layer over c10d: the class collectives live on, whether Gloo and NCCL are compiled in,
+// and the headers.
 #pragma once
 
 #include <torch/version.h>
@@ -12,10 +12,10 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-// Gloo is compiled in only where its headers are (GPULAB_HAVE_GLOO: CMake found gloo/algorithm.h;
-// Debian ships them in libgloo-dev). A PyTorch wheel's libtorch defines USE_C10D_GLOO but ships
-// no gloo/ headers: such a build has NCCL and no Gloo, which is supported. The c10d header is
-// guarded by the macro libtorch's own build defines.
+// Gloo is compiled in only where its headers are (GPULAB_HAVE_GLOO: cmake/Torch.cmake found
+// gloo/algorithm.h; `make deps` puts Debian sid's beside the wheel, which ships none). Without
+// them a build has NCCL and no Gloo, which is supported. The c10d header is guarded by the macro
+// libtorch's own build defines.
 #if defined(GPULAB_HAVE_GLOO) && GPULAB_HAVE_GLOO
 #if !defined(USE_C10D_GLOO)
 #define USE_C10D_GLOO 1
@@ -39,19 +39,13 @@
 
 namespace gpulab::train::dist {
 
-// 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup and run collectives themselves.
-// 2.x: they derive from c10d::Backend (ProcessGroup became a dispatcher over backends); a
-// Backend still has the same allreduce/broadcast/barrier methods, so we hold that.
-#if TORCH_VERSION_MAJOR >= 2
+// ProcessGroupGloo/NCCL derive from c10d::Backend (ProcessGroup is a dispatcher over backends);
+// gpulab holds the backend itself, which runs the collectives.
 using BackendBase = ::c10d::Backend;
-#else
-using BackendBase = ::c10d::ProcessGroup;
-#endif
 using BackendPtr = c10::intrusive_ptr<BackendBase>;
 using WorkPtr = c10::intrusive_ptr<::c10d::Work>;
 
-// A parameter's gradient accumulator: std::shared_ptr<Node> in 1.13, c10::intrusive_ptr<Node> in
-// 2.x (2.14 at least). The reducer only holds it to keep its hook alive.
+// A parameter's gradient accumulator (the reducer only holds it to keep its hook alive).
 using GradAccumulatorPtr =
     decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 

@@ -14,9 +14,8 @@ namespace gpulab::train::dist {
 
 // The footprint of `c` training on sequences of `seq_len` tokens, its parameters and activations
 // `element_bytes` wide (4: fp32, as the fit was measured; 8: fp64 doubles everything).
-// fused_attention: gpulab's CPU kernel (libtorch 1.x) or scaled_dot_product_attention (2.x;
-// flash kernels on GPUs) keep no heads x T x T scores; the plain path (libtorch 1.x's masked
-// softmax, as on a GPU with it) keeps them, and they dominate long sequences.
+// fused_attention: gpulab's CPU kernel (--attention gpulab) instead of
+// scaled_dot_product_attention; neither keeps heads x T x T scores.
 ModelFootprint decoder_footprint(const DecoderConfig& c, int64_t seq_len, bool fused_attention,
                                  int64_t element_bytes = 4);
 

@@ -78,22 +78,11 @@ double largest_window(const std::vector<double>& values, size_t width) {
 class CountingAllocator : public at::Allocator {
  public:
   explicit CountingAllocator(at::Allocator* inner) : inner_(inner) {}
-  // libtorch 2.x made allocate non-const and copy_data pure virtual; 1.13 has the const form.
-#if TORCH_VERSION_MAJOR >= 2
-  at::DataPtr allocate(size_t n) override {
-    return counted(n);
-  }
+  at::DataPtr allocate(size_t n) override { return counted(n); }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
-#else
-  at::DataPtr allocate(size_t n) const override {
-    return counted(n);
-  }
-#endif
-  at::DeleterFnPtr raw_deleter() const override {
-    return &release;
-  }
+  at::DeleterFnPtr raw_deleter() const override { return &release; }
   static int64_t live() {
     std::lock_guard<std::mutex> lock(mu_);
     return live_;

@@ -20,12 +20,9 @@ torch::ScalarType at_least_float(torch::ScalarType t);
 torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v,
                                KvCache* cache, int64_t layer);
 
-// True when this libtorch has at::scaled_dot_product_attention (2.x); 1.13 takes the masked
-// softmax path, or gpulab's fused kernel on the CPU (attention_path says which).
-bool has_fused_attention();
-
 // The attention a training step of this compute dtype runs on this device, in words (the
-// trainer's header line).
-std::string attention_path(torch::Device device, torch::ScalarType compute, bool fused_allowed);
+// trainer's header line): at::scaled_dot_product_attention, or gpulab's CPU kernel where asked
+// for (--attention gpulab) and it applies.
+std::string attention_path(torch::Device device, torch::ScalarType compute, bool gpulab_kernel);
 
 }  // namespace gpulab::train

@@ -27,8 +27,8 @@ class CausalLm : public Classifier {
   torch::Tensor forward(torch::Tensor tokens) override { return forward(tokens, nullptr); }
   // With a cache, tokens are the positions after cache->length; the cache grows by T.
   virtual torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) = 0;
-  // The CPU attention kernel (train/ops/causal_attention.h) where it applies, or always the
-  // unfused path (A/B timings, the planner's plain-attention probes).
+  // gpulab's CPU attention kernel (train/ops/causal_attention.h) where it applies, or always
+  // at::scaled_dot_product_attention (the default).
   virtual void set_fused_attention(bool on) = 0;
   // Weights as the family's reference implementation initialises them.
   virtual void reset_parameters() = 0;

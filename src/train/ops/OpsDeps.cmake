@@ -26,6 +26,13 @@ if(OpenMP_CXX_FOUND AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
                               PROPERTIES COMPILE_OPTIONS "${OpenMP_CXX_FLAGS}"
                                          SKIP_PRECOMPILE_HEADERS ON)
   # The runtime only: the imported target would put -fopenmp on every file (and void the PCH).
-  target_link_libraries(gpulab_train PRIVATE ${OpenMP_CXX_LIBRARIES})
+  # The wheel ships its own libgomp.so.1, which libtorch_cpu loads: link that one, so the process
+  # has one OpenMP runtime whichever copy the loader meets first.
+  find_library(GPULAB_TORCH_GOMP NAMES libgomp.so.1 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
+  if(GPULAB_TORCH_GOMP)
+    target_link_libraries(gpulab_train PRIVATE ${GPULAB_TORCH_GOMP})
+  else()
+    target_link_libraries(gpulab_train PRIVATE ${OpenMP_CXX_LIBRARIES})
+  endif()
   message(STATUS "gpulab ops: attention tasks in parallel (OpenMP ${OpenMP_CXX_VERSION})")
 endif()

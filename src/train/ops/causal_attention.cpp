@@ -294,7 +294,7 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
 
 bool fused_causal_attention_applies(const torch::Tensor& q) {
   const auto t = q.scalar_type();
-  return TORCH_VERSION_MAJOR < 2 && q.device().is_cpu() &&
+  return q.device().is_cpu() &&
          (t == torch::kFloat || t == torch::kDouble || (t == torch::kBFloat16 && have_sgemm()));
 }
 

@@ -1,5 +1,6 @@
-// Causal self-attention fused for the CPU (libtorch 1.x has no fused attention kernel): rotary
-// embedding, grouped-query heads, mask and softmax per head, nothing T x T kept for backward.
+// Causal self-attention fused for the CPU (--attention gpulab; written for libtorch 1.x, which had
+// no fused kernel): rotary embedding, grouped-query heads, mask and softmax per head, nothing
+// T x T kept for backward. The default is at::scaled_dot_product_attention.
 #pragma once
 
 #include <torch/torch.h>
@@ -8,8 +9,7 @@ namespace gpulab::train {
 
 // Whether fused_causal_attention serves these projections: CPU, float32, float64 or bfloat16 (bf16
 // autocast's projections: the kernel widens them and runs in float32, more exact than autocast's
-// bf16 products, and returns bf16), and a libtorch without scaled_dot_product_attention (2.x has
-// its own fused CPU kernels).
+// bf16 products, and returns bf16).
 bool fused_causal_attention_applies(const torch::Tensor& q);
 
 // q: B x T x (heads * D); k, v: B x T x (kv_heads * D), straight from the projections; cos, sin:

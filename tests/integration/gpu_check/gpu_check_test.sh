@@ -2,9 +2,9 @@
 # make gpu-check without a GPU host: it says what is missing (no GPU, no PyTorch, a CPU-only
 # PyTorch) and exits 3 before building anything; and its report reads gpulab's and the
 # references' real JSON (CPU runs of the same commands) into one gpu-check.json.
-# usage: gpu_check_test.sh GPULAB
+# usage: gpu_check_test.sh GPULAB REFERENCE_PYTHON (the pinned environment's, with the wheel)
 set -uo pipefail
-G=$1
+G=$1 PY=$2
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -30,19 +30,22 @@ expect_refusal "this host has no GPU"
 # A stand-in nvidia-smi gets past the GPU check, to reach the PyTorch ones.
 mkdir -p "$WORK/bin"; printf '#!/bin/sh\nexit 0\n' >"$WORK/bin/nvidia-smi"; chmod +x "$WORK/bin/nvidia-smi"
 expect_refusal "has no PyTorch" PATH="$WORK/bin:$PATH" PYTHON=/bin/false
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  expect_refusal "is a CPU-only build" PATH="$WORK/bin:$PATH" PYTHON=/usr/bin/python3
+"$PY" -c 'import torch' || fail "the reference interpreter $PY cannot import torch: run make deps"
+if [ "$("$PY" -c 'import torch; print(torch.version.cuda or torch.version.hip or "none")')" = none ]; then
+  expect_refusal "is a CPU-only build" PATH="$WORK/bin:$PATH" PYTHON="$PY"
+else
+  expect_refusal "sees no GPU" PATH="$WORK/bin:$PATH" PYTHON="$PY"
 fi
 
 # The report over real outputs: CPU runs of the matrix's gemm and parity commands.
 S=$WORK/report/steps; mkdir -p "$S"
 "$G" gpu-test --json --device cpu --dtype fp32 --size 128 --iterations 3 >"$S/gemm_fp32_gpulab.out" || fail "gpu-test"
-/usr/bin/python3 "$ROOT/bench/reference/matmul.py" --device cpu --dtype fp32 --size 128 --iterations 3 \
+"$PY" "$ROOT/bench/reference/matmul.py" --device cpu --dtype fp32 --size 128 --iterations 3 \
   >"$S/gemm_fp32_torch.out" || fail "matmul.py"
 "$G" bench parity --json --device cpu --model resnet18 --batch_size 4 >"$S/parity_resnet18.out" || fail "bench parity"
 "$G" --version >"$S/version.out"
 printf 'gemm_fp32_gpulab 0 1\ngemm_fp32_torch 0 1\nparity_resnet18 0 2\nllama1b_gpulab 124 180\n' >"$S/status"
-/usr/bin/python3 "$ROOT/bench/gpu_check_report.py" "$WORK/report" | tee "$WORK/table" || fail "the report failed"
+"$PY" "$ROOT/bench/gpu_check_report.py" "$WORK/report" | tee "$WORK/table" || fail "the report failed"
 /usr/bin/python3 - "$WORK/report/gpu-check.json" <<'PY' || fail "gpu-check.json is not what the steps said"
 import json, sys
 r = json.load(open(sys.argv[1]))
