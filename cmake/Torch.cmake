@@ -29,6 +29,29 @@ endif()
 find_package(Torch REQUIRED)
 message(STATUS "gpulab: libtorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 
+# The wheel's include folder also carries the headers of libraries it links statically (fmt 12,
+# oneDNN, protobuf, ...). Searched before /usr/include, its fmt broke Debian's spdlog (built for
+# fmt 9) and its oneDNN headers would have compiled against Debian's libdnnl. gpulab sees only
+# libtorch's own header trees, through a folder of links in the build tree (libtorch's public
+# headers include none of the others: checked with g++ -H on every libtorch header gpulab uses).
+set(GPULAB_TORCH_INCLUDE "${CMAKE_BINARY_DIR}/torch-include")
+file(MAKE_DIRECTORY "${GPULAB_TORCH_INCLUDE}")
+foreach(tree ATen c10 torch caffe2 THC kineto)
+  if(EXISTS "${TORCH_INSTALL_PREFIX}/include/${tree}" AND NOT EXISTS "${GPULAB_TORCH_INCLUDE}/${tree}")
+    file(CREATE_LINK "${TORCH_INSTALL_PREFIX}/include/${tree}" "${GPULAB_TORCH_INCLUDE}/${tree}" SYMBOLIC)
+  endif()
+endforeach()
+list(TRANSFORM TORCH_INCLUDE_DIRS REPLACE "^${TORCH_INSTALL_PREFIX}/include" "${GPULAB_TORCH_INCLUDE}")
+foreach(target headeronly c10 c10_cuda torch_cpu torch_cuda torch)
+  if(TARGET ${target})
+    get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+    if(dirs)
+      list(TRANSFORM dirs REPLACE "^${TORCH_INSTALL_PREFIX}/include" "${GPULAB_TORCH_INCLUDE}")
+      set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${dirs}")
+    endif()
+  endif()
+endforeach()
+
 # Gloo's headers: the wheel has Gloo compiled in but ships none; `make deps` puts Debian sid's
 # (the Gloo Debian builds its PyTorch 2.x with) in the environment. A GPU host may have its own.
 find_path(GPULAB_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS "${GPULAB_VENV}/gloo/include" NO_CMAKE_SYSTEM_PATH)
@@ -43,6 +66,8 @@ if(TARGET torch::cudart)
   if(wheel_cudart)
     list(GET wheel_cudart 0 wheel_cudart)
     set_property(TARGET torch::cudart PROPERTY INTERFACE_LINK_LIBRARIES "${wheel_cudart}")
+    # The toolkit's headers stay (cuda_runtime_api.h for ATen's CUDA headers).
+    set_property(TARGET torch::cudart PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${CUDAToolkit_INCLUDE_DIRS}")
     list(FILTER TORCH_LIBRARIES EXCLUDE REGEX "libnvrtc|libcudart")
     message(STATUS "gpulab: CUDA runtime from the wheel: ${wheel_cudart}")
   endif()
