@@ -56,6 +56,12 @@ endforeach()
 # (the Gloo Debian builds its PyTorch 2.x with) in the environment. A GPU host may have its own.
 find_path(GPULAB_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS "${GPULAB_VENV}/gloo/include" NO_CMAKE_SYSTEM_PATH)
 
+# MKL is inside libtorch_cpu; the wheel's config still adds MKL_ROOT-relative link folders, which
+# with no MKL_ROOT became /lib/intel64 and the like in gpulab's RUNPATH.
+if(TARGET caffe2::mkl)
+  set_property(TARGET caffe2::mkl PROPERTY INTERFACE_LINK_DIRECTORIES "")
+endif()
+
 # The wheel's Caffe2 config links the CUDA runtime and NVRTC of the toolkit it found (here
 # /usr/local/cuda), while libtorch_cuda loads the wheel's own copies (nvidia/*/lib, through its
 # RPATH): with both, whichever the loader met first would serve libtorch (13.0 for a 13.2 wheel).

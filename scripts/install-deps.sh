@@ -17,10 +17,8 @@ PKGS=(
   universal-ctags
   # clang with its sanitizer and libFuzzer runtimes (make sanitize, make fuzz)
   clang libclang-rt-14-dev
-  # libtorch is the PyTorch wheel's (the Python environment below), not Debian's. libdnnl-dev:
-  # oneDNN for the CPU conv weight-gradient path in train/ops/conv.cpp (the wheel's own oneDNN is
-  # linked in statically with hidden symbols, so the two do not meet)
-  libdnnl-dev python3-venv
+  # libtorch is the PyTorch wheel's (the Python environment below), not Debian's
+  python3-venv
   # header-only and small libraries
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   # service: HTTP server, Docker client, state

@@ -20,14 +20,22 @@ Status write_build_context(const Recipe& recipe, const fs::path& images, const f
     std::error_code ec;
     fs::path self = fs::read_symlink("/proc/self/exe", ec);
     if (ec) return Error{Code::kInternal, "cannot locate the running gpulab binary"};
-    auto pkgs = runtime_packages(self);
-    if (!pkgs.ok()) return pkgs.error();
-    std::vector<std::string> lines = *pkgs;
+    auto files = runtime_files(self);
+    if (!files.ok()) return files.error();
+    std::vector<std::string> lines = files->packages;
     lines.push_back("openssh-server");
     std::string list =
         "# Debian packages gpulab links against, and sshd\n" + join(lines, "\n") + "\n";
     if (auto st = tar.add_file("runtime-packages.txt", list); !st.ok()) return st;
     if (auto st = tar.add_path("gpulab", self); !st.ok()) return st;
+    // The libraries no package owns (the wheel's libtorch and what it loads) go to lib/, which
+    // the image puts on the loader's path; the folder is there even when it holds nothing else.
+    if (auto st = tar.add_file("lib/README", "libraries of gpulab that no Debian package has\n");
+        !st.ok())
+      return st;
+    for (const auto& lib : files->libraries) {
+      if (auto st = tar.add_path("lib/" + lib.soname, lib.path); !st.ok()) return st;
+    }
   }
   if (recipe.needs_source_tree) {
     const fs::path src = images / "..";

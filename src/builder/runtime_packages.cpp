@@ -1,5 +1,6 @@
-// Maps a binary's direct library dependencies to Debian packages. Only the NEEDED entries are
-// mapped: apt resolves the rest, and a short list is what a user can read in the image.
+// Maps a binary's direct library dependencies to Debian packages (only the NEEDED entries: apt
+// resolves the rest, and a short list is what a user can read in the image), and lists the
+// libraries it loads that no package owns (see runtime_packages.h).
 #include "builder/runtime_packages.h"
 
 #include <algorithm>
@@ -66,26 +67,35 @@ std::string owning_package(const std::string& path) {
 
 }  // namespace
 
-Result<std::vector<std::string>> runtime_packages(const fs::path& binary) {
+Result<RuntimeFiles> runtime_files(const fs::path& binary) {
   auto needed = needed_libraries(binary);
   if (!needed.ok()) return needed.error();
   auto paths = resolved_paths(binary);
   if (!paths.ok()) return paths.error();
+  if (!run_process({"dpkg", "--version"}).ok()) {
+    return Error{Code::kUnavailable, "dpkg is not on this host: the cpu lab image needs it",
+                 "build the cpu image on a Debian or Ubuntu host"};
+  }
   std::set<std::string> packages;
   for (const auto& lib : *needed) {
-    auto it = paths->find(lib);
-    if (it == paths->end()) {
+    if (paths->find(lib) == paths->end()) {
       return Error{Code::kNotFound, "library " + lib + " of " + binary.string() + " is not found",
                    "fix the library path before building an image"};
     }
-    std::string pkg = owning_package(it->second);
-    if (pkg.empty()) {
-      return Error{Code::kUnsupported, "library " + it->second + " belongs to no Debian package",
-                   "build gpulab against Debian's packages to put it in the cpu lab image"};
-    }
-    packages.insert(pkg);
   }
-  return std::vector<std::string>(packages.begin(), packages.end());
+  RuntimeFiles files;
+  for (const auto& [soname, path] : *paths) {
+    std::string pkg = owning_package(path);
+    if (!pkg.empty()) {
+      if (std::find(needed->begin(), needed->end(), soname) != needed->end()) packages.insert(pkg);
+      continue;
+    }
+    std::error_code ec;
+    const fs::path real = fs::canonical(path, ec);  // the file, not a link to it
+    files.libraries.push_back({soname, ec ? fs::path(path) : real});
+  }
+  files.packages.assign(packages.begin(), packages.end());
+  return files;
 }
 
 }  // namespace gpulab::builder

@@ -1,5 +1,6 @@
-// Finds the Debian packages a binary needs at run time (its NEEDED libraries, mapped to their
-// packages with dpkg), so the cpu-lab recipe installs exactly those in the image.
+// Finds what a binary needs at run time: the Debian packages of its NEEDED libraries (mapped with
+// dpkg, so the cpu-lab recipe installs exactly those in the image), and the libraries no package
+// owns (the PyTorch wheel's libtorch and the CUDA libraries it loads), which the image carries.
 #pragma once
 
 #include <filesystem>
@@ -10,8 +11,18 @@
 
 namespace gpulab::builder {
 
-// Packages owning the libraries `binary` links directly (readelf -d NEEDED; ldd for their paths).
-// Fails when the host has no dpkg or a library belongs to no package (a locally built one).
-Result<std::vector<std::string>> runtime_packages(const std::filesystem::path& binary);
+struct BundledLibrary {
+  std::string soname;          // the name the loader looks for (libtorch_cpu.so, libcudart.so.13)
+  std::filesystem::path path;  // where this host has it
+};
+
+struct RuntimeFiles {
+  std::vector<std::string> packages;      // Debian packages of the binary's NEEDED libraries
+  std::vector<BundledLibrary> libraries;  // every library it loads that no package owns
+};
+
+// Reads `binary`'s NEEDED entries (readelf -d) and everything it loads (ldd). Fails when the
+// host has no readelf, ldd cannot resolve a library, or dpkg is missing.
+Result<RuntimeFiles> runtime_files(const std::filesystem::path& binary);
 
 }  // namespace gpulab::builder

@@ -35,6 +35,10 @@ const std::vector<std::string>& attention_names() {
   static const std::vector<std::string> names = {"sdpa", "gpulab"};
   return names;
 }
+const std::vector<std::string>& on_off_names() {
+  static const std::vector<std::string> names = {"on", "off"};
+  return names;
+}
 
 std::string effective_output_dir(const TrainOptions& opts) {
   if (!opts.output_dir.empty()) return opts.output_dir;
@@ -56,7 +60,8 @@ Status validate(const TrainOptions& o) {
         std::tuple{"precision", &o.precision, &precision_names()},
         std::tuple{"normalize", &o.normalize, &normalize_names()},
         std::tuple{"memory_format", &o.memory_format, &memory_format_names()},
-        std::tuple{"attention", &o.attention, &attention_names()}}) {
+        std::tuple{"attention", &o.attention, &attention_names()},
+        std::tuple{"cpu_kernels", &o.cpu_kernels, &on_off_names()}}) {
     if (auto s = flag_one_of(flag, *value, *valid); !s) return s;
   }
   if (o.channels_last && o.memory_format == "contiguous")
@@ -119,6 +124,7 @@ Json options_to_json(const TrainOptions& o) {
               {"seq_len", o.seq_len},
               {"activation_checkpointing", o.activation_checkpointing},
               {"attention", o.attention},
+              {"cpu_kernels", o.cpu_kernels},
               {"batch_size", o.batch_size},
               {"batch_size_scaled", o.batch_size_scaled},
               {"num_epochs", o.num_epochs},

@@ -30,6 +30,9 @@ struct TrainOptions {
   // sdpa: at::scaled_dot_product_attention on every device (what a GPU runs); gpulab: gpulab's
   // fused CPU kernel where it applies (A/B timings against sdpa, bench/compare).
   std::string attention = "sdpa";
+  // on: gpulab's CPU kernels where they apply (train/ops/cpu_kernels.h); off: libtorch's ops
+  // everywhere (A/B timings against what a GPU host runs).
+  std::string cpu_kernels = "on";
 
   // Optimization.
   std::string optimizer = "sgd";

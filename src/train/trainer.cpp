@@ -28,6 +28,7 @@
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/models/lm_families.h"
 #include "train/models/registry.h"
+#include "train/ops/cpu_kernels.h"
 #include "train/optim/optimizers.h"
 #include "train/progress.h"
 #include "train/report.h"
@@ -106,6 +107,7 @@ void Trainer::say(const std::string& line) const {
 // Step 1: threads, device, seeds, determinism, precision.
 void Trainer::setup_runtime() {
   check_train_options(opts_, dist_->world_size);
+  set_cpu_kernels(opts_.cpu_kernels == "on");
   threads_ = configure_threads(static_cast<int>(opts_.threads), dist_->local_world_size);
   device_ = resolve_device(opts_.device, dist_->local_rank);
   torch::manual_seed(static_cast<uint64_t>(opts_.seed));

@@ -84,7 +84,8 @@ class ConvDnnl : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!conv2d_fast_path_built())
-      GTEST_SKIP() << "built without oneDNN (libdnnl-dev): conv2d_forward is libtorch's conv only";
+      GTEST_SKIP() << "built without oneDNN (GPULAB_WITH_DNNL=OFF, the default on the wheel): "
+                      "conv2d_forward is libtorch's conv only";
     threads_ = at::get_num_threads();
   }
   void TearDown() override {

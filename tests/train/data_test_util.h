@@ -12,6 +12,7 @@
 
 #include "core/subprocess.h"
 #include "support/temp_dir.h"
+#include "train/torchvision_python.h"
 
 namespace gpulab::train::testing {
 
@@ -23,22 +24,21 @@ inline fs::path fixture(const std::string& name) {
   return fs::path(GPULAB_SOURCE_DIR) / "tests" / "fixtures" / "data" / name;
 }
 
-// Debian's python3 (a pyenv one on $PATH may lack numpy); empty when unusable.
+// The pinned environment's interpreter (numpy, torch, torchvision, PIL: the fixture scripts and
+// the references they compare with); empty when it cannot import them.
 inline std::string reference_python() {
   static const std::string py = [] {
-    for (const char* p : {"/usr/bin/python3", "python3"}) {
-      auto r = run_process({p, "-c", "import numpy"});
-      if (r && r->success()) return std::string(p);
-    }
-    return std::string();
+    const std::string found = python_with("numpy, torch, torchvision, PIL");
+    return found;
   }();
   return py;
 }
 
-#define GPULAB_REQUIRE_PYTHON()                                                    \
-  do {                                                                             \
-    if (::gpulab::train::testing::reference_python().empty())                      \
-      GTEST_SKIP() << "python3 with numpy is not installed (needed for fixtures)"; \
+#define GPULAB_REQUIRE_PYTHON()                                    \
+  do {                                                             \
+    if (::gpulab::train::testing::reference_python().empty())      \
+      GTEST_FAIL() << ::gpulab::train::testing::reference_missing( \
+          "numpy, torch, torchvision, PIL");                       \
   } while (0)
 
 // Runs a Python fixture script; fails the test on error.

@@ -15,7 +15,9 @@ double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 TEST(Fp32Linear, MatchesLibtorchLinear) {
-  if (!have_sgemm()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev): libtorch's linear";
+  if (!have_sgemm())
+    GTEST_SKIP() << "built without oneDNN (GPULAB_WITH_DNNL=OFF, the default on the wheel): "
+                    "libtorch's linear";
   for (auto sizes : {std::vector<int64_t>{33, 40}, std::vector<int64_t>{3, 17, 40}}) {
     torch::manual_seed(1);
     auto x = torch::randn(sizes).requires_grad_(), w = torch::randn({24, 40}).requires_grad_();

@@ -35,7 +35,7 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   add_train_flags(
       cmd, t,
       {"model", "dataset", "data_dir", "device", "batch_size", "input_size", "seq_len", "attention",
-       "precision", "channels_last", "memory_format", "threads", "num_workers"});
+       "precision", "channels_last", "memory_format", "threads", "num_workers", "cpu_kernels"});
   cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
   cmd->add_option("--profile", o->profile,

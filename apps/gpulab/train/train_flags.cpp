@@ -147,6 +147,14 @@ const std::vector<TrainFlag>& train_flag_table() {
          return c->add_option("--device", o.device, "auto, cpu, cuda or cuda:N")
              ->capture_default_str();
        }},
+      {"cpu_kernels",
+       [](CLI::App* c, TrainOptions& o) {
+         return c
+             ->add_option("--cpu_kernels", o.cpu_kernels,
+                          "on: gpulab's CPU kernels where they apply (RMSNorm, SwiGLU, oneDNN "
+                          "linear and convolution paths); off: libtorch's ops (A/B timings)")
+             ->capture_default_str();
+       }},
       {"threads",
        [](CLI::App* c, TrainOptions& o) {
          return c

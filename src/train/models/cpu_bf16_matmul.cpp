@@ -4,6 +4,7 @@
 #include <ATen/Config.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include "train/ops/cpu_kernels.h"
 #include "train/ops/linear.h"
 #include "train/precision.h"
 
@@ -69,7 +70,8 @@ struct Bf16Matmul : torch::autograd::Function<Bf16Matmul> {
 // Autocast would make these products bf16 and the CPU would run them in its slow loop.
 bool takes_fp32_gemm(const torch::Tensor& a, const torch::Tensor& b) {
   static const bool slow = cpu_bf16_gemm_is_slow();
-  if (!slow || !a.device().is_cpu() || active_autocast(a.device()) != Precision::kBf16)
+  if (!slow || !cpu_kernels_enabled() || !a.device().is_cpu() ||
+      active_autocast(a.device()) != Precision::kBf16)
     return false;
   // Autocast leaves float64 alone; only float32 and bf16 operands are cast.
   auto eligible = [](const torch::Tensor& t) {

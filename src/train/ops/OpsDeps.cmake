@@ -1,11 +1,15 @@
-# Optional libraries of train/ops, included from src/train/CMakeLists.txt after gpulab_train exists:
-# oneDNN (Debian's libdnnl-dev: the same libdnnl.so.2 that Debian's libtorch links) lets the CPU
-# conv path write weight gradients straight into channels-last and run 1x1 / single-pixel convs as
-# sgemm (GPULAB_HAVE_DNNL, conv.cpp, conv_gemm.cpp).
-# Without it (e.g. a CUDA libtorch host) conv.cpp compiles to the plain libtorch path.
-find_path(GPULAB_DNNL_INCLUDE_DIR NAMES oneapi/dnnl/dnnl.hpp)
-find_library(GPULAB_DNNL_LIBRARY NAMES dnnl)
-if(GPULAB_DNNL_INCLUDE_DIR AND GPULAB_DNNL_LIBRARY)
+# Optional libraries of train/ops, included from src/train/CMakeLists.txt after gpulab_train exists.
+# oneDNN (GPULAB_HAVE_DNNL: conv.cpp's weight-gradient and 1x1 paths, conv_gemm.cpp, sgemm.cpp)
+# is off: those paths were written for Debian's libtorch 1.13, whose fp32 products went through
+# the reference BLAS. The wheel brings MKL and its own oneDNN (linked in, symbols hidden), and
+# Debian's libdnnl beside it failed its own sgemm (status 3, invalid arguments) in the wheel's
+# process; conv.cpp then compiles to libtorch's own path, as on every GPU host.
+option(GPULAB_WITH_DNNL "gpulab's oneDNN CPU paths (Debian's libdnnl-dev; see OpsDeps.cmake)" OFF)
+if(GPULAB_WITH_DNNL)
+  find_path(GPULAB_DNNL_INCLUDE_DIR NAMES oneapi/dnnl/dnnl.hpp)
+  find_library(GPULAB_DNNL_LIBRARY NAMES dnnl)
+endif()
+if(GPULAB_WITH_DNNL AND GPULAB_DNNL_INCLUDE_DIR AND GPULAB_DNNL_LIBRARY)
   # A target-level definition, as DataDeps.cmake's: the shared libtorch PCH stays valid.
   target_include_directories(gpulab_train SYSTEM PRIVATE ${GPULAB_DNNL_INCLUDE_DIR})
   target_link_libraries(gpulab_train PRIVATE ${GPULAB_DNNL_LIBRARY})

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "train/ops/conv_gemm.h"
+#include "train/ops/cpu_kernels.h"
 
 #if GPULAB_HAVE_DNNL
 #include <algorithm>
@@ -280,7 +281,8 @@ bool conv2d_fast_path_built() {
 }
 
 bool conv2d_fast_path_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
-  if (conv_path_is(ConvPath::kLibtorch) || !torch::GradMode::is_enabled()) return false;
+  if (!cpu_kernels_enabled() || conv_path_is(ConvPath::kLibtorch) || !torch::GradMode::is_enabled())
+    return false;
   const auto& w = conv.weight;
   if (!w.requires_grad() || !channels_last_fp32_cpu(x) || !channels_last_fp32_cpu(w)) return false;
   // As libtorch decides its layout (mkldnn_conv_use_channels_last): x or the weight says

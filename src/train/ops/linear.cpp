@@ -2,6 +2,7 @@
 // into a fresh tensor of the layout autograd keeps.
 #include "train/ops/linear.h"
 
+#include "train/ops/cpu_kernels.h"
 #include "train/ops/sgemm.h"
 #include "train/precision.h"
 
@@ -47,7 +48,8 @@ struct Fp32Linear : torch::autograd::Function<Fp32Linear> {
 
 bool fp32_linear_applies(const torch::Tensor& x, const torch::Tensor& w) {
   // Under CPU autocast the product belongs to autocast (bf16), not here.
-  return have_sgemm() && active_autocast(torch::kCPU) == Precision::kFp32 && x.device().is_cpu() &&
+  return cpu_kernels_enabled() && have_sgemm() &&
+         active_autocast(torch::kCPU) == Precision::kFp32 && x.device().is_cpu() &&
          w.device().is_cpu() && x.scalar_type() == torch::kFloat &&
          w.scalar_type() == torch::kFloat && w.dim() == 2 && x.dim() >= 1 &&
          x.size(-1) == w.size(1) && x.numel() > 0;

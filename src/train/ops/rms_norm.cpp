@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "train/ops/avx2_lanes.h"
+#include "train/ops/cpu_kernels.h"
 #include "train/parallel_chunks.h"
 
 namespace gpulab::train {
@@ -203,9 +204,10 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
 
 bool fused_rms_norm_applies(const torch::Tensor& x, const torch::Tensor& weight,
                             torch::ScalarType result) {
-  return x.device().is_cpu() && weight.device().is_cpu() && is_float_or_bf16(x.scalar_type()) &&
-         is_float_or_bf16(result) && weight.scalar_type() == torch::kFloat && weight.dim() == 1 &&
-         x.dim() >= 1 && x.size(-1) == weight.size(0) && x.numel() > 0;
+  return cpu_kernels_enabled() && x.device().is_cpu() && weight.device().is_cpu() &&
+         is_float_or_bf16(x.scalar_type()) && is_float_or_bf16(result) &&
+         weight.scalar_type() == torch::kFloat && weight.dim() == 1 && x.dim() >= 1 &&
+         x.size(-1) == weight.size(0) && x.numel() > 0;
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps,

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "train/ops/avx2_lanes.h"
+#include "train/ops/cpu_kernels.h"
 #include "train/parallel_chunks.h"
 
 namespace gpulab::train {
@@ -126,7 +127,7 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
 }  // namespace
 
 bool fused_swiglu_applies(const torch::Tensor& gate, const torch::Tensor& up) {
-  return gate.device().is_cpu() && is_float_or_bf16(gate.scalar_type()) &&
+  return cpu_kernels_enabled() && gate.device().is_cpu() && is_float_or_bf16(gate.scalar_type()) &&
          up.scalar_type() == gate.scalar_type() && gate.sizes() == up.sizes();
 }
 

@@ -1,43 +1,47 @@
-// One-pass AdamW step (see fused_adamw.h).
+// AdamW through at::_fused_adamw_ (see fused_adamw.h).
 #include "train/optim/fused_adamw.h"
 
 #include <ATen/record_function.h>
 
 #include <algorithm>
-#include <cmath>
-#include <sstream>
-#include <string>
-#include <type_traits>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "train/optim/state_key.h"
-#include "train/parallel_chunks.h"
 
 namespace gpulab::train {
 namespace {
 
-struct AdamwCoeffs {
-  float decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, inv_sqrt_bc2, eps;
+// The tensors of one _fused_adamw_ call: one device and dtype, as the op requires.
+struct FusedBatch {
+  std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
 };
 
-void adamw_kernel(float* __restrict p, const float* __restrict g, float* __restrict m,
-                  float* __restrict v, int64_t n, AdamwCoeffs c) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    const float mi = m[i] * c.beta1 + gi * c.one_minus_beta1;
-    const float vi = v[i] * c.beta2 + gi * gi * c.one_minus_beta2;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = p[i] * c.decay_factor - c.step_size * mi / (std::sqrt(vi) * c.inv_sqrt_bc2 + c.eps);
-  }
-}
-
-bool dense_like(const torch::Tensor& a, const torch::Tensor& p) {
-  return a.defined() && a.device().is_cpu() && a.scalar_type() == torch::kFloat &&
-         a.is_contiguous() && a.sizes() == p.sizes();
+// The op walks parameter, gradient and both moments element by element in one layout.
+bool fusable(const torch::Tensor& p, const torch::Tensor& g) {
+  return p.is_floating_point() && !g.is_sparse() && g.scalar_type() == p.scalar_type() &&
+         g.device() == p.device() && p.is_contiguous() && g.is_contiguous();
 }
 
 }  // namespace
+
+torch::optim::AdamWParamState& FusedAdamW::state_of(const torch::Tensor& p) {
+  const StateKey key = state_key(p);
+  auto it = state_.find(key);
+  if (it == state_.end()) {
+    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    it = state_.emplace(key, std::move(fresh)).first;
+  }
+  auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+  // Moments restored from a checkpoint in another layout take the parameter's once.
+  if (!st.exp_avg().is_contiguous()) st.exp_avg(st.exp_avg().contiguous());
+  if (!st.exp_avg_sq().is_contiguous()) st.exp_avg_sq(st.exp_avg_sq().contiguous());
+  return st;
+}
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
@@ -47,62 +51,37 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     loss = closure();
   }
   RECORD_FUNCTION("gpulab::FusedAdamW::step", std::vector<c10::IValue>());
-  struct Update {
-    float *p, *m, *v;
-    const float* g;
-    int64_t n;
-    AdamwCoeffs c;
-  };
-  std::vector<Update> updates;
   std::vector<torch::Tensor> others;  // for libtorch's own step
-  int64_t total = 0;
   fused_params_ = 0;
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, c10::ScalarType>, FusedBatch> batches;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const torch::Tensor& g = p.grad();
-      if (o.amsgrad() || !dense_like(p, p) || !dense_like(g, p)) {
+      if (o.amsgrad() || !fusable(p, p.grad())) {
         others.push_back(p);
         continue;
       }
-      const StateKey key = state_key(p);
-      auto it = state_.find(key);
-      if (it == state_.end()) {
-        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        it = state_.emplace(key, std::move(fresh)).first;
-      }
-      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
-      if (!dense_like(st.exp_avg(), p)) st.exp_avg(st.exp_avg().contiguous());
-      if (!dense_like(st.exp_avg_sq(), p)) st.exp_avg_sq(st.exp_avg_sq().contiguous());
+      auto& st = state_of(p);
       st.step(st.step() + 1);
-      const auto [beta1, beta2] = o.betas();
-      const double bc1 = 1 - std::pow(beta1, static_cast<double>(st.step()));
-      const double bc2 = 1 - std::pow(beta2, static_cast<double>(st.step()));
-      const AdamwCoeffs c{static_cast<float>(1 - o.lr() * o.weight_decay()),
-                          static_cast<float>(beta1),
-                          static_cast<float>(1 - beta1),
-                          static_cast<float>(beta2),
-                          static_cast<float>(1 - beta2),
-                          static_cast<float>(o.lr() / bc1),
-                          static_cast<float>(1 / std::sqrt(bc2)),
-                          static_cast<float>(o.eps())};
-      updates.push_back({p.data_ptr<float>(), st.exp_avg().data_ptr<float>(),
-                         st.exp_avg_sq().data_ptr<float>(), g.data_ptr<float>(), p.numel(), c});
-      total += p.numel();
-      ++fused_params_;
+      auto& b = batches[{p.device().type(), p.device().index(), p.scalar_type()}];
+      b.params.push_back(p);
+      b.grads.push_back(p.grad());
+      b.exp_avgs.push_back(st.exp_avg());
+      b.exp_avg_sqs.push_back(st.exp_avg_sq());
+      // torch.optim.AdamW(fused=True) keeps the step as a float32 tensor beside the parameter
+      // and counts it up before the op, which reads it for the bias corrections.
+      b.steps.push_back(
+          torch::full({}, static_cast<double>(st.step()),
+                      torch::TensorOptions().dtype(torch::kFloat).device(p.device())));
+    }
+    const auto [beta1, beta2] = o.betas();
+    for (auto& [kind, b] : batches) {
+      at::_fused_adamw_(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, {}, b.steps, o.lr(), beta1,
+                        beta2, o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+      fused_params_ += static_cast<int64_t>(b.params.size());
     }
   }
-  const int64_t chunks = std::clamp<int64_t>(total >> 16, 1, at::get_num_threads());
-  parallel_chunks(chunks, [&](int64_t t) {
-    for (const Update& u : updates) {
-      const int64_t begin = u.n * t / chunks, end = u.n * (t + 1) / chunks;
-      adamw_kernel(u.p + begin, u.g + begin, u.m + begin, u.v + begin, end - begin, u.c);
-    }
-  });
   if (!others.empty()) {
     // Hide the fused parameters' gradients from libtorch's step, then restore them.
     std::vector<std::pair<torch::Tensor, torch::Tensor>> hidden;

@@ -1,11 +1,14 @@
-// SGD with momentum, weight decay and Nesterov in one pass over each parameter: libtorch's SGD
-// (and torch.optim.SGD's default, single-tensor path) makes three or four passes and allocates
-// a temporary per parameter, which for ResNet-50's 25 M parameters is a few percent of a CPU
-// training step. Same state, options and checkpoint format as torch::optim::SGD.
+// SGD with momentum, weight decay and Nesterov through at::_fused_sgd_, the op
+// torch.optim.SGD(fused=True) runs on GPUs and CPUs: one pass over each parameter, where
+// libtorch's SGD makes three or four and allocates a temporary per parameter (a few percent of a
+// CPU training step for ResNet-50's 25 M parameters). Same state, options and checkpoint format
+// as torch::optim::SGD.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <map>
+#include <tuple>
 #include <vector>
 
 namespace gpulab::train {
@@ -16,15 +19,20 @@ class FusedSgd : public torch::optim::SGD {
   // The update of torch.optim.SGD:
   //   g = grad + wd * p;  buf = g on the first step, else momentum * buf + (1 - dampening) * g;
   //   g = nesterov ? g + momentum * buf : buf;  p -= lr * g
-  // with the same roundings as libtorch's element-wise kernels (fused multiply-adds where they
-  // use them). float32 CPU parameters whose gradient and buffer share their layout take the one
-  // pass; any other parameter takes libtorch's own sequence of ops.
+  // Dense parameters of any floating dtype and device whose gradient and buffer share their
+  // memory order take the op (one call per device, dtype and first step); any other takes
+  // libtorch's own sequence of ops.
   torch::Tensor step(LossClosure closure = nullptr) override;
 
-  // How many parameters the last step updated in one pass (the rest took the ops).
+  // How many parameters the last step updated through the op (the rest took the ops).
   int64_t fused_params() const { return fused_params_; }
 
  private:
+  struct FusedBatch;
+  using Batches =
+      std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, c10::ScalarType, bool>, FusedBatch>;
+  void add_to_batch(const torch::Tensor& p, bool momentum, Batches& batches);
+  void libtorch_update(torch::Tensor& p, const torch::optim::SGDOptions& o);
   int64_t fused_params_ = 0;
 };
 
