@@ -1,6 +1,9 @@
 // Hugging Face config.json for each decoder family: Llama's fields (llama, mistral) and GPT-2's
 // (n_embd, n_layer, ...), read with every missing or mistyped field named, and written back.
+#include <algorithm>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "core/json_fields.h"
 #include "core/strings.h"
@@ -31,6 +34,62 @@ bool is_bool(const Json& j, const char* f) {
   return j.contains(f) && j[f].is_boolean();
 }
 
+// rope_theta: at the top level (transformers 4), or inside rope_parameters (transformers 5, with
+// rope_type beside it; like rope_scaling, a type other than the default is not applied).
+Result<std::optional<double>> rope_theta_of(const Json& j, std::string_view what) {
+  const bool params = j.contains("rope_parameters") && j["rope_parameters"].is_object();
+  if (optional_bad(j, "rope_parameters", params) ||
+      optional_bad(j, "rope_theta", is_number(j, "rope_theta")) ||
+      (params && optional_bad(j["rope_parameters"], "rope_theta",
+                              is_number(j["rope_parameters"], "rope_theta"))))
+    return Error{Code::kInvalidArgument,
+                 std::string(what) + ": rope_theta must be a number, rope_parameters an object"};
+  if (params && is_number(j["rope_parameters"], "rope_theta"))
+    return std::optional<double>(j["rope_parameters"]["rope_theta"].get<double>());
+  if (is_number(j, "rope_theta")) return std::optional<double>(j["rope_theta"].get<double>());
+  return std::optional<double>();
+}
+
+// Mistral's sliding window: a query attends to keys fewer than sliding_window positions back.
+// gpulab attends to every earlier position, which is the same for sequences up to the window,
+// so the shape's positions end there (unless use_sliding_window says the window is off).
+Result<std::optional<int64_t>> sliding_window_of(const Json& j, std::string_view what) {
+  if (optional_bad(j, "sliding_window", json_int64(j, "sliding_window").has_value()) ||
+      optional_bad(j, "use_sliding_window", is_bool(j, "use_sliding_window")))
+    return Error{Code::kInvalidArgument, std::string(what) +
+                                             ": sliding_window must be an integer, "
+                                             "use_sliding_window a bool"};
+  if (is_bool(j, "use_sliding_window") && !j["use_sliding_window"].get<bool>())
+    return std::optional<int64_t>();
+  return json_int64(j, "sliding_window");
+}
+
+// A field whose value would make another model than the family's modules compute: refused rather
+// than read as the default. `want` is the one value gpulab's modules implement.
+Status only_value(const Json& j, const char* field, const Json& want, std::string_view what,
+                  const char* hint) {
+  if (!j.contains(field) || j[field].is_null() || j[field] == want) return ok_status();
+  return Status(Code::kInvalidArgument,
+                std::string(what) + ": " + field + " " + printable(j[field].dump()) +
+                    " is not supported (only " + want.dump() + ")",
+                hint);
+}
+
+Status llama_variant_fields(const Json& j, std::string_view what) {
+  constexpr const char* kHint = "gpulab's Llama is SwiGLU (silu) with no biases";
+  const std::pair<const char*, Json> fields[] = {
+      {"hidden_act", "silu"}, {"attention_bias", false}, {"mlp_bias", false}};
+  for (const auto& [field, want] : fields)
+    if (auto st = only_value(j, field, want, what, kHint); !st) return st;
+  return ok_status();
+}
+
+Status gpt2_variant_fields(const Json& j, std::string_view what) {
+  constexpr const char* kHint = "gpulab's GPT-2 scales attention scores by 1/sqrt(head_dim) only";
+  if (auto st = only_value(j, "scale_attn_weights", true, what, kHint); !st) return st;
+  return only_value(j, "scale_attn_by_inverse_layer_idx", false, what, kHint);
+}
+
 Result<DecoderConfig> llama_from_json(const Json& j, std::string_view what) {
   std::string missing =
       missing_ints(j, {"hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -45,10 +104,13 @@ Result<DecoderConfig> llama_from_json(const Json& j, std::string_view what) {
   for (const char* f : {"num_key_value_heads", "head_dim"})
     if (optional_bad(j, f, json_int64(j, f).has_value()))
       return Error{Code::kInvalidArgument, std::string(what) + ": " + f + " is not an integer"};
-  if (optional_bad(j, "rope_theta", is_number(j, "rope_theta")) ||
-      optional_bad(j, "tie_word_embeddings", is_bool(j, "tie_word_embeddings")))
-    return Error{Code::kInvalidArgument,
-                 std::string(what) + ": rope_theta must be a number, tie_word_embeddings a bool"};
+  if (optional_bad(j, "tie_word_embeddings", is_bool(j, "tie_word_embeddings")))
+    return Error{Code::kInvalidArgument, std::string(what) + ": tie_word_embeddings is not a bool"};
+  auto theta = rope_theta_of(j, what);
+  if (!theta) return theta.error();
+  auto window = sliding_window_of(j, what);
+  if (!window) return window.error();
+  if (auto st = llama_variant_fields(j, what); !st) return st.error();
   DecoderConfig c;
   c.family = "llama";
   c.name = std::string(what);
@@ -60,7 +122,8 @@ Result<DecoderConfig> llama_from_json(const Json& j, std::string_view what) {
   c.max_positions = *json_int64(j, "max_position_embeddings");
   c.norm_eps = j["rms_norm_eps"].get<double>();
   c.num_kv_heads = json_int64(j, "num_key_value_heads").value_or(c.num_heads);
-  if (is_number(j, "rope_theta")) c.rope_theta = j["rope_theta"].get<double>();
+  if (*theta) c.rope_theta = **theta;
+  if (*window && **window > 0) c.max_positions = std::min(c.max_positions, **window);
   if (is_bool(j, "tie_word_embeddings"))
     c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
   c.head_dim = json_int64(j, "head_dim").value_or(0);
@@ -88,6 +151,7 @@ Result<DecoderConfig> gpt2_from_json(const Json& j, std::string_view what) {
                    j.contains("activation_function") && j["activation_function"].is_string()))
     return Error{Code::kInvalidArgument,
                  std::string(what) + ": activation_function is not a string"};
+  if (auto st = gpt2_variant_fields(j, what); !st) return st.error();
   const std::string act = j.contains("activation_function") && j["activation_function"].is_string()
                               ? j["activation_function"].get<std::string>()
                               : "gelu_new";

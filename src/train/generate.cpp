@@ -35,12 +35,13 @@ std::vector<int64_t> generate(CausalLm& model, const std::vector<int64_t>& promp
   torch::Tensor input = torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device);
   std::vector<int64_t> out;
   for (int64_t i = 0; i < opts.max_new_tokens; ++i) {
-    auto logits = model.forward(input, &cache).select(1, -1).squeeze(0).to(torch::kFloat).cpu();
+    auto logits = model.forward(input, &cache).select(1, -1).squeeze(0).cpu();
     int64_t next = 0;
     if (opts.temperature <= 0) {
+      // In the model's own precision: a float32 copy of float64 logits could tie two of them.
       next = logits.argmax().item<int64_t>();
     } else {
-      logits = logits / opts.temperature;
+      logits = logits.to(torch::kFloat) / opts.temperature;
       if (opts.top_k > 0 && opts.top_k < logits.size(0)) {
         const auto kth = std::get<0>(logits.topk(opts.top_k)).min();
         logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());

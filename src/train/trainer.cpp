@@ -233,6 +233,8 @@ void Trainer::load_init_weights() {
     throw Exception(file.error().code, "--init_weights " + file.error().message,
                     "pass a .safetensors file (a run's model.safetensors, or a Hugging Face "
                     "checkpoint of the same shape)");
+  // A language model's Hugging Face file may name tensors otherwise (GPT-2's hub layout).
+  if (causal_lm_) file->tensors = from_hf_names(causal_lm_->config(), std::move(file->tensors));
   if (auto st = load_state_dict(*model_, file->tensors, "--init_weights " + opts_.init_weights);
       !st)
     throw Exception(st.error());

@@ -191,6 +191,63 @@ TEST(HostileHfConfig, FloatsHugeShapesAndWrongTypesAreRefused) {
   EXPECT_NE(inf.error().message.find("malformed config.json"), std::string::npos);
 }
 
+// transformers 5 writes rope_theta inside rope_parameters; Mistral's sliding window bounds the
+// positions gpulab's full causal attention reproduces exactly; variants gpulab does not compute
+// are refused.
+TEST(HostileHfConfig, RopeParametersSlidingWindowAndVariantsAreRead) {
+  auto parse = [](const std::string& text) {
+    auto j = parse_json(text, "config.json");
+    if (!j.ok()) return Result<DecoderConfig>(j.error());
+    return decoder_config_from_json(*j, "config.json");
+  };
+  const std::string base =
+      R"("hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":172,
+         "vocab_size":512,"max_position_embeddings":256,"rms_norm_eps":1e-6)";
+  auto v5 =
+      parse(R"({"rope_parameters":{"rope_theta":500000.0,"rope_type":"default"},)" + base + "}");
+  ASSERT_TRUE(v5.ok()) << v5.error().message;
+  EXPECT_EQ(v5->rope_theta, 500000.0);
+  EXPECT_EQ(v5->max_positions, 256);
+  auto v4 = parse(R"({"rope_theta":1000000.0,)" + base + "}");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->rope_theta, 1000000.0);
+  auto window = parse(R"({"model_type":"mistral","sliding_window":32,)" + base + "}");
+  ASSERT_TRUE(window.ok());
+  EXPECT_EQ(window->max_positions, 32);
+  auto off = parse(R"({"use_sliding_window":false,"sliding_window":32,)" + base + "}");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->max_positions, 256);
+  auto none = parse(R"({"sliding_window":null,)" + base + "}");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->max_positions, 256);
+  for (const char* bad : {R"("rope_parameters":{"rope_theta":"x"},)", R"("rope_parameters":3,)",
+                          R"("sliding_window":"x",)", R"("sliding_window":1.5,)"}) {
+    auto r = parse(std::string("{") + bad + base + "}");
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  // Fields that would make another model than gpulab's modules compute are refused, not
+  // defaulted; their usual values pass.
+  ASSERT_TRUE(
+      parse(R"({"hidden_act":"silu","attention_bias":false,"mlp_bias":false,)" + base + "}").ok());
+  for (const char* other :
+       {R"("hidden_act":"gelu",)", R"("attention_bias":true,)", R"("mlp_bias":true,)"}) {
+    auto r = parse(std::string("{") + other + base + "}");
+    ASSERT_FALSE(r.ok()) << other;
+    EXPECT_NE(r.error().message.find("is not supported"), std::string::npos) << r.error().message;
+  }
+  const std::string gpt2 =
+      R"("model_type":"gpt2","n_embd":64,"n_layer":2,"n_head":4,"vocab_size":512)";
+  ASSERT_TRUE(
+      parse("{" + gpt2 + R"(,"scale_attn_weights":true,"scale_attn_by_inverse_layer_idx":false})")
+          .ok());
+  for (const char* other :
+       {R"(,"scale_attn_weights":false)", R"(,"scale_attn_by_inverse_layer_idx":true)"}) {
+    auto r = parse("{" + gpt2 + other + "}");
+    ASSERT_FALSE(r.ok()) << other;
+    EXPECT_NE(r.error().message.find("is not supported"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(HostileCifar, LabelOutsideTheClassesIsRefused) {
   // {'data': _frombuffer(3072 zero bytes, u1, (1, 3072)), 'labels': [10]} for 10 classes.
   std::string p =

@@ -1,16 +1,11 @@
 #!/usr/bin/python3
-"""PyTorch reference of the Llama decoder for gpulab's parity and learning checks.
+"""PyTorch reference of the Llama decoder for gpulab's learning checks and benchmarks.
 
 Written from the published architecture (Touvron et al. 2023, "LLaMA", and Meta's Llama 3
 model card: pre-norm RMSNorm, rotary embeddings in the "rotate half" layout of Hugging Face's
 LlamaForCausalLM, grouped-query attention, SwiGLU), with Hugging Face's parameter names so the
 same safetensors file loads on both sides. Uses only Debian's python3-torch.
 
-  llama_reference.py grads --config C.json --out DIR [--batch B] [--seq T] [--seed S]
-                     [--rope half|interleaved]
-      random weights, tokens; writes weights.safetensors, input.safetensors and
-      reference.safetensors (logits, loss, grad.<name> for every parameter). --rope interleaved
-      is a deliberately different model (the negative control).
   llama_reference.py init --config C.json --out W.safetensors [--seed S]
       the reference's random initial weights (normal(0, 0.02) matrices, unit norm scales).
   llama_reference.py train --config C.json --weights W --data_dir D [--seq_len T]
@@ -33,7 +28,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import lm_grad_check, load_safetensors, save_safetensors  # noqa: E402
+from reference import load_safetensors, save_safetensors  # noqa: E402
 
 
 class RMSNorm(nn.Module):
@@ -154,12 +149,6 @@ def load_config(path):
         cfg = json.load(f)
     cfg.setdefault("num_key_value_heads", cfg["num_attention_heads"])
     return cfg
-
-
-def grads(args):
-    torch.manual_seed(args.seed)
-    cfg = load_config(args.config)
-    lm_grad_check(Llama(cfg, args.rope), cfg["vocab_size"], args.batch, args.seq, args.out)
 
 
 def init(args):
@@ -298,13 +287,6 @@ def train(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    g = sub.add_parser("grads")
-    g.add_argument("--config", required=True)
-    g.add_argument("--out", required=True)
-    g.add_argument("--batch", type=int, default=2)
-    g.add_argument("--seq", type=int, default=16)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--rope", choices=["half", "interleaved"], default="half")
     i = sub.add_parser("init")
     i.add_argument("--config", required=True)
     i.add_argument("--out", required=True)
@@ -326,9 +308,7 @@ def main():
     args = p.parse_args()
     threads = getattr(args, "threads", 0) or (os.cpu_count() or 1)
     torch.set_num_threads(max(1, threads))
-    if args.cmd == "grads":
-        grads(args)
-    elif args.cmd == "init":
+    if args.cmd == "init":
         init(args)
     elif args.cmd == "train":
         train(args)

@@ -67,24 +67,6 @@ def load_safetensors(path):
     return out
 
 
-def lm_grad_check(model, vocab_size, batch, seq, out):
-    """Random tokens through a language model: writes out/weights.safetensors (its state),
-    out/input.safetensors (inputs, next-token targets) and out/reference.safetensors (logits,
-    loss and grad.<name> for every parameter; zeros for one the forward pass does not use)."""
-    tokens = torch.randint(0, vocab_size, (batch, seq + 1))
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    logits = model(inputs)
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                             targets.reshape(-1))
-    loss.backward()
-    result = {"logits": logits.detach(), "loss": loss.detach().reshape([])}
-    for name, p in model.named_parameters():
-        result["grad." + name] = p.grad if p.grad is not None else torch.zeros_like(p)
-    save_safetensors(model.state_dict(), f"{out}/weights.safetensors")
-    save_safetensors({"inputs": inputs, "targets": targets}, f"{out}/input.safetensors")
-    save_safetensors(result, f"{out}/reference.safetensors")
-
-
 def build(name, num_classes, image_size=None):
     kwargs = {"num_classes": num_classes}
     if name.startswith("vit_") and image_size:

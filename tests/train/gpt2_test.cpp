@@ -1,7 +1,7 @@
 // The GPT-2 family, the second decoder behind the model-family seam: its shapes and counts
 // (gpt2-124m has GPT-2 small's published 124,439,808 parameters), config.json both ways, parity
-// with an independent PyTorch implementation (tests/parity/gpt2_reference.py) within 1e-4 on
-// logits, loss and every gradient in fp32, with a negative control, KV-cached decoding and
+// with transformers' own GPT2LMHeadModel (tests/train/hf_parity.h: logits, loss, every gradient
+// and greedy tokens, float64 and float32) with a negative control, KV-cached decoding and
 // activation checkpointing, and a run through `gpulab train` and `gpulab generate`.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,6 +12,7 @@
 #include "core/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/tensor_diff.h"
+#include "train/hf_parity.h"
 #include "train/models/gpt2/gpt2.h"
 #include "train/models/lm_families.h"
 #include "train/torchvision_python.h"
@@ -133,64 +134,69 @@ TEST(Gpt2, ActivationCheckpointingGivesTheSameGradients) {
         << pa[i].key();
 }
 
-struct Gpt2Comparison {
-  double logits = 1, loss = 1, worst_grad = 1;
-  std::string worst_name = "reference failed";
-};
-
-// Runs the reference for `cfg` (its own random weights), loads them into ours, and compares.
-Gpt2Comparison gpt2_compare(const DecoderConfig& cfg, const std::string& variant) {
-  gpulab::testing::TempDir dir("gpt2_" + variant + "_" + cfg.name);
-  { std::ofstream(dir.path / "config.json") << cfg.to_json().dump(2); }
-  auto r = run_process({testing::torch_python(),
-                        std::string(GPULAB_SOURCE_DIR) + "/tests/parity/gpt2_reference.py", "grads",
-                        "--config", (dir.path / "config.json").string(), "--out", dir.path.string(),
-                        "--batch", "2", "--seq", "24", "--variant", variant});
-  EXPECT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
-  if (!r.ok() || !r->success()) return {};
-  auto model = build_causal_lm(cfg);
-  auto weights = read_safetensors(dir.path / "weights.safetensors").value().tensors;
-  auto st = load_state_dict(*model, weights, "reference weights");
-  EXPECT_TRUE(st.ok()) << st.error().message;
-  auto in = read_safetensors(dir.path / "input.safetensors").value().tensors;
-  auto ref = read_safetensors(dir.path / "reference.safetensors").value().tensors;
-  model->train();
-  auto logits = model->forward(in.at("inputs"));
-  auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                   in.at("targets").reshape({-1}));
-  loss.backward();
-  Gpt2Comparison c;
-  c.logits = gpulab::test::relative_diff(logits.detach(), ref.at("logits"));
-  c.loss = gpulab::test::relative_diff(loss.detach(), ref.at("loss"));
-  c.worst_grad = 0;
-  for (const auto& p : model->named_parameters()) {
-    const auto it = ref.find("grad." + p.key());
-    EXPECT_NE(it, ref.end()) << "reference has no gradient for " << p.key();
-    if (it == ref.end()) continue;
-    const double d = gpulab::test::relative_diff(p.value().grad(), it->second);
-    if (d >= c.worst_grad) c.worst_grad = d, c.worst_name = p.key();
-  }
-  std::printf("%s (%s): logits %.2e, loss %.2e, worst gradient %.2e (%s)\n", cfg.name.c_str(),
-              variant.c_str(), c.logits, c.loss, c.worst_grad, c.worst_name.c_str());
-  return c;
+// The tolerances are hf_parity.h's: 10x transformers' own rounding in the same run, and 1e-10 in
+// float64, where its GPT2LMHeadModel (nn.LayerNorm, the tanh GELU, sdpa, Conv1D's addmm) rounds
+// through float32 nowhere, as gpulab's does not.
+Json gpt2_hf_tiny() {  // gpt2-tiny's shape with a small vocabulary: tied, n_inner 4 x n_embd
+  return Json{{"vocab_size", 512}, {"n_embd", 256},     {"n_layer", 4},
+              {"n_head", 8},       {"n_positions", 64}, {"initializer_range", 0.2},
+              {"bos_token_id", 0}, {"eos_token_id", 0}};
 }
 
-TEST(Gpt2Parity, TiedAndUntiedShapesMatchTheReferenceInFp32) {
-  if (testing::torch_python().empty())
-    GTEST_FAIL() << testing::reference_missing("torch and numpy");
-  DecoderConfig tiny = find_decoder_config("gpt2-tiny").value();
-  tiny.vocab_size = 512;  // the reference builds it in a second
-  for (const DecoderConfig& cfg : {tiny, gpt2_odd_shape()}) {
-    const Gpt2Comparison c = gpt2_compare(cfg, "gpt2");
-    EXPECT_LT(c.logits, 1e-4) << cfg.name;
-    EXPECT_LT(c.loss, 1e-4) << cfg.name;
-    EXPECT_LT(c.worst_grad, 1e-4) << cfg.name << ": worst gradient " << c.worst_name;
+Json gpt2_hf_odd() {  // untied, an odd MLP width and epsilon
+  const auto c = gpt2_odd_shape();
+  return Json{{"vocab_size", c.vocab_size},
+              {"n_embd", c.hidden_size},
+              {"n_layer", c.num_layers},
+              {"n_head", c.num_heads},
+              {"n_inner", c.intermediate_size},
+              {"n_positions", c.max_positions},
+              {"layer_norm_epsilon", c.norm_eps},
+              {"tie_word_embeddings", false},
+              {"initializer_range", 0.2},
+              {"bos_token_id", 0},
+              {"eos_token_id", 0}};
+}
+
+// Against transformers' own GPT2LMHeadModel, written by save_pretrained and read from that
+// folder (config.json's GPT-2 names, Conv1D's in x out weights as they are).
+TEST(Gpt2Parity, TiedAndUntiedMatchTransformersInFp64) {
+  if (testing::hf_python().empty())
+    GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors");
+  for (const auto& [kwargs, tag] :
+       {std::pair{gpt2_hf_tiny(), "gpt2_tiny"}, std::pair{gpt2_hf_odd(), "gpt2_odd"}}) {
+    const auto c = testing::compare_with_transformers({"gpt2", kwargs, "float64"}, tag);
+    testing::expect_hf_parity(c, tag, true);
   }
-  // Negative control: the reference without position embeddings is another model; the same
-  // check must flag it, or the check above proves nothing.
-  const Gpt2Comparison other = gpt2_compare(gpt2_odd_shape(), "no_positions");
-  EXPECT_GT(other.logits, 1e-3);
-  EXPECT_GT(other.worst_grad, 1e-3);
+}
+
+// The hub's layout (GPT2Model's names without "transformer.", a causal-mask buffer per block, as
+// OpenAI's published file holds them) loads through the GPT-2 family's name mapping.
+TEST(Gpt2Parity, HubLayoutMatchesTransformersInFp64) {
+  if (testing::hf_python().empty())
+    GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors");
+  testing::HfCase hub{"gpt2", gpt2_hf_tiny(), "float64"};
+  hub.layout = "hub";
+  const auto c = testing::compare_with_transformers(hub, "gpt2_hub");
+  testing::expect_hf_parity(c, "gpt2 hub layout", true);
+}
+
+TEST(Gpt2Parity, UntiedMatchesTransformersInFp32) {
+  if (testing::hf_python().empty())
+    GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors");
+  const auto c = testing::compare_with_transformers({"gpt2", gpt2_hf_odd(), "float32"}, "gpt2_f32");
+  testing::expect_hf_parity(c, "gpt2 fp32", false);  // float32 may flip a greedy near tie
+}
+
+// Negative control: transformers' GPT-2 with its attention scores left unscaled
+// (scale_attn_weights false) is another model than the one it wrote; the same check must flag
+// it, or the checks above prove nothing.
+TEST(Gpt2Parity, UnscaledAttentionFailsTheCheck) {
+  if (testing::hf_python().empty())
+    GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors");
+  const auto c = testing::compare_with_transformers({"gpt2", gpt2_hf_odd(), "float64", "unscaled"},
+                                                    "gpt2_neg");
+  testing::expect_hf_mismatch(c, "gpt2, unscaled attention");
 }
 
 // Through the CLI like any language model: it learns the synthetic stream, writes a GPT-2

@@ -1,123 +1,110 @@
-// The Llama decoder against an independent PyTorch implementation (tests/parity/
-// llama_reference.py, Debian's python3-torch): the same weights (moved over as safetensors under
-// Hugging Face's names) and tokens give the same logits, loss and every gradient within 1e-4 of
-// the reference's scale in fp32, for llama-tiny's shape and a grouped-query one; a reference
-// with the other rotary layout shows the check can fail.
+// The Llama family against Hugging Face transformers' own LlamaForCausalLM and
+// MistralForCausalLM (tests/train/hf_parity.h): small random models written by save_pretrained
+// and read by gpulab from that folder give the same logits, loss, every gradient and greedy
+// tokens, in float64 and float32, on both attention paths; the other rotary layout fails.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
-#include <filesystem>
-#include <fstream>
-
-#include "core/subprocess.h"
-#include "support/temp_dir.h"
-#include "support/tensor_diff.h"
-#include "train/models/llama.h"
-#include "train/torchvision_python.h"
-#include "train/weights/safetensors.h"
+#include "train/hf_parity.h"
 
 namespace gpulab::train {
 namespace {
 
-namespace fs = std::filesystem;
-using testing::reference_missing;
-using testing::torch_python;
+using testing::compare_with_transformers;
+using testing::expect_hf_mismatch;
+using testing::expect_hf_parity;
 
-using gpulab::testing::TempDir;
+// The tolerances are hf_parity.h's: 10x transformers' own rounding in the same run. Its float64
+// Llama and Mistral round every RMSNorm through float32 (LlamaRMSNorm casts to float32 and back
+// whatever the model's dtype), so their float64 tolerance is that rounding's, not float64's.
 
-struct Comparison {
-  double logits = 0, loss = 0, worst_grad = 0;
-  std::string worst_name;
-};
-
-// Runs the reference for `cfg`, loads its weights into our model, and compares.
-Comparison compare(const DecoderConfig& cfg, const std::string& rope, const std::string& tag) {
-  TempDir dir(tag);
-  { std::ofstream(dir.path / "config.json") << cfg.to_json().dump(2); }
-  auto r = run_process({torch_python(),
-                        std::string(GPULAB_SOURCE_DIR) + "/tests/parity/llama_reference.py",
-                        "grads", "--config", (dir.path / "config.json").string(), "--out",
-                        dir.path.string(), "--batch", "2", "--seq", "24", "--rope", rope});
-  EXPECT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
-  if (!r.ok() || !r->success()) return {1, 1, 1, "reference failed"};
-
-  LlamaForCausalLM model(cfg);
-  auto weights = read_safetensors(dir.path / "weights.safetensors").value().tensors;
-  auto st = load_state_dict(model, weights, "reference weights");
-  EXPECT_TRUE(st.ok()) << st.error().message;
-  auto in = read_safetensors(dir.path / "input.safetensors").value().tensors;
-  auto ref = read_safetensors(dir.path / "reference.safetensors").value().tensors;
-
-  model.train();
-  auto logits = model.forward(in.at("inputs"));
-  auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                   in.at("targets").reshape({-1}));
-  loss.backward();
-  Comparison c;
-  c.logits = gpulab::test::relative_diff(logits.detach(), ref.at("logits"));
-  c.loss = gpulab::test::relative_diff(loss.detach(), ref.at("loss"));
-  for (const auto& p : model.named_parameters()) {
-    const auto it = ref.find("grad." + p.key());
-    EXPECT_NE(it, ref.end()) << "reference has no gradient for " << p.key();
-    if (it == ref.end()) continue;
-    const double d = gpulab::test::relative_diff(p.value().grad(), it->second);
-    if (d >= c.worst_grad) c.worst_grad = d, c.worst_name = p.key();
-  }
-  return c;
+Json llama_tiny() {  // llama-tiny's shape with a small vocabulary, untied
+  return Json{{"vocab_size", 512},
+              {"hidden_size", 256},
+              {"intermediate_size", 688},
+              {"num_hidden_layers", 4},
+              {"num_attention_heads", 8},
+              {"num_key_value_heads", 8},
+              {"max_position_embeddings", 64},
+              {"rms_norm_eps", 1e-5},
+              {"tie_word_embeddings", false},
+              {"initializer_range", 0.2},
+              {"bos_token_id", 0},
+              {"eos_token_id", 0}};
 }
 
-DecoderConfig tiny_for_test() {
-  DecoderConfig c = find_decoder_config("llama-tiny").value();
-  c.vocab_size = 512;  // the reference builds it in a second
-  return c;
+// Grouped-query, tied, Llama 3's rope_theta (transformers 5 writes it inside rope_parameters).
+Json llama_gqa() {
+  return Json{{"vocab_size", 300},
+              {"hidden_size", 96},
+              {"intermediate_size", 200},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 6},
+              {"num_key_value_heads", 2},
+              {"max_position_embeddings", 64},
+              {"rope_theta", 500000.0},
+              {"rms_norm_eps", 1e-6},
+              {"tie_word_embeddings", true},
+              {"initializer_range", 0.2},
+              {"bos_token_id", 0},
+              {"eos_token_id", 0}};
 }
 
-DecoderConfig gqa_config() {
-  DecoderConfig c;
-  c.name = "gqa-test";
-  c.vocab_size = 300;
-  c.hidden_size = 96;
-  c.intermediate_size = 200;
-  c.num_layers = 2;
-  c.num_heads = 6;
-  c.num_kv_heads = 2;
-  c.max_positions = 64;
-  c.rope_theta = 500000;
-  c.norm_eps = 1e-6;
-  c.tie_word_embeddings = true;
-  return c;
+// Mistral: a head_dim other than hidden / heads (as Mistral Nemo's), and a sliding window as
+// long as the test's sequences, which attend over all of it.
+Json mistral() {
+  return Json{{"vocab_size", 320},        {"hidden_size", 96},
+              {"intermediate_size", 160}, {"num_hidden_layers", 2},
+              {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+              {"head_dim", 32},           {"max_position_embeddings", 128},
+              {"sliding_window", 24},     {"rope_theta", 1000000.0},
+              {"rms_norm_eps", 1e-5},     {"tie_word_embeddings", false},
+              {"initializer_range", 0.2}, {"bos_token_id", 0},
+              {"eos_token_id", 0}};
 }
 
-#define REQUIRE_TORCH() \
-  if (torch_python().empty()) GTEST_FAIL() << reference_missing("torch and numpy")
+#define REQUIRE_REFERENCE()         \
+  if (testing::hf_python().empty()) \
+  GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors")
 
-TEST(LlamaParity, TinyMatchesReferenceInFp32) {
-  REQUIRE_TORCH();
-  const Comparison c = compare(tiny_for_test(), "half", "tiny");
-  EXPECT_LT(c.logits, 1e-4);
-  EXPECT_LT(c.loss, 1e-4);
-  EXPECT_LT(c.worst_grad, 1e-4) << "worst gradient: " << c.worst_name;
-  std::printf("llama-tiny: logits %.2e, loss %.2e, worst gradient %.2e (%s)\n", c.logits, c.loss,
-              c.worst_grad, c.worst_name.c_str());
+TEST(LlamaParity, TinyMatchesTransformersInFp64) {
+  REQUIRE_REFERENCE();
+  const auto c = compare_with_transformers({"llama", llama_tiny(), "float64"}, "llama_tiny");
+  expect_hf_parity(c, "llama-tiny", true);
 }
 
-TEST(LlamaParity, GroupedQueryTiedMatchesReferenceInFp32) {
-  REQUIRE_TORCH();
-  const Comparison c = compare(gqa_config(), "half", "gqa");
-  EXPECT_LT(c.logits, 1e-4);
-  EXPECT_LT(c.loss, 1e-4);
-  EXPECT_LT(c.worst_grad, 1e-4) << "worst gradient: " << c.worst_name;
-  std::printf("gqa: logits %.2e, loss %.2e, worst gradient %.2e (%s)\n", c.logits, c.loss,
-              c.worst_grad, c.worst_name.c_str());
+TEST(LlamaParity, GroupedQueryTiedMatchesTransformersInFp64) {
+  REQUIRE_REFERENCE();
+  const auto c = compare_with_transformers({"llama", llama_gqa(), "float64"}, "llama_gqa");
+  EXPECT_EQ(c.config.rope_theta, 500000.0) << "rope_parameters.rope_theta not read";
+  EXPECT_TRUE(c.config.tie_word_embeddings);
+  expect_hf_parity(c, "llama gqa", true);
 }
 
-// Negative control: the interleaved rotary layout is a different model; the same check must
-// flag it, or the checks above prove nothing.
+TEST(LlamaParity, MistralMatchesTransformersInFp64) {
+  REQUIRE_REFERENCE();
+  const auto c = compare_with_transformers({"mistral", mistral(), "float64"}, "mistral");
+  EXPECT_EQ(c.config.max_positions, 24) << "the sliding window bounds the positions";
+  EXPECT_EQ(c.config.dim_per_head(), 32);
+  expect_hf_parity(c, "mistral", true);
+}
+
+TEST(LlamaParity, LlamaAndMistralMatchTransformersInFp32) {
+  REQUIRE_REFERENCE();
+  // Greedy tokens are compared in float64 only: float32 rounding may flip a near tie.
+  expect_hf_parity(compare_with_transformers({"llama", llama_gqa(), "float32"}, "llama_f32"),
+                   "llama gqa fp32", false);
+  expect_hf_parity(compare_with_transformers({"mistral", mistral(), "float32"}, "mistral_f32"),
+                   "mistral fp32", false);
+}
+
+// Negative control: transformers computing with the rotary pairs interleaved (Meta's original
+// layout) is another model than the one it wrote; the same checks must flag it, or the checks
+// above prove nothing.
 TEST(LlamaParity, OtherRotaryLayoutFailsTheCheck) {
-  REQUIRE_TORCH();
-  const Comparison c = compare(gqa_config(), "interleaved", "neg");
-  EXPECT_GT(c.logits, 1e-3);
-  EXPECT_GT(c.worst_grad, 1e-3);
+  REQUIRE_REFERENCE();
+  const auto c = compare_with_transformers({"llama", llama_gqa(), "float64", "interleaved_rotary"},
+                                           "llama_neg");
+  expect_hf_mismatch(c, "llama, interleaved rotary");
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ struct GenerateArgs {
 void run_generate(const GenerateArgs& a) {
   train::DecoderConfig cfg = train::find_decoder_config(a.model).value_or_throw();
   auto file = train::read_safetensors(a.weights).value_or_throw();
+  file.tensors = train::from_hf_names(cfg, std::move(file.tensors));
   // Shapes that take their vocabulary from the data read it from the embedding table.
   const std::string embed_name(cfg.traits().token_embedding);
   const auto embed = file.tensors.find(embed_name);

@@ -13,6 +13,7 @@ namespace {
 struct Family {
   std::string_view name;  // DecoderConfig::family
   CausalLmPtr (*build)(const DecoderConfig&, torch::Device);
+  StateDict (*from_hf_names)(StateDict);  // null: a hub file names tensors as the modules do
 };
 
 template <class Model>
@@ -22,8 +23,8 @@ CausalLmPtr make(const DecoderConfig& c, torch::Device device) {
 
 // A family's shapes, traits and config.json dialect are in formats/decoder_config*.cpp.
 constexpr Family kFamilies[] = {
-    {"llama", &make<LlamaForCausalLM>},
-    {"gpt2", &make<Gpt2LMHeadModel>},
+    {"llama", &make<LlamaForCausalLM>, nullptr},
+    {"gpt2", &make<Gpt2LMHeadModel>, &gpt2_from_hub_names},
 };
 
 }  // namespace
@@ -33,6 +34,12 @@ CausalLmPtr build_causal_lm(const DecoderConfig& c, torch::Device device) {
     if (f.name == c.family) return f.build(c, device);
   throw Exception(Code::kInvalidArgument, "model " + c.name + ": unknown family '" + c.family + "'",
                   "use a shape `gpulab models` lists, or a Llama or GPT-2 config.json");
+}
+
+StateDict from_hf_names(const DecoderConfig& c, StateDict weights) {
+  for (const auto& f : kFamilies)
+    if (f.name == c.family && f.from_hf_names) return f.from_hf_names(std::move(weights));
+  return weights;
 }
 
 }  // namespace gpulab::train

@@ -6,11 +6,16 @@
 #include <torch/torch.h>
 
 #include "train/models/causal_lm.h"
+#include "train/weights/safetensors.h"
 
 namespace gpulab::train {
 
 // The model of `c.family`, built (and initialised) on `device`: a GPU run creates its weights
 // there, not on the CPU.
 CausalLmPtr build_causal_lm(const DecoderConfig& c, torch::Device device = torch::kCPU);
+
+// A Hugging Face file's tensors under the names c.family's model has: the identity for a family
+// whose hub files use its modules' names, a mapping where they differ (GPT-2's hub layout).
+StateDict from_hf_names(const DecoderConfig& c, StateDict weights);
 
 }  // namespace gpulab::train

@@ -2,12 +2,28 @@
 #include "train/models/gpt2/gpt2.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "train/models/attention_core.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/ops/causal_attention.h"
 
 namespace gpulab::train {
+
+StateDict gpt2_from_hub_names(StateDict weights) {
+  const auto is_mask = [](const std::string& name) {
+    for (std::string_view end : {".attn.bias", ".attn.masked_bias"})
+      if (name.size() > end.size() && name.ends_with(end)) return true;
+    return false;
+  };
+  StateDict out;
+  for (auto& [name, tensor] : weights) {
+    if (is_mask(name)) continue;
+    const bool stack = name.rfind("transformer.", 0) != 0 && name.rfind("lm_head.", 0) != 0;
+    out.emplace(stack ? "transformer." + name : name, std::move(tensor));
+  }
+  return out;
+}
 
 Gpt2LinearImpl::Gpt2LinearImpl(int64_t in, int64_t out, const torch::TensorOptions& options) {
   weight = register_parameter("weight", torch::empty({in, out}, options));

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "train/models/causal_lm.h"
+#include "train/weights/safetensors.h"
 
 namespace gpulab::train {
 
@@ -106,5 +107,12 @@ class Gpt2LMHeadModel : public CausalLm {
   // vocab x dim like wte (logits = h @ weight^T); null when tied to transformer->wte.
   Gpt2Embedding lm_head{nullptr};
 };
+
+// A GPT-2 file of the Hugging Face hub (OpenAI's weights as transformers' GPT2Model names them)
+// under Gpt2LMHeadModel's names: the stack's tensors gain "transformer.", and each block's
+// causal-mask buffers (attn.bias, attn.masked_bias), which gpulab's attention does not keep,
+// are dropped. A file already under GPT2LMHeadModel's names passes through (its mask buffers,
+// as transformers 4 wrote them, dropped too).
+StateDict gpt2_from_hub_names(StateDict weights);
 
 }  // namespace gpulab::train
