@@ -3,8 +3,8 @@
 
 #include <utility>
 
-#include "service/engine/bounded_transport.h"
 #include "service/engine/docker_attachment.h"
+#include "service/engine/docker_bounded_transport.h"
 
 namespace gpulab::service {
 
