@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -124,6 +125,26 @@ class ServiceHostsRefusal : public LabHostsTest {
     }
   }
 
+  // SIGSTOPs the engine and waits (bounded) until every thread of it is stopped: a thread
+  // running when the signal came may otherwise still take a connection first.
+  bool freeze(pid_t pid) {
+    frozen_ = pid;
+    if (::kill(pid, SIGSTOP) != 0) return false;
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    return wait_for(
+        [&] {
+          std::error_code ec;
+          for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+            auto st = read_file(t.path() / "status").value_or("");
+            if (st.find("State:\tT") == std::string::npos &&
+                st.find("State:\tt") == std::string::npos)
+              return false;
+          }
+          return !ec;
+        },
+        5);
+  }
+
   pid_t frozen_ = 0;  // a SIGSTOPped engine that TearDown resumes
 };
 
@@ -165,8 +186,7 @@ TEST_F(ServiceHostsRefusal, EveryMutatingRouteOnAFrozenHostIsRefusedAndChangesNo
   const pid_t pid = engine_pid(2);
   ASSERT_GT(pid, 0);
   for (const auto& [route, body] : routes()) {
-    frozen_ = pid;
-    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    ASSERT_TRUE(freeze(pid)) << "lab3's dockerd did not stop";
     expect_refused(c, route, body, before);
     ASSERT_EQ(::kill(pid, SIGCONT), 0);
     frozen_ = 0;

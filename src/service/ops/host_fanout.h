@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -56,7 +57,7 @@ HostAnswers<T> ask_hosts(Service& s, std::function<T(const Host&, const Engine&)
       ++round->pending;
     }
     s.background.begin();
-    std::thread([round, ask, hp = h.get(), e = h->engine(), bg = &s.background] {
+    auto run = [round, ask, hp = h.get(), e = h->engine(), bg = &s.background] {
       std::optional<T> got;
       std::string why;
       try {
@@ -74,7 +75,15 @@ HostAnswers<T> ask_hosts(Service& s, std::function<T(const Host&, const Engine&)
         round->cv.notify_all();
       }
       bg->end();
-    }).detach();
+    };
+    try {
+      std::thread(run).detach();
+    } catch (const std::system_error& ex) {  // no thread to be had: that host is left out
+      std::lock_guard<std::mutex> g(round->mu);
+      round->failed[h->name()] = std::string("cannot start a thread: ") + ex.what();
+      --round->pending;
+      s.background.end();
+    }
   }
   std::unique_lock<std::mutex> lk(round->mu);
   round->cv.wait_for(lk, std::chrono::seconds(s.config.host_answer_seconds),
