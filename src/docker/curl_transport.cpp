@@ -60,10 +60,22 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   return size * n;
 }
 
+// An error status's body is a short message; one larger than this is not from an engine.
+constexpr std::size_t kMaxErrorBody = 64u << 20;
+
 std::size_t on_write(char* data, std::size_t size, std::size_t n, void* user) {
   auto* call = static_cast<Call*>(user);
   std::size_t len = size * n;
   if (!call->streaming_2xx()) {
+    long code = 0;
+    curl_easy_getinfo(call->curl, CURLINFO_RESPONSE_CODE, &code);
+    if ((code < 200 || code >= 300) && call->resp.body.size() + len > kMaxErrorBody) {
+      call->error = Error(Code::kUnavailable,
+                          "an error answer larger than 64 MiB (HTTP " + std::to_string(code) +
+                              "): not a Docker engine, or a broken one",
+                          "check that the URL names the Docker engine's port");
+      return 0;
+    }
     call->resp.body.append(data, len);
     return len;
   }

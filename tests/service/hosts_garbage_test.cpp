@@ -1,9 +1,9 @@
-// A host that answers with garbage is marked down with the reason and hurts nobody else: three
+// A host that answers with garbage is marked down with the reason and hurts nobody else: four
 // fake peers on loopback, listed as hosts beside the real lab1, answer every connection with
-// bytes that are not HTTP, with a truncated JSON body, or with a 2 GB body streamed until the
-// client hangs up. Each is down with a reason that says so, lab1 serves creates meanwhile, and the
-// service (whose answers from an engine are capped at 64 MiB) is still alive after a few rounds
-// of the host monitor asking them again.
+// bytes that are not HTTP, with a truncated JSON body, or with a 2 GB body (a 200, and a 500)
+// streamed until the client hangs up. Each is down with a reason that says so, lab1 serves creates
+// meanwhile, and the service (whose answers from an engine are capped at 64 MiB) is still alive
+// after a few rounds of the host monitor asking them again.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -80,13 +80,21 @@ TEST_F(ServiceHostsGarbage, HostsAnsweringGarbageAreDownWithTheReasonAndHurtNobo
   FakePeer huge(
       "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2147483648\r\n\r\n",
       true);
+  FakePeer huge_error(
+      "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n"
+      "Content-Length: 2147483648\r\n\r\n",
+      true);
+  ASSERT_GT(huge_error.port(), 0);
   ASSERT_GT(not_http.port(), 0);
   ASSERT_GT(truncated.port(), 0);
   ASSERT_GT(huge.port(), 0);
   Json cfg = lab_config();
   Json hosts = Json::array({host_json(0, 2)});
-  for (const auto& [name, peer] : std::vector<std::pair<std::string, const FakePeer*>>{
-           {"nothttp", &not_http}, {"truncated", &truncated}, {"huge", &huge}})
+  for (const auto& [name, peer] :
+       std::vector<std::pair<std::string, const FakePeer*>>{{"nothttp", &not_http},
+                                                            {"truncated", &truncated},
+                                                            {"huge", &huge},
+                                                            {"hugeerror", &huge_error}})
     hosts.push_back({{"name", name},
                      {"url", "tcp://127.0.0.1:" + std::to_string(peer->port())},
                      {"insecure", true}});
@@ -103,7 +111,8 @@ TEST_F(ServiceHostsGarbage, HostsAnsweringGarbageAreDownWithTheReasonAndHurtNobo
   const std::vector<std::pair<std::string, std::string>> reasons = {
       {"nothttp", "tcp://127.0.0.1:" + std::to_string(not_http.port())},
       {"truncated", "tcp://127.0.0.1:" + std::to_string(truncated.port())},
-      {"huge", "more than 64 MiB"}};
+      {"huge", "more than 64 MiB"},
+      {"hugeerror", "larger than 64 MiB (HTTP 500)"}};
   for (const auto& [name, part] : reasons) {
     auto h = host_state(c, name);
     std::printf("garbage: %s down: %s\n", name.c_str(), h.value("down_reason", "").c_str());
