@@ -11,6 +11,7 @@
 
 #include "core/strings.h"
 #include "docker/http_transport.h"
+#include "docker/tls_diagnosis.h"
 
 namespace gpulab::docker {
 
@@ -37,6 +38,7 @@ struct Call {
   std::size_t body_offset = 0;  // for an in-memory body sent by the read callback
   std::optional<Error> error;   // set by a callback that aborted the transfer
   bool stopped_by_sink = false;
+  char error_text[CURL_ERROR_SIZE] = {};  // libcurl's words for a failure (TLS: which side)
 
   bool streaming_2xx() {
     long code = 0;
@@ -58,10 +60,22 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   return size * n;
 }
 
+// An error status's body is a short message; one larger than this is not from an engine.
+constexpr std::size_t kMaxErrorBody = 64u << 20;
+
 std::size_t on_write(char* data, std::size_t size, std::size_t n, void* user) {
   auto* call = static_cast<Call*>(user);
   std::size_t len = size * n;
   if (!call->streaming_2xx()) {
+    long code = 0;
+    curl_easy_getinfo(call->curl, CURLINFO_RESPONSE_CODE, &code);
+    if ((code < 200 || code >= 300) && call->resp.body.size() + len > kMaxErrorBody) {
+      call->error = Error(Code::kUnavailable,
+                          "an error answer larger than 64 MiB (HTTP " + std::to_string(code) +
+                              "): not a Docker engine, or a broken one",
+                          "check that the URL names the Docker engine's port");
+      return 0;
+    }
     call->resp.body.append(data, len);
     return len;
   }
@@ -128,6 +142,7 @@ class CurlTransport : public HttpTransport {
     const std::string url = set_target(c, req);
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM-based timeouts
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, call.error_text);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
     if (req.timeout.count() > 0)
       curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
@@ -222,12 +237,14 @@ class CurlTransport : public HttpTransport {
       call.resp.cancelled = true;
       return std::move(call.resp);
     }
-    if (rc != CURLE_OK) return transport_error(rc, code);
+    if (rc != CURLE_OK) return transport_error(rc, code, call.error_text);
     return std::move(call.resp);
   }
 
-  Error transport_error(CURLcode rc, long status) const {
+  Error transport_error(CURLcode rc, long status, std::string_view detail) const {
     std::string what = "Docker engine at " + ep_.to_string();
+    if (ep_.tls)
+      if (auto tls = tls_failure(rc, detail, what, ep_.host)) return *tls;
     switch (rc) {
       case CURLE_OPERATION_TIMEDOUT:
         return Error(Code::kTimeout, what + " did not answer in time",

@@ -9,6 +9,7 @@
 #include "service/domain/validation.h"
 #include "service/ops/allocation.h"
 #include "service/ops/container_ops.h"
+#include "service/ops/gpu_view.h"
 #include "service/ops/move_ops.h"
 #include "service/ops/quota.h"
 
@@ -35,8 +36,10 @@ Json created_json(const CreateOutcome& out, const Service& s) {
   // Shown once: the service keeps no copy of it.
   if (!out.ssh_password.empty()) d["ssh_password"] = out.ssh_password;
   d["host"] = out.record.host;
-  if (const Host* h = s.find_host(out.record.host); h && !h->address().empty())
-    d["ssh_host"] = h->address();  // SSH to ssh_host:ssh_port
+  if (const Host* h = s.find_host(out.record.host)) {
+    if (!h->address().empty()) d["ssh_host"] = h->address();  // SSH to ssh_host:ssh_port
+    d["host_state"] = h->state();
+  }
   return d;
 }
 
@@ -52,46 +55,60 @@ namespace {
 using Req = const ApiRequest&;
 using Who = const Principal&;
 
-// Each host: up or down, where its ports are reached, and its GPUs free and used (indices are
-// per host).
-Json hosts_json(const Service& s, const std::map<std::string, std::string>& holders) {
+// Each host: its state, where its ports are reached, and its GPUs free and used (indices are
+// per host; a host that is not up offers none: its free ones are "unoffered").
+Json hosts_json(const Service& s, const std::vector<GpuEntry>& gpus) {
   Json hosts = Json::array();
   for (const auto& h : s.hosts) {
-    Json free = Json::array(), used = Json::array();
-    const auto inventory = h->inventory();
-    for (const auto& g : inventory->gpus) (holders.count(g.uuid) ? used : free).push_back(g.index);
+    Json free = Json::array(), used = Json::array(), unoffered = Json::array();
+    size_t total = 0;
+    for (const auto& g : gpus) {
+      if (g.slot.host != h->name()) continue;
+      ++total;
+      (!g.holder.empty() ? used : g.offered ? free : unoffered).push_back(g.slot.index);
+    }
     Json j = {{"name", h->name()},
-              {"state", h->up() ? "up" : "down"},
+              {"state", h->state()},
               {"address", h->address()},
-              {"total_gpus", inventory->gpus.size()},
+              {"total_gpus", total},
               {"available_gpu_indices", free},
-              {"used_gpu_indices", used}};
+              {"used_gpu_indices", used},
+              {"unoffered_gpu_indices", unoffered}};
     if (!h->up()) j["down_reason"] = h->down_reason();
+    if (h->up() && !h->responsive()) j["unresponsive_reason"] = h->unresponsive_reason();
     hosts.push_back(j);
   }
   return hosts;
 }
 
+// The seed's index lists (an index repeats on every host), and the same as host-qualified ids
+// ("lab1:0"): what a create can get now (available), what is held (used), and free GPUs of
+// hosts that are not up (unoffered: no create gets them until the host is back).
 ApiReply status(Service& s, Who who) {
-  auto holders = s.store->gpu_holders();
   Json available = Json::array(), used = Json::array(), mapping = Json::object();
+  Json available_ids = Json::array(), used_ids = Json::array(), unoffered_ids = Json::array();
   std::set<std::string> mine = visible_container_names(s, who);
   const ServiceInventory inventory = s.inventory();
-  for (const auto& g : inventory.gpus) {
-    auto it = holders.find(g.uuid);
-    if (it == holders.end()) {
-      available.push_back(g.index);
+  const std::vector<GpuEntry> gpus = gpu_entries(s);
+  for (const auto& g : gpus) {
+    if (g.holder.empty()) {
+      if (g.offered) available.push_back(g.slot.index);
+      (g.offered ? available_ids : unoffered_ids).push_back(g.id);
       continue;
     }
-    used.push_back(g.index);
-    if (mine.count(it->second)) mapping[it->second].push_back(g.index);
+    used.push_back(g.slot.index);
+    used_ids.push_back(g.id);
+    if (mine.count(g.holder)) mapping[g.holder].push_back(g.slot.index);
   }
-  Json d = {{"gpu_type", inventory.gpu_type},     {"available_gpu_indices", available},
-            {"used_gpu_indices", used},           {"container_gpu_mapping", mapping},
-            {"last_updated", iso_now()},          {"inventory_source", inventory.source},
-            {"total_gpus", inventory.gpus.size()}};
+  Json d = {{"gpu_type", inventory.gpu_type}, {"available_gpu_indices", available},
+            {"used_gpu_indices", used},       {"container_gpu_mapping", mapping},
+            {"last_updated", iso_now()},      {"inventory_source", inventory.source},
+            {"total_gpus", gpus.size()}};
+  d["available_gpus"] = available_ids;
+  d["used_gpus"] = used_ids;
+  d["unoffered_gpus"] = unoffered_ids;
   d["quota"] = quota_json(s, who.user);  // the caller's limits and usage
-  d["hosts"] = hosts_json(s, holders);
+  d["hosts"] = hosts_json(s, gpus);
   return ApiReply::ok("GPU status retrieved successfully", d);
 }
 
@@ -109,15 +126,22 @@ ApiReply create(Service& s, Req req, Who who) {
 }
 
 ApiReply list(Service& s, Who who) {
-  auto engine = engine_containers(s);
+  auto rows = s.store->containers(who.admin ? std::nullopt : std::optional(who.user));
+  // Only the hosts of the caller's rows are asked: another host's trouble is not theirs.
+  std::set<std::string> hosts;
+  for (const auto& c : rows) hosts.insert(c.host);
+  std::map<std::string, std::string> missed;  // hosts up but slow: their rows from the book
+  auto engine = engine_containers(s, nullptr, &missed, &hosts);
   Json a = Json::array();
-  for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user))) {
+  for (const auto& c : rows) {
     if (c.state == state::kLeased) continue;  // leases have their own list
     auto it = engine.find(c.name);
-    a.push_back(container_json(c, it == engine.end() ? nullptr : &it->second, s.find_host(c.host)));
+    a.push_back(container_json(c, it == engine.end() ? nullptr : &it->second, s.find_host(c.host),
+                               !missed.count(c.host)));
   }
-  return ApiReply::ok("Containers retrieved successfully",
-                      {{"containers", a}, {"total", a.size()}, {"quota", quota_json(s, who.user)}});
+  Json d = {{"containers", a}, {"total", a.size()}, {"quota", quota_json(s, who.user)}};
+  if (!missed.empty()) d["unresponsive_hosts"] = missed;
+  return ApiReply::ok("Containers retrieved successfully", d);
 }
 
 template <typename Op>
@@ -143,11 +167,13 @@ ApiReply update(Service& s, Req req, Who who) {
   ContainerRecord after = update_resources(s, c, j);
   s.store->audit(who.user, "update-resources", c.name, "ok", j.dump());
   // The engine's own state, as in list (without it a running container read "missing").
-  auto engine = engine_containers(s);
+  std::map<std::string, std::string> missed;
+  const std::set<std::string> its_host = {after.host};
+  auto engine = engine_containers(s, nullptr, &missed, &its_host);
   auto it = engine.find(after.name);
-  return ApiReply::ok(
-      "Container resources updated successfully",
-      container_json(after, it == engine.end() ? nullptr : &it->second, s.find_host(after.host)));
+  return ApiReply::ok("Container resources updated successfully",
+                      container_json(after, it == engine.end() ? nullptr : &it->second,
+                                     s.find_host(after.host), !missed.count(after.host)));
 }
 
 ApiReply move(Service& s, Req req, Who who) {

@@ -115,7 +115,7 @@ ApiReply gpu_history(Dashboard& d, Req q) {
   }
   Json hosts = Json::array();  // each host's state, for the dashboard's host view
   for (const auto& h : d.service.hosts)
-    hosts.push_back({{"name", h->name()}, {"state", h->up() ? "up" : "down"}});
+    hosts.push_back({{"name", h->name()}, {"state", h->state()}});
   return ApiReply::ok("GPU history retrieved successfully",
                       {{"sample_seconds", d.service.config.dashboard.sample_seconds},
                        {"capacity", d.history.capacity()},

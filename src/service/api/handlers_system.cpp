@@ -6,6 +6,7 @@
 #include "service/domain/validation.h"
 #include "service/engine/inventory.h"
 #include "service/http/openapi.h"
+#include "service/ops/gpu_view.h"
 #include "service/ops/usage_meter.h"
 
 namespace gpulab::service {
@@ -18,10 +19,13 @@ void require_admin(const Principal& who) {
 Json host_states(const Service& s) {
   Json a = Json::array();
   for (const auto& h : s.hosts) {
-    Json j = {{"name", h->name()}, {"state", h->up() ? "up" : "down"}};
+    Json j = {{"name", h->name()}, {"state", h->state()}};
     if (!h->up()) j["down_reason"] = h->down_reason();
+    if (h->up() && !h->responsive()) j["unresponsive_reason"] = h->unresponsive_reason();
+    // Whether a restart of its dockerd keeps its containers running (docs/engines.md).
+    if (auto lr = h->live_restore()) j["live_restore"] = *lr;
     // gpulab ddp finds the host whose engine it runs on by this id (asked once per engine).
-    if (h->up())
+    if (h->up() && h->responsive())
       if (auto id = h->engine()->engine_id(); id) j["engine_id"] = *id;
     // Where its GPUs come from, and why it has none when it has none.
     const auto inventory = h->inventory();
@@ -53,10 +57,15 @@ ApiReply gpus(Service& s, Who who) {
   for (const auto& c : s.store->containers()) by_docker_id[c.docker_id] = c.name;
   Json a = Json::array();
   const ServiceInventory inventory = s.inventory();
+  std::set<std::string> offered;  // hosts whose GPUs are offered
+  for (const auto& e : gpu_entries(s))
+    if (e.offered) offered.insert(e.slot.host);
   for (const auto& g : inventory.gpus) {
     Json j = {{"index", g.index}, {"uuid", g.uuid},           {"vendor", g.vendor},
               {"name", g.name},   {"numa_node", g.numa_node}, {"links", g.links},
-              {"host", g.host}};
+              {"host", g.host},   {"id", gpu_id(g)}};
+    // Free and on a host that is up: what a create can get now (gpu_view.h).
+    j["offered"] = offered.count(g.host) > 0;
     auto h = holders.find(g.uuid);
     // Another user's container is not named to a non-admin: only that the GPU is taken.
     j["allocated"] = h != holders.end();
@@ -107,6 +116,15 @@ ApiReply metrics(Service& s, Who who) {
                     {"host", g.host}},
                    h == holders.end() ? 0 : 1);
   }
+  // The same count as GET status's available_gpus (gpu_view.h): free on a host that is up.
+  std::map<std::string, int> available;
+  for (const auto& h : s.hosts) available[h->name()] = 0;
+  for (const auto& e : gpu_entries(s))
+    if (e.available()) ++available[e.slot.host];
+  out += metric_header("gpulab_gpus_available", "gauge",
+                       "GPUs a create can get now: free, on a host that is up");
+  for (const auto& [host, n] : available)
+    out += gauge_line("gpulab_gpus_available", {{"host", host}}, n);
   out += metric_header("gpulab_host_up", "gauge", "1 while the host's engine answers");
   for (const auto& h : s.hosts)
     out += gauge_line("gpulab_host_up", {{"host", h->name()}}, h->up() ? 1 : 0);

@@ -12,6 +12,7 @@
 #include "core/files.h"
 #include "core/json.h"
 #include "core/strings.h"
+#include "service/base/tls_files.h"
 
 namespace gpulab::service {
 
@@ -20,6 +21,12 @@ namespace {
 Error bad(const std::string& msg) {
   return Error{Code::kInvalidArgument, "config: " + msg,
                "see docs/service.md for the config file's keys"};
+}
+
+// A refusal of a hosts[] field: its hint points to where hosts are described.
+Error bad_host(const std::string& msg) {
+  return Error{Code::kInvalidArgument, "config: " + msg,
+               "see docs/engines.md#many-hosts for the fields of hosts[]"};
 }
 
 // One entry per config key: its name and how it is read into T. The table is both the list of
@@ -110,13 +117,14 @@ Status read_hosts(const Json& v, ServiceConfig& c) {
       member("tls_ca", &H::tls_ca),
       member("tls_cert", &H::tls_cert),
       member("tls_key", &H::tls_key),
+      member("tls_client_ca", &H::tls_client_ca),
       member("insecure", &H::insecure),
       member("address", &H::address),
       member("bind_ip", &H::bind_ip),
       member("probe_image", &H::probe_image),
       member("probe_root", &H::probe_root),
       {"gpus", [](const Json& g, H& h) { return read_gpu_list(g, h.gpus, "hosts[].gpus"); }}};
-  if (!v.is_array() || v.empty()) return bad("hosts must be a non-empty array");
+  if (!v.is_array() || v.empty()) return bad_host("hosts must be a non-empty array");
   for (size_t i = 0; i < v.size(); ++i) {
     HostConfig h;
     if (auto st = read_keys(v[i], keys, h, "hosts[" + std::to_string(i) + "]"); !st) return st;
@@ -202,7 +210,9 @@ const std::vector<Key<ServiceConfig>>& config_keys() {
       {"gpus", read_gpus},
       {"users", read_users},
       {"hosts", read_hosts},
-      member("host_check_seconds", &C::host_check_seconds)};
+      member("host_check_seconds", &C::host_check_seconds),
+      member("host_answer_seconds", &C::host_answer_seconds),
+      member("restart_on_host_return", &C::restart_on_host_return)};
   return keys;
 }
 
@@ -281,14 +291,15 @@ Status validate_transport(const ServiceConfig& c) {
   return ok_status();
 }
 
-// One host: a URL the engine client understands, and for tcp mutual TLS (or insecure: true).
+// One host: a URL the engine client understands, and for tcp mutual TLS (or insecure: true)
+// with files that parse, match and are valid now (tls_files.h).
 Status validate_host(const HostConfig& h, const std::string& at) {
   if (!valid_host_name(h.name))
-    return bad(at + ".name: '" + h.name + "' is not 1-32 of a-z, 0-9 and '-'");
+    return bad_host(at + ".name: '" + h.name + "' is not 1-32 of a-z, 0-9 and '-'");
   const auto url = parse_host_url(h.url);
   if (!url)
-    return bad(at + ".url: '" + h.url +
-               "' is neither unix:///PATH nor tcp://HOST:PORT (tcp://gpu2.lab:2376)");
+    return bad_host(at + ".url: '" + h.url +
+                    "' is neither unix:///PATH nor tcp://HOST:PORT (tcp://gpu2.lab:2376)");
   const bool tcp = url->tcp;
   const bool tls = !h.tls_ca.empty() || !h.tls_cert.empty() || !h.tls_key.empty();
   if (tcp && !h.insecure) {
@@ -296,19 +307,24 @@ Status validate_host(const HostConfig& h, const std::string& at) {
                                       {"tls_cert", h.tls_cert},
                                       {"tls_key", h.tls_key}}) {
       if (path.empty())
-        return bad(at + "." + field + " is missing: a tcp host needs tls_ca, tls_cert and " +
-                   "tls_key (Docker's mutual TLS), or \"insecure\": true on a network you trust");
+        return bad_host(
+            at + "." + field + " is missing: a tcp host needs tls_ca, tls_cert and " +
+            "tls_key (Docker's mutual TLS), or \"insecure\": true on a network you trust");
       std::error_code ec;
       if (!std::filesystem::is_regular_file(path, ec))
-        return bad(at + "." + field + ": no such file " + path);
+        return bad_host(at + "." + field + ": no such file " + path);
     }
   }
   if (h.probe_root.empty() || h.probe_root.front() != '/')
-    return bad(at + ".probe_root: '" + h.probe_root + "' is not an absolute path on the host");
+    return bad_host(at + ".probe_root: '" + h.probe_root + "' is not an absolute path on the host");
   if (h.probe_image.find_first_of(" \t\n") != std::string::npos)
-    return bad(at + ".probe_image: '" + h.probe_image + "' is not an image reference");
-  if (h.insecure && tls) return bad(at + ": insecure with tls_* files; give one or the other");
-  if (!tcp && (tls || h.insecure)) return bad(at + ": tls_* and insecure are for tcp:// hosts");
+    return bad_host(at + ".probe_image: '" + h.probe_image + "' is not an image reference");
+  if (h.insecure && tls) return bad_host(at + ": insecure with tls_* files; give one or the other");
+  if (!tcp && (tls || h.insecure))
+    return bad_host(at + ": tls_* and insecure are for tcp:// hosts");
+  if (!h.tls_client_ca.empty() && !tls)
+    return bad_host(at + ".tls_client_ca: given without tls_ca, tls_cert and tls_key");
+  if (tcp && !h.insecure) return check_host_tls_files(h, at);
   return ok_status();
 }
 
@@ -316,21 +332,24 @@ Status validate_host(const HostConfig& h, const std::string& at) {
 Status validate_hosts(const ServiceConfig& c) {
   if (c.hosts.empty()) return ok_status();
   if (!c.docker_host.empty() || !c.gpus.empty())
-    return bad("docker_host and gpus go inside each of hosts[] when hosts is given");
+    return bad_host("docker_host and gpus go inside each of hosts[] when hosts is given");
   if (c.host_check_seconds < 1 || c.host_check_seconds > 60)
-    return bad("host_check_seconds must be 1..60");
+    return bad_host("host_check_seconds must be 1..60");
+  if (c.host_answer_seconds < 1 || c.host_answer_seconds > 60)
+    return bad_host("host_answer_seconds must be 1..60");
   std::set<std::string> names, uuids;
   for (size_t i = 0; i < c.hosts.size(); ++i) {
     const auto& h = c.hosts[i];
     std::string at = "hosts[" + std::to_string(i) + "]";
     if (auto st = validate_host(h, at); !st) return st;
-    if (!names.insert(h.name).second) return bad(at + ".name: host '" + h.name + "' given twice");
+    if (!names.insert(h.name).second)
+      return bad_host(at + ".name: host '" + h.name + "' given twice");
     std::set<int> indices;
     for (const auto& g : h.gpus) {
       if (!uuids.insert(g.uuid).second)
-        return bad(at + ".gpus: GPU uuid " + g.uuid + " declared twice in the lab");
+        return bad_host(at + ".gpus: GPU uuid " + g.uuid + " declared twice in the lab");
       if (!indices.insert(g.index).second)
-        return bad(at + ".gpus: GPU index " + std::to_string(g.index) + " declared twice");
+        return bad_host(at + ".gpus: GPU index " + std::to_string(g.index) + " declared twice");
     }
   }
   return ok_status();

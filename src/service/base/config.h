@@ -51,6 +51,9 @@ struct HostConfig {
   std::string tls_ca;  // tcp: PEM files of Docker's mutual TLS (CA, client certificate, key)
   std::string tls_cert;
   std::string tls_key;
+  // Optional: the CA the engine trusts for clients (dockerd --tlscacert); tls_cert is then
+  // checked to be signed by it when the config is read.
+  std::string tls_client_ca;
   bool insecure = false;  // tcp without TLS: allowed only so, with a warning in the log
   std::string address;    // where users reach its ports (SSH answer); default: the URL's host
   std::string bind_ip = "0.0.0.0";  // the host address its containers' ports are published on
@@ -109,7 +112,14 @@ struct ServiceConfig {
   int lease_grace_seconds = 120;
   std::vector<UserSeed> users;
   std::vector<HostConfig> hosts;  // empty: one host from docker_host and gpus
-  int host_check_seconds = 5;     // how often each host's engine is pinged (down/up)
+  int host_check_seconds = 2;     // how often each host's engine is pinged (down/up)
+  // The most a host's engine may take to take a connection, answer a ping, or answer the
+  // per-host questions of a request spanning hosts (list, placement); a hung engine is marked
+  // down within host_check_seconds + host_answer_seconds.
+  int host_answer_seconds = 2;
+  // When a host's engine answers again after being down, start its containers the book has as
+  // running that the engine stopped meanwhile (a dockerd restart without live-restore).
+  bool restart_on_host_return = false;
   std::string ssh_user = "root";
   DashboardConfig dashboard;
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "service/engine/docker_attachment.h"
+#include "service/engine/docker_bounded_transport.h"
 
 namespace gpulab::service {
 
@@ -46,6 +47,12 @@ Result<std::string> DockerEngine::engine_id() const {
   std::lock_guard<std::mutex> g(id_mu_);
   id_ = info->id;
   return id_;
+}
+
+std::optional<bool> DockerEngine::live_restore() const {
+  auto info = client_.info();  // asked afresh: a dockerd restart may have changed it
+  if (!info || !info->raw.is_object()) return std::nullopt;
+  return info->raw.value("LiveRestoreEnabled", false);
 }
 
 std::string DockerEngine::unavailable_hint() const {
@@ -200,8 +207,8 @@ Result<ExecOutput> DockerEngine::exec(const std::string& ref,
 }
 
 Result<std::unique_ptr<Engine>> open_host_engine(const ServiceConfig& config,
-                                                 const HostConfig& host,
-                                                 ServiceInventory inventory) {
+                                                 const HostConfig& host, ServiceInventory inventory,
+                                                 std::function<void(const std::string&)> on_hung) {
   Result<docker::Endpoint> ep =
       host.url.empty() ? docker::Endpoint::from_env() : docker::Endpoint::parse(host.url);
   if (!ep) return ep.error();
@@ -214,14 +221,19 @@ Result<std::unique_ptr<Engine>> open_host_engine(const ServiceConfig& config,
     ep->cert_file = host.tls_cert;
     ep->key_file = host.tls_key;
   }
-  auto client = docker::Client::connect(*ep);
+  // Every wait on this engine bounded by the host's answer budget: a hung one stalls nobody long.
+  auto client = docker::Client::connect(std::make_shared<BoundedTransport>(
+      docker::make_curl_transport(*ep), host.name, std::chrono::seconds(config.host_answer_seconds),
+      std::move(on_hung)));
   if (!client)
     return Error(Code::kUnavailable,
                  "host '" + host.name + "': cannot reach its Docker engine at " + ep->to_string() +
                      ": " + client.error().message,
-                 ep->tls ? "check that dockerd runs there with --tlsverify and that the host's "
-                           "certificate is signed by tls_ca for that name"
-                         : client.error().hint);
+                 // A TLS failure's hint says which side refused (docker/tls_diagnosis.h).
+                 !client.error().hint.empty() ? client.error().hint
+                 : ep->tls ? "check that dockerd runs there with --tlsverify and that the host's "
+                             "certificate is signed by tls_ca for that name"
+                           : std::string());
   return std::unique_ptr<Engine>(std::make_unique<DockerEngine>(
       std::move(*client), config, std::move(inventory), host.bind_ip));
 }

@@ -22,6 +22,7 @@ class DockerEngine : public Engine {
   std::string describe() const override;
   Status ping() const override;
   Result<std::string> engine_id() const override;
+  std::optional<bool> live_restore() const override;
   std::string unavailable_hint() const override;
 
   std::shared_ptr<const ServiceInventory> gpus() const override;

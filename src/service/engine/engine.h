@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,9 @@ class Engine {
   virtual Result<std::string> engine_id()
       const = 0;  // stable id of this engine (gpulab ddp checks it)
   virtual std::string unavailable_hint() const = 0;  // what to do when it does not answer
+  // Whether the engine keeps containers running while it restarts (Docker's live-restore);
+  // nullopt when it cannot be asked now.
+  virtual std::optional<bool> live_restore() const = 0;
 
   // ---- the host's GPUs ----
   // A snapshot: a probe may replace the engine's GPUs while a caller still holds the old ones.
@@ -108,8 +112,10 @@ class Engine {
 // The engine of one lab host (config.hosts, or the one host of a lab without them, whose empty
 // URL means $DOCKER_HOST or the local socket), with `inventory` as its GPUs: the local socket,
 // or tcp with the host's mutual TLS files. kUnavailable naming the host if it does not answer.
-Result<std::unique_ptr<Engine>> open_host_engine(const ServiceConfig& config,
-                                                 const HostConfig& host,
-                                                 ServiceInventory inventory);
+// Every wait on it is bounded by config.host_answer_seconds; `on_hung` hears of each call that
+// found no answer within it (the host is hung).
+Result<std::unique_ptr<Engine>> open_host_engine(
+    const ServiceConfig& config, const HostConfig& host, ServiceInventory inventory,
+    std::function<void(const std::string&)> on_hung = {});
 
 }  // namespace gpulab::service

@@ -6,18 +6,18 @@
 #include "core/strings.h"
 #include "service/base/api_error.h"
 #include "service/domain/port_allocator.h"
+#include "service/ops/host_fanout.h"
 #include "service/ops/quota.h"
 #include "service/ops/usage_meter.h"
 
 namespace gpulab::service {
 
 std::set<std::string> unleased_ddp_gpus(Service& s) {
+  // A host that does not answer in time adds none; placement leaves it out (hosts_with_image).
+  auto got = ask_hosts<std::vector<std::string>>(
+      s, [](const Host&, const Engine& e) { return e.gpus_held_outside(); });
   std::set<std::string> out;
-  for (const auto& h : s.hosts) {
-    const Engine* e = h->engine();
-    if (!s.usable(*h)) continue;
-    for (auto& uuid : e->gpus_held_outside()) out.insert(std::move(uuid));
-  }
+  for (auto& [host, uuids] : got.answers) out.insert(uuids.begin(), uuids.end());
   return out;
 }
 
@@ -85,19 +85,23 @@ Placement place(Service& s, const CreateOptions& o, const std::set<std::string>&
                        " has " + std::to_string(biggest) + " GPUs: ask for at most that many");
   throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed",
                  std::to_string(o.spec.gpu_count) + " GPU(s) asked, " + std::to_string(free_up) +
-                     " free; check /api/v1/gpu-docker/status and delete unused containers");
+                     " free on the hosts that are up (a down host's are not offered); check "
+                     "/api/v1/gpu-docker/status (available_gpus) and delete unused containers");
 }
 
-// Hosts that are up and hold the image (the service never pulls); asked before the allocation
-// lock, so the engine round trips of one create do not hold up the others.
+// Hosts that are up, answer within host_answer_seconds and hold the image (the service never
+// pulls); asked before the allocation lock, so the engine round trips of one create do not hold
+// up the others.
 std::vector<Host*> hosts_with_image(Service& s, const CreateOptions& o) {
   std::vector<Host*> out;
   if (!o.host.empty()) return out;
-  for (const auto& h : s.hosts) {
-    const Engine* e = h->engine();
-    if (s.usable(*h) && (o.spec.image == "(lease)" || e->image_exists(o.spec.image)))
+  const std::string image = o.spec.image;
+  auto got = ask_hosts<bool>(s, [image](const Host&, const Engine& e) {
+    return image == "(lease)" || e.image_exists(image);
+  });
+  for (const auto& h : s.hosts)
+    if (auto it = got.answers.find(h->name()); it != got.answers.end() && it->second)
       out.push_back(h.get());
-  }
   return out;
 }
 
@@ -160,10 +164,11 @@ std::string choose_host(Service& s, const CreateOptions& o) {
 
 Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
   const std::vector<Host*> with_image = hosts_with_image(s, o);
-  std::lock_guard<std::mutex> lock(s.alloc_mu);
-  // GPUs a ddp run outside the service holds are not free either (asked only when needed).
+  // GPUs a ddp run outside the service holds are not free either (asked only when needed, and
+  // before the allocation lock: a slow host must not hold up every other booking).
   std::set<std::string> outside;
   if (o.spec.gpu_count > 0) outside = unleased_ddp_gpus(s);
+  std::lock_guard<std::mutex> lock(s.alloc_mu);
   return s.store->transaction([&] {
     if (s.store->find_container(o.name))
       throw ApiError(ApiCode::kNameConflict, "Container '" + o.name + "' already exists");

@@ -10,6 +10,7 @@
 #include "service/base/crypto.h"
 #include "service/domain/validation.h"
 #include "service/ops/allocation.h"
+#include "service/ops/host_fanout.h"
 #include "service/ops/internal_images.h"
 #include "service/ops/quota.h"
 #include "service/ops/unbooked.h"
@@ -62,9 +63,13 @@ void check_image(Service& s, const std::string& image, bool internal, const std:
   if (!host.empty() || s.hosts.size() <= 1) {
     found = (host.empty() ? s.engine() : s.engine_on(host)).image_exists(image);
   } else {
-    for (const auto& h : s.hosts)
-      if (s.usable(*h) && h->engine()->image_exists(image)) found = true;
+    // Every host at once, within host_answer_seconds: one that hangs holds up no create.
+    auto got =
+        ask_hosts<bool>(s, [image](const Host&, const Engine& e) { return e.image_exists(image); });
+    for (const auto& [h, has] : got.answers) found = found || has;
   }
+  // A host that hung on the question was marked so meanwhile: its 503, not "no such image".
+  if (!found && !host.empty()) (void)s.engine_on(host);
   if (!found)
     throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not on the engine",
                    "the service never pulls; build or load the image on this host first");
@@ -76,7 +81,16 @@ void check_image(Service& s, const std::string& image, bool internal, const std:
 std::string engine_create_start(Service& s, const std::string& host, const LabContainer& cs,
                                 const std::string& password = {}) {
   auto id = s.engine_on(host).run_container(cs, password);
-  if (!id) throw_engine_error(id.error());
+  if (!id) {
+    Error e = id.error();
+    if (s.hosts.size() > 1) e.message = "host '" + host + "': " + e.message;  // which one
+    if (e.message.find("could not select device driver") != std::string::npos)
+      e.hint = "host '" + host +
+               "' has no NVIDIA container runtime: install the NVIDIA Container Toolkit there, or "
+               "set \"device_mode\": \"none\" to book GPUs without attaching devices "
+               "(docs/engines.md#many-hosts)";
+    throw_engine_error(e);
+  }
   return *id;
 }
 
@@ -103,11 +117,15 @@ void remove_leftover(Service& s, const std::string& host, const std::string& nam
 // book made (a create whose clean-up did not finish, or one the engine finished after a crash
 // rolled its row back) is removed, as the reconciler would; anything else blocks the name.
 void free_engine_name(Service& s, const std::string& name) {
+  // Every host at once, within host_answer_seconds; one that does not answer in time is not
+  // placed on (hosts_with_image), and a create naming it meets the engine's own name check.
+  auto got = ask_hosts<Result<EngineContainer>>(
+      s, [name](const Host&, const Engine& e) { return e.inspect_container(name); });
   for (const auto& h : s.hosts) {
+    auto it = got.answers.find(h->name());
+    if (it == got.answers.end() || !it->second) continue;  // not there (or the engine is down)
     const Engine* e = h->engine();
-    if (!s.usable(*h)) continue;
-    auto info = e->inspect_container(name);
-    if (!info) continue;  // not there (or the engine is down: the create says so)
+    const EngineContainer* info = &*it->second;
     if (remove_unbooked_container(s, *e, name, info->id, info->labels)) {
       spdlog::warn("removed {} on {}: this service made it but had no row for it", name, h->name());
       continue;
@@ -212,15 +230,98 @@ void restart_container(Service& s, const ContainerRecord& c) {
 }
 
 void delete_container(Service& s, const ContainerRecord& c) {
-  s.store->set_state(c.id, state::kDeleting);  // intent: a restart finishes the removal
+  // Its host first: one that is down refuses (503) before the book says anything.
+  const Engine& engine = s.engine_of(c);
+  s.store->set_state(c.id, state::kDeleting);  // intent: a crash mid-way is finished at restart
   meter_tick(*s.store, s.clock->now());        // charge its GPUs up to their release
-  auto st = s.engine_of(c).remove_container(c.docker_id.empty() ? c.name : c.docker_id);
-  if (!st && st.error().code != Code::kNotFound) throw_engine_error(st.error());
+  auto st = engine.remove_container(c.docker_id.empty() ? c.name : c.docker_id);
+  if (!st && st.error().code != Code::kNotFound) {
+    // Refused: the row as it was, so the reconciler never finishes a delete the API refused.
+    // Had the engine removed it after all, the reconciler releases the row as gone.
+    s.store->set_state(c.id, c.state);
+    throw_engine_error(st.error());
+  }
   s.store->remove_container(c.id, true);
   release_internal_image(s, c.spec.image);  // a restored backup's or a recreate's image
 }
 
+namespace {
+
+// The GPU-count change of update_resources: commit -> recreate, keeping the writable layer, the
+// name and the ports. The commit comes first: the new GPUs, the new image and the "recreating"
+// intent are booked in one step, so a crash leaves either the old container as booked or an
+// intent the restart completes. Until the old container is removed a failure leaves the row as
+// it was; after it, the reconciler completes the recreate (the old container is gone).
+void recreate_with_gpus(Service& s, const ContainerRecord& c, const Engine& engine,
+                        ContainerSpec spec) {
+  const std::string ref = c.docker_id.empty() ? c.name : c.docker_id;
+  // Unique even for two recreates in one second: a reused tag would move off the image the
+  // old container runs, leaving that image untagged and never removed.
+  std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
+  auto img = engine.commit(ref, ImageCommit{"gpulab-recreate",
+                                            tag,
+                                            "gpulab recreate",
+                                            "gpulab",
+                                            {{"gpulab.recreate.source", c.name}}});
+  if (!img) {
+    s.store->set_spec(c.id, c.spec);
+    throw_engine_error(img.error());
+  }
+  std::string old_image = spec.image;
+  spec.image = kRecreateRepo + tag;
+  std::vector<GpuSlot> chosen;
+  // Asked before the allocation lock: a slow host must not hold up every other booking.
+  std::set<std::string> outside = unleased_ddp_gpus(s);
+  auto book = [&](const ContainerSpec& as, const std::vector<GpuAssignment>& gpus,
+                  const std::string& st) {
+    s.store->clear_gpus(c.id);
+    for (const auto& g : gpus) s.store->add_gpu(c.id, g);
+    s.store->set_spec(c.id, as);
+    s.store->set_state(c.id, st);
+  };
+  try {
+    std::lock_guard<std::mutex> lock(s.alloc_mu);
+    s.store->transaction([&] {
+      meter_tick(*s.store, s.clock->now());
+      check_quota(s, c.owner, spec, false, c.id);
+      const std::set<std::string> used = gpus_in_use(s, outside, c.name);
+      auto pick = choose_gpus(engine.gpus()->gpus, used, spec.gpu_count, s.policy);
+      if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
+      std::vector<GpuAssignment> now;
+      for (const auto& g : *pick) now.push_back(GpuAssignment{g.uuid, g.index});
+      book(spec, now, state::kRecreating);
+      chosen = *pick;
+    });
+  } catch (...) {
+    s.store->set_spec(c.id, c.spec);
+    (void)engine.remove_image(spec.image);
+    throw;
+  }
+  auto rm = engine.remove_container(ref);
+  if (!rm && rm.error().code != Code::kNotFound) {
+    // The old container is still there: the change is refused and the row is as it was.
+    {
+      std::lock_guard<std::mutex> lock(s.alloc_mu);
+      s.store->transaction([&] { book(c.spec, c.gpus, c.state); });
+    }
+    (void)engine.remove_image(spec.image);
+    throw_engine_error(rm.error());
+  }
+  // No new password: the container keeps the one in its committed /etc/shadow.
+  auto cs = engine_spec(s, c.name, c.owner, spec, chosen, c.ssh_port, c.id);
+  std::string id = engine_create_start(s, c.host, cs);
+  s.store->transaction([&] {
+    s.store->set_docker_id(c.id, id);
+    s.store->set_state(c.id, state::kRunning);
+  });
+  release_internal_image(s, old_image);  // an earlier recreate's or a restored backup's
+}
+
+}  // namespace
+
 ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Json& req) {
+  // Its host first: one that is down refuses (503) before the book changes.
+  const Engine& engine = s.engine_of(c);
   ContainerSpec spec = apply_spec_fields(req, c.spec);
   ResourceChange u;
   bool engine_update = false;
@@ -249,63 +350,14 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     });
   }
   if (engine_update) {
-    auto st = s.engine_of(c).update_container(c.docker_id.empty() ? c.name : c.docker_id, u);
+    auto st = engine.update_container(c.docker_id.empty() ? c.name : c.docker_id, u);
     if (!st) {
       s.store->set_spec(c.id, c.spec);
       throw_engine_error(st.error());
     }
   }
-  if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count) {
-    // Commit -> recreate, keeping the writable layer, the name and the ports. The commit comes
-    // first: the new GPUs, the new image and the "recreating" intent are booked in one step, so
-    // a crash leaves either the old container as booked or an intent the restart completes.
-    // Unique even for two recreates in one second: a reused tag would move off the image the
-    // old container runs, leaving that image untagged and never removed.
-    std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
-    auto img = s.engine_of(c).commit(c.docker_id.empty() ? c.name : c.docker_id,
-                                     ImageCommit{"gpulab-recreate",
-                                                 tag,
-                                                 "gpulab recreate",
-                                                 "gpulab",
-                                                 {{"gpulab.recreate.source", c.name}}});
-    if (!img) {
-      s.store->set_spec(c.id, c.spec);
-      throw_engine_error(img.error());
-    }
-    std::string old_image = spec.image;
-    spec.image = kRecreateRepo + tag;
-    std::vector<GpuSlot> chosen;
-    try {
-      std::lock_guard<std::mutex> lock(s.alloc_mu);
-      std::set<std::string> outside = unleased_ddp_gpus(s);
-      s.store->transaction([&] {
-        meter_tick(*s.store, s.clock->now());
-        check_quota(s, c.owner, spec, false, c.id);
-        const std::set<std::string> used = gpus_in_use(s, outside, c.name);
-        auto pick = choose_gpus(s.engine_of(c).gpus()->gpus, used, spec.gpu_count, s.policy);
-        if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
-        s.store->clear_gpus(c.id);
-        for (const auto& g : *pick) s.store->add_gpu(c.id, GpuAssignment{g.uuid, g.index});
-        chosen = *pick;
-        s.store->set_spec(c.id, spec);
-        s.store->set_state(c.id, state::kRecreating);
-      });
-    } catch (...) {
-      s.store->set_spec(c.id, c.spec);
-      (void)s.engine_of(c).remove_image(spec.image);
-      throw;
-    }
-    auto rm = s.engine_of(c).remove_container(c.docker_id.empty() ? c.name : c.docker_id);
-    if (!rm && rm.error().code != Code::kNotFound) throw_engine_error(rm.error());
-    // No new password: the container keeps the one in its committed /etc/shadow.
-    auto cs = engine_spec(s, c.name, c.owner, spec, chosen, c.ssh_port, c.id);
-    std::string id = engine_create_start(s, c.host, cs);
-    s.store->transaction([&] {
-      s.store->set_docker_id(c.id, id);
-      s.store->set_state(c.id, state::kRunning);
-    });
-    release_internal_image(s, old_image);  // an earlier recreate's or a restored backup's
-  }
+  if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count)
+    recreate_with_gpus(s, c, engine, spec);
   return *s.store->find_container(c.id);
 }
 
@@ -319,22 +371,32 @@ std::string create_engine_container(Service& s, const ContainerRecord& c) {
 }
 
 std::map<std::string, EngineContainer> engine_containers(
-    Service& s, std::map<std::string, std::string>* host_of) {
+    Service& s, std::map<std::string, std::string>* host_of,
+    std::map<std::string, std::string>* missed, const std::set<std::string>* only) {
+  // A host that is down lists nothing (its rows show as unreachable: container_json); one that
+  // does not answer in time is left out, and `missed` says so.
+  if (s.hosts.size() == 1) (void)s.engine();  // not connected: ENGINE_UNAVAILABLE, as before
+  auto got = ask_hosts<Result<std::vector<EngineContainer>>>(
+      s, [](const Host&, const Engine& e) { return e.list_containers({"gpulab.managed=true"}); },
+      only);
   std::map<std::string, EngineContainer> m;
-  for (const auto& h : s.hosts) {
-    // A host that is down lists nothing: its rows show as unreachable (container_json).
-    if (!s.usable(*h) && s.hosts.size() > 1) continue;
-    auto list = s.engine_on(h->name()).list_containers({"gpulab.managed=true"});
-    if (!list) throw_engine_error(list.error());
+  for (auto& [host, list] : got.answers) {
+    if (!list) {
+      if (s.hosts.size() == 1) throw_engine_error(list.error());  // its own error, as before
+      got.missed[host] = list.error().message;
+      continue;
+    }
     for (auto& c : *list) {
-      if (host_of) (*host_of)[c.name] = h->name();
+      if (host_of) (*host_of)[c.name] = host;
       m[c.name] = c;
     }
   }
+  if (missed) *missed = std::move(got.missed);
   return m;
 }
 
-Json container_json(const ContainerRecord& c, const EngineContainer* engine, const Host* host) {
+Json container_json(const ContainerRecord& c, const EngineContainer* engine, const Host* host,
+                    bool answered) {
   Json ports = Json::array();
   for (const auto& p : c.spec.ports) ports.push_back(p.to_string());
   Json j = {{"name", c.name},
@@ -356,8 +418,8 @@ Json container_json(const ContainerRecord& c, const EngineContainer* engine, con
   j["host"] = c.host;
   if (host) {
     if (!host->address().empty()) j["ssh_host"] = host->address();
-    j["host_state"] = host->up() ? "up" : "down";
-    if (!host->up()) j["status"] = "unreachable";  // its GPUs and ports stay booked
+    j["host_state"] = answered ? host->state() : "unresponsive";
+    if (j["host_state"] != "up") j["status"] = "unreachable";  // its GPUs and ports stay booked
   } else if (!c.host.empty()) {
     j["host_state"] = "not configured";  // the host left the config; the book keeps the row
     j["status"] = "unreachable";

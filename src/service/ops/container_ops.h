@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "service/http/auth.h"
@@ -44,13 +45,17 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
 // restart finds a recreate that was cut off. No new password is set.
 std::string create_engine_container(Service& s, const ContainerRecord& c);
 
-// The engine's view of managed containers, by name, from every host that is up (`host_of`:
-// each one's host).
+// The engine's view of managed containers, by name, from every host that is up and answers
+// within host_answer_seconds (`host_of`: each one's host; `missed`: the hosts that are up but
+// did not answer, and why; `only`: ask just these hosts).
 std::map<std::string, EngineContainer> engine_containers(
-    Service& s, std::map<std::string, std::string>* host_of = nullptr);
+    Service& s, std::map<std::string, std::string>* host_of = nullptr,
+    std::map<std::string, std::string>* missed = nullptr,
+    const std::set<std::string>* only = nullptr);
 // One container as the API shows it (list, create answers); `host` is its host: on one that is
-// down it shows as "unreachable".
+// down, or up but not `answered` in time ("host_state": "unresponsive"), it shows as
+// "unreachable".
 Json container_json(const ContainerRecord& c, const EngineContainer* engine,
-                    const Host* host = nullptr);
+                    const Host* host = nullptr, bool answered = true);
 
 }  // namespace gpulab::service

@@ -59,6 +59,44 @@ std::string Host::down_reason() const {
   return up_ ? std::string() : down_reason_;
 }
 
+std::string Host::unresponsive_reason() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return hung_ ? hung_reason_ : std::string();
+}
+
+void Host::mark_unresponsive(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    hung_reason_ = why;
+  }
+  if (!hung_.exchange(true) && up_)
+    spdlog::warn("host {} is unresponsive (left out until its next ping answers): {}", config_.name,
+                 why);
+}
+
+std::optional<bool> Host::live_restore() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return live_restore_;
+}
+
+void Host::note_live_restore(const Engine& e) {
+  const auto lr = e.live_restore();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    live_restore_ = lr;
+  }
+  if (lr && !*lr)
+    spdlog::warn(
+        "host {}: its Docker engine runs without live-restore: a restart of its dockerd stops "
+        "its containers (set \"live-restore\": true in /etc/docker/daemon.json there, or "
+        "restart_on_host_return in this config; docs/engines.md)",
+        config_.name);
+}
+
+std::string Host::state() const {
+  return !up() ? "down" : responsive() ? "up" : "unresponsive";
+}
+
 const Engine* Host::engine() const {
   std::lock_guard<std::mutex> g(mu_);
   return engine_.get();
@@ -72,14 +110,21 @@ void Host::set_down(const std::string& why) {
 
 Status Host::connect() {
   if (engine()) return ok_status();
-  auto e = open_host_engine(engine_config_, config_, *inventory_);
+  // A call that finds the engine hung marks this host so at once, not at the next ping.
+  auto e = open_host_engine(engine_config_, config_, *inventory_,
+                            [this](const std::string& why) { mark_unresponsive(why); });
   if (!e) {
     set_down(e.error().message);
     return e.error();
   }
-  std::lock_guard<std::mutex> g(mu_);
-  if (!engine_) engine_ = std::move(*e);
-  up_ = true;
+  const Engine* fresh = nullptr;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!engine_) engine_ = std::move(*e);
+    fresh = engine_.get();
+    up_ = true;
+  }
+  note_live_restore(*fresh);
   return ok_status();
 }
 
@@ -92,10 +137,12 @@ bool Host::check(const std::function<void(const Engine&)>& returning) {
   if (st) {
     std::lock_guard<std::mutex> g(mu_);
     up_ = true;
+    if (hung_.exchange(false)) spdlog::info("host {} answers again", config_.name);
   } else {
     set_down(st.error().message);
   }
   const bool now = up_.load();
+  if (known && now && !was) note_live_restore(*known);  // its dockerd may have restarted
   if (was != now) {
     if (now)
       spdlog::info("host {} is up again", config_.name);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "service/base/config.h"
@@ -31,6 +32,16 @@ class Host {
 
   bool up() const { return up_.load(); }
   std::string down_reason() const;
+  // Up, but a call to its engine found no answer within host_answer_seconds since its last good
+  // ping: requests leave it out as if down (a 503 naming it) until the host monitor's next ping
+  // answers, so a hung engine costs at most one caller that wait.
+  bool responsive() const { return !hung_.load(); }
+  std::string unresponsive_reason() const;
+  void mark_unresponsive(const std::string& why);
+  // "up", "unresponsive" or "down": the host's state in answers.
+  std::string state() const;
+  // Its engine's live-restore as last asked (when it connected or came back); nullopt: unknown.
+  std::optional<bool> live_restore() const;
   // The engine, or null when it never answered. Once set it is never replaced, so a reference
   // taken from it stays valid.
   const Engine* engine() const;
@@ -73,7 +84,11 @@ class Host {
   mutable std::mutex mu_;
   std::unique_ptr<Engine> engine_;  // guarded by mu_ until set
   std::atomic<bool> up_{false};
+  std::atomic<bool> hung_{false};
   std::string down_reason_ = "not connected yet";
+  std::string hung_reason_;           // guarded by mu_
+  std::optional<bool> live_restore_;  // guarded by mu_
+  void note_live_restore(const Engine& e);
 };
 
 }  // namespace gpulab::service

@@ -35,7 +35,7 @@ void HostMonitor::watch(Host& h) {
       s_.metrics.increment(h.up() ? "host_up_events" : "host_down_events");
       if (h.up()) {
         try {
-          reconcile(s_, false);  // containers removed or stopped while it was away
+          reconcile(s_, false, h.name());  // containers removed or stopped while it was away
         } catch (const Exception& e) {
           spdlog::warn("reconcile after host {} came back: {}", h.name(), e.error().message);
         }
@@ -44,9 +44,20 @@ void HostMonitor::watch(Host& h) {
     // Its GPUs: first found once its engine answers, found again each time it comes back (they
     // may have changed meanwhile), and a failed probe retried now and then.
     if (h.up() && h.probe_if_due(changed)) s_.warn_gpus_also_on_other_hosts(h);
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, std::chrono::seconds(s_.config.host_check_seconds),
-                 [this] { return cancel_.load(); });
+    wait_next_check(h);
+  }
+}
+
+void HostMonitor::wait_next_check(const Host& h) {
+  // host_check_seconds, cut short when a request finds the host hung: its ping then comes at
+  // once, so it is marked down (or found answering again) without waiting for the period.
+  const bool was_responsive = h.up() && h.responsive();
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(s_.config.host_check_seconds);
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!cancel_ && std::chrono::steady_clock::now() < until) {
+    if (was_responsive && !h.responsive()) return;
+    cv_.wait_for(lk, std::chrono::milliseconds(100), [this] { return cancel_.load(); });
   }
 }
 

@@ -1,6 +1,7 @@
 // Keeps each host's up/down state current: one thread per host pings its engine every
-// host_check_seconds (a host that hangs does not delay the others), and a host that answers
-// again gets a reconcile pass, so what changed on it meanwhile reaches the book.
+// host_check_seconds (a host that hangs does not delay the others; one a request found hung is
+// pinged at once), and a host that answers again gets a reconcile pass, so what changed on it
+// meanwhile reaches the book.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,7 @@ class HostMonitor {
 
  private:
   void watch(Host& h);
+  void wait_next_check(const Host& h);
   Service& s_;
   std::atomic<bool> cancel_{false};
   std::vector<std::thread> threads_;

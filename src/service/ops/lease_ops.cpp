@@ -4,6 +4,7 @@
 #include "core/strings.h"
 #include "service/base/api_error.h"
 #include "service/domain/validation.h"
+#include "service/ops/host_fanout.h"
 
 namespace gpulab::service {
 
@@ -30,23 +31,32 @@ LeaseOutcome create_lease(Service& s, const LeaseRequest& r) {
   return out;
 }
 
-std::map<std::string, EngineContainer> lease_containers(Service& s) {
+std::map<std::string, EngineContainer> lease_containers(
+    Service& s, std::map<std::string, std::string>* missed) {
+  // Hosts that are down show none: the reconciler leaves their leases alone until they answer;
+  // one that does not answer in time is in `missed`, and its leases are left alone too.
+  auto got = ask_hosts<Result<std::vector<EngineContainer>>>(
+      s, [](const Host&, const Engine& e) { return e.list_containers({kLeaseLabel}); });
   std::map<std::string, EngineContainer> m;
-  // Hosts that are down show none: the reconciler leaves their leases alone until they answer.
-  for (const auto& h : s.hosts) {
-    if (!s.usable(*h)) continue;
-    auto list = h->engine()->list_containers({kLeaseLabel});
+  for (auto& [host, list] : got.answers) {
     if (!list) {
       if (s.hosts.size() == 1) throw_engine_error(list.error());
-      continue;  // went down since the check: as if down
+      got.missed[host] = list.error().message;  // went down since the check: as if down
+      continue;
     }
     for (auto& c : *list) m[c.labels.at(kLeaseLabel)] = c;
   }
+  if (missed) *missed = std::move(got.missed);
   return m;
 }
 
 void release_lease(Service& s, const ContainerRecord& lease) {
-  auto bound = lease_containers(s);
+  std::map<std::string, std::string> missed;
+  auto bound = lease_containers(s, &missed);
+  if (missed.count(lease.host))  // its container may still run there: refused, nothing changes
+    throw ApiError(ApiCode::kEngineUnavailable,
+                   "host '" + lease.host + "' did not answer: " + missed.at(lease.host),
+                   "try again once the host answers (GET /healthz shows each host's state)");
   if (auto it = bound.find(lease.name); it != bound.end())
     throw ApiError(
         ApiCode::kStateConflict,

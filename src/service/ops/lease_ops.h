@@ -37,8 +37,10 @@ void release_lease(Service& s, const ContainerRecord& lease);
 // The caller's lease by name: NOT_FOUND, or FORBIDDEN for another user's.
 ContainerRecord require_lease(Service& s, const Principal& who, const std::string& name);
 
-// Engine containers carrying a lease label, by lease name, on every host that is up.
-std::map<std::string, EngineContainer> lease_containers(Service& s);
+// Engine containers carrying a lease label, by lease name, on every host that is up and
+// answers within host_answer_seconds (`missed`: the hosts that did not, and why).
+std::map<std::string, EngineContainer> lease_containers(
+    Service& s, std::map<std::string, std::string>* missed = nullptr);
 
 inline bool is_lease(const ContainerRecord& c) {
   return c.state == state::kLeased;

@@ -80,9 +80,9 @@ struct TargetBooking {
 // container keeps its GPU count, so the user's sum does not change.
 TargetBooking book_target(Service& s, const ContainerRecord& c, const MoveRecord& m) {
   const Host& h = *s.find_host(m.target_host);
-  std::lock_guard<std::mutex> lock(s.alloc_mu);
-  std::set<std::string> outside;
+  std::set<std::string> outside;  // asked before the lock: a slow host holds up no booking
   if (c.spec.gpu_count > 0) outside = unleased_ddp_gpus(s);
+  std::lock_guard<std::mutex> lock(s.alloc_mu);
   return s.store->transaction([&] {
     const std::set<std::string> used = gpus_in_use(s, outside);
     TargetBooking b;

@@ -25,7 +25,8 @@ Json ReconcileReport::to_json() const {
           {"orphans_removed", orphans_removed},
           {"backups_failed", backups_failed},
           {"images_removed", images_removed},
-          {"moves_settled", moves_settled}};
+          {"moves_settled", moves_settled},
+          {"restarted", restarted}};
 }
 
 namespace {
@@ -73,10 +74,32 @@ void reconcile_lease(Service& s, const ContainerRecord& c,
   ++r.released;
 }
 
+// A container booked as running that its host's engine stopped while the host was away (a
+// dockerd restart without live-restore): started again when the config asks for it. True when
+// it runs again.
+bool restart_after_return(Service& s, const Engine& eng, const ContainerRecord& c,
+                          const EngineContainer& e, const std::string& returned,
+                          ReconcileReport& r) {
+  if (!s.config.restart_on_host_return || c.host != returned || c.state != state::kRunning ||
+      e.state == "running")
+    return false;
+  auto st = eng.start_container(e.id);
+  if (!st) {
+    spdlog::warn("host {} is back: cannot start {} again: {}", returned, c.name,
+                 st.error().message);
+    return false;
+  }
+  s.store->audit("gpulab", "reconcile", c.name, "restarted",
+                 "its host " + returned + " came back with it stopped (restart_on_host_return)");
+  ++r.restarted;
+  return true;
+}
+
 // One container row (not a lease) against the engine's view: finish or roll back what a crash
-// interrupted, release what is gone, correct the booked state.
+// interrupted, release what is gone, correct the booked state (`returned`: restart_after_return).
 void reconcile_container(Service& s, const ContainerRecord& c,
-                         const std::map<std::string, EngineContainer>& engine, ReconcileReport& r) {
+                         const std::map<std::string, EngineContainer>& engine,
+                         const std::string& returned, ReconcileReport& r) {
   if (c.state == state::kMoving) return;  // its move (or settle_moves) decides
   // An intent is resolved at run time too: the caller holds the container's name lock, which
   // every request that writes an intent keeps until it returns, so an intent seen here belongs to
@@ -133,7 +156,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
     s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
     s.metrics.increment("reconcile_released");
     ++r.released;
-  } else {
+  } else if (!restart_after_return(s, eng, c, *e, returned, r)) {
     auto book_state = [](const std::string& engine_state) {
       return engine_state == "running"   ? state::kRunning
              : engine_state == "created" ? state::kCreated
@@ -180,14 +203,16 @@ void remove_unbooked(Service& s, const std::map<std::string, EngineContainer>& e
 
 }  // namespace
 
-ReconcileReport reconcile(Service& s, bool startup) {
+ReconcileReport reconcile(Service& s, bool startup, const std::string& returned) {
   ReconcileReport r;
   // Moves first: a rollback gives a row its state back, a finish removes the source's container
   // of the same name, before the rows are compared with the engines.
   r.moves_settled = settle_moves(s, startup);
-  std::map<std::string, std::string> host_of;
-  auto engine = engine_containers(s, &host_of);
-  auto leased = lease_containers(s);
+  std::map<std::string, std::string> host_of, missed;
+  auto engine = engine_containers(s, &host_of, &missed);
+  std::map<std::string, std::string> lease_missed;
+  auto leased = lease_containers(s, &lease_missed);
+  missed.insert(lease_missed.begin(), lease_missed.end());
   std::set<std::string> booked;
   for (const auto& listed : s.store->containers()) {
     booked.insert(listed.name);
@@ -196,6 +221,7 @@ ReconcileReport reconcile(Service& s, bool startup) {
     auto fresh = s.store->find_container(listed.id);
     if (!fresh) continue;
     const ContainerRecord& c = *fresh;
+    if (missed.count(c.host)) continue;  // its host did not answer in time: the next pass decides
     if (is_lease(c)) {
       const Host* h = s.find_host(c.host);
       if (!h || !s.usable(*h)) continue;  // a down host's lease keeps its GPUs, as its rows do
@@ -204,9 +230,10 @@ ReconcileReport reconcile(Service& s, bool startup) {
       reconcile_lease(s, c, leased, r);
       continue;
     }
-    reconcile_container(s, c, engine, r);
+    reconcile_container(s, c, engine, returned, r);
   }
   remove_unbooked(s, engine, host_of, booked, r);
+  s.metrics.increment("reconcile_passes");  // tests wait for a pass that began after a change
   if (startup) {
     cleanup_backups(s, r);
     r.images_removed = remove_orphan_images(s);  // after the rows and containers above settled

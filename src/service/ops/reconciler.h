@@ -21,11 +21,14 @@ struct ReconcileReport {
   int backups_failed = 0;    // backups cut off
   int images_removed = 0;    // snapshot, backup, recreate or move images left without an owner
   int moves_settled = 0;     // moves rolled back, or their cleanups finished (settle_moves)
+  int restarted = 0;         // booked running, stopped by their host's engine restart: started
   Json to_json() const;
 };
 
 // Completes or rolls back intents (rows in creating / deleting / recreating) whose request is no
 // longer in flight; startup: also fails interrupted backups and removes orphan images.
-ReconcileReport reconcile(Service& s, bool startup);
+// `returned`: the host that just answered again; with restart_on_host_return its containers
+// booked as running that its engine stopped meanwhile are started again.
+ReconcileReport reconcile(Service& s, bool startup, const std::string& returned = {});
 
 }  // namespace gpulab::service

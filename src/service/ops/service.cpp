@@ -31,9 +31,14 @@ const Engine& Service::engine_on(const std::string& name) const {
   const Host* h = name.empty() && !hosts.empty() ? hosts.front().get() : find_host(name);
   if (!h) throw ApiError(ApiCode::kInvalidRequest, "unknown host '" + name + "'");
   const Engine* e = h->engine();
-  if (e && (h->up() || hosts.size() == 1)) return *e;  // one host: its own errors, as before
+  if (e && usable(*h)) return *e;  // one host: its own errors, as before
   if (!e && hosts.size() == 1)
     throw ApiError(ApiCode::kEngineUnavailable, "Docker engine is not connected", kEngineHint);
+  if (h->up())
+    throw ApiError(ApiCode::kEngineUnavailable,
+                   "host '" + h->name() + "' is not answering: " + h->unresponsive_reason(),
+                   "its containers keep their GPUs; it is asked again within host_check_seconds "
+                   "(GET /healthz shows its state): try again then, or create on another host");
   throw ApiError(ApiCode::kEngineUnavailable,
                  "host '" + h->name() + "' is down: " + h->down_reason(),
                  "its containers keep their GPUs and come back when its engine answers; create "
@@ -130,6 +135,25 @@ void warn_unconfigured_hosts(Service& s) {
         n, host, host);
 }
 
+// Two hosts of the config that are one engine (two URLs of one dockerd, engine IDs compared
+// among the hosts that answer at start): refused, as the book would hold one machine's GPUs and
+// containers twice. A host that was down at start is not compared.
+void refuse_one_engine_twice(const Service& s) {
+  std::map<std::string, std::string> host_of_id;
+  for (const auto& h : s.hosts) {
+    const Engine* e = h->engine();
+    if (!e || !h->up()) continue;
+    auto id = e->engine_id();
+    if (!id || id->empty()) continue;
+    auto [it, fresh] = host_of_id.emplace(*id, h->name());
+    if (!fresh)
+      throw Exception(Error(Code::kInvalidArgument,
+                            "config: hosts '" + it->second + "' and '" + h->name() +
+                                "' are the same Docker engine (ID " + *id + ")",
+                            "list each engine once in hosts (docs/engines.md#many-hosts)"));
+  }
+}
+
 // Connects every host; one that does not answer is reported and joins when it does (the host
 // monitor retries). Without a hosts list the one engine must answer, as before hosts existed.
 void open_hosts(Service& s) {
@@ -146,6 +170,7 @@ void open_hosts(Service& s) {
     }
     s.hosts.push_back(std::move(h));
   }
+  if (s.hosts.size() > 1) refuse_one_engine_twice(s);
   s.store->adopt_default_host(s.hosts.front()->name());
   warn_unconfigured_hosts(s);
   probe_hosts(s);
@@ -178,17 +203,17 @@ void throw_engine_error(const Error& e) {
     case Code::kUnavailable:
       throw ApiError(ApiCode::kEngineUnavailable, m, e.hint.empty() ? kEngineHint : e.hint);
     case Code::kNotFound:
-      throw ApiError(ApiCode::kNotFound, m);
+      throw ApiError(ApiCode::kNotFound, m, e.hint);
     case Code::kAlreadyExists:
-      throw ApiError(ApiCode::kNameConflict, m);
+      throw ApiError(ApiCode::kNameConflict, m, e.hint);
     case Code::kConflict:
-      throw ApiError(ApiCode::kStateConflict, m);
+      throw ApiError(ApiCode::kStateConflict, m, e.hint);
     case Code::kTimeout:
-      throw ApiError(ApiCode::kTimeout, m);
+      throw ApiError(ApiCode::kTimeout, m, e.hint);
     case Code::kInvalidArgument:
-      throw ApiError(ApiCode::kInvalidRequest, m);
+      throw ApiError(ApiCode::kInvalidRequest, m, e.hint);
     default:
-      throw ApiError(ApiCode::kInternalError, "engine: " + m);
+      throw ApiError(ApiCode::kInternalError, "engine: " + m, e.hint);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "service/engine/engine.h"
 #include "service/engine/inventory.h"
 #include "service/http/auth.h"
+#include "service/ops/background_calls.h"
 #include "service/ops/host.h"
 #include "service/store/store.h"
 
@@ -30,6 +31,9 @@ struct Service {
   AllocationPolicy policy = AllocationPolicy::kPack;
   std::mutex alloc_mu;  // choose + record GPUs and ports: one decision at a time
   std::shared_ptr<Clock> clock = std::make_shared<SystemClock>();  // metering, idle reclaim
+  // Engine calls still running after their request stopped waiting (host_fanout.h); declared
+  // after hosts, so it is destroyed, waiting for them, before the engines they use.
+  BackgroundCalls background;
 
   // The first host's engine, or ENGINE_UNAVAILABLE.
   const Engine& engine() const;
@@ -41,9 +45,12 @@ struct Service {
   const Engine& engine_of(const ContainerRecord& c) const;
   // The host of that name; null for an unknown one.
   Host* find_host(const std::string& name) const;
-  // Whether to ask this host's engine now: connected, and up (the one host of a lab without a
-  // hosts list is always asked, as before hosts existed: its own errors say what is wrong).
-  bool usable(const Host& h) const { return h.engine() && (h.up() || hosts.size() == 1); }
+  // Whether to ask this host's engine now: connected, up and responsive (the one host of a lab
+  // without a hosts list is always asked, as before hosts existed: its own errors say what is
+  // wrong).
+  bool usable(const Host& h) const {
+    return h.engine() && ((h.up() && h.responsive()) || hosts.size() == 1);
+  }
   // Every host's GPUs now (GpuSlot::host says whose; a probe adds a host's as it finds them),
   // with the first host's source and note that has any, and the type over all of them.
   ServiceInventory inventory() const;

@@ -1,0 +1,18 @@
+// A lab host's mutual-TLS files checked when the config is read, so a wrong file is named at
+// start rather than found at the first engine call: tls_ca holds certificates valid now, tls_cert
+// is a certificate valid now, tls_key is its key, and, when the admin names the CA the engine
+// trusts for clients (tls_client_ca, dockerd's --tlscacert), tls_cert is signed by it.
+#pragma once
+
+#include <string>
+
+#include "core/result.h"
+#include "service/base/config.h"
+
+namespace gpulab::service {
+
+// `at`: the host's place in the config ("hosts[1]"), for the messages. kInvalidArgument naming
+// the field and the file.
+Status check_host_tls_files(const HostConfig& h, const std::string& at);
+
+}  // namespace gpulab::service
