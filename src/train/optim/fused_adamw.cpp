@@ -19,7 +19,7 @@ struct FusedBatch {
 };
 
 // The op walks parameter, gradient and both moments element by element in one layout.
-bool fusable(const torch::Tensor& p, const torch::Tensor& g) {
+bool adamw_takes(const torch::Tensor& p, const torch::Tensor& g) {
   return p.is_floating_point() && !g.is_sparse() && g.scalar_type() == p.scalar_type() &&
          g.device() == p.device() && p.is_contiguous() && g.is_contiguous();
 }
@@ -58,7 +58,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, c10::ScalarType>, FusedBatch> batches;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      if (o.amsgrad() || !fusable(p, p.grad())) {
+      if (o.amsgrad() || !adamw_takes(p, p.grad())) {
         others.push_back(p);
         continue;
       }

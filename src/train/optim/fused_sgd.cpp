@@ -33,7 +33,7 @@ bool same_memory_order(const torch::Tensor& a, const torch::Tensor& b) {
 
 // The op walks parameter, gradient and buffer as flat arrays: they must share one memory order
 // (measured: a channels-last parameter with a contiguous gradient was updated wrongly).
-bool fusable(const torch::Tensor& p, const torch::Tensor& g) {
+bool sgd_takes(const torch::Tensor& p, const torch::Tensor& g) {
   return p.is_floating_point() && !g.is_sparse() && g.scalar_type() == p.scalar_type() &&
          g.device() == p.device() && same_memory_order(g, p);
 }
@@ -56,7 +56,7 @@ torch::Tensor FusedSgd::step(LossClosure closure) {
     for (auto& p : group.params()) {
       const torch::Tensor& grad = p.grad();
       if (!grad.defined()) continue;
-      if (fusable(p, grad)) {
+      if (sgd_takes(p, grad)) {
         add_to_batch(p, mu != 0, batches);
         continue;
       }
