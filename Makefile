@@ -29,13 +29,22 @@ configure: check-env $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Installs, builds and runs every test; ends with the runner's summary line.
+# Installs, builds and runs every unit and integration test but the long ones; ends with the ten
+# slowest tests, the skips (any that tests/allowed-skips.txt does not name fails the run) and the
+# runner's summary line.
 test: deps
 	@$(MAKE) --no-print-directory build
-	@bash scripts/run-tests.sh $(BUILD)
+	@bash scripts/run-tests.sh $(BUILD) -LE '^long$$'
+
+# What is long by nature (ctest label long: the accuracy run on the whole Fashion-MNIST, the
+# signal stress); CI runs it after `make test`. The fuzzers' short runs are in `make sanitize`.
+.PHONY: test-long
+test-long: deps
+	@$(MAKE) --no-print-directory build
+	@JUNIT=$(BUILD)/ctest-junit-long.xml bash scripts/run-tests.sh $(BUILD) -L '^long$$'
 
 # The core, formats, launch, docker and service tests under ASan + UBSan in a clang tree without
-# libtorch.
+# libtorch, and a few seconds of each libFuzzer target (tests labelled fuzz there).
 sanitize: deps
 	@bash scripts/sanitize.sh $(BUILD)-asan
 
@@ -46,7 +55,7 @@ sanitize-train: deps
 	@bash scripts/sanitize-train.sh $(BUILD)-asan-train
 
 # libFuzzer over the request path and every file format gpulab reads (safetensors, pickle, IDX,
-# token folders, tar, HF config), FUZZ_TIME seconds each (make test runs a few seconds of each).
+# token folders, tar, HF config), FUZZ_TIME seconds each (make sanitize runs a few seconds of each).
 FUZZ_TIME ?= 600
 fuzz: deps
 	@bash scripts/fuzz.sh $(BUILD)-asan $(FUZZ_TIME)
@@ -73,7 +82,7 @@ llm-data: deps
 	@bash scripts/make-llm-data.sh $(BUILD)
 
 # Signals at the wrong moment: STRESS_RUNS small training jobs (1 process, 2 ranks, 2 ranks
-# sharded) each sent SIGINT, SIGTERM or SIGKILL at a random moment (`make test` runs 3 under
+# sharded) each sent SIGINT, SIGTERM or SIGKILL at a random moment (`make test-long` runs 3 under
 # ASan's preloaded run-time; ASAN=runtime here does the same).
 STRESS_RUNS ?= 100
 stress: deps

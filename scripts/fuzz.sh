@@ -4,6 +4,7 @@
 # each from its seeds in tests/fuzz/corpus/<target>/. Prints each target's execution count. A
 # crash, sanitizer report or broken check fails the run and leaves the input in BUILD/fuzz-crashes.
 # usage: scripts/fuzz.sh BUILD_DIR [SECONDS | runs=N] [TARGET...]   (default: every target)
+#        GPULAB_FUZZ_PREBUILT=1: the targets are built already (the fuzz.* tests of make sanitize)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-asan}
@@ -13,7 +14,14 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(service_request safetensors pickle idx tokens tar hf_config)
 fi
-bash scripts/sanitizer-tree.sh "$BUILD" "${targets[@]/#/fuzz_}" || exit $?
+if [ "${GPULAB_FUZZ_PREBUILT:-0}" = 1 ]; then
+  # Run by ctest in the tree (make sanitize built the targets first): no second ninja there.
+  for t in "${targets[@]}"; do
+    [ -x "$BUILD/tests/fuzz_$t" ] || { echo "fuzz $t: $BUILD/tests/fuzz_$t is not built"; exit 1; }
+  done
+else
+  bash scripts/sanitizer-tree.sh "$BUILD" "${targets[@]/#/fuzz_}" || exit $?
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpulab-fuzz-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$BUILD/fuzz-crashes"

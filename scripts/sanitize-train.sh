@@ -31,18 +31,25 @@ mkdir -p "$logs"
 # keeps its registries until exit by design; what this run hunts is heap corruption.
 export ASAN_OPTIONS="log_path=$logs/report:detect_leaks=0:abort_on_error=0"
 export UBSAN_OPTIONS="log_path=$logs/report:print_stacktrace=1:halt_on_error=1"
+# Each ctest run's JUnit file is checked against tests/allowed-skips.txt (an unexpected skip fails).
+junit="$(realpath -m "$BUILD/ctest-junit")"
+rm -f "$junit"-*.xml
 set +e
 if [ -n "$TESTS" ]; then
   ctest --test-dir "$BUILD" -R "$TESTS" --output-on-failure --parallel "${CTEST_PARALLEL:-2}" \
-    --timeout 1800
+    --timeout 1800 --output-junit "$junit-tests.xml"
   rc=$?
 else
   ctest --test-dir "$BUILD" -L "$LABELS" --output-on-failure --parallel "${CTEST_PARALLEL:-2}" \
-    --timeout 1800
+    --timeout 1800 --output-junit "$junit-unit.xml"
   rc=$?
-  ctest --test-dir "$BUILD" -R "$INTEGRATION" --output-on-failure --timeout 1800
+  ctest --test-dir "$BUILD" -R "$INTEGRATION" --output-on-failure --timeout 1800 \
+    --output-junit "$junit-integration.xml"
   rc=$((rc | $?))
 fi
+for f in "$junit"-*.xml; do
+  [ -f "$f" ] && { /usr/bin/python3 scripts/check-skips.py "$f" || rc=1; }
+done
 set -e
 t2=$(date +%s)
 exec bash scripts/sanitizer-report.sh sanitize-train "$logs" $((t1 - t0)) $((t2 - t1)) "$rc"

@@ -22,10 +22,12 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$work/service.log" ] && tail -20 "$work/service.log" >&2; exit 1; }
 
 set +e
-DOCKER_HOST=$("$here/dockerd/start-dockerd.sh" main)
+DOCKER_HOST=$("$here/dockerd/start-dockerd.sh" main 2>"$work/start-dockerd.err")
 rc=$?
 set -e
-[ $rc = 77 ] && { echo "SKIP: no dockerd here"; exit 77; }
+cat "$work/start-dockerd.err" >&2
+# The skip names why (not root, no namespaces): tests/allowed-skips.txt judges the reason.
+[ $rc = 77 ] && { echo "SKIP: no dockerd here: $(tail -n 1 "$work/start-dockerd.err")"; exit 77; }
 [ $rc = 0 ] || fail "dockerd did not start"
 export DOCKER_HOST
 

@@ -158,7 +158,7 @@ TEST_F(InferCli, UnknownModelListsValidNames) {
 
 TEST(ModelsCli, ListsEveryModelWithCountsAndRecommendations) {
   RunOptions opts;
-  opts.timeout = std::chrono::minutes(10);
+  opts.timeout = std::chrono::minutes(1);
   auto r = run_process({GPULAB_BINARY, "models", "--json"}, opts).value();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = Json::parse(r.out);
@@ -175,6 +175,13 @@ TEST(ModelsCli, ListsEveryModelWithCountsAndRecommendations) {
     if (m["name"] == "gpt2-124m")
       gpt2_small = m["family"] == "gpt2" && m["params"].get<int64_t>() == 124439808;
   EXPECT_TRUE(gpt2_small) << j["language_models"].dump();
+  // torchvision's published resnet18 count, and its head at 10 classes (512 x 10 + 10): the
+  // listing reads a table (ModelZoo checks every row against built models), never builds.
+  EXPECT_EQ(j["models"][0]["name"], "resnet18");
+  EXPECT_EQ(j["models"][0]["params"].get<int64_t>(), 11689512);
+  auto ten = run_process({GPULAB_BINARY, "models", "--json", "--num_classes", "10"}, opts).value();
+  ASSERT_EQ(ten.exit_code, 0) << ten.err;
+  EXPECT_EQ(Json::parse(ten.out)["models"][0]["params"].get<int64_t>(), 11181642);
   ASSERT_EQ(j["recommendations"].size(), 4u);
   EXPECT_EQ(j["recommendations"][0]["args"],
             "--model resnet18 --learning_rate 0.001 --optimizer sgd --batch_size 256 "

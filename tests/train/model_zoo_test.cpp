@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "core/json.h"
@@ -14,6 +15,7 @@
 #include "support/temp_dir.h"
 #include "support/tensor_diff.h"
 #include "train/models/layers.h"
+#include "train/models/parameter_counts.h"
 #include "train/models/registry.h"
 #include "train/torchvision_python.h"
 #include "train/weights/safetensors.h"
@@ -115,7 +117,15 @@ TEST(ModelRegistry, AnyClassCountGivesThatManyLogits) {
     m->eval();
     EXPECT_EQ(m->forward(torch::randn({1, 3, 40, 48})).sizes(), (std::vector<int64_t>{1, 7}))
         << name;
+    // The listing's head formula at a third class count, on models built here anyway.
+    EXPECT_EQ(listed_parameters(name, 7), std::optional<int64_t>(count_parameters(*m))) << name;
   }
+}
+
+// `gpulab models` counts from the table: a model added without its row would be built instead.
+TEST(ModelRegistry, EveryModelHasAListedParameterCount) {
+  for (const auto& info : model_table())
+    EXPECT_TRUE(listed_parameters(info.name, 1000).has_value()) << info.name;
 }
 
 // --- parameter counts -------------------------------------------------------------------
@@ -137,6 +147,12 @@ TEST(ModelZoo, ParameterCountsMatchTorchvision) {
     const int64_t ours = count_parameters(*info.make(o));
     const int64_t theirs = ref.at(info.name).at("1000").get<int64_t>();
     EXPECT_EQ(ours, theirs) << info.name;
+    // The table `gpulab models` prints: our built model at 1000 classes, and torchvision's at two
+    // class counts, which pins both the body and the head's width of the formula.
+    EXPECT_EQ(listed_parameters(info.name, 1000), std::optional<int64_t>(ours)) << info.name;
+    EXPECT_EQ(listed_parameters(info.name, 100),
+              std::optional<int64_t>(ref.at(info.name).at("100").get<int64_t>()))
+        << info.name;
     std::printf("[params] %-20s classes=1000 gpulab=%lld torchvision=%lld\n", info.name.c_str(),
                 static_cast<long long>(ours), static_cast<long long>(theirs));
   }

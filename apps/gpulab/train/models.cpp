@@ -11,6 +11,7 @@
 #include "json_stdout.h"
 #include "train/models/decoder_config.h"
 #include "train/models/layers.h"
+#include "train/models/parameter_counts.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
 
@@ -69,16 +70,22 @@ std::string language_models_table() {
   return table.render();
 }
 
-void run_models(bool as_json, int64_t num_classes) {
+// From the table (parameter_counts.h: no model is built, so the listing answers at once); a model
+// the table lacks is built and counted, so the figure is always what training sees.
+int64_t parameters_of(const train::ModelInfo& info, int64_t num_classes) {
+  if (auto listed = train::listed_parameters(info.name, num_classes)) return *listed;
   torch::NoGradGuard no_grad;
+  train::ModelOptions opts;
+  opts.num_classes = num_classes;
+  return train::count_parameters(*info.make(opts));
+}
+
+void run_models(bool as_json, int64_t num_classes) {
   JsonStdout out(as_json);
   OrderedJson list = OrderedJson::array();
   TextTable table({"model", "family", "params", "input", "recommended"});
   for (const auto& info : train::model_table()) {
-    train::ModelOptions opts;
-    opts.num_classes = num_classes;
-    // Counted on the model itself, so the figure is what training and torchvision see.
-    const int64_t params = train::count_parameters(*info.make(opts));
+    const int64_t params = parameters_of(info, num_classes);
     bool from_seed = false;
     const auto rec = train::recommendation_for(info.name, info.family, &from_seed);
     const std::string input = std::to_string(info.default_image_size) +

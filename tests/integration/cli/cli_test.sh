@@ -56,9 +56,6 @@ json)
     echo "$listed" | grep -q "^$cmd --json" || fail "'gpulab $cmd' has --json but no case here"
   done <<<"$found"
   while read -r args; do
-    # `models --json` builds every model of the zoo (about a minute of CPU); ModelsCli (test_train)
-    # runs it and parses its one document, so it is listed here but not run twice.
-    [ "$args" = "models --json" ] && { echo "== gpulab models --json: checked by ModelsCli"; continue; }
     # shellcheck disable=SC2086
     (cd "$WORK" && timeout 300 "$G" $args >"$WORK/out" 2>"$WORK/err")
     code=$?

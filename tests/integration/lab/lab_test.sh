@@ -49,10 +49,12 @@ fashion_data() {
 }
 engine() {
   set +e
-  DOCKER_HOST=$("$here/../dockerd/start-dockerd.sh" main)
+  DOCKER_HOST=$("$here/../dockerd/start-dockerd.sh" main 2>"$work/start-dockerd.err")
   local rc=$?
   set -e
-  [ $rc = 77 ] && { echo "SKIP: no dockerd here"; exit 77; }
+  cat "$work/start-dockerd.err" >&2
+  # The skip names why (not root, no namespaces): tests/allowed-skips.txt judges the reason.
+  [ $rc = 77 ] && { echo "SKIP: no dockerd here: $(tail -n 1 "$work/start-dockerd.err")"; exit 77; }
   [ $rc = 0 ] || fail "dockerd did not start"
   export DOCKER_HOST
   "$here/../dockerd/make-test-images.sh" "$DOCKER_HOST" debian-ssh >/dev/null
