@@ -38,7 +38,9 @@ echo "install-deps: installing the pinned Python environment into $ENV_DIR (abou
 LOG=$ENV_DIR/pip.log
 if ! "$ENV_DIR/bin/pip" install --disable-pip-version-check --no-deps --progress-bar off \
   -r "$REQ" >"$LOG" 2>&1; then
-  pkg=$(grep -oE '^(Collecting|Downloading|Processing) [^ ]+' "$LOG" | tail -1 | awk '{print $2}')
+  # The package pip stopped at: the one it could not find, else the last one it was fetching.
+  pkg=$(sed -n 's/.*No matching distribution found for \([^ ]*\).*/\1/p' "$LOG" | tail -1)
+  [ -n "$pkg" ] || pkg=$(grep -oE '^(Collecting|Downloading|Processing) [^ ]+' "$LOG" | tail -1 | awk '{print $2}')
   tail -5 "$LOG" >&2
   die "pip could not install ${pkg:-a pinned package} (log: $LOG); the rest of the set-up did not run" \
     "check that PyPI is reachable, then run make deps again: it resumes where it stopped"

@@ -324,7 +324,8 @@ Status validate_host(const HostConfig& h, const std::string& at) {
     return bad_host(at + ": tls_* and insecure are for tcp:// hosts");
   if (!h.tls_client_ca.empty() && !tls)
     return bad_host(at + ".tls_client_ca: given without tls_ca, tls_cert and tls_key");
-  if (tcp && !h.insecure) return check_host_tls_files(h, at);
+  if (tcp && !h.insecure)
+    return check_host_tls_files({h.tls_ca, h.tls_cert, h.tls_key, h.tls_client_ca}, at);
   return ok_status();
 }
 

@@ -69,43 +69,43 @@ std::string verify_against(X509* cert, const std::vector<X509Ptr>& cas) {
 
 }  // namespace
 
-Status check_host_tls_files(const HostConfig& h, const std::string& at) {
-  const auto cas = read_certs(h.tls_ca);
+Status check_host_tls_files(const HostTlsFiles& f, const std::string& at) {
+  const auto cas = read_certs(f.ca);
   if (cas.empty())
-    return bad_tls(at + ".tls_ca: " + h.tls_ca + " holds no PEM certificate",
+    return bad_tls(at + ".tls_ca: " + f.ca + " holds no PEM certificate",
                    "give the CA certificate that signed the engine's certificate");
   for (const auto& ca : cas)
     if (auto why = validity(ca.get()); !why.empty())
-      return bad_tls(at + ".tls_ca: a certificate in " + h.tls_ca + " " + why,
+      return bad_tls(at + ".tls_ca: a certificate in " + f.ca + " " + why,
                      "renew the CA and the certificates it signed");
-  auto certs = read_certs(h.tls_cert);
+  auto certs = read_certs(f.cert);
   if (certs.empty())
-    return bad_tls(at + ".tls_cert: " + h.tls_cert + " is not a PEM certificate",
+    return bad_tls(at + ".tls_cert: " + f.cert + " is not a PEM certificate",
                    "give the service's client certificate (Docker's cert.pem)");
   X509* cert = certs.front().get();
   if (auto why = validity(cert); !why.empty())
-    return bad_tls(at + ".tls_cert: " + h.tls_cert + " " + why,
+    return bad_tls(at + ".tls_cert: " + f.cert + " " + why,
                    "make a new client certificate, signed by the CA the engine trusts");
   KeyPtr key;
-  if (BioPtr bio(BIO_new_file(h.tls_key.c_str(), "r")); bio)
+  if (BioPtr bio(BIO_new_file(f.key.c_str(), "r")); bio)
     key.reset(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
   ERR_clear_error();
   if (!key)
-    return bad_tls(at + ".tls_key: " + h.tls_key + " is not a PEM private key",
+    return bad_tls(at + ".tls_key: " + f.key + " is not a PEM private key",
                    "give the unencrypted key of tls_cert (Docker's key.pem)");
   if (X509_check_private_key(cert, key.get()) != 1) {
     ERR_clear_error();
-    return bad_tls(at + ".tls_key: " + h.tls_key + " is not the key of tls_cert " + h.tls_cert,
+    return bad_tls(at + ".tls_key: " + f.key + " is not the key of tls_cert " + f.cert,
                    "give the key the client certificate was made with");
   }
-  if (h.tls_client_ca.empty()) return ok_status();
-  const auto client_cas = read_certs(h.tls_client_ca);
+  if (f.client_ca.empty()) return ok_status();
+  const auto client_cas = read_certs(f.client_ca);
   if (client_cas.empty())
-    return bad_tls(at + ".tls_client_ca: " + h.tls_client_ca + " holds no PEM certificate",
+    return bad_tls(at + ".tls_client_ca: " + f.client_ca + " holds no PEM certificate",
                    "give the CA the engine trusts for clients (dockerd --tlscacert)");
   if (auto why = verify_against(cert, client_cas); !why.empty())
-    return bad_tls(at + ".tls_cert: " + h.tls_cert + " is not signed by tls_client_ca " +
-                       h.tls_client_ca + " (" + why + "): the engine would refuse it",
+    return bad_tls(at + ".tls_cert: " + f.cert + " is not signed by tls_client_ca " + f.client_ca +
+                       " (" + why + "): the engine would refuse it",
                    "make the client certificate with the CA the engine trusts (dockerd "
                    "--tlscacert)");
   return ok_status();

@@ -7,12 +7,16 @@
 #include <string>
 
 #include "core/result.h"
-#include "service/base/config.h"
 
 namespace gpulab::service {
 
+// A host's TLS file paths, as its config entry names them (config.h's HostConfig fields).
+struct HostTlsFiles {
+  std::string ca, cert, key, client_ca;  // client_ca may be empty
+};
+
 // `at`: the host's place in the config ("hosts[1]"), for the messages. kInvalidArgument naming
 // the field and the file.
-Status check_host_tls_files(const HostConfig& h, const std::string& at);
+Status check_host_tls_files(const HostTlsFiles& f, const std::string& at);
 
 }  // namespace gpulab::service

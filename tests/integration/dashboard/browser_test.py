@@ -9,10 +9,10 @@ the first user's containers, snapshots or backups nor may act on them with a req
 his own session (403/404, nothing changed). '<script>' in a name and in a log line shows as text;
 a change without the CSRF token is refused; signing out ends the session. An admin sets a quota
 on the Admin page; the user sees usage and limits, and a create beyond the quota shows
-QUOTA_EXCEEDED with its hint. On a lab of three hosts (two names for the test's dockerd, one
-engine that refuses connections) the Admin page lists the hosts with their state, and a host taken
-out of the config is forgotten with its Forget... button. Screenshots of each page go to
---screenshots DIR.
+QUOTA_EXCEEDED with its hint. On a lab of hosts (the test's dockerd under one name and then
+another, one engine that refuses connections) the Admin page lists the hosts with their state,
+and a host taken out of the config is forgotten with its Forget... button. Screenshots of each
+page go to --screenshots DIR.
 
 Usage: browser_test.py GPULAB_BINARY [--screenshots DIR]     Exit 77: skipped (reason printed).
 """
@@ -702,9 +702,10 @@ def run_admin(svc, shots):
 
 
 def run_hosts(gpulab, engine, work, shots):
-    """The Admin page's Hosts section on a lab of three hosts: "lab" and "old" are two names for
-    the test's own dockerd, "gone" an engine that refuses connections (down from the start).
-    Alice makes a container on "old"; the service restarts without "old", which keeps its rows.
+    """The Admin page's Hosts section on a lab of three hosts: "old" and then "lab" are names of
+    the test's own dockerd (never both at once: a config naming one engine twice is refused),
+    "gone" an engine that refuses connections (down from the start). Alice makes a container on
+    "old"; the service restarts with "lab" instead of "old", and the book keeps old's rows.
     The page lists the configured hosts with their state (gone: down, with the reason) and "old"
     among the retired hosts with rows; its Forget... button shows the dry run in the confirm
     prompt, then forgets it: the service's message as a notice, the row gone, and the API and
@@ -716,7 +717,7 @@ def run_hosts(gpulab, engine, work, shots):
     gone = {"name": "gone", "url": "tcp://127.0.0.1:1", "insecure": True}
     hw = os.path.join(work, "hosts")
     os.makedirs(hw)
-    svc = Serve(gpulab, hw, engine, hosts=[lab, old, gone])
+    svc = Serve(gpulab, hw, engine, hosts=[old, gone])
     p = None
     try:
         svc.api("alice", "/create", "POST", {"name": "h-old", "image": XSS_IMAGE,
