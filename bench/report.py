@@ -28,7 +28,7 @@ def fmt(metric, x):
 def rows_of(res):
     for row in res["rows"]:
         for m, v in row.items():
-            if m in ("case", "error") or v.get("gpulab") is None:
+            if not isinstance(v, dict) or v.get("gpulab") is None:
                 continue
             yield row["case"], m, v
 
@@ -52,7 +52,8 @@ def markdown(res):
     meta = res["meta"]
     extras = [e for e in EXTRA if any(v.get(e[0]) for _, _, v in rows_of(res))]
     out = [f"Taken {meta['date']} on `{meta['host']}`: {meta.get('cpu_model', meta['device'])}, "
-           f"{meta['cpu_count']} cores, torch {meta.get('torch', '?')}; {meta['reps']} paired "
+           f"{meta['cpu_count']} cores, torch {meta.get('torch', '?')}, torchvision "
+           f"{meta.get('torchvision', '?')}, transformers {meta.get('transformers', '?')}; {meta['reps']} paired "
            f"repetitions, {meta['warmup']} warm-up + {meta['steps']} timed steps; load average "
            f"{load(meta, 'loadavg_start')} at the start, {load(meta, 'loadavg_end')} at the end.", "",
            "| case | metric | gpulab | PyTorch | ratio | goal | met |"

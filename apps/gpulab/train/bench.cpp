@@ -19,6 +19,7 @@ namespace gpulab::cli {
 
 void add_bench_train(CLI::App* bench, CommandContext& ctx);   // bench_train.cpp
 void add_bench_parity(CLI::App* bench, CommandContext& ctx);  // bench_parity.cpp
+void add_bench_generate(CLI::App* bench, CommandContext& ctx);  // bench_generate.cpp
 
 namespace {
 
@@ -94,11 +95,12 @@ void add_bench_allreduce(CLI::App* bench, CommandContext& ctx) {
 
 void add_bench_command(CLI::App& app, CommandContext& ctx) {
   auto* bench = app.add_subcommand(
-      "bench", "measure the machine: all-reduce bandwidth, training throughput, device parity");
+      "bench", "measure the machine: all-reduce bandwidth, training and generation throughput, device parity");
   bench->require_subcommand(1);
   add_bench_allreduce(bench, ctx);
   add_bench_train(bench, ctx);
   add_bench_parity(bench, ctx);
+  add_bench_generate(bench, ctx);
 }
 
 }  // namespace gpulab::cli

@@ -19,25 +19,18 @@ OptimizerSpec optimizer_spec(const TrainOptions& opts) {
 
 namespace {
 
-// Makes options of type O for one group; `decay` says whether it keeps the weight decay.
-template <typename O>
-std::unique_ptr<O> group_options(const O& base, bool decay) {
-  auto o = std::make_unique<O>(base);
-  if (!decay) o->weight_decay(0);
-  return o;
-}
-
 template <typename Opt, typename O>
 std::unique_ptr<torch::optim::Optimizer> build(const O& base, std::vector<torch::Tensor> decay,
                                                std::vector<torch::Tensor> no_decay) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::move(decay), group_options(base, true));
-  groups.emplace_back(std::move(no_decay), group_options(base, false));
+  groups.emplace_back(std::move(decay), std::make_unique<O>(base));
+  groups.emplace_back(std::move(no_decay), std::make_unique<O>(base));
   auto opt = std::make_unique<Opt>(std::move(groups), base);
   // libtorch 2.x merges a group's options with the optimizer's defaults field by field, taking
   // the defaults' value wherever the group's equals the options type's constructor default: the
   // no-decay group's weight_decay(0) is SGDOptions' default, so it got the decay back (and a
-  // decay group at AdamWOptions' default 1e-2 would lose it). Each group's decay is set after.
+  // decay group at AdamWOptions' default 1e-2 would lose it). Each group's decay is set after
+  // construction, where no merge follows.
   for (size_t i = 0; i < 2; ++i)
     static_cast<O&>(opt->param_groups()[i].options())
         .weight_decay(i == 0 ? base.weight_decay() : 0.0);

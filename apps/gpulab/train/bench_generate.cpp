@@ -1,0 +1,74 @@
+// `gpulab bench generate`: greedy generation tokens/s of a decoder loaded from a Hugging Face
+// folder (config.json + model.safetensors), the job bench/compare times against transformers'
+// `generate` on the same folder (bench::run_generate_bench).
+#include <memory>
+#include <string>
+
+#include "bench/generate_bench.h"
+#include "commands.h"
+#include "core/json.h"
+#include "json_stdout.h"
+#include "train/device.h"
+#include "train/models/decoder_config.h"
+#include "train/models/lm_families.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::cli {
+namespace {
+
+struct GenerateBenchArgs {
+  std::string dir, device = "cpu";
+  int threads = 0;
+  bool json = false;
+  bench::GenerateBenchOptions o;
+};
+
+void run_bench_generate(const GenerateBenchArgs& a) {
+  if (a.threads > 0) torch::set_num_threads(a.threads);
+  auto cfg = train::find_decoder_config(a.dir + "/config.json").value_or_throw();
+  const std::string weights = a.dir + "/model.safetensors";
+  auto file = train::read_safetensors(weights).value_or_throw();
+  auto model = train::build_causal_lm(cfg);
+  train::load_state_dict(*model, train::from_hf_names(cfg, std::move(file.tensors)), weights)
+      .value_or_throw();
+  model->to(train::resolve_device(a.device, 0));
+  JsonStdout out(a.json);
+  const auto r = bench::run_generate_bench(*model, a.o);
+  nlohmann::json j{{"model", cfg.name},
+                   {"prompt_tokens", a.o.prompt_tokens},
+                   {"new_tokens", a.o.new_tokens},
+                   {"seconds", r.seconds},
+                   {"tokens_per_second", r.tokens_per_second},
+                   {"tokens", r.tokens}};
+  out.emit(a.json ? j.dump() : j.dump(2));
+}
+
+}  // namespace
+
+void add_bench_generate(CLI::App* bench, CommandContext& /*ctx*/) {
+  auto a = std::make_shared<GenerateBenchArgs>();
+  auto* cmd = bench->add_subcommand(
+      "generate", "greedy generation tokens/s of a Hugging Face folder's decoder (KV cache)");
+  cmd->add_option("--weights", a->dir, "folder with config.json and model.safetensors")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--prompt_tokens", a->o.prompt_tokens, "prompt length")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--new_tokens", a->o.new_tokens, "tokens generated per run")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--warmup", a->o.warmup, "untimed runs first")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  cmd->add_option("--reps", a->o.reps, "timed runs (the median is reported)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--threads", a->threads, "intra-op threads (0: libtorch's default)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
+  cmd->add_flag("--json", a->json, "print one JSON line");
+  cmd->callback([a] { run_bench_generate(*a); });
+}
+
+}  // namespace gpulab::cli

@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+# Reference for `gpulab bench generate`: Hugging Face transformers' own `generate` (greedy,
+# KV cache, the model's default attention) on the same folder, prompt and lengths. Prints one
+# JSON line: new tokens/s of the median timed run, and the tokens (greedy: gpulab must agree).
+# `--make DIR --shape llama-125m` first writes a random model of that shape there
+# (save_pretrained: config.json + model.safetensors), the folder both sides then read.
+import argparse, json, os, statistics, sys, time
+import torch
+
+SHAPES = {  # gpulab models (src/formats/decoder_config.cpp); vocabulary of --dataset synthetic-text
+    "llama-tiny": dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+                       num_attention_heads=8, num_key_value_heads=8),
+    "llama-125m": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                       num_attention_heads=12, num_key_value_heads=4),
+}
+p = argparse.ArgumentParser()
+p.add_argument("--weights", required=True, help="folder with config.json and model.safetensors")
+p.add_argument("--make", action="store_true", help="write a random model of --shape there first")
+p.add_argument("--shape", default="llama-125m", choices=sorted(SHAPES))
+p.add_argument("--vocab_size", type=int, default=32000)
+p.add_argument("--prompt_tokens", type=int, default=32)
+p.add_argument("--new_tokens", type=int, default=128)
+p.add_argument("--warmup", type=int, default=1)
+p.add_argument("--reps", type=int, default=3)
+p.add_argument("--threads", type=int, default=0)
+a = p.parse_args()
+
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+if a.make:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=a.vocab_size, max_position_embeddings=2048, rms_norm_eps=1e-5,
+                      tie_word_embeddings=False, **SHAPES[a.shape])
+    LlamaForCausalLM(cfg).save_pretrained(a.weights, safe_serialization=True)
+    sys.exit(0)
+if a.threads > 0:
+    torch.set_num_threads(a.threads)
+model = AutoModelForCausalLM.from_pretrained(a.weights, dtype=torch.float32).eval()
+vocab = model.config.vocab_size
+# The prompt of src/bench/generate_bench.cpp (bench_prompt).
+ids = torch.tensor([[(i * 7919 + 13) % vocab for i in range(a.prompt_tokens)]])
+# No end-of-sequence token: every run makes exactly new_tokens, as gpulab's (min_new_tokens would
+# mask the EOS logit and change the greedy choice).
+model.generation_config.eos_token_id = None
+kw = dict(max_new_tokens=a.new_tokens, do_sample=False, use_cache=True, pad_token_id=0,
+          attention_mask=torch.ones_like(ids))
+with torch.inference_mode():
+    for _ in range(a.warmup):
+        model.generate(ids, **kw)
+    times = []
+    for _ in range(a.reps):
+        t0 = time.perf_counter()
+        out = model.generate(ids, **kw)
+        times.append(time.perf_counter() - t0)
+sec = statistics.median(times)
+print(json.dumps({"torch": torch.__version__, "seconds": sec,
+                  "tokens_per_second": a.new_tokens / sec,
+                  "tokens": out[0, a.prompt_tokens:].tolist()}))

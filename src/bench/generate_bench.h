@@ -1,0 +1,32 @@
+// Generation throughput of a decoder (`gpulab bench generate`): one prompt, greedy decoding
+// through the KV cache, timed after warm-up runs; bench/compare runs transformers' `generate` on
+// the same weights, prompt and lengths beside it (bench/reference/generate_ref.py).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "train/models/causal_lm.h"
+
+namespace gpulab::bench {
+
+struct GenerateBenchOptions {
+  int64_t prompt_tokens = 32;
+  int64_t new_tokens = 128;
+  int64_t warmup = 1;
+  int64_t reps = 3;
+};
+
+struct GenerateBenchResult {
+  double tokens_per_second = 0;  // new tokens over the median run's wall time
+  double seconds = 0;            // the median run's wall time (prompt + every new token)
+  std::vector<int64_t> prompt;   // the prompt it decoded, the same ids generate_ref.py uses
+  std::vector<int64_t> tokens;   // the new tokens: greedy runs must agree with the reference
+};
+
+// The prompt both sides decode: deterministic ids spread over the vocabulary.
+std::vector<int64_t> bench_prompt(int64_t length, int64_t vocab_size);
+
+GenerateBenchResult run_generate_bench(train::CausalLm& model, const GenerateBenchOptions& o);
+
+}  // namespace gpulab::bench
