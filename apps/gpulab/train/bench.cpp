@@ -17,8 +17,8 @@
 
 namespace gpulab::cli {
 
-void add_bench_train(CLI::App* bench, CommandContext& ctx);   // bench_train.cpp
-void add_bench_parity(CLI::App* bench, CommandContext& ctx);  // bench_parity.cpp
+void add_bench_train(CLI::App* bench, CommandContext& ctx);     // bench_train.cpp
+void add_bench_parity(CLI::App* bench, CommandContext& ctx);    // bench_parity.cpp
 void add_bench_generate(CLI::App* bench, CommandContext& ctx);  // bench_generate.cpp
 
 namespace {
@@ -94,8 +94,9 @@ void add_bench_allreduce(CLI::App* bench, CommandContext& ctx) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, CommandContext& ctx) {
-  auto* bench = app.add_subcommand(
-      "bench", "measure the machine: all-reduce bandwidth, training and generation throughput, device parity");
+  auto* bench = app.add_subcommand("bench",
+                                   "measure the machine: all-reduce bandwidth, training and "
+                                   "generation throughput, device parity");
   bench->require_subcommand(1);
   add_bench_allreduce(bench, ctx);
   add_bench_train(bench, ctx);
