@@ -7,7 +7,6 @@
 #include <functional>
 
 #include "train/models/cpu_bf16_matmul.h"
-#include "train/ops/sgemm.h"
 
 namespace gpulab::train {
 namespace {
@@ -70,21 +69,9 @@ PeakFlops peak_flops(const torch::Device& device, bool bf16) {
   const auto dtype = bf16 && !via_fp32 ? torch::kBFloat16 : torch::kFloat;
   auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
   auto c = torch::empty({n, n}, a.options());
-  double best = best_rate(n, [&] { torch::mm_out(c, a, b); });
-  // fp32 linear layers and convolutions take oneDNN's sgemm where libtorch's BLAS may be slower
-  // (0.06 against 0.32 TFLOPS on an AVX-512 Xeon): the peak is the faster of the two.
-  bool sgemm_faster = false;
-  if (dtype == torch::kFloat && !via_fp32 && have_sgemm()) {
-    const double rate = best_rate(n, [&] {
-      sgemm('N', 'N', n, n, n, a.data_ptr<float>(), n, b.data_ptr<float>(), n, false,
-            c.data_ptr<float>(), n);
-    });
-    sgemm_faster = rate > best;
-    best = std::max(best, rate);
-  }
+  const double best = best_rate(n, [&] { torch::mm_out(c, a, b); });
   return {best, std::string("measured ") + std::to_string(n) + "^3 " +
                     (dtype == torch::kBFloat16 ? "bf16" : "fp32") + " GEMM on this CPU" +
-                    (sgemm_faster ? " (oneDNN sgemm)" : "") +
                     (via_fp32 ? " (its bf16 products run there)" : "")};
 }
 

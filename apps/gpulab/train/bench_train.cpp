@@ -10,7 +10,6 @@
 #include "rank_launch.h"
 #include "train/data/datasets.h"
 #include "train/lm_batches.h"
-#include "train/ops/conv.h"
 #include "train_flags.h"
 #include "usage.h"
 
@@ -43,16 +42,9 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   // The optimizer decides what sharding saves (AdamW keeps two fp32 states per parameter), so
   // the sharded comparisons name it (bench/compare --cases zero).
   add_train_flags(cmd, t, {"seed", "optimizer", "learning_rate", "weight_decay"});
-  auto conv_path = std::make_shared<std::string>("auto");
-  cmd->add_option("--conv_path", *conv_path,
-                  "convolution paths for A/B timings: auto (the faster CPU paths where they "
-                  "apply), dnnl (no sgemm path) or libtorch (libtorch's own everywhere)")
-      ->check(CLI::IsMember({"auto", "dnnl", "libtorch"}))
-      ->capture_default_str();
   cmd->add_flag("--json", *json, "print one JSON line (rank 0)");
   add_dist_flags(cmd, *d);
-  cmd->callback([cmd, o, d, json, conv_path, &ctx] {
-    train::set_conv_path(*train::parse_conv_path(*conv_path));
+  cmd->callback([cmd, o, d, json, &ctx] {
     if (!train::is_text_dataset(o->train.dataset))
       o->train.dataset = train::canonical_dataset_name(o->train.dataset);
     // Bad options fail here, before any rank starts.

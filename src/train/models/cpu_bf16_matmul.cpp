@@ -5,7 +5,6 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "train/ops/cpu_kernels.h"
-#include "train/ops/linear.h"
 #include "train/precision.h"
 
 namespace gpulab::train {
@@ -103,7 +102,6 @@ torch::Tensor bf16_matmul_on_fp32_gemm(const torch::Tensor& a, const torch::Tens
 }
 
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w) {
-  if (fp32_linear_applies(x, w)) return fp32_linear(x, w);
   if (!takes_fp32_gemm(x, w)) return torch::nn::functional::linear(x, w);
   return bf16_linear_on_fp32_gemm(x, w);
 }

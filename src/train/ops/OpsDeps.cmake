@@ -1,23 +1,8 @@
 # Optional libraries of train/ops, included from src/train/CMakeLists.txt after gpulab_train exists.
-# oneDNN (GPULAB_HAVE_DNNL: conv.cpp's weight-gradient and 1x1 paths, conv_gemm.cpp, sgemm.cpp)
-# is off: those paths were written for Debian's libtorch 1.13, whose fp32 products went through
-# the reference BLAS. The wheel brings MKL and its own oneDNN (linked in, symbols hidden), and
-# Debian's libdnnl beside it failed its own sgemm (status 3, invalid arguments) in the wheel's
-# process; conv.cpp then compiles to libtorch's own path, as on every GPU host.
-option(GPULAB_WITH_DNNL "gpulab's oneDNN CPU paths (Debian's libdnnl-dev; see OpsDeps.cmake)" OFF)
-if(GPULAB_WITH_DNNL)
-  find_path(GPULAB_DNNL_INCLUDE_DIR NAMES oneapi/dnnl/dnnl.hpp)
-  find_library(GPULAB_DNNL_LIBRARY NAMES dnnl)
-endif()
-if(GPULAB_WITH_DNNL AND GPULAB_DNNL_INCLUDE_DIR AND GPULAB_DNNL_LIBRARY)
-  # A target-level definition, as DataDeps.cmake's: the shared libtorch PCH stays valid.
-  target_include_directories(gpulab_train SYSTEM PRIVATE ${GPULAB_DNNL_INCLUDE_DIR})
-  target_link_libraries(gpulab_train PRIVATE ${GPULAB_DNNL_LIBRARY})
-  target_compile_definitions(gpulab_train PRIVATE GPULAB_HAVE_DNNL=1)
-  message(STATUS "gpulab ops: dnnl=TRUE (${GPULAB_DNNL_LIBRARY})")
-else()
-  message(STATUS "gpulab ops: dnnl=FALSE (conv uses the plain libtorch path)")
-endif()
+# gpulab's oneDNN paths (a convolution weight gradient and 1x1 products on sgemm, an fp32 linear
+# layer, the attention kernel's float32 products) were removed with libtorch 1.13: written for its
+# reference-BLAS products, they could not run beside the wheel (Debian's libdnnl failed its own
+# sgemm, status 3, in the wheel's process), and the wheel's MKL and oneDNN serve those ops.
 
 # The fused attention kernel splits its (sequence, head) tasks with at::parallel_for, whose
 # OpenMP body only runs in parallel in a file compiled with -fopenmp (libtorch's backend);

@@ -1,8 +1,7 @@
 // Fused causal self-attention for the CPU (see causal_attention.h): one task per (sequence,
 // key/value head), each rotating its heads into small buffers and running the products and the
-// softmax on blocks of query rows against the keys they may see. float32 and bfloat16 run in
-// float32 buffers on oneDNN's sgemm and the row kernels of attention_rows.h (no tensors inside a
-// task); float64 (the numerics checks) on libtorch's ops.
+// softmax on blocks of query rows against the keys they may see, on libtorch's ops (float32 and
+// float64). Its float32 path on oneDNN's sgemm went with Debian's oneDNN (ops/OpsDeps.cmake).
 #include "train/ops/causal_attention.h"
 
 #include <ATen/Parallel.h>
@@ -15,7 +14,6 @@
 
 #include "train/ops/attention_rows.h"
 #include "train/ops/avx2_lanes.h"
-#include "train/ops/sgemm.h"
 
 namespace gpulab::train {
 namespace {
@@ -118,105 +116,6 @@ void backward_task(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   head_rows(dv, b, g, s.dim).copy_(dv_rows);
 }
 
-// ---- float32 and bfloat16 on sgemm: each task works in float32 buffers of rows of D (dense
-// unless an `ld` says otherwise); bfloat16 is converted on the way in and rounded once on the
-// way out.
-
-// Probabilities of query rows first..first+rows-1 (block `rows` x `keys`, leading dimension keys)
-// against keys 0..first+rows-1; keys a query may not see get probability 0.
-void block_probabilities(const float* q_rot, const float* k_rot, int64_t first, int64_t rows,
-                         int64_t d, float scale, float* probs) {
-  const int64_t keys = first + rows;
-  sgemm('N', 'T', rows, keys, d, q_rot + first * d, d, k_rot, d, false, probs, keys);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* p = probs + r * keys;
-    softmax_row(p, first + r + 1, scale);
-    std::fill(p + first + r + 1, p + keys, 0.0f);
-  }
-}
-
-// A task's float buffer number `slot`, at least n long, kept per thread between calls: tasks run
-// on libtorch's long-lived threads, so the hot path neither allocates (large blocks would be
-// mapped and faulted in afresh each time) nor zero-fills what it overwrites anyway.
-float* scratch(size_t slot, int64_t n) {
-  thread_local std::array<std::vector<float>, 9> buffers;
-  auto& b = buffers.at(slot);
-  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
-  return b.data();
-}
-
-// Row 0 of head `head` of sequence b in a B x T x (H * D) tensor (rows at stride H * D).
-template <typename In>
-In* head_start(const Tensor& x, int64_t b, int64_t head, int64_t dim) {
-  return x.data_ptr<In>() + b * x.stride(0) + head * dim;
-}
-
-template <typename In>
-void forward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
-                        const Tensor& sin, const AttentionShape& s, int64_t b, int64_t g,
-                        Tensor& out) {
-  const int64_t d = s.dim, t = s.length;
-  const float scale = static_cast<float>(s.scale());
-  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
-  float *k_rot = scratch(0, t * d), *q_rot = scratch(1, t * d), *v_rows = scratch(2, t * d);
-  float *o = scratch(3, t * d), *probs = scratch(4, kRowBlock * t);
-  rotate_rows(head_start<In>(k, b, g, d), k.stride(1), c, sn, t, d, k_rot);
-  load_rows(head_start<In>(v, b, g, d), v.stride(1), t, d, v_rows);
-  for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-    rotate_rows(head_start<In>(q, b, h, d), q.stride(1), c, sn, t, d, q_rot);
-    for (int64_t first = 0; first < t; first += kRowBlock) {
-      const int64_t rows = std::min(kRowBlock, t - first), keys = first + rows;
-      block_probabilities(q_rot, k_rot, first, rows, d, scale, probs);
-      sgemm('N', 'N', rows, d, keys, probs, keys, v_rows, d, false, o + first * d, d);
-    }
-    store_rows(o, t, d, head_start<In>(out, b, h, d), out.stride(1));
-  }
-}
-
-template <typename In>
-void backward_task_sgemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
-                         const Tensor& sin, const Tensor& grad, const AttentionShape& s, int64_t b,
-                         int64_t g, Tensor& dq, Tensor& dk, Tensor& dv) {
-  const int64_t d = s.dim, t = s.length;
-  const float scale = static_cast<float>(s.scale());
-  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
-  float *k_rot = scratch(0, t * d), *q_rot = scratch(1, t * d), *v_rows = scratch(2, t * d);
-  float *go = scratch(3, t * d), *dq_rot = scratch(4, t * d), *dk_rot = scratch(5, t * d);
-  float *dv_rows = scratch(6, t * d), *probs = scratch(7, kRowBlock * t);
-  float* dprobs = scratch(8, kRowBlock * t);
-  std::fill(dk_rot, dk_rot + t * d, 0.0f);  // the two accumulated over the group's heads
-  std::fill(dv_rows, dv_rows + t * d, 0.0f);
-  rotate_rows(head_start<In>(k, b, g, d), k.stride(1), c, sn, t, d, k_rot);
-  load_rows(head_start<In>(v, b, g, d), v.stride(1), t, d, v_rows);
-  for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-    rotate_rows(head_start<In>(q, b, h, d), q.stride(1), c, sn, t, d, q_rot);
-    load_rows(head_start<In>(grad, b, h, d), grad.stride(1), t, d, go);
-    for (int64_t first = 0; first < t; first += kRowBlock) {
-      const int64_t rows = std::min(kRowBlock, t - first), keys = first + rows;
-      block_probabilities(q_rot, k_rot, first, rows, d, scale, probs);
-      const float* go_block = go + first * d;
-      // dV += P^T dO; dP = dO V^T
-      sgemm('T', 'N', keys, d, rows, probs, keys, go_block, d, true, dv_rows, d);
-      sgemm('N', 'T', rows, keys, d, go_block, d, v_rows, d, false, dprobs, keys);
-      // dS = P (dP - rowsum(dP P)) scale, in place in dprobs.
-      for (int64_t r = 0; r < rows; ++r)
-        softmax_backward_row(probs + r * keys, dprobs + r * keys, keys, scale);
-      // dQ_block = dS K; dK += dS^T Q_block
-      sgemm('N', 'N', rows, d, keys, dprobs, keys, k_rot, d, false, dq_rot + first * d, d);
-      sgemm('T', 'N', keys, d, rows, dprobs, keys, q_rot + first * d, d, true, dk_rot, d);
-    }
-    rotate_rows_back(dq_rot, c, sn, t, d, head_start<In>(dq, b, h, d), dq.stride(1));
-  }
-  rotate_rows_back(dk_rot, c, sn, t, d, head_start<In>(dk, b, g, d), dk.stride(1));
-  store_rows(dv_rows, t, d, head_start<In>(dv, b, g, d), dv.stride(1));
-}
-
-// float32 and bfloat16 where the build has oneDNN's sgemm; float64 (and float32 without it) on
-// libtorch's ops.
-bool runs_on_sgemm(const Tensor& q) {
-  return have_sgemm() && is_float_or_bf16(q.scalar_type());
-}
-
 // One task per (sequence, key/value head): a task owns its heads' output rows and its key and
 // value gradients, so no two tasks write the same memory and the result does not depend on the
 // thread count. Products inside a task run single-threaded (ATen and BLAS inside a parallel
@@ -231,17 +130,10 @@ void for_each_task(const AttentionShape& s, F&& fn) {
   });
 }
 
-// Every task, on the path q's dtype takes: on_sgemm(tag, b, g) for float32 and bfloat16 where the
-// build has oneDNN, else on_ops(tag, b, g) on libtorch's ops (float64; float32 without oneDNN);
-// tag is a value of the element type.
-template <typename Sgemm, typename Ops>
-void run_tasks(const Tensor& q, const AttentionShape& s, const Sgemm& on_sgemm, const Ops& on_ops) {
-  if (runs_on_sgemm(q)) {
-    float_or_bf16(q.scalar_type(), [&](auto tag) {
-      for_each_task(s, [&](int64_t b, int64_t g) { on_sgemm(tag, b, g); });
-    });
-    return;
-  }
+// Every task, on libtorch's ops in q's element type (float32 or float64): on_ops(tag, b, g),
+// tag a value of that type.
+template <typename Ops>
+void run_tasks(const Tensor& q, const AttentionShape& s, const Ops& on_ops) {
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_causal_attention", [&] {
     for_each_task(s, [&](int64_t b, int64_t g) { on_ops(scalar_t{}, b, g); });
   });
@@ -255,16 +147,10 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
     ctx->saved_data["kv_heads"] = kv_heads;
     const AttentionShape s{q.size(0), q.size(1), q.size(2) / heads, heads, kv_heads};
     auto out = at::empty_like(q);
-    run_tasks(
-        q, s,
-        [&](auto tag, int64_t b, int64_t g) {
-          using In = decltype(tag);
-          forward_task_sgemm<In>(q, k, v, cos, sin, s, b, g, out);
-        },
-        [&](auto tag, int64_t b, int64_t g) {
-          using T = decltype(tag);
-          forward_task<T>(q, k, v, cos, sin, s, b, g, out);
-        });
+    run_tasks(q, s, [&](auto tag, int64_t b, int64_t g) {
+      using T = decltype(tag);
+      forward_task<T>(q, k, v, cos, sin, s, b, g, out);
+    });
     return out;
   }
 
@@ -276,16 +162,10 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
                            ctx->saved_data["kv_heads"].toInt()};
     auto grad = grads[0].to(q.scalar_type()).contiguous();
     auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
-    run_tasks(
-        q, s,
-        [&](auto tag, int64_t b, int64_t g) {
-          using In = decltype(tag);
-          backward_task_sgemm<In>(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
-        },
-        [&](auto tag, int64_t b, int64_t g) {
-          using T = decltype(tag);
-          backward_task<T>(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
-        });
+    run_tasks(q, s, [&](auto tag, int64_t b, int64_t g) {
+      using T = decltype(tag);
+      backward_task<T>(q, k, v, cos, sin, grad, s, b, g, dq, dk, dv);
+    });
     return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
@@ -294,8 +174,7 @@ struct CausalAttention : torch::autograd::Function<CausalAttention> {
 
 bool fused_causal_attention_applies(const torch::Tensor& q) {
   const auto t = q.scalar_type();
-  return q.device().is_cpu() &&
-         (t == torch::kFloat || t == torch::kDouble || (t == torch::kBFloat16 && have_sgemm()));
+  return q.device().is_cpu() && (t == torch::kFloat || t == torch::kDouble);
 }
 
 torch::Tensor fused_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
