@@ -7,8 +7,12 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <new>
 #include <string>
 #include <unordered_map>
 
@@ -29,7 +33,35 @@ char* copy_out(const std::string& s, size_t* n) {
   return p;
 }
 
-// Lines from the caller's callback, for the trainer.
+// SentencePiece's LOG and CHECK write to std::cerr. Deep-bound, this module's std::cerr is
+// libstdc++'s own object; but an executable that uses std::cerr itself (gpulab does) holds a copy
+// relocation of it, and libstdc++ constructs only that copy. The module then wrote to a stream that
+// was never constructed and crashed (issue 43: a BPE warning at a vocabulary the corpus cannot
+// fill). Construct the module's view over the standard error buffer the executable uses, once.
+// The executable's handle searches the global scope (RTLD_DEFAULT would search this module's own
+// scope first, deep-bound, and find libstdc++'s object again).
+void bind_stream(void* program, std::ostream& local, const char* symbol) {
+  auto* global = static_cast<std::ostream*>(::dlsym(program, symbol));
+  if (!global || global == &local) return;  // one object: constructed by libstdc++ already
+  new (&local) std::ostream(global->rdbuf());
+  local.flags(global->flags());  // std::cerr's unitbuf: each message as it is written
+}
+
+void bind_streams() {
+  static const bool done = [] {
+    void* program = ::dlopen(nullptr, RTLD_NOW);
+    if (!program) return false;
+    bind_stream(program, std::cerr, "_ZSt4cerr");
+    bind_stream(program, std::cout, "_ZSt4cout");
+    bind_stream(program, std::clog, "_ZSt4clog");
+    ::dlclose(program);
+    return true;
+  }();
+  (void)done;
+}
+
+// Lines from the caller's callback, for the trainer. The callback returns 1 with a line, 0 at
+// the end, -1 on a read error (the trainer then stops reading and fails; the caller has the why).
 class CallbackIterator : public sentencepiece::SentenceIterator {
  public:
   using NextFn = int (*)(void* ctx, const char** line, size_t* len);
@@ -38,20 +70,26 @@ class CallbackIterator : public sentencepiece::SentenceIterator {
   void Next() override {
     const char* line = nullptr;
     size_t len = 0;
-    if (next_(ctx_, &line, &len) != 1) {
+    const int got = next_(ctx_, &line, &len);
+    if (got != 1) {
       done_ = true;
+      failed_ = got < 0;
       return;
     }
     value_.assign(line, len);
   }
   const std::string& value() const override { return value_; }
-  sentencepiece::util::Status status() const override { return {}; }
+  sentencepiece::util::Status status() const override {
+    if (!failed_) return {};
+    return {sentencepiece::util::StatusCode::kDataLoss, "the input could not be read"};
+  }
 
  private:
   NextFn next_;
   void* ctx_;
   std::string value_;
   bool done_ = false;
+  bool failed_ = false;
 };
 
 }  // namespace
@@ -60,6 +98,7 @@ extern "C" {
 
 __attribute__((visibility("default"))) void* gpulab_spm_load(const char* data, size_t n, char* err,
                                                              size_t err_len) {
+  bind_streams();
   auto* sp = new sentencepiece::SentencePieceProcessor();
   const auto st = sp->LoadFromSerializedProto(std::string_view(data, n));
   if (!st.ok()) {
@@ -116,6 +155,7 @@ __attribute__((visibility("default"))) char* gpulab_spm_train(const char* args,
                                                               CallbackIterator::NextFn next,
                                                               void* ctx, size_t* len, char* err,
                                                               size_t err_len) {
+  bind_streams();
   std::unordered_map<std::string, std::string> kw;
   std::string all(args);
   size_t start = 0;

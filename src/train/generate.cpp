@@ -1,16 +1,14 @@
-// KV-cached sampling loop (see generate.h).
+// KV-cached generation loop (see generate.h).
 #include "train/generate.h"
-
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "core/error.h"
 
 namespace gpulab::train {
 
-std::vector<int64_t> generate(CausalLm& model, const std::vector<int64_t>& prompt,
-                              const SamplingOptions& opts,
-                              const std::function<void(int64_t)>& on_token) {
-  const DecoderConfig& c = model.config();
+namespace {
+
+void check_prompt(const DecoderConfig& c, const std::vector<int64_t>& prompt,
+                  const SamplingOptions& opts) {
   if (prompt.empty())
     throw Exception(Code::kInvalidArgument, "the prompt has no tokens",
                     "pass a non-empty --prompt");
@@ -27,32 +25,53 @@ std::vector<int64_t> generate(CausalLm& model, const std::vector<int64_t>& promp
                       "prompt token " + std::to_string(t) +
                           " is outside the model's vocabulary of " + std::to_string(c.vocab_size),
                       "use the tokenizer the model was trained with");
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> generate_rows(CausalLm& model, const std::vector<int64_t>& prompt,
+                                                int64_t rows, const SamplingOptions& opts,
+                                                TokenSampler& sampler, const OnRowToken& on_token) {
+  GPULAB_ASSERT(rows > 0, "generate_rows needs at least one row");
+  check_prompt(model.config(), prompt, opts);
   torch::NoGradGuard no_grad;
   model.eval();
   const auto device = model.parameters().front().device();
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(opts.seed);
+  const auto longs = torch::TensorOptions().dtype(torch::kLong);
   KvCache cache;
-  torch::Tensor input = torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device);
-  std::vector<int64_t> out;
+  // The ids each row has seen, for the repetition penalty (kept only when it applies).
+  const bool keep_history = sampler.settings().repetition_penalty != 1.0;
+  torch::Tensor history = torch::tensor(prompt, longs).unsqueeze(0).repeat({rows, 1});
+  torch::Tensor input = history.to(device);
+  torch::Tensor finished = torch::zeros({rows}, torch::kBool);
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(rows));
+  const int64_t pad = opts.eos_id >= 0 ? opts.eos_id : 0;
   for (int64_t i = 0; i < opts.max_new_tokens; ++i) {
-    auto logits = model.forward(input, &cache).select(1, -1).squeeze(0).cpu();
-    int64_t next = 0;
-    if (opts.temperature <= 0) {
-      // In the model's own precision: a float32 copy of float64 logits could tie two of them.
-      next = logits.argmax().item<int64_t>();
-    } else {
-      logits = logits.to(torch::kFloat) / opts.temperature;
-      if (opts.top_k > 0 && opts.top_k < logits.size(0)) {
-        const auto kth = std::get<0>(logits.topk(opts.top_k)).min();
-        logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
-      }
-      next = torch::multinomial(torch::softmax(logits, 0), 1, false, gen).item<int64_t>();
+    const auto logits = model.forward(input, &cache).select(1, -1);
+    const auto next = sampler.next(logits, keep_history ? history : torch::Tensor(), finished, pad);
+    const auto* ids = next.data_ptr<int64_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      if (finished[r].item<bool>()) continue;
+      out[static_cast<size_t>(r)].push_back(ids[r]);
+      if (on_token && !on_token(r, ids[r])) finished[r].fill_(true);
     }
-    out.push_back(next);
-    if (on_token) on_token(next);
-    input = torch::full({1, 1}, next, torch::TensorOptions().dtype(torch::kLong).device(device));
+    TokenSampler::mark_finished(finished, next, opts.eos_id);
+    if (finished.all().item<bool>()) break;
+    if (keep_history) history = torch::cat({history, next.unsqueeze(1)}, 1);
+    input = next.unsqueeze(1).to(device);
   }
   return out;
+}
+
+std::vector<int64_t> generate(CausalLm& model, const std::vector<int64_t>& prompt,
+                              const SamplingOptions& opts,
+                              const std::function<void(int64_t)>& on_token) {
+  TokenSampler sampler(opts, opts.seed);
+  auto rows = generate_rows(model, prompt, 1, opts, sampler, [&](int64_t, int64_t t) {
+    if (on_token) on_token(t);
+    return true;
+  });
+  return std::move(rows.front());
 }
 
 }  // namespace gpulab::train

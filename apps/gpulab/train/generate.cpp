@@ -1,11 +1,13 @@
 // `gpulab generate`: loads a trained decoder (a shape name, a config.json or a run folder, plus
 // safetensors weights under Hugging Face's names) and continues a prompt, printing as it goes.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "commands.h"
 #include "core/error.h"
+#include "train/data/incremental_decoder.h"
 #include "train/data/token_file.h"
 #include "train/data/tokenizer.h"
 #include "train/device.h"
@@ -19,8 +21,61 @@ namespace {
 
 struct GenerateArgs {
   std::string model, weights, prompt, device = "cpu", tokenizer = "bytes", data_dir;
+  std::vector<std::string> stop;
+  int64_t num_samples = 1;
   train::SamplingOptions sampling;
 };
+
+// --stop "\n" means a newline, as it would in Python: \n, \t and \\ are unescaped.
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char n = i + 1 < s.size() ? s[i + 1] : '\0';
+    if (s[i] == '\\' && (n == 'n' || n == 't' || n == '\\')) {
+      out += n == 'n' ? '\n' : n == 't' ? '\t' : '\\';
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// Samples one after another (each streamed as it comes, from one generator, so the first is the
+// one a single-sample run prints): the prompt, then the new text as the whole sequence decodes
+// it. Tokens per second go to stderr, so stdout stays the text.
+void sample_text(train::CausalLm& model, const train::Tokenizer& tok, const GenerateArgs& a) {
+  const std::vector<int32_t> ids = tok.encode(a.prompt);
+  const std::vector<int64_t> prompt(ids.begin(), ids.end());
+  train::SamplingOptions opts = a.sampling;
+  opts.eos_id = tok.eos_id();
+  train::TokenSampler sampler(opts, opts.seed);
+  std::vector<std::string> stops;
+  for (const auto& s : a.stop) stops.push_back(unescape(s));
+  int64_t tokens = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < a.num_samples; ++s) {
+    if (a.num_samples > 1)
+      std::printf("[sample %lld/%lld]\n", static_cast<long long>(s + 1),
+                  static_cast<long long>(a.num_samples));
+    std::printf("%s", a.prompt.c_str());
+    std::fflush(stdout);
+    train::IncrementalDecoder text(tok, ids, stops);
+    train::generate_rows(model, prompt, 1, opts, sampler, [&](int64_t, int64_t t) {
+      ++tokens;
+      std::fputs(text.push(static_cast<int32_t>(t)).c_str(), stdout);
+      std::fflush(stdout);
+      return !text.stopped();
+    });
+    std::printf("%s\n", text.finish().c_str());
+    std::fflush(stdout);
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "generated %lld tokens in %.2f s (%.1f tokens/s)\n",
+               static_cast<long long>(tokens), secs,
+               secs > 0 ? static_cast<double>(tokens) / secs : 0.0);
+}
 
 void run_generate(const GenerateArgs& a) {
   train::DecoderConfig cfg = train::find_decoder_config(a.model).value_or_throw();
@@ -51,12 +106,7 @@ void run_generate(const GenerateArgs& a) {
                     "the tokenizer's vocabulary (" + std::to_string(tok->vocab_size()) +
                         ") is larger than the model's (" + std::to_string(cfg.vocab_size) + ")",
                     "pass the --data_dir (or --tokenizer) the model was trained with");
-  std::vector<int64_t> prompt;
-  for (int32_t id : tok->encode(a.prompt)) prompt.push_back(id);
-  std::vector<int32_t> out;
-  train::generate(*model, prompt, a.sampling,
-                  [&](int64_t t) { out.push_back(static_cast<int32_t>(t)); });
-  std::printf("%s%s\n", a.prompt.c_str(), tok->decode(out).value_or_throw().c_str());
+  sample_text(*model, *tok, a);
 }
 
 }  // namespace
@@ -86,9 +136,26 @@ void add_generate_command(CLI::App& app, CommandContext& /*ctx*/) {
   cmd->add_option("--top_k", a->sampling.top_k, "sample among the k likeliest (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--top_p", a->sampling.top_p,
+                  "sample among the likeliest tokens whose probability reaches p (1: all)")
+      ->capture_default_str();
+  cmd->add_option("--repetition_penalty", a->sampling.repetition_penalty,
+                  "> 1 discourages tokens already in the text (transformers' semantics; 1: off)")
+      ->capture_default_str();
+  cmd->add_option("--num_samples", a->num_samples, "continuations of the prompt, one after another")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--stop", a->stop,
+                  "stop a sample once its text contains this string (kept in the text; "
+                  "repeatable; \\n is a newline). The tokenizer's end-of-sequence token always "
+                  "stops it");
   cmd->add_option("--seed", a->sampling.seed, "sampling seed")->capture_default_str();
   cmd->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
-  cmd->callback([a] { run_generate(*a); });
+  cmd->callback([a] {
+    // Settings first: a wrong flag should not wait for the weights to load.
+    if (auto bad = train::check_sampler_settings(a->sampling)) throw Exception(*bad);
+    run_generate(*a);
+  });
 }
 
 }  // namespace gpulab::cli

@@ -1,5 +1,5 @@
-// `gpulab tokenizer`: train a SentencePiece model (BPE or unigram) on text files, and encode or
-// decode text with any tokenizer spec (bytes or a .model file).
+// `gpulab tokenizer`: train a SentencePiece model (BPE, unigram, char or word) on text files, and
+// encode or decode text with any tokenizer spec (bytes or a .model file).
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -28,7 +28,19 @@ void add_train(CLI::App& parent) {
       ->required();
   cmd->add_option("--vocab_size,--vocab-size", a->opts.vocab_size, "vocabulary size")
       ->capture_default_str();
-  cmd->add_option("--model_type", a->opts.model_type, "bpe or unigram")->capture_default_str();
+  cmd->add_option("--model_type,--model-type", a->opts.model_type, "bpe, unigram, char or word")
+      ->capture_default_str();
+  cmd->add_option("--character_coverage,--character-coverage", a->opts.character_coverage,
+                  "share of the text's characters that get pieces of their own, 0.98 to 1 "
+                  "(0.9995 suits Chinese or Japanese; the rest become bytes or <unk>)")
+      ->capture_default_str();
+  cmd->add_option("--byte_fallback,--byte-fallback", a->opts.byte_fallback,
+                  "true: characters outside the vocabulary become their UTF-8 bytes (256 ids); "
+                  "false: <unk>")
+      ->capture_default_str();
+  cmd->add_option("--user_defined_symbols,--user-defined-symbols", a->opts.user_defined_symbols,
+                  "strings that are always one piece (e.g. <|im_end|>), comma-separated")
+      ->delimiter(',');
   cmd->add_option("--out", a->out, "folder to write tokenizer.model and tokenizer.vocab to")
       ->required();
   cmd->add_option("--max_sentences", a->opts.max_sentences, "lines sampled for training (0: all)")

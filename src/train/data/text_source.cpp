@@ -8,6 +8,53 @@
 
 namespace gpulab::train {
 
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i] (RFC 3629: no overlongs, no surrogates, at most
+// U+10FFFF), or 0 when the bytes there are not one.
+size_t utf8_sequence(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+             : c >= 0xE0 && c <= 0xEF ? 3
+             : c >= 0xF0 && c <= 0xF4 ? 4
+                                      : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((b(k) & 0xC0) != 0x80) return 0;
+  if ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F) || (c == 0xF0 && b(1) < 0x90) ||
+      (c == 0xF4 && b(1) > 0x8F))
+    return 0;
+  return n;
+}
+
+const char* const kConvertHint =
+    "tokenizers read UTF-8 text: convert the file first, e.g. iconv -f LATIN1 -t UTF-8 IN > OUT "
+    "(or -f UTF-16 for UTF-16), and pass the converted file";
+
+}  // namespace
+
+std::optional<Error> check_utf8_text(std::string_view text, const std::string& where) {
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == '\0')
+      return Error(Code::kDataError,
+                   fmt::format("{}: a NUL byte at column {}: this is not a text file (binary "
+                               "data, or UTF-16 without a byte-order mark)",
+                               where, i + 1),
+                   kConvertHint);
+    const size_t n = utf8_sequence(text, i);
+    if (n == 0)
+      return Error(Code::kDataError,
+                   fmt::format("{}: byte 0x{:02X} at column {} is not UTF-8 (Latin-1 or another "
+                               "8-bit encoding?)",
+                               where, static_cast<unsigned char>(text[i]), i + 1),
+                   kConvertHint);
+    i += n;
+  }
+  return std::nullopt;
+}
+
 bool is_jsonl_path(const fs::path& p) {
   const auto ext = p.extension().string();
   return ext == ".jsonl" || ext == ".json" || ext == ".ndjson";
@@ -37,6 +84,20 @@ bool TextReader::open_next_file() {
   in_.open(p, std::ios::binary);
   jsonl_ = is_jsonl_path(p);
   line_no_ = 0;
+  // A UTF-8 byte-order mark is not text; a UTF-16 one means the file needs converting.
+  char bom[3] = {0, 0, 0};
+  in_.read(bom, 3);
+  const std::string head(bom, static_cast<size_t>(in_.gcount()));
+  in_.clear();
+  if (head == "\xEF\xBB\xBF") {
+    bytes_read_ += 3;
+    return true;
+  }
+  in_.seekg(0);
+  if (head.rfind("\xFF\xFE", 0) == 0 || head.rfind("\xFE\xFF", 0) == 0)
+    bom_error_ = Error(Code::kDataError,
+                       p.string() + " is UTF-16 text (it starts with a UTF-16 byte-order mark)",
+                       kConvertHint);
   return true;
 }
 
@@ -46,6 +107,7 @@ Result<bool> TextReader::next(TextBlock& out) {
   std::string line;
   while (true) {
     if (!in_.is_open() && !open_next_file()) return !out.text.empty();
+    if (bom_error_) return *bom_error_;
     if (!std::getline(in_, line)) {
       in_.close();
       if (!out.text.empty()) {
@@ -57,10 +119,11 @@ Result<bool> TextReader::next(TextBlock& out) {
     ++line_no_;
     const bool had_newline = !in_.eof();
     bytes_read_ += static_cast<int64_t>(line.size()) + (had_newline ? 1 : 0);
+    const auto where = fmt::format("{}:{}", inputs_[file_index_ - 1].string(), line_no_);
+    if (auto bad = check_utf8_text(line, where)) return *bad;
     if (jsonl_) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       auto j = parse_json(line, "JSONL line");
-      const auto where = fmt::format("{}:{}", inputs_[file_index_ - 1].string(), line_no_);
       if (!j)
         return Error(Code::kDataError, where + ": not valid JSON (" + j.error().message + ")",
                      "JSONL input needs one JSON object per line with a string \"text\" field");
@@ -68,6 +131,7 @@ Result<bool> TextReader::next(TextBlock& out) {
         return Error(Code::kDataError, where + ": no string \"text\" field",
                      "JSONL input needs one JSON object per line with a string \"text\" field");
       out.text = (*j)["text"].get<std::string>();
+      if (auto bad = check_utf8_text(out.text, where + " (its \"text\")")) return *bad;
       out.document_end = true;
       return true;
     }

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -24,8 +26,9 @@ class TextReader {
   // is read, so a typo fails before work starts.
   static Result<TextReader> open(std::vector<std::filesystem::path> inputs,
                                  int64_t block_bytes = 4096);
-  // The next block; false at the end. A JSONL line that is not an object with a string "text"
-  // is kDataError naming file and line.
+  // The next block; false at the end. A JSONL line that is not an object with a string "text",
+  // and text that is not UTF-8 (Latin-1, UTF-16, NUL bytes) are kDataError naming file and line.
+  // A UTF-8 byte-order mark is skipped.
   Result<bool> next(TextBlock& out);
 
   int64_t total_bytes() const { return total_bytes_; }  // of all inputs, for progress
@@ -40,7 +43,11 @@ class TextReader {
   int64_t line_no_ = 0;
   bool jsonl_ = false;
   std::ifstream in_;
+  std::optional<Error> bom_error_;
 };
+
+// kDataError naming `where` (file:line) when text holds a NUL byte or is not valid UTF-8.
+std::optional<Error> check_utf8_text(std::string_view text, const std::string& where);
 
 bool is_jsonl_path(const std::filesystem::path& p);
 

@@ -38,15 +38,22 @@ Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& spec);
 struct TokenizerTrainOptions {
   std::vector<std::filesystem::path> inputs{};  // plain text or JSONL (`text` field)
   int64_t vocab_size = 4096;
-  std::string model_type = "bpe";   // bpe or unigram
+  std::string model_type = "bpe";   // bpe, unigram, char or word
   std::filesystem::path out_dir{};  // gets tokenizer.model and tokenizer.vocab
   // Lines sampled for training (SentencePiece's input_sentence_size); 0 = all.
   int64_t max_sentences = 2'000'000;
   int threads = 0;  // 0 = hardware threads
+  // Share of the corpus's characters that get pieces of their own; the rarest rest are bytes
+  // (with byte_fallback) or <unk>.
+  double character_coverage = 1.0;
+  bool byte_fallback = true;  // unknown characters as their UTF-8 bytes (256 ids), never <unk>
+  std::vector<std::string> user_defined_symbols{};  // always one piece each (e.g. "<|im_end|>")
 };
 
-// Trains a SentencePiece model (byte fallback on, so every UTF-8 text encodes; ids: 0 unk,
-// 1 bos, 2 eos) and writes out_dir/tokenizer.model atomically. Returns its path.
+// Trains a SentencePiece model (ids: 0 unk, 1 bos, 2 eos; byte fallback on by default, so every
+// UTF-8 text encodes) and writes out_dir/tokenizer.model atomically. Returns its path. A
+// vocabulary the corpus cannot fill, or one too small for its characters, is kInvalidArgument
+// saying which way to move --vocab_size; input that is not UTF-8 text is kDataError.
 Result<std::filesystem::path> train_sentencepiece(const TokenizerTrainOptions& opts);
 
 }  // namespace gpulab::train

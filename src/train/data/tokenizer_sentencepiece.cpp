@@ -14,9 +14,11 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <set>
 #endif
 
 namespace gpulab::train {
@@ -162,30 +164,37 @@ Result<std::unique_ptr<SentencePieceTokenizer>> load_model(const std::string& by
 struct LineFeed {
   TextReader reader;
   TextBlock block;
-  std::vector<std::string> lines;
+  std::vector<std::string> lines;  // the current block's, last first
   std::string current;
   std::optional<Error> error;
 
-  // 1 with a line, 0 at the end (or on a read error, kept in `error`).
-  static int next(void* ctx, const char** line, size_t* len) {
-    auto* f = static_cast<LineFeed*>(ctx);
-    while (f->lines.empty()) {
-      auto more = f->reader.next(f->block);
+  // Reads blocks until there is a line: true with one, false at the end or on a read error
+  // (kept in `error`). Called once before training, so that no text is said before it starts.
+  bool fill() {
+    while (lines.empty()) {
+      auto more = reader.next(block);
       if (!more) {
-        f->error = more.error();
-        return 0;
+        error = more.error();
+        return false;
       }
-      if (!*more) return 0;
+      if (!*more) return false;
       size_t start = 0;
-      const std::string& t = f->block.text;
+      const std::string& t = block.text;
       while (start < t.size()) {
         size_t end = t.find('\n', start);
         if (end == std::string::npos) end = t.size();
-        if (end > start) f->lines.push_back(t.substr(start, end - start));
+        if (end > start) lines.push_back(t.substr(start, end - start));
         start = end + 1;
       }
-      std::reverse(f->lines.begin(), f->lines.end());
+      std::reverse(lines.begin(), lines.end());
     }
+    return true;
+  }
+
+  // 1 with a line, 0 at the end, -1 on a read error.
+  static int next(void* ctx, const char** line, size_t* len) {
+    auto* f = static_cast<LineFeed*>(ctx);
+    if (!f->fill()) return f->error ? -1 : 0;
     f->current = std::move(f->lines.back());
     f->lines.pop_back();
     *line = f->current.data();
@@ -215,26 +224,52 @@ Result<std::unique_ptr<Tokenizer>> open_sentencepiece(const fs::path& model) {
   return std::unique_ptr<Tokenizer>(std::move(*tok));
 }
 
-Result<fs::path> train_sentencepiece(const TokenizerTrainOptions& o) {
-  if (o.vocab_size < 260 || o.vocab_size > (int64_t{1} << 24))
+namespace {
+
+// What SentencePiece cannot be asked for, said in gpulab's flags before any text is read.
+std::optional<Error> check_tokenizer_options(const TokenizerTrainOptions& o) {
+  static const std::set<std::string> kTypes = {"bpe", "unigram", "char", "word"};
+  if (!kTypes.count(o.model_type))
+    return Error(
+        Code::kInvalidArgument,
+        fmt::format("--model_type {} is not one of bpe, unigram, char, word", o.model_type));
+  // SentencePiece's own bounds (trainer_interface.cc checks 0.98 .. 1).
+  if (!(o.character_coverage >= 0.98 && o.character_coverage <= 1.0))
     return Error(Code::kInvalidArgument,
-                 fmt::format("--vocab_size {} is out of range (260 .. 16777216: byte fallback "
-                             "needs 256 ids plus the special ones)",
-                             o.vocab_size));
-  if (o.model_type != "bpe" && o.model_type != "unigram")
-    return Error(Code::kInvalidArgument, "--model_type must be bpe or unigram");
-  const SpmApi& api = spm_api();
-  if (!api.error.empty()) return module_error(api);
-  auto reader = TextReader::open(o.inputs);
-  if (!reader) return reader.error();
+                 fmt::format("--character_coverage {} must be in [0.98, 1]", o.character_coverage),
+                 "1.0 keeps every character; 0.9995 is usual for Chinese or Japanese text");
+  std::set<std::string> seen;
+  for (const auto& u : o.user_defined_symbols) {
+    if (u.empty() || u.find_first_of(",\n") != std::string::npos || !seen.insert(u).second ||
+        u == "<unk>" || u == "<s>" || u == "</s>" || check_utf8_text(u, "symbol"))
+      return Error(Code::kInvalidArgument,
+                   fmt::format("--user_defined_symbols: \"{}\" cannot be a symbol", u),
+                   "each symbol is non-empty UTF-8 without commas, given once, and not <unk>, "
+                   "<s> or </s>");
+  }
+  // unk, bos, eos; the 256 byte pieces; the user's symbols; at least one piece of text.
+  const int64_t least =
+      3 + (o.byte_fallback ? 256 : 0) + static_cast<int64_t>(o.user_defined_symbols.size()) + 1;
+  if (o.vocab_size < least || o.vocab_size > (int64_t{1} << 24))
+    return Error(Code::kInvalidArgument,
+                 fmt::format("--vocab_size {} is out of range ({} .. 16777216: {}3 special ids{} "
+                             "and the text's own pieces)",
+                             o.vocab_size, least, o.byte_fallback ? "256 byte ids, " : "",
+                             o.user_defined_symbols.empty() ? "" : ", the user-defined symbols"));
+  return std::nullopt;
+}
+
+std::string spm_train_args(const TokenizerTrainOptions& o) {
   const int threads = o.threads > 0
                           ? o.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string symbols;
+  for (const auto& u : o.user_defined_symbols) symbols += (symbols.empty() ? "" : ",") + u;
   std::vector<std::pair<std::string, std::string>> args = {
       {"model_type", o.model_type},
       {"vocab_size", std::to_string(o.vocab_size)},
-      {"byte_fallback", "true"},
-      {"character_coverage", "1.0"},
+      {"byte_fallback", o.byte_fallback ? "true" : "false"},
+      {"character_coverage", fmt::format("{}", o.character_coverage)},
       {"split_digits", "true"},
       {"unk_id", "0"},
       {"bos_id", "1"},
@@ -242,43 +277,105 @@ Result<fs::path> train_sentencepiece(const TokenizerTrainOptions& o) {
       {"pad_id", "-1"},
       {"num_threads", std::to_string(threads)},
       {"max_sentence_length", "16384"},
-      {"minloglevel", "1"},
+      // Warnings and progress stay quiet: what goes wrong comes back as a status, said in
+      // gpulab's words (explain_train_error).
+      {"minloglevel", "2"},
       // SentencePiece strips and collapses whitespace by default; a language model should see
       // the text as it is (indentation, blank lines) and decode it back unchanged.
       {"normalization_rule_name", "identity"},
       {"remove_extra_whitespaces", "false"},
       {"allow_whitespace_only_pieces", "true"},
   };
+  if (!symbols.empty()) args.emplace_back("user_defined_symbols", symbols);
   if (o.max_sentences > 0) {
     args.emplace_back("input_sentence_size", std::to_string(o.max_sentences));
     args.emplace_back("shuffle_input_sentence", "true");
   }
   std::string joined;
   for (const auto& [k, v] : args) joined += k + "=" + v + "\n";
-  LineFeed feed{std::move(*reader), {}, {}, {}, std::nullopt};
-  char err[1024] = {0};
-  size_t len = 0;
-  std::unique_ptr<char, MallocFree> proto(
-      api.train(joined.c_str(), &LineFeed::next, &feed, &len, err, sizeof err));
-  if (feed.error) return *feed.error;
-  if (!proto)
-    return Error(Code::kInvalidArgument, std::string("SentencePiece could not train: ") + err,
-                 "a smaller --vocab_size fits a small corpus");
-  const std::string bytes(proto.get(), len);
-  std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (ec)
+  return joined;
+}
+
+// The numbers in `s` after `phrase`, in order ("... required_chars. 260 vs 267." -> 260, 267).
+std::vector<int64_t> numbers_after(const std::string& s, const std::string& phrase) {
+  std::vector<int64_t> out;
+  const size_t from = s.find(phrase);
+  for (size_t i = from == std::string::npos ? s.size() : from; i < s.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+    out.push_back(std::stoll(s.substr(i, std::min<size_t>(j - i, 15))));
+    i = j;
+  }
+  return out;
+}
+
+// SentencePiece's refusal, with a hint that names gpulab's flags and the right direction: its
+// trainer says "too high (N) ... <= M" for a vocabulary the corpus cannot fill, and "smaller
+// than required_chars. N vs M" for one that cannot hold the corpus's characters.
+Error explain_train_error(const TokenizerTrainOptions& o, std::string spm) {
+  // "./src/trainer_interface.cc(660) [(a) == (b)] Message": the message alone.
+  if (const size_t at = spm.find("] "); at != std::string::npos && at + 2 < spm.size())
+    spm = spm.substr(at + 2);
+  if (const auto n = numbers_after(spm, "too high"); n.size() >= 2)
     return Error(Code::kInvalidArgument,
-                 fmt::format("cannot create {}: {}", o.out_dir.string(), ec.message()));
+                 fmt::format("--vocab_size {} is more than this corpus can fill: SentencePiece "
+                             "finds at most {} pieces in it",
+                             o.vocab_size, n[1]),
+                 fmt::format("pass --vocab_size {} or less, or train on more text", n[1]));
+  if (const auto n = numbers_after(spm, "required_chars"); n.size() >= 2)
+    return Error(Code::kInvalidArgument,
+                 fmt::format("--vocab_size {} is too small for this corpus: its characters{} and "
+                             "the special ids need {}",
+                             o.vocab_size, o.byte_fallback ? ", the 256 byte pieces" : "", n[1]),
+                 fmt::format("pass --vocab_size {} or more, or a lower --character_coverage (e.g. "
+                             "0.9995) so that rare characters become {}",
+                             n[1], o.byte_fallback ? "bytes" : "<unk>"));
+  return Error(Code::kInvalidArgument, "SentencePiece could not train: " + spm,
+               "check the --input text and the flags (gpulab tokenizer train --help)");
+}
+
+Result<fs::path> write_model(const TokenizerTrainOptions& o, const std::string& bytes) {
   // The vocabulary as text (id order, piece and score), for people and other tools.
   auto tok = load_model(bytes, "the trained model");
   if (!tok) return tok.error();
   std::string vocab;
   for (int i = 0; i < (*tok)->vocab_size(); ++i) vocab += (*tok)->piece(i) + "\n";
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec)
+    return Error(Code::kInvalidArgument,
+                 fmt::format("cannot create {}: {}", o.out_dir.string(), ec.message()));
   const auto path = o.out_dir / "tokenizer.model";
   if (auto s = write_file_atomic(o.out_dir / "tokenizer.vocab", vocab); !s) return s.error();
   if (auto s = write_file_atomic(path, bytes); !s) return s.error();
   return path;
+}
+
+}  // namespace
+
+Result<fs::path> train_sentencepiece(const TokenizerTrainOptions& o) {
+  if (auto bad = check_tokenizer_options(o)) return *bad;
+  const SpmApi& api = spm_api();
+  if (!api.error.empty()) return module_error(api);
+  auto reader = TextReader::open(o.inputs);
+  if (!reader) return reader.error();
+  const std::string args = spm_train_args(o);
+  LineFeed feed{std::move(*reader), {}, {}, {}, std::nullopt};
+  if (!feed.fill()) {
+    if (feed.error) return *feed.error;
+    return Error(Code::kInvalidArgument, "the inputs hold no text", "check the --input files");
+  }
+  char err[1024] = {0};
+  size_t len = 0;
+  std::unique_ptr<char, MallocFree> proto(
+      api.train(args.c_str(), &LineFeed::next, &feed, &len, err, sizeof err));
+  if (feed.error) return *feed.error;
+  if (!proto) return explain_train_error(o, err);
+  return write_model(o, std::string(proto.get(), len));
 }
 
 #else  // no SentencePiece in this build
