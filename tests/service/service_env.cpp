@@ -69,6 +69,13 @@ Status ensure_service_images(const docker::Client& c, bool with_ssh) {
                {{"entrypoint.sh", *entry}}, label);
 }
 
+long reconcile_passes(HttpClient& c) {
+  const std::string key = "\ngpulab_reconcile_passes_total ";  // the sample, not # TYPE
+  const std::string m = c.get("/metrics").body;
+  auto at = m.find(key);
+  return at == std::string::npos ? -1 : std::stol(m.substr(at + key.size()));
+}
+
 Json four_gpu_config(const std::string& docker_host, int port_base) {
   Json gpus = Json::array();
   for (int i = 0; i < 4; ++i)
