@@ -53,6 +53,10 @@ class ServiceTest : public ::testing::Test {
 // before the change).
 long reconcile_passes(HttpClient& c);
 
+// gpulab_event_watchers_started_total: hosts whose engine events the service follows (from that
+// moment, none is missed); -1 when absent.
+long event_watchers_started(HttpClient& c);
+
 // Envelope helpers.
 inline bool ok(const HttpResult& r) {
   return r.status == 200 && r.json().value("success", false);
