@@ -26,8 +26,11 @@ if [ -f "$junit" ]; then
   failed=$(grep -o 'failures="[0-9]*"' "$junit" | head -1 | grep -o '[0-9]*')
   skipped=$(grep -o 'skipped="[0-9]*"' "$junit" | head -1 | grep -o '[0-9]*')
   errors=$(grep -o 'errors="[0-9]*"' "$junit" | head -1 | grep -o '[0-9]*')
-  failed=$((${failed:-0} + ${errors:-0}))
-  passed=$((${total:-0} - failed - ${skipped:-0}))
+  # A test ctest did not run because its fixture failed is a failure, not a skip.
+  not_run=$(grep -c 'message="Fixture dependency failed"' "$junit")
+  failed=$((${failed:-0} + ${errors:-0} + not_run))
+  skipped=$((${skipped:-0} - not_run))
+  passed=$((${total:-0} - failed - skipped))
   echo
   echo "tests: ${passed} passed, ${failed} failed, ${skipped:-0} skipped"
 fi

@@ -97,11 +97,13 @@ Result<SafetensorsEntry> parse_entry(const std::string& name, const Json& entry,
   return e;
 }
 
-// The format forbids overlapping tensors; overlaps mean a corrupt or hand-made header.
+// The format forbids overlapping tensors; overlaps mean a corrupt or hand-made header. Empty
+// tensors hold no bytes: they leave first, or one sorted between two overlapping ranges hides them.
 bool ranges_overlap(std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  std::erase_if(ranges, [](const auto& r) { return r.first == r.second; });
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].first < ranges[i - 1].second && ranges[i].first != ranges[i].second) return true;
+    if (ranges[i].first < ranges[i - 1].second) return true;
   }
   return false;
 }

@@ -77,6 +77,20 @@ TEST(HostileSafetensors, TensorPastTheEndIsRefusedBeforeAllocation) {
       << r.error().message;
 }
 
+// The fuzz target's overlap check (safetensors_fuzz.cpp) found this: an empty tensor sorted
+// between two overlapping ones hid the overlap from the reader.
+TEST(HostileSafetensors, OverlapBehindAnEmptyTensorIsRefused) {
+  auto r = parse_safetensors_header(
+      safetensors_with(R"({"a":{"dtype":"U8","shape":[10],"data_offsets":[0,10]},)"
+                       R"("b":{"dtype":"U8","shape":[0],"data_offsets":[5,5]},)"
+                       R"("c":{"dtype":"U8","shape":[6],"data_offsets":[6,12]}})") +
+          std::string(12, 'x'),
+      "w.safetensors");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("tensor data ranges overlap"), std::string::npos)
+      << r.error().message;
+}
+
 TEST(HostileSafetensors, NamesAndDtypesWithNewlinesStayOnOneLineInTheRefusal) {
   // JSON may spell a newline inside a tensor name or a dtype; the refusal shows it escaped.
   for (const char* header : {R"({"w\nx":{"dtype":"F32","shape":[2],"data_offsets":[0,9]}})",

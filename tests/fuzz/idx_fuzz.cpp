@@ -16,7 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     uint64_t total = 1;
-    for (int64_t d : idx->shape) total *= static_cast<uint64_t>(d);
+    for (int64_t d : idx->shape) {
+      if (d < 0) std::abort();
+      total *= static_cast<uint64_t>(d);
+    }
     if (idx->shape.size() != static_cast<size_t>(dims) || idx->data.size() != total) std::abort();
   }
   return 0;

@@ -11,11 +11,13 @@ same safetensors file loads on both sides. Uses only Debian's python3-torch.
   llama_reference.py train --config C.json --weights W --data_dir D [--seq_len T]
                      [--batch_size B] [--limit_train_batches K] [--num_epochs E]
                      [--learning_rate LR --weight_decay WD --warmup_epochs W --clip_grad C]
-      trains from the given weights (fp32, one process) on a token folder of `gpulab data
+                     [--double] [--out W2.safetensors] [--swap_windows]
+      trains from the given weights (fp32, or fp64 with --double; one process) on a token folder of `gpulab data
       tokenize`, in the window order of `gpulab train` (src/train/data/token_windows.cpp,
       reproduced here) with torch.optim.AdamW, gpulab's warm-up + cosine schedule and
       clip_grad_norm_; after each epoch evaluates on gpulab's validation windows and prints one
-      JSON line per epoch.
+      JSON line per epoch; --out writes the final weights (HF names); --swap_windows trains
+      steps 0 and 1 on each other's windows (a control: the weights must then differ).
 """
 import argparse
 import json
@@ -38,7 +40,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x):
-        xf = x.float()
+        xf = x if x.dtype == torch.float64 else x.float()  # at least float32, as gpulab
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * y.to(x.dtype)
 
@@ -84,7 +86,8 @@ class Attention(nn.Module):
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
         mask = torch.ones(t, t, dtype=torch.bool).triu(1)
         scores = scores.masked_fill(mask, float("-inf"))
-        probs = torch.softmax(scores, -1, dtype=torch.float32).to(v.dtype)
+        wide = torch.float64 if v.dtype == torch.float64 else torch.float32
+        probs = torch.softmax(scores, -1, dtype=wide).to(v.dtype)
         return self.o_proj((probs @ v).transpose(1, 2).reshape(b, t, self.h * self.hd))
 
 
@@ -234,9 +237,10 @@ def read_tokens(folder, split):
 
 def train(args):
     cfg = load_config(args.config)
-    model = Llama(cfg)
+    dtype = torch.float64 if args.double else torch.float32
+    model = Llama(cfg).to(dtype)
     weights = load_safetensors(args.weights)
-    model.load_state_dict({k: v.float() for k, v in weights.items()}, strict=True)
+    model.load_state_dict({k: v.to(dtype) for k, v in weights.items()}, strict=True)
     train_tokens, meta = read_tokens(args.data_dir, "train")
     val_tokens, _ = read_tokens(args.data_dir, "val")
     windows = TokenWindows(train_tokens, args.seq_len, args.batch_size, args.seed)
@@ -258,7 +262,10 @@ def train(args):
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, args.learning_rate, batches, args.num_epochs,
                                 args.warmup_epochs)
-            x, y = gather(train_tokens, windows.starts(epoch * batches + b), args.seq_len)
+            index = epoch * batches + b
+            if args.swap_windows and index < 2:  # a control's mutation: steps 0 and 1 swapped
+                index = 1 - index
+            x, y = gather(train_tokens, windows.starts(index), args.seq_len)
             loss = nn.functional.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -282,6 +289,8 @@ def train(args):
                           "val_bits_per_byte": val / math.log(2) / meta["bytes_per_token"],
                           "tokens_per_second": batches * args.batch_size * args.seq_len / seconds,
                           "torch": torch.__version__}), flush=True)
+    if args.out:
+        save_safetensors(model.state_dict(), args.out)
 
 
 def main():
@@ -305,6 +314,10 @@ def main():
     t.add_argument("--clip_grad", type=float, default=1.0)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0, help="0: all cores")
+    t.add_argument("--double", action="store_true", help="train in float64 (gpulab's fp64)")
+    t.add_argument("--out", default="", help="write the final weights here (safetensors)")
+    t.add_argument("--swap_windows", action="store_true",
+                   help="a control: train steps 0 and 1 on each other's windows")
     args = p.parse_args()
     threads = getattr(args, "threads", 0) or (os.cpu_count() or 1)
     torch.set_num_threads(max(1, threads))

@@ -45,14 +45,6 @@ class ServiceHostsRefusal : public LabHostsTest {
     return rows;
   }
 
-  // gpulab_reconcile_passes_total from /metrics; -1 when absent.
-  long reconcile_passes(HttpClient& c) {
-    const std::string key = "\ngpulab_reconcile_passes_total ";  // the sample, not # TYPE
-    const std::string m = c.get("/metrics").body;
-    auto at = m.find(key);
-    return at == std::string::npos ? -1 : std::stol(m.substr(at + key.size()));
-  }
-
   // Polls until `done` holds; false after `seconds`.
   template <typename Pred>
   bool wait_for(Pred done, int seconds) {

@@ -275,8 +275,12 @@ TEST_F(ServiceHosts, EventsFromEveryHostReachTheBookWithinSeconds) {
       if (x["name"] == name) return x;
     return Json();
   };
-  // The streams open as the service starts; give them a moment before acting behind its back.
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // The streams open as the service starts: act behind its back once every host's is followed.
+  const auto followed = Clock::now() + std::chrono::seconds(20);
+  while (event_watchers_started(c) < static_cast<long>(engines_.size()) && Clock::now() < followed)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(event_watchers_started(c), static_cast<long>(engines_.size()))
+      << "no event stream per host in 20 s" << log_lines();
   auto t0 = Clock::now();
   ASSERT_TRUE(engines_[2].client->stop_container("evstop", 1).ok());
   ASSERT_TRUE(engines_[2].client->remove_container("evgone", true).ok());

@@ -93,7 +93,12 @@ TEST_F(ServiceLeases, LeaseHoldsGpusAndPortUntilItsContainerIsGone) {
     return c.get(api + "/leases").json()["data"]["leases"][0]["container"] == spec.name;
   }));
   EXPECT_EQ(code(c.post_json(api + "/leases/release", {{"name", lease}})), "STATE_CONFLICT");
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // a reconcile pass: still held
+  // Still held after a whole reconcile pass that began after the container was there (passes
+  // come every second here; 20 s is far past one).
+  const long passes = reconcile_passes(c);
+  ASSERT_GE(passes, 0) << "no gpulab_reconcile_passes_total in /metrics";
+  ASSERT_TRUE(eventually(c, [&](const Json&) { return reconcile_passes(c) >= passes + 2; }))
+      << "no reconcile pass in 20 s";
   EXPECT_EQ(c.get(api + "/status").json()["data"]["used_gpu_indices"].size(), 4u);
 
   // The container goes: reconcile releases the lease (its port rests, its GPUs are free).

@@ -69,6 +69,26 @@ Status ensure_service_images(const docker::Client& c, bool with_ssh) {
                {{"entrypoint.sh", *entry}}, label);
 }
 
+namespace {
+
+// The sample of counter `name` in /metrics (not its # TYPE line); -1 when absent.
+long metrics_counter(HttpClient& c, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const std::string m = c.get("/metrics").body;
+  auto at = m.find(key);
+  return at == std::string::npos ? -1 : std::stol(m.substr(at + key.size()));
+}
+
+}  // namespace
+
+long reconcile_passes(HttpClient& c) {
+  return metrics_counter(c, "gpulab_reconcile_passes_total");
+}
+
+long event_watchers_started(HttpClient& c) {
+  return metrics_counter(c, "gpulab_event_watchers_started_total");
+}
+
 Json four_gpu_config(const std::string& docker_host, int port_base) {
   Json gpus = Json::array();
   for (int i = 0; i < 4; ++i)

@@ -48,6 +48,15 @@ class ServiceTest : public ::testing::Test {
   std::string prefix_;  // container names of this test start with it
 };
 
+// gpulab_reconcile_passes_total from the service's /metrics; -1 when absent. A test that must
+// see a reconcile pass run after a change waits for this to grow by 2 (the first may have begun
+// before the change).
+long reconcile_passes(HttpClient& c);
+
+// gpulab_event_watchers_started_total: hosts whose engine events the service follows (from that
+// moment, none is missed); -1 when absent.
+long event_watchers_started(HttpClient& c);
+
 // Envelope helpers.
 inline bool ok(const HttpResult& r) {
   return r.status == 200 && r.json().value("success", false);

@@ -60,6 +60,8 @@ void EventWatcher::follow(const Host& h) {
   f.actions = {"die", "destroy", "start", "stop"};
   // Each stream starts where the last one ended: the engine replays what came in between.
   f.since = unix_now();
+  // From here no event of this host is missed: tests wait for one per host before acting.
+  s_.metrics.increment("event_watchers_started");
   while (!cancel_) {
     const Engine* e = h.up() ? h.engine() : nullptr;
     if (!e) {  // down: the host monitor reconciles when it answers again

@@ -5,8 +5,10 @@
 # second or two). SIGINT/SIGTERM must end with 130/143; SIGKILL with 137. Afterwards no process
 # of the job is left, and the newest complete checkpoint loads (--resume auto). Every fifth run
 # (and the first) is fp64 and deterministic and, resumed to the end, must equal an uninterrupted
-# run of the same layout bit for bit. The other runs use 1 or 2 intra-op threads (CI's one heap
-# abort came from a single-process run with 2, the default on 2 cores).
+# run of the same layout bit for bit; only a resume from a checkpoint past step 0 counts as
+# "resumed bitwise" (a job killed before its first checkpoint starts afresh: that equality is
+# counted apart, as "restarted from scratch"). The other runs use 1 or 2 intra-op threads (CI's
+# one heap abort came from a single-process run with 2, the default on 2 cores).
 # ASAN=runtime runs every gpulab with AddressSanitizer's run-time library preloaded: its allocator
 # (red zones, quarantine) catches a double free, a bad free or heap metadata overwritten by a
 # library call, where glibc would abort with "corrupted size vs. prev_size" or not notice; code
@@ -74,7 +76,7 @@ job() {
 }
 
 declare -A reference  # layout -> uninterrupted fp64 weights
-ok=0 bitwise=0 early=0
+ok=0 bitwise=0 scratch=0 early=0
 declare -A by_signal=([INT]=0 [TERM]=0 [KILL]=0) by_layout=([single]=0 [ddp]=0 [shard]=0)
 declare -A by_threads=([1]=0 [2]=0)
 layouts=(single ddp shard)
@@ -126,7 +128,10 @@ for i in $(seq 1 "$RUNS"); do
     fi
     cmp -s "$dir/model.safetensors" "${reference[$layout]}" ||
       fail "run $i ($layout, SIG$sig after ${delay} s): resumed weights differ from the uninterrupted run"
-    bitwise=$((bitwise + 1))
+    # The trainer's line: "Resumed from DIR (epoch E, step S...)"; none when it started afresh.
+    from_step=$(sed -n 's/^.*Resumed from .* (epoch [0-9]*, step \([0-9]*\).*$/\1/p' \
+      "$dir.resume.log" | head -1)
+    if [ "${from_step:-0}" -gt 0 ]; then bitwise=$((bitwise + 1)); else scratch=$((scratch + 1)); fi
   else
     job "$layout" "$dir" --resume auto --max_steps 1 >"$dir.resume.log" 2>&1 ||
       { tail -n 30 "$dir.resume.log"; fail "run $i ($layout, SIG$sig): the checkpoint left does not load"; }
@@ -140,6 +145,6 @@ for i in $(seq 1 "$RUNS"); do
   rm -rf "$dir"
 done
 reports=$(find "$WORK/asan" -type f | wc -l)
-echo "signal stress: $ok of $((RUNS - early)) signalled runs held ($early finished first; SIGINT ${by_signal[INT]}, SIGTERM ${by_signal[TERM]}, SIGKILL ${by_signal[KILL]}; single ${by_layout[single]}, ddp ${by_layout[ddp]}, shard ${by_layout[shard]}; 1 thread ${by_threads[1]}, 2 threads ${by_threads[2]}); $bitwise resumed fp64 runs bitwise equal to uninterrupted ones; no process left behind; $reports sanitizer report(s)"
+echo "signal stress: $ok of $((RUNS - early)) signalled runs held ($early finished first; SIGINT ${by_signal[INT]}, SIGTERM ${by_signal[TERM]}, SIGKILL ${by_signal[KILL]}; single ${by_layout[single]}, ddp ${by_layout[ddp]}, shard ${by_layout[shard]}; 1 thread ${by_threads[1]}, 2 threads ${by_threads[2]}); $bitwise fp64 runs resumed from a checkpoint past step 0 bitwise equal to uninterrupted ones, $scratch fp64 runs killed before their first checkpoint restarted from scratch and equal; no process left behind; $reports sanitizer report(s)"
 [ "$reports" = 0 ] || fail "sanitizer reports (below)"
 [ "$ok" -gt 0 ] || fail "no run was signalled before it finished"
