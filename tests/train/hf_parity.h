@@ -125,7 +125,8 @@ inline HfComparison compare_with_transformers(const HfCase& c, const std::string
   auto r = run_process(
       {hf_python(), std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_reference.py", "grads",
        "--family", c.family, "--config", (dir.path / "kwargs.json").string(), "--out",
-       dir.path.string(), "--dtype", c.dtype, "--variant", c.variant, "--layout", c.layout});
+       dir.path.string(), "--dtype", c.dtype, "--variant", c.variant, "--layout", c.layout},
+      reference_run());
   EXPECT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
   if (!r.ok() || !r->success()) return out;
   const auto dtype = c.dtype == "float64" ? torch::kDouble : torch::kFloat;

@@ -82,7 +82,8 @@ struct LearningSetup {
     { std::ofstream(config) << cfg.to_json().dump(2); }
     script = std::string(GPULAB_SOURCE_DIR) + "/tests/parity/llama_reference.py";
     auto init =
-        run_process({py, script, "init", "--config", config, "--out", weights, "--seed", "7"});
+        run_process({py, script, "init", "--config", config, "--out", weights, "--seed", "7"},
+                    testing::reference_run());
     ASSERT_TRUE(init.ok() && init->success()) << (init.ok() ? init->err : init.error().message);
   }
 

@@ -66,10 +66,11 @@ TEST(TokenSampler, ScoresAndDrawsEqualTransformersProcessors) {
                      {"repetition_penalty", c.s.repetition_penalty},
                      {"seed", c.seed},
                      {"draws", kDraws}});
-  auto r = run_process({testing::hf_python(),
-                        std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_sampling.py",
-                        (dir.path / "in.safetensors").string(),
-                        (dir.path / "out.safetensors").string(), cases.dump()});
+  auto r = run_process(
+      {testing::hf_python(), std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_sampling.py",
+       (dir.path / "in.safetensors").string(), (dir.path / "out.safetensors").string(),
+       cases.dump()},
+      testing::reference_run());
   ASSERT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
   const auto ref = read_safetensors(dir.path / "out.safetensors").value_or_throw().tensors;
   const auto all = sampler_cases();

@@ -16,13 +16,22 @@
 
 namespace gpulab::train::testing {
 
+// A reference run's bound: importing torch and transformers and running a model takes seconds on
+// a quiet machine but can pass run_process's 30 s default on a loaded 2-core one (seen: a parity
+// case failing with an empty message under a parallel build); a hung reference still ends.
+inline RunOptions reference_run() {
+  RunOptions o;
+  o.timeout = std::chrono::minutes(10);
+  return o;
+}
+
 inline std::string python_with(const std::string& imports) {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("GPULAB_PYTHON")) candidates.emplace_back(env);
   candidates.emplace_back(GPULAB_REFERENCE_PYTHON);
   for (const auto& py : candidates) {
     if (py.empty()) continue;
-    auto r = run_process({py, "-c", "import " + imports});
+    auto r = run_process({py, "-c", "import " + imports}, reference_run());
     if (r.ok() && r->success()) return py;
   }
   return std::string();
