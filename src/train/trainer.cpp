@@ -32,6 +32,7 @@
 #include "train/optim/optimizers.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/run_files.h"
 #include "train/stop_signal.h"
 #include "train/weights/safetensors.h"
 #include "train/weights_export.h"
@@ -653,15 +654,15 @@ void Trainer::write_outputs(TrainResult& result) {
   dist_->gather_parameters(*model_);  // sharded: every rank takes part
   if (!dist_->is_main()) return;
   result.weights_file = out_dir_ / "model.safetensors";
-  export_weights(*model_, result.weights_file);
-  say("Weights: " + result.weights_file.string());
   if (lm_) {
-    // Hugging Face's config.json beside the weights: `gpulab generate` and transformers read it.
-    const auto config_file = out_dir_ / "config.json";
-    if (auto st = write_file_atomic(config_file, causal_lm_->config().to_json().dump(2) + "\n");
-        !st)
-      throw Exception(st.error());
-    say("Config: " + config_file.string());
+    // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
+    write_hf_folder(out_dir_, causal_lm_->config(), module_state_dict(*model_),
+                    tokenizer_spec_of_options(options_to_json(opts_)), "gpulab train");
+    say("Weights: " + result.weights_file.string());
+    say("Config: " + (out_dir_ / "config.json").string());
+  } else {
+    export_weights(*model_, result.weights_file);
+    say("Weights: " + result.weights_file.string());
   }
   if (opts_.no_report) return;
   const std::string data_name = lm_ ? lm_data_->name() : train_set_->name();
