@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/device_info.h"
+#include "train/dist/sharded_checkpoint.h"
 #include "train/memory_format.h"
 #include "train/memory_stats.h"
 #include "train/models/attention_core.h"
@@ -32,6 +33,7 @@
 #include "train/optim/optimizers.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/resume_check.h"
 #include "train/run_files.h"
 #include "train/stop_signal.h"
 #include "train/weights/safetensors.h"
@@ -287,16 +289,22 @@ void Trainer::maybe_resume() {
     ckpt = checkpoint_at(opts_.resume).value_or_throw();
   }
   auto sharded = dist_->load_checkpoint(*ckpt, *model_, *optimizer_);
+  if (!sharded && dist::is_sharded_checkpoint(*ckpt))
+    throw Exception(
+        Code::kInvalidArgument,
+        "checkpoint " + ckpt->manifest.string() + " was written with --shard (one file per rank)",
+        "resume it with the --shard it was trained with, or start a new run in "
+        "another --output_dir");
   TrainState s = (sharded ? std::move(*sharded) : load_checkpoint(*ckpt, *model_, *optimizer_))
                      .value_or_throw();
   // Loading replaces the parameters' storage with the file's layout (a checkpoint written in
   // the other layout); this run's layout is the one chosen above. (Sharded loading keeps it.)
   if (memory_format_.channels_last && !sharded) make_channels_last(*model_);
-  if (s.options.contains("model") && s.options["model"] != opts_.model)
-    throw Exception(Code::kInvalidArgument,
-                    "checkpoint " + ckpt->file.string() + " holds a " +
-                        s.options["model"].get<std::string>() + ", not a " + opts_.model,
-                    "pass the same --model, or another --output_dir");
+  // Nothing is written before this check: a refused resume leaves the run as it was.
+  if (auto st = check_resume_options(s.options, options_to_json(opts_),
+                                     (sharded ? ckpt->manifest : ckpt->file).string());
+      !st)
+    throw Exception(st.error());
   start_epoch_ = s.epoch;
   step_ = s.step;
   resume_batches_ = s.batches_done;
@@ -411,6 +419,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   }
   ProgressBar bar(dist_->is_main(), train_batches_,
                   fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
+  bar.set_later_batches((opts_.num_epochs - epoch - 1) * train_batches_);
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device_));
   torch::Tensor correct =
       torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device_));
