@@ -82,7 +82,13 @@ Result<ModelFiles> locate(const fs::path& path) {
     const auto rank = name.find(".rank-");
     if (rank != std::string::npos)
       return from_checkpoint(path.parent_path() / (name.substr(0, rank) + ".json"));
-    return from_checkpoint(fs::path(path).replace_extension(".json"));
+    const fs::path manifest = fs::path(path).replace_extension(".json");
+    if (!fs::exists(manifest, ec))
+      return Error{Code::kDataError,
+                   path.string() + " has no manifest " + manifest.filename().string() +
+                       " beside it (a checkpoint counts only with its manifest)",
+                   "copy the .json with it, or pass the run folder"};
+    return from_checkpoint(manifest);
   }
   if (name == "config.json") return from_folder(path.parent_path());
   ModelFiles f;  // anything else is read as safetensors, and named if it is not
@@ -104,9 +110,7 @@ Result<StateDict> read_weights_file(const fs::path& path) {
                  "pass the run folder or the checkpoint's ckpt-*.json, or turn it into "
                  "model.safetensors with `gpulab export --checkpoint " +
                      path.string() + " --output DIR`"};
-  Error e = file.error();
-  e.hint = kWhatToPass;
-  return e;
+  return file.error();  // a damaged safetensors file: its own one-line message says what is wrong
 }
 
 }  // namespace
