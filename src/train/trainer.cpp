@@ -689,9 +689,7 @@ void Trainer::write_outputs(TrainResult& result) {
       {"device", fmt::format("{} ({} threads)", device_.str(), threads_)},
       {"precision", opts_.precision},
       {"memory format", memory_format_.name}};
-  double best = 0;
-  for (const auto& e : history_) best = std::max(best, e.test_top1.value_or(0.0));
-  info.facts.emplace_back("best test top-1", fmt::format("{:.4f}", best));
+  for (auto& fact : best_result_facts(history_)) info.facts.push_back(std::move(fact));
   info.facts.emplace_back("training time (this run)", fmt::format("{:.2f}s", result.train_seconds));
   result.report_file = out_dir_ / "report.html";
   write_report(result.report_file, info, history_);
