@@ -19,14 +19,12 @@ std::string flag_value_text(const Json& v) {
 
 Status changed_flag_error(const std::string& flag, const Json& was, const Json& now,
                           const std::string& checkpoint, const std::string& why) {
-  return Error{
-      Code::kInvalidArgument,
-      fmt::format("--{} {} differs from the run being resumed ({} {} in {}){}", flag,
-                  flag_value_text(now), flag, flag_value_text(was), checkpoint, why),
-      fmt::format("pass --{} {} to resume it, or start a new run in another --output_dir (with "
-                  "--init_weights RUN/model.safetensors, or `gpulab export` of the checkpoint, "
-                  "to start from its weights)",
-                  flag, flag_value_text(was))};
+  return Error{Code::kInvalidArgument,
+               fmt::format("--{} {} differs from the run being resumed ({} {} in {}){}", flag,
+                           flag_value_text(now), flag, flag_value_text(was), checkpoint, why),
+               fmt::format("pass --{} {} to resume it, or start a new run in another --output_dir "
+                           "(--init_weights THIS_RUN_DIR starts it from this run's weights)",
+                           flag, flag_value_text(was))};
 }
 
 }  // namespace

@@ -107,9 +107,8 @@ Result<StateDict> read_weights_file(const fs::path& path) {
   if (in && std::string_view(magic, 4) == std::string_view("PK\x03\x04", 4))
     return Error{Code::kInvalidArgument,
                  path.string() + " is a PyTorch archive (a checkpoint), not a safetensors file",
-                 "pass the run folder or the checkpoint's ckpt-*.json, or turn it into "
-                 "model.safetensors with `gpulab export --checkpoint " +
-                     path.string() + " --output DIR`"};
+                 "pass the run folder or the checkpoint's ckpt-*.json beside its .pt; `gpulab "
+                 "export --checkpoint RUN_DIR --output DIR` writes model.safetensors"};
   return file.error();  // a damaged safetensors file: its own one-line message says what is wrong
 }
 

@@ -231,15 +231,18 @@ void Trainer::setup_language_model() {
 // Every rank loads the same file, so the replicas start equal without a broadcast.
 void Trainer::load_init_weights() {
   if (opts_.init_weights.empty()) return;
-  auto file = read_safetensors(opts_.init_weights);
-  if (!file)
-    throw Exception(file.error().code, "--init_weights " + file.error().message,
-                    "pass a .safetensors file (a run's model.safetensors, or a Hugging Face "
-                    "checkpoint of the same shape)");
+  // A safetensors file, or a run folder or checkpoint (run_files.h): any run's weights.
+  auto files = locate_model_files(opts_.init_weights);
+  auto tensors = files ? read_model_weights(*files) : Result<StateDict>(files.error());
+  if (!tensors)
+    throw Exception(tensors.error().code, "--init_weights " + tensors.error().message,
+                    !tensors.error().hint.empty()
+                        ? tensors.error().hint
+                        : "pass a .safetensors file (a run's model.safetensors, or a Hugging Face "
+                          "checkpoint of the same shape), a run folder or a checkpoint");
   // A language model's Hugging Face file may name tensors otherwise (GPT-2's hub layout).
-  if (causal_lm_) file->tensors = from_hf_names(causal_lm_->config(), std::move(file->tensors));
-  if (auto st = load_state_dict(*model_, file->tensors, "--init_weights " + opts_.init_weights);
-      !st)
+  if (causal_lm_) *tensors = from_hf_names(causal_lm_->config(), std::move(*tensors));
+  if (auto st = load_state_dict(*model_, *tensors, "--init_weights " + opts_.init_weights); !st)
     throw Exception(st.error());
 }
 

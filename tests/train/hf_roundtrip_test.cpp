@@ -183,6 +183,9 @@ TEST(HfRoundTrip, InterruptedRunExportsAndGenerates) {
   auto g = testing::run_gpulab({"generate", "--model", run.string(), "--prompt", "The",
                                 "--max_new_tokens", "4", "--temperature", "0"});
   EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+  // A new run starts from the interrupted one's weights (--init_weights takes the folder).
+  fs::create_directories(dir / "second");
+  EXPECT_FALSE(train_tiny(dir / "second", "llama-tiny", {"--init_weights", run.string()}).empty());
   fs::copy_file(ckpt->file, dir / "weights.safetensors");
   auto bad = testing::run_gpulab({"generate", "--model", "llama-tiny", "--weights",
                                   (dir / "weights.safetensors").string(), "--prompt", "The"});
