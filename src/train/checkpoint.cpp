@@ -158,7 +158,48 @@ Result<std::string> read_verified(const CheckpointInfo& ckpt) {
   return data;
 }
 
+// module.save's archive: each module's own tensors by name, each child module as an archive.
+void collect_tensors(torch::serialize::InputArchive& ar, const std::string& prefix,
+                     std::map<std::string, torch::Tensor>& out) {
+  for (const auto& key : ar.keys()) {
+    c10::IValue value;
+    if (!ar.try_read(key, value)) continue;
+    if (value.isTensor()) {
+      out[prefix + key] = value.toTensor().detach();
+    } else if (value.isObject()) {
+      torch::serialize::InputArchive child;
+      if (ar.try_read(key, child)) collect_tensors(child, prefix + key + ".", out);
+    }
+  }
+}
+
 }  // namespace
+
+Result<CheckpointWeights> read_checkpoint_weights(const CheckpointInfo& ckpt) {
+  auto bytes = read_verified(ckpt);
+  if (!bytes) return bytes.error();
+  CheckpointWeights w;
+  try {
+    torch::serialize::InputArchive root, model_ar;
+    root.load_from(bytes->data(), bytes->size());
+    c10::IValue meta_v;
+    root.read("meta", meta_v);
+    auto meta = parse_json(meta_v.toStringRef(), "checkpoint meta").value_or_throw();
+    w.options = meta.value("options", Json::object());
+    root.read("model", model_ar);
+    collect_tensors(model_ar, "", w.tensors);
+  } catch (const Exception& e) {
+    return e.error();
+  } catch (const std::exception& e) {
+    return Error{Code::kDataError,
+                 "cannot read checkpoint " + ckpt.file.string() + ": " + first_line(e.what()),
+                 "it is not a gpulab checkpoint; pass a run folder or its ckpt-*.pt"};
+  }
+  if (w.tensors.empty())
+    return Error{Code::kDataError, "checkpoint " + ckpt.file.string() + " holds no model tensors",
+                 "pass another checkpoint of the run"};
+  return w;
+}
 
 Json scaler_json(const LossScaler::State& s) {
   return {{"scale", s.scale}, {"good_steps", s.good_steps}, {"skipped", s.skipped}};

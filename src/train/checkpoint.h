@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,15 @@ Result<CheckpointInfo> checkpoint_at(const fs::path& file);
 // mismatch or unreadable file, changing nothing in that case.
 Result<TrainState> load_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
                                    torch::optim::Optimizer& opt);
+
+// A plain checkpoint's model tensors under the module's dotted names (module_state_dict's), and
+// the run's options, read without building the model: what `gpulab export` turns into weights.
+// Checked against the manifest first, like load_checkpoint.
+struct CheckpointWeights {
+  std::map<std::string, torch::Tensor> tensors;
+  Json options = Json::object();
+};
+Result<CheckpointWeights> read_checkpoint_weights(const CheckpointInfo& ckpt);
 
 // FNV-1a 64-bit, as hex; what manifests record.
 std::string checksum_hex(std::string_view bytes);

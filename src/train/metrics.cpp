@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace gpulab::train {
 
 Json EpochRecord::to_json() const {
@@ -19,6 +21,10 @@ Json EpochRecord::to_json() const {
             {"lr", lr},
             {"skipped_steps", skipped_steps}};
   if (lm) {
+    // A language model's words: tokens, perplexity; no image rate, no top-5 of a vocabulary.
+    j.erase("images_per_s");
+    j.erase("train_images");
+    j["train_tokens"] = train_images;
     j["tokens_per_s"] = lm->tokens_per_s;
     j["tokens_per_s_per_device"] = lm->tokens_per_s_per_device;
     j["tflops_per_device"] = lm->tflops_per_device;
@@ -30,7 +36,12 @@ Json EpochRecord::to_json() const {
     }
     if (lm->val_bits_per_byte) j["val_bits_per_byte"] = *lm->val_bits_per_byte;
   }
-  if (test_top1) {
+  if (test_top1 && lm) {
+    j["test_loss"] = *test_loss;  // validation loss in nats per token
+    j["val_perplexity"] = std::exp(*test_loss);
+    j["val_next_token_accuracy"] = *test_top1;
+    j["val_tokens"] = test_images;
+  } else if (test_top1) {
     j["test_loss"] = *test_loss;
     j["test_top1"] = *test_top1;
     j["test_top5"] = *test_top5;
@@ -68,7 +79,16 @@ EpochRecord EpochRecord::from_json(const Json& j) {
     if (j.contains("val_bits_per_byte")) lm.val_bits_per_byte = j.value("val_bits_per_byte", 0.0);
     r.lm = lm;
   }
-  if (j.contains("test_top1")) {
+  if (r.lm) {  // a language model's record (older logs held the image names too)
+    r.images_per_s = j.value("images_per_s", r.lm->tokens_per_s);
+    r.train_images = j.value("train_tokens", r.train_images);
+    if (j.contains("test_loss")) {
+      r.test_loss = j.value("test_loss", 0.0);
+      r.test_top1 = j.value("val_next_token_accuracy", j.value("test_top1", 0.0));
+      r.test_top5 = j.value("test_top5", 0.0);
+      r.test_images = j.value("val_tokens", j.value("test_images", int64_t{0}));
+    }
+  } else if (j.contains("test_top1")) {
     r.test_loss = j.value("test_loss", 0.0);
     r.test_top1 = j.value("test_top1", 0.0);
     r.test_top5 = j.value("test_top5", 0.0);

@@ -36,9 +36,12 @@ bool ProgressBar::due(int64_t done) const {
 
 std::string ProgressBar::eta(int64_t done) const {
   if (done <= 0) return "ETA ?";
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-  return "ETA " +
-         human_duration(elapsed / static_cast<double>(done) * static_cast<double>(total_ - done));
+  const double per_batch =
+      std::chrono::duration<double>(Clock::now() - start_).count() / static_cast<double>(done);
+  std::string s = "ETA " + human_duration(per_batch * static_cast<double>(total_ - done));
+  if (later_ > 0)  // evaluation and checkpoints between epochs are not counted
+    s += ", run " + human_duration(per_batch * static_cast<double>(total_ - done + later_));
+  return s;
 }
 
 void ProgressBar::update(int64_t done, const std::string& extra) {

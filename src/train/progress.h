@@ -1,5 +1,6 @@
 // Progress of an epoch: a one-line bar with an ETA when stdout is a terminal, and a plain line
 // every few seconds otherwise (logs and pipes: step, rate, ETA), so a long run is never silent.
+// Beside the epoch's ETA, the run's: the epochs still to come at this epoch's rate.
 #pragma once
 
 #include <chrono>
@@ -18,6 +19,8 @@ class ProgressBar {
   [[nodiscard]] bool due(int64_t done) const;
   // `extra` is shown after the count ("loss 0.4123 850 img/s"); the ETA follows.
   void update(int64_t done, const std::string& extra);
+  // Batches of the run's epochs after this one: the ETA then reads "ETA 2m12s, run 20m5s".
+  void set_later_batches(int64_t later) { later_ = later; }
   // Erases the bar so the next line starts clean.
   void clear();
 
@@ -29,6 +32,7 @@ class ProgressBar {
   bool enabled_;
   bool tty_;
   int64_t total_;
+  int64_t later_ = 0;
   std::string label_;
   std::chrono::steady_clock::duration interval_;
   std::chrono::steady_clock::time_point start_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -57,9 +58,12 @@ std::string chart(const std::string& title, const std::vector<Series>& series) {
       kW, kH, kW, kH, kL, escape(title));
   if (x0 > x1) return svg + R"(<text x="60" y="130">no data</text></svg>)";
   if (x1 == x0) x0 -= 1, x1 += 1;
+  // A quantity that cannot be negative (a learning rate, a rate, a loss) gets no axis below 0.
+  const bool non_negative = y0 >= 0;
   if (y1 == y0) y0 -= std::abs(y0) * 0.1 + 1e-9, y1 += std::abs(y1) * 0.1 + 1e-9;
   const double pad = (y1 - y0) * 0.05;
   y0 -= pad, y1 += pad;
+  if (non_negative) y0 = std::max(y0, 0.0);
   auto px = [&](double x) { return kL + (x - x0) / (x1 - x0) * (kW - kL - kR); };
   auto py = [&](double y) { return kH - kB - (y - y0) / (y1 - y0) * (kH - kT - kB); };
   svg += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#999"/>)",
@@ -96,19 +100,30 @@ std::string chart(const std::string& title, const std::vector<Series>& series) {
   return svg + "</svg>";
 }
 
-}  // namespace
+std::string html_head(const ReportInfo& info) {
+  std::string html = fmt::format(
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gpulab train: {0}</title>"
+      "<style>body{{font-family:sans-serif;margin:24px}}table{{border-collapse:collapse}}"
+      "td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}"
+      "td:first-child{{text-align:left}}.charts svg{{margin:8px}}</style></head><body>\n"
+      "<h1>gpulab train: {0}</h1>\n<table>\n",
+      escape(info.title));
+  for (const auto& [k, v] : info.facts)
+    html += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", escape(k), escape(v));
+  return html + "</table>\n<div class=\"charts\">\n";
+}
 
-std::string render_report(const ReportInfo& info, const std::vector<EpochRecord>& epochs) {
+std::string opt4(const std::optional<double>& v) {
+  return v ? fmt::format("{:.4f}", *v) : std::string("");
+}
+
+// An image classifier: accuracy with top-1 and top-5, images per second.
+std::string image_sections(const std::vector<EpochRecord>& epochs) {
   Series train_loss{"train loss", "#1f77b4", {}}, test_loss{"test loss", "#d62728", {}};
   Series train_acc{"train acc", "#1f77b4", {}}, top1{"test top-1", "#d62728", {}},
       top5{"test top-5", "#2ca02c", {}};
   Series ips{"images/s", "#9467bd", {}}, lr{"learning rate", "#8c564b", {}};
-  // Language models: tokens instead of images, and TFLOPS per device beside them.
-  const bool lm = !epochs.empty() && epochs.back().lm.has_value();
-  if (lm) ips.name = "tokens/s";
-  Series tflops{"TFLOPS per device", "#17becf", {}};
   for (const auto& e : epochs) {
-    if (e.lm) tflops.points.emplace_back(static_cast<double>(e.epoch), e.lm->tflops_per_device);
     const double x = static_cast<double>(e.epoch);
     train_loss.points.emplace_back(x, e.train_loss);
     train_acc.points.emplace_back(x, e.train_acc);
@@ -120,35 +135,93 @@ std::string render_report(const ReportInfo& info, const std::vector<EpochRecord>
       top5.points.emplace_back(x, *e.test_top5);
     }
   }
-  std::string html = fmt::format(
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gpulab train: {0}</title>"
-      "<style>body{{font-family:sans-serif;margin:24px}}table{{border-collapse:collapse}}"
-      "td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}"
-      "td:first-child{{text-align:left}}.charts svg{{margin:8px}}</style></head><body>\n"
-      "<h1>gpulab train: {0}</h1>\n<table>\n",
-      escape(info.title));
-  for (const auto& [k, v] : info.facts)
-    html += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", escape(k), escape(v));
-  html += "</table>\n<div class=\"charts\">\n";
-  html += chart("Loss", {train_loss, test_loss}) + "\n";
-  html += chart("Accuracy", {train_acc, top1, top5}) + "\n";
-  html += chart(lm ? "Throughput (tokens/s)" : "Throughput (images/s)", {ips}) + "\n";
-  if (lm) html += chart("TFLOPS per device", {tflops}) + "\n";
-  html += chart("Learning rate (end of epoch)", {lr}) + "\n</div>\n";
+  std::string html = chart("Loss", {train_loss, test_loss}) + "\n" +
+                     chart("Accuracy", {train_acc, top1, top5}) + "\n" +
+                     chart("Throughput (images/s)", {ips}) + "\n" +
+                     chart("Learning rate (end of epoch)", {lr}) + "\n</div>\n";
   html +=
       "<h2>Epochs</h2>\n<table><tr><th>epoch</th><th>time s</th><th>data s</th><th>train loss</th>"
       "<th>train acc</th><th>images/s</th><th>lr</th><th>test top-1</th><th>test top-5</th></tr>\n";
-  for (const auto& e : epochs) {
-    auto opt = [](const std::optional<double>& v) {
-      return v ? fmt::format("{:.4f}", *v) : std::string("");
-    };
+  for (const auto& e : epochs)
     html += fmt::format(
         "<tr><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.4f}</td><td>{:.4f}</td><td>{:.1f}</td>"
         "<td>{:.6g}</td><td>{}</td><td>{}</td></tr>\n",
         e.epoch, e.time_s, e.data_time_s, e.train_loss, e.train_acc, e.images_per_s, e.lr,
-        opt(e.test_top1), opt(e.test_top5));
+        opt4(e.test_top1), opt4(e.test_top5));
+  return html + "</table>\n";
+}
+
+// A language model: loss, perplexity and bits per byte, tokens per second, TFLOPS and MFU.
+std::string lm_sections(const std::vector<EpochRecord>& epochs) {
+  Series train_loss{"train loss", "#1f77b4", {}}, val_loss{"validation loss", "#d62728", {}};
+  Series ppl{"validation perplexity", "#d62728", {}}, bpb{"bits per byte", "#2ca02c", {}};
+  Series tps{"tokens/s", "#9467bd", {}}, mfu{"MFU %", "#17becf", {}};
+  Series lr{"learning rate", "#8c564b", {}};
+  for (const auto& e : epochs) {
+    const double x = static_cast<double>(e.epoch);
+    const auto& lm = *e.lm;
+    train_loss.points.emplace_back(x, e.train_loss);
+    tps.points.emplace_back(x, lm.tokens_per_s);
+    mfu.points.emplace_back(x, 100 * lm.mfu);
+    lr.points.emplace_back(x, e.lr);
+    if (e.test_loss) {
+      val_loss.points.emplace_back(x, *e.test_loss);
+      ppl.points.emplace_back(x, std::exp(*e.test_loss));
+    }
+    if (lm.val_bits_per_byte) bpb.points.emplace_back(x, *lm.val_bits_per_byte);
   }
-  return html + "</table>\n</body></html>\n";
+  std::string html = chart("Loss (nats per token)", {train_loss, val_loss}) + "\n" +
+                     chart("Validation perplexity", {ppl}) + "\n";
+  if (!bpb.points.empty()) html += chart("Validation bits per byte", {bpb}) + "\n";
+  html += chart("Throughput (tokens/s)", {tps}) + "\n" + chart("MFU (%)", {mfu}) + "\n" +
+          chart("Learning rate (end of epoch)", {lr}) + "\n</div>\n";
+  html +=
+      "<h2>Epochs</h2>\n<table><tr><th>epoch</th><th>step</th><th>time s</th><th>train loss</th>"
+      "<th>val loss</th><th>perplexity</th><th>bits/byte</th><th>next-token acc</th>"
+      "<th>tokens/s</th><th>TFLOPS/device</th><th>MFU</th><th>lr</th></tr>\n";
+  for (const auto& e : epochs) {
+    const auto& lm = *e.lm;
+    html += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.4f}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{:.0f}</td><td>{:.3f}</td><td>{:.1f}%</td><td>{:.6g}</td></tr>\n",
+        e.epoch, e.step, e.time_s, e.train_loss, opt4(e.test_loss),
+        e.test_loss ? fmt::format("{:.2f}", std::exp(*e.test_loss)) : "",
+        opt4(lm.val_bits_per_byte), opt4(e.test_top1), lm.tokens_per_s, lm.tflops_per_device,
+        100 * lm.mfu, e.lr);
+  }
+  return html + "</table>\n";
+}
+
+}  // namespace
+
+std::string render_report(const ReportInfo& info, const std::vector<EpochRecord>& epochs) {
+  const bool lm = !epochs.empty() && std::all_of(epochs.begin(), epochs.end(),
+                                                 [](const EpochRecord& e) { return e.lm; });
+  return html_head(info) + (lm ? lm_sections(epochs) : image_sections(epochs)) + "</body></html>\n";
+}
+
+std::vector<std::pair<std::string, std::string>> best_result_facts(
+    const std::vector<EpochRecord>& epochs) {
+  std::optional<EpochRecord> best;
+  const bool lm = !epochs.empty() && epochs.back().lm;
+  for (const auto& e : epochs) {
+    if (!e.test_loss) continue;
+    const bool better = !best || (lm ? *e.test_loss < *best->test_loss
+                                     : e.test_top1.value_or(0) > best->test_top1.value_or(0));
+    if (better) best = e;
+  }
+  if (!best) return {};
+  if (!lm) return {{"best test top-1", fmt::format("{:.4f}", best->test_top1.value_or(0))}};
+  std::vector<std::pair<std::string, std::string>> facts{
+      {"best validation loss",
+       fmt::format("{:.4f} nats/token (perplexity {:.2f}, epoch {})", *best->test_loss,
+                   std::exp(*best->test_loss), best->epoch)}};
+  if (best->lm->val_bits_per_byte)
+    facts.emplace_back("bits per byte", fmt::format("{:.4f}", *best->lm->val_bits_per_byte));
+  facts.emplace_back(
+      "tokens/s, MFU (last epoch)",
+      fmt::format("{:.0f}, {:.1f}%", epochs.back().lm->tokens_per_s, 100 * epochs.back().lm->mfu));
+  return facts;
 }
 
 void write_report(const std::filesystem::path& file, const ReportInfo& info,

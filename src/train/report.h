@@ -16,7 +16,13 @@ struct ReportInfo {
   std::vector<std::pair<std::string, std::string>> facts;  // summary rows (key, value)
 };
 
+// A language model's report speaks of tokens, perplexity, bits per byte and MFU; an image
+// classifier's of images and top-1 / top-5.
 std::string render_report(const ReportInfo& info, const std::vector<EpochRecord>& epochs);
+// The summary rows of the best epoch: validation loss (perplexity, bits per byte) for a language
+// model, test top-1 for an image classifier; none before any evaluation.
+std::vector<std::pair<std::string, std::string>> best_result_facts(
+    const std::vector<EpochRecord>& epochs);
 void write_report(const std::filesystem::path& file, const ReportInfo& info,
                   const std::vector<EpochRecord>& epochs);
 

@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/device_info.h"
+#include "train/dist/sharded_checkpoint.h"
 #include "train/memory_format.h"
 #include "train/memory_stats.h"
 #include "train/models/attention_core.h"
@@ -32,6 +33,8 @@
 #include "train/optim/optimizers.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/resume_check.h"
+#include "train/run_files.h"
 #include "train/stop_signal.h"
 #include "train/weights/safetensors.h"
 #include "train/weights_export.h"
@@ -228,15 +231,18 @@ void Trainer::setup_language_model() {
 // Every rank loads the same file, so the replicas start equal without a broadcast.
 void Trainer::load_init_weights() {
   if (opts_.init_weights.empty()) return;
-  auto file = read_safetensors(opts_.init_weights);
-  if (!file)
-    throw Exception(file.error().code, "--init_weights " + file.error().message,
-                    "pass a .safetensors file (a run's model.safetensors, or a Hugging Face "
-                    "checkpoint of the same shape)");
+  // A safetensors file, or a run folder or checkpoint (run_files.h): any run's weights.
+  auto files = locate_model_files(opts_.init_weights);
+  auto tensors = files ? read_model_weights(*files) : Result<StateDict>(files.error());
+  if (!tensors)
+    throw Exception(tensors.error().code, "--init_weights " + tensors.error().message,
+                    !tensors.error().hint.empty()
+                        ? tensors.error().hint
+                        : "pass a .safetensors file (a run's model.safetensors, or a Hugging Face "
+                          "checkpoint of the same shape), a run folder or a checkpoint");
   // A language model's Hugging Face file may name tensors otherwise (GPT-2's hub layout).
-  if (causal_lm_) file->tensors = from_hf_names(causal_lm_->config(), std::move(file->tensors));
-  if (auto st = load_state_dict(*model_, file->tensors, "--init_weights " + opts_.init_weights);
-      !st)
+  if (causal_lm_) *tensors = from_hf_names(causal_lm_->config(), std::move(*tensors));
+  if (auto st = load_state_dict(*model_, *tensors, "--init_weights " + opts_.init_weights); !st)
     throw Exception(st.error());
 }
 
@@ -286,16 +292,22 @@ void Trainer::maybe_resume() {
     ckpt = checkpoint_at(opts_.resume).value_or_throw();
   }
   auto sharded = dist_->load_checkpoint(*ckpt, *model_, *optimizer_);
+  if (!sharded && dist::is_sharded_checkpoint(*ckpt))
+    throw Exception(
+        Code::kInvalidArgument,
+        "checkpoint " + ckpt->manifest.string() + " was written with --shard (one file per rank)",
+        "resume it with the --shard it was trained with, or start a new run in "
+        "another --output_dir");
   TrainState s = (sharded ? std::move(*sharded) : load_checkpoint(*ckpt, *model_, *optimizer_))
                      .value_or_throw();
   // Loading replaces the parameters' storage with the file's layout (a checkpoint written in
   // the other layout); this run's layout is the one chosen above. (Sharded loading keeps it.)
   if (memory_format_.channels_last && !sharded) make_channels_last(*model_);
-  if (s.options.contains("model") && s.options["model"] != opts_.model)
-    throw Exception(Code::kInvalidArgument,
-                    "checkpoint " + ckpt->file.string() + " holds a " +
-                        s.options["model"].get<std::string>() + ", not a " + opts_.model,
-                    "pass the same --model, or another --output_dir");
+  // Nothing is written before this check: a refused resume leaves the run as it was.
+  if (auto st = check_resume_options(s.options, options_to_json(opts_),
+                                     (sharded ? ckpt->manifest : ckpt->file).string());
+      !st)
+    throw Exception(st.error());
   start_epoch_ = s.epoch;
   step_ = s.step;
   resume_batches_ = s.batches_done;
@@ -410,6 +422,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   }
   ProgressBar bar(dist_->is_main(), train_batches_,
                   fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
+  bar.set_later_batches((opts_.num_epochs - epoch - 1) * train_batches_);
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device_));
   torch::Tensor correct =
       torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device_));
@@ -653,15 +666,15 @@ void Trainer::write_outputs(TrainResult& result) {
   dist_->gather_parameters(*model_);  // sharded: every rank takes part
   if (!dist_->is_main()) return;
   result.weights_file = out_dir_ / "model.safetensors";
-  export_weights(*model_, result.weights_file);
-  say("Weights: " + result.weights_file.string());
   if (lm_) {
-    // Hugging Face's config.json beside the weights: `gpulab generate` and transformers read it.
-    const auto config_file = out_dir_ / "config.json";
-    if (auto st = write_file_atomic(config_file, causal_lm_->config().to_json().dump(2) + "\n");
-        !st)
-      throw Exception(st.error());
-    say("Config: " + config_file.string());
+    // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
+    write_hf_folder(out_dir_, causal_lm_->config(), module_state_dict(*model_),
+                    tokenizer_spec_of_options(options_to_json(opts_)), "gpulab train");
+    say("Weights: " + result.weights_file.string());
+    say("Config: " + (out_dir_ / "config.json").string());
+  } else {
+    export_weights(*model_, result.weights_file);
+    say("Weights: " + result.weights_file.string());
   }
   if (opts_.no_report) return;
   const std::string data_name = lm_ ? lm_data_->name() : train_set_->name();
@@ -679,9 +692,7 @@ void Trainer::write_outputs(TrainResult& result) {
       {"device", fmt::format("{} ({} threads)", device_.str(), threads_)},
       {"precision", opts_.precision},
       {"memory format", memory_format_.name}};
-  double best = 0;
-  for (const auto& e : history_) best = std::max(best, e.test_top1.value_or(0.0));
-  info.facts.emplace_back("best test top-1", fmt::format("{:.4f}", best));
+  for (auto& fact : best_result_facts(history_)) info.facts.push_back(std::move(fact));
   info.facts.emplace_back("training time (this run)", fmt::format("{:.2f}s", result.train_seconds));
   result.report_file = out_dir_ / "report.html";
   write_report(result.report_file, info, history_);

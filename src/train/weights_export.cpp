@@ -1,16 +1,141 @@
-// Final-weights export in safetensors format (through train/weights/safetensors.h).
+// Final-weights export in safetensors format (through train/weights/safetensors.h), and the
+// Hugging Face folder of a language model (weights, config.json, tokenizer files).
 #include "train/weights_export.h"
 
+#include <memory>
+
 #include "core/error.h"
-#include "train/weights/safetensors.h"
+#include "core/files.h"
+#include "train/data/tokenizer.h"
 
 namespace gpulab::train {
+namespace {
+
+// GPT-2's byte-to-unicode table (what tokenizers' ByteLevel uses): printable Latin-1 bytes stand
+// for themselves, the rest for code points from 256 up, so every byte is one visible character.
+std::string byte_level_char(int byte) {
+  const auto printable = [](int b) {
+    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  };
+  int cp = byte;
+  if (!printable(byte)) {
+    cp = 256;
+    for (int b = 0; b < byte; ++b)
+      if (!printable(b)) ++cp;
+  }
+  std::string s;  // UTF-8 of cp (< 0x800)
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+// gpulab's byte tokenizer (id = byte value) as tokenizers' byte-level BPE with no merges.
+Json byte_tokenizer_json() {
+  Json vocab = Json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_level_char(b)] = b;
+  const Json byte_level = {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", false},
+                           {"use_regex", false}};
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", Json::array()},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", byte_level},
+          {"post_processor", nullptr},
+          {"decoder", byte_level},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"continuing_subword_prefix", nullptr},
+            {"end_of_word_suffix", nullptr},
+            {"fuse_unk", false},
+            {"byte_fallback", false},
+            {"ignore_merges", false},
+            {"vocab", vocab},
+            {"merges", Json::array()}}}};
+}
+
+void write_or_throw(const std::filesystem::path& file, const std::string& text) {
+  if (auto st = write_file_atomic(file, text); !st) throw Exception(st.error());
+}
+
+// The tokenizer's files; returns its (bos, eos) ids, null where it has none or is unknown.
+std::pair<Json, Json> write_tokenizer_files(const std::filesystem::path& dir,
+                                            const DecoderConfig& c, const std::string& spec) {
+  if (spec.empty()) return {nullptr, nullptr};
+  auto tok = open_tokenizer(spec);
+  const auto id = [&](int64_t v) { return v >= 0 ? Json(v) : Json(nullptr); };
+  const Json bos = tok ? id((*tok)->bos_id()) : Json(nullptr);
+  const Json eos = tok ? id((*tok)->eos_id()) : Json(nullptr);
+  Json config = {{"model_max_length", c.max_positions}};
+  if (spec == "bytes") {
+    write_or_throw(dir / "tokenizer.json", byte_tokenizer_json().dump() + "\n");
+    config["tokenizer_class"] = "PreTrainedTokenizerFast";
+    config["gpulab_tokenizer"] = "bytes";  // how `gpulab generate` knows it again
+  } else {
+    auto model = read_file(spec);
+    if (!model) throw Exception(model.error());
+    if (std::filesystem::path(spec) != dir / "tokenizer.model")
+      write_or_throw(dir / "tokenizer.model", *model);
+    // gpulab's SentencePiece ids: 0 <unk>, 1 <s>, 2 </s>; encode adds neither bos nor eos.
+    config.update({{"tokenizer_class", "LlamaTokenizer"},
+                   {"unk_token", "<unk>"},
+                   {"bos_token", "<s>"},
+                   {"eos_token", "</s>"},
+                   {"add_bos_token", false},
+                   {"add_eos_token", false}});
+  }
+  write_or_throw(dir / "tokenizer_config.json", config.dump(2) + "\n");
+  return {bos, eos};
+}
+
+std::string hf_dtype_name(const StateDict& tensors) {
+  for (const auto& [name, t] : tensors) {
+    if (!t.is_floating_point()) continue;
+    if (t.scalar_type() == torch::kBFloat16) return "bfloat16";
+    if (t.scalar_type() == torch::kHalf) return "float16";
+    if (t.scalar_type() == torch::kDouble) return "float64";
+    return "float32";
+  }
+  return "float32";
+}
+
+}  // namespace
+
+std::map<std::string, std::string> safetensors_metadata(const std::string& producer) {
+  return {{"format", "pt"}, {"producer", producer}};
+}
 
 void export_weights(torch::nn::Module& model, const std::filesystem::path& file) {
   // module_state_dict gives torchvision's names; the writer stores standard (NCHW) layout, so
   // channels_last training changes nothing in the file.
-  auto st = write_safetensors(file, module_state_dict(model), {{"producer", "gpulab train"}});
+  auto st = write_safetensors(file, module_state_dict(model), safetensors_metadata("gpulab train"));
   if (!st) throw Exception(st.error());
+}
+
+void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
+                     const StateDict& tensors, const std::string& tokenizer_spec,
+                     const std::string& producer) {
+  std::filesystem::create_directories(dir);
+  const auto [bos, eos] = write_tokenizer_files(dir, config, tokenizer_spec);
+  Json j = config.to_json();
+  // Explicit nulls: GPT-2's config otherwise defaults to 50256, outside a small vocabulary.
+  j["bos_token_id"] = bos;
+  j["eos_token_id"] = eos;
+  j["pad_token_id"] = nullptr;
+  j["torch_dtype"] = hf_dtype_name(tensors);
+  write_or_throw(dir / "config.json", j.dump(2) + "\n");
+  if (auto st =
+          write_safetensors(dir / "model.safetensors", tensors, safetensors_metadata(producer));
+      !st)
+    throw Exception(st.error());
 }
 
 }  // namespace gpulab::train

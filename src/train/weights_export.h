@@ -1,13 +1,30 @@
 // Exports a trained model's parameters and buffers (torchvision names, i.e. its state_dict) as
-// a .safetensors file, written atomically, for PyTorch, torchvision and other tools to load.
+// a .safetensors file, written atomically, for PyTorch, torchvision and other tools to load; and
+// a language model as a Hugging Face folder that transformers' from_pretrained reads.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <string>
+
+#include "train/models/decoder_config.h"
+#include "train/weights/safetensors.h"
 
 namespace gpulab::train {
 
+// The safetensors metadata gpulab writes: {"format": "pt"}, which transformers' loader requires,
+// and the producer.
+std::map<std::string, std::string> safetensors_metadata(const std::string& producer);
+
 void export_weights(torch::nn::Module& model, const std::filesystem::path& file);
+
+// Writes `dir`/model.safetensors, config.json (the family's fields, bos/eos/pad ids of the
+// tokenizer or null, torch_dtype) and, for a known tokenizer, its files in a form AutoTokenizer
+// reads: bytes as a byte-level tokenizer.json, SentencePiece as tokenizer.model with a
+// tokenizer_config.json. Every file atomically; the weights last. Throws on failure.
+void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
+                     const StateDict& tensors, const std::string& tokenizer_spec,
+                     const std::string& producer);
 
 }  // namespace gpulab::train

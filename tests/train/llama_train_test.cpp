@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "core/files.h"
 #include "core/json.h"
 #include "train/optim/fused_adamw.h"
 #include "train/trainer_test_util.h"
@@ -111,6 +112,40 @@ TEST(LlamaTrain, ResumeIsBitwise) {
   for (const auto& [name, t] : wa) EXPECT_TRUE(torch::equal(t, wb.at(name))) << name;
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+// A resume that would be another run is refused: the flag named with both values, exit 2, and
+// the run folder as it was (metrics.jsonl, checkpoints). A cosine run given more epochs is
+// refused too (its schedule spans the planned epochs); the same flags resume.
+TEST(LlamaTrain, ResumeRefusesAChangedMeaning) {
+  const fs::path out = temp_dir("llama_resume_meaning");
+  auto first = tiny_run(out, 1);
+  set_flag(first, "--limit_train_batches", "2");
+  ASSERT_EQ(run_gpulab(first).exit_code, 0);
+  const auto log = read_file(out / "metrics.jsonl").value();
+  const auto refused = [&](const std::string& flag, const std::string& value,
+                           const std::string& words) {
+    auto args = first;
+    set_flag(args, flag, value);
+    args.insert(args.end(), {"--resume", "auto"});
+    auto r = run_gpulab(args);
+    EXPECT_EQ(r.exit_code, 2) << flag << r.out << r.err;
+    EXPECT_NE(r.err.find(flag + " " + value + " differs from the run being resumed"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--output_dir"), std::string::npos) << "no way to a new run: " << r.err;
+    EXPECT_EQ(read_file(out / "metrics.jsonl").value(), log) << flag << ": the run was written";
+  };
+  refused("--seq_len", "32", "(seq_len 64 in ");
+  refused("--batch_size", "4", "(batch_size 8 in ");
+  refused("--num_epochs", "2", "cosine learning-rate schedule");
+  auto same = first;
+  same.insert(same.end(), {"--resume", "auto"});
+  auto r = run_gpulab(same);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Nothing to train"), std::string::npos) << r.out;
+  fs::remove_all(out);
 }
 
 // bfloat16 autocast on the CPU (4 s a step there without bf16 instructions): two steps train,

@@ -30,6 +30,24 @@ TEST(Progress, LogGetsLinesWithAnEta) {
   EXPECT_EQ(out.find('\r'), std::string::npos) << "no terminal redraws in a log";
 }
 
+// Beside the epoch's ETA, the run's: 1 batch done in >= 50 ms leaves 1 of this epoch and 2,400
+// of later ones, so the run's ETA is at least 2,401 x 50 ms = 2m00s and far from the epoch's.
+TEST(Progress, RunEtaCountsTheLaterEpochs) {
+  ::testing::internal::CaptureStdout();
+  {
+    ProgressBar bar(true, 2, "Epoch 1/3", /*line_every_s=*/0.0);
+    bar.set_later_batches(2400);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    bar.update(1, "loss 1.0");
+  }
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto run = out.find(", run ");
+  ASSERT_NE(run, std::string::npos) << out;
+  EXPECT_NE(out.find("loss 1.0, ETA "), std::string::npos) << out;
+  const std::string eta = out.substr(run + 6);  // "2m01s\n": minutes (or hours under load)
+  EXPECT_TRUE(eta.find('m') != std::string::npos) << out;
+}
+
 TEST(Progress, AtMostOneLinePerInterval) {
   ::testing::internal::CaptureStdout();
   {

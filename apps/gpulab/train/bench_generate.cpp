@@ -9,8 +9,8 @@
 #include "core/json.h"
 #include "json_stdout.h"
 #include "train/device.h"
-#include "train/models/decoder_config.h"
 #include "train/models/lm_families.h"
+#include "train/run_files.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::cli {
@@ -25,12 +25,11 @@ struct GenerateBenchArgs {
 
 void run_bench_generate(const GenerateBenchArgs& a) {
   if (a.threads > 0) torch::set_num_threads(a.threads);
-  auto cfg = train::find_decoder_config(a.dir + "/config.json").value_or_throw();
-  const std::string weights = a.dir + "/model.safetensors";
-  auto file = train::read_safetensors(weights).value_or_throw();
+  // A Hugging Face folder or a run folder, read as `gpulab generate --model DIR` reads it.
+  auto loaded = train::load_decoder(a.dir, "").value_or_throw();
+  const auto& cfg = loaded.config;
   auto model = train::build_causal_lm(cfg);
-  train::load_state_dict(*model, train::from_hf_names(cfg, std::move(file.tensors)), weights)
-      .value_or_throw();
+  train::load_state_dict(*model, loaded.tensors, loaded.what).value_or_throw();
   model->to(train::resolve_device(a.device, 0));
   JsonStdout out(a.json);
   const auto r = bench::run_generate_bench(*model, a.o);
@@ -49,7 +48,8 @@ void add_bench_generate(CLI::App* bench, CommandContext& /*ctx*/) {
   auto a = std::make_shared<GenerateBenchArgs>();
   auto* cmd = bench->add_subcommand(
       "generate", "greedy generation tokens/s of a Hugging Face folder's decoder (KV cache)");
-  cmd->add_option("--weights", a->dir, "folder with config.json and model.safetensors")
+  cmd->add_option("--weights", a->dir,
+                  "a Hugging Face folder (config.json, model.safetensors) or a gpulab run folder")
       ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt_tokens", a->o.prompt_tokens, "prompt length")

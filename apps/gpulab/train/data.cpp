@@ -1,6 +1,7 @@
 // `gpulab data`: `get` downloads a data set (published MD5 checked, partial downloads resumed,
 // archives unpacked) and `info` opens one as training would and prints what it holds.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "commands.h"
@@ -8,6 +9,7 @@
 #include "core/strings.h"
 #include "train/data/datasets.h"
 #include "train/data/fetch/download.h"
+#include "train/data/token_file.h"
 
 namespace gpulab::cli {
 
@@ -41,6 +43,23 @@ void add_get(CLI::App& data) {
   });
 }
 
+// A token folder of `gpulab data tokenize` (what --dataset text trains on), checksums verified.
+void describe_token_folder(const std::string& dir) {
+  const auto data = train::TokenData::open(dir).value_or_throw();
+  const auto& m = data.meta();
+  std::printf("dataset: text (token folder %s)\n", dir.c_str());
+  std::printf("tokenizer: %s%s, vocabulary %lld, %s ids%s\n", m.tokenizer.c_str(),
+              m.tokenizer_model.empty() ? "" : (" (" + m.tokenizer_model + ")").c_str(),
+              static_cast<long long>(m.vocab_size), train::token_dtype_name(m.dtype),
+              m.eos_id >= 0 ? (", eos " + std::to_string(m.eos_id)).c_str() : "");
+  for (const auto& [name, split] : {std::pair{"train", &m.train}, std::pair{"val", &m.val}})
+    std::printf("%s: %s tokens, %s of text\n", name,
+                with_thousands(static_cast<double>(split->tokens), 0).c_str(),
+                human_bytes(static_cast<double>(split->text_bytes)).c_str());
+  std::printf("bytes per token: %.3f (train), %.3f (val)\n", m.bytes_per_token(),
+              m.val_bytes_per_token());
+}
+
 void add_info(CLI::App& data) {
   struct Args {
     std::string name, data_dir = "./data", split = "train";
@@ -48,12 +67,19 @@ void add_info(CLI::App& data) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = data.add_subcommand("info", "open a data set as training would and describe it");
-  cmd->add_option("dataset", a->name, join(train::dataset_names(), ", "))->required();
+  cmd->add_option("dataset", a->name,
+                  join(train::dataset_names(), ", ") +
+                      "; text (the token folder in --data_dir) or a token folder itself")
+      ->required();
   cmd->add_option("--data_dir,--data-dir", a->data_dir, "data folder")->capture_default_str();
   cmd->add_option("--split", a->split, "train or test")->capture_default_str();
   cmd->add_option("--cifar100_labels", a->ds.cifar100_labels, "fine or coarse")
       ->capture_default_str();
   cmd->callback([a] {
+    std::error_code ec;
+    if (a->name == "text" ||
+        std::filesystem::exists(std::filesystem::path(a->name) / "meta.json", ec))
+      return describe_token_folder(a->name == "text" ? a->data_dir : a->name);
     auto ds = train::open_dataset(a->name, a->data_dir, train::parse_split(a->split), a->ds);
     auto shape = ds->image_shape();
     std::printf("dataset: %s (%s)\n", ds->name().c_str(), a->split.c_str());

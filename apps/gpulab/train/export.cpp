@@ -1,5 +1,6 @@
-// `gpulab export --checkpoint INDEX --output FILE`: joins a sharded checkpoint (--shard) into one
-// safetensors file under the model's public (torchvision / Hugging Face) names.
+// `gpulab export --checkpoint PATH --output DIR|FILE.safetensors`: turns any run's weights (a
+// finished or interrupted run folder, a plain or sharded checkpoint) into a Hugging Face folder
+// (model.safetensors, config.json, tokenizer files) or one safetensors file.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -7,8 +8,8 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "train/dist/sharded_checkpoint.h"
-#include "train/weights/safetensors.h"
+#include "train/run_files.h"
+#include "train/weights_export.h"
 
 namespace gpulab::cli {
 namespace {
@@ -20,21 +21,54 @@ struct ExportOptions {
   std::string output;
 };
 
-void run_export(const ExportOptions& o) {
-  fs::path index = o.checkpoint;
-  // The shard file of rank 0 names the same checkpoint as its index.
-  if (index.extension() != ".json") {
-    auto name = index.filename().string();
-    index = index.parent_path() / (name.substr(0, name.find(".rank-")) + ".json");
+std::string source_name(const train::ModelFiles& f) {
+  switch (f.source) {
+    case train::WeightsSource::kCheckpoint:
+      return "checkpoint " + f.weights.string();
+    case train::WeightsSource::kShardedCheckpoint:
+      return "sharded checkpoint " + f.weights.string();
+    case train::WeightsSource::kSafetensors:
+      break;
   }
-  if (!fs::exists(index))
-    throw Exception(Code::kNotFound, "no sharded checkpoint index at " + index.string(),
-                    "pass the ckpt-e*-s*.json file of a run trained with --shard");
-  auto tensors = train::dist::consolidate_sharded_checkpoint(index).value_or_throw();
-  if (auto st = train::write_safetensors(o.output, tensors, {{"producer", "gpulab export"}}); !st)
-    throw Exception(st.error());
-  std::printf("Exported %zu tensors from %s to %s\n", tensors.size(), index.c_str(),
-              o.output.c_str());
+  return f.weights.string();
+}
+
+void run_export(const ExportOptions& o) {
+  auto files = train::locate_model_files(o.checkpoint).value_or_throw();
+  const fs::path out = o.output;
+  if (out.extension() == ".safetensors") {  // the weights alone, under the model's names
+    auto tensors = train::read_model_weights(files).value_or_throw();
+    if (auto st =
+            train::write_safetensors(out, tensors, train::safetensors_metadata("gpulab export"));
+        !st)
+      throw Exception(st.error());
+    std::printf("Exported %zu tensors from %s to %s\n", tensors.size(), source_name(files).c_str(),
+                out.c_str());
+    return;
+  }
+  if (fs::exists(out) && !fs::is_directory(out))
+    throw Exception(Code::kInvalidArgument, out.string() + " is a file",
+                    "pass a folder for a Hugging Face folder, or a name ending .safetensors");
+  const bool lm = !files.config.empty() ||
+                  (files.options.contains("model") && files.options["model"].is_string() &&
+                   train::is_language_model(files.options["model"].get<std::string>()));
+  if (!lm) {  // an image classifier: its weights under torchvision's names
+    auto tensors = train::read_model_weights(files).value_or_throw();
+    fs::create_directories(out);
+    if (auto st = train::write_safetensors(out / "model.safetensors", tensors,
+                                           train::safetensors_metadata("gpulab export"));
+        !st)
+      throw Exception(st.error());
+    std::printf("Exported %zu tensors from %s to %s\n", tensors.size(), source_name(files).c_str(),
+                (out / "model.safetensors").c_str());
+    return;
+  }
+  auto loaded = train::load_decoder(files).value_or_throw();
+  train::write_hf_folder(out, loaded.config, loaded.tensors, loaded.tokenizer_spec,
+                         "gpulab export");
+  std::printf("Exported %zu tensors from %s to %s (model.safetensors, config.json%s)\n",
+              loaded.tensors.size(), source_name(files).c_str(), out.c_str(),
+              loaded.tokenizer_spec.empty() ? "" : ", tokenizer files");
 }
 
 }  // namespace
@@ -42,10 +76,17 @@ void run_export(const ExportOptions& o) {
 void add_export_command(CLI::App& app, CommandContext& /*ctx*/) {
   auto o = std::make_shared<ExportOptions>();
   auto* cmd = app.add_subcommand(
-      "export", "join a sharded checkpoint (gpulab train --shard) into one safetensors file");
-  cmd->add_option("--checkpoint", o->checkpoint, "the checkpoint's index (ckpt-e*-s*.json)")
+      "export",
+      "turn a run's weights (a run folder, a checkpoint, plain or sharded) into a Hugging Face "
+      "folder or one safetensors file");
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "a run folder (finished or interrupted), or a checkpoint: ckpt-*.json, "
+                  "ckpt-*.pt, or a shard file")
       ->required();
-  cmd->add_option("--output", o->output, "the safetensors file to write (atomically)")->required();
+  cmd->add_option("--output", o->output,
+                  "a folder (gets model.safetensors, config.json and the tokenizer files of a "
+                  "language model), or FILE.safetensors for the weights alone")
+      ->required();
   cmd->callback([o] { run_export(*o); });
 }
 

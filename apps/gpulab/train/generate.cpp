@@ -13,6 +13,7 @@
 #include "train/device.h"
 #include "train/generate.h"
 #include "train/models/lm_families.h"
+#include "train/run_files.h"
 #include "train/trainer.h"
 #include "train/weights/safetensors.h"
 
@@ -20,7 +21,7 @@ namespace gpulab::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, weights, prompt, device = "cpu", tokenizer = "bytes", data_dir;
+  std::string model, weights, prompt, device = "cpu", tokenizer, data_dir;
   std::vector<std::string> stop;
   int64_t num_samples = 1;
   train::SamplingOptions sampling;
@@ -78,23 +79,16 @@ void sample_text(train::CausalLm& model, const train::Tokenizer& tok, const Gene
 }
 
 void run_generate(const GenerateArgs& a) {
-  train::DecoderConfig cfg = train::find_decoder_config(a.model).value_or_throw();
-  auto file = train::read_safetensors(a.weights).value_or_throw();
-  file.tensors = train::from_hf_names(cfg, std::move(file.tensors));
-  // Shapes that take their vocabulary from the data read it from the embedding table.
-  const std::string embed_name(cfg.traits().token_embedding);
-  const auto embed = file.tensors.find(embed_name);
-  if (embed == file.tensors.end() || embed->second.dim() != 2)
-    throw Exception(Code::kInvalidArgument, a.weights + " has no 2-D " + embed_name,
-                    "pass the model.safetensors of `gpulab train` or a Hugging Face file of the "
-                    "same family (" +
-                        cfg.family + ")");
-  if (cfg.vocab_from_data) cfg.vocab_size = embed->second.size(0);
+  // --model and --weights resolved as export and infer do (a run folder, a checkpoint, a file).
+  auto loaded = train::load_decoder(a.model, a.weights).value_or_throw();
+  train::DecoderConfig cfg = loaded.config;
   auto model = train::build_causal_lm(cfg);
-  train::load_state_dict(*model, file.tensors, a.weights).value_or_throw();
+  train::load_state_dict(*model, loaded.tensors, loaded.what).value_or_throw();
   model->to(train::resolve_device(a.device, 0));
-  // The tokenizer the token data was made with (--data_dir), else --tokenizer (bytes default).
-  std::string spec = a.tokenizer;
+  // The tokenizer the token data was made with (--data_dir), else --tokenizer, else the run's.
+  std::string spec = !a.tokenizer.empty()             ? a.tokenizer
+                     : !loaded.tokenizer_spec.empty() ? loaded.tokenizer_spec
+                                                      : "bytes";
   if (!a.data_dir.empty()) {
     train::TokenDataOptions o;
     o.verify = false;
@@ -120,13 +114,13 @@ void add_generate_command(CLI::App& app, CommandContext& /*ctx*/) {
          "holding one")
       ->required();
   cmd->add_option("--weights", a->weights,
-                  "model.safetensors (Hugging Face names of the model's family)")
-      ->required();
+                  "model.safetensors (Hugging Face names), a run folder or a checkpoint "
+                  "(default: --model's run folder)");
   cmd->add_option("--prompt", a->prompt, "text to continue")->required();
   cmd->add_option("--data_dir", a->data_dir,
                   "token data folder the model trained on: use its tokenizer");
-  cmd->add_option("--tokenizer", a->tokenizer, "bytes, or a SentencePiece .model file")
-      ->capture_default_str();
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "bytes, or a SentencePiece .model file (default: the run's, else bytes)");
   cmd->add_option("--max_new_tokens", a->sampling.max_new_tokens, "tokens to generate")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

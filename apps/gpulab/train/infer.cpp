@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "train/device.h"
 #include "train/models/registry.h"
+#include "train/run_files.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::cli {
@@ -71,7 +72,9 @@ void run_infer(const InferArgs& a) {
   const train::ModelInfo& info = *train::find_model(a.model, &alias_size).value_or_throw();
   const torch::Device device = train::resolve_device(a.device);
   torch::Tensor x = read_input(a, info);
-  auto weights = train::read_safetensors(a.weights).value_or_throw();
+  // A safetensors file, a run folder or a checkpoint, found as export and generate find them.
+  auto files = train::locate_model_files(a.weights).value_or_throw();
+  const auto weights = train::read_model_weights(files).value_or_throw();
 
   train::ModelOptions opts;
   opts.num_classes = a.num_classes;
@@ -79,7 +82,7 @@ void run_infer(const InferArgs& a) {
   // A model whose weights depend on the size (ViT) takes it from the input unless told.
   if (info.image_size_fixed && opts.image_size == 0 && alias_size == 0) opts.image_size = x.size(2);
   auto model = train::create_model(a.model, opts);
-  train::load_state_dict(*model, weights.tensors, a.weights).value_or_throw();
+  train::load_state_dict(*model, weights, files.weights.string()).value_or_throw();
   model->to(device);
   model->eval();
 
@@ -112,7 +115,9 @@ void add_infer_command(CLI::App& app, CommandContext& /*ctx*/) {
       ->capture_default_str();
   cmd->add_option("--image_size,--image-size", a->image_size,
                   "image size the model is built for (ViT: default the input's height)");
-  cmd->add_option("--weights", a->weights, "weights (.safetensors, torchvision names)")->required();
+  cmd->add_option("--weights", a->weights,
+                  "weights: a .safetensors file (torchvision names), a run folder or a checkpoint")
+      ->required();
   cmd->add_option("--input", a->input, "safetensors file with 'input': float32 N x 3 x H x W")
       ->required();
   cmd->add_option("--out", a->out, "write the logits as 'output' to this safetensors file");

@@ -55,18 +55,24 @@ OrderedJson language_models_json() {
   return list;
 }
 
+// Three significant figures: a tiny shape's 0.0123 GFLOPs/token is not "0".
+std::string gflops_text(double gflops) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, gflops >= 100 ? "%.0f" : "%.3g", gflops);
+  return buf;
+}
+
 std::string language_models_table() {
   TextTable table({"model", "family", "params", "layers", "hidden", "heads/kv", "ffn", "vocab",
                    "positions", "GFLOPs/token"});
   for (const auto& c : train::decoder_shapes())
-    table.add_row(
-        {c.name, c.family, with_thousands(static_cast<double>(c.num_parameters()), 0),
-         std::to_string(c.num_layers), std::to_string(c.hidden_size),
-         std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads),
-         std::to_string(c.intermediate_size),
-         std::to_string(c.vocab_size) + (c.vocab_from_data ? " (data's)" : ""),
-         std::to_string(c.max_positions),
-         std::to_string(static_cast<int64_t>(c.train_flops_per_token(kFlopsSeqLen) / 1e9))});
+    table.add_row({c.name, c.family, with_thousands(static_cast<double>(c.num_parameters()), 0),
+                   std::to_string(c.num_layers), std::to_string(c.hidden_size),
+                   std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads),
+                   std::to_string(c.intermediate_size),
+                   std::to_string(c.vocab_size) + (c.vocab_from_data ? " (data's)" : ""),
+                   std::to_string(c.max_positions),
+                   gflops_text(c.train_flops_per_token(kFlopsSeqLen) / 1e9)});
   return table.render();
 }
 
