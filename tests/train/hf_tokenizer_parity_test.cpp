@@ -1,0 +1,146 @@
+// gpulab's tokenizer.json reader against Hugging Face `tokenizers` itself: for the GPT-2, Llama 3
+// and Qwen2 styles (tests/parity/hf_tokenizer_reference.py trains one small byte-level BPE per
+// style with that style's expression, normalizer and special tokens), the ids of a corpus of over
+// 1 MB of mixed text must equal `tokenizers`' exactly, decode(encode(x)) must give x back (the
+// NFC of x for Qwen2), and both encode times are printed (not asserted: a shared machine's
+// timings vary). `gpulab tokenizer encode` and `gpulab data tokenize` read the same files.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "core/files.h"
+#include "core/json.h"
+#include "core/strings.h"
+#include "core/subprocess.h"
+#include "support/temp_dir.h"
+#include "train/data/tokenizer.h"
+#include "train/torchvision_python.h"
+
+namespace gpulab::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class HfTokenizerParity : public ::testing::Test {
+ protected:
+  // One reference run serves every case (training three tokenizers is most of the time).
+  static void SetUpTestSuite() {
+    dir_ = new gpulab::testing::TempDir("hftok-parity");
+    const std::string py = testing::python_with("tokenizers");
+    if (py.empty()) {
+      error_ = testing::reference_missing("tokenizers");
+      return;
+    }
+    RunOptions o;
+    o.timeout = std::chrono::seconds(300);
+    auto r = run_process({py, std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_tokenizer_reference.py",
+                          "--out", dir_->path.string()},
+                         o);
+    if (!r.ok() || !r->success())
+      error_ = "hf_tokenizer_reference.py failed: " + (r.ok() ? r->err : r.error().message);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string corpus(const char* name) { return read_file(dir_->path / name).value_or_throw(); }
+  static void check_style(const std::string& style);
+
+  static gpulab::testing::TempDir* dir_;
+  static std::string error_;
+};
+gpulab::testing::TempDir* HfTokenizerParity::dir_ = nullptr;
+std::string HfTokenizerParity::error_;
+
+std::vector<int32_t> read_ids(const fs::path& p) {
+  const std::string raw = read_file(p).value_or_throw();
+  std::vector<int32_t> ids(raw.size() / 4);
+  std::memcpy(ids.data(), raw.data(), ids.size() * 4);  // little-endian int32, as this machine
+  return ids;
+}
+
+void HfTokenizerParity::check_style(const std::string& style) {
+  ASSERT_TRUE(error_.empty()) << error_;
+  const fs::path d = dir_->path / style;
+  const std::string text = corpus("corpus.txt");
+  ASSERT_GE(text.size(), 1'000'000U);
+  auto tok = open_tokenizer(d.string()).value_or_throw();  // the folder, as a model folder
+  const auto c0 = std::clock();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = tok->encode(text);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+  const std::vector<int32_t> theirs = read_ids(d / "ids.bin");
+  size_t same = 0;
+  while (same < ids.size() && same < theirs.size() && ids[same] == theirs[same]) ++same;
+  EXPECT_EQ(ids.size(), theirs.size());
+  if (same < theirs.size()) {
+    std::string around;
+    for (size_t k = same > 3 ? same - 3 : 0; k < std::min(theirs.size(), same + 3); ++k)
+      around += fmt::format(" [{}] ours {} '{}' theirs {} '{}';", k, k < ids.size() ? ids[k] : -1,
+                            printable(tok->decode({k < ids.size() ? ids[k] : 0}).value_or("?")),
+                            theirs[k], printable(tok->decode({theirs[k]}).value_or("?")));
+    ADD_FAILURE() << style << ": first different id at " << same << ":" << around;
+  }
+  const std::string want = style == "qwen2" ? corpus("corpus.nfc.txt") : text;
+  EXPECT_TRUE(tok->decode(ids).value_or_throw() == want) << style << ": decode(encode(x)) != x";
+  const Json hf = parse_json(read_file(d / "hf.json").value_or_throw()).value_or_throw();
+  EXPECT_TRUE(hf.at("roundtrip").get<bool>()) << "the reference's own round trip failed";
+  EXPECT_EQ(tok->vocab_size(), hf.at("vocab").get<int64_t>());
+  const double mb = static_cast<double>(text.size()) / 1e6;
+  const double hf_cpu = hf.at("cpu_seconds").get<double>();
+  std::printf("%s: %.2f MB -> %zu tokens, equal; encode CPU: gpulab %.3f s (%.1f MB/s), "
+              "tokenizers %.3f s (%.1f MB/s): %.1fx; wall %.3f s vs %.3f s\n",
+              style.c_str(), mb, ids.size(), cpu, mb / cpu, hf_cpu, mb / hf_cpu, hf_cpu / cpu,
+              wall, hf.at("seconds").get<double>());
+}
+
+TEST_F(HfTokenizerParity, Gpt2StyleIdsEqualTokenizers) {
+  check_style("gpt2");
+}
+TEST_F(HfTokenizerParity, Llama3StyleIdsEqualTokenizers) {
+  check_style("llama3");
+}
+TEST_F(HfTokenizerParity, Qwen2StyleIdsEqualTokenizers) {
+  check_style("qwen2");
+}
+
+TEST_F(HfTokenizerParity, SpecialTokensGiveBosAndEos) {
+  ASSERT_TRUE(error_.empty()) << error_;
+  // Llama 3: <|begin_of_text|> from the post-processor's template; the end-of-text name.
+  auto llama = open_tokenizer((dir_->path / "llama3" / "tokenizer.json").string()).value_or_throw();
+  EXPECT_EQ(llama->encode("<|begin_of_text|>"), std::vector<int32_t>{static_cast<int32_t>(llama->bos_id())});
+  EXPECT_EQ(llama->encode("<|end_of_text|>"), std::vector<int32_t>{static_cast<int32_t>(llama->eos_id())});
+  auto qwen = open_tokenizer((dir_->path / "qwen2").string()).value_or_throw();
+  EXPECT_EQ(qwen->bos_id(), -1);  // Qwen2 has none
+  EXPECT_EQ(qwen->encode("<|endoftext|>"), std::vector<int32_t>{static_cast<int32_t>(qwen->eos_id())});
+}
+
+TEST_F(HfTokenizerParity, CliEncodesAndTokenFoldersKeepTheTokenizer) {
+  ASSERT_TRUE(error_.empty()) << error_;
+  if (!fs::exists(GPULAB_BINARY)) GTEST_SKIP() << "gpulab binary not built";
+  const fs::path input = dir_->path / "small.txt";
+  const std::string text = "Héllo wörld 12345 <|im_start|>user\n中文 😀\n";
+  write_file_atomic(input, text).value_or_throw();
+  const fs::path out = dir_->path / "tokens";
+  auto made = run_process({GPULAB_BINARY, "data", "tokenize", "--input", input.string(),
+                           "--tokenizer", (dir_->path / "qwen2").string(), "--out", out.string(),
+                           "--val_fraction", "0"});
+  ASSERT_TRUE(made.ok() && made->success()) << (made.ok() ? made->err : made.error().message);
+  EXPECT_NE(made->out.find("tokenizer: hf-bpe"), std::string::npos) << made->out;
+  // The folder's copy of tokenizer.json encodes as the original does.
+  auto enc = run_process({GPULAB_BINARY, "tokenizer", "encode", "--tokenizer",
+                          (out / "tokenizer.json").string(), "--text", text});
+  ASSERT_TRUE(enc.ok() && enc->success()) << (enc.ok() ? enc->err : enc.error().message);
+  auto tok = open_tokenizer((dir_->path / "qwen2").string()).value_or_throw();
+  std::string want;
+  for (int32_t id : tok->encode(text)) want += (want.empty() ? "" : " ") + std::to_string(id);
+  EXPECT_EQ(enc->out, want + "\n");
+}
+
+}  // namespace
+}  // namespace gpulab::train
