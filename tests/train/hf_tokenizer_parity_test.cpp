@@ -37,9 +37,10 @@ class HfTokenizerParity : public ::testing::Test {
     }
     RunOptions o;
     o.timeout = std::chrono::seconds(300);
-    auto r = run_process({py, std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_tokenizer_reference.py",
-                          "--out", dir_->path.string()},
-                         o);
+    auto r =
+        run_process({py, std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_tokenizer_reference.py",
+                     "--out", dir_->path.string()},
+                    o);
     if (!r.ok() || !r->success())
       error_ = "hf_tokenizer_reference.py failed: " + (r.ok() ? r->err : r.error().message);
   }
@@ -47,7 +48,9 @@ class HfTokenizerParity : public ::testing::Test {
     delete dir_;
     dir_ = nullptr;
   }
-  static std::string corpus(const char* name) { return read_file(dir_->path / name).value_or_throw(); }
+  static std::string corpus(const char* name) {
+    return read_file(dir_->path / name).value_or_throw();
+  }
   static void check_style(const std::string& style);
 
   static gpulab::testing::TempDir* dir_;
@@ -93,10 +96,11 @@ void HfTokenizerParity::check_style(const std::string& style) {
   EXPECT_EQ(tok->vocab_size(), hf.at("vocab").get<int64_t>());
   const double mb = static_cast<double>(text.size()) / 1e6;
   const double hf_cpu = hf.at("cpu_seconds").get<double>();
-  std::printf("%s: %.2f MB -> %zu tokens, equal; encode CPU: gpulab %.3f s (%.1f MB/s), "
-              "tokenizers %.3f s (%.1f MB/s): %.1fx; wall %.3f s vs %.3f s\n",
-              style.c_str(), mb, ids.size(), cpu, mb / cpu, hf_cpu, mb / hf_cpu, hf_cpu / cpu,
-              wall, hf.at("seconds").get<double>());
+  std::printf(
+      "%s: %.2f MB -> %zu tokens, equal; encode CPU: gpulab %.3f s (%.1f MB/s), "
+      "tokenizers %.3f s (%.1f MB/s): %.1fx; wall %.3f s vs %.3f s\n",
+      style.c_str(), mb, ids.size(), cpu, mb / cpu, hf_cpu, mb / hf_cpu, hf_cpu / cpu, wall,
+      hf.at("seconds").get<double>());
 }
 
 TEST_F(HfTokenizerParity, Gpt2StyleIdsEqualTokenizers) {
@@ -113,11 +117,14 @@ TEST_F(HfTokenizerParity, SpecialTokensGiveBosAndEos) {
   ASSERT_TRUE(error_.empty()) << error_;
   // Llama 3: <|begin_of_text|> from the post-processor's template; the end-of-text name.
   auto llama = open_tokenizer((dir_->path / "llama3" / "tokenizer.json").string()).value_or_throw();
-  EXPECT_EQ(llama->encode("<|begin_of_text|>"), std::vector<int32_t>{static_cast<int32_t>(llama->bos_id())});
-  EXPECT_EQ(llama->encode("<|end_of_text|>"), std::vector<int32_t>{static_cast<int32_t>(llama->eos_id())});
+  EXPECT_EQ(llama->encode("<|begin_of_text|>"),
+            std::vector<int32_t>{static_cast<int32_t>(llama->bos_id())});
+  EXPECT_EQ(llama->encode("<|end_of_text|>"),
+            std::vector<int32_t>{static_cast<int32_t>(llama->eos_id())});
   auto qwen = open_tokenizer((dir_->path / "qwen2").string()).value_or_throw();
   EXPECT_EQ(qwen->bos_id(), -1);  // Qwen2 has none
-  EXPECT_EQ(qwen->encode("<|endoftext|>"), std::vector<int32_t>{static_cast<int32_t>(qwen->eos_id())});
+  EXPECT_EQ(qwen->encode("<|endoftext|>"),
+            std::vector<int32_t>{static_cast<int32_t>(qwen->eos_id())});
 }
 
 TEST_F(HfTokenizerParity, CliEncodesAndTokenFoldersKeepTheTokenizer) {
@@ -127,9 +134,9 @@ TEST_F(HfTokenizerParity, CliEncodesAndTokenFoldersKeepTheTokenizer) {
   const std::string text = "Héllo wörld 12345 <|im_start|>user\n中文 😀\n";
   write_file_atomic(input, text).value_or_throw();
   const fs::path out = dir_->path / "tokens";
-  auto made = run_process({GPULAB_BINARY, "data", "tokenize", "--input", input.string(),
-                           "--tokenizer", (dir_->path / "qwen2").string(), "--out", out.string(),
-                           "--val_fraction", "0"});
+  auto made =
+      run_process({GPULAB_BINARY, "data", "tokenize", "--input", input.string(), "--tokenizer",
+                   (dir_->path / "qwen2").string(), "--out", out.string(), "--val_fraction", "0"});
   ASSERT_TRUE(made.ok() && made->success()) << (made.ok() ? made->err : made.error().message);
   EXPECT_NE(made->out.find("tokenizer: hf-bpe"), std::string::npos) << made->out;
   // The folder's copy of tokenizer.json encodes as the original does.

@@ -134,8 +134,8 @@ TEST(HfAddedTokens, LstripAndRstripSwallowTheWhitespaceBesideThem) {
 }
 
 std::vector<std::string> pieces(const char* pre_tokenizer_json, std::string_view text) {
-  auto p = PreTokenizer::from_json(parse_json(pre_tokenizer_json).value_or_throw())
-               .value_or_throw();
+  auto p =
+      PreTokenizer::from_json(parse_json(pre_tokenizer_json).value_or_throw()).value_or_throw();
   std::deque<std::string> storage;
   std::vector<std::string_view> views;
   p.pieces(text, storage, views);
@@ -155,8 +155,7 @@ TEST(HfPreTokenizer, SplitIsolatedKeepsMatchesAndGapsRemovedDropsMatches) {
   const char* digits = R"({"type":"Sequence","pretokenizers":[
       {"type":"Split","pattern":{"Regex":"\\p{N}{1,3}"},"behavior":"Isolated","invert":false},
       {"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]})";
-  EXPECT_EQ(pieces(digits, "ab1234567c"),
-            (std::vector<std::string>{"ab", "123", "456", "7", "c"}));
+  EXPECT_EQ(pieces(digits, "ab1234567c"), (std::vector<std::string>{"ab", "123", "456", "7", "c"}));
   // Unicode digits count (UCP): Arabic-Indic ٣ is \p{N}.
   EXPECT_EQ(pieces(digits, "x\xD9\xA3y"), (std::vector<std::string>{"x", "\xD9\xA3", "y"}));
   const char* removed = R"({"type":"Sequence","pretokenizers":[
@@ -166,9 +165,9 @@ TEST(HfPreTokenizer, SplitIsolatedKeepsMatchesAndGapsRemovedDropsMatches) {
 }
 
 TEST(HfPreTokenizer, IllFormedUtf8FallsBetweenMatches) {
-  EXPECT_EQ(pieces(R"({"type":"ByteLevel","add_prefix_space":false,"use_regex":true})",
-                   "ab\xFF\xFE cd"),
-            (std::vector<std::string>{"ab", "\xFF\xFE", " cd"}));
+  EXPECT_EQ(
+      pieces(R"({"type":"ByteLevel","add_prefix_space":false,"use_regex":true})", "ab\xFF\xFE cd"),
+      (std::vector<std::string>{"ab", "\xFF\xFE", " cd"}));
 }
 
 // A minimal byte-level tokenizer.json with one part replaced.

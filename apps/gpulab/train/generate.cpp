@@ -75,7 +75,8 @@ void add_generate_command(CLI::App& app, CommandContext& /*ctx*/) {
   cmd->add_option("--prompt", a->prompt, "text to continue")->required();
   cmd->add_option("--data_dir", a->data_dir,
                   "token data folder the model trained on: use its tokenizer");
-  cmd->add_option("--tokenizer", a->tokenizer, "bytes, a SentencePiece .model file, or a tokenizer.json (or its folder)")
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "bytes, a SentencePiece .model file, or a tokenizer.json (or its folder)")
       ->capture_default_str();
   cmd->add_option("--max_new_tokens", a->sampling.max_new_tokens, "tokens to generate")
       ->check(CLI::NonNegativeNumber)

@@ -57,7 +57,8 @@ void add_encode(CLI::App& parent) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = parent.add_subcommand("encode", "print the token ids of a text");
-  cmd->add_option("--tokenizer", a->tokenizer, "bytes, a SentencePiece .model, or a tokenizer.json (or its folder)")
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "bytes, a SentencePiece .model, or a tokenizer.json (or its folder)")
       ->capture_default_str();
   cmd->add_option("--text", a->text, "the text (default: --input or standard input)");
   cmd->add_option("--input", a->input, "a file to encode");
@@ -77,7 +78,8 @@ void add_decode(CLI::App& parent) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = parent.add_subcommand("decode", "print the text of token ids");
-  cmd->add_option("--tokenizer", a->tokenizer, "bytes, a SentencePiece .model, or a tokenizer.json (or its folder)")
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "bytes, a SentencePiece .model, or a tokenizer.json (or its folder)")
       ->capture_default_str();
   cmd->add_option("ids", a->ids, "token ids")->required();
   cmd->callback([a] {

@@ -11,8 +11,8 @@ namespace {
 // Unicode White_Space, as Rust's char::is_whitespace that `tokenizers` strips with.
 bool is_space(char32_t c) {
   return (c >= 9 && c <= 13) || c == ' ' || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 // The start of the whitespace run that ends at `end` (not before `floor`).
@@ -65,14 +65,16 @@ std::vector<Segment> AddedTokenSplitter::split(std::string_view text) const {
   std::vector<Segment> out;
   size_t plain = 0;  // where the current plain segment began
   for (size_t pos = 0; pos < text.size();) {
-    const int k = by_first_[static_cast<unsigned char>(text[pos])].empty() ? -1 : longest_at(text, pos);
+    const int k =
+        by_first_[static_cast<unsigned char>(text[pos])].empty() ? -1 : longest_at(text, pos);
     if (k < 0) {
       ++pos;
       continue;
     }
     const AddedToken& t = tokens_[static_cast<size_t>(k)];
     const size_t begin = t.lstrip ? strip_left(text, pos, plain) : pos;
-    const size_t end = t.rstrip ? strip_right(text, pos + t.content.size()) : pos + t.content.size();
+    const size_t end =
+        t.rstrip ? strip_right(text, pos + t.content.size()) : pos + t.content.size();
     if (begin > plain) out.push_back(Segment{text.substr(plain, begin - plain), -1});
     out.push_back(Segment{text.substr(begin, end - begin), t.id});
     plain = pos = end;

@@ -38,7 +38,7 @@ class AddedTokenSplitter {
   // The longest token matching at text[pos], or -1 (an index into tokens_).
   int longest_at(std::string_view text, size_t pos) const;
 
-  std::vector<AddedToken> tokens_;          // longest first
+  std::vector<AddedToken> tokens_;                // longest first
   std::array<std::vector<int>, 256> by_first_{};  // indices of tokens_ by their first byte
 };
 

@@ -41,7 +41,11 @@ std::optional<uint8_t> char_to_byte(char32_t c) {
 std::optional<char32_t> decode_utf8(std::string_view s, size_t& i) {
   static constexpr char32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
   const auto c0 = static_cast<unsigned char>(s[i]);
-  const int len = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : (c0 >> 3) == 30 ? 4 : 0;
+  const int len = c0 < 0x80         ? 1
+                  : (c0 >> 5) == 6  ? 2
+                  : (c0 >> 4) == 14 ? 3
+                  : (c0 >> 3) == 30 ? 4
+                                    : 0;
   if (len == 0 || i + len > s.size()) return std::nullopt;
   char32_t c = len == 1 ? c0 : c0 & (0x7F >> len);
   for (int k = 1; k < len; ++k) {

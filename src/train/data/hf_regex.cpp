@@ -15,9 +15,9 @@ namespace gpulab::train::hf {
 Result<Regex> Regex::compile(const std::string& pattern) {
   int err = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset,
-                                   nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
@@ -26,7 +26,8 @@ Result<Regex> Regex::compile(const std::string& pattern) {
                              pattern, offset, reinterpret_cast<const char*>(msg)));
   }
   Regex r;
-  r.code_ = std::shared_ptr<void>(code, [](void* p) { pcre2_code_free(static_cast<pcre2_code*>(p)); });
+  r.code_ =
+      std::shared_ptr<void>(code, [](void* p) { pcre2_code_free(static_cast<pcre2_code*>(p)); });
   // Without JIT (a platform PCRE2 cannot JIT for) the interpreter gives the same matches.
   r.jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   return r;

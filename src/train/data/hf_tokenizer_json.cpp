@@ -17,7 +17,8 @@ Error refuse(const std::string& what) {
 }
 
 std::string type_of(const Json& j) {
-  return j.is_object() ? j.value("type", std::string("?")) : std::string(j.is_null() ? "none" : "?");
+  return j.is_object() ? j.value("type", std::string("?"))
+                       : std::string(j.is_null() ? "none" : "?");
 }
 
 Result<bool> read_normalizer(const Json& j) {
@@ -91,7 +92,8 @@ Result<std::vector<AddedToken>> read_added(const Json& list) {
     if (a.value("single_word", false))
       return refuse("has an added token with single_word: true ('" + t.content +
                     "'), which gpulab does not implement");
-    if (t.id < 0) return Error(Code::kDataError, fmt::format("added token id {} is negative", t.id));
+    if (t.id < 0)
+      return Error(Code::kDataError, fmt::format("added token id {} is negative", t.id));
     out.push_back(std::move(t));
   }
   return out;

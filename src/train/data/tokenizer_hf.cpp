@@ -54,7 +54,8 @@ class HfBpeTokenizer : public Tokenizer {
         continue;
       }
       std::string_view norm = seg.text;
-      if (std::string out; p_.nfc && hf::to_nfc(seg.text, out)) norm = storage.emplace_back(std::move(out));
+      if (std::string out; p_.nfc && hf::to_nfc(seg.text, out))
+        norm = storage.emplace_back(std::move(out));
       for (const auto& s : normalized_.split(norm)) {
         if (s.id >= 0) {
           ids.push_back(s.id);
