@@ -119,6 +119,23 @@ def build(style, vocab_size, text):
     return tok
 
 
+def code_point_cases():
+    """GPT-2 style: one short text per code point of planes 0-3 (where Unicode assigns letters and numbers),
+    each code point beside letters, digits, an apostrophe and spaces: where the expression engines'
+    Unicode tables disagree, these texts pre-tokenize differently."""
+    cps = [c for c in range(1, 0x32400) if not 0xD800 <= c <= 0xDFFF]
+    return cps, [f"a{chr(c)}'s {chr(c)}1{chr(c)}  " for c in cps]
+
+
+def write_code_point_ids(tok, d, texts):
+    encs = tok.encode_batch(texts, add_special_tokens=False)
+    with open(os.path.join(d, "cp_lengths.bin"), "wb") as f:
+        f.write(struct.pack(f"<{len(encs)}i", *[len(e.ids) for e in encs]))
+    flat = [i for e in encs for i in e.ids]
+    with open(os.path.join(d, "cp_ids.bin"), "wb") as f:
+        f.write(struct.pack(f"<{len(flat)}i", *flat))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -131,6 +148,9 @@ def main():
         f.write(text.encode())
     with open(os.path.join(a.out, "corpus.nfc.txt"), "wb") as f:
         f.write(unicodedata.normalize("NFC", text).encode())
+    cps, cp_texts = code_point_cases()
+    with open(os.path.join(a.out, "cp.bin"), "wb") as f:
+        f.write(struct.pack(f"<{len(cps)}i", *cps))
     for style in SPECIALS:
         d = os.path.join(a.out, style)
         os.makedirs(d, exist_ok=True)
@@ -143,6 +163,8 @@ def main():
         seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
         with open(os.path.join(d, "ids.bin"), "wb") as f:
             f.write(struct.pack(f"<{len(ids)}i", *ids))
+        if style == "gpt2":  # the three expressions use the same classes (\p{L}, \p{N}, \s)
+            write_code_point_ids(tok, d, cp_texts)
         with open(os.path.join(d, "hf.json"), "w") as f:
             # Qwen2's NFC normalizer makes its decode give the NFC of the text.
             want = unicodedata.normalize("NFC", text) if style == "qwen2" else text
