@@ -18,6 +18,7 @@
 #include "core/strings.h"
 #include "core/subprocess.h"
 #include "support/temp_dir.h"
+#include "train/data/chat_format.h"
 #include "train/data/hf_byte_map.h"
 #include "train/data/hf_regex.h"
 #include "train/data/tokenizer.h"
@@ -168,6 +169,20 @@ TEST_F(HfTokenizerParity, SpecialTokensGiveBosAndEos) {
   EXPECT_EQ(qwen->bos_id(), -1);  // Qwen2 has none
   EXPECT_EQ(qwen->encode("<|endoftext|>"),
             std::vector<int32_t>{static_cast<int32_t>(qwen->eos_id())});
+}
+
+TEST_F(HfTokenizerParity, ChatFormatFollowsTheSpecialTokens) {
+  ASSERT_TRUE(error_.empty()) << error_;
+  auto qwen = open_tokenizer((dir_->path / "qwen2").string()).value_or_throw();
+  auto llama = open_tokenizer((dir_->path / "llama3").string()).value_or_throw();
+  auto gpt2 = open_tokenizer((dir_->path / "gpt2").string()).value_or_throw();
+  EXPECT_EQ(detect_chat_format(*qwen).value_or_throw(), ChatFormat::kChatMl);
+  EXPECT_EQ(detect_chat_format(*llama).value_or_throw(), ChatFormat::kLlama3);
+  EXPECT_EQ(detect_chat_format(*gpt2).error().code, Code::kUnsupported);
+  // The rendered prompt's special tokens encode as single ids.
+  const auto ids = qwen->encode(render_chat(ChatFormat::kChatMl, {{"user", "hi"}}, true));
+  const auto start = qwen->encode("<|im_start|>");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), start.at(0)), 2);
 }
 
 TEST_F(HfTokenizerParity, CliEncodesAndTokenFoldersKeepTheTokenizer) {

@@ -52,12 +52,13 @@ function(gpulab_data_deps target)
   message(STATUS "gpulab data: zlib=${ZLIB_FOUND} png=${PNG_FOUND} turbojpeg=${TURBOJPEG_FOUND} curl=${CURL_FOUND} sentencepiece=${SENTENCEPIECE_FOUND} pcre2=${PCRE2_FOUND} icu=${ICU_FOUND}")
 endfunction()
 
-# The tokenizer.json files (data/hf_*.cpp, data/tokenizer_hf.cpp) need no libtorch: they are
-# compiled on their own, outside the unity batches and the PCH, and only they see the PCRE2 and
-# ICU macros, so having those libraries or not leaves every other object as it was.
+# The tokenizer.json files (data/hf_*.cpp, data/tokenizer_hf.cpp) and the chat formats need no
+# libtorch: they are compiled on their own, outside the unity batches and the PCH, and only they
+# see the PCRE2 and ICU macros, so having those libraries or not leaves every other object as it was.
 function(gpulab_hf_tokenizer_deps target)
   file(GLOB hf_srcs ${CMAKE_CURRENT_SOURCE_DIR}/data/hf_*.cpp)
-  list(APPEND hf_srcs ${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer_hf.cpp)
+  list(APPEND hf_srcs ${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer_hf.cpp
+       ${CMAKE_CURRENT_SOURCE_DIR}/data/chat_format.cpp)
   set(hf_defs "")
   if(PkgConfig_FOUND)
     pkg_check_modules(PCRE2 QUIET IMPORTED_TARGET libpcre2-8)
