@@ -120,7 +120,7 @@ def build(style, vocab_size, text):
 
 
 def code_point_cases():
-    """GPT-2 style: one short text per code point of planes 0-3 (where Unicode assigns letters and numbers),
+    """One short text per code point of planes 0-3 (where Unicode assigns letters and numbers),
     each code point beside letters, digits, an apostrophe and spaces: where the expression engines'
     Unicode tables disagree, these texts pre-tokenize differently."""
     cps = [c for c in range(1, 0x32400) if not 0xD800 <= c <= 0xDFFF]
@@ -136,9 +136,27 @@ def write_code_point_ids(tok, d, texts):
         f.write(struct.pack(f"<{len(flat)}i", *flat))
 
 
+def encode_corpus(tok, style, d, text):
+    tok.encode(text[:20000], add_special_tokens=False)  # warm-up
+    t0, c0 = time.perf_counter(), time.process_time()
+    ids = tok.encode(text, add_special_tokens=False).ids
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    with open(os.path.join(d, "ids.bin"), "wb") as f:
+        f.write(struct.pack(f"<{len(ids)}i", *ids))
+    with open(os.path.join(d, "hf.json"), "w") as f:
+        # Qwen2's NFC normalizer makes its decode give the NFC of the text.
+        want = unicodedata.normalize("NFC", text) if style == "qwen2" else text
+        json.dump({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": len(ids),
+                   "bytes": len(text.encode()), "vocab": tok.get_vocab_size(),
+                   "roundtrip": tok.decode(ids, skip_special_tokens=False) == want}, f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--styles", default="gpt2,llama3,qwen2")
+    ap.add_argument("--code_points", action="store_true",
+                    help="instead of encoding the corpus, the one-text-per-code-point cases")
     ap.add_argument("--min_bytes", type=int, default=1_000_000)
     ap.add_argument("--vocab_size", type=int, default=6000)
     ap.add_argument("--seed", type=int, default=1234)
@@ -148,29 +166,20 @@ def main():
         f.write(text.encode())
     with open(os.path.join(a.out, "corpus.nfc.txt"), "wb") as f:
         f.write(unicodedata.normalize("NFC", text).encode())
-    cps, cp_texts = code_point_cases()
-    with open(os.path.join(a.out, "cp.bin"), "wb") as f:
-        f.write(struct.pack(f"<{len(cps)}i", *cps))
-    for style in SPECIALS:
+    if a.code_points:
+        cps, cp_texts = code_point_cases()
+        with open(os.path.join(a.out, "cp.bin"), "wb") as f:
+            f.write(struct.pack(f"<{len(cps)}i", *cps))
+    for style in a.styles.split(","):
         d = os.path.join(a.out, style)
         os.makedirs(d, exist_ok=True)
         tok = build(style, a.vocab_size, text)
         tok.save(os.path.join(d, "tokenizer.json"))
         tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))  # what gpulab reads
-        tok.encode(text[:20000], add_special_tokens=False)  # warm-up
-        t0, c0 = time.perf_counter(), time.process_time()
-        ids = tok.encode(text, add_special_tokens=False).ids
-        seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
-        with open(os.path.join(d, "ids.bin"), "wb") as f:
-            f.write(struct.pack(f"<{len(ids)}i", *ids))
-        if style == "gpt2":  # the three expressions use the same classes (\p{L}, \p{N}, \s)
+        if a.code_points:
             write_code_point_ids(tok, d, cp_texts)
-        with open(os.path.join(d, "hf.json"), "w") as f:
-            # Qwen2's NFC normalizer makes its decode give the NFC of the text.
-            want = unicodedata.normalize("NFC", text) if style == "qwen2" else text
-            json.dump({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": len(ids),
-                       "bytes": len(text.encode()), "vocab": tok.get_vocab_size(),
-                       "roundtrip": tok.decode(ids, skip_special_tokens=False) == want}, f)
+        else:
+            encode_corpus(tok, style, d, text)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 // style with that style's expression, normalizer and special tokens), the ids of a corpus of over
 // 1 MB of mixed text must equal `tokenizers`' exactly, decode(encode(x)) must give x back (the
 // NFC of x for Qwen2), and both encode times are printed (not asserted: a shared machine's
-// timings vary). `gpulab tokenizer encode` and `gpulab data tokenize` read the same files.
+// timings vary); the chat formats follow the special tokens; `gpulab tokenizer encode` and
+// `gpulab data tokenize` read the same files. Apart, every code point in a short text, against
+// the Unicode tables of the two expression engines.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -31,37 +33,30 @@ namespace fs = std::filesystem;
 
 class HfTokenizerParity : public ::testing::Test {
  protected:
-  // One reference run serves every case (training three tokenizers is most of the time).
-  static void SetUpTestSuite() {
-    dir_ = new gpulab::testing::TempDir("hftok-parity");
+  // Trains the reference tokenizers and writes what `tokenizers` makes of the texts (one run per
+  // test: ctest runs each test in a process of its own).
+  void run_reference(std::vector<std::string> args) {
     const std::string py = testing::python_with("tokenizers");
-    if (py.empty()) {
-      error_ = testing::reference_missing("tokenizers");
-      return;
-    }
+    ASSERT_FALSE(py.empty()) << testing::reference_missing("tokenizers");
+    args.insert(args.begin(),
+                {py, std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_tokenizer_reference.py",
+                 "--out", dir_.path.string()});
     RunOptions o;
     o.timeout = std::chrono::seconds(300);
-    auto r =
-        run_process({py, std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_tokenizer_reference.py",
-                     "--out", dir_->path.string()},
-                    o);
-    if (!r.ok() || !r->success())
-      error_ = "hf_tokenizer_reference.py failed: " + (r.ok() ? r->err : r.error().message);
+    auto r = run_process(args, o);
+    ASSERT_TRUE(r.ok() && r->success())
+        << "hf_tokenizer_reference.py failed: " << (r.ok() ? r->err : r.error().message);
   }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
+  std::string corpus(const char* name) const {
+    return read_file(dir_.path / name).value_or_throw();
   }
-  static std::string corpus(const char* name) {
-    return read_file(dir_->path / name).value_or_throw();
-  }
-  static void check_style(const std::string& style);
+  void check_style(const std::string& style);
+  void check_special_tokens();
+  void check_chat_formats();
+  void check_cli();
 
-  static gpulab::testing::TempDir* dir_;
-  static std::string error_;
+  gpulab::testing::TempDir dir_{"hftok-parity"};
 };
-gpulab::testing::TempDir* HfTokenizerParity::dir_ = nullptr;
-std::string HfTokenizerParity::error_;
 
 std::vector<int32_t> read_ids(const fs::path& p) {
   const std::string raw = read_file(p).value_or_throw();
@@ -71,8 +66,7 @@ std::vector<int32_t> read_ids(const fs::path& p) {
 }
 
 void HfTokenizerParity::check_style(const std::string& style) {
-  ASSERT_TRUE(error_.empty()) << error_;
-  const fs::path d = dir_->path / style;
+  const fs::path d = dir_.path / style;
   const std::string text = corpus("corpus.txt");
   ASSERT_GE(text.size(), 1'000'000U);
   auto tok = open_tokenizer(d.string()).value_or_throw();  // the folder, as a model folder
@@ -107,16 +101,6 @@ void HfTokenizerParity::check_style(const std::string& style) {
       hf.at("seconds").get<double>());
 }
 
-TEST_F(HfTokenizerParity, Gpt2StyleIdsEqualTokenizers) {
-  check_style("gpt2");
-}
-TEST_F(HfTokenizerParity, Llama3StyleIdsEqualTokenizers) {
-  check_style("llama3");
-}
-TEST_F(HfTokenizerParity, Qwen2StyleIdsEqualTokenizers) {
-  check_style("qwen2");
-}
-
 // Every code point of planes 0-3 in a short text (letters, digits, an apostrophe, spaces around
 // it), GPT-2 style. The expressions' classes come from each engine's Unicode tables: PCRE2 10.42
 // (Debian 12) has Unicode 14, `tokenizers`' Oniguruma a newer one. So a text may differ only where
@@ -124,11 +108,12 @@ TEST_F(HfTokenizerParity, Qwen2StyleIdsEqualTokenizers) {
 // in [^\s\p{L}\p{N}]), or is U+180E (Mongolian vowel separator: White_Space before Unicode 6.3,
 // and still \s to Oniguruma). The count of those is printed.
 TEST_F(HfTokenizerParity, EveryCodePointAsTokenizersUpToUnicodeVersions) {
-  ASSERT_TRUE(error_.empty()) << error_;
-  auto tok = open_tokenizer((dir_->path / "gpt2").string()).value_or_throw();
-  const auto cps = read_ids(dir_->path / "cp.bin");
-  const auto lengths = read_ids(dir_->path / "gpt2" / "cp_lengths.bin");
-  const auto theirs = read_ids(dir_->path / "gpt2" / "cp_ids.bin");
+  run_reference({"--styles", "gpt2", "--code_points"});
+  if (HasFatalFailure()) return;
+  auto tok = open_tokenizer((dir_.path / "gpt2").string()).value_or_throw();
+  const auto cps = read_ids(dir_.path / "cp.bin");
+  const auto lengths = read_ids(dir_.path / "gpt2" / "cp_lengths.bin");
+  const auto theirs = read_ids(dir_.path / "gpt2" / "cp_ids.bin");
   ASSERT_EQ(cps.size(), lengths.size());
   const auto unassigned = hf::Regex::compile("^\\p{Cn}$").value_or_throw();
   size_t at = 0, newer = 0;
@@ -157,25 +142,23 @@ TEST_F(HfTokenizerParity, EveryCodePointAsTokenizersUpToUnicodeVersions) {
       cps.size() - newer, cps.size(), newer);
 }
 
-TEST_F(HfTokenizerParity, SpecialTokensGiveBosAndEos) {
-  ASSERT_TRUE(error_.empty()) << error_;
+void HfTokenizerParity::check_special_tokens() {
   // Llama 3: <|begin_of_text|> from the post-processor's template; the end-of-text name.
-  auto llama = open_tokenizer((dir_->path / "llama3" / "tokenizer.json").string()).value_or_throw();
+  auto llama = open_tokenizer((dir_.path / "llama3" / "tokenizer.json").string()).value_or_throw();
   EXPECT_EQ(llama->encode("<|begin_of_text|>"),
             std::vector<int32_t>{static_cast<int32_t>(llama->bos_id())});
   EXPECT_EQ(llama->encode("<|end_of_text|>"),
             std::vector<int32_t>{static_cast<int32_t>(llama->eos_id())});
-  auto qwen = open_tokenizer((dir_->path / "qwen2").string()).value_or_throw();
+  auto qwen = open_tokenizer((dir_.path / "qwen2").string()).value_or_throw();
   EXPECT_EQ(qwen->bos_id(), -1);  // Qwen2 has none
   EXPECT_EQ(qwen->encode("<|endoftext|>"),
             std::vector<int32_t>{static_cast<int32_t>(qwen->eos_id())});
 }
 
-TEST_F(HfTokenizerParity, ChatFormatFollowsTheSpecialTokens) {
-  ASSERT_TRUE(error_.empty()) << error_;
-  auto qwen = open_tokenizer((dir_->path / "qwen2").string()).value_or_throw();
-  auto llama = open_tokenizer((dir_->path / "llama3").string()).value_or_throw();
-  auto gpt2 = open_tokenizer((dir_->path / "gpt2").string()).value_or_throw();
+void HfTokenizerParity::check_chat_formats() {
+  auto qwen = open_tokenizer((dir_.path / "qwen2").string()).value_or_throw();
+  auto llama = open_tokenizer((dir_.path / "llama3").string()).value_or_throw();
+  auto gpt2 = open_tokenizer((dir_.path / "gpt2").string()).value_or_throw();
   EXPECT_EQ(detect_chat_format(*qwen).value_or_throw(), ChatFormat::kChatMl);
   EXPECT_EQ(detect_chat_format(*llama).value_or_throw(), ChatFormat::kLlama3);
   EXPECT_EQ(detect_chat_format(*gpt2).error().code, Code::kUnsupported);
@@ -185,26 +168,35 @@ TEST_F(HfTokenizerParity, ChatFormatFollowsTheSpecialTokens) {
   EXPECT_EQ(std::count(ids.begin(), ids.end(), start.at(0)), 2);
 }
 
-TEST_F(HfTokenizerParity, CliEncodesAndTokenFoldersKeepTheTokenizer) {
-  ASSERT_TRUE(error_.empty()) << error_;
-  if (!fs::exists(GPULAB_BINARY)) GTEST_SKIP() << "gpulab binary not built";
-  const fs::path input = dir_->path / "small.txt";
+// `gpulab data tokenize` and `gpulab tokenizer encode` read the same files.
+void HfTokenizerParity::check_cli() {
+  ASSERT_TRUE(fs::exists(GPULAB_BINARY)) << "gpulab binary not built";
+  const fs::path input = dir_.path / "small.txt";
   const std::string text = "Héllo wörld 12345 <|im_start|>user\n中文 😀\n";
   write_file_atomic(input, text).value_or_throw();
-  const fs::path out = dir_->path / "tokens";
+  const fs::path out = dir_.path / "tokens";
   auto made =
       run_process({GPULAB_BINARY, "data", "tokenize", "--input", input.string(), "--tokenizer",
-                   (dir_->path / "qwen2").string(), "--out", out.string(), "--val_fraction", "0"});
+                   (dir_.path / "qwen2").string(), "--out", out.string(), "--val_fraction", "0"});
   ASSERT_TRUE(made.ok() && made->success()) << (made.ok() ? made->err : made.error().message);
   EXPECT_NE(made->out.find("tokenizer: hf-bpe"), std::string::npos) << made->out;
   // The folder's copy of tokenizer.json encodes as the original does.
   auto enc = run_process({GPULAB_BINARY, "tokenizer", "encode", "--tokenizer",
                           (out / "tokenizer.json").string(), "--text", text});
   ASSERT_TRUE(enc.ok() && enc->success()) << (enc.ok() ? enc->err : enc.error().message);
-  auto tok = open_tokenizer((dir_->path / "qwen2").string()).value_or_throw();
+  auto tok = open_tokenizer((dir_.path / "qwen2").string()).value_or_throw();
   std::string want;
   for (int32_t id : tok->encode(text)) want += (want.empty() ? "" : " ") + std::to_string(id);
   EXPECT_EQ(enc->out, want + "\n");
+}
+
+TEST_F(HfTokenizerParity, ThreeStylesEqualTokenizersOnMixedText) {
+  run_reference({});
+  if (HasFatalFailure()) return;
+  for (const char* style : {"gpt2", "llama3", "qwen2"}) check_style(style);
+  check_special_tokens();
+  check_chat_formats();
+  check_cli();
 }
 
 }  // namespace
