@@ -235,6 +235,12 @@ TEST(HfTokenizerJson, MalformedOrMissingFilesAreRefused) {
   auto merge = open_json(j);
   ASSERT_FALSE(merge.ok());
   EXPECT_EQ(merge.error().code, Code::kDataError) << merge.error().message;
+  // An id no vocabulary has is refused before any table of its size is made.
+  auto huge = minimal("", nullptr);
+  huge["model"]["vocab"]["x"] = 1 << 30;
+  auto far = open_json(huge);
+  ASSERT_FALSE(far.ok());
+  EXPECT_EQ(far.error().code, Code::kDataError) << far.error().message;
   gpulab::testing::TempDir empty("hftok-empty");
   auto none = open_tokenizer(empty.path.string());
   ASSERT_FALSE(none.ok());

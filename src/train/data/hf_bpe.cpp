@@ -15,7 +15,9 @@ Result<BpeModel> BpeModel::build(std::unordered_map<std::string, int32_t> vocab,
   BpeModel m;
   m.ignore_merges_ = ignore_merges;
   for (const auto& [tok, id] : vocab) {
-    if (id < 0) return Error(Code::kDataError, fmt::format("vocabulary id {} is negative", id));
+    if (id < 0 || id >= kMaxId)
+      return Error(Code::kDataError,
+                   fmt::format("vocabulary id {} is outside 0..{}", id, kMaxId - 1));
     m.id_end_ = std::max(m.id_end_, id + 1);
   }
   m.id_bytes_.resize(static_cast<size_t>(m.id_end_));

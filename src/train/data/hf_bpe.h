@@ -20,6 +20,9 @@ using PieceCache = std::unordered_map<std::string_view, std::vector<int32_t>>;
 
 class BpeModel {
  public:
+  // Ids past this are refused: no real vocabulary comes near it (Gemma's has 262,144), and a
+  // table of one bad id's size would exhaust memory.
+  static constexpr int32_t kMaxId = 1 << 24;
   // vocab: byte-level spelled token -> id; merges: pairs of spelled tokens, best rank first.
   // Every one of the 256 byte characters must be in the vocabulary (else a byte could not be
   // encoded), and every merge's parts and result too: kDataError names the first that is not.

@@ -1,6 +1,8 @@
 // PCRE2 expressions for pre-tokenizers (see hf_regex.h).
 #include "train/data/hf_regex.h"
 
+#include "core/error.h"
+
 #include <fmt/format.h>
 
 #if GPULAB_HAVE_PCRE2
@@ -41,8 +43,21 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t at = 0;
   while (at < text.size()) {
-    const int rc = pcre2_match(code, subject, text.size(), at, 0, md.get(), nullptr);
-    if (rc < 0) break;  // no more matches (or a match-time failure: the rest is one gap)
+    int rc = pcre2_match(code, subject, text.size(), at, 0, md.get(), nullptr);
+    // A JIT stack or match limit reached: the interpreter (heap frames) tries again; if it too
+    // fails, the text is refused rather than cut where the expression would not cut it.
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
+      rc = pcre2_match(code, subject, text.size(), at, PCRE2_NO_JIT, md.get(), nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      throw Exception(Code::kResourceExhausted,
+                      fmt::format("the pre-tokenizer expression failed at byte {} of a {}-byte "
+                                  "text: {}",
+                                  at, text.size(), reinterpret_cast<const char*>(msg)),
+                      "split the input into smaller documents");
+    }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
     if (ov[1] == ov[0]) {  // an empty match: step over one character, keep nothing
       at = ov[0] + 1;

@@ -19,7 +19,8 @@ class Regex {
   // kUnsupported in a build without PCRE2.
   static Result<Regex> compile(const std::string& pattern);
   // The [begin, end) byte ranges of the non-overlapping matches in text, left to right. Ill-formed
-  // UTF-8 never matches (PCRE2_MATCH_INVALID_UTF), so it falls in the gaps.
+  // UTF-8 never matches (PCRE2_MATCH_INVALID_UTF), so it falls in the gaps. A match PCRE2 cannot
+  // finish within its limits throws (kResourceExhausted): never a silently different split.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
   bool jit() const { return jit_; }
 

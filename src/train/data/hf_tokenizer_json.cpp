@@ -92,8 +92,9 @@ Result<std::vector<AddedToken>> read_added(const Json& list) {
     if (a.value("single_word", false))
       return refuse("has an added token with single_word: true ('" + t.content +
                     "'), which gpulab does not implement");
-    if (t.id < 0)
-      return Error(Code::kDataError, fmt::format("added token id {} is negative", t.id));
+    if (t.id < 0 || t.id >= BpeModel::kMaxId)
+      return Error(Code::kDataError,
+                   fmt::format("added token id {} is outside 0..{}", t.id, BpeModel::kMaxId - 1));
     out.push_back(std::move(t));
   }
   return out;
