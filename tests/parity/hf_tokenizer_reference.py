@@ -151,6 +151,23 @@ def encode_corpus(tok, style, d, text):
                    "roundtrip": tok.decode(ids, skip_special_tokens=False) == want}, f)
 
 
+def write_legacy_gpt2(d, text):
+    """GPT-2's tokenizer.json as the hub holds it: merges as "a b" strings (tokenizers < 0.20)
+    and <|endoftext|> marked normalized. `tokenizers` must give it the same ids."""
+    with open(os.path.join(d, "tokenizer.json")) as f:
+        j = json.load(f)
+    j["model"]["merges"] = [" ".join(m) for m in j["model"]["merges"]]
+    for t in j["added_tokens"]:
+        t["normalized"] = True
+    legacy = os.path.join(os.path.dirname(d), "gpt2_legacy")
+    os.makedirs(legacy, exist_ok=True)
+    with open(os.path.join(legacy, "tokenizer.json"), "w") as f:
+        json.dump(j, f)
+    a, b = Tokenizer.from_file(os.path.join(d, "tokenizer.json")), Tokenizer.from_str(json.dumps(j))
+    sample = text[:300_000]
+    assert a.encode(sample, add_special_tokens=False).ids == b.encode(sample, add_special_tokens=False).ids
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -180,6 +197,8 @@ def main():
             write_code_point_ids(tok, d, cp_texts)
         else:
             encode_corpus(tok, style, d, text)
+            if style == "gpt2":
+                write_legacy_gpt2(d, text)
 
 
 if __name__ == "__main__":

@@ -194,6 +194,9 @@ TEST_F(HfTokenizerParity, ThreeStylesEqualTokenizersOnMixedText) {
   run_reference({});
   if (HasFatalFailure()) return;
   for (const char* style : {"gpt2", "llama3", "qwen2"}) check_style(style);
+  // The hub's older GPT-2 layout ("a b" merges, a normalized <|endoftext|>): the same ids.
+  auto legacy = open_tokenizer((dir_.path / "gpt2_legacy").string()).value_or_throw();
+  EXPECT_TRUE(legacy->encode(corpus("corpus.txt")) == read_ids(dir_.path / "gpt2" / "ids.bin"));
   check_special_tokens();
   check_chat_formats();
   check_cli();
