@@ -25,6 +25,7 @@ GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S
 LLAMA3 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 QWEN2 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
+WITH_SPECIALS = "Hello, world! 42"
 SPECIALS = {
     "gpt2": ["<|endoftext|>"],
     "llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
@@ -143,6 +144,9 @@ def encode_corpus(tok, style, d, text):
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     with open(os.path.join(d, "ids.bin"), "wb") as f:
         f.write(struct.pack(f"<{len(ids)}i", *ids))
+    with open(os.path.join(d, "with_specials.bin"), "wb") as f:  # what a prompt starts with
+        s = tok.encode(WITH_SPECIALS, add_special_tokens=True).ids
+        f.write(struct.pack(f"<{len(s)}i", *s))
     with open(os.path.join(d, "hf.json"), "w") as f:
         # Qwen2's NFC normalizer makes its decode give the NFC of the text.
         want = unicodedata.normalize("NFC", text) if style == "qwen2" else text

@@ -151,6 +151,15 @@ void HfTokenizerParity::check_special_tokens() {
             std::vector<int32_t>{static_cast<int32_t>(llama->eos_id())});
   auto qwen = open_tokenizer((dir_.path / "qwen2").string()).value_or_throw();
   EXPECT_EQ(qwen->bos_id(), -1);  // Qwen2 has none
+  // What `tokenizers` encodes with add_special_tokens: bos first where gpulab prepends it.
+  for (const char* style : {"gpt2", "llama3", "qwen2"}) {
+    auto tok = open_tokenizer((dir_.path / style).string()).value_or_throw();
+    std::vector<int32_t> ids;
+    if (tok->prepends_bos()) ids.push_back(static_cast<int32_t>(tok->bos_id()));
+    for (int32_t id : tok->encode("Hello, world! 42")) ids.push_back(id);
+    EXPECT_EQ(ids, read_ids(dir_.path / style / "with_specials.bin")) << style;
+  }
+  EXPECT_TRUE(llama->prepends_bos());
   EXPECT_EQ(qwen->encode("<|endoftext|>"),
             std::vector<int32_t>{static_cast<int32_t>(qwen->eos_id())});
 }

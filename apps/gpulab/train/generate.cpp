@@ -52,6 +52,7 @@ void run_generate(const GenerateArgs& a) {
                         ") is larger than the model's (" + std::to_string(cfg.vocab_size) + ")",
                     "pass the --data_dir (or --tokenizer) the model was trained with");
   std::vector<int64_t> prompt;
+  if (tok->prepends_bos()) prompt.push_back(tok->bos_id());  // as the model's tokenizer does
   for (int32_t id : tok->encode(a.prompt)) prompt.push_back(id);
   std::vector<int32_t> out;
   train::generate(*model, prompt, a.sampling,

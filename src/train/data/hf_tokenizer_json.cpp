@@ -142,8 +142,10 @@ Result<TokenizerParts> parse_tokenizer_json(const Json& tok, const Json& config)
     p.nfc = *nfc;
     p.pre = std::move(*pre);
     p.added = std::move(*added);
+    const std::string leading = leading_special(tok.value("post_processor", Json()));
     p.bos = config_token(config, "bos_token");
-    if (p.bos.empty()) p.bos = leading_special(tok.value("post_processor", Json()));
+    if (p.bos.empty()) p.bos = leading;
+    p.prepend_bos = !leading.empty() && leading == p.bos;
     p.eos = config_token(config, "eos_token");
     return p;
   } catch (const std::exception& e) {  // a field of the wrong type, a missing vocab

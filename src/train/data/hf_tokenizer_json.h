@@ -23,6 +23,7 @@ struct TokenizerParts {
   // Contents of the beginning/end-of-text tokens, where the files say (tokenizer_config.json's
   // bos_token/eos_token, else the post-processor's leading special token / known names).
   std::string bos, eos;
+  bool prepend_bos = false;  // the post-processor's template starts with bos
 };
 
 // tokenizer.json's text -> its parts; config is tokenizer_config.json beside it (null if none).

@@ -27,6 +27,9 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // Ids outside the vocabulary are kInvalidArgument.
   virtual Result<std::string> decode(const std::vector<int32_t>& ids) const = 0;
+  // Whether a prompt starts with bos_id(), as the model's own tokenizer puts it there (a
+  // tokenizer.json whose post-processor template begins with it: Llama 3).
+  virtual bool prepends_bos() const { return false; }
   // The files that define it, the first its model (a token folder keeps copies); none for bytes.
   virtual std::vector<std::filesystem::path> files() const { return {}; }
 };

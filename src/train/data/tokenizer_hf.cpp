@@ -40,6 +40,7 @@ class HfBpeTokenizer : public Tokenizer {
   int64_t vocab_size() const override { return id_end_; }
   int64_t eos_id() const override { return eos_; }
   int64_t bos_id() const override { return bos_; }
+  bool prepends_bos() const override { return p_.prepend_bos && bos_ >= 0; }
   std::vector<fs::path> files() const override { return files_; }
 
   std::vector<int32_t> encode(std::string_view text) const override {
