@@ -27,6 +27,8 @@ PKGS=(
   libturbojpeg0-dev libpng-dev zlib1g-dev
   # SentencePiece tokenizers for language models (train/data/tokenizer*.cpp)
   libsentencepiece-dev
+  # Hugging Face tokenizer.json: pre-tokenizer expressions, NFC (train/data/hf_*.cpp)
+  libpcre2-dev libicu-dev
   # tests and micro-benchmarks; valgrind: gpulab must start under it (trainer_cli_test.cpp)
   libgtest-dev libgmock-dev libbenchmark-dev valgrind
   # Debian's interpreter for fixture scripts (the references run in the pinned environment)

@@ -23,8 +23,10 @@ void add_data_tokenize_command(CLI::App& data) {
       "tokenize", "turn text files into a token data folder for language-model training");
   cmd->add_option("--input", a->inputs, "plain text files, or JSONL files with a \"text\" field")
       ->required();
-  cmd->add_option("--tokenizer", a->opts.tokenizer,
-                  "bytes (vocab 256) or a SentencePiece .model (gpulab tokenizer train)")
+  cmd->add_option(
+         "--tokenizer", a->opts.tokenizer,
+         "bytes (vocab 256), a SentencePiece .model (gpulab tokenizer train), or a Hugging "
+         "Face tokenizer.json (or a model folder holding one)")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "folder to write train.bin, val.bin and meta.json to")
       ->required();

@@ -46,7 +46,9 @@ std::string unescape(const std::string& s) {
 // one a single-sample run prints): the prompt, then the new text as the whole sequence decodes
 // it. Tokens per second go to stderr, so stdout stays the text.
 void sample_text(train::CausalLm& model, const train::Tokenizer& tok, const GenerateArgs& a) {
-  const std::vector<int32_t> ids = tok.encode(a.prompt);
+  std::vector<int32_t> ids;
+  if (tok.prepends_bos()) ids.push_back(tok.bos_id());  // as the model's tokenizer does (Llama 3)
+  for (int32_t id : tok.encode(a.prompt)) ids.push_back(id);
   const std::vector<int64_t> prompt(ids.begin(), ids.end());
   train::SamplingOptions opts = a.sampling;
   opts.eos_id = tok.eos_id();
@@ -120,7 +122,8 @@ void add_generate_command(CLI::App& app, CommandContext& /*ctx*/) {
   cmd->add_option("--data_dir", a->data_dir,
                   "token data folder the model trained on: use its tokenizer");
   cmd->add_option("--tokenizer", a->tokenizer,
-                  "bytes, or a SentencePiece .model file (default: the run's, else bytes)");
+                  "bytes, a SentencePiece .model file, or a tokenizer.json (or its folder); "
+                  "default: the run's, else bytes");
   cmd->add_option("--max_new_tokens", a->sampling.max_new_tokens, "tokens to generate")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -1,5 +1,6 @@
 // `gpulab tokenizer`: train a SentencePiece model (BPE, unigram, char or word) on text files, and
-// encode or decode text with any tokenizer spec (bytes or a .model file).
+// encode or decode text with any tokenizer spec (bytes, a .model file, a tokenizer.json or its
+// folder).
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -69,7 +70,8 @@ void add_encode(CLI::App& parent) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = parent.add_subcommand("encode", "print the token ids of a text");
-  cmd->add_option("--tokenizer", a->tokenizer, "bytes or a SentencePiece .model")
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "bytes, a SentencePiece .model, or a tokenizer.json (or its folder)")
       ->capture_default_str();
   cmd->add_option("--text", a->text, "the text (default: --input or standard input)");
   cmd->add_option("--input", a->input, "a file to encode");
@@ -89,7 +91,8 @@ void add_decode(CLI::App& parent) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = parent.add_subcommand("decode", "print the text of token ids");
-  cmd->add_option("--tokenizer", a->tokenizer, "bytes or a SentencePiece .model")
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "bytes, a SentencePiece .model, or a tokenizer.json (or its folder)")
       ->capture_default_str();
   cmd->add_option("ids", a->ids, "token ids")->required();
   cmd->callback([a] {

@@ -40,13 +40,20 @@ Result<TokenMeta> tokenize_corpus(const TokenizeOptions& o, const TokenizeProgre
   meta.eos_id = t.eos_id();
   for (const auto& p : o.inputs)
     meta.sources.push_back(fs::absolute(p).lexically_normal().string());
-  std::string model_bytes;
-  if (t.kind() != "bytes") {
+  // The files that define the tokenizer travel with the tokens (model first, by its own name;
+  // a SentencePiece model is always tokenizer.model there).
+  std::vector<std::pair<std::string, std::string>> model_files;
+  for (const auto& f : t.files()) {
+    auto m = read_file(f);
+    if (!m) return m.error();
+    model_files.emplace_back(f.filename().string(), std::move(*m));
+  }
+  if (t.kind() == "sentencepiece" && model_files.empty()) {
     auto m = read_file(o.tokenizer);
     if (!m) return m.error();
-    model_bytes = std::move(*m);
-    meta.tokenizer_model = "tokenizer.model";
+    model_files.emplace_back("tokenizer.model", std::move(*m));
   }
+  if (!model_files.empty()) meta.tokenizer_model = model_files.front().first;
   auto writer = TokenWriter::create(o.out_dir, meta, o.overwrite);
   if (!writer) return writer.error();
 
@@ -75,9 +82,8 @@ Result<TokenMeta> tokenize_corpus(const TokenizeOptions& o, const TokenizeProgre
                              "blocks of {} bytes",
                              stride, o.block_bytes),
                  "pass a larger --val_fraction, or more text");
-  if (!model_bytes.empty())
-    if (auto s = write_file_atomic(o.out_dir / "tokenizer.model", model_bytes); !s)
-      return s.error();
+  for (const auto& [name, bytes] : model_files)
+    if (auto s = write_file_atomic(o.out_dir / name, bytes); !s) return s.error();
   auto done = (*writer)->finish();
   if (!done)
     return whole_folder_error(done.error(), o.out_dir, reader->total_bytes(),

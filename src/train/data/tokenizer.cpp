@@ -7,6 +7,8 @@ namespace gpulab::train {
 
 // Defined in tokenizer_sentencepiece.cpp (which compiles to stubs without SentencePiece).
 Result<std::unique_ptr<Tokenizer>> open_sentencepiece(const std::filesystem::path& model);
+// Defined in tokenizer_hf.cpp.
+Result<std::unique_ptr<Tokenizer>> open_hf_tokenizer(const std::filesystem::path& path);
 
 namespace {
 
@@ -40,7 +42,11 @@ Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& spec) {
   if (spec == "bytes") return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
   if (spec.empty())
     return Error(Code::kInvalidArgument, "no tokenizer given",
-                 "pass --tokenizer bytes or the path of a SentencePiece .model file");
+                 "pass --tokenizer bytes, a tokenizer.json (or its folder) or a SentencePiece "
+                 ".model file");
+  std::error_code ec;
+  const std::filesystem::path p(spec);
+  if (p.extension() == ".json" || std::filesystem::is_directory(p, ec)) return open_hf_tokenizer(p);
   return open_sentencepiece(spec);
 }
 

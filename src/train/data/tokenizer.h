@@ -1,6 +1,8 @@
-// Tokenizers for language models: raw UTF-8 bytes (vocab 256, needs nothing) and SentencePiece
+// Tokenizers for language models: raw UTF-8 bytes (vocab 256, needs nothing), SentencePiece
 // (Debian's libsentencepiece; optional at build time, so a GPU host without it still trains in
-// bytes mode). Opened from a spec: "bytes" or the path of a SentencePiece .model file.
+// bytes mode) and Hugging Face tokenizer.json byte-level BPE (GPT-2, Llama 3, Qwen2; PCRE2 for
+// its expressions). Opened from a spec: "bytes", a SentencePiece .model file, a tokenizer.json or
+// a folder holding one.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@ namespace gpulab::train {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  virtual std::string kind() const = 0;  // "bytes" or "sentencepiece"
+  virtual std::string kind() const = 0;  // "bytes", "sentencepiece" or "hf-bpe"
   virtual int64_t vocab_size() const = 0;
   // -1 when the tokenizer has no such id.
   virtual int64_t eos_id() const = 0;
@@ -25,14 +27,21 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // Ids outside the vocabulary are kInvalidArgument.
   virtual Result<std::string> decode(const std::vector<int32_t>& ids) const = 0;
+  // Whether a prompt starts with bos_id(), as the model's own tokenizer puts it there (a
+  // tokenizer.json whose post-processor template begins with it: Llama 3).
+  virtual bool prepends_bos() const { return false; }
+  // The files that define it, the first its model (a token folder keeps copies); none for bytes.
+  virtual std::vector<std::filesystem::path> files() const { return {}; }
 };
 
 // Whether this build can use SentencePiece (built with it, its module loads, not an ASan build).
 bool sentencepiece_available();
 
-// "bytes" -> the byte tokenizer; anything else is a SentencePiece model path. A missing or
-// unreadable model is kNotFound / kDataError; a build that cannot use SentencePiece is
-// kUnsupported, whatever the path.
+// "bytes" -> the byte tokenizer; a path ending in .json, or a folder, -> tokenizer.json (a
+// folder's tokenizer.json, and tokenizer_config.json beside it for bos/eos); anything else is a
+// SentencePiece model path. A missing or unreadable file is kNotFound / kDataError; a kind of
+// tokenizer.json gpulab does not implement, or a build without SentencePiece (for a .model) or
+// PCRE2 (for tokenizer.json), is kUnsupported.
 Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& spec);
 
 struct TokenizerTrainOptions {
