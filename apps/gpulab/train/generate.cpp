@@ -47,7 +47,8 @@ std::string unescape(const std::string& s) {
 // it. Tokens per second go to stderr, so stdout stays the text.
 void sample_text(train::CausalLm& model, const train::Tokenizer& tok, const GenerateArgs& a) {
   std::vector<int32_t> ids;
-  if (tok.prepends_bos()) ids.push_back(tok.bos_id());  // as the model's tokenizer does (Llama 3)
+  if (tok.prepends_bos())
+    ids.push_back(static_cast<int32_t>(tok.bos_id()));  // as the model's tokenizer does (Llama 3)
   for (int32_t id : tok.encode(a.prompt)) ids.push_back(id);
   const std::vector<int64_t> prompt(ids.begin(), ids.end());
   train::SamplingOptions opts = a.sampling;
