@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/files.h"
+#include "train/data/hf_byte_map.h"
 #include "train/data/tokenize_corpus.h"
 #include "train/data/tokenizer.h"
 #include "trainer_test_util.h"
@@ -23,23 +24,10 @@ namespace {
 
 using testing::temp_dir;
 
+// One code point as UTF-8 (the tokenizer.json reader's encoder).
 std::string utf8(char32_t c) {
   std::string s;
-  if (c < 0x80) {
-    s += static_cast<char>(c);
-  } else if (c < 0x800) {
-    s += static_cast<char>(0xC0 | (c >> 6));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    s += static_cast<char>(0xE0 | (c >> 12));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (c >> 18));
-    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  hf::append_utf8(s, c);
   return s;
 }
 
