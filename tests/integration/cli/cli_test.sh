@@ -34,6 +34,7 @@ json_cases() {
   echo "bench train --json --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --warmup 0"
   echo "bench train --json --model resnet18 --dataset synthetic --batch_size 4 --steps 1 --warmup 0 --nproc_per_node 2"
   echo "bench parity --json --model resnet18 --device cpu --batch_size 4"
+  echo "bench generate --json --weights lm --new_tokens 4 --reps 1 --warmup 0"
 }
 
 # Every command path whose --help offers --json.
@@ -52,6 +53,10 @@ json)
   listed=$(json_cases)
   found=$(commands_with_json)
   [ -n "$found" ] || fail "no command offers --json (help format changed?)"
+  # bench generate reads a model folder: a one-step llama-tiny run (under a second).
+  "$G" train --model llama-tiny --dataset synthetic-text --seq_len 32 --batch_size 2 \
+    --num_epochs 1 --limit_train_batches 1 --no_report --output_dir "$WORK/lm" >"$WORK/err" 2>&1 ||
+    { cat "$WORK/err"; fail "the llama-tiny run for bench generate failed"; }
   while read -r cmd; do
     echo "$listed" | grep -q "^$cmd --json" || fail "'gpulab $cmd' has --json but no case here"
   done <<<"$found"
