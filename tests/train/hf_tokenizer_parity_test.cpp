@@ -19,6 +19,7 @@
 #include "core/json.h"
 #include "core/strings.h"
 #include "core/subprocess.h"
+#include "core/utf8.h"
 #include "support/temp_dir.h"
 #include "train/data/chat_format.h"
 #include "train/data/hf_byte_map.h"
@@ -120,7 +121,7 @@ TEST_F(HfTokenizerParity, EveryCodePointAsTokenizersUpToUnicodeVersions) {
   std::string wrong;
   for (size_t i = 0; i < cps.size(); ++i) {
     std::string c;
-    hf::append_utf8(c, static_cast<char32_t>(cps[i]));
+    append_utf8(c, static_cast<char32_t>(cps[i]));
     const auto ids = tok->encode("a" + c + "'s " + c + "1" + c + "  ");
     const auto n = static_cast<size_t>(lengths[i]);
     ASSERT_LE(at + n, theirs.size());

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/json.h"
+#include "core/utf8.h"
 #include "support/temp_dir.h"
 #include "train/data/hf_added_tokens.h"
 #include "train/data/hf_bpe.h"

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "core/files.h"
-#include "train/data/hf_byte_map.h"
+#include "core/utf8.h"
 #include "train/data/tokenize_corpus.h"
 #include "train/data/tokenizer.h"
 #include "trainer_test_util.h"
@@ -24,10 +24,10 @@ namespace {
 
 using testing::temp_dir;
 
-// One code point as UTF-8 (the tokenizer.json reader's encoder).
+// One code point as UTF-8.
 std::string utf8(char32_t c) {
   std::string s;
-  hf::append_utf8(s, c);
+  append_utf8(s, c);
   return s;
 }
 

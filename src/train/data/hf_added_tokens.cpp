@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/utf8.h"
 #include "train/data/hf_byte_map.h"
 
 namespace gpulab::train::hf {

@@ -22,10 +22,4 @@ std::optional<uint8_t> char_to_byte(char32_t c);
 std::string spell_bytes(std::string_view bytes);
 std::optional<std::string> unspell(std::string_view spelled);
 
-// UTF-8 of one code point.
-void append_utf8(std::string& out, char32_t c);
-// The code point at s[i], advancing i; none for ill-formed UTF-8 there (truncated, overlong,
-// a surrogate, past U+10FFFF), leaving i as it was.
-std::optional<char32_t> decode_utf8(std::string_view s, size_t& i);
-
 }  // namespace gpulab::train::hf

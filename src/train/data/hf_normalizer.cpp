@@ -1,6 +1,7 @@
 // NFC through ICU (see hf_normalizer.h).
 #include "train/data/hf_normalizer.h"
 
+#include "core/utf8.h"
 #include "train/data/hf_byte_map.h"
 
 #if GPULAB_HAVE_ICU

@@ -5,29 +5,11 @@
 
 #include "core/files.h"
 #include "core/json.h"
+#include "core/utf8.h"
 
 namespace gpulab::train {
 
 namespace {
-
-// Length of the valid UTF-8 sequence at s[i] (RFC 3629: no overlongs, no surrogates, at most
-// U+10FFFF), or 0 when the bytes there are not one.
-size_t utf8_sequence(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return 1;
-  size_t n = c >= 0xC2 && c <= 0xDF   ? 2
-             : c >= 0xE0 && c <= 0xEF ? 3
-             : c >= 0xF0 && c <= 0xF4 ? 4
-                                      : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((b(k) & 0xC0) != 0x80) return 0;
-  if ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F) || (c == 0xF0 && b(1) < 0x90) ||
-      (c == 0xF4 && b(1) > 0x8F))
-    return 0;
-  return n;
-}
 
 const char* const kConvertHint =
     "tokenizers read UTF-8 text: convert the file first, e.g. iconv -f LATIN1 -t UTF-8 IN > OUT "
@@ -43,14 +25,12 @@ std::optional<Error> check_utf8_text(std::string_view text, const std::string& w
                                "data, or UTF-16 without a byte-order mark)",
                                where, i + 1),
                    kConvertHint);
-    const size_t n = utf8_sequence(text, i);
-    if (n == 0)
+    if (!decode_utf8(text, i))
       return Error(Code::kDataError,
                    fmt::format("{}: byte 0x{:02X} at column {} is not UTF-8 (Latin-1 or another "
                                "8-bit encoding?)",
                                where, static_cast<unsigned char>(text[i]), i + 1),
                    kConvertHint);
-    i += n;
   }
   return std::nullopt;
 }
