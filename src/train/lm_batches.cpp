@@ -25,6 +25,7 @@ class SyntheticText : public LmBatches {
   std::string name() const override { return "synthetic-text"; }
   int64_t vocab_size() const override { return kVocab; }
   double bytes_per_token() const override { return 0; }
+  std::string tokenizer_spec() const override { return ""; }
   int64_t train_batches() const override { return 1000; }
   LmBatch train_batch(int64_t index) override { return make(1, static_cast<uint64_t>(index)); }
   int64_t val_batches() const override { return 4; }
@@ -71,6 +72,7 @@ class TokenFileBatches : public LmBatches {
   std::string name() const override { return "text (" + data_.dir().filename().string() + ")"; }
   int64_t vocab_size() const override { return data_.meta().vocab_size; }
   double bytes_per_token() const override { return data_.meta().val_bytes_per_token(); }
+  std::string tokenizer_spec() const override { return data_.tokenizer_spec(); }
   int64_t train_batches() const override { return train_->steps_per_epoch(); }
   LmBatch train_batch(int64_t index) override {
     auto b = train_->batch(index);

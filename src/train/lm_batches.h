@@ -29,6 +29,8 @@ class LmBatches {
   virtual int64_t vocab_size() const = 0;
   // Bytes of text per token (for bits per byte); 0 when the source has no text behind it.
   virtual double bytes_per_token() const = 0;
+  // The tokenizer spec (data/tokenizer.h) the tokens were made with; empty when none (synthetic).
+  virtual std::string tokenizer_spec() const = 0;
   // Batches per epoch on this process (one pass over the training tokens' worth of windows).
   virtual int64_t train_batches() const = 0;
   // Micro-batch `index` of the run (counted over epochs: epoch * batches per epoch + batch).

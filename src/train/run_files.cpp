@@ -112,6 +112,15 @@ Result<StateDict> read_weights_file(const fs::path& path) {
   return file.error();  // a damaged safetensors file: its own one-line message says what is wrong
 }
 
+// The tokenizer of the token data a run trained on (its recorded --dataset text --data_dir).
+std::string tokenizer_spec_of_options(const Json& options) {
+  if (!options.is_object() || options.value("dataset", std::string{}) != "text") return "";
+  TokenDataOptions o;
+  o.verify = false;
+  auto data = TokenData::open(options.value("data_dir", std::string{}), o);
+  return data ? data->tokenizer_spec() : "";
+}
+
 }  // namespace
 
 Result<ModelFiles> locate_model_files(const fs::path& path) {
@@ -141,14 +150,6 @@ Result<StateDict> read_model_weights(ModelFiles& files) {
   return Error{Code::kInternal, "unknown weights source"};
 }
 
-std::string tokenizer_spec_of_options(const Json& options) {
-  if (!options.is_object() || options.value("dataset", std::string{}) != "text") return "";
-  TokenDataOptions o;
-  o.verify = false;
-  auto data = TokenData::open(options.value("data_dir", std::string{}), o);
-  return data ? data->tokenizer_spec() : "";
-}
-
 std::string run_tokenizer_spec(const ModelFiles& files) {
   std::error_code ec;
   if (fs::is_regular_file(files.run_dir / "tokenizer.model", ec))
@@ -158,6 +159,8 @@ std::string run_tokenizer_spec(const ModelFiles& files) {
     if (j && j->is_object() && j->value("gpulab_tokenizer", std::string{}) == "bytes")
       return "bytes";
   }
+  // A Hugging Face tokenizer.json the run was tokenized with (a bytes run's is marked above).
+  if (fs::is_regular_file(files.run_dir / "tokenizer.json", ec)) return files.run_dir.string();
   return tokenizer_spec_of_options(files.options);
 }
 
@@ -204,6 +207,13 @@ Result<LoadedDecoder> load_decoder(const std::string& model, const std::string& 
   // A checkpoint as --model carries no config of its own: its run's.
   const bool model_is_file = fs::path(model).extension() == ".pt";
   return load_decoder(*files, model_is_file ? std::string_view{} : std::string_view(model));
+}
+
+CausalLmPtr build_loaded_decoder(const LoadedDecoder& d, const torch::Device& device) {
+  auto model = build_causal_lm(d.config);
+  load_state_dict(*model, d.tensors, d.what).value_or_throw();
+  model->to(device);
+  return model;
 }
 
 }  // namespace gpulab::train

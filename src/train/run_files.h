@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/result.h"
 #include "train/checkpoint.h"
+#include "train/models/causal_lm.h"
 #include "train/models/decoder_config.h"
 #include "train/weights/safetensors.h"
 
@@ -42,7 +43,6 @@ Result<StateDict> read_model_weights(ModelFiles& files);
 // The tokenizer spec (tokenizer.h) the run trained with: the tokenizer files in its folder, else
 // its token data's; empty when unknown (synthetic data, a foreign folder).
 std::string run_tokenizer_spec(const ModelFiles& files);
-std::string tokenizer_spec_of_options(const Json& options);
 
 // The decoder's config: `model` when given (a shape name, a config.json or a folder with one),
 // else the files' config.json, else the run's recorded --model. Tensors are renamed from
@@ -59,5 +59,9 @@ Result<LoadedDecoder> load_decoder(const ModelFiles& files, std::string_view mod
 // `generate`'s --model and --weights: --weights may be a file, a checkpoint or a run folder, and
 // may be left out when --model is a run folder (or checkpoint) that has them.
 Result<LoadedDecoder> load_decoder(const std::string& model, const std::string& weights);
+
+// The model of a LoadedDecoder, its tensors loaded, on `device`: what generate and bench
+// generate run. Throws gpulab::Exception when the tensors do not fit the config's shapes.
+CausalLmPtr build_loaded_decoder(const LoadedDecoder& d, const torch::Device& device);
 
 }  // namespace gpulab::train

@@ -669,7 +669,7 @@ void Trainer::write_outputs(TrainResult& result) {
   if (lm_) {
     // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
     write_hf_folder(out_dir_, causal_lm_->config(), module_state_dict(*model_),
-                    tokenizer_spec_of_options(options_to_json(opts_)), "gpulab train");
+                    lm_data_->tokenizer_spec(), "gpulab train");
     say("Weights: " + result.weights_file.string());
     say("Config: " + (out_dir_ / "config.json").string());
   } else {

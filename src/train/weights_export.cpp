@@ -6,37 +6,16 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "train/data/hf_byte_map.h"
 #include "train/data/tokenizer.h"
 
 namespace gpulab::train {
 namespace {
 
-// GPT-2's byte-to-unicode table (what tokenizers' ByteLevel uses): printable Latin-1 bytes stand
-// for themselves, the rest for code points from 256 up, so every byte is one visible character.
-std::string byte_level_char(int byte) {
-  const auto printable = [](int b) {
-    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-  };
-  int cp = byte;
-  if (!printable(byte)) {
-    cp = 256;
-    for (int b = 0; b < byte; ++b)
-      if (!printable(b)) ++cp;
-  }
-  std::string s;  // UTF-8 of cp (< 0x800)
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
-
 // gpulab's byte tokenizer (id = byte value) as tokenizers' byte-level BPE with no merges.
 Json byte_tokenizer_json() {
   Json vocab = Json::object();
-  for (int b = 0; b < 256; ++b) vocab[byte_level_char(b)] = b;
+  for (int b = 0; b < 256; ++b) vocab[hf::spell_bytes(std::string(1, static_cast<char>(b)))] = b;
   const Json byte_level = {{"type", "ByteLevel"},
                            {"add_prefix_space", false},
                            {"trim_offsets", false},
@@ -66,6 +45,15 @@ void write_or_throw(const std::filesystem::path& file, const std::string& text) 
   if (auto st = write_file_atomic(file, text); !st) throw Exception(st.error());
 }
 
+// A file into dir under its own name (nothing when it is there already).
+void copy_into(const std::filesystem::path& dir, const std::filesystem::path& file,
+               const std::string& name) {
+  if (std::filesystem::path(file) == dir / name) return;
+  auto bytes = read_file(file);
+  if (!bytes) throw Exception(bytes.error());
+  write_or_throw(dir / name, *bytes);
+}
+
 // The tokenizer's files; returns its (bos, eos) ids, null where it has none or is unknown.
 std::pair<Json, Json> write_tokenizer_files(const std::filesystem::path& dir,
                                             const DecoderConfig& c, const std::string& spec) {
@@ -79,11 +67,16 @@ std::pair<Json, Json> write_tokenizer_files(const std::filesystem::path& dir,
     write_or_throw(dir / "tokenizer.json", byte_tokenizer_json().dump() + "\n");
     config["tokenizer_class"] = "PreTrainedTokenizerFast";
     config["gpulab_tokenizer"] = "bytes";  // how `gpulab generate` knows it again
+  } else if (tok && (*tok)->kind() == "hf-bpe") {
+    // A Hugging Face tokenizer.json (and its tokenizer_config.json) as they are: transformers
+    // reads them, and `gpulab generate` finds tokenizer.json in the run folder.
+    for (const auto& f : (*tok)->files()) copy_into(dir, f, f.filename().string());
+    if (std::filesystem::exists(dir / "tokenizer_config.json")) return {bos, eos};
+    config["tokenizer_class"] = "PreTrainedTokenizerFast";
   } else {
-    auto model = read_file(spec);
-    if (!model) throw Exception(model.error());
-    if (std::filesystem::path(spec) != dir / "tokenizer.model")
-      write_or_throw(dir / "tokenizer.model", *model);
+    // A SentencePiece model (also where this build cannot open it: the file is copied as is).
+    const auto files = tok ? (*tok)->files() : std::vector<std::filesystem::path>{};
+    copy_into(dir, files.empty() ? std::filesystem::path(spec) : files.front(), "tokenizer.model");
     // gpulab's SentencePiece ids: 0 <unk>, 1 <s>, 2 </s>; encode adds neither bos nor eos.
     config.update({{"tokenizer_class", "LlamaTokenizer"},
                    {"unk_token", "<unk>"},

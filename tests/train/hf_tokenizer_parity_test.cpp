@@ -55,6 +55,7 @@ class HfTokenizerParity : public ::testing::Test {
   void check_special_tokens();
   void check_chat_formats();
   void check_cli();
+  void check_run_folder();
 
   gpulab::testing::TempDir dir_{"hftok-parity"};
 };
@@ -200,6 +201,33 @@ void HfTokenizerParity::check_cli() {
   EXPECT_EQ(enc->out, want + "\n");
 }
 
+// A language model trained on tokenizer.json tokens: its run folder keeps the tokenizer.json (what
+// transformers and `gpulab generate --model RUN` read), and generation from the run works. 4000
+// lines (about 120 KB): a validation split of the default share needs 20 blocks of 4 KB.
+void HfTokenizerParity::check_run_folder() {
+  const fs::path input = dir_.path / "run-corpus.txt";
+  std::string text;
+  for (int i = 0; i < 4000; ++i) text += "Héllo wörld " + std::to_string(i) + " 中文 😀\n";
+  write_file_atomic(input, text).value_or_throw();
+  const fs::path tokens = dir_.path / "run-tokens", run = dir_.path / "run";
+  auto made =
+      run_process({GPULAB_BINARY, "data", "tokenize", "--input", input.string(), "--tokenizer",
+                   (dir_.path / "qwen2").string(), "--out", tokens.string()});
+  ASSERT_TRUE(made.ok() && made->success()) << (made.ok() ? made->err : made.error().message);
+  auto trained = run_process({GPULAB_BINARY, "train", "--model", "llama-tiny", "--dataset", "text",
+                              "--data_dir", tokens.string(), "--seq_len", "16", "--batch_size", "2",
+                              "--num_epochs", "1", "--limit_train_batches", "1", "--no_report",
+                              "--output_dir", run.string()});
+  ASSERT_TRUE(trained.ok() && trained->success())
+      << (trained.ok() ? trained->err : trained.error().message);
+  EXPECT_TRUE(fs::exists(run / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(run / "tokenizer_config.json"));
+  auto gen = run_process({GPULAB_BINARY, "generate", "--model", run.string(), "--prompt", "Héllo",
+                          "--max_new_tokens", "3", "--temperature", "0"});
+  ASSERT_TRUE(gen.ok() && gen->success()) << (gen.ok() ? gen->err : gen.error().message);
+  EXPECT_EQ(gen->out.rfind("Héllo", 0), 0u) << gen->out;
+}
+
 TEST_F(HfTokenizerParity, ThreeStylesEqualTokenizersOnMixedText) {
   run_reference({});
   if (HasFatalFailure()) return;
@@ -210,6 +238,7 @@ TEST_F(HfTokenizerParity, ThreeStylesEqualTokenizersOnMixedText) {
   check_special_tokens();
   check_chat_formats();
   check_cli();
+  check_run_folder();
 }
 
 }  // namespace

@@ -9,9 +9,7 @@
 #include "core/json.h"
 #include "json_stdout.h"
 #include "train/device.h"
-#include "train/models/lm_families.h"
 #include "train/run_files.h"
-#include "train/weights/safetensors.h"
 
 namespace gpulab::cli {
 namespace {
@@ -28,9 +26,7 @@ void run_bench_generate(const GenerateBenchArgs& a) {
   // A Hugging Face folder or a run folder, read as `gpulab generate --model DIR` reads it.
   auto loaded = train::load_decoder(a.dir, "").value_or_throw();
   const auto& cfg = loaded.config;
-  auto model = train::build_causal_lm(cfg);
-  train::load_state_dict(*model, loaded.tensors, loaded.what).value_or_throw();
-  model->to(train::resolve_device(a.device, 0));
+  auto model = train::build_loaded_decoder(loaded, train::resolve_device(a.device, 0));
   JsonStdout out(a.json);
   const auto r = bench::run_generate_bench(*model, a.o);
   nlohmann::json j{{"model", cfg.name},

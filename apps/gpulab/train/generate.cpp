@@ -12,10 +12,7 @@
 #include "train/data/tokenizer.h"
 #include "train/device.h"
 #include "train/generate.h"
-#include "train/models/lm_families.h"
 #include "train/run_files.h"
-#include "train/trainer.h"
-#include "train/weights/safetensors.h"
 
 namespace gpulab::cli {
 namespace {
@@ -84,10 +81,8 @@ void sample_text(train::CausalLm& model, const train::Tokenizer& tok, const Gene
 void run_generate(const GenerateArgs& a) {
   // --model and --weights resolved as export and infer do (a run folder, a checkpoint, a file).
   auto loaded = train::load_decoder(a.model, a.weights).value_or_throw();
-  train::DecoderConfig cfg = loaded.config;
-  auto model = train::build_causal_lm(cfg);
-  train::load_state_dict(*model, loaded.tensors, loaded.what).value_or_throw();
-  model->to(train::resolve_device(a.device, 0));
+  const train::DecoderConfig& cfg = loaded.config;
+  auto model = train::build_loaded_decoder(loaded, train::resolve_device(a.device, 0));
   // The tokenizer the token data was made with (--data_dir), else --tokenizer, else the run's.
   std::string spec = !a.tokenizer.empty()             ? a.tokenizer
                      : !loaded.tokenizer_spec.empty() ? loaded.tokenizer_spec
