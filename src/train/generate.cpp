@@ -50,10 +50,11 @@ std::vector<std::vector<int64_t>> generate_rows(CausalLm& model, const std::vect
     const auto logits = model.forward(input, &cache).select(1, -1);
     const auto next = sampler.next(logits, keep_history ? history : torch::Tensor(), finished, pad);
     const auto* ids = next.data_ptr<int64_t>();
+    bool* done = finished.data_ptr<bool>();  // CPU: read and set in place, no tensor per row
     for (int64_t r = 0; r < rows; ++r) {
-      if (finished[r].item<bool>()) continue;
+      if (done[r]) continue;
       out[static_cast<size_t>(r)].push_back(ids[r]);
-      if (on_token && !on_token(r, ids[r])) finished[r].fill_(true);
+      if (on_token && !on_token(r, ids[r])) done[r] = true;
     }
     TokenSampler::mark_finished(finished, next, opts.eos_id);
     if (finished.all().item<bool>()) break;
