@@ -151,8 +151,8 @@ const std::vector<TrainFlag>& train_flag_table() {
        [](CLI::App* c, TrainOptions& o) {
          return c
              ->add_option("--cpu_kernels", o.cpu_kernels,
-                          "on: gpulab's CPU kernels where they apply (RMSNorm, SwiGLU, oneDNN "
-                          "linear and convolution paths); off: libtorch's ops (A/B timings)")
+                          "on: gpulab's CPU kernels where they apply (RMSNorm, SwiGLU, bf16 "
+                          "products on the fp32 GEMM); off: libtorch's ops (A/B timings)")
              ->capture_default_str();
        }},
       {"threads",

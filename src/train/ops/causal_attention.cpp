@@ -5,15 +5,12 @@
 #include "train/ops/causal_attention.h"
 
 #include <ATen/Parallel.h>
-#include <torch/version.h>
 
-#include <array>
+#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "train/ops/attention_rows.h"
-#include "train/ops/avx2_lanes.h"
 
 namespace gpulab::train {
 namespace {

@@ -7,9 +7,8 @@
 
 namespace gpulab::train {
 
-// Whether fused_causal_attention serves these projections: CPU, float32, float64 or bfloat16 (bf16
-// autocast's projections: the kernel widens them and runs in float32, more exact than autocast's
-// bf16 products, and returns bf16).
+// Whether fused_causal_attention serves these projections: CPU, float32 or float64 (bf16 autocast's
+// projections take scaled_dot_product_attention: the kernel's bf16 path was on oneDNN's sgemm).
 bool fused_causal_attention_applies(const torch::Tensor& q);
 
 // q: B x T x (heads * D); k, v: B x T x (kv_heads * D), straight from the projections; cos, sin:
