@@ -33,36 +33,30 @@ std::string source_name(const train::ModelFiles& f) {
   return f.weights.string();
 }
 
+// The weights alone, under the model's names (torchvision's or Hugging Face's), into `file`.
+void export_weights_file(train::ModelFiles& files, const fs::path& file) {
+  auto tensors = train::read_model_weights(files).value_or_throw();
+  if (!file.parent_path().empty()) fs::create_directories(file.parent_path());
+  if (auto st =
+          train::write_safetensors(file, tensors, train::safetensors_metadata("gpulab export"));
+      !st)
+    throw Exception(st.error());
+  std::printf("Exported %zu tensors from %s to %s\n", tensors.size(), source_name(files).c_str(),
+              file.c_str());
+}
+
 void run_export(const ExportOptions& o) {
   auto files = train::locate_model_files(o.checkpoint).value_or_throw();
   const fs::path out = o.output;
-  if (out.extension() == ".safetensors") {  // the weights alone, under the model's names
-    auto tensors = train::read_model_weights(files).value_or_throw();
-    if (auto st =
-            train::write_safetensors(out, tensors, train::safetensors_metadata("gpulab export"));
-        !st)
-      throw Exception(st.error());
-    std::printf("Exported %zu tensors from %s to %s\n", tensors.size(), source_name(files).c_str(),
-                out.c_str());
-    return;
-  }
+  if (out.extension() == ".safetensors") return export_weights_file(files, out);
   if (fs::exists(out) && !fs::is_directory(out))
     throw Exception(Code::kInvalidArgument, out.string() + " is a file",
                     "pass a folder for a Hugging Face folder, or a name ending .safetensors");
   const bool lm = !files.config.empty() ||
                   (files.options.contains("model") && files.options["model"].is_string() &&
                    train::is_language_model(files.options["model"].get<std::string>()));
-  if (!lm) {  // an image classifier: its weights under torchvision's names
-    auto tensors = train::read_model_weights(files).value_or_throw();
-    fs::create_directories(out);
-    if (auto st = train::write_safetensors(out / "model.safetensors", tensors,
-                                           train::safetensors_metadata("gpulab export"));
-        !st)
-      throw Exception(st.error());
-    std::printf("Exported %zu tensors from %s to %s\n", tensors.size(), source_name(files).c_str(),
-                (out / "model.safetensors").c_str());
-    return;
-  }
+  // An image classifier: its weights under torchvision's names, in the folder.
+  if (!lm) return export_weights_file(files, out / "model.safetensors");
   auto loaded = train::load_decoder(files).value_or_throw();
   train::write_hf_folder(out, loaded.config, loaded.tensors, loaded.tokenizer_spec,
                          "gpulab export");
