@@ -3,6 +3,7 @@
 #include "core/subprocess.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -98,6 +99,9 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const Ru
     ::dup2(in.fd[0], 0);
     ::dup2(out.fd[1], 1);
     ::dup2(err.fd[1], 2);
+    // Nothing else of ours reaches the child: a daemon it starts would hold our sockets and
+    // lock files open for its whole life (exec_err stays open until the exec succeeds).
+    (void)::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     if (!opts.cwd.empty() && ::chdir(opts.cwd.c_str()) != 0) _exit(127);
     ::execvpe(args[0], args.data(), envp.data());
     int e = errno;

@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "service/ops/internal_images.h"
+#include "service/ops/container_ops.h"
+#include "service/store/store.h"
 #include "service_env.h"
 
 namespace gpulab::service::testing {
@@ -30,6 +32,28 @@ class InternalImages : public ServiceTest {
     std::string file = image.substr(image.find(':') + 1) + ".tar";
     return c.post_json(api_ + "/restore",
                        {{"backup_path", file}, {"name", name}, {"gpu_count", 0}});
+  }
+  // The state a SIGKILL leaves in the middle of a GPU-count recreate, after the old container's
+  // removal and before the new one's create: the row "recreating" on the recreate image, no
+  // container. `image_too`: the image is gone as well (removed by hand, lost with the disk).
+  // Returns the recreate image.
+  std::string interrupted_recreate(HttpClient& c, const std::string& name, bool image_too) {
+    EXPECT_TRUE(ok(
+        c.post_json(api_ + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 1}})));
+    auto up = c.post_json(api_ + "/update-resources", {{"name", name}, {"gpu_count", 2}});
+    EXPECT_TRUE(ok(up)) << up.body;
+    auto info = client_->inspect_container(name);
+    EXPECT_TRUE(info.ok());
+    if (!info.ok()) return "";
+    svc_->kill_hard();
+    EXPECT_TRUE(client_->remove_container(name, true).ok());
+    if (image_too) {
+      EXPECT_TRUE(client_->remove_image(info->image, true).ok());
+    }
+    auto book = Store::open(svc_->db_path().string());
+    EXPECT_TRUE(book.ok());
+    if (book.ok()) (*book)->set_state((*book)->find_container(name)->id, "recreating");
+    return info->image;
   }
 };
 
@@ -142,6 +166,68 @@ TEST_F(InternalImages, ServiceKilledDuringRestoreLeavesNoLoadedImage) {
     return;
   }
   GTEST_SKIP() << "three kills all came after the restore had finished";
+}
+
+TEST_F(InternalImages, InterruptedRecreateIsFinishedAtRestart) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  const std::string name = prefix_ + "-rc";
+  const std::string image = interrupted_recreate(c, name, false);
+  ASSERT_TRUE(svc_->start()) << svc_->log_tail();
+  auto info = client_->inspect_container(name);
+  ASSERT_TRUE(info.ok()) << svc_->log_tail();
+  EXPECT_EQ(info->image, image);
+  EXPECT_TRUE(info->running);
+  HttpClient again(svc_->url());
+  auto list = again.get(api_ + "/list").json()["data"]["containers"];
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["status"], "running");
+  EXPECT_EQ(list[0]["gpu_uuids"].size(), 2u);
+}
+
+// Without its image the recreate can never finish: the row is released (its GPUs free again)
+// instead of holding them as "recreating" for ever.
+TEST_F(InternalImages, RecreateWhoseImageIsGoneReleasesItsRow) {
+  start_service(four_gpu_config(engine_->host, unique_port_base()));
+  if (HasFatalFailure() || IsSkipped()) return;
+  HttpClient c(svc_->url());
+  const std::string name = prefix_ + "-rg";
+  (void)interrupted_recreate(c, name, true);
+  ASSERT_TRUE(svc_->start()) << svc_->log_tail();
+  HttpClient again(svc_->url());
+  auto list = again.get(api_ + "/list").json()["data"]["containers"];
+  EXPECT_TRUE(list.empty()) << list.dump();
+  for (const auto& g : again.get(api_ + "/gpus").json()["data"]["gpus"])
+    EXPECT_FALSE(g.value("allocated", false)) << g.dump();
+  EXPECT_NE(svc_->log_lines("cannot be recreated").find(name), std::string::npos)
+      << svc_->log_tail();
+}
+
+// A request between its commit and the row that will own the image holds a claim: a host that
+// comes back meanwhile (its sweep runs then) keeps the image; without the claim it is an orphan.
+TEST_F(InternalImages, SweepKeepsAnImageARequestIsMaking) {
+  ASSERT_TRUE(ensure_service_images(*client_, false).ok());
+  auto s = open_service(in_process_config());
+  const std::string name = prefix_ + "-cl";
+  CreateOptions o;
+  o.name = name;
+  o.owner = "alice";
+  o.spec.image = kBoxImage;
+  (void)create_container(*s, o);
+  const std::string tag = name + "-t";
+  const std::string image = kRecreateRepo + tag;
+  const Engine& e = *s->hosts[0]->engine();
+  {
+    auto claim = s->image_claims.claim(image);
+    // The commit carries the container's labels, this book's id among them, as a recreate's.
+    ASSERT_TRUE(e.commit(name, ImageCommit{"gpulab-recreate", tag, "", "", {}}).ok());
+    EXPECT_EQ(remove_orphan_images_on(*s, s->hosts[0]->name(), e), 0);
+    EXPECT_TRUE(client_->image_exists(image));
+  }
+  EXPECT_EQ(remove_orphan_images_on(*s, s->hosts[0]->name(), e), 1);
+  EXPECT_FALSE(client_->image_exists(image));
+  (void)client_->remove_container(name, true);
 }
 
 // What a create may not name and what the start-up sweep may remove: the service's own

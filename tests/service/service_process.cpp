@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <deque>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -104,6 +105,21 @@ std::string ServiceProcess::log_tail() const {
   auto text = read_file(dir_ / "service.log");
   if (!text) return "(no log)";
   return text->size() > 4000 ? text->substr(text->size() - 4000) : *text;
+}
+
+std::string ServiceProcess::log_lines(const std::string& needle, std::size_t max_lines) const {
+  auto text = read_file(dir_ / "service.log");
+  if (!text) return "(no log)";
+  std::deque<std::string> kept;
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) == std::string::npos) continue;
+    kept.push_back(line);
+    if (kept.size() > max_lines) kept.pop_front();
+  }
+  std::string out;
+  for (const auto& l : kept) out += l + "\n";
+  return out;
 }
 
 }  // namespace gpulab::service::testing

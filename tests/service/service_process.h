@@ -25,6 +25,8 @@ class ServiceProcess {
   int port() const { return port_; }
   std::string add_user(const std::string& name, bool admin);
   std::string log_tail() const;
+  // The log's lines (every start's) that contain `needle`: the last `max_lines` of them.
+  std::string log_lines(const std::string& needle, std::size_t max_lines = 40) const;
   std::filesystem::path backup_dir() const { return dir_ / "backups"; }
   std::filesystem::path db_path() const { return dir_ / "service.db"; }
   std::filesystem::path tmp_dir() const { return dir_ / "tmp"; }  // the service's TMPDIR

@@ -258,6 +258,7 @@ void recreate_with_gpus(Service& s, const ContainerRecord& c, const Engine& engi
   // Unique even for two recreates in one second: a reused tag would move off the image the
   // old container runs, leaving that image untagged and never removed.
   std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
+  auto claim = s.image_claims.claim(kRecreateRepo + tag);  // until the booking below owns it
   auto img = engine.commit(ref, ImageCommit{"gpulab-recreate",
                                             tag,
                                             "gpulab recreate",

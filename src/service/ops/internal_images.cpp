@@ -14,8 +14,9 @@ namespace {
 
 // Every image some row owns now, read from the book once: a host's containers own theirs on
 // that host (a restored backup's image on one host is not kept alive by a container of another
-// host restored from the same file); snapshots and running backups, which do not record a host,
-// own theirs on every host.
+// host restored from the same file); snapshots, running backups, moves still copying and the
+// images requests are making (image_claims.h), which do not record a host, own theirs on every
+// host.
 struct OwnedImages {
   std::map<std::string, std::set<std::string>> by_host;
   std::set<std::string> everywhere;
@@ -26,12 +27,18 @@ struct OwnedImages {
   }
 };
 
-OwnedImages owned_images(Store& store) {
+OwnedImages owned_images(Service& s) {
   OwnedImages owned;
+  owned.everywhere = s.image_claims.claimed();  // first: a claim ends after its row is written
+  Store& store = *s.store;
   for (const auto& c : store.containers()) owned.by_host[c.host].insert(c.spec.image);
   for (const auto& snap : store.snapshots()) owned.everywhere.insert(snap.image);
   for (const auto& b : store.backups())
     if (b.state == "running") owned.everywhere.insert(kBackupRepo + b.name);
+  // A move still copying owns its image on both hosts; once rolled back or finished, its settle
+  // removes the image itself, or a later sweep does.
+  for (const auto& m : store.moves())
+    if (m.state == "copying") owned.everywhere.insert(kMoveRepo + m.tag);
   return owned;
 }
 
@@ -50,7 +57,7 @@ void release_internal_image(Service& s, const std::string& image) {
       !starts_with(image, kMoveRepo))
     return;
   try {
-    const OwnedImages owned = owned_images(*s.store);
+    const OwnedImages owned = owned_images(s);
     for (const auto& h : s.hosts) {  // it is on the host of the container that used it
       const Engine* e = h->engine();
       if (!s.usable(*h) || owned.owns(h->name(), image)) continue;
@@ -66,12 +73,15 @@ void release_internal_image(Service& s, const std::string& image) {
 
 namespace {
 
-int sweep(Service& s, const std::string& host, const Engine& e, const OwnedImages& owned) {
+int sweep(Service& s, const std::string& host, const Engine& e) {
   auto images = e.list_images({std::string(kBookLabel) + "=" + book_id(*s.store)});
   if (!images) {
     spdlog::warn("cannot list images for orphans on {}: {}", host, images.error().message);
     return 0;
   }
+  // The owners are read after the listing: an image listed was committed before this read, so
+  // its request's claim (taken before the commit) or its row is seen.
+  const OwnedImages owned = owned_images(s);
   int removed = 0;
   for (const auto& img : *images)
     for (const auto& tag : img.tags) {
@@ -88,17 +98,16 @@ int sweep(Service& s, const std::string& host, const Engine& e, const OwnedImage
 }  // namespace
 
 int remove_orphan_images(Service& s) {
-  const OwnedImages owned = owned_images(*s.store);
   int removed = 0;
   for (const auto& h : s.hosts) {
     if (!s.usable(*h)) continue;  // a host that is down is swept when it answers again
-    removed += sweep(s, h->name(), *h->engine(), owned);
+    removed += sweep(s, h->name(), *h->engine());
   }
   return removed;
 }
 
 int remove_orphan_images_on(Service& s, const std::string& host, const Engine& e) {
-  return sweep(s, host, e, owned_images(*s.store));
+  return sweep(s, host, e);
 }
 
 }  // namespace gpulab::service

@@ -29,13 +29,13 @@ bool is_internal_image(const std::string& image);
 void release_internal_image(Service& s, const std::string& image);
 
 // Removes every internal image of this book (gpulab.book label) that nothing owns: the ones a
-// SIGKILL cut off between the engine's commit or load and the row that would own them. Only at
-// start-up, before requests are served: in flight, such an image is briefly unowned on purpose.
+// SIGKILL cut off between the engine's commit or load and the row that would own them. At
+// start-up; a request between its commit and its row holds a claim (image_claims.h).
 int remove_orphan_images(Service& s);
 
 // The same sweep on one engine of a host that was down and answers again, run before it is marked
-// up (Host::check): requests reach it only after, so nothing there is unowned on purpose. What it
-// finds is what an engine kill cut off (a commit the engine made whose answer never came).
+// up (Host::check). What it finds is what an engine kill cut off (a commit the engine made whose
+// answer never came); a request still in flight from before the host went down holds a claim.
 int remove_orphan_images_on(Service& s, const std::string& host, const Engine& e);
 
 }  // namespace gpulab::service

@@ -95,6 +95,23 @@ bool restart_after_return(Service& s, const Engine& eng, const ContainerRecord& 
   return true;
 }
 
+// A recreate whose old container is gone and whose committed image is gone too (removed by hand,
+// or lost with the engine's disk) can never finish: its row is released, with the loss audited,
+// instead of holding its GPUs and ports for ever. True when released.
+bool recreate_image_lost(Service& s, const Engine& eng, const ContainerRecord& c,
+                         ReconcileReport& r) {
+  auto img = eng.inspect_image(c.spec.image);
+  if (img || img.error().code != Code::kNotFound) return false;  // there, or ask again next pass
+  spdlog::warn("reconcile: {} cannot be recreated: its image {} is gone; its row is released",
+               c.name, c.spec.image);
+  s.store->remove_container(c.id, true);
+  s.store->audit("gpulab", "reconcile", c.name, "released",
+                 "recreate could not finish: its image " + c.spec.image + " is gone");
+  s.metrics.increment("reconcile_released");
+  ++r.released;
+  return true;
+}
+
 // One container row (not a lease) against the engine's view: finish or roll back what a crash
 // interrupted, release what is gone, correct the booked state (`returned`: restart_after_return).
 void reconcile_container(Service& s, const ContainerRecord& c,
@@ -142,6 +159,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
         (void)eng.remove_container(e->id);
         e = nullptr;
       }
+      if (!e && recreate_image_lost(s, eng, c, r)) return;
       std::string id = e ? e->id : create_engine_container(s, c);
       s.store->set_docker_id(c.id, id);
       s.store->set_state(c.id, state::kRunning);

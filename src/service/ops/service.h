@@ -16,6 +16,7 @@
 #include "service/http/auth.h"
 #include "service/ops/background_calls.h"
 #include "service/ops/host.h"
+#include "service/ops/image_claims.h"
 #include "service/store/store.h"
 
 namespace gpulab::service {
@@ -31,6 +32,7 @@ struct Service {
   AllocationPolicy policy = AllocationPolicy::kPack;
   std::mutex alloc_mu;  // choose + record GPUs and ports: one decision at a time
   std::shared_ptr<Clock> clock = std::make_shared<SystemClock>();  // metering, idle reclaim
+  ImageClaims image_claims;  // internal images committed but not yet owned by a row
   // Engine calls still running after their request stopped waiting (host_fanout.h); declared
   // after hosts, so it is destroyed, waiting for them, before the engines they use.
   BackgroundCalls background;
