@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
-#include "service/ops/internal_images.h"
 #include "service/ops/container_ops.h"
+#include "service/ops/internal_images.h"
 #include "service/store/store.h"
 #include "service_env.h"
 
