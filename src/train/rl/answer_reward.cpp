@@ -44,9 +44,9 @@ std::optional<std::string> last_number(std::string_view s) {
   std::optional<std::string> last;
   size_t i = 0;
   while (i < s.size()) {
-    const bool sign = s[i] == '-' && (i == 0 || !is_alnum(s[i - 1])) &&
-                      (digit_at(s, i + 1) || (i + 1 < s.size() && s[i + 1] == '.' &&
-                                              digit_at(s, i + 2)));
+    const bool sign =
+        s[i] == '-' && (i == 0 || !is_alnum(s[i - 1])) &&
+        (digit_at(s, i + 1) || (i + 1 < s.size() && s[i + 1] == '.' && digit_at(s, i + 2)));
     const size_t at = sign ? i + 1 : i;
     if (!digit_at(s, at) && !(s[at] == '.' && digit_at(s, at + 1))) {
       ++i;
@@ -76,8 +76,7 @@ std::optional<std::string> last_boxed(std::string_view s) {
   int depth = 1;
   for (size_t i = begin + kOpen.size(); i < s.size(); ++i) {
     depth += s[i] == '{' ? 1 : s[i] == '}' ? -1 : 0;
-    if (depth == 0)
-      return trim(s.substr(begin + kOpen.size(), i - begin - kOpen.size()));
+    if (depth == 0) return trim(s.substr(begin + kOpen.size(), i - begin - kOpen.size()));
   }
   return std::nullopt;
 }
@@ -143,8 +142,9 @@ Result<AnswerReward> AnswerReward::create(AnswerRewardOptions opts) {
     return Error(Code::kInvalidArgument, "the answer reward needs the name of a prompt field",
                  "e.g. answer");
   if (!std::isfinite(opts.tolerance) || opts.tolerance < 0)
-    return Error(Code::kInvalidArgument,
-                 fmt::format("the answer tolerance {} is not a finite number >= 0", opts.tolerance));
+    return Error(
+        Code::kInvalidArgument,
+        fmt::format("the answer tolerance {} is not a finite number >= 0", opts.tolerance));
   return AnswerReward(std::move(opts));
 }
 
@@ -167,9 +167,8 @@ Status AnswerReward::check(const PromptSet& set) const {
 }
 
 double AnswerReward::score_one(const RewardSample& s) const {
-  const Json* v = s.prompt && s.prompt->fields.contains(opts_.field)
-                      ? &s.prompt->fields[opts_.field]
-                      : nullptr;
+  const Json* v =
+      s.prompt && s.prompt->fields.contains(opts_.field) ? &s.prompt->fields[opts_.field] : nullptr;
   const auto got = extract_answer(s.completion, opts_.extraction);
   if (!v || !got) return 0.0;
   if (opts_.match == AnswerMatch::kExact) {

@@ -28,8 +28,8 @@ std::string stderr_tail(const std::string& err) {
 std::string run_failure(const ProcessResult& r, std::chrono::milliseconds timeout) {
   if (r.timed_out) return fmt::format("it did not finish within {} ms (killed)", timeout.count());
   if (r.signal != 0) return "it was killed by " + signal_name(r.signal) + stderr_tail(r.err);
-  if (r.exit_code != 0) return fmt::format("it exited with status {}{}", r.exit_code,
-                                           stderr_tail(r.err));
+  if (r.exit_code != 0)
+    return fmt::format("it exited with status {}{}", r.exit_code, stderr_tail(r.err));
   return {};
 }
 

@@ -15,7 +15,7 @@
 namespace gpulab::train::rl {
 
 struct CommandRewardOptions {
-  std::vector<std::string> argv;  // the program and its arguments (no shell)
+  std::vector<std::string> argv{};  // the program and its arguments (no shell)
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // per batch
 };
 

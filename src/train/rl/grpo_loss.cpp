@@ -21,8 +21,7 @@ void check_inputs(const GrpoLossInputs& in, const GrpoLossOptions& opts) {
   require(in.mask.defined() && in.mask.sizes() == shape, "mask must be shaped as log_probs");
   require(!in.old_log_probs.defined() || in.old_log_probs.sizes() == shape,
           "old_log_probs must be shaped as log_probs");
-  require(in.advantages.defined() && in.advantages.dim() == 1 &&
-              in.advantages.size(0) == shape[0],
+  require(in.advantages.defined() && in.advantages.dim() == 1 && in.advantages.size(0) == shape[0],
           "advantages must be [N]");
   require(opts.beta == 0.0 || (in.ref_log_probs.defined() && in.ref_log_probs.sizes() == shape),
           "a KL weight beta > 0 needs ref_log_probs shaped as log_probs");
@@ -42,8 +41,7 @@ torch::Tensor aggregate(const torch::Tensor& per_token, const torch::Tensor& mas
     case GrpoLossType::kDapo:
       return masked.sum() / mask.sum().clamp_min(1.0);
     case GrpoLossType::kDrGrpo:
-      return masked.sum() /
-             static_cast<double>(per_token.size(0) * opts.max_completion_length);
+      return masked.sum() / static_cast<double>(per_token.size(0) * opts.max_completion_length);
   }
   return {};
 }
@@ -117,10 +115,12 @@ GrpoLossResult grpo_loss(const GrpoLossInputs& in, const GrpoLossOptions& opts) 
   }
   out.loss = aggregate(per_token, mask, opts);
   torch::NoGradGuard no_grad;
-  out.clip_low = ((ratio < 1.0 - opts.epsilon_low) & (adv < 0)).to(mask.scalar_type()).mul(mask)
-                     .sum() / tokens;
-  out.clip_high = ((ratio > 1.0 + opts.epsilon_high) & (adv > 0)).to(mask.scalar_type()).mul(mask)
-                      .sum() / tokens;
+  out.clip_low =
+      ((ratio < 1.0 - opts.epsilon_low) & (adv < 0)).to(mask.scalar_type()).mul(mask).sum() /
+      tokens;
+  out.clip_high =
+      ((ratio > 1.0 + opts.epsilon_high) & (adv > 0)).to(mask.scalar_type()).mul(mask).sum() /
+      tokens;
   return out;
 }
 

@@ -26,8 +26,8 @@ std::string_view grpo_loss_type_name(GrpoLossType type);
 struct GrpoLossOptions {
   GrpoLossType type = GrpoLossType::kDapo;  // TRL's default
   double epsilon_low = 0.2;
-  double epsilon_high = 0.2;  // DAPO's clip-higher: 0.28
-  double beta = 0.0;          // the KL weight (DeepSeekMath 0.04); > 0 needs ref_log_probs
+  double epsilon_high = 0.2;          // DAPO's clip-higher: 0.28
+  double beta = 0.0;                  // the KL weight (DeepSeekMath 0.04); > 0 needs ref_log_probs
   int64_t max_completion_length = 0;  // dr_grpo's divisor: the configured max new tokens
 };
 
@@ -42,11 +42,11 @@ torch::Tensor token_log_probs(const torch::Tensor& logits, const torch::Tensor& 
                               double temperature = 1.0);
 
 struct GrpoLossInputs {
-  torch::Tensor log_probs;      // [N, T] under the policy being trained (requires grad)
-  torch::Tensor old_log_probs;  // [N, T] of the policy that sampled; undefined when μ = 1
-  torch::Tensor ref_log_probs;  // [N, T] of the frozen reference; needed when β > 0
-  torch::Tensor advantages;     // [N]
-  torch::Tensor mask;           // [N, T] 1 on completion tokens, 0 on padding
+  torch::Tensor log_probs{};      // [N, T] under the policy being trained (requires grad)
+  torch::Tensor old_log_probs{};  // [N, T] of the policy that sampled; undefined when μ = 1
+  torch::Tensor ref_log_probs{};  // [N, T] of the frozen reference; needed when β > 0
+  torch::Tensor advantages{};     // [N]
+  torch::Tensor mask{};           // [N, T] 1 on completion tokens, 0 on padding
 };
 
 struct GrpoLossResult {

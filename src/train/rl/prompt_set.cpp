@@ -22,8 +22,8 @@ Result<std::vector<ChatMessage>> chat_messages(const Json& list) {
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < list.size(); ++i) {
     const Json& m = list[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-        !m.contains("content") || !m["content"].is_string())
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
       return Error(Code::kInvalidArgument,
                    fmt::format("message {} of `prompt` is not an object with string `role` and "
                                "`content`",
@@ -97,8 +97,9 @@ Result<std::string> prompt_text(const PromptSet& set, const Prompt& p,
   if (!p.is_chat()) return p.text;
   if (!format)
     return Error(Code::kInvalidArgument,
-                 set.where(p) + ": a chat prompt, and the tokenizer speaks no chat format gpulab "
-                                "knows",
+                 set.where(p) +
+                     ": a chat prompt, and the tokenizer speaks no chat format gpulab "
+                     "knows",
                  "name one (chatml or llama3), or give the prompt as text");
   return render_chat(*format, p.messages, /*add_generation_prompt=*/true);
 }

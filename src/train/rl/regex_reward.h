@@ -20,7 +20,8 @@ class RegexReward : public Reward {
   RewardScores score(std::span<const RewardSample> samples) const override;
 
  private:
-  RegexReward(std::string pattern, hf::Regex re) : pattern_(std::move(pattern)), re_(std::move(re)) {}
+  RegexReward(std::string pattern, hf::Regex re)
+      : pattern_(std::move(pattern)), re_(std::move(re)) {}
   std::string pattern_;
   hf::Regex re_;
 };

@@ -14,8 +14,7 @@ size_t RewardScores::failed() const {
 Result<RewardFailurePolicy> parse_reward_failure_policy(std::string_view name) {
   if (name == "stop") return RewardFailurePolicy::kStop;
   if (name == "zero") return RewardFailurePolicy::kZero;
-  return Error(Code::kInvalidArgument,
-               fmt::format("unknown reward failure policy '{}'", name),
+  return Error(Code::kInvalidArgument, fmt::format("unknown reward failure policy '{}'", name),
                "use stop (a failed reward ends the run) or zero (it scores 0, counted)");
 }
 

@@ -18,7 +18,7 @@ class WeightedReward : public Reward {
  public:
   // kInvalidArgument for no parts, a missing reward, or a non-finite weight.
   static Result<WeightedReward> create(std::vector<WeightedPart> parts);
-  std::string name() const override;  // "1*answer + 0.2*regex"
+  std::string name() const override;                  // "1*answer + 0.2*regex"
   Status check(const PromptSet& set) const override;  // every part's
   RewardScores score(std::span<const RewardSample> samples) const override;
 

@@ -126,8 +126,8 @@ TEST(CommandReward, AProgramThatIsNotThereIsRefusedBeforeARunAndFailsIfRunAnyway
   EXPECT_FALSE(CommandReward::create({.argv = {"gpulab-no-such-scorer"}})->check(set).ok());
   EXPECT_TRUE(CommandReward::create({.argv = {"sh"}})->check(set).ok());
   EXPECT_FALSE(CommandReward::create({}).ok());
-  EXPECT_FALSE(CommandReward::create({.argv = {"sh"}, .timeout = std::chrono::milliseconds(0)})
-                   .ok());
+  EXPECT_FALSE(
+      CommandReward::create({.argv = {"sh"}, .timeout = std::chrono::milliseconds(0)}).ok());
 }
 
 }  // namespace

@@ -9,8 +9,8 @@ namespace {
 
 TEST(DynamicSampling, DropsGroupsWhoseRewardsAreAllEqual) {
   // Groups of 3: all 1, mixed, all 0, mixed by a hair, all 0.5.
-  const std::vector<double> rewards = {1, 1, 1, 0, 1, 0, 0, 0, 0, 0.5, 0.5, 0.5 + 1e-12,
-                                       0.5, 0.5, 0.5};
+  const std::vector<double> rewards = {1, 1,   1,   0,           1,   0,   0,  0,
+                                       0, 0.5, 0.5, 0.5 + 1e-12, 0.5, 0.5, 0.5};
   auto f = drop_uniform_groups(rewards, 3).value_or_throw();
   EXPECT_EQ(f.dropped, 3);
   EXPECT_EQ(f.kept_groups, (std::vector<int64_t>{1, 3}));

@@ -20,7 +20,7 @@ TEST(AnswerReward, ExtractsTheNamedAnswer) {
       {"The answer is 42.", Extract::kLastNumber, "42"},
       {"-3 apples, then 1,234 pears", Extract::kLastNumber, "1234"},
       {"x = -0.5", Extract::kLastNumber, "-0.5"},
-      {"3-4", Extract::kLastNumber, "4"},  // an operator, not a sign
+      {"3-4", Extract::kLastNumber, "4"},       // an operator, not a sign
       {"so 1,23", Extract::kLastNumber, "23"},  // not a thousands comma
       {"$1,000,000 in total", Extract::kLastNumber, "1000000"},
       {"about .5 of it", Extract::kLastNumber, ".5"},
@@ -67,14 +67,22 @@ TEST(AnswerReward, ComparesNumericallyWithinTheToleranceOrExactly) {
   auto numeric = AnswerReward::create({.tolerance = 0.01}).value_or_throw();
   ASSERT_TRUE(numeric.check(set).ok());
   EXPECT_EQ(scored(numeric, set,
-                   {{0, "so 5"}, {0, "5.009"}, {0, "5.02"}, {0, "none"}, {1, "1000.5"},
+                   {{0, "so 5"},
+                    {0, "5.009"},
+                    {0, "5.02"},
+                    {0, "none"},
+                    {1, "1000.5"},
                     {1, "it is 1,000.505!"}}),
             (std::vector<double>{1, 1, 0, 0, 1, 1}));
-  auto exact = AnswerReward::create({.extraction = Extract::kAnswerTag, .match = AnswerMatch::kExact})
-                   .value_or_throw();
+  auto exact =
+      AnswerReward::create({.extraction = Extract::kAnswerTag, .match = AnswerMatch::kExact})
+          .value_or_throw();
   EXPECT_EQ(scored(exact, set,
-                   {{0, "<answer>5</answer>"}, {0, "<answer>5.0</answer>"}, {1, "<answer> 1,000.5 "
-                                                                               "</answer>"}}),
+                   {{0, "<answer>5</answer>"},
+                    {0, "<answer>5.0</answer>"},
+                    {1,
+                     "<answer> 1,000.5 "
+                     "</answer>"}}),
             (std::vector<double>{1, 0, 1}));
 }
 
@@ -101,15 +109,16 @@ TEST(AnswerReward, PromptsWithoutAUsableFieldAreRefusedBeforeARun) {
 
 TEST(RegexReward, ScoresTheFormatAndRefusesABadExpression) {
   const auto set = two_prompts();
-  auto format = RegexReward::create("^<think>.*?</think>\\s*<answer>.*?</answer>$").value_or_throw();
+  auto format =
+      RegexReward::create("^<think>.*?</think>\\s*<answer>.*?</answer>$").value_or_throw();
   EXPECT_EQ(scored(format, set,
                    {{0, "<think>a</think> <answer>5</answer>"},
                     {0, "<think>a\nb</think><answer>5</answer>"},  // '.' stops at a newline
                     {0, "<answer>5</answer>"},
                     {0, "<think>x</think><answer>5</answer> trailing"}}),
             (std::vector<double>{1, 0, 0, 0}));
-  auto dotall = RegexReward::create("(?s)^<think>.*?</think><answer>\\p{N}+</answer>$")
-                    .value_or_throw();
+  auto dotall =
+      RegexReward::create("(?s)^<think>.*?</think><answer>\\p{N}+</answer>$").value_or_throw();
   EXPECT_EQ(scored(dotall, set, {{0, "<think>a\nb</think><answer>\xD9\xA5</answer>"}}),
             (std::vector<double>{1}));  // Arabic-Indic five is a \p{N}
   auto empty = RegexReward::create("^$").value_or_throw();
