@@ -9,10 +9,11 @@ namespace gpulab::train::rl {
 
 torch::Tensor group_advantages(const torch::Tensor& rewards, int64_t group_size,
                                bool scale_by_std) {
-  if (group_size < 2 || rewards.dim() != 1 || rewards.size(0) % group_size != 0)
+  if (group_size < 2 || rewards.dim() != 1 || !rewards.is_floating_point() ||
+      rewards.size(0) % group_size != 0)
     throw Exception(Code::kInvalidArgument,
-                    fmt::format("group advantages need whole groups of at least 2 rewards; got {} "
-                                "rewards in groups of {}",
+                    fmt::format("group advantages need whole groups of at least 2 floating-point "
+                                "rewards; got {} rewards in groups of {}",
                                 rewards.numel(), group_size));
   const auto grouped = rewards.view({-1, group_size});
   const auto mean = grouped.mean(1, /*keepdim=*/true);

@@ -11,7 +11,8 @@
 namespace gpulab::train::rl {
 
 // rewards [N] holds N / group_size groups of consecutive completions; returns [N] in its dtype.
-// Throws gpulab::Exception (kInvalidArgument) for a group size below 2, or N not a multiple of it.
+// Throws gpulab::Exception (kInvalidArgument) for a group size below 2, N not a multiple of it,
+// or rewards that are not floating point.
 torch::Tensor group_advantages(const torch::Tensor& rewards, int64_t group_size, bool scale_by_std);
 
 }  // namespace gpulab::train::rl

@@ -37,7 +37,8 @@ Status check_grpo_loss_options(const GrpoLossOptions& opts);
 
 // log π(token | prefix) for each completion token: logits [N, T, V] already aligned with tokens
 // [N, T] (position t's logits predict token t), divided by the sampling temperature first, as the
-// sampler drew them (TRL does the same). log_softmax + gather, differentiable in logits.
+// sampler drew them (TRL does the same). log_softmax + gather, differentiable in logits. Throws
+// gpulab::Exception (kInvalidArgument) for shapes that do not agree or a token outside V.
 torch::Tensor token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens,
                               double temperature = 1.0);
 

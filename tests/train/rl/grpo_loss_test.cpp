@@ -143,6 +143,7 @@ TEST(GrpoLoss, AGroupWithEqualRewardsHasZeroAdvantage) {
   EXPECT_EQ(a[1].item<double>(), 0.0);
   EXPECT_THROW(group_advantages(rewards, 3, true), Exception);
   EXPECT_THROW(group_advantages(rewards, 1, true), Exception);
+  EXPECT_THROW(group_advantages(torch::tensor({1, 0}, torch::kLong), 2, true), Exception);
 }
 
 TEST(GrpoLoss, BadOptionsAndShapesAreRefused) {
@@ -166,6 +167,8 @@ TEST(GrpoLoss, BadOptionsAndShapesAreRefused) {
   EXPECT_THROW(grpo_loss(good, {.type = GrpoLossType::kDrGrpo, .max_completion_length = 2}),
                Exception);
   EXPECT_THROW(token_log_probs(torch::zeros({2, 3, 4}), torch::zeros({2, 2}, torch::kLong)),
+               Exception);
+  EXPECT_THROW(token_log_probs(torch::zeros({1, 2, 4}), torch::tensor({{0, 4}}, torch::kLong)),
                Exception);
 }
 
