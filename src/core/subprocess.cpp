@@ -1,16 +1,18 @@
-// Child processes via fork/exec with pipes and a poll loop, so output of any size is drained
+// Child processes via fork/exec with pipes and a poll loop, so input and output of any size flow
 // while the deadline is enforced; the child is killed (whole process group) on timeout.
 #include "core/subprocess.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 extern char** environ;
 
@@ -49,12 +51,42 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
-// Reads stdout and stderr until both close or the deadline passes (then kills the group).
-void collect_output(pid_t pid, Pipe& out, Pipe& err, std::chrono::milliseconds timeout,
-                    ProcessResult& r) {
+// SIGPIPE blocked in this thread while stdin is fed: a child that exits (or closes stdin) before
+// reading all of it must give EPIPE here, not kill the parent. A SIGPIPE raised meanwhile is
+// consumed before the mask is restored.
+class SigpipeBlock {
+ public:
+  SigpipeBlock() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlock() {
+    timespec zero{0, 0};
+    while (::sigtimedwait(&pipe_, nullptr, &zero) > 0) {
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  sigset_t pipe_, old_;
+};
+
+// Writes what stdin has left as far as the pipe takes it now; closes it when done or refused.
+void feed_stdin(Pipe& in, std::string_view& left) {
+  ssize_t k = ::write(in.fd[1], left.data(), left.size());
+  if (k > 0) left.remove_prefix(static_cast<size_t>(k));
+  if (left.empty() || (k < 0 && errno != EAGAIN && errno != EINTR)) in.close_end(1);
+}
+
+// Feeds stdin and reads stdout and stderr until both close or the deadline passes (then kills
+// the group), in one poll loop: a child may answer before it has read all its input.
+void exchange(pid_t pid, Pipe& in, std::string_view input, Pipe& out, Pipe& err,
+              std::chrono::milliseconds timeout, ProcessResult& r) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buf[65536];
   bool out_open = true, err_open = true;
+  if (input.empty()) in.close_end(1);
   while (out_open || err_open) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -63,10 +95,12 @@ void collect_output(pid_t pid, Pipe& out, Pipe& err, std::chrono::milliseconds t
       ::kill(-pid, SIGKILL);
       break;
     }
-    pollfd fds[2] = {{out_open ? out.fd[0] : -1, POLLIN, 0},
-                     {err_open ? err.fd[0] : -1, POLLIN, 0}};
-    int n = ::poll(fds, 2, static_cast<int>(left.count()));
+    pollfd fds[3] = {{out_open ? out.fd[0] : -1, POLLIN, 0},
+                     {err_open ? err.fd[0] : -1, POLLIN, 0},
+                     {in.fd[1], POLLOUT, 0}};
+    int n = ::poll(fds, 3, static_cast<int>(left.count()));
     if (n < 0 && errno == EINTR) continue;
+    if (fds[2].fd >= 0 && fds[2].revents) feed_stdin(in, input);
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t k = ::read(fds[i].fd, buf, sizeof buf);
@@ -77,6 +111,7 @@ void collect_output(pid_t pid, Pipe& out, Pipe& err, std::chrono::milliseconds t
       }
     }
   }
+  in.close_end(1);
 }
 
 }  // namespace
@@ -119,14 +154,12 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const Ru
     return Error{Code::kNotFound, "cannot run " + argv[0] + ": " + std::strerror(child_errno)};
   }
 
-  // Feed stdin (small inputs only; larger ones would need to be interleaved with the reads).
-  if (!opts.stdin_data.empty()) {
-    (void)!::write(in.fd[1], opts.stdin_data.data(), opts.stdin_data.size());
-  }
-  in.close_end(1);
-
   ProcessResult r;
-  collect_output(pid, out, err, opts.timeout, r);
+  {
+    SigpipeBlock no_sigpipe;
+    ::fcntl(in.fd[1], F_SETFL, ::fcntl(in.fd[1], F_GETFL) | O_NONBLOCK);
+    exchange(pid, in, opts.stdin_data, out, err, opts.timeout, r);
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

@@ -22,7 +22,7 @@ struct ProcessResult {
 struct RunOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
   std::map<std::string, std::string> env_add;  // added to the current environment
-  std::string stdin_data;
+  std::string stdin_data;  // any size: fed while the output is read; a child may ignore it
   std::string cwd;
 };
 

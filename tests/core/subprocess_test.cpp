@@ -47,3 +47,29 @@ TEST(Subprocess, EnvironmentAndStdinArePassed) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->out, "hello from-stdin");
 }
+
+// Input beyond a pipe's buffer flows while the output is read (cat answers before it has read
+// all of it), and a child that exits without reading its input neither hangs nor kills us
+// (EPIPE, not SIGPIPE).
+TEST(Subprocess, LargeStdinFlowsAndAnUnreadOneIsHarmless) {
+  RunOptions o;
+  o.stdin_data = std::string(3'000'000, 'x');
+  auto r = run_process({"cat"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->out.size(), 3'000'000u);
+  EXPECT_TRUE(r->success());
+  auto ignored = run_process({"sh", "-c", "exec 0<&-; echo done; exit 4"}, o);
+  ASSERT_TRUE(ignored.ok());
+  EXPECT_EQ(ignored->out, "done\n");
+  EXPECT_EQ(ignored->exit_code, 4);
+}
+
+// A child that never reads a large input and never exits ends at the deadline.
+TEST(Subprocess, UnreadStdinOfAHungChildEndsAtTheDeadline) {
+  RunOptions o;
+  o.stdin_data = std::string(1'000'000, 'x');
+  o.timeout = std::chrono::milliseconds(300);
+  auto r = run_process({"sleep", "10"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->timed_out);
+}

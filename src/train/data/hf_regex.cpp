@@ -14,7 +14,7 @@ namespace gpulab::train::hf {
 
 #if GPULAB_HAVE_PCRE2
 
-Result<Regex> Regex::compile(const std::string& pattern) {
+Result<Regex> Regex::compile(const std::string& pattern, std::string_view what) {
   int err = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code =
@@ -24,8 +24,8 @@ Result<Regex> Regex::compile(const std::string& pattern) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
     return Error(Code::kInvalidArgument,
-                 fmt::format("the pre-tokenizer expression '{}' does not compile at offset {}: {}",
-                             pattern, offset, reinterpret_cast<const char*>(msg)));
+                 fmt::format("{} '{}' does not compile at offset {}: {}", what, pattern, offset,
+                             reinterpret_cast<const char*>(msg)));
   }
   Regex r;
   r.code_ =
@@ -70,9 +70,32 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   return out;
 }
 
+Result<bool> Regex::search(std::string_view text) const {
+  auto* code = static_cast<pcre2_code*>(code_.get());
+  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
+      pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  int rc = pcre2_match(code, subject, text.size(), 0, 0, md.get(), nullptr);
+  if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)  // JIT limits: the interpreter tries again
+    rc = pcre2_match(code, subject, text.size(), 0, PCRE2_NO_JIT, md.get(), nullptr);
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  if (rc < 0) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(rc, msg, sizeof msg);
+    return Error(Code::kResourceExhausted,
+                 fmt::format("the expression cannot be matched against a {}-byte text: {}",
+                             text.size(), reinterpret_cast<const char*>(msg)));
+  }
+  return true;
+}
+
 #else
 
-Result<Regex> Regex::compile(const std::string&) {
+Result<bool> Regex::search(std::string_view) const {
+  return false;
+}
+
+Result<Regex> Regex::compile(const std::string&, std::string_view) {
   return Error(Code::kUnsupported,
                "this gpulab was built without PCRE2, which tokenizer.json's pre-tokenizer "
                "expressions need (Unicode classes, lookahead)",

@@ -15,13 +15,17 @@ namespace gpulab::train::hf {
 
 class Regex {
  public:
-  // kInvalidArgument for an expression PCRE2 refuses (with its message and offset);
-  // kUnsupported in a build without PCRE2.
-  static Result<Regex> compile(const std::string& pattern);
+  // kInvalidArgument for an expression PCRE2 refuses (with its message and offset, the
+  // expression called `what` there); kUnsupported in a build without PCRE2.
+  static Result<Regex> compile(const std::string& pattern,
+                               std::string_view what = "the pre-tokenizer expression");
   // The [begin, end) byte ranges of the non-overlapping matches in text, left to right. Ill-formed
   // UTF-8 never matches (PCRE2_MATCH_INVALID_UTF), so it falls in the gaps. A match PCRE2 cannot
   // finish within its limits throws (kResourceExhausted): never a silently different split.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
+  // Whether it matches anywhere in text (an empty match counts: "^$" matches ""). A match PCRE2
+  // cannot finish within its limits is kResourceExhausted.
+  Result<bool> search(std::string_view text) const;
   bool jit() const { return jit_; }
 
  private:
