@@ -39,7 +39,8 @@ FakeEngine::FakeEngine(std::string name, ServiceInventory inventory, bool archiv
       inventory_(std::make_shared<const ServiceInventory>(std::move(inventory))),
       archives_(archives) {}
 
-void FakeEngine::add_image(const std::string& ref, std::map<std::string, std::string> labels) {
+void FakeEngine::add_image(const std::string& ref,
+                           std::map<std::string, std::string> labels) const {
   std::lock_guard<std::mutex> g(mu_);
   images_[full_ref(ref)] = Image{"sha256:" + name_ + "-" + ref, std::move(labels)};
 }

@@ -23,7 +23,8 @@ class FakeEngine : public Engine, public EngineArchives {
   FakeEngine(std::string name, ServiceInventory inventory, bool archives = true);
 
   // ---- what a test sets ----
-  void add_image(const std::string& ref, std::map<std::string, std::string> labels = {});
+  // Const as every engine call: the images are the engine's state (commit and load add them).
+  void add_image(const std::string& ref, std::map<std::string, std::string> labels = {}) const;
   void set_down(bool down) { down_ = down; }  // every call fails kUnavailable, as a dead engine
   void set_held_outside(std::vector<std::string> uuids);
   // How many times `method` was called ("image_exists", "run_container", ...).
