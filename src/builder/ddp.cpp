@@ -9,7 +9,6 @@
 #include "core/flag_checks.h"
 #include "core/random.h"
 #include "core/strings.h"
-#include "docker/client.h"
 #include "gpu/detect.h"
 #include "gpu/partition.h"
 
@@ -117,14 +116,14 @@ gpu::Inventory detect_gpus(const DdpOptions& opts, std::string& vendor) {
 }
 
 // Step 3. The engine, and the lab image on it.
-docker::Client engine_with_image(const DdpOptions& opts, const std::string& image,
-                                 const std::string& vendor) {
-  docker::Client client = connect_engine(opts.docker_host);
-  if (!client.image_exists(image)) {
+docker::LabEngine engine_with_image(const DdpOptions& opts, const std::string& image,
+                                    const std::string& vendor) {
+  docker::LabEngine engine = connect_engine(opts.docker_host);
+  if (!engine.image_exists(image)) {
     throw Exception(Code::kNotFound, "image " + image + " is not on the engine",
                     "build it first: gpulab image build --vendor " + vendor + " -y");
   }
-  return client;
+  return engine;
 }
 
 // The seed's `gpulab train` command line inside the container, teed into the log folder.
@@ -191,20 +190,12 @@ docker::CreateSpec container_spec(const DdpOptions& opts, const DdpGrant& grant,
   return spec;
 }
 
-// Step 5. Create, put the password in (never in the environment: inspect would show it), start;
-// a failure removes what was created.
-std::string start_container(docker::Client& client, const docker::CreateSpec& spec,
+// Step 5. Create, put the password in, start, as the service's containers are made (the
+// adapter's one sequence); a failure removes what was created.
+std::string start_container(const docker::LabEngine& engine, const docker::CreateSpec& spec,
                             const docker::HostAccess& host, const DdpResult& res) {
-  auto id = client.create_container(spec, host);
+  auto id = engine.make_lab_container(spec, res.ssh_password, /*start=*/true, host);
   if (!id.ok()) throw Exception(id.error());
-  Status st = res.ssh_password.empty()
-                  ? ok_status()
-                  : client.put_file(*id, docker::kLabSshPasswordFile, res.ssh_password);
-  if (st) st = client.start_container(*id);
-  if (!st) {
-    (void)client.remove_container(*id, true);
-    throw Exception(st.error());
-  }
   return *id;
 }
 
@@ -228,20 +219,15 @@ void print_interactive(const DdpOptions& opts, const DdpResult& res, std::ostrea
 }
 
 // Step 6b. Script: follow the training's output, then remove the container whatever happened.
-int follow_script(docker::Client& client, const std::string& id, const DdpOptions& opts,
+int follow_script(const docker::LabEngine& engine, const std::string& id, const DdpOptions& opts,
                   const DdpResult& res, std::ostream& out) {
   out << "Started " << res.container << " (" << opts.gpus
       << " ranks); log: " << res.log_file.string() << "\n"
       << std::flush;
-  docker::LogOptions lopt;
-  lopt.follow = true;
-  (void)client.logs_stream(id, lopt, [&](bool, std::string_view chunk) {
-    out << chunk << std::flush;
-    return true;
-  });
-  auto code = client.wait_container(id);
+  auto code =
+      engine.follow_to_exit(id, [&](std::string_view chunk) { out << chunk << std::flush; });
   const int exit_code = code.ok() ? *code : 1;
-  (void)client.remove_container(id, true);
+  (void)engine.remove(id);
   out << "Container " << res.container << " finished with exit code " << exit_code
       << " and was removed\n";
   return exit_code;
@@ -255,10 +241,10 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
   std::string vendor;
   const gpu::Inventory inv = detect_gpus(opts, vendor);
   const std::string image = opts.image.empty() ? vendor + "-lab:latest" : opts.image;
-  docker::Client client = engine_with_image(opts, image, vendor);
+  const docker::LabEngine engine = engine_with_image(opts, image, vendor);
 
   // Step 4. GPUs and the SSH port (multi-node shares the host's network: no port to publish).
-  DdpAllocator alloc(opts, client, inv, out);
+  DdpAllocator alloc(opts, engine, inv, out);
   DdpGrant grant = alloc.allocate(opts.gpus, opts.mode != DdpMode::kScriptMultiNode);
   DdpResult res;
   res.gpu_indices = grant.gpu_indices;
@@ -276,14 +262,14 @@ DdpResult run_ddp(const DdpOptions& opts, std::ostream& out) {
   } guard{alloc, grant, out};
   docker::HostAccess host;
   const docker::CreateSpec spec = container_spec(opts, grant, image, data, logs, res, host);
-  const std::string id = start_container(client, spec, host, res);
+  const std::string id = start_container(engine, spec, host, res);
   guard.armed = false;
 
   if (opts.mode == DdpMode::kInteractive) {
     print_interactive(opts, res, out);
     return res;
   }
-  res.exit_code = follow_script(client, id, opts, res, out);
+  res.exit_code = follow_script(engine, id, opts, res, out);
   alloc.release(grant, out);
   return res;
 }

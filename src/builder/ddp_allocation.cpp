@@ -40,7 +40,7 @@ Exception allocation_failed(int asked, size_t free, const std::string& hint) {
 
 }  // namespace
 
-DdpAllocator::DdpAllocator(const DdpOptions& opts, const docker::Client& engine,
+DdpAllocator::DdpAllocator(const DdpOptions& opts, const docker::LabEngine& engine,
                            const gpu::Inventory& inv, std::ostream& out)
     : opts_(opts), engine_(engine), inv_(inv) {
   if (opts.no_service) {
@@ -59,8 +59,8 @@ DdpAllocator::DdpAllocator(const DdpOptions& opts, const docker::Client& engine,
   }
   // A lease books GPUs of one engine: ddp's own must be one the service books for (a lab
   // service's hosts each have one; /healthz gives their ids).
-  auto info = engine.info();
-  std::string mine = info ? info->id : "";
+  auto id = engine.engine_id();
+  std::string mine = id ? *id : "";
   const auto hosts = health->hosts_of(mine);
   if (hosts.size() > 1)
     throw Exception(Code::kConflict,
@@ -118,9 +118,7 @@ DdpGrant DdpAllocator::allocate(int gpus, bool want_ssh) {
 DdpGrant DdpAllocator::allocate_direct(int gpus, bool want_ssh) {
   // GPUs and ports held by other containers (ddp's by index, the service's by UUID).
   std::set<int> used_gpus, used_ports;
-  docker::ListOptions lo;
-  lo.all = false;
-  if (auto list = engine_.list_containers(lo); list.ok()) {
+  if (auto list = engine_.containers({}, /*all=*/false); list.ok()) {
     for (const auto& c : *list) {
       if (auto it = c.labels.find("gpulab.gpu_indices"); it != c.labels.end())
         for (const auto& s : split(it->second, ','))

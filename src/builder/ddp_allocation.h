@@ -11,7 +11,7 @@
 
 #include "builder/ddp_options.h"
 #include "builder/service_lease.h"
-#include "docker/client.h"
+#include "docker/lab_engine.h"
 #include "gpu/inventory.h"
 
 namespace gpulab::builder {
@@ -33,7 +33,7 @@ class DdpAllocator {
   // Picks the path and says which on `out`: --no-service -> direct; a service URL (--service or
   // $GPULAB_SERVICE) must answer and book for this engine, else it is an error; without one the
   // default URL is tried and ddp goes direct when nothing answers there.
-  DdpAllocator(const DdpOptions& opts, const docker::Client& engine, const gpu::Inventory& inv,
+  DdpAllocator(const DdpOptions& opts, const docker::LabEngine& engine, const gpu::Inventory& inv,
                std::ostream& out);
 
   bool via_service() const { return service_.has_value(); }
@@ -47,7 +47,7 @@ class DdpAllocator {
  private:
   DdpGrant allocate_direct(int gpus, bool want_ssh);
   const DdpOptions& opts_;
-  const docker::Client& engine_;
+  const docker::LabEngine& engine_;
   const gpu::Inventory& inv_;
   std::optional<ServiceClient> service_;
   int service_gpus_ = 0;      // GPUs of the host the service books ddp's lease on

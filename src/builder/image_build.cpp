@@ -10,7 +10,6 @@
 #include "builder/engine.h"
 #include "builder/recipe.h"
 #include "core/strings.h"
-#include "docker/client.h"
 #include "gpu/detect.h"
 
 namespace gpulab::builder {
@@ -21,10 +20,10 @@ namespace {
 
 const char* const kRule = "==========================================";
 
-docker::Client checked_engine(const ImageBuildOptions& opts, std::ostream& out) {
-  docker::Client client = connect_engine(opts.docker_host);
+docker::LabEngine checked_engine(const ImageBuildOptions& opts, std::ostream& out) {
+  docker::LabEngine engine = connect_engine(opts.docker_host);
   out << "Docker environment check passed\n";
-  return client;
+  return engine;
 }
 
 // The seed's vendor detection lines, from gpulab's own discovery.
@@ -84,7 +83,7 @@ std::vector<BuiltImage> build_lab_images(const ImageBuildOptions& opts, std::ist
                                          std::ostream& out) {
   out << kRule << "\n        GPU Lab Image Builder\n" << kRule << "\n";
   auto images = images_dir(opts.recipes).value_or_throw();
-  docker::Client client = checked_engine(opts, out);
+  const docker::LabEngine engine = checked_engine(opts, out);
 
   std::vector<const Recipe*> chosen;
   std::vector<std::string> vendors =
@@ -134,7 +133,7 @@ std::vector<BuiltImage> build_lab_images(const ImageBuildOptions& opts, std::ist
     spec.tags = {image.find(':') == std::string::npos ? image + ":latest" : image};
     if (!opts.base.empty()) spec.build_args["BASE"] = opts.base;
     spec.labels["org.gpulab.recipe"] = r->vendor;
-    auto id = client.build_image(spec, [&](const docker::Progress& p) {
+    auto id = engine.build_image(spec, [&](const docker::Progress& p) {
       if (!opts.quiet_build && !p.stream.empty()) out << p.stream << std::flush;
     });
     fs::remove(ctx);

@@ -57,7 +57,8 @@ TEST(DdpAllocation, DirectPathSkipsWhatContainersHoldAndSaysHowManyAreFree) {
       client, holder(client, "gpulab.gpus", *inv.gpus[2].uuid, opts.ssh_port_base + 11)};
   ASSERT_FALSE(service_one.id.empty());
   std::ostringstream said;
-  DdpAllocator allocator(opts, client, inv, said);
+  const docker::LabEngine engine(client);  // the adapter ddp reaches the engine through
+  DdpAllocator allocator(opts, engine, inv, said);
   EXPECT_FALSE(allocator.via_service());
   EXPECT_NE(said.str().find("directly on the engine (--no-service)"), std::string::npos);
 
@@ -91,7 +92,8 @@ TEST(DdpAllocation, CpuRanksGetNoDevicesAndAmdWithoutRenderNodeIsAnError) {
   opts.no_service = true;
   std::ostringstream said;
   gpu::Inventory none;
-  DdpAllocator cpu(opts, client, none, said);
+  const docker::LabEngine engine(client);
+  DdpAllocator cpu(opts, engine, none, said);
   DdpGrant g = cpu.allocate(2, false);
   EXPECT_TRUE(g.gpu_indices.empty());
   EXPECT_TRUE(g.gpu_requests.empty());
@@ -102,7 +104,7 @@ TEST(DdpAllocation, CpuRanksGetNoDevicesAndAmdWithoutRenderNodeIsAnError) {
   gpu::Inventory amd;
   amd.gpus = {gpu_of(gpu::Vendor::kAmd, 0, "GPU-amd-" + std::to_string(::getpid()))};
   amd.gpus[0].pci_bus_id = "0000:ff:1f.7";  // no such device
-  DdpAllocator on_amd(opts, client, amd, said);
+  DdpAllocator on_amd(opts, engine, amd, said);
   try {
     (void)on_amd.allocate(1, false);
     FAIL() << "an AMD GPU without a render node was granted";

@@ -1,46 +1,51 @@
-// Backup restores in a lab service: a restore goes to the host it names, else where placement
-// puts it (the host with room for its GPUs), and its image is loaded there only; a restore no
-// host has room for loads nothing anywhere.
+// Backup restores in a lab service, on three fake hosts (fake_lab.h; lab1 2 GPUs, lab2 4, lab3 2:
+// where a restore lands is placement, which needs no Docker engine): a restore goes to the host
+// it names, else where placement puts it (the host with room for its GPUs), and its image is
+// loaded there only; a restore no host has room for loads nothing anywhere.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
-#include "lab_hosts.h"
+#include "fake_lab.h"
+#include "service/base/crypto.h"
 #include "service/ops/internal_images.h"
 
 namespace gpulab::service::testing {
 namespace {
 
-class ServiceHostsBackup : public LabHostsTest {
+const std::string kApi = "/api/v1/gpu-docker";
+const std::vector<std::string> kHosts = {"lab1", "lab2", "lab3"};
+
+class HostsBackup : public ::testing::Test {
  protected:
-  // Engines (by index) holding this test's backup image (other tests' may be on the engines).
+  // Engines (by index) holding this test's backup image.
   std::vector<int> engines_with_backup_image() {
     std::vector<int> out;
-    for (int i = 0; i < 3; ++i) {
-      auto images = engines_[i].client->list_images();
-      if (!images) continue;
-      bool has = false;
-      for (const auto& img : *images)
-        for (const auto& tag : img.repo_tags)
-          if (tag == std::string(kBackupRepo) + backup_) has = true;
-      if (has) out.push_back(i);
-    }
+    for (int i = 0; i < 3; ++i)
+      if (lab_.engine(kHosts[i]).image_exists(std::string(kBackupRepo) + backup_)) out.push_back(i);
     return out;
   }
-  HttpResult restore(HttpClient& c, const std::string& name, int gpus, const std::string& host) {
+  bool on_engine(int i, const std::string& name) {
+    return lab_.engine(kHosts[i]).inspect_container(name).ok();
+  }
+  HttpResult restore(const LabClient& c, const std::string& name, int gpus,
+                     const std::string& host) {
     Json body = {
         {"backup_path", "backup_" + backup_ + ".tar"}, {"name", name}, {"gpu_count", gpus}};
     if (!host.empty()) body["host"] = host;
     return c.post_json(kApi + "/restore", body);
   }
+  FakeLab lab_{{{"lab1", 2}, {"lab2", 4}, {"lab3", 2}}};
   const std::string backup_ = "bk" + random_secret(6);
 };
 
-TEST_F(ServiceHostsBackup, RestoreGoesToTheAskedHostOrWhereItsGpusFit) {
-  start(lab_config());
-  if (HasFatalFailure()) return;
-  HttpClient c(svc_->url());
-  ASSERT_TRUE(ok(create(c, "src", 0, "lab1")));
+TEST_F(HostsBackup, RestoreGoesToTheAskedHostOrWhereItsGpusFit) {
+  LabClient c(lab_, "");
+  auto src =
+      c.post_json(kApi + "/create",
+                  {{"name", "src"}, {"image", kFakeImage}, {"gpu_count", 0}, {"host", "lab1"}});
+  ASSERT_TRUE(ok(src)) << src.body;
   auto b = c.post_json(kApi + "/backup", {{"name", "src"}, {"backup_name", backup_}});
   ASSERT_TRUE(ok(b)) << b.body;
   EXPECT_TRUE(engines_with_backup_image().empty());  // the backup is the file

@@ -75,7 +75,8 @@ TEST_F(ServiceHostsLease, DdpOnASecondHostsEngineLeasesThatHostsGpus) {
   std::ostringstream said;
   gpu::Inventory none;  // ddp's own view of GPUs is not asked on the service path
   // ddp on lab2's engine (its unix socket: the engine the service reaches over TLS).
-  builder::DdpAllocator allocator(opts, *engines_[1].client, none, said);
+  const docker::LabEngine lab2(*engines_[1].client);  // the adapter ddp reaches its engine by
+  builder::DdpAllocator allocator(opts, lab2, none, said);
   ASSERT_TRUE(allocator.via_service()) << said.str();
   EXPECT_NE(said.str().find("(host lab2)"), std::string::npos) << said.str();
   builder::DdpGrant g = allocator.allocate(3, /*want_ssh=*/true);

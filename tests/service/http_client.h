@@ -18,6 +18,14 @@ struct HttpResult {
   Json json() const;    // parsed body (null if not JSON)
 };
 
+// Envelope helpers.
+inline bool ok(const HttpResult& r) {
+  return r.status == 200 && r.json().value("success", false);
+}
+inline std::string code(const HttpResult& r) {
+  return r.json().value("error_code", std::string());
+}
+
 class HttpClient {
  public:
   explicit HttpClient(std::string base_url, std::string token = {});

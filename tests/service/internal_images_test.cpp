@@ -221,7 +221,7 @@ TEST_F(InternalImages, SweepKeepsAnImageARequestIsMaking) {
   {
     auto claim = s->image_claims.claim(image);
     // The commit carries the container's labels, this book's id among them, as a recreate's.
-    ASSERT_TRUE(e.commit(name, ImageCommit{"gpulab-recreate", tag, "", "", {}}).ok());
+    ASSERT_TRUE(e.archives()->commit(name, ImageCommit{"gpulab-recreate", tag, "", "", {}}).ok());
     EXPECT_EQ(remove_orphan_images_on(*s, s->hosts[0]->name(), e), 0);
     EXPECT_TRUE(client_->image_exists(image));
   }

@@ -1,5 +1,6 @@
 // The layout of src/service holds: folders include only folders below them (docs/engines.md), and
-// only engine/'s Docker adapter names Docker.
+// only engine/'s Docker adapter names Docker; in all of src/ and apps/, only src/docker and that
+// adapter drive docker::Client (gpulab ddp and image build go through docker/lab_engine.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -65,6 +66,40 @@ TEST(Layout, OnlyTheDockerAdapterNamesDocker) {
     EXPECT_EQ(text.find("#include \"docker/"), std::string::npos) << path;
     EXPECT_EQ(text.find("docker::"), std::string::npos) << path;
   }
+}
+
+// Every .h and .cpp under src/ and apps/, by path relative to the source tree.
+std::map<std::string, std::string> product_sources() {
+  std::map<std::string, std::string> out;
+  const fs::path root(GPULAB_SOURCE_DIR);
+  for (const char* top : {"src", "apps"})
+    for (const auto& e : fs::recursive_directory_iterator(root / top)) {
+      auto ext = e.path().extension();
+      if (ext != ".h" && ext != ".cpp") continue;
+      std::ifstream in(e.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      out[fs::relative(e.path(), root).string()] = text.str();
+    }
+  return out;
+}
+
+TEST(Layout, OnlyTheDockerEngineAdapterUsesTheDockerClient) {
+  auto sources = product_sources();
+  ASSERT_GT(sources.size(), 200u);
+  int users = 0;
+  for (const auto& [path, text] : sources) {
+    const bool uses = text.find("docker::Client") != std::string::npos ||
+                      text.find("#include \"docker/client.h\"") != std::string::npos;
+    if (!uses) continue;
+    ++users;
+    const bool allowed =
+        path.rfind("src/docker/", 0) == 0 || path.rfind("src/service/engine/docker_engine", 0) == 0;
+    EXPECT_TRUE(allowed) << path
+                         << " drives docker::Client: go through the Docker engine adapter "
+                            "(docker/lab_engine.h, or the service's Engine)";
+  }
+  EXPECT_GT(users, 0) << "the scan found no user at all: is GPULAB_SOURCE_DIR right?";
 }
 
 }  // namespace

@@ -1,39 +1,32 @@
-// Quotas against the real service and dockerd: a race of 50 concurrent creates under a 3-GPU
-// limit, every kind of limit refused with QUOTA_EXCEEDED and nothing made, admins-only setting
-// through the API and the CLI, usage in status/list, and GPU-seconds on /metrics.
+// Quotas through the service's API on fake engines (fake_lab.h: quota arithmetic needs no Docker
+// engine): a race of 50 concurrent creates under a 3-GPU limit, every kind of limit refused with
+// QUOTA_EXCEEDED and nothing made, admins-only setting through the API and the CLI, usage in
+// status/list, and GPU-seconds on /metrics.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
 #include "core/subprocess.h"
-#include "service_env.h"
+#include "fake_lab.h"
 
 namespace gpulab::service::testing {
 namespace {
 
-class Quota : public ServiceTest {};
-
 const std::string kApi = "/api/v1/gpu-docker";
 
-Json eight_gpu_config(const std::string& host, int base) {
-  Json cfg = four_gpu_config(host, base);
-  Json gpus = Json::array();
-  for (int i = 0; i < 8; ++i)
-    gpus.push_back({{"uuid", "GPU-fake-" + std::to_string(i)},
-                    {"index", i},
-                    {"vendor", "nvidia"},
-                    {"numa_node", i / 4}});
-  cfg["gpus"] = gpus;
-  cfg["auth_required"] = true;
-  return cfg;
+// One host of eight GPUs, tokens required.
+std::unique_ptr<FakeLab> eight_gpu_lab() {
+  return std::make_unique<FakeLab>(std::vector<FakeLab::HostSpec>{{"", 8}},
+                                   [](ServiceConfig& cfg) { cfg.auth_required = true; });
 }
 
-TEST_F(Quota, FiftyConcurrentCreatesUnderAThreeGpuLimit) {
-  start_service(eight_gpu_config(engine_->host, unique_port_base()));
-  if (HasFatalFailure() || IsSkipped()) return;
-  HttpClient admin(svc_->url(), svc_->add_user("boss", true));
-  std::string alice = svc_->add_user("alice", false);
+const std::string kPrefix = "q";  // the containers' names start with it
+
+TEST(Quota, FiftyConcurrentCreatesUnderAThreeGpuLimit) {
+  auto lab = eight_gpu_lab();
+  LabClient admin(*lab, lab->add_user("boss", true));
+  std::string alice = lab->add_user("alice", false);
   auto set = admin.post_json(kApi + "/quotas", {{"user", "alice"}, {"max_gpus", 3}});
   ASSERT_TRUE(ok(set)) << set.body;
   EXPECT_EQ(set.json()["data"]["limits"]["max_gpus"], 3);
@@ -44,10 +37,10 @@ TEST_F(Quota, FiftyConcurrentCreatesUnderAThreeGpuLimit) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kCreates; ++i)
     threads.emplace_back([&, i] {
-      HttpClient c(svc_->url(), alice);
+      LabClient c(*lab, alice);
       auto r = c.post_json(
           kApi + "/create",
-          {{"name", prefix_ + "-r" + std::to_string(i)}, {"image", kBoxImage}, {"gpu_count", 1}});
+          {{"name", kPrefix + "-r" + std::to_string(i)}, {"image", kFakeImage}, {"gpu_count", 1}});
       if (ok(r)) {
         ++created;
       } else if (code(r) == "QUOTA_EXCEEDED") {
@@ -69,9 +62,9 @@ TEST_F(Quota, FiftyConcurrentCreatesUnderAThreeGpuLimit) {
       EXPECT_NE(h.find("in use 3 of 3 GPUs"), std::string::npos) << h;
     }
   }
-  EXPECT_EQ(engine_managed_count(prefix_), 3);
+  EXPECT_EQ(lab->engine_container_count(kPrefix), 3);
 
-  HttpClient ac(svc_->url(), alice);
+  LabClient ac(*lab, alice);
   auto status = ac.get(kApi + "/status");
   ASSERT_TRUE(ok(status)) << status.body;
   EXPECT_EQ(status.json()["data"]["used_gpu_indices"].size(), 3u);
@@ -86,29 +79,28 @@ TEST_F(Quota, FiftyConcurrentCreatesUnderAThreeGpuLimit) {
   EXPECT_NE(metrics.body.find("gpulab_gpu_seconds_total{user=\"alice\"}"), std::string::npos)
       << metrics.body;
   EXPECT_NE(metrics.body.find("gpulab_container_gpu_seconds_total{user=\"alice\",container=\"" +
-                              prefix_ + "-r"),
+                              kPrefix + "-r"),
             std::string::npos);
 
   // A 0-GPU container still fits; deleting one frees a GPU for the next.
   auto zero = ac.post_json(kApi + "/create",
-                           {{"name", prefix_ + "-zero"}, {"image", kBoxImage}, {"gpu_count", 0}});
+                           {{"name", kPrefix + "-zero"}, {"image", kFakeImage}, {"gpu_count", 0}});
   EXPECT_TRUE(ok(zero)) << zero.body;
   std::string first = list.json()["data"]["containers"][0]["name"];
   ASSERT_TRUE(ok(ac.post_json(kApi + "/delete", {{"name", first}})));
-  auto again = ac.post_json(kApi + "/create",
-                            {{"name", prefix_ + "-again"}, {"image", kBoxImage}, {"gpu_count", 1}});
+  auto again = ac.post_json(
+      kApi + "/create", {{"name", kPrefix + "-again"}, {"image", kFakeImage}, {"gpu_count", 1}});
   EXPECT_TRUE(ok(again)) << again.body;
   // Growing a container past the limit through update-resources is refused too.
   auto grow =
-      ac.post_json(kApi + "/update-resources", {{"name", prefix_ + "-zero"}, {"gpu_count", 1}});
+      ac.post_json(kApi + "/update-resources", {{"name", kPrefix + "-zero"}, {"gpu_count", 1}});
   EXPECT_EQ(code(grow), "QUOTA_EXCEEDED") << grow.body;
 }
 
-TEST_F(Quota, EveryLimitRefusesAndOnlyAdminsSetThem) {
-  start_service(eight_gpu_config(engine_->host, unique_port_base()));
-  if (HasFatalFailure() || IsSkipped()) return;
-  HttpClient admin(svc_->url(), svc_->add_user("boss", true));
-  HttpClient bob(svc_->url(), svc_->add_user("bob", false));
+TEST(Quota, EveryLimitRefusesAndOnlyAdminsSetThem) {
+  auto lab = eight_gpu_lab();
+  LabClient admin(*lab, lab->add_user("boss", true));
+  LabClient bob(*lab, lab->add_user("bob", false));
   // Users read their own quota but may not set any.
   EXPECT_TRUE(ok(bob.get(kApi + "/quotas")));
   EXPECT_EQ(code(bob.post_json(kApi + "/quotas", {{"user", "bob"}, {"max_gpus", 99}})),
@@ -120,11 +112,11 @@ TEST_F(Quota, EveryLimitRefusesAndOnlyAdminsSetThem) {
     EXPECT_EQ(code(admin.post_json(kApi + "/quotas", bad)), "INVALID_REQUEST") << bad.dump();
 
   // The default for everyone, set through the CLI on the same book, then bob's own override.
-  auto cli = run_process({GPULAB_BINARY, "serve", "--db", svc_->db_path().string(), "--set-quota",
+  auto cli = run_process({GPULAB_BINARY, "serve", "--db", lab->db_path().string(), "--set-quota",
                           "*:max_containers=2,max_cpus=3,max_memory=512m"});
   ASSERT_TRUE(cli.ok() && cli->success()) << (cli.ok() ? cli->err : "");
   auto bad_cli = run_process(
-      {GPULAB_BINARY, "serve", "--db", svc_->db_path().string(), "--set-quota", "nouser-no-colon"});
+      {GPULAB_BINARY, "serve", "--db", lab->db_path().string(), "--set-quota", "nouser-no-colon"});
   ASSERT_TRUE(bad_cli.ok());
   EXPECT_EQ(bad_cli->exit_code, 2);
   EXPECT_NE(bad_cli->err.find("hint:"), std::string::npos) << bad_cli->err;
@@ -133,7 +125,7 @@ TEST_F(Quota, EveryLimitRefusesAndOnlyAdminsSetThem) {
   EXPECT_EQ(q["limits"]["max_memory_bytes"], 512ll << 20);
 
   auto create = [&](const std::string& n, Json extra) {
-    Json j = {{"name", prefix_ + n}, {"image", kBoxImage}};
+    Json j = {{"name", kPrefix + n}, {"image", kFakeImage}};
     j.update(extra);
     return bob.post_json(kApi + "/create", j);
   };
@@ -150,9 +142,9 @@ TEST_F(Quota, EveryLimitRefusesAndOnlyAdminsSetThem) {
   auto third = create("-e", {{"cpus", "0.1"}, {"memory", "8m"}});
   EXPECT_EQ(code(third), "QUOTA_EXCEEDED");
   EXPECT_NE(third.body.find("containers"), std::string::npos);
-  auto upd = bob.post_json(kApi + "/update-resources", {{"name", prefix_ + "-a"}, {"cpus", "3"}});
+  auto upd = bob.post_json(kApi + "/update-resources", {{"name", kPrefix + "-a"}, {"cpus", "3"}});
   EXPECT_EQ(code(upd), "QUOTA_EXCEEDED") << upd.body;
-  EXPECT_EQ(engine_managed_count(prefix_), 2);
+  EXPECT_EQ(lab->engine_container_count(kPrefix), 2);
 
   // bob's own limit lifts the default's container cap; the GPU-hour limit refuses GPUs only.
   ASSERT_TRUE(ok(admin.post_json(kApi + "/quotas", {{"user", "bob"},

@@ -57,12 +57,4 @@ long reconcile_passes(HttpClient& c);
 // moment, none is missed); -1 when absent.
 long event_watchers_started(HttpClient& c);
 
-// Envelope helpers.
-inline bool ok(const HttpResult& r) {
-  return r.status == 200 && r.json().value("success", false);
-}
-inline std::string code(const HttpResult& r) {
-  return r.json().value("error_code", std::string());
-}
-
 }  // namespace gpulab::service::testing

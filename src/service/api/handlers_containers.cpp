@@ -115,12 +115,11 @@ ApiReply status(Service& s, Who who) {
 ApiReply create(Service& s, Req req, Who who) {
   Json j = parse_request(req.body, create_schema());
   CreateOptions o;
-  o.name = j["name"].get<std::string>();
-  check_name(o.name, "container name");
+  o.name = j["name"].get<std::string>();  // checked by create_container, for every caller
   o.owner = who.user;
   o.spec = apply_spec_fields(j, ContainerSpec{});
   o.spec.image = j["image"].get<std::string>();
-  if (j.contains("host")) o.host = asked_host(s, j["host"].get<std::string>()).name();
+  o.host = j.value("host", std::string());  // resolved once, where the image is asked
   auto out = create_container(s, o);
   return ApiReply::ok("Container created successfully", created_json(out, s));
 }
@@ -200,7 +199,7 @@ ApiReply logs(Service& s, Req req, Who who) {
   } else {
     lo.tail = 200;
   }
-  auto out = s.engine_of(c).logs(c.docker_id.empty() ? c.name : c.docker_id, lo);
+  auto out = s.engine_of(c).logs(c.engine_ref(), lo);
   if (!out) throw_engine_error(out.error());
   return ApiReply::ok("Container logs retrieved successfully",
                       {{"name", c.name}, {"stdout", out->out}, {"stderr", out->err}});
@@ -208,7 +207,7 @@ ApiReply logs(Service& s, Req req, Who who) {
 
 ApiReply stats(Service& s, Req req, Who who) {
   ContainerRecord c = require_container(s, who, query_param(req, "name"));
-  auto st = s.engine_of(c).usage(c.docker_id.empty() ? c.name : c.docker_id);
+  auto st = s.engine_of(c).usage(c.engine_ref());
   if (!st) throw_engine_error(st.error());
   Json gpus = Json::array();
   auto samples = s.sample_gpus();

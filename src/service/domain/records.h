@@ -45,6 +45,9 @@ struct ContainerRecord {
   std::string created_at, updated_at;
   std::vector<int> gpu_indices() const;
   std::vector<std::string> gpu_uuids() const;
+  // What its engine knows it by: its id once made, else its name (a create cut off before the
+  // id was booked).
+  const std::string& engine_ref() const { return docker_id.empty() ? name : docker_id; }
 };
 
 struct UserRecord {

@@ -24,7 +24,8 @@ EngineContainer from_summary(docker::ContainerSummary c) {
 
 DockerEngine::DockerEngine(docker::Client client, ServiceConfig config, ServiceInventory inventory,
                            std::string bind_ip)
-    : client_(std::move(client)),
+    : client_(client),
+      lab_(std::move(client)),
       config_(std::move(config)),
       inventory_(std::make_shared<const ServiceInventory>(std::move(inventory))),
       bind_ip_(std::move(bind_ip)) {}
@@ -42,10 +43,10 @@ Result<std::string> DockerEngine::engine_id() const {
     std::lock_guard<std::mutex> g(id_mu_);
     if (!id_.empty()) return id_;
   }
-  auto info = client_.info();
-  if (!info) return info.error();
+  auto id = lab_.engine_id();
+  if (!id) return id.error();
   std::lock_guard<std::mutex> g(id_mu_);
-  id_ = info->id;
+  id_ = *id;
   return id_;
 }
 
@@ -91,31 +92,15 @@ docker::CreateSpec DockerEngine::create_spec(const LabContainer& spec) const {
   return cs;
 }
 
-// The password goes in as a file before the start (the lab entrypoint applies and deletes it),
-// so the engine's inspect never shows it.
+// The sequence (create, password file, start, removed on failure) is the one gpulab ddp uses too.
 Result<std::string> DockerEngine::create_container(const LabContainer& spec,
                                                    const std::string& ssh_password) const {
-  auto id = client_.create_container(create_spec(spec));
-  if (!id) return id.error();
-  auto st = ssh_password.empty() ? ok_status()
-                                 : client_.put_file(*id, docker::kLabSshPasswordFile, ssh_password);
-  if (!st) {
-    (void)client_.remove_container(*id, true);
-    return st.error();
-  }
-  return *id;
+  return lab_.make_lab_container(create_spec(spec), ssh_password, /*start=*/false);
 }
 
 Result<std::string> DockerEngine::run_container(const LabContainer& spec,
                                                 const std::string& ssh_password) const {
-  auto id = create_container(spec, ssh_password);
-  if (!id) return id.error();
-  auto st = client_.start_container(*id);
-  if (!st) {
-    (void)client_.remove_container(*id, true);
-    return st.error();
-  }
-  return *id;
+  return lab_.make_lab_container(create_spec(spec), ssh_password, /*start=*/true);
 }
 
 Status DockerEngine::start_container(const std::string& ref) const {

@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "docker/client.h"
+#include "docker/lab_engine.h"
 #include "service/engine/engine.h"
 
 namespace gpulab::service {
 
-class DockerEngine : public Engine {
+// Docker keeps snapshots (commit) and image archives (save, load): it has that capability too.
+class DockerEngine : public Engine, public EngineArchives {
  public:
   // `config` says how GPUs are attached (device_mode, AMD paths); `inventory` is this host's.
   // Published ports bind on `bind_ip` of the engine's machine.
@@ -47,12 +49,14 @@ class DockerEngine : public Engine {
                           const std::vector<std::string>& cmd) const override;
 
   bool image_exists(const std::string& ref) const override;
-  Result<std::string> commit(const std::string& container,
-                             const ImageCommit& commit) const override;
   Result<EngineImage> inspect_image(const std::string& ref) const override;
   Result<std::vector<EngineImage>> list_images(
       const std::vector<std::string>& labels) const override;
   Status remove_image(const std::string& ref) const override;
+
+  const EngineArchives* archives() const override { return this; }
+  Result<std::string> commit(const std::string& container,
+                             const ImageCommit& commit) const override;
   Status save_image(const std::string& ref,
                     const std::function<bool(std::string_view)>& sink) const override;
   Result<std::vector<std::string>> load_images(
@@ -75,6 +79,7 @@ class DockerEngine : public Engine {
   Result<std::string> fetch_probe_tree(const std::string& id, const GpuProbe& probe) const;
 
   docker::Client client_;
+  docker::LabEngine lab_;  // the lab-container sequence gpulab ddp shares (same transport)
   ServiceConfig config_;
   mutable std::mutex inventory_mu_;
   // Replaced whole by a probe (a const call, as every engine call: the GPUs are its state).

@@ -7,15 +7,6 @@
 
 namespace gpulab::service {
 
-bool valid_user_name(const std::string& name) {
-  if (name.empty() || name.size() > 64 || !std::isalnum(static_cast<unsigned char>(name[0])))
-    return false;
-  for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-')
-      return false;
-  return true;
-}
-
 Principal Auth::authenticate(const std::string& authorization) const {
   if (authorization.empty()) {
     if (required_)
@@ -77,11 +68,6 @@ void Auth::seed_users(const std::vector<UserSeed>& users) {
       if (!store_.user_for_token(s.token_sha256)) store_.add_token(id, s.token_sha256);
     });
   }
-}
-
-void require_owner(const Principal& p, const std::string& owner, const std::string& what) {
-  if (p.admin || p.user == owner) return;
-  throw ApiError(ApiCode::kForbidden, what + " belongs to another user");
 }
 
 }  // namespace gpulab::service

@@ -5,14 +5,10 @@
 #include <string>
 
 #include "service/base/config.h"
+#include "service/domain/principal.h"
 #include "service/store/store.h"
 
 namespace gpulab::service {
-
-struct Principal {
-  std::string user;
-  bool admin = false;
-};
 
 // The user name an unauthenticated request acts as when tokens are not required (loopback only).
 inline constexpr const char* kLocalUser = "local";
@@ -44,11 +40,5 @@ class Auth {
   Store& store_;
   bool required_;
 };
-
-// Valid user names: 1-64 of [A-Za-z0-9_.-], starting alphanumeric.
-bool valid_user_name(const std::string& name);
-
-// Throws FORBIDDEN unless `p` owns `owner`'s objects (or is an admin).
-void require_owner(const Principal& p, const std::string& owner, const std::string& what);
 
 }  // namespace gpulab::service

@@ -45,12 +45,10 @@ struct Placement {
 Placement place(Service& s, const CreateOptions& o, const std::set<std::string>& used,
                 const std::vector<Host*>& with_image) {
   std::vector<Host*> candidates;
-  if (!o.host.empty()) {
-    candidates.push_back(&asked_host(s, o.host));
-  } else {
-    for (Host* h : with_image)
-      if (s.usable(*h)) candidates.push_back(h);
-  }
+  for (Host* h : with_image)
+    if (s.usable(*h)) candidates.push_back(h);
+  // The asked host went down since it was asked: its 503.
+  if (candidates.empty() && !o.host.empty()) (void)s.engine_on(o.host);
   Placement best;
   long best_free = 0;
   size_t free_up = 0, largest = 0;
@@ -89,23 +87,24 @@ Placement place(Service& s, const CreateOptions& o, const std::set<std::string>&
                      "/api/v1/gpu-docker/status (available_gpus) and delete unused containers");
 }
 
-// Hosts that are up, answer within host_answer_seconds and hold the image (the service never
-// pulls); asked before the allocation lock, so the engine round trips of one create do not hold
-// up the others.
+}  // namespace
+
 std::vector<Host*> hosts_with_image(Service& s, const CreateOptions& o) {
-  std::vector<Host*> out;
-  if (!o.host.empty()) return out;
   const std::string image = o.spec.image;
-  auto got = ask_hosts<bool>(s, [image](const Host&, const Engine& e) {
-    return image == "(lease)" || e.image_exists(image);
-  });
+  const bool lease = image == "(lease)";  // a lease runs no image of its own
+  if (!o.host.empty()) {
+    Host& h = asked_host(s, o.host);
+    if (lease || s.engine_on(o.host).image_exists(image)) return {&h};
+    return {};
+  }
+  auto got = ask_hosts<bool>(
+      s, [image, lease](const Host&, const Engine& e) { return lease || e.image_exists(image); });
+  std::vector<Host*> out;
   for (const auto& h : s.hosts)
     if (auto it = got.answers.find(h->name()); it != got.answers.end() && it->second)
       out.push_back(h.get());
   return out;
 }
-
-}  // namespace
 
 int choose_host_ports(Service& s, const Host& h, const std::vector<PortMapping>& ports,
                       bool with_ssh) {
@@ -162,8 +161,9 @@ std::string choose_host(Service& s, const CreateOptions& o) {
   return place(s, o, gpus_in_use(s, std::move(outside)), up).host->name();
 }
 
-Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh) {
-  const std::vector<Host*> with_image = hosts_with_image(s, o);
+Allocation allocate(Service& s, const CreateOptions& o, const std::string& state, bool with_ssh,
+                    const std::vector<Host*>* asked) {
+  const std::vector<Host*> with_image = asked ? *asked : hosts_with_image(s, o);
   // GPUs a ddp run outside the service holds are not free either (asked only when needed, and
   // before the allocation lock: a slow host must not hold up every other booking).
   std::set<std::string> outside;

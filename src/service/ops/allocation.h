@@ -29,9 +29,15 @@ struct Allocation {
 // "pack", the emptiest under "spread"), then GPUs and ports there (the SSH port unless !with_ssh,
 // and the spec's user ports) and records them with a row in `state`, in one transaction under the
 // allocation lock (the bind probes and the inserts must not interleave with another request).
-// GPU_ALLOCATION_FAILED, PORT_CONFLICT, PORT_EXHAUSTED, NAME_CONFLICT.
+// `with_image`: the hosts hosts_with_image() found, when the caller asked already; null: asked
+// here. GPU_ALLOCATION_FAILED, PORT_CONFLICT, PORT_EXHAUSTED, NAME_CONFLICT.
 Allocation allocate(Service& s, const CreateOptions& opts, const std::string& state,
-                    bool with_ssh = true);
+                    bool with_ssh = true, const std::vector<Host*>* with_image = nullptr);
+// The hosts `opts` may be placed on, each asked once whether it holds the image (the service
+// never pulls): the asked host alone (resolved here: asked_host's errors), else every host that
+// is up and answers within host_answer_seconds. Ask before the allocation lock, so the engine
+// round trips of one create do not hold up the others. Empty: no such host has the image.
+std::vector<Host*> hosts_with_image(Service& s, const CreateOptions& opts);
 
 // On host `h`: the user's host `ports` checked free there and, with_ssh, an SSH port chosen (0
 // without). PORT_CONFLICT (saying which ports rest and for how long), PORT_EXHAUSTED. Call under

@@ -71,6 +71,8 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
                          const std::string& backup_name) {
   check_name(backup_name, "backup_name");
   ContainerRecord c = require_container(s, who, container);
+  // Refused before a backup row exists where the engine keeps no image archives.
+  (void)require_archives(s.engine_of(c), "backups");
   std::string path = backup_file_path(s.config, backup_name);
   std::error_code ec;
   fs::create_directories(s.config.backup_dir, ec);
@@ -102,7 +104,7 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
       cs.tag = backup_name;
       cs.comment = "gpulab backup of " + c.name;
       cs.labels = {{"gpulab.backup", backup_name}, {"gpulab.backup.source", c.name}};
-      auto img = s.engine_of(c).commit(c.docker_id.empty() ? c.name : c.docker_id, cs);
+      auto img = require_archives(s.engine_of(c), "backups").commit(c.engine_ref(), cs);
       if (!img) throw_engine_error(img.error());
     }
     if (auto info = s.engine_of(c).inspect_image(image)) {
@@ -115,15 +117,16 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     (*writer)->expect_bytes(static_cast<uint64_t>(std::max<std::int64_t>(rec.bytes_total, 0)));
     Status write_status = ok_status();
     std::int64_t next_mark = kProgressStep;
-    auto saved = s.engine_of(c).save_image(image, [&](std::string_view chunk) {
-      write_status = (*writer)->write(chunk.data(), chunk.size());
-      if (!write_status) return false;
-      if ((*writer)->bytes() >= next_mark) {
-        s.store->set_backup_progress(backup_name, (*writer)->bytes());
-        next_mark += kProgressStep;
-      }
-      return true;
-    });
+    auto saved =
+        require_archives(s.engine_of(c), "backups").save_image(image, [&](std::string_view chunk) {
+          write_status = (*writer)->write(chunk.data(), chunk.size());
+          if (!write_status) return false;
+          if ((*writer)->bytes() >= next_mark) {
+            s.store->set_backup_progress(backup_name, (*writer)->bytes());
+            next_mark += kProgressStep;
+          }
+          return true;
+        });
     if (!write_status) throw_backup_error(write_status.error());  // why the save stopped
     if (!saved) throw_engine_error(saved.error());
     BackupManifest m;
@@ -186,15 +189,17 @@ CreateOutcome restore_backup(Service& s, const Principal& who, const Json& req) 
   } closer{fd};
   std::int64_t left = m->image_bytes;
   off_t off = kImageOffset;
-  auto loaded = engine.load_images(m->image_bytes, [&](char* buf, size_t cap) -> Result<size_t> {
-    if (left <= 0) return size_t{0};
-    size_t n = static_cast<size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(cap)));
-    ssize_t r = ::pread(fd, buf, n, off);
-    if (r <= 0) return Error{Code::kInternal, "read " + path};
-    left -= r;
-    off += r;
-    return static_cast<size_t>(r);
-  });
+  auto loaded = require_archives(engine, "backup restores")
+                    .load_images(m->image_bytes, [&](char* buf, size_t cap) -> Result<size_t> {
+                      if (left <= 0) return size_t{0};
+                      size_t n = static_cast<size_t>(
+                          std::min<std::int64_t>(left, static_cast<std::int64_t>(cap)));
+                      ssize_t r = ::pread(fd, buf, n, off);
+                      if (r <= 0) return Error{Code::kInternal, "read " + path};
+                      left -= r;
+                      off += r;
+                      return static_cast<size_t>(r);
+                    });
   if (!loaded && loaded.error().code == Code::kDataError)
     throw ApiError(ApiCode::kBackupCorrupt,
                    "The engine refused the image archive: " + loaded.error().message);

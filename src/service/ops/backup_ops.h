@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "service/http/auth.h"
+#include "service/domain/principal.h"
 #include "service/ops/container_ops.h"
 
 namespace gpulab::service {

@@ -49,30 +49,27 @@ LabContainer engine_spec(Service& s, const std::string& name, const std::string&
 
 namespace {
 
-// `host`: the one asked for; empty: any host that is up (placement then picks one holding it).
-void check_image(Service& s, const std::string& image, bool internal, const std::string& host) {
-  if (!internal) {
-    if (is_internal_image(image))
-      throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is internal to the service",
-                     "use restore-snapshot or restore");
-    if (!image_allowed(image, s.config.image_allowlist))
-      throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not in the allowlist",
-                     "allowed: " + join(s.config.image_allowlist, ", "));
-  }
-  bool found = false;
-  if (!host.empty() || s.hosts.size() <= 1) {
-    found = (host.empty() ? s.engine() : s.engine_on(host)).image_exists(image);
-  } else {
-    // Every host at once, within host_answer_seconds: one that hangs holds up no create.
-    auto got =
-        ask_hosts<bool>(s, [image](const Host&, const Engine& e) { return e.image_exists(image); });
-    for (const auto& [h, has] : got.answers) found = found || has;
-  }
-  // A host that hung on the question was marked so meanwhile: its 503, not "no such image".
-  if (!found && !host.empty()) (void)s.engine_on(host);
-  if (!found)
-    throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not on the engine",
-                   "the service never pulls; build or load the image on this host first");
+// Whether a create may run `image` at all (no engine asked): not internal, in the allowlist.
+void check_image_allowed(Service& s, const std::string& image, bool internal) {
+  if (internal) return;
+  if (is_internal_image(image))
+    throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is internal to the service",
+                   "use restore-snapshot or restore");
+  if (!image_allowed(image, s.config.image_allowlist))
+    throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not in the allowlist",
+                   "allowed: " + join(s.config.image_allowlist, ", "));
+}
+
+// `with_image`: the hosts that hold the image (hosts_with_image); none: the create is refused.
+void require_image_somewhere(Service& s, const std::string& image,
+                             const std::vector<Host*>& with_image, const std::string& host) {
+  if (!with_image.empty()) return;
+  // A host that hung on the question was marked so meanwhile: its 503, not "no such image"; so
+  // is the one engine of a lab without hosts that never answered.
+  if (!host.empty()) (void)s.engine_on(host);
+  if (s.hosts.size() <= 1) (void)s.engine();
+  throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not on the engine",
+                 "the service never pulls; build or load the image on this host first");
 }
 
 // Creates and starts the engine container for an allocated row; on failure the engine removes
@@ -145,11 +142,14 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
   // scaling figures in docs/engines.md come from it.
   PhaseTimer phases(s.metrics, "create_phase", "phase");
   check_name(o.name, "container name");
-  check_image(s, o.spec.image, o.internal_image, o.host);
+  check_image_allowed(s, o.spec.image, o.internal_image);
+  // Each host asked about the image once; the asked host resolved once, here.
+  const std::vector<Host*> with_image = hosts_with_image(s, o);
+  require_image_somewhere(s, o.spec.image, with_image, o.host);
   auto lock = s.lock_container(o.name);
   if (!s.store->find_container(o.name)) free_engine_name(s, o.name);
   phases.lap("check");
-  Allocation a = allocate(s, o, state::kCreating);
+  Allocation a = allocate(s, o, state::kCreating, true, &with_image);
   phases.lap("place");
   CreateOutcome out;
   out.ssh_password = o.spec.ssh_public_key.empty() ? random_secret(20) : std::string();
@@ -210,21 +210,19 @@ ContainerRecord require_container(Service& s, const Principal& who, const std::s
 }
 
 void start_container(Service& s, const ContainerRecord& c) {
-  auto st = s.engine_of(c).start_container(c.docker_id.empty() ? c.name : c.docker_id);
+  auto st = s.engine_of(c).start_container(c.engine_ref());
   if (!st) throw_engine_error(st.error());
   s.store->set_state(c.id, state::kRunning);
 }
 
 void stop_container(Service& s, const ContainerRecord& c) {
-  auto st = s.engine_of(c).stop_container(c.docker_id.empty() ? c.name : c.docker_id,
-                                          s.config.stop_timeout_seconds);
+  auto st = s.engine_of(c).stop_container(c.engine_ref(), s.config.stop_timeout_seconds);
   if (!st) throw_engine_error(st.error());
   s.store->set_state(c.id, state::kExited);
 }
 
 void restart_container(Service& s, const ContainerRecord& c) {
-  auto st = s.engine_of(c).restart_container(c.docker_id.empty() ? c.name : c.docker_id,
-                                             s.config.stop_timeout_seconds);
+  auto st = s.engine_of(c).restart_container(c.engine_ref(), s.config.stop_timeout_seconds);
   if (!st) throw_engine_error(st.error());
   s.store->set_state(c.id, state::kRunning);
 }
@@ -234,7 +232,7 @@ void delete_container(Service& s, const ContainerRecord& c) {
   const Engine& engine = s.engine_of(c);
   s.store->set_state(c.id, state::kDeleting);  // intent: a crash mid-way is finished at restart
   meter_tick(*s.store, s.clock->now());        // charge its GPUs up to their release
-  auto st = engine.remove_container(c.docker_id.empty() ? c.name : c.docker_id);
+  auto st = engine.remove_container(c.engine_ref());
   if (!st && st.error().code != Code::kNotFound) {
     // Refused: the row as it was, so the reconciler never finishes a delete the API refused.
     // Had the engine removed it after all, the reconciler releases the row as gone.
@@ -254,16 +252,16 @@ namespace {
 // it was; after it, the reconciler completes the recreate (the old container is gone).
 void recreate_with_gpus(Service& s, const ContainerRecord& c, const Engine& engine,
                         ContainerSpec spec) {
-  const std::string ref = c.docker_id.empty() ? c.name : c.docker_id;
+  const std::string ref = c.engine_ref();
   // Unique even for two recreates in one second: a reused tag would move off the image the
   // old container runs, leaving that image untagged and never removed.
   std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
   auto claim = s.image_claims.claim(kRecreateRepo + tag);  // until the booking below owns it
-  auto img = engine.commit(ref, ImageCommit{"gpulab-recreate",
-                                            tag,
-                                            "gpulab recreate",
-                                            "gpulab",
-                                            {{"gpulab.recreate.source", c.name}}});
+  auto img = engine.archives()->commit(ref, ImageCommit{"gpulab-recreate",
+                                                        tag,
+                                                        "gpulab recreate",
+                                                        "gpulab",
+                                                        {{"gpulab.recreate.source", c.name}}});
   if (!img) {
     s.store->set_spec(c.id, c.spec);
     throw_engine_error(img.error());
@@ -324,6 +322,10 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
   // Its host first: one that is down refuses (503) before the book changes.
   const Engine& engine = s.engine_of(c);
   ContainerSpec spec = apply_spec_fields(req, c.spec);
+  // A GPU count change recreates from a commit: refused before the book changes where the
+  // engine keeps none (recreate_with_gpus relies on this).
+  if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count)
+    (void)require_archives(engine, "a GPU count change");
   ResourceChange u;
   bool engine_update = false;
   if (req.contains("cpus")) {
@@ -351,7 +353,7 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     });
   }
   if (engine_update) {
-    auto st = engine.update_container(c.docker_id.empty() ? c.name : c.docker_id, u);
+    auto st = engine.update_container(c.engine_ref(), u);
     if (!st) {
       s.store->set_spec(c.id, c.spec);
       throw_engine_error(st.error());

@@ -21,8 +21,10 @@ ServiceInventory first_inventory(const ServiceConfig& engine_config, bool probed
 
 }  // namespace
 
-Host::Host(HostConfig config, const ServiceConfig& service)
-    : config_(std::move(config)), engine_config_(service) {
+Host::Host(HostConfig config, const ServiceConfig& service, EngineOpener open)
+    : config_(std::move(config)),
+      open_(open ? std::move(open) : EngineOpener(open_host_engine)),
+      engine_config_(service) {
   // The empty URL of a lab without hosts means $DOCKER_HOST or the local socket, as before.
   const auto url = parse_host_url(config_.url);
   local_ = !url || !url->tcp;
@@ -111,8 +113,8 @@ void Host::set_down(const std::string& why) {
 Status Host::connect() {
   if (engine()) return ok_status();
   // A call that finds the engine hung marks this host so at once, not at the next ping.
-  auto e = open_host_engine(engine_config_, config_, *inventory_,
-                            [this](const std::string& why) { mark_unresponsive(why); });
+  auto e = open_(engine_config_, config_, *inventory_,
+                 [this](const std::string& why) { mark_unresponsive(why); });
   if (!e) {
     set_down(e.error().message);
     return e.error();

@@ -19,7 +19,8 @@ namespace gpulab::service {
 
 class Host {
  public:
-  Host(HostConfig config, const ServiceConfig& service);
+  // `open`: how its engine is opened (open_host_engine when empty).
+  Host(HostConfig config, const ServiceConfig& service, EngineOpener open = {});
 
   const std::string& name() const { return config_.name; }
   const HostConfig& config() const { return config_; }
@@ -70,6 +71,7 @@ class Host {
  private:
   void set_down(const std::string& why);
   HostConfig config_;
+  EngineOpener open_;
   ServiceConfig engine_config_;  // the service's config as this host's engine sees it
   std::shared_ptr<const ServiceInventory> inventory_;  // until the engine answers
   GpuProbe probe_;                                     // image empty: not probed

@@ -131,7 +131,7 @@ bool IdleReclaimer::busy(const ContainerRecord& c, const IdlePolicy& p,
     return true;
   }
   const Engine& engine = s_.engine_of(c);
-  const std::string id = c.docker_id.empty() ? c.name : c.docker_id;
+  const std::string id = c.engine_ref();
   if (auto st = engine.usage(id); st) {
     std::int64_t bytes = st->net_rx_bytes + st->net_tx_bytes;
     bool traffic = w.net_bytes >= 0 && bytes - w.net_bytes >= p.network_bytes;
@@ -156,7 +156,7 @@ void IdleReclaimer::warn(const ContainerRecord& c, const IdlePolicy& p, double i
                      "%, no SSH session, no network traffic); it will be stopped in " +
                      minutes(p.warn_minutes * 60) + " unless it gets busy" +
                      (p.release_gpus ? ", and its GPUs given back" : "") + ".";
-  const std::string id = c.docker_id.empty() ? c.name : c.docker_id;
+  const std::string id = c.engine_ref();
   // Appended with the container's own shell so the image's motd stays.
   auto ex = s_.engine_of(c).exec(id, {"sh", "-c", "echo \"$0\" >> /etc/motd", line});
   s_.store->audit("gpulab", "idle-warning", c.name, "ok",

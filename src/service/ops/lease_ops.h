@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "service/http/auth.h"
+#include "service/domain/principal.h"
 #include "service/ops/allocation.h"
 #include "service/ops/service.h"
 

@@ -42,13 +42,15 @@ bool gone_or_ok(const Status& st) {
 }
 
 // What a move of `c` to `target` must not start without: another host, a stopped container,
-// and no container of that name on the target.
+// and no container of that name on the target; image archives on both engines (UNSUPPORTED).
 void check_movable(Service& s, const ContainerRecord& c, const std::string& target) {
   if (c.host == target)
     throw ApiError(ApiCode::kStateConflict,
                    "Container '" + c.name + "' is already on host '" + target + "'");
   const Engine& from = s.engine_of(c);  // 503 naming the source while it is down
-  auto info = from.inspect_container(c.docker_id.empty() ? c.name : c.docker_id);
+  (void)require_archives(from, "moves");
+  (void)require_archives(s.engine_on(target), "moves");
+  auto info = from.inspect_container(c.engine_ref());
   if (!info) throw_on_host(c.host, "inspect " + c.name, info.error());
   if (info->state != "exited" && info->state != "created" && info->state != "dead")
     throw ApiError(ApiCode::kStateConflict,
@@ -109,15 +111,16 @@ TargetBooking book_target(Service& s, const ContainerRecord& c, const MoveRecord
 void copy_image(Service& s, const ContainerRecord& c, const MoveRecord& m, MoveOutcome& out) {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
-  const Engine& from = s.engine_on(m.source_host);
-  const Engine& to = s.engine_on(m.target_host);
+  const EngineArchives& from = require_archives(s.engine_on(m.source_host), "moves");
+  const Engine& to_engine = s.engine_on(m.target_host);
+  const EngineArchives& to = require_archives(to_engine, "moves");
   const std::string image = move_image(m.tag);
   ImageCommit ic{"gpulab-move",
                  m.tag,
                  "gpulab move of " + c.name + " to " + m.target_host,
                  "gpulab",
                  {{kMoveLabel, m.tag}, {kBookLabel, book_id(*s.store)}}};
-  auto img = from.commit(c.docker_id.empty() ? c.name : c.docker_id, ic);
+  auto img = from.commit(c.engine_ref(), ic);
   if (!img) throw_on_host(m.source_host, "commit " + c.name, img.error());
   auto t1 = Clock::now();
   ImagePipe pipe(kPipeBytes);
@@ -134,7 +137,7 @@ void copy_image(Service& s, const ContainerRecord& c, const MoveRecord& m, MoveO
     throw_on_host(m.target_host, "load the image", loaded.error());
   if (!saved) throw_on_host(m.source_host, "save the image", saved.error());
   if (!loaded) throw_on_host(m.target_host, "load the image", loaded.error());
-  if (!to.image_exists(image))
+  if (!to_engine.image_exists(image))
     throw ApiError(ApiCode::kInternalError,
                    "Image " + image + " missing on host '" + m.target_host + "' after its load");
   out.bytes = pipe.bytes();

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "service/http/auth.h"
+#include "service/domain/principal.h"
 #include "service/ops/service.h"
 
 namespace gpulab::service {

@@ -8,7 +8,7 @@
 
 #include "core/strings.h"
 #include "service/base/api_error.h"
-#include "service/http/auth.h"
+#include "service/domain/principal.h"
 #include "service/store/user_policy.h"
 
 namespace gpulab::service {

@@ -156,14 +156,14 @@ void refuse_one_engine_twice(const Service& s) {
 
 // Connects every host; one that does not answer is reported and joins when it does (the host
 // monitor retries). Without a hosts list the one engine must answer, as before hosts existed.
-void open_hosts(Service& s) {
+void open_hosts(Service& s, const EngineOpener& open) {
   for (auto& hc : lab_hosts(s.config)) {
     if (hc.insecure)
       spdlog::warn(
           "host {}: plain TCP to {} (insecure: true): anyone on that network can drive "
           "its engine",
           hc.name, hc.url);
-    auto h = std::make_unique<Host>(hc, s.config);
+    auto h = std::make_unique<Host>(hc, s.config, open);
     if (auto st = h->connect(); !st) {
       if (s.config.hosts.empty()) throw Exception(st.error());
       spdlog::error("host {} is down at start: {}", hc.name, st.error().to_string());
@@ -178,7 +178,7 @@ void open_hosts(Service& s) {
 
 }  // namespace
 
-std::unique_ptr<Service> open_service(const ServiceConfig& config) {
+std::unique_ptr<Service> open_service(const ServiceConfig& config, EngineOpener open) {
   auto s = std::make_unique<Service>();
   s->config = config;
   if (!is_loopback_host(config.listen_host)) s->config.auth_required = true;
@@ -190,8 +190,14 @@ std::unique_ptr<Service> open_service(const ServiceConfig& config) {
   s->auth = std::make_unique<Auth>(*s->store, s->config.auth_required);
   s->auth->seed_users(s->config.users);
   s->policy = policy_from_string(s->config.allocation_policy);
-  open_hosts(*s);
+  open_hosts(*s, open);
   return s;
+}
+
+const EngineArchives& require_archives(const Engine& e, const std::string& what) {
+  auto archives = archives_of(e, what);
+  if (!archives) throw_engine_error(archives.error());
+  return **archives;
 }
 
 void throw_engine_error(const Error& e) {
@@ -212,6 +218,8 @@ void throw_engine_error(const Error& e) {
       throw ApiError(ApiCode::kTimeout, m, e.hint);
     case Code::kInvalidArgument:
       throw ApiError(ApiCode::kInvalidRequest, m, e.hint);
+    case Code::kUnsupported:
+      throw ApiError(ApiCode::kUnsupported, m, e.hint);
     default:
       throw ApiError(ApiCode::kInternalError, "engine: " + m, e.hint);
   }

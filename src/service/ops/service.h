@@ -71,7 +71,12 @@ struct Service {
 };
 
 // Opens the store, seeds users, connects the engine (config.docker_host) and takes its GPUs.
-std::unique_ptr<Service> open_service(const ServiceConfig& config);
+// `open`: how each host's engine is opened (open_host_engine when empty).
+std::unique_ptr<Service> open_service(const ServiceConfig& config, EngineOpener open = {});
+
+// `e`'s snapshots and image archives for `what` ("snapshots", "backups", "moves"); UNSUPPORTED
+// saying so when its backend has none.
+const EngineArchives& require_archives(const Engine& e, const std::string& what);
 
 // Turns an engine failure into the API's error (PORT_CONFLICT, ENGINE_UNAVAILABLE, ...).
 [[noreturn]] void throw_engine_error(const Error& e);

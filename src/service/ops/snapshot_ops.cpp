@@ -34,7 +34,7 @@ SnapshotRecord take_snapshot(Service& s, const Principal& who, const std::string
                {"gpulab.snapshot.time", r.created_at}};
   // The image stays on the container's host: a restore is placed where it is.
   auto claim = s.image_claims.claim(r.image);  // until its snapshot row owns it
-  auto img = s.engine_of(c).commit(c.docker_id.empty() ? c.name : c.docker_id, cs);
+  auto img = require_archives(s.engine_of(c), "snapshots").commit(c.engine_ref(), cs);
   if (!img) throw_engine_error(img.error());
   try {
     s.store->add_snapshot(r);

@@ -2,7 +2,7 @@
 // container from one, delete one.
 #pragma once
 
-#include "service/http/auth.h"
+#include "service/domain/principal.h"
 #include "service/ops/container_ops.h"
 
 namespace gpulab::service {
