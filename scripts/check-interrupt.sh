@@ -32,7 +32,9 @@ marked() {  # pid and name of every process carrying the run's marker
   for e in /proc/[0-9]*/environ; do
     p=${e#/proc/}
     p=${p%/environ}
-    grep -qzxF "GPULAB_TEST_RUN=$run" "$e" 2>/dev/null && echo "$p $(cat "/proc/$p/comm" 2>/dev/null)"
+    grep -qzxF "GPULAB_TEST_RUN=$run" "$e" 2>/dev/null || continue
+    grep -q '^State:[[:space:]]*Z' "/proc/$p/status" 2>/dev/null && continue  # dead, unreaped
+    echo "$p $(cat "/proc/$p/comm" 2>/dev/null)"
   done
 }
 

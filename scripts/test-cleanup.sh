@@ -23,7 +23,11 @@ while [ -n "$p" ] && [ "$p" != 0 ]; do
   p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)
 done
 
-is_marked() { [ -r "/proc/$1/environ" ] && grep -qzxF "GPULAB_TEST_RUN=$id" "/proc/$1/environ" 2>/dev/null; }
+# A zombie is gone already (this machine's init may never reap it): not counted.
+is_marked() {
+  grep -qzxF "GPULAB_TEST_RUN=$id" "/proc/$1/environ" 2>/dev/null &&
+    ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
 # Daemons their stop scripts end in order (containers first, then the engine): the first sweep
 # leaves them to those scripts.
 is_daemon() { grep -qxE 'dockerd|containerd|containerd-shim.*|docker-proxy|slurm(ctld|d|stepd)|munged' "/proc/$1/comm" 2>/dev/null; }
