@@ -38,22 +38,26 @@ marked_pids() {  # [--all]: with the daemons too
     p=${p%/environ}
     [ -n "${keep[$p]:-}" ] && continue
     is_marked "$p" || continue
+    # Nor this script's own subshells and commands (this scan's, say).
+    [ "$p" = "$BASHPID" ] && continue
+    case " $(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) " in " $$ " | " $BASHPID ") continue ;; esac
     [ "${1:-}" = --all ] || ! is_daemon "$p" || continue
-    echo "$p"
+    echo "$p $(cat "/proc/$p/comm" 2>/dev/null)"
   done
 }
 end_all() {  # TERM, up to 5 s, then KILL
-  local pids
-  pids=$(marked_pids "$@" | tr '\n' ' ')
-  [ -n "${pids// /}" ] || return 0
-  log "ending $(wc -w <<<"$pids") process(es) of the run: $(for p in $pids; do cat "/proc/$p/comm" 2>/dev/null; done | sort | uniq -c | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')"
-  kill -TERM $pids 2>/dev/null
+  local found
+  found=$(marked_pids "$@")
+  [ -n "$found" ] || return 0
+  log "ending $(wc -l <<<"$found") process(es) of the run: $(awk '{print $2}' <<<"$found" | sort |
+    uniq -c | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')"
+  kill -TERM $(awk '{print $1}' <<<"$found") 2>/dev/null
   for _ in $(seq 50); do
     [ -z "$(marked_pids "$@")" ] && return 0
     sleep 0.1
   done
-  pids=$(marked_pids "$@" | tr '\n' ' ')
-  [ -n "${pids// /}" ] && kill -KILL $pids 2>/dev/null
+  found=$(marked_pids "$@")
+  [ -n "$found" ] && kill -KILL $(awk '{print $1}' <<<"$found") 2>/dev/null
   return 0
 }
 
