@@ -51,13 +51,13 @@ end_all() {  # TERM, up to 5 s, then KILL
   [ -n "$found" ] || return 0
   log "ending $(wc -l <<<"$found") process(es) of the run: $(awk '{print $2}' <<<"$found" | sort |
     uniq -c | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')"
-  kill -TERM $(awk '{print $1}' <<<"$found") 2>/dev/null
+  awk '{print $1}' <<<"$found" | xargs -r kill -TERM 2>/dev/null
   for _ in $(seq 50); do
     [ -z "$(marked_pids "$@")" ] && return 0
     sleep 0.1
   done
   found=$(marked_pids "$@")
-  [ -n "$found" ] && kill -KILL $(awk '{print $1}' <<<"$found") 2>/dev/null
+  [ -n "$found" ] && awk '{print $1}' <<<"$found" | xargs -r kill -KILL 2>/dev/null
   return 0
 }
 

@@ -144,7 +144,10 @@ start_with() {  # storage driver
   # it for as long as the engine ran (`flock /tmp/gpulab-lab.lock ctest ...` left the lab's lock
   # taken by the lab hosts' dockerd after the run, and every later flock waited on it).
   (
-    for fd in $(ls "/proc/$BASHPID/fd"); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+    for fd in "/proc/$BASHPID/fd"/*; do
+      fd=${fd##*/}
+      [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
     exec setsid "${in_ns[@]}" dockerd \
       --data-root "$root/data" --exec-root "$root/exec" --pidfile "$root/dockerd.pid" \
       -H "unix://$sock" --bridge "$bridge" --storage-driver "$driver" \
