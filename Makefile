@@ -31,7 +31,7 @@ build: configure
 
 # Installs, builds and runs every unit and integration test but the long ones; ends with the ten
 # slowest tests, the skips (any that tests/allowed-skips.txt does not name fails the run) and the
-# runner's summary line.
+# runner's summary line. Ctrl-C removes what the run started (scripts/test-cleanup.sh).
 test: deps
 	@$(MAKE) --no-print-directory build
 	@bash scripts/run-tests.sh $(BUILD) -LE '^long$$'

@@ -9,11 +9,31 @@ here="$(cd "$(dirname "$0")" && pwd)"
 BUILD=${1:-build}
 junit=$(realpath -m "${JUNIT:-$BUILD/ctest-junit.xml}")
 rm -f "$junit"
+# Ctrl-C (or TERM) ends ctest without its fixtures' cleanups, and what tests start in sessions of
+# their own (engines, a Slurm cluster, a test's child processes) outlives it: every process of the
+# run carries GPULAB_TEST_RUN, and scripts/test-cleanup.sh ends what carries it and deletes the
+# namespaces and links made since this point, so the next run starts clean.
+export GPULAB_TEST_RUN=${GPULAB_TEST_RUN:-$$.$(date +%s%N)}
+before=$(mktemp /tmp/gpulab-test-run.XXXXXX)
+if command -v ip >/dev/null; then
+  { ip netns list 2>/dev/null | awk '{print "netns " $1}'
+    ip -o link show 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print "link " $2}'; } >"$before"
+fi
+interrupted() {
+  trap '' INT TERM
+  echo
+  echo "interrupted: stopping what this run started (engines, clusters, processes, namespaces)"
+  bash "$here/test-cleanup.sh" "$GPULAB_TEST_RUN" "$before"
+  rm -f "$before"
+  exit 130
+}
+trap interrupted INT TERM
 # Every test's output, passed ones too, is kept in the JUnit file (the figures a report quotes).
 # Tests that start dockerd, namespaces or several ranks serialize themselves with RESOURCE_LOCK.
 ctest --test-dir "$BUILD" --output-on-failure --parallel "${CTEST_PARALLEL:-2}" \
   --timeout 1800 --output-junit "$junit" "${@:2}"
 rc=$?
+rm -f "$before"
 if [ -f "$junit" ]; then
   # A slow test is seen the day it lands (one <testcase name=... time=...> per line).
   echo

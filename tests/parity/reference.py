@@ -9,7 +9,8 @@ dropout and stochastic depth off). Also counts parameters for a list of models.
   reference.py counts MODEL[,MODEL...]                 -> JSON {model: {"1000": n, "100": n}}
   reference.py export --model M --out DIR [--num_classes K] [--image_size S] [--batch N]
                       [--seed X] [--grads] [--double]
-  reference.py run --model M --weights W --input X --out Y [--num_classes K] [--image_size S]
+  reference.py run --model M --weights W --input X --out Y [--model ...] [--num_classes K]
+                   [--image_size S]                    (several models: one torch import)
 """
 import argparse
 import json
@@ -140,20 +141,32 @@ def export(args):
     save_safetensors(result, f"{args.out}/reference.safetensors")
 
 
+def skip_init():
+    """Only shapes matter to a model built to count or to load every value: skip the random
+    initialisation, which dominates build time."""
+    for fn in [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]:
+        setattr(torch.nn.init, fn, lambda t, *a, **k: t)
+
+
 def run(args):
-    """Loads weights written by gpulab (strict: every name and shape) and runs eval."""
-    model = build(args.model, args.num_classes, args.image_size)
-    model.load_state_dict(load_safetensors(args.weights), strict=True)
-    model.eval()
-    x = load_safetensors(args.input)["input"]
-    with torch.no_grad():
-        save_safetensors({"output": model(x)}, args.out)
+    """Loads weights written by gpulab (strict: every name and shape) and runs eval; each
+    --model with its own --weights, --input and --out, in one process (one torch import)."""
+    jobs = [args.model, args.weights, args.input, args.out]
+    if len({len(j) for j in jobs}) != 1:
+        sys.exit("run: give each --model its --weights, --input and --out")
+    skip_init()  # the strict load below sets every parameter and buffer
+    for name, weights, inp, out in zip(*jobs):
+        model = build(name, args.num_classes, args.image_size)
+        model.load_state_dict(load_safetensors(weights), strict=True)
+        model.eval()
+        x = load_safetensors(inp)["input"]
+        with torch.no_grad():
+            save_safetensors({"output": model(x)}, out)
+        del model
 
 
 def counts(names):
-    # Only shapes matter here: skip the random initialisation, which dominates build time.
-    for fn in [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]:
-        setattr(torch.nn.init, fn, lambda t, *a, **k: t)
+    skip_init()
     out = {}
     for name in names:
         out[name] = {}
@@ -180,10 +193,8 @@ def main():
     e.add_argument("--grads", action="store_true")
     e.add_argument("--double", action="store_true", help="float64 weights, input and outputs")
     r = sub.add_parser("run")
-    r.add_argument("--model", required=True)
-    r.add_argument("--weights", required=True)
-    r.add_argument("--input", required=True)
-    r.add_argument("--out", required=True)
+    for flag in ("--model", "--weights", "--input", "--out"):
+        r.add_argument(flag, required=True, action="append")
     r.add_argument("--num_classes", type=int, default=1000)
     r.add_argument("--image_size", type=int, default=None)
     args = p.parse_args()

@@ -140,11 +140,20 @@ start_with() {  # storage driver
   rm -f "$sock" "$root/dockerd.pid"
   forget_stale_containerd
   log "starting dockerd (storage $driver, bridge $bridge)"
-  setsid "${in_ns[@]}" dockerd \
-    --data-root "$root/data" --exec-root "$root/exec" --pidfile "$root/dockerd.pid" \
-    -H "unix://$sock" --bridge "$bridge" --storage-driver "$driver" \
-    --containerd-namespace "gpulab-$name" --containerd-plugins-namespace "gpulab-$name-plugins" \
-    "${iptables_flags[@]}" "${tcp_flags[@]}" "${id_flags[@]}" >>"$root/dockerd.log" 2>&1 </dev/null 9>&- &
+  # The engine outlives its caller: it keeps no descriptor but its log. An inherited lock held
+  # it for as long as the engine ran (`flock /tmp/gpulab-lab.lock ctest ...` left the lab's lock
+  # taken by the lab hosts' dockerd after the run, and every later flock waited on it).
+  (
+    for fd in "/proc/$BASHPID/fd"/*; do
+      fd=${fd##*/}
+      [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
+    exec setsid "${in_ns[@]}" dockerd \
+      --data-root "$root/data" --exec-root "$root/exec" --pidfile "$root/dockerd.pid" \
+      -H "unix://$sock" --bridge "$bridge" --storage-driver "$driver" \
+      --containerd-namespace "gpulab-$name" --containerd-plugins-namespace "gpulab-$name-plugins" \
+      "${iptables_flags[@]}" "${tcp_flags[@]}" "${id_flags[@]}"
+  ) >>"$root/dockerd.log" 2>&1 </dev/null &
   local pid=$!
   for _ in $(seq 1 600); do
     if ping_ok; then
