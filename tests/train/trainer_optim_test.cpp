@@ -50,6 +50,34 @@ TEST(TrainerOptions, RangesAreChecked) {
   EXPECT_FALSE(rejected([](TrainOptions& o) { o.label_smoothing = 0.1; }));
 }
 
+// The world-size checks hold for every model kind: a global batch of 2 split between 3
+// processes leaves one with none, whether the model classifies images or predicts tokens.
+TEST(TrainerOptions, ScaledBatchBelowTheWorldSizeIsRefusedForEveryModelKind) {
+  TrainOptions image;
+  image.model = "resnet18";
+  image.dataset = "synthetic";
+  image.input_size = 32;
+  TrainOptions lm;
+  lm.model = "llama-tiny";
+  lm.dataset = "synthetic-text";
+  lm.seq_len = 32;
+  for (TrainOptions o : {image, lm}) {
+    o.device = "cpu";
+    o.batch_size = 2;
+    o.batch_size_scaled = true;
+    EXPECT_TRUE(check_train_options(o, 2).ok()) << o.model;
+    auto s = check_train_options(o, 3);
+    ASSERT_FALSE(s.ok()) << o.model << " took a global batch of 2 on 3 processes";
+    EXPECT_EQ(s.error().code, Code::kInvalidArgument);
+    EXPECT_NE(s.error().message.find("--batch_size 2 with --batch_size_scaled must be >= 3"),
+              std::string::npos)
+        << s.error().message;
+    EXPECT_EQ(batch_per_process(o, 2), 1);
+    o.batch_size_scaled = false;  // then each process takes --batch_size
+    EXPECT_TRUE(check_train_options(o, 3).ok()) << o.model;
+  }
+}
+
 TEST(TrainerOptions, Fp16IsRejectedOnTheCpuWithAHint) {
   TrainOptions o;
   o.device = "cpu";
