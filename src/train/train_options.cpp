@@ -156,8 +156,8 @@ Status check_train_options(const TrainOptions& o, int world_size) {
   // What the world size decides, for every model kind: each process takes at least one sample.
   if (o.batch_size_scaled && o.batch_size < world_size)
     return bad(
-        fmt::format("--batch_size {} with --batch_size_scaled must be >= {}: the global "
-                    "batch is split between {} processes",
+        fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
+                    "processes: it must be >= {}, one sample or more for each",
                     o.batch_size, world_size, world_size),
         fmt::format("pass --batch_size {} or more, or drop --batch_size_scaled", world_size));
   return ok_status();

@@ -166,7 +166,9 @@ TEST(TrainerCliErrors, ScaledBatchBelowTheProcessesIsRefusedBeforeAnyRankStarts)
     args.insert(args.begin() + 1, kind.begin(), kind.end());
     auto r = run_gpulab(args, 120);
     EXPECT_EQ(r.exit_code, 2) << kind[1] << "\n" << r.out << r.err;
-    EXPECT_NE(r.err.find("--batch_size 2 with --batch_size_scaled must be >= 3"), std::string::npos)
+    EXPECT_NE(r.err.find("--batch_size 2 with --batch_size_scaled is smaller than the 3 processes: "
+                         "it must be >= 3"),
+              std::string::npos)
         << kind[1] << "\n"
         << r.err;
     EXPECT_EQ(r.out.find("Hello from local_rank"), std::string::npos) << "ranks started\n" << r.out;

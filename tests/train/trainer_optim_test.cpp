@@ -69,7 +69,8 @@ TEST(TrainerOptions, ScaledBatchBelowTheWorldSizeIsRefusedForEveryModelKind) {
     auto s = check_train_options(o, 3);
     ASSERT_FALSE(s.ok()) << o.model << " took a global batch of 2 on 3 processes";
     EXPECT_EQ(s.error().code, Code::kInvalidArgument);
-    EXPECT_NE(s.error().message.find("--batch_size 2 with --batch_size_scaled must be >= 3"),
+    EXPECT_NE(s.error().message.find("--batch_size 2 with --batch_size_scaled is smaller than the "
+                                     "3 processes: it must be >= 3"),
               std::string::npos)
         << s.error().message;
     EXPECT_EQ(batch_per_process(o, 2), 1);
