@@ -35,15 +35,14 @@ fs::path scratch_dir() {
 
 }  // namespace
 
-Status validate(const TrainBenchOptions& opts) {
+Status validate(const TrainBenchOptions& opts, int world_size) {
   for (const Status& s : {flag_in_range("steps", opts.steps, int64_t{1}, int64_t{1000000}),
                           flag_in_range("warmup", opts.warmup, int64_t{0}, int64_t{1000000})})
     if (!s) return s;
-  return train::validate(opts.train);
+  return train::check_train_options(opts.train, world_size);
 }
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistContextPtr dist) {
-  if (auto s = validate(opts); !s) throw Exception(s.error());
   train::TrainOptions t = opts.train;
   const int64_t total = opts.warmup + opts.steps;
   // As many epochs as needed (a small synthetic set may hold fewer batches than the run), ended

@@ -23,10 +23,10 @@ struct TrainBenchOptions {
   std::string profile;  // Chrome trace of the timed steps (libtorch profiler); empty: off
 };
 
-// --steps at least 1, --warmup at least 0, and the training options (train::validate):
-// kInvalidArgument naming the flag. run_train_bench checks it first; a command checks it
-// before starting ranks.
-Status validate(const TrainBenchOptions& opts);
+// --steps at least 1, --warmup at least 0, and the training options for world_size processes
+// (train::check_train_options): kInvalidArgument naming the flag. A command checks it once per
+// process, before starting ranks; run_train_bench takes options that passed it.
+Status validate(const TrainBenchOptions& opts, int world_size = 1);
 
 struct TrainBenchResult {
   double images_per_second = 0;  // all ranks together (sequences for a language model)

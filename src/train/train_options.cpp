@@ -1,6 +1,8 @@
-// Validation of `gpulab train` options and the seed's example command lines.
+// Validation of `gpulab train` options (values, then model, data and world size: the one home of
+// every option check) and the seed's example command lines.
 #include "train/train_options.h"
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -8,6 +10,9 @@
 #include "core/flag_checks.h"
 #include "core/strings.h"
 #include "train/device.h"
+#include "train/lm_batches.h"
+#include "train/models/decoder_config.h"
+#include "train/models/registry.h"
 
 namespace gpulab::train {
 
@@ -98,6 +103,64 @@ Status validate(const TrainOptions& o) {
         "--precision fp16 is not supported on the CPU (libtorch's CPU autocast runs bf16 only)",
         "use --precision bf16 on the CPU, or fp16 on a CUDA/ROCm device");
   return check_gpu_build(o.device);
+}
+
+namespace {
+
+// A language model trains on token data, an image model on images; the sequence fits the model.
+Status check_language_model(const TrainOptions& o) {
+  if (!is_language_model(o.model))
+    return bad("--dataset " + o.dataset + " trains a language model, not " + o.model,
+               "pass one of " + shapes_taking_data_vocab() + " (see `gpulab models`)");
+  if (!is_text_dataset(o.dataset))
+    return bad(
+        "--model " + o.model + " is a language model; --dataset " + o.dataset + " holds images",
+        "pass --dataset text --data_dir DIR (from `gpulab data tokenize`)");
+  auto cfg = find_decoder_config(o.model);
+  if (!cfg) return cfg.error();
+  if (o.seq_len > cfg->max_positions)
+    return bad(fmt::format("--seq_len {} is beyond {}'s {} positions", o.seq_len, cfg->name,
+                           cfg->max_positions),
+               fmt::format("pass --seq_len {} or less", cfg->max_positions));
+  return ok_status();
+}
+
+// The model is in the table, and a name with a fixed input size gets that size.
+Status check_image_model(const TrainOptions& o) {
+  int64_t alias_size = 0;
+  if (auto info = find_model(o.model, &alias_size); !info) return info.error();
+  if (alias_size > 0 && alias_size != o.input_size)
+    return bad(fmt::format("--model {} is built for {}x{} inputs, but --input_size is {}", o.model,
+                           alias_size, alias_size, o.input_size),
+               fmt::format("pass --input_size {} or use a model without a fixed size", alias_size));
+  return ok_status();
+}
+
+}  // namespace
+
+std::string shapes_taking_data_vocab() {
+  std::vector<std::string> names;
+  for (const auto& c : decoder_shapes())
+    if (c.vocab_from_data) names.push_back(c.name);
+  return join(names, ", ");
+}
+
+int64_t batch_per_process(const TrainOptions& o, int world_size) {
+  return o.batch_size_scaled ? o.batch_size / std::max(1, world_size) : o.batch_size;
+}
+
+Status check_train_options(const TrainOptions& o, int world_size) {
+  if (auto st = validate(o); !st) return st;
+  const bool lm = is_language_model(o.model) || is_text_dataset(o.dataset);
+  if (auto st = lm ? check_language_model(o) : check_image_model(o); !st) return st;
+  // What the world size decides, for every model kind: each process takes at least one sample.
+  if (o.batch_size_scaled && o.batch_size < world_size)
+    return bad(
+        fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
+                    "processes: it must be >= {}, one sample or more for each",
+                    o.batch_size, world_size, world_size),
+        fmt::format("pass --batch_size {} or more, or drop --batch_size_scaled", world_size));
+  return ok_status();
 }
 
 Json options_to_json(const TrainOptions& o) {

@@ -103,6 +103,21 @@ Json options_to_json(const TrainOptions& opts);
 // device). Fails with kInvalidArgument and a hint that lists the valid values.
 Status validate(const TrainOptions& opts);
 
+// Every check of a run's options, for every model kind, in one place: validate, then what needs
+// the model table and the world size (the model and data kinds agree, the input or sequence
+// length fits the model, the batch split between world_size processes). It needs no data and no
+// peer, so a command runs it once per process, and before starting ranks: a bad combination
+// gives one error, never N ranks that fail. The Trainer takes options that passed it.
+Status check_train_options(const TrainOptions& opts, int world_size);
+
+// The batch each process takes: --batch_size, or with --batch_size_scaled its share of that
+// global batch (check_train_options refuses a global batch smaller than the processes).
+int64_t batch_per_process(const TrainOptions& opts, int world_size);
+
+// The named language models sized for the data's vocabulary (the ones a first run starts with),
+// for hints.
+std::string shapes_taking_data_vocab();
+
 // The seed's --script_options text: example command lines for common jobs.
 std::string script_options_text();
 

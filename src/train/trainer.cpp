@@ -5,30 +5,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <csignal>
-#include <cstdlib>
 #include <iostream>
-#include <thread>
 
 #include "core/duration.h"
 #include "core/error.h"
 #include "core/files.h"
-#include "core/strings.h"
 #include "launch/heartbeat.h"
 #include "launch/launcher.h"
 #include "launch/rank_env.h"
 #include "launch/slurm_script.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
-#include "train/device_info.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/memory_format.h"
-#include "train/memory_stats.h"
-#include "train/models/attention_core.h"
-#include "train/models/cpu_bf16_matmul.h"
-#include "train/models/lm_families.h"
-#include "train/models/registry.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/optim/optimizers.h"
 #include "train/progress.h"
@@ -37,7 +27,6 @@
 #include "train/run_files.h"
 #include "train/stop_signal.h"
 #include "train/weights/safetensors.h"
-#include "train/weights_export.h"
 
 namespace gpulab::train {
 
@@ -46,56 +35,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-// The named language models sized for the data's vocabulary (the ones a first run starts with).
-std::string shapes_taking_data_vocab() {
-  std::vector<std::string> names;
-  for (const auto& c : decoder_shapes())
-    if (c.vocab_from_data) names.push_back(c.name);
-  return join(names, ", ");
-}
-
 }  // namespace
-
-int64_t batch_per_process(const TrainOptions& o, int world_size) {
-  return o.batch_size_scaled ? o.batch_size / std::max(1, world_size) : o.batch_size;
-}
-
-void check_train_options(const TrainOptions& o, int world_size) {
-  if (auto st = validate(o); !st) throw Exception(st.error());
-  if (is_language_model(o.model) || is_text_dataset(o.dataset)) {
-    if (!is_language_model(o.model))
-      throw Exception(Code::kInvalidArgument,
-                      "--dataset " + o.dataset + " trains a language model, not " + o.model,
-                      "pass one of " + shapes_taking_data_vocab() + " (see `gpulab models`)");
-    if (!is_text_dataset(o.dataset))
-      throw Exception(
-          Code::kInvalidArgument,
-          "--model " + o.model + " is a language model; --dataset " + o.dataset + " holds images",
-          "pass --dataset text --data_dir DIR (from `gpulab data tokenize`)");
-    const DecoderConfig cfg = find_decoder_config(o.model).value_or_throw();
-    if (o.seq_len > cfg.max_positions)
-      throw Exception(Code::kInvalidArgument,
-                      fmt::format("--seq_len {} is beyond {}'s {} positions", o.seq_len, cfg.name,
-                                  cfg.max_positions),
-                      fmt::format("pass --seq_len {} or less", cfg.max_positions));
-    return;
-  }
-  int64_t alias_size = 0;
-  find_model(o.model, &alias_size).value_or_throw();
-  if (alias_size > 0 && alias_size != o.input_size)
-    throw Exception(
-        Code::kInvalidArgument,
-        fmt::format("--model {} is built for {}x{} inputs, but --input_size is {}", o.model,
-                    alias_size, alias_size, o.input_size),
-        fmt::format("pass --input_size {} or use a model without a fixed size", alias_size));
-  if (o.batch_size_scaled && o.batch_size < world_size)
-    throw Exception(Code::kInvalidArgument,
-                    fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
-                                "processes",
-                                o.batch_size, world_size),
-                    "raise --batch_size or drop --batch_size_scaled");
-}
 
 Trainer::Trainer(TrainOptions opts, DistContextPtr dist)
     : opts_(std::move(opts)), dist_(std::move(dist)), out_dir_(effective_output_dir(opts_)) {}
@@ -109,7 +49,6 @@ void Trainer::say(const std::string& line) const {
 
 // Step 1: threads, device, seeds, determinism, precision.
 void Trainer::setup_runtime() {
-  check_train_options(opts_, dist_->world_size);
   set_cpu_kernels(opts_.cpu_kernels == "on");
   threads_ = configure_threads(static_cast<int>(opts_.threads), dist_->local_world_size);
   device_ = resolve_device(opts_.device, dist_->local_rank);
@@ -130,102 +69,23 @@ void Trainer::setup_runtime() {
   scaler_ = std::make_unique<LossScaler>(needs_loss_scaler(precision_));
 }
 
-// Step 2: data sets, samplers and loaders (the sampler comes from the distributed context).
+// Step 2: the task the options name, and its data.
 void Trainer::setup_data() {
-  if (lm_) {
-    batch_per_process_ = batch_per_process(opts_, dist_->world_size);
-    LmDataOptions lo;
-    lo.batch_size = batch_per_process_;
-    lo.seq_len = opts_.seq_len;
-    lo.rank = dist_->rank;
-    lo.world_size = dist_->world_size;
-    lo.seed = static_cast<uint64_t>(opts_.seed);
-    lm_data_ = open_lm_batches(opts_.dataset, opts_.data_dir, lo);
-    train_batches_ = lm_data_->train_batches();
-    if (opts_.limit_train_batches > 0)
-      train_batches_ = std::min(train_batches_, opts_.limit_train_batches);
-    return;
-  }
-  DatasetOptions dopts;
-  dopts.image_size = opts_.input_size;
-  dopts.seed = static_cast<uint64_t>(opts_.seed);
-  train_set_ = open_dataset(opts_.dataset, opts_.data_dir, Split::kTrain, dopts);
-  test_set_ = open_dataset(opts_.dataset, opts_.data_dir, Split::kTest, dopts);
-
   batch_per_process_ = batch_per_process(opts_, dist_->world_size);
-  LoaderOptions lo;
-  lo.batch_size = batch_per_process_;
-  lo.num_workers = static_cast<int>(opts_.num_workers);
-  // Auto: loader threads share the cores with the other ranks on this host, like intra-op ones.
-  if (lo.num_workers < 0) lo.num_workers = auto_num_workers(dist_->local_world_size);
-  lo.device = device_;
-  lo.seed = static_cast<uint64_t>(opts_.seed);
-  lo.transform.input_size = opts_.input_size;
-  lo.transform.normalize = parse_normalization(opts_.normalize);
-  lo.transform.augment = opts_.augment;
-  const auto limit = [&](int64_t n) { return opts_.subset > 0 ? std::min(n, opts_.subset) : n; };
-  const auto seed = static_cast<uint64_t>(opts_.seed);
-  train_loader_ = std::make_unique<DataLoader>(
-      train_set_, dist_->train_sampler(limit(train_set_->size()), seed), lo);
-  LoaderOptions eo = lo;
-  eo.transform.augment = false;
-  test_loader_ =
-      std::make_unique<DataLoader>(test_set_, dist_->eval_sampler(limit(test_set_->size())), eo);
-  train_loader_->start_epoch(0);  // to learn the epoch length
-  train_batches_ = train_loader_->batches_per_epoch();
+  task_ = make_train_task(
+      TaskEnv{opts_, *dist_, device_, precision_, compute_dtype_, batch_per_process_, threads_});
+  train_batches_ = task_->open_data();
   if (opts_.limit_train_batches > 0)
     train_batches_ = std::min(train_batches_, opts_.limit_train_batches);
-  if (train_batches_ == 0)
-    throw Exception(Code::kInvalidArgument, "the training set gives no batch on this process",
-                    "lower --batch_size or raise --subset");
 }
 
 // Step 3: the model, on its device, in its memory format, identical on every rank.
 void Trainer::setup_model() {
-  if (lm_) return setup_language_model();
-  // The name and its input size were checked in setup_runtime (check_train_options).
-  ModelOptions mo;
-  mo.num_classes = train_set_->num_classes();
-  mo.image_size = opts_.input_size;
-  model_ = create_model(opts_.model, mo);
+  model_ = task_->build_model();
   load_init_weights();
   model_->to(device_, compute_dtype_);
-  memory_format_ =
-      choose_memory_format(opts_, device_, find_model(opts_.model).value_or_throw()->family);
-  if (memory_format_.channels_last) make_channels_last(*model_);
+  memory_format_ = task_->memory_format(*model_);
   dist_->prepare_model(*model_);
-}
-
-// Step 3 for a language model: its shape, the data's vocabulary, and the FLOPs behind MFU.
-void Trainer::setup_language_model() {
-  DecoderConfig cfg = find_decoder_config(opts_.model).value_or_throw();
-  const int64_t data_vocab = lm_data_->vocab_size();
-  if (cfg.vocab_from_data) {
-    cfg.vocab_size = data_vocab;
-  } else if (data_vocab > cfg.vocab_size) {
-    throw Exception(Code::kInvalidArgument,
-                    fmt::format("the token data's vocabulary ({}) is larger than {}'s ({})",
-                                data_vocab, cfg.name, cfg.vocab_size),
-                    fmt::format("tokenize with a vocabulary of at most {}, or use a shape that "
-                                "takes the data's ({})",
-                                cfg.vocab_size, shapes_taking_data_vocab()));
-  }
-  causal_lm_ = build_causal_lm(cfg, device_);  // built where it trains
-  causal_lm_->set_activation_checkpointing(opts_.activation_checkpointing);
-  causal_lm_->set_fused_attention(opts_.attention == "gpulab");
-  model_ = causal_lm_;
-  load_init_weights();
-  model_->to(device_, compute_dtype_);
-  memory_format_ = {false, "contiguous", "language model"};
-  dist_->prepare_model(*model_);
-  flops_per_token_ = cfg.train_flops_per_token(opts_.seq_len);
-  // A GPU's datasheet peak for the precision the matrix products run in (fp16 = bf16 there).
-  const std::string& p = opts_.precision;
-  peak_ = device_.is_cpu()
-              ? peak_flops(device_, precision_ == Precision::kBf16)
-              : datasheet_peak(describe_device(device_).name, p == "bf16" || p == "fp16" ? "bf16"
-                                                              : p == "tf32"              ? "tf32"
-                                                                                         : "fp32");
 }
 
 // Every rank loads the same file, so the replicas start equal without a broadcast.
@@ -240,24 +100,9 @@ void Trainer::load_init_weights() {
                         ? tensors.error().hint
                         : "pass a .safetensors file (a run's model.safetensors, or a Hugging Face "
                           "checkpoint of the same shape), a run folder or a checkpoint");
-  // A language model's Hugging Face file may name tensors otherwise (GPT-2's hub layout).
-  if (causal_lm_) *tensors = from_hf_names(causal_lm_->config(), std::move(*tensors));
+  *tensors = task_->init_weight_names(std::move(*tensors));
   if (auto st = load_state_dict(*model_, *tensors, "--init_weights " + opts_.init_weights); !st)
     throw Exception(st.error());
-}
-
-void Trainer::add_lm_metrics(EpochRecord& rec) const {
-  EpochRecord::Lm s;
-  s.tokens_per_s = rec.images_per_s;
-  s.tokens_per_s_per_device = rec.images_per_s / dist_->world_size;
-  s.tflops_per_device = s.tokens_per_s_per_device * flops_per_token_ / 1e12;
-  s.mfu = peak_.flops > 0 ? s.tflops_per_device * 1e12 / peak_.flops : 0;
-  s.peak_host_memory_bytes = static_cast<double>(peak_host_memory_bytes());
-  if (const auto peak = device_memory_peak(device_)) {
-    s.peak_device_allocated_bytes = static_cast<double>(peak->allocated_bytes);
-    s.peak_device_reserved_bytes = static_cast<double>(peak->reserved_bytes);
-  }
-  rec.lm = s;
 }
 
 // Step 4: optimizer (decay / no-decay groups), schedule over optimizer steps, loss scaler.
@@ -318,81 +163,9 @@ void Trainer::maybe_resume() {
 
 void Trainer::print_header() const {
   if (!dist_->is_main()) return;
-  if (lm_) {
-    const DecoderConfig& c = causal_lm_->config();
-    say(
-        fmt::format("Training {} on {} ({} parameters, {} layers, {} heads / {} kv heads, "
-                    "vocabulary {})",
-                    opts_.model, lm_data_->name(), c.num_parameters(), c.num_layers, c.num_heads,
-                    c.num_kv_heads, c.vocab_size));
-    say(fmt::format("Sequence length {}, batch {} per process ({} tokens), {} steps per epoch{}",
-                    opts_.seq_len, batch_per_process_, batch_per_process_ * opts_.seq_len,
-                    schedule_->spec().steps_per_epoch,
-                    opts_.grad_accum > 1 ? fmt::format(", grad_accum {}", opts_.grad_accum) : ""));
-    say(
-        fmt::format("Using {} optimizer with lr={:g}, weight_decay={:g}, schedule={} (warmup {} "
-                    "steps), clip_grad={:g}",
-                    opts_.optimizer, opts_.learning_rate, opts_.weight_decay, opts_.lr_schedule,
-                    schedule_->warmup_steps(), opts_.clip_grad));
-    if (!opts_.model_defaults.empty())
-      say(fmt::format("Language-model defaults for flags not passed: {}",
-                      join(opts_.model_defaults, ", ")));
-    if (!opts_.init_weights.empty()) say("Initial weights: " + opts_.init_weights);
-    say(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
-                    device_.str(), threads_, opts_.precision, dist_->world_size, dist_->backend()));
-    // Autocast's products (and so the attention's inputs) are in the autocast dtype.
-    const auto products = precision_ == Precision::kBf16   ? torch::kBFloat16
-                          : precision_ == Precision::kFp16 ? torch::kHalf
-                                                           : compute_dtype_;
-    say(fmt::format("Attention: {}; activation checkpointing {}",
-                    attention_path(device_, products, opts_.attention == "gpulab"),
-                    opts_.activation_checkpointing ? "on" : "off"));
-    say(fmt::format("FLOPs per token: {:.4g} (6N + attention); peak for MFU: {}", flops_per_token_,
-                    peak_.flops > 0
-                        ? fmt::format("{:.2f} TFLOPS, {}", peak_.flops / 1e12, peak_.source)
-                        : std::string("unknown for this device (MFU shows 0)")));
-    if (!precision_note_.empty()) say(precision_note_);
-    if (opts_.precision == "bf16" && device_.is_cpu() && cpu_bf16_gemm_is_slow())
-      say("bf16 matrix products: fp32 GEMM on bf16 operands, bf16 results (this CPU has no bf16 "
-          "GEMM kernels; libtorch's fallback loop is ~15x slower)");
-    if (!resumed_from_.empty())
-      say(fmt::format("Resumed from {} (epoch {}, step {})", resumed_from_, start_epoch_, step_));
-    say("");
-    return;
-  }
-  const auto& shape = train_set_->image_shape();
-  if (opts_.num_workers < 0)
-    say(fmt::format("Auto-detected num_workers: {}", train_loader_->num_workers()));
-  say(fmt::format("Training {} on {} dataset", opts_.model, train_set_->name()));
-  if (const std::string from = train_set_->source(); !from.empty()) say("Data: " + from);
-  // With --subset the run trains and tests on the first N images: those are the counts shown.
-  const auto used = [&](int64_t n) { return opts_.subset > 0 ? std::min(n, opts_.subset) : n; };
-  say(fmt::format("Input size: {}x{}, Classes: {} (stored {}x{}x{}, {} train / {} test images{})",
-                  opts_.input_size, opts_.input_size, train_set_->num_classes(), shape[0], shape[1],
-                  shape[2], used(train_set_->size()), used(test_set_->size()),
-                  opts_.subset > 0 ? fmt::format(" with --subset {}, of {} / {}", opts_.subset,
-                                                 train_set_->size(), test_set_->size())
-                                   : ""));
-  say(fmt::format("Using {} optimizer with lr={:g}, weight_decay={:g}{}", opts_.optimizer,
-                  opts_.learning_rate, opts_.weight_decay,
-                  opts_.lr_schedule == "none"
-                      ? std::string()
-                      : fmt::format(", schedule={} (warmup {} steps)", opts_.lr_schedule,
-                                    schedule_->warmup_steps())));
-  if (!opts_.init_weights.empty()) say("Initial weights: " + opts_.init_weights);
-  say(fmt::format("Batch size: {} (per process), {} steps per epoch{}", batch_per_process_,
-                  schedule_->spec().steps_per_epoch,
-                  opts_.grad_accum > 1 ? fmt::format(", grad_accum {}", opts_.grad_accum) : ""));
-  say(fmt::format("Workers: {}, Backend: {}, World size: {}", train_loader_->num_workers(),
-                  dist_->backend(), dist_->world_size));
-  say(fmt::format(
-      "Device: {}, Threads: {}{}, Precision: {}{}", device_.str(), threads_,
-      opts_.threads <= 0 && dist_->local_world_size > 1
-          ? fmt::format(" per rank (cores split between {} local ranks)", dist_->local_world_size)
-          : "",
-      opts_.precision, memory_format_.channels_last ? ", channels_last" : ""));
-  say(fmt::format("Memory format: {} ({})", memory_format_.name, memory_format_.reason));
-  say("Normalization: " + opts_.normalize);
+  for (const auto& line :
+       task_->header({schedule_->spec().steps_per_epoch, schedule_->warmup_steps()}))
+    say(line);
   if (!precision_note_.empty()) say(precision_note_);
   if (!resumed_from_.empty())
     say(fmt::format("Resumed from {} (epoch {}, step {}{})", resumed_from_, start_epoch_, step_,
@@ -414,98 +187,84 @@ void Trainer::optimizer_step() {
   ++step_;
 }
 
+// Named steps of one micro-batch: lr, forward, loss, backward, (optimizer step).
+StepLoss Trainer::micro_step(const TaskBatch& batch, int64_t b) {
+  const int64_t accum = opts_.grad_accum;
+  const int64_t group_start = b / accum * accum;
+  const int64_t group_size = std::min(accum, train_batches_ - group_start);
+  const bool last_micro = b == group_start + group_size - 1;
+  if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
+  dist_->before_backward(*model_, last_micro);
+  torch::Tensor outputs;
+  {
+    AutocastGuard autocast(precision_, device_);
+    outputs = model_->forward(batch.inputs);
+  }
+  StepLoss s = task_->loss(outputs, batch);
+  scaler_->scale_loss(s.loss / static_cast<double>(group_size)).backward();
+  if (last_micro) optimizer_step();
+  return s;
+}
+
+// The run's first step warms up (kernel choice, allocator, lazy initialisation): timed on its
+// own and left out of the epoch's throughput; the next five (across epochs when they are short)
+// give the estimate of a long run.
+void Trainer::after_micro_step(int64_t epoch, int64_t b, int64_t items, WarmStep& warm,
+                               Clock::time_point t0) {
+  if (hooks_.step_done) hooks_.step_done(micro_steps_);
+  if (micro_steps_ == 0) {
+    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());  // done when its queue is
+    warm.seconds = seconds_since(t0);
+    warm.items = items;
+    phases_.add("first step", warm.seconds);
+  }
+  ++micro_steps_;
+  if (micro_steps_ == 1) estimate_t0_ = Clock::now();
+  if (micro_steps_ == 6) maybe_say_long_run(epoch, b + 1, seconds_since(estimate_t0_) / 5.0);
+}
+
 EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   model_->train();
-  if (!lm_) {
-    train_loader_->start_epoch(epoch);
-    train_loader_->reset_stats();
-  }
+  // A run stopped inside this epoch resumes after the batches it trained (same data order).
+  const int64_t first = epoch == start_epoch_ ? std::min(resume_batches_, train_batches_) : 0;
+  task_->start_epoch(epoch, first);
   ProgressBar bar(dist_->is_main(), train_batches_,
                   fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
   bar.set_later_batches((opts_.num_epochs - epoch - 1) * train_batches_);
-  torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device_));
-  torch::Tensor correct =
-      torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device_));
-  int64_t images = 0;
+  const auto on_device = torch::TensorOptions().device(device_);
+  torch::Tensor loss_sum = torch::zeros({}, on_device);
+  torch::Tensor correct = torch::zeros({}, on_device.dtype(torch::kLong));
+  int64_t items = 0;
   WarmStep warm;
   const auto t0 = Clock::now();
-  const int64_t accum = opts_.grad_accum;
-  // A run stopped inside this epoch resumes after the batches it trained (same data order).
-  const int64_t first = epoch == start_epoch_ ? std::min(resume_batches_, train_batches_) : 0;
-  if (!lm_)  // token batches are indexed by step; the image loader is skipped forward
-    for (int64_t b = 0; b < first; ++b) (void)train_loader_->next();
   for (int64_t b = first; b < train_batches_; ++b) {
     if (max_steps_reached()) break;
-    if (b % accum == 0 && stop_requested()) {
+    if (b % opts_.grad_accum == 0 && stop_requested()) {
       stopped_at_batch_ = b;
-      // No worker builds batches of this epoch while the checkpoint is written and the run ends.
-      if (!lm_) train_loader_->abandon_epoch();
+      task_->abandon_epoch();  // no batch of this epoch is built while the run ends
       break;
     }
-    torch::Tensor x, labels;
-    if (lm_) {
-      // A language model: next-token targets for every position, one class per token.
-      LmBatch tb = lm_data_->train_batch(epoch * train_batches_ + b);
-      x = tb.inputs.to(device_);
-      labels = tb.targets.to(device_).reshape({-1});
-    } else {
-      auto batch = train_loader_->next();
-      if (!batch) break;
-      x = batch->images.to(compute_dtype_);
-      labels = batch->labels;
-      if (memory_format_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-    }
+    auto batch = task_->next_batch(epoch * train_batches_ + b);
+    if (!batch) break;
     if (hooks_.batch_ready) hooks_.batch_ready(micro_steps_);
     launch::heartbeat(fmt::format("epoch {} batch {} of {}", epoch + 1, b + 1, train_batches_));
-    // Named steps of one micro-batch: lr, forward, loss, backward, (step), bookkeeping.
-    const int64_t group_start = b / accum * accum;
-    const int64_t group_size = std::min(accum, train_batches_ - group_start);
-    const bool last_micro = b == group_start + group_size - 1;
-    if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
-    dist_->before_backward(*model_, last_micro);
-    torch::Tensor logits, loss;
-    {
-      AutocastGuard autocast(precision_, device_);
-      logits = model_->forward(x);
-    }
-    if (lm_) logits = logits.reshape({-1, logits.size(-1)});
-    loss = torch::nn::functional::cross_entropy(
-        logits.to(compute_dtype_), labels,
-        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(opts_.label_smoothing));
-    scaler_->scale_loss(loss / static_cast<double>(group_size)).backward();
-    if (last_micro) optimizer_step();
-
-    const int64_t n = labels.size(0);
-    images += n;
-    loss_sum += loss.detach() * static_cast<double>(n);
-    correct += logits.detach().argmax(1).eq(labels).sum();
+    const StepLoss s = micro_step(*batch, b);
+    items += s.count;
+    loss_sum += s.loss.detach() * static_cast<double>(s.count);
+    if (s.correct.defined()) correct += s.correct;
     if (bar.due(b + 1))
-      bar.update(b + 1,
-                 fmt::format("loss {:.4f}, {:.0f} {}/s", loss.item<double>(),
-                             static_cast<double>(images) / seconds_since(t0), lm_ ? "tok" : "img"));
-    if (hooks_.step_done) hooks_.step_done(micro_steps_);
-    if (micro_steps_ == 0) {
-      // The run's first step warms up (kernel choice, allocator, lazy initialisation): timed on
-      // its own and left out of the epoch's throughput. A GPU is done when its queue is.
-      if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
-      warm.seconds = seconds_since(t0);
-      warm.images = n;
-      phases_.add("first step", warm.seconds);
-    }
-    ++micro_steps_;
-    // The first batch warms up; the next five (across epochs when they are short) give the
-    // estimate of a long run.
-    if (micro_steps_ == 1) estimate_t0_ = Clock::now();
-    if (micro_steps_ == 6) maybe_say_long_run(epoch, b + 1, seconds_since(estimate_t0_) / 5.0);
+      bar.update(b + 1, fmt::format("loss {:.4f}, {:.0f} {}/s", s.loss.item<double>(),
+                                    static_cast<double>(items) / seconds_since(t0), task_->unit()));
+    after_micro_step(epoch, b, s.count, warm, t0);
   }
   bar.clear();
   return epoch_record(epoch,
                       {loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()),
-                       static_cast<double>(images)},
+                       static_cast<double>(items)},
                       seconds_since(t0), warm);
 }
 
-// The epoch's line: sums over all ranks (mean loss and accuracy of every image trained on) and
+// The epoch's line: sums over all ranks (mean loss and accuracy of every item trained on) and
 // the steady throughput, without the run's first step when this epoch had it and more steps.
 EpochRecord Trainer::epoch_record(int64_t epoch, const std::array<double, 3>& local, double time_s,
                                   const WarmStep& warm) {
@@ -517,70 +276,24 @@ EpochRecord Trainer::epoch_record(int64_t epoch, const std::array<double, 3>& lo
   r.num_epochs = opts_.num_epochs;
   r.step = step_;
   r.time_s = time_s;
-  r.data_time_s = lm_ ? 0.0 : train_loader_->data_wait_seconds();
+  r.data_time_s = task_->data_wait_seconds();
   r.train_images = static_cast<int64_t>(sums[2].item<double>());
   r.train_loss = loss_sum / std::max<double>(1.0, static_cast<double>(r.train_images));
   r.train_acc = correct / std::max<double>(1.0, static_cast<double>(r.train_images));
-  const int64_t steady_images = r.train_images - warm.images * dist_->world_size;
-  const bool drop_warm = warm.images > 0 && steady_images > 0 && time_s > warm.seconds;
-  r.images_per_s = drop_warm ? static_cast<double>(steady_images) / (time_s - warm.seconds)
+  const int64_t steady_items = r.train_images - warm.items * dist_->world_size;
+  const bool drop_warm = warm.items > 0 && steady_items > 0 && time_s > warm.seconds;
+  r.images_per_s = drop_warm ? static_cast<double>(steady_items) / (time_s - warm.seconds)
                              : static_cast<double>(r.train_images) / std::max(1e-9, time_s);
   r.lr = learning_rate(*optimizer_);
   r.skipped_steps = scaler_->skipped_steps();
-  if (lm_) add_lm_metrics(r);
+  task_->add_epoch_figures(r);
   return r;
 }
 
-// Exact, unpadded evaluation: every test image counted once over all ranks (sum, then divide).
 void Trainer::evaluate(EpochRecord& rec) {
   model_->eval();
   torch::NoGradGuard no_grad;
-  if (!lm_) test_loader_->start_epoch(0);
-  auto sums = torch::zeros({4}, torch::kFloat64);  // loss sum, top-1, top-5, images
-  int64_t b = 0;
-  // The next held-out batch: token windows for a language model, else the test loader's.
-  const auto next_batch = [&]() -> std::optional<std::pair<torch::Tensor, torch::Tensor>> {
-    if (lm_) {
-      if (b >= lm_data_->val_batches()) return std::nullopt;
-      LmBatch tb = lm_data_->val_batch(b);
-      return std::pair{tb.inputs.to(device_), tb.targets.to(device_).reshape({-1})};
-    }
-    auto batch = test_loader_->next();
-    if (!batch) return std::nullopt;
-    torch::Tensor x = batch->images.to(compute_dtype_);
-    if (memory_format_.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-    return std::pair{x, batch->labels};
-  };
-  while (auto batch = next_batch()) {
-    if (opts_.limit_eval_batches > 0 && b >= opts_.limit_eval_batches) break;
-    launch::heartbeat(fmt::format("evaluation batch {}", ++b));
-    torch::Tensor logits;
-    {
-      AutocastGuard autocast(precision_, device_);
-      logits = model_->forward(batch->first).to(compute_dtype_);
-    }
-    if (lm_) logits = logits.reshape({-1, logits.size(-1)});
-    const auto& y = batch->second;
-    const int64_t k = std::min<int64_t>(5, logits.size(1));
-    auto topk = std::get<1>(logits.topk(k, 1));
-    auto hits = topk.eq(y.unsqueeze(1));
-    sums[0] +=
-        torch::nn::functional::cross_entropy(
-            logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-            .item<double>();
-    sums[1] += hits.select(1, 0).sum().item<double>();
-    sums[2] += hits.any(1).sum().item<double>();
-    sums[3] += static_cast<double>(y.size(0));
-  }
-  dist_->all_reduce_sum(sums);
-  const double n = std::max(1.0, sums[3].item<double>());
-  rec.test_loss = sums[0].item<double>() / n;
-  rec.test_top1 = sums[1].item<double>() / n;
-  rec.test_top5 = sums[2].item<double>() / n;
-  rec.test_images = static_cast<int64_t>(sums[3].item<double>());
-  // Bits per byte: nats per token over ln 2, spread over the bytes of text a token stands for.
-  if (lm_ && rec.lm && lm_data_->bytes_per_token() > 0)
-    rec.lm->val_bits_per_byte = *rec.test_loss / std::log(2.0) / lm_data_->bytes_per_token();
+  task_->evaluate(*model_, rec);
 }
 
 bool Trainer::stop_requested() {
@@ -618,26 +331,8 @@ void Trainer::maybe_say_long_run(int64_t epoch, int64_t batches_done,
                     "checkpoints let the next job go on with --resume auto",
                     seconds_per_batch, left, human_duration(seconds), human_duration(*job_left)));
   if (!device_.is_cpu() || seconds < 3600) return;
-  if (lm_) {
-    say(
-        fmt::format("Note: at {:.2f} s per batch on the CPU, the {} batches left take about {}; "
-                    "--max_steps, a smaller --seq_len or a GPU shortens it",
-                    seconds_per_batch, left, human_duration(seconds)));
-    return;
-  }
-  const auto& shape = train_set_->image_shape();
-  const int64_t stored = std::max(shape[1], shape[2]);
-  const int64_t smaller =
-      std::max<int64_t>({find_model(opts_.model).value_or_throw()->min_image_size, stored, 32});
-  std::string fix = "--subset N, fewer --num_epochs or a GPU shortens it";
-  if (smaller < opts_.input_size)
-    fix = fmt::format(
-        "--input_size {} (now {}; the images are stored at {}x{}) has {:.0f}x fewer pixels to "
-        "compute on",
-        smaller, opts_.input_size, shape[1], shape[2],
-        std::pow(static_cast<double>(opts_.input_size) / static_cast<double>(smaller), 2.0));
   say(fmt::format("Note: at {:.2f} s per batch on the CPU, the {} batches left take about {}; {}",
-                  seconds_per_batch, left, human_duration(seconds), fix));
+                  seconds_per_batch, left, human_duration(seconds), task_->long_run_hint()));
 }
 
 void Trainer::save_checkpoint_of(int64_t epochs_done, int64_t batches_done) {
@@ -666,25 +361,15 @@ void Trainer::write_outputs(TrainResult& result) {
   dist_->gather_parameters(*model_);  // sharded: every rank takes part
   if (!dist_->is_main()) return;
   result.weights_file = out_dir_ / "model.safetensors";
-  if (lm_) {
-    // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
-    write_hf_folder(out_dir_, causal_lm_->config(), module_state_dict(*model_),
-                    lm_data_->tokenizer_spec(), "gpulab train");
-    say("Weights: " + result.weights_file.string());
-    say("Config: " + (out_dir_ / "config.json").string());
-  } else {
-    export_weights(*model_, result.weights_file);
-    say("Weights: " + result.weights_file.string());
-  }
+  for (const auto& line : task_->write_weights(*model_, out_dir_)) say(line);
   if (opts_.no_report) return;
-  const std::string data_name = lm_ ? lm_data_->name() : train_set_->name();
+  const std::string data_name = task_->data_name();
   ReportInfo info;
   info.title = opts_.model + " on " + data_name;
   info.facts = {
       {"model", opts_.model},
       {"dataset", data_name},
-      {"input size",
-       lm_ ? fmt::format("{} tokens", opts_.seq_len) : std::to_string(opts_.input_size)},
+      {"input size", task_->input_fact()},
       {"optimizer", fmt::format("{} lr={:g} wd={:g} schedule={}", opts_.optimizer,
                                 opts_.learning_rate, opts_.weight_decay, opts_.lr_schedule)},
       {"batch size (per process)", std::to_string(batch_per_process_)},
@@ -701,7 +386,6 @@ void Trainer::write_outputs(TrainResult& result) {
 
 TrainResult Trainer::run() {
   const StopSignalGuard stop_guard;
-  lm_ = is_language_model(opts_.model);
   phases_.time("set-up", [&] { setup_runtime(); });
   phases_.time("data", [&] { setup_data(); });
   phases_.time("model", [&] { setup_model(); });  // built on device_, which the header names

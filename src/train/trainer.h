@@ -1,7 +1,9 @@
 // The training loop of `gpulab train`: builds data, model, optimizer and schedule from
 // TrainOptions, resumes from a checkpoint, trains and evaluates epoch by epoch, and writes
-// checkpoints, metrics, a report and the final weights. Rank-aware through DistContext: every
-// rank runs the same loop; only rank 0 prints and writes files.
+// checkpoints, metrics, a report and the final weights. What differs between image
+// classification and language modelling is the task's (train/tasks/train_task.h); the loop
+// names no task. Rank-aware through DistContext: every rank runs the same loop; only rank 0
+// prints and writes files.
 #pragma once
 
 #include <array>
@@ -11,19 +13,16 @@
 #include <memory>
 #include <vector>
 
-#include "train/data/datasets.h"
-#include "train/data/loader.h"
 #include "train/dist_hooks.h"
-#include "train/lm_batches.h"
 #include "train/memory_format.h"
 #include "train/metrics.h"
-#include "train/models/causal_lm.h"
 #include "train/models/classifier.h"
 #include "train/optim/loss_scaler.h"
 #include "train/optim/schedule.h"
 #include "train/peak_flops.h"
 #include "train/phase_times.h"
 #include "train/precision.h"
+#include "train/tasks/train_task.h"
 #include "train/train_options.h"
 
 namespace gpulab::train {
@@ -45,18 +44,19 @@ struct TrainResult {
 
 class Trainer {
  public:
+  // opts must have passed check_train_options for dist's world size (the command checks them
+  // once, before starting ranks).
   explicit Trainer(TrainOptions opts, DistContextPtr dist = single_process_context());
   ~Trainer();
   TrainResult run();
 
   // Access for tests and for the DDP layer.
   Classifier& model() { return *model_; }
-  CausalLmPtr language_model() const { return causal_lm_; }
   const torch::Device& device() const { return device_; }
   const MemoryFormatChoice& memory_format() const { return memory_format_; }
   // A language model's training FLOPs per token (0 for image models) and the device's peak.
-  double flops_per_token() const { return flops_per_token_; }
-  const PeakFlops& peak() const { return peak_; }
+  double flops_per_token() const { return task_ ? task_->flops_per_token() : 0; }
+  PeakFlops peak() const { return task_ ? task_->peak() : PeakFlops{}; }
   void set_step_hooks(StepHooks hooks) { hooks_ = std::move(hooks); }
 
  private:
@@ -67,17 +67,18 @@ class Trainer {
   void maybe_resume();
   void print_header() const;
   EpochRecord train_one_epoch(int64_t epoch);
+  StepLoss micro_step(const TaskBatch& batch, int64_t b);
   struct WarmStep {
     double seconds = 0;
-    int64_t images = 0;  // this process's images in the run's first step, when in this epoch
+    int64_t items = 0;  // this process's items in the run's first step, when in this epoch
   };
+  void after_micro_step(int64_t epoch, int64_t b, int64_t items, WarmStep& warm,
+                        std::chrono::steady_clock::time_point t0);
   EpochRecord epoch_record(int64_t epoch, const std::array<double, 3>& local, double time_s,
                            const WarmStep& warm);
   void optimizer_step();
   void evaluate(EpochRecord& rec);
-  void setup_language_model();
   void load_init_weights();  // --init_weights, before the model moves to its device
-  void add_lm_metrics(EpochRecord& rec) const;
   void save_checkpoint_of(int64_t epochs_done, int64_t batches_done = 0);
   bool stop_requested();  // a stop signal on any rank: all ranks agree at a step boundary
   void say_stopped(int64_t epoch, int64_t batch) const;
@@ -97,9 +98,8 @@ class Trainer {
   int threads_ = 1;
   int64_t batch_per_process_ = 0;
 
-  DatasetPtr train_set_, test_set_;
-  std::unique_ptr<DataLoader> train_loader_, test_loader_;
-  int64_t train_batches_ = 0;  // per epoch, after --limit_train_batches
+  std::unique_ptr<TrainTask> task_;  // data, loss, metrics, evaluation: what differs by kind
+  int64_t train_batches_ = 0;        // per epoch, after --limit_train_batches
   ClassifierPtr model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -116,22 +116,6 @@ class Trainer {
   int64_t stopped_at_batch_ = -1;
   PhaseTimes phases_;  // time outside the steady steps, printed at the end
   std::chrono::steady_clock::time_point estimate_t0_;  // after the first step: run-time estimate
-
-  // Language models (--model llama-* or gpt2-*, --dataset text): token batches instead of the image
-  // loader, the decoder itself, and what tokens/s turn into TFLOPS and MFU with.
-  bool lm_ = false;
-  std::unique_ptr<LmBatches> lm_data_;
-  CausalLmPtr causal_lm_;
-  double flops_per_token_ = 0;
-  PeakFlops peak_;
 };
-
-// Every check that needs no data and no peer (option values, the model name and its input size,
-// the batch split): the launcher runs it before starting ranks, so a typo gives one error, not
-// one per rank. Throws gpulab::Exception (invalid input).
-void check_train_options(const TrainOptions& o, int world_size);
-// The batch each process takes: --batch_size, or with --batch_size_scaled its share of that
-// global batch (check_train_options refuses a global batch smaller than the processes).
-int64_t batch_per_process(const TrainOptions& o, int world_size);
 
 }  // namespace gpulab::train

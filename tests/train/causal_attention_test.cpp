@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "support/tensor_diff.h"
-#include "train/models/llama.h"
+#include "train/models/llama/llama.h"
 #include "train/ops/causal_attention.h"
 
 namespace gpulab::train {

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "train/models/layers.h"
-#include "train/models/llama.h"
+#include "train/models/llama/llama.h"
 
 namespace gpulab::train {
 namespace {

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "train/model_defaults.h"
-#include "train/models/llama.h"
+#include "train/models/llama/llama.h"
 #include "train/optim/optimizers.h"
 #include "train/trainer_test_util.h"
 

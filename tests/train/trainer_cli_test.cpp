@@ -141,6 +141,42 @@ TEST(TrainerCliErrors, Fp16OnTheCpuIsRejectedClearly) {
   EXPECT_EQ(r.err.find("terminate"), std::string::npos);
 }
 
+// A global batch (--batch_size_scaled) smaller than the processes leaves some rank no sample.
+// The launcher refuses it for every model kind, before any rank starts; a language model once
+// skipped the check and trained three ranks on empty batches (loss nan, NaN weights, exit 0).
+TEST(TrainerCliErrors, ScaledBatchBelowTheProcessesIsRefusedBeforeAnyRankStarts) {
+  const fs::path dir = testing::temp_dir("scaled_batch");
+  const std::vector<std::vector<std::string>> lines = {
+      {"--model", "llama-tiny", "--dataset", "synthetic-text", "--seq_len", "32"},
+      {"--model", "resnet18", "--dataset", "synthetic", "--input_size", "32"}};
+  for (const auto& kind : lines) {
+    fs::remove_all(dir / "run");
+    std::vector<std::string> args = {"train",
+                                     "--batch_size",
+                                     "2",
+                                     "--batch_size_scaled",
+                                     "--nproc_per_node",
+                                     "3",
+                                     "--num_epochs",
+                                     "1",
+                                     "--limit_train_batches",
+                                     "2",
+                                     "--output_dir",
+                                     (dir / "run").string()};
+    args.insert(args.begin() + 1, kind.begin(), kind.end());
+    auto r = run_gpulab(args, 120);
+    EXPECT_EQ(r.exit_code, 2) << kind[1] << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("--batch_size 2 with --batch_size_scaled is smaller than the 3 processes: "
+                         "it must be >= 3"),
+              std::string::npos)
+        << kind[1] << "\n"
+        << r.err;
+    EXPECT_EQ(r.out.find("Hello from local_rank"), std::string::npos) << "ranks started\n" << r.out;
+    EXPECT_FALSE(fs::exists(dir / "run")) << kind[1] << " wrote " << dir / "run";
+  }
+  fs::remove_all(dir);
+}
+
 TEST(TrainerCliPrint, RecommendationsAndScriptOptions) {
   auto r = run_gpulab({"train", "--show_recommendations"});
   EXPECT_EQ(r.exit_code, 0);

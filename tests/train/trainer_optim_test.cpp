@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "train/models/lm_families.h"
 #include "train/optim/loss_scaler.h"
 #include "train/optim/optimizers.h"
 #include "train/optim/schedule.h"
@@ -48,6 +50,35 @@ TEST(TrainerOptions, RangesAreChecked) {
   EXPECT_TRUE(rejected([](TrainOptions& o) { o.num_epochs = 0; }));
   EXPECT_TRUE(rejected([](TrainOptions& o) { o.input_size = 4; }));
   EXPECT_FALSE(rejected([](TrainOptions& o) { o.label_smoothing = 0.1; }));
+}
+
+// The world-size checks hold for every model kind: a global batch of 2 split between 3
+// processes leaves one with none, whether the model classifies images or predicts tokens.
+TEST(TrainerOptions, ScaledBatchBelowTheWorldSizeIsRefusedForEveryModelKind) {
+  TrainOptions image;
+  image.model = "resnet18";
+  image.dataset = "synthetic";
+  image.input_size = 32;
+  TrainOptions lm;
+  lm.model = "llama-tiny";
+  lm.dataset = "synthetic-text";
+  lm.seq_len = 32;
+  for (TrainOptions o : {image, lm}) {
+    o.device = "cpu";
+    o.batch_size = 2;
+    o.batch_size_scaled = true;
+    EXPECT_TRUE(check_train_options(o, 2).ok()) << o.model;
+    auto s = check_train_options(o, 3);
+    ASSERT_FALSE(s.ok()) << o.model << " took a global batch of 2 on 3 processes";
+    EXPECT_EQ(s.error().code, Code::kInvalidArgument);
+    EXPECT_NE(s.error().message.find("--batch_size 2 with --batch_size_scaled is smaller than the "
+                                     "3 processes: it must be >= 3"),
+              std::string::npos)
+        << s.error().message;
+    EXPECT_EQ(batch_per_process(o, 2), 1);
+    o.batch_size_scaled = false;  // then each process takes --batch_size
+    EXPECT_TRUE(check_train_options(o, 3).ok()) << o.model;
+  }
 }
 
 TEST(TrainerOptions, Fp16IsRejectedOnTheCpuWithAHint) {
@@ -144,6 +175,34 @@ TEST(TrainerOptimizer, NormsAndBiasesGetNoWeightDecay) {
     for (const auto& p : opt->param_groups()[0].params()) EXPECT_GE(p.dim(), 2);
     set_learning_rate(*opt, 0.5);
     EXPECT_DOUBLE_EQ(learning_rate(*opt), 0.5);
+  }
+}
+
+// A language model's token table is a lookup, not a product: it takes no weight decay in any
+// family (Hugging Face's names for it: Llama's embed_tokens, GPT-2's wte); every other matrix
+// does. The optimizer once matched "embed_tokens", so GPT-2's wte decayed.
+TEST(TrainerOptimizer, EveryFamilysTokenEmbeddingGetsNoWeightDecay) {
+  const std::vector<std::pair<std::string, std::string>> families = {
+      {"llama-tiny", "model.embed_tokens.weight"}, {"gpt2-tiny", "transformer.wte.weight"}};
+  for (const auto& [shape, table] : families) {
+    auto model = build_causal_lm(find_decoder_config(shape).value_or_throw());
+    OptimizerSpec s;
+    s.name = "adamw";
+    s.weight_decay = 0.1;
+    auto opt = make_optimizer(s, *model);
+    const auto params = model->named_parameters();
+    const torch::Tensor* embed = params.find(table);
+    ASSERT_NE(embed, nullptr) << shape << " has no " << table;
+    const auto in_group = [&](size_t g, const torch::Tensor& t) {
+      const auto& ps = opt->param_groups()[g].params();
+      return std::any_of(ps.begin(), ps.end(), [&](const auto& p) { return p.is_same(t); });
+    };
+    EXPECT_FALSE(in_group(0, *embed)) << shape << ": " << table << " takes weight decay";
+    EXPECT_TRUE(in_group(1, *embed)) << shape;
+    for (const auto& item : params) {
+      if (item.key() == table) continue;
+      EXPECT_EQ(in_group(0, item.value()), item.value().dim() >= 2) << shape << " " << item.key();
+    }
   }
 }
 

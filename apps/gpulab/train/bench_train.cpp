@@ -47,10 +47,10 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   cmd->callback([cmd, o, d, json, &ctx] {
     if (!train::is_text_dataset(o->train.dataset))
       o->train.dataset = train::canonical_dataset_name(o->train.dataset);
-    // Bad options fail here, before any rank starts.
-    throw_usage_error(bench::validate(*o), cmd);
+    // Every option check, once per process: before any rank starts, and in each rank.
     d->precision = o->train.precision;
     throw_usage_error(train::dist::validate(*d), cmd);
+    throw_usage_error(bench::validate(*o, planned_world_size(*d)), cmd);
     if (auto code = launch_if_needed(*d)) {
       ctx.exit_code = *code;
       return;

@@ -66,10 +66,11 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
       opts->dataset = train::canonical_dataset_name(opts->dataset);
     // A language model's optimizer, schedule and clipping, where the user passed none.
     train::apply_model_defaults(*opts, given_flags(cmd));
-    // Bad options fail here, before any rank starts.
+    // Every option check, once per process: in the launcher, before any rank starts (a bad
+    // combination is one error, not N ranks that fail), and in each rank as it starts.
     dist_opts->precision = opts->precision;
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
-    train::check_train_options(*opts, planned_world_size(*dist_opts));
+    throw_usage_error(train::check_train_options(*opts, planned_world_size(*dist_opts)), cmd);
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = launch_if_needed(*dist_opts)) {
       ctx.exit_code = *code;

@@ -67,7 +67,7 @@ ShardedModel::~ShardedModel() {
 
 void ShardedModel::build(torch::nn::Module& model) {
   std::map<const void*, size_t> index;
-  std::vector<bool> decays;  // the optimizer's rule (optim/optimizers.h), by name
+  std::vector<bool> decays;  // the optimizer's rule (optim/optimizers.h)
   const std::set<const void*> master_only =
       opts_.param_dtype ? master_dtype_params(model) : std::set<const void*>();
   for (auto& item : model.named_parameters()) {
@@ -75,7 +75,7 @@ void ShardedModel::build(torch::nn::Module& model) {
     if (!p.requires_grad() || index.count(p.unsafeGetTensorImpl())) continue;
     index[p.unsafeGetTensorImpl()] = params_.size();
     params_.push_back(p);
-    decays.push_back(takes_weight_decay(item.key(), p));
+    decays.push_back(takes_weight_decay(model, item.key(), p));
   }
   int64_t total = 0;
   for (auto& p : params_) total += p.numel();

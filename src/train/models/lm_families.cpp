@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "train/models/gpt2/gpt2.h"
-#include "train/models/llama.h"
+#include "train/models/llama/llama.h"
 
 namespace gpulab::train {
 namespace {

@@ -2,6 +2,7 @@
 #include "train/optim/optimizers.h"
 
 #include "core/error.h"
+#include "train/models/causal_lm.h"
 #include "train/optim/fused_adamw.h"
 #include "train/optim/fused_sgd.h"
 
@@ -39,8 +40,11 @@ std::unique_ptr<torch::optim::Optimizer> build(const O& base, std::vector<torch:
 
 }  // namespace
 
-bool takes_weight_decay(const std::string& name, const torch::Tensor& p) {
-  return p.dim() > 1 && name.find("embed_tokens") == std::string::npos;
+bool takes_weight_decay(const torch::nn::Module& model, const std::string& name,
+                        const torch::Tensor& p) {
+  if (p.dim() <= 1) return false;
+  const auto* lm = dynamic_cast<const CausalLm*>(&model);
+  return lm == nullptr || name != lm->config().traits().token_embedding;
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
@@ -49,7 +53,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,
   for (const auto& item : model.named_parameters()) {
     const torch::Tensor& p = item.value();
     if (!p.requires_grad()) continue;
-    (takes_weight_decay(item.key(), p) ? decay : no_decay).push_back(p);
+    (takes_weight_decay(model, item.key(), p) ? decay : no_decay).push_back(p);
   }
   return make_optimizer(s, std::move(decay), std::move(no_decay));
 }

@@ -22,9 +22,11 @@ struct OptimizerSpec {
 
 OptimizerSpec optimizer_spec(const TrainOptions& opts);
 
-// Whether a parameter takes weight decay: matrices do; biases, norm scales (dim <= 1) and a
-// language model's token embedding (a lookup table; its name holds "embed_tokens") do not.
-bool takes_weight_decay(const std::string& name, const torch::Tensor& p);
+// Whether `model`'s parameter `name` takes weight decay: matrices do; biases and norm scales
+// (dim <= 1) do not, nor a language model's token embedding (a lookup table), which its family's
+// traits name (DecoderTraits::token_embedding: Llama's embed_tokens, GPT-2's wte).
+bool takes_weight_decay(const torch::nn::Module& model, const std::string& name,
+                        const torch::Tensor& p);
 
 // Group 0 holds the parameters that take weight decay, group 1 the others.
 // Parameters that do not require gradients are left out.

@@ -1,5 +1,5 @@
 // The Llama decoder's modules and forward pass (training, evaluation and KV-cached generation).
-#include "train/models/llama.h"
+#include "train/models/llama/llama.h"
 
 #include "core/error.h"
 #include "train/models/attention_core.h"

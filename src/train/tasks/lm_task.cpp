@@ -1,0 +1,167 @@
+// Language modelling's data, decoder, loss, evaluation, figures, header and outputs for the
+// trainer.
+#include "train/tasks/lm_task.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "train/device_info.h"
+#include "train/memory_stats.h"
+#include "train/models/attention_core.h"
+#include "train/models/cpu_bf16_matmul.h"
+#include "train/models/lm_families.h"
+#include "train/tasks/class_metrics.h"
+#include "train/weights_export.h"
+
+namespace gpulab::train {
+
+int64_t LmTask::open_data() {
+  LmDataOptions lo;
+  lo.batch_size = env_.batch_per_process;
+  lo.seq_len = env_.opts.seq_len;
+  lo.rank = env_.dist.rank;
+  lo.world_size = env_.dist.world_size;
+  lo.seed = static_cast<uint64_t>(env_.opts.seed);
+  data_ = open_lm_batches(env_.opts.dataset, env_.opts.data_dir, lo);
+  return data_->train_batches();
+}
+
+// Its shape, the data's vocabulary, and the FLOPs and peak behind MFU.
+ClassifierPtr LmTask::build_model() {
+  const TrainOptions& o = env_.opts;
+  DecoderConfig cfg = find_decoder_config(o.model).value_or_throw();
+  const int64_t data_vocab = data_->vocab_size();
+  if (cfg.vocab_from_data) {
+    cfg.vocab_size = data_vocab;
+  } else if (data_vocab > cfg.vocab_size) {
+    throw Exception(Code::kInvalidArgument,
+                    fmt::format("the token data's vocabulary ({}) is larger than {}'s ({})",
+                                data_vocab, cfg.name, cfg.vocab_size),
+                    fmt::format("tokenize with a vocabulary of at most {}, or use a shape that "
+                                "takes the data's ({})",
+                                cfg.vocab_size, shapes_taking_data_vocab()));
+  }
+  model_ = build_causal_lm(cfg, env_.device);  // built where it trains
+  model_->set_activation_checkpointing(o.activation_checkpointing);
+  model_->set_fused_attention(o.attention == "gpulab");
+  flops_per_token_ = cfg.train_flops_per_token(o.seq_len);
+  // A GPU's datasheet peak for the precision the matrix products run in (fp16 = bf16 there).
+  const std::string& p = o.precision;
+  peak_ = env_.device.is_cpu() ? peak_flops(env_.device, env_.precision == Precision::kBf16)
+                               : datasheet_peak(describe_device(env_.device).name,
+                                                p == "bf16" || p == "fp16" ? "bf16"
+                                                : p == "tf32"              ? "tf32"
+                                                                           : "fp32");
+  return model_;
+}
+
+// A Hugging Face file may name tensors otherwise (GPT-2's hub layout).
+StateDict LmTask::init_weight_names(StateDict weights) const {
+  return from_hf_names(model_->config(), std::move(weights));
+}
+
+MemoryFormatChoice LmTask::memory_format(Classifier& /*model*/) {
+  return {false, "contiguous", "language model"};
+}
+
+// Next-token targets for every position, one class per token.
+TaskBatch LmTask::to_device(LmBatch batch) const {
+  return {batch.inputs.to(env_.device), batch.targets.to(env_.device).reshape({-1}), {}};
+}
+
+std::optional<TaskBatch> LmTask::next_batch(int64_t index) {
+  return to_device(data_->train_batch(index));
+}
+
+StepLoss LmTask::loss(const torch::Tensor& outputs, const TaskBatch& batch) const {
+  return class_loss(outputs, batch.targets, env_);
+}
+
+void LmTask::add_epoch_figures(EpochRecord& rec) const {
+  EpochRecord::Lm s;
+  s.tokens_per_s = rec.images_per_s;
+  s.tokens_per_s_per_device = rec.images_per_s / env_.dist.world_size;
+  s.tflops_per_device = s.tokens_per_s_per_device * flops_per_token_ / 1e12;
+  s.mfu = peak_.flops > 0 ? s.tflops_per_device * 1e12 / peak_.flops : 0;
+  s.peak_host_memory_bytes = static_cast<double>(peak_host_memory_bytes());
+  if (const auto peak = device_memory_peak(env_.device)) {
+    s.peak_device_allocated_bytes = static_cast<double>(peak->allocated_bytes);
+    s.peak_device_reserved_bytes = static_cast<double>(peak->reserved_bytes);
+  }
+  rec.lm = s;
+}
+
+void LmTask::evaluate(Classifier& model, EpochRecord& rec) {
+  int64_t b = 0;
+  evaluate_classes(
+      model,
+      [&]() -> std::optional<TaskBatch> {
+        if (b >= data_->val_batches()) return std::nullopt;
+        return to_device(data_->val_batch(b++));
+      },
+      env_, rec);
+  // Bits per byte: nats per token over ln 2, spread over the bytes of text a token stands for.
+  if (rec.lm && data_->bytes_per_token() > 0)
+    rec.lm->val_bits_per_byte = *rec.test_loss / std::log(2.0) / data_->bytes_per_token();
+}
+
+std::vector<std::string> LmTask::header(const RunFacts& facts) const {
+  const TrainOptions& o = env_.opts;
+  const DecoderConfig& c = model_->config();
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format(
+      "Training {} on {} ({} parameters, {} layers, {} heads / {} kv heads, vocabulary {})",
+      o.model, data_->name(), c.num_parameters(), c.num_layers, c.num_heads, c.num_kv_heads,
+      c.vocab_size));
+  lines.push_back(fmt::format(
+      "Sequence length {}, batch {} per process ({} tokens), {} steps per epoch{}", o.seq_len,
+      env_.batch_per_process, env_.batch_per_process * o.seq_len, facts.steps_per_epoch,
+      o.grad_accum > 1 ? fmt::format(", grad_accum {}", o.grad_accum) : ""));
+  lines.push_back(
+      fmt::format("Using {} optimizer with lr={:g}, weight_decay={:g}, schedule={} (warmup {} "
+                  "steps), clip_grad={:g}",
+                  o.optimizer, o.learning_rate, o.weight_decay, o.lr_schedule, facts.warmup_steps,
+                  o.clip_grad));
+  if (!o.model_defaults.empty())
+    lines.push_back(fmt::format("Language-model defaults for flags not passed: {}",
+                                join(o.model_defaults, ", ")));
+  if (!o.init_weights.empty()) lines.push_back("Initial weights: " + o.init_weights);
+  lines.push_back(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
+                              env_.device.str(), env_.threads, o.precision, env_.dist.world_size,
+                              env_.dist.backend()));
+  // Autocast's products (and so the attention's inputs) are in the autocast dtype.
+  const auto products = env_.precision == Precision::kBf16   ? torch::kBFloat16
+                        : env_.precision == Precision::kFp16 ? torch::kHalf
+                                                             : env_.compute_dtype;
+  lines.push_back(fmt::format("Attention: {}; activation checkpointing {}",
+                              attention_path(env_.device, products, o.attention == "gpulab"),
+                              o.activation_checkpointing ? "on" : "off"));
+  lines.push_back(fmt::format(
+      "FLOPs per token: {:.4g} (6N + attention); peak for MFU: {}", flops_per_token_,
+      peak_.flops > 0 ? fmt::format("{:.2f} TFLOPS, {}", peak_.flops / 1e12, peak_.source)
+                      : std::string("unknown for this device (MFU shows 0)")));
+  if (o.precision == "bf16" && env_.device.is_cpu() && cpu_bf16_gemm_is_slow())
+    lines.push_back(
+        "bf16 matrix products: fp32 GEMM on bf16 operands, bf16 results (this CPU has no bf16 "
+        "GEMM kernels; libtorch's fallback loop is ~15x slower)");
+  return lines;
+}
+
+// A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
+std::vector<std::string> LmTask::write_weights(Classifier& model,
+                                               const std::filesystem::path& dir) const {
+  write_hf_folder(dir, model_->config(), module_state_dict(model), data_->tokenizer_spec(),
+                  "gpulab train");
+  return {"Weights: " + (dir / "model.safetensors").string(),
+          "Config: " + (dir / "config.json").string()};
+}
+
+std::string LmTask::input_fact() const {
+  return fmt::format("{} tokens", env_.opts.seq_len);
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,50 @@
+// Language modelling as a training task: token windows (train/lm_batches.h) indexed by the run's
+// micro-batch, a decoder of its family sized for the data's vocabulary, next-token cross-entropy,
+// validation loss, accuracy and bits per byte, tokens/s turned into TFLOPS and MFU, and a
+// Hugging Face folder as the run's weights.
+#pragma once
+
+#include <memory>
+
+#include "train/lm_batches.h"
+#include "train/models/causal_lm.h"
+#include "train/tasks/train_task.h"
+
+namespace gpulab::train {
+
+class LmTask : public TrainTask {
+ public:
+  explicit LmTask(const TaskEnv& env) : env_(env) {}
+
+  int64_t open_data() override;
+  ClassifierPtr build_model() override;
+  StateDict init_weight_names(StateDict weights) const override;
+  MemoryFormatChoice memory_format(Classifier& model) override;
+  void start_epoch(int64_t /*epoch*/, int64_t /*skip*/) override {}  // batches go by index
+  std::optional<TaskBatch> next_batch(int64_t index) override;
+  StepLoss loss(const torch::Tensor& outputs, const TaskBatch& batch) const override;
+  void add_epoch_figures(EpochRecord& rec) const override;
+  void evaluate(Classifier& model, EpochRecord& rec) override;
+  std::vector<std::string> header(const RunFacts& facts) const override;
+  std::string unit() const override { return "tok"; }
+  std::string long_run_hint() const override {
+    return "--max_steps, a smaller --seq_len or a GPU shortens it";
+  }
+  std::vector<std::string> write_weights(Classifier& model,
+                                         const std::filesystem::path& dir) const override;
+  std::string data_name() const override { return data_->name(); }
+  std::string input_fact() const override;
+  double flops_per_token() const override { return flops_per_token_; }
+  PeakFlops peak() const override { return peak_; }
+
+ private:
+  TaskBatch to_device(LmBatch batch) const;
+
+  TaskEnv env_;
+  std::unique_ptr<LmBatches> data_;
+  CausalLmPtr model_;
+  double flops_per_token_ = 0;
+  PeakFlops peak_;
+};
+
+}  // namespace gpulab::train
