@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -30,18 +31,24 @@ std::string folder_of(const std::string& rel) {  // "ops/service.h" -> "ops"; "x
   return slash == std::string::npos ? std::string() : rel.substr(0, slash);
 }
 
-std::map<std::string, std::string> service_sources() {
-  std::map<std::string, std::string> out;  // path relative to src/service -> text
-  fs::path root = fs::path(GPULAB_SOURCE_DIR) / "src" / "service";
-  for (const auto& e : fs::recursive_directory_iterator(root)) {
-    auto ext = e.path().extension();
-    if (ext != ".h" && ext != ".cpp") continue;
-    std::ifstream in(e.path());
-    std::stringstream text;
-    text << in.rdbuf();
-    out[fs::relative(e.path(), root).string()] = text.str();
-  }
+// Every .h and .cpp below `dirs` (relative to the source tree), by path relative to `base`.
+std::map<std::string, std::string> sources_below(const fs::path& base,
+                                                 std::initializer_list<const char*> dirs) {
+  std::map<std::string, std::string> out;
+  for (const char* dir : dirs)
+    for (const auto& e : fs::recursive_directory_iterator(base / dir)) {
+      auto ext = e.path().extension();
+      if (ext != ".h" && ext != ".cpp") continue;
+      std::ifstream in(e.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      out[fs::relative(e.path(), base).string()] = text.str();
+    }
   return out;
+}
+
+std::map<std::string, std::string> service_sources() {  // relative to src/service
+  return sources_below(fs::path(GPULAB_SOURCE_DIR) / "src" / "service", {"."});
 }
 
 TEST(Layout, FoldersIncludeOnlyFoldersBelow) {
@@ -70,18 +77,7 @@ TEST(Layout, OnlyTheDockerAdapterNamesDocker) {
 
 // Every .h and .cpp under src/ and apps/, by path relative to the source tree.
 std::map<std::string, std::string> product_sources() {
-  std::map<std::string, std::string> out;
-  const fs::path root(GPULAB_SOURCE_DIR);
-  for (const char* top : {"src", "apps"})
-    for (const auto& e : fs::recursive_directory_iterator(root / top)) {
-      auto ext = e.path().extension();
-      if (ext != ".h" && ext != ".cpp") continue;
-      std::ifstream in(e.path());
-      std::stringstream text;
-      text << in.rdbuf();
-      out[fs::relative(e.path(), root).string()] = text.str();
-    }
-  return out;
+  return sources_below(fs::path(GPULAB_SOURCE_DIR), {"src", "apps"});
 }
 
 TEST(Layout, OnlyTheDockerEngineAdapterUsesTheDockerClient) {
