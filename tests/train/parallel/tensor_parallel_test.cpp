@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 
 #include "core/error.h"
 #include "launch/rank_env.h"
@@ -135,6 +136,26 @@ struct TpModel {
   std::vector<torch::Tensor> ln_w, ln_b;
 };
 
+// How many of the layers' refusals of bad input come as a gpulab usage error (kInvalidArgument):
+// a width TP does not divide, a token id or a target outside the vocabulary.
+int64_t refusals(TpGroup& g, int64_t vocab) {
+  auto refused = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Exception& e) {
+      return e.code() == Code::kInvalidArgument ? 1 : 0;
+    }
+    return 0;
+  };
+  const auto ids = torch::full({1, 2}, vocab, torch::kInt64);
+  VocabParallelEmbedding emb(g, vocab, kHidden);
+  const auto logits = torch::zeros({1, 2, padded_to(vocab, g.size()) / g.size()});
+  return refused([&] { ColumnParallelLinear(g, kHidden, kFfn + 1, true, false); }) +
+         refused([&] { RowParallelLinear(g, kFfn + 1, kHidden, true, true); }) +
+         refused([&] { emb(ids); }) +
+         refused([&] { vocab_parallel_cross_entropy(logits, ids, g, 0, vocab); });
+}
+
 int tp_scenario() {
   const int64_t vocab = std::atoll(std::getenv("GPULAB_TP_VOCAB"));
   torch::set_default_dtype(caffe2::TypeMeta::Make<double>());
@@ -153,6 +174,7 @@ int tp_scenario() {
   loss.backward();
   std::vector<torch::Tensor> out{loss.detach()};
   for (auto& t : m.grads()) out.push_back(t);
+  out.push_back(torch::tensor({refusals(g, vocab)}, torch::kInt64));
   out.push_back(torch::tensor({g.bytes()}, torch::kInt64));
   train::testing::save_tensors("tp" + std::to_string(g.rank()), out);
   return 0;
@@ -192,6 +214,8 @@ TEST_P(TensorParallel, LossAndEveryGradientMatchOneProcess) {
     EXPECT_LT(d, 1e-12) << "loss on rank " << rank;
     worst = std::max(worst, d);
   }
+  for (int rank = 0; rank < tp; ++rank)
+    EXPECT_EQ(got[rank][got[rank].size() - 2].item<int64_t>(), 4) << "refusals on rank " << rank;
   for (size_t i = 0; i + 1 < want.size(); ++i) {
     const int dim = split_dim(i);
     for (int rank = 0; rank < (dim < 0 ? tp : 1); ++rank) {
