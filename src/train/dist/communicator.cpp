@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "core/error.h"
 #include "launch/heartbeat.h"
@@ -32,6 +35,46 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f s", static_cast<double>(ms.count()) / 1000.0);
   return buf;
+}
+
+using BackendMaker = std::function<BackendPtr(c10::intrusive_ptr<::c10d::Store>, int, int)>;
+
+// How this process makes a backend over a store: the world's and every subgroup's alike (same
+// interface, same timeout). Picks this rank's device into `device` (and selects it for NCCL).
+BackendMaker backend_maker(const std::string& backend, const launch::RankPlace& place,
+                           std::chrono::milliseconds timeout, torch::Device& device) {
+  if (backend == "gloo") {
+#if GPULAB_DIST_GLOO
+    auto o = ::c10d::ProcessGroupGloo::Options::create(timeout);
+    // Bind where peers can reach us: a named interface (torch's variable), else the address
+    // on the route to the master (several hosts), else loopback.
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+      o->devices.push_back(::c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    } else {
+      auto local = launch::local_address_towards(place.master_addr);
+      o->devices.push_back(
+          ::c10d::ProcessGroupGloo::createDeviceForHostname(local.ok() ? *local : "127.0.0.1"));
+    }
+    o->threads = 2;
+    return [o](c10::intrusive_ptr<::c10d::Store> store, int rank, int size) -> BackendPtr {
+      return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, o);
+    };
+#endif
+  } else {
+#if GPULAB_DIST_NCCL
+    // gpulab's sbatch scripts show every rank all of its node's GPUs (local rank i takes GPU
+    // i); a script with --gpus-per-task=1 leaves each rank one: index 0, not its local rank.
+    const int visible = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(place.local_rank % visible));
+    c10::cuda::set_device(device.index());
+    return [timeout](c10::intrusive_ptr<::c10d::Store> store, int rank, int size) -> BackendPtr {
+      auto o = ::c10d::ProcessGroupNCCL::Options::create();
+      o->timeout = timeout;
+      return c10::make_intrusive<::c10d::ProcessGroupNCCL>(store, rank, size, o);
+    };
+#endif
+  }
+  return [](auto, int, int) -> BackendPtr { return nullptr; };
 }
 
 }  // namespace
@@ -64,7 +107,7 @@ std::string resolve_backend(const std::string& requested) {
 }
 
 Communicator::Communicator(const launch::RankPlace& place, const CommOptions& opts)
-    : rank_(place.rank), size_(place.world_size), timeout_(opts.timeout) {
+    : rank_(place.rank), world_rank_(place.rank), size_(place.world_size), timeout_(opts.timeout) {
   backend_ = resolve_backend(opts.backend);
   if (opts.backend == "auto" && opts.print_auto && rank_ == 0) {
     std::printf("Auto-detected backend: %s\n", backend_.c_str());
@@ -83,34 +126,8 @@ Communicator::Communicator(const launch::RankPlace& place, const CommOptions& op
     fail("rendezvous at " + where, reason_of(e));
   }
   try {
-    if (backend_ == "gloo") {
-#if GPULAB_DIST_GLOO
-      auto o = ::c10d::ProcessGroupGloo::Options::create(timeout_);
-      // Bind where peers can reach us: a named interface (torch's variable), else the address
-      // on the route to the master (several hosts), else loopback.
-      if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-        o->devices.push_back(::c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-      } else {
-        auto local = launch::local_address_towards(place.master_addr);
-        o->devices.push_back(
-            ::c10d::ProcessGroupGloo::createDeviceForHostname(local.ok() ? *local : "127.0.0.1"));
-      }
-      o->threads = 2;
-      pg_ = c10::make_intrusive<::c10d::ProcessGroupGloo>(store_, rank_, size_, o);
-#endif
-    } else {
-#if GPULAB_DIST_NCCL
-      // gpulab's sbatch scripts show every rank all of its node's GPUs (local rank i takes GPU
-      // i); a script with --gpus-per-task=1 leaves each rank one: index 0, not its local rank.
-      const int visible = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
-      device_ =
-          torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(place.local_rank % visible));
-      c10::cuda::set_device(device_.index());
-      auto o = ::c10d::ProcessGroupNCCL::Options::create();
-      o->timeout = timeout_;
-      pg_ = c10::make_intrusive<::c10d::ProcessGroupNCCL>(store_, rank_, size_, o);
-#endif
-    }
+    make_backend_ = backend_maker(backend_, place, timeout_, device_);
+    pg_ = make_backend_(store_, rank_, size_);
   } catch (const std::exception& e) {
     fail("connecting the " + backend_ + " process group via " + where, reason_of(e));
   }
@@ -134,6 +151,27 @@ Communicator::Communicator(const launch::RankPlace& place, const CommOptions& op
   }
 }
 
+Communicator::Communicator(const Communicator& world, const std::vector<int>& ranks,
+                           const std::string& name)
+    : world_rank_(world.world_rank_),
+      size_(static_cast<int>(ranks.size())),
+      backend_(world.backend_),
+      device_(world.device_),
+      timeout_(world.timeout_),
+      make_backend_(world.make_backend_) {
+  auto me = std::find(ranks.begin(), ranks.end(), world.rank_);
+  GPULAB_ASSERT(me != ranks.end(), ("a rank made a group it is not in: " + name).c_str());
+  rank_ = static_cast<int>(me - ranks.begin());
+  // The group's own keys under the world's store: groups never see each other's rendezvous.
+  store_ = c10::make_intrusive<::c10d::PrefixStore>("gpulab/group/" + name, world.store_);
+  try {
+    pg_ = make_backend_(store_, rank_, size_);
+  } catch (const std::exception& e) {
+    fail("connecting the " + backend_ + " process group '" + name + "'", reason_of(e));
+  }
+  GPULAB_ASSERT(pg_, "no process group was created");
+}
+
 Communicator::~Communicator() = default;
 
 void Communicator::fail(const std::string& what, const std::string& detail) {
@@ -141,12 +179,12 @@ void Communicator::fail(const std::string& what, const std::string& detail) {
       detail.find("imed out") != std::string::npos || detail.find("imeout") != std::string::npos;
   std::string msg;
   const std::string host = launch::this_host_name();
-  const std::string me = std::to_string(rank_) + (host.empty() ? "" : " (" + host + ")");
+  const std::string me = std::to_string(world_rank_) + (host.empty() ? "" : " (" + host + ")");
   if (timed_out) {
     msg = "collective timeout: " + what + " on rank " + me + " did not complete within " +
-          seconds_text(timeout_) + " (" + detail + ")" + g_peers.explain(detail, rank_);
+          seconds_text(timeout_) + " (" + detail + ")" + g_peers.explain(detail, world_rank_);
   } else {
-    msg = what + " failed on rank " + me + ": " + detail + g_peers.explain(detail, rank_);
+    msg = what + " failed on rank " + me + ": " + detail + g_peers.explain(detail, world_rank_);
   }
   launch::report_rank_error(msg);
   throw Exception(timed_out ? Code::kTimeout : Code::kUnavailable, msg,
@@ -255,11 +293,29 @@ void Communicator::wait(const WorkPtr& work, const std::string& what) {
   }
 }
 
-void Communicator::allreduce_sum(torch::Tensor& t, const std::string& what) {
+void Communicator::allreduce(torch::Tensor& t, ::c10d::ReduceOp::RedOpType op,
+                             const std::string& what) {
   torch::Tensor staged =
       t.device() == device_ && t.is_contiguous() ? t : t.to(device_).contiguous();
-  wait(allreduce_async(staged, what), what);
+  std::vector<at::Tensor> v{staged};
+  ::c10d::AllreduceOptions o;
+  o.reduceOp = ::c10d::ReduceOp(op);
+  WorkPtr work;
+  try {
+    work = pg_->allreduce(v, o);
+  } catch (const std::exception& e) {
+    fail(what, reason_of(e));
+  }
+  wait(work, what);
   if (!staged.is_same(t)) t.copy_(staged);
+}
+
+void Communicator::allreduce_sum(torch::Tensor& t, const std::string& what) {
+  allreduce(t, ::c10d::ReduceOp::SUM, what);
+}
+
+void Communicator::allreduce_max(torch::Tensor& t, const std::string& what) {
+  allreduce(t, ::c10d::ReduceOp::MAX, what);
 }
 
 void Communicator::broadcast(torch::Tensor& t, int root, const std::string& what) {

@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "launch/rank_env.h"
 #include "train/dist/compat.h"
@@ -25,9 +27,13 @@ class Communicator {
  public:
   // Rendezvous and backend creation; throws gpulab::Exception (timeout, unsupported backend).
   Communicator(const launch::RankPlace& place, const CommOptions& opts);
+  // A subgroup of `world` (a device mesh's tensor-, pipeline- or data-parallel ranks): `ranks`
+  // lists world ranks in group order and holds world.rank(); `name` keys its rendezvous and must
+  // be the same on every member and unique per group. Only the members call it, together.
+  Communicator(const Communicator& world, const std::vector<int>& ranks, const std::string& name);
   ~Communicator();
 
-  int rank() const { return rank_; }
+  int rank() const { return rank_; }  // within this group (the world's rank for the world)
   int size() const { return size_; }
   const std::string& backend() const { return backend_; }
   // The device collectives run on (CPU for Gloo, this rank's GPU for NCCL).
@@ -54,6 +60,7 @@ class Communicator {
 
   // Blocking helpers; tensors on another device are staged through device() and copied back.
   void allreduce_sum(torch::Tensor& t, const std::string& what = "allreduce");
+  void allreduce_max(torch::Tensor& t, const std::string& what = "allreduce max");
   void broadcast(torch::Tensor& t, int root, const std::string& what = "broadcast");
   void barrier(const std::string& what = "barrier");
 
@@ -61,13 +68,19 @@ class Communicator {
   [[noreturn]] void fail(const std::string& what, const std::string& detail);
 
  private:
+  void allreduce(torch::Tensor& t, ::c10d::ReduceOp::RedOpType op, const std::string& what);
+
   int rank_ = 0;
+  int world_rank_ = 0;  // what failures name (a subgroup's rank_ is its own)
   int size_ = 1;
   std::string backend_;
   torch::Device device_ = torch::kCPU;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<::c10d::Store> store_;
   BackendPtr pg_;
+  // Creates a backend of this kind (Gloo bound to the same interface, or NCCL) over a store;
+  // subgroups reuse the world's.
+  std::function<BackendPtr(c10::intrusive_ptr<::c10d::Store>, int, int)> make_backend_;
   uint32_t next_tag_ = 0;
 };
 

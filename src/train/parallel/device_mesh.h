@@ -1,0 +1,32 @@
+// One device mesh over the world's communicator: this rank's coordinates and its tensor-,
+// pipeline- and data-parallel process groups (each a Communicator of the same backend).
+#pragma once
+
+#include <memory>
+
+#include "train/dist/communicator.h"
+#include "train/parallel/mesh_layout.h"
+
+namespace gpulab::train::parallel {
+
+class DeviceMesh {
+ public:
+  // Every world rank calls it together (it connects each group). Throws what MeshLayout throws,
+  // before any group is made.
+  DeviceMesh(dist::Communicator& world, int tp, int pp);
+
+  const MeshLayout& layout() const { return layout_; }
+  MeshCoord coord() const { return coord_; }
+  dist::Communicator& world() { return world_; }
+  dist::Communicator& tp() { return *tp_; }
+  dist::Communicator& pp() { return *pp_; }
+  dist::Communicator& dp() { return *dp_; }
+
+ private:
+  dist::Communicator& world_;
+  MeshLayout layout_;
+  MeshCoord coord_;
+  std::unique_ptr<dist::Communicator> tp_, pp_, dp_;
+};
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,42 @@
+// The arithmetic of a device mesh (no libtorch): which tensor-, pipeline- and data-parallel
+// coordinates a world rank has, and which world ranks share each of its groups. Tensor parallel
+// is innermost (consecutive ranks, so a TP group stays inside a node), pipeline stages next,
+// data parallel outermost, as Megatron-LM lays them out.
+#pragma once
+
+#include <vector>
+
+namespace gpulab::train::parallel {
+
+struct MeshCoord {
+  int tp = 0;
+  int pp = 0;
+  int dp = 0;
+};
+
+class MeshLayout {
+ public:
+  // Throws gpulab::Exception (kInvalidArgument) naming the numbers when a size is below 1 or
+  // tp·pp does not divide the world, with a layout that would work.
+  MeshLayout(int world, int tp, int pp);
+
+  int world() const { return world_; }
+  int tp() const { return tp_; }
+  int pp() const { return pp_; }
+  int dp() const { return world_ / (tp_ * pp_); }
+
+  MeshCoord coord(int rank) const;
+  int rank(MeshCoord c) const { return c.tp + tp_ * (c.pp + pp_ * c.dp); }
+
+  // World ranks of `rank`'s groups, in group order (the group rank is the coordinate).
+  std::vector<int> tp_group(int rank) const;
+  std::vector<int> pp_group(int rank) const;
+  std::vector<int> dp_group(int rank) const;
+
+ private:
+  int world_;
+  int tp_;
+  int pp_;
+};
+
+}  // namespace gpulab::train::parallel

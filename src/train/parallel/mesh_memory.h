@@ -1,0 +1,61 @@
+// Per-GPU memory of a decoder trained on a device mesh (TP x PP x DP, with a ZeRO stage over DP),
+// from its shape alone: parameters, gradients and optimizer state by what each rank holds, and
+// activations by Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+// Transformer Models"), with and without sequence parallelism and recomputation. Pure arithmetic
+// (no libtorch), for the planner to search layouts with.
+#pragma once
+
+#include <cstdint>
+
+namespace gpulab::train::parallel {
+
+struct DecoderShape {
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t ffn = 0;       // the MLP's inner width
+  int64_t heads = 0;     // query heads
+  int64_t kv_heads = 0;  // key/value heads (grouped-query attention); = heads without it
+  int64_t vocab = 0;
+  bool gated_mlp = true;  // SwiGLU (gate, up, down: 3 matrices) or a plain MLP (2)
+  bool tied_embeddings = false;
+};
+
+enum class Recompute { kNone, kSelective, kFull };
+
+struct MeshMemoryQuery {
+  DecoderShape model;
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int shard = 0;  // ZeRO stage over the DP group: 0 none, 1 optimizer, 2 + gradients, 3 + params
+  int64_t seq_len = 2048;
+  int64_t micro_batch = 1;    // sequences per micro-batch
+  int64_t micro_batches = 1;  // per step (the 1F1B schedule keeps min(pp, this) in flight)
+  bool sequence_parallel = true;
+  Recompute recompute = Recompute::kNone;
+  int64_t param_bytes = 2;  // bf16 weights
+  int64_t grad_bytes = 2;
+  int64_t optimizer_bytes = 12;  // per parameter: fp32 master copy + Adam's two moments
+  int64_t activation_bytes = 2;  // the paper's formula counts 2-byte (16-bit) activations
+};
+
+struct MeshMemory {
+  int64_t params_per_gpu = 0;  // elements this rank holds before any ZeRO-3 sharding
+  int64_t params = 0;          // bytes
+  int64_t grads = 0;
+  int64_t optimizer = 0;
+  int64_t activations = 0;
+  int64_t total() const { return params + grads + optimizer + activations; }
+};
+
+// Elements of one decoder layer on one TP rank (matrices split, norms replicated).
+int64_t layer_params(const DecoderShape& m, int tp);
+// All elements of the model on one rank (TP 1, PP 1): the count Hugging Face reports.
+int64_t model_params(const DecoderShape& m);
+// Activation bytes of one layer for one micro-batch (Korthikanti's per-layer formula, scaled
+// from its 2 bytes to activation_bytes).
+int64_t layer_activation_bytes(const MeshMemoryQuery& q);
+// The rank that holds the most (the first pipeline stage, or the last with the output layer).
+MeshMemory mesh_memory(const MeshMemoryQuery& q);
+
+}  // namespace gpulab::train::parallel

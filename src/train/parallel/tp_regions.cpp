@@ -1,0 +1,90 @@
+// The region crossings as torch::autograd::Function subclasses.
+#include "train/parallel/tp_regions.h"
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+TpGroup& group_of(AutogradContext* ctx) {
+  return TpGroup::from_id(ctx->saved_data["tp_group"].toInt());
+}
+
+torch::Tensor summed(const torch::Tensor& t, TpGroup& g, const char* what) {
+  auto out = t.clone(at::MemoryFormat::Contiguous);  // never reduce into autograd's own buffer
+  g.allreduce_sum(out, what);
+  return out;
+}
+
+torch::Tensor my_slice(const torch::Tensor& t, TpGroup& g) {
+  const int64_t d = t.size(-1);
+  GPULAB_ASSERT(d % g.size() == 0, "scatter_to_tp: last dimension not divisible by TP size");
+  const int64_t part = d / g.size();
+  return t.narrow(-1, g.rank() * part, part).contiguous();
+}
+
+struct CopyToTp : torch::autograd::Function<CopyToTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["tp_group"] = group;
+    return x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {summed(grad[0], group_of(ctx), "tensor-parallel copy (backward)"), torch::Tensor()};
+  }
+};
+
+struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    return summed(x, TpGroup::from_id(group), "tensor-parallel reduce");
+  }
+  static variable_list backward(AutogradContext*, variable_list grad) {
+    return {grad[0], torch::Tensor()};
+  }
+};
+
+struct GatherFromTp : torch::autograd::Function<GatherFromTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["tp_group"] = group;
+    return TpGroup::from_id(group).gather_last_dim(x, "tensor-parallel gather");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {my_slice(grad[0], group_of(ctx)), torch::Tensor()};
+  }
+};
+
+struct ScatterToTp : torch::autograd::Function<ScatterToTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["tp_group"] = group;
+    return my_slice(x, TpGroup::from_id(group));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {group_of(ctx).gather_last_dim(grad[0], "tensor-parallel scatter (backward)"),
+            torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor copy_to_tp(const torch::Tensor& x, TpGroup& group) {
+  return group.size() == 1 ? x : CopyToTp::apply(x, group.id());
+}
+
+torch::Tensor reduce_from_tp(const torch::Tensor& x, TpGroup& group) {
+  return group.size() == 1 ? x : ReduceFromTp::apply(x, group.id());
+}
+
+torch::Tensor gather_from_tp(const torch::Tensor& x, TpGroup& group) {
+  return group.size() == 1 ? x : GatherFromTp::apply(x, group.id());
+}
+
+torch::Tensor scatter_to_tp(const torch::Tensor& x, TpGroup& group) {
+  return group.size() == 1 ? x : ScatterToTp::apply(x, group.id());
+}
+
+}  // namespace gpulab::train::parallel

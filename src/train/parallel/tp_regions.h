@@ -1,0 +1,23 @@
+// The four crossings between replicated and tensor-parallel regions, as autograd functions
+// (Megatron-LM's mappings): each is the other's transpose, so forward and backward move the
+// same bytes. Inputs and outputs stay on the caller's device.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "train/parallel/tp_group.h"
+
+namespace gpulab::train::parallel {
+
+// Identity forward, all-reduce (sum) of the gradient backward: where a replicated input enters
+// column-parallel work whose ranks each contribute part of its gradient.
+torch::Tensor copy_to_tp(const torch::Tensor& x, TpGroup& group);
+// All-reduce (sum) forward, identity backward: where partial results (row-parallel outputs,
+// vocabulary-parallel embeddings) become the replicated whole.
+torch::Tensor reduce_from_tp(const torch::Tensor& x, TpGroup& group);
+// All-gather along the last dimension forward, this rank's slice of the gradient backward.
+torch::Tensor gather_from_tp(const torch::Tensor& x, TpGroup& group);
+// This rank's slice of the last dimension forward, all-gather of the gradient backward.
+torch::Tensor scatter_to_tp(const torch::Tensor& x, TpGroup& group);
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,71 @@
+// The vocabulary-parallel cross-entropy as one autograd function: two reductions forward (a max,
+// then the target logit and the sum of exponentials together), none backward.
+#include "train/parallel/vocab_parallel_cross_entropy.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct VocabParallelCe : torch::autograd::Function<VocabParallelCe> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& target, int64_t group, int64_t start,
+                               int64_t vocab) {
+    auto& g = TpGroup::from_id(group);
+    const int64_t cols = logits.size(-1);
+    const int64_t valid = std::clamp<int64_t>(vocab - start, 0, cols);
+    auto z = logits.detach().clone(at::MemoryFormat::Contiguous);
+    if (valid < cols)
+      z.narrow(-1, valid, cols - valid).fill_(-std::numeric_limits<double>::infinity());
+    // The shift only keeps exp() in range; the group's one max makes it the same everywhere.
+    auto max = std::get<0>(z.max(-1));
+    g.allreduce_max(max, "vocab-parallel cross-entropy (max)");
+    z.sub_(max.unsqueeze(-1));
+    auto mine = (target >= start) & (target < start + valid);
+    auto local = (target - start).masked_fill(~mine, 0);
+    auto picked = z.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(~mine, 0.0);
+    auto e = z.exp_();
+    auto sums = torch::stack({picked, e.sum(-1)});
+    g.allreduce_sum(sums, "vocab-parallel cross-entropy (sums)");
+    auto keep = target != kIgnoreIndex;
+    auto loss = (sums[1].log() - sums[0]).masked_fill(~keep, 0.0);
+    e.div_(sums[1].unsqueeze(-1));  // this rank's columns of the softmax
+    ctx->save_for_backward({e, local, mine, keep});
+    return loss;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    auto saved = ctx->get_saved_variables();
+    auto& softmax = saved[0];
+    auto onehot = torch::zeros_like(softmax).scatter_(
+        -1, saved[1].unsqueeze(-1), saved[2].unsqueeze(-1).to(softmax.scalar_type()));
+    auto weight = grad[0] * saved[3].to(grad[0].scalar_type());
+    return {(softmax - onehot) * weight.unsqueeze(-1), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
+                                           TpGroup& group, int64_t vocab_start,
+                                           int64_t vocab_size) {
+  const auto bad = (target != kIgnoreIndex) & ((target < 0) | (target >= vocab_size));
+  if (bad.any().item<bool>())
+    throw Exception(Code::kInvalidArgument,
+                    "a target id is outside the vocabulary of " + std::to_string(vocab_size),
+                    "use ids below the vocabulary size, or -100 for positions without a loss");
+  GPULAB_ASSERT(logits.sizes().slice(0, logits.dim() - 1) == target.sizes(),
+                "vocab_parallel_cross_entropy: logits and target shapes differ");
+  return VocabParallelCe::apply(logits, target, group.id(), vocab_start, vocab_size);
+}
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,23 @@
+// Cross-entropy over logits split along the vocabulary (Megatron-LM's vocab-parallel loss):
+// the full logits are never gathered. The max, the target's logit and the sum of exponentials
+// are reduced across the group; the gradient, softmax - onehot, stays local to each rank.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "train/parallel/tp_group.h"
+
+namespace gpulab::train::parallel {
+
+inline constexpr int64_t kIgnoreIndex = -100;  // as torch's cross_entropy and Hugging Face labels
+
+// `logits` [..., V_local]: this rank's columns, which start at global index `vocab_start`;
+// columns at or past `vocab_size` (the padding to a multiple of TP) take no part. `target`
+// [...] holds global ids in [0, vocab_size), or kIgnoreIndex (loss 0, no gradient). Returns the
+// loss of each position [...], the same on every rank; the mean is the caller's.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
+                                           TpGroup& group, int64_t vocab_start, int64_t vocab_size);
+
+}  // namespace gpulab::train::parallel
