@@ -26,6 +26,7 @@
 #include "train/resume_check.h"
 #include "train/run_files.h"
 #include "train/stop_signal.h"
+#include "train/tasks/task_table.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train {

@@ -37,6 +37,11 @@ class Host {
   // ping: requests leave it out as if down (a 503 naming it) until the host monitor's next ping
   // answers, so a hung engine costs at most one caller that wait.
   bool responsive() const { return !hung_.load(); }
+  // Set when it answers again; cleared by the first reconcile pass that saw its containers, so
+  // restart_on_host_return acts even when the pass at the return missed the host (a listing
+  // slower than its budget while the engine starts).
+  void set_returned(bool returned) { returned_ = returned; }
+  bool returned() const { return returned_.load(); }
   std::string unresponsive_reason() const;
   void mark_unresponsive(const std::string& why);
   // "up", "unresponsive" or "down": the host's state in answers.
@@ -87,6 +92,7 @@ class Host {
   std::unique_ptr<Engine> engine_;  // guarded by mu_ until set
   std::atomic<bool> up_{false};
   std::atomic<bool> hung_{false};
+  std::atomic<bool> returned_{false};
   std::string down_reason_ = "not connected yet";
   std::string hung_reason_;           // guarded by mu_
   std::optional<bool> live_restore_;  // guarded by mu_

@@ -34,6 +34,7 @@ void HostMonitor::watch(Host& h) {
     if (changed) {
       s_.metrics.increment(h.up() ? "host_up_events" : "host_down_events");
       if (h.up()) {
+        h.set_returned(true);
         try {
           reconcile(s_, false, h.name());  // containers removed or stopped while it was away
         } catch (const Exception& e) {

@@ -231,6 +231,11 @@ ReconcileReport reconcile(Service& s, bool startup, const std::string& returned)
   std::map<std::string, std::string> lease_missed;
   auto leased = lease_containers(s, &lease_missed);
   missed.insert(lease_missed.begin(), lease_missed.end());
+  // The hosts back since their last pass (Host::returned), `returned` among them.
+  std::set<std::string> back;
+  if (!returned.empty()) back.insert(returned);
+  for (const auto& h : s.hosts)
+    if (h->returned()) back.insert(h->name());
   std::set<std::string> booked;
   for (const auto& listed : s.store->containers()) {
     booked.insert(listed.name);
@@ -248,8 +253,10 @@ ReconcileReport reconcile(Service& s, bool startup, const std::string& returned)
       reconcile_lease(s, c, leased, r);
       continue;
     }
-    reconcile_container(s, c, engine, returned, r);
+    reconcile_container(s, c, engine, back.count(c.host) ? c.host : std::string(), r);
   }
+  for (const auto& h : s.hosts)
+    if (back.count(h->name()) && !missed.count(h->name()) && s.usable(*h)) h->set_returned(false);
   remove_unbooked(s, engine, host_of, booked, r);
   s.metrics.increment("reconcile_passes");  // tests wait for a pass that began after a change
   if (startup) {

@@ -102,7 +102,4 @@ class TrainTask {
   virtual PeakFlops peak() const { return {}; }
 };
 
-// The task the options name: a language model's, else image classification's.
-std::unique_ptr<TrainTask> make_train_task(const TaskEnv& env);
-
 }  // namespace gpulab::train

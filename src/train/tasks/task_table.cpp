@@ -1,6 +1,6 @@
 // The table of training tasks: which task a run's options name. A new task (GRPO, say) is a
 // class of its own files and one line here; the loop does not change.
-#include "train/tasks/train_task.h"
+#include "train/tasks/task_table.h"
 
 #include "train/models/decoder_config.h"
 #include "train/tasks/image_task.h"
