@@ -1,5 +1,7 @@
-// The flag table of train::TrainOptions: every flag of `gpulab train` that sets a training
-// option, registered the same way by `gpulab bench train` for the subset it takes.
+// The flags of train::TrainOptions on a command line: every flag of `gpulab train` that sets a
+// training option, registered from its row (train/train_option_rows.h) by `gpulab train`,
+// `bench train` and `plan`, and the shared rows (--model, --device, --seed, --batch_size) that
+// other commands register on their own fields with the same name, spelling and help.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,14 +9,29 @@
 #include <string>
 #include <vector>
 
+#include "train/train_option_rows.h"
 #include "train/train_options.h"
 
 namespace gpulab::cli {
+
+// "--batch_size,--batch-size": the row's snake_case name and its kebab twin, if it has one.
+std::string flag_names(const train::TrainOptionRow& row);
 
 // Registers the flags named in `only` (without dashes, in table order), or all of them when it
 // is empty. Values are checked by train::validate (check_train_options), not here, except
 // --dataset, whose names only the data module knows.
 void add_train_flags(CLI::App* cmd, train::TrainOptions& o,
                      const std::vector<std::string>& only = {});
+
+// Registers the training row `name` on another command's field (bench parity's --batch_size,
+// generate's --seed): one declaration and one help text for a flag many commands take. The
+// command checks the value itself (its range may be narrower than training's).
+template <class T>
+CLI::Option* add_shared_flag(CLI::App* cmd, const std::string& name, T& target) {
+  const train::TrainOptionRow& row = train::train_option_row(name);
+  CLI::Option* opt = cmd->add_option(flag_names(row), target, row.help);
+  if (row.show_default) opt->capture_default_str();
+  return opt;
+}
 
 }  // namespace gpulab::cli
