@@ -2,12 +2,7 @@
 // first, then gpulab's.
 #include "train/train_option_rows.h"
 
-#include <algorithm>
 #include <limits>
-#include <type_traits>
-#include <variant>
-
-#include "core/error.h"
 
 namespace gpulab::train {
 
@@ -78,22 +73,6 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
 };
 // clang-format on
 
-// One row's check on the value it holds.
-Status check_train_option_row(const TrainOptionRow& row, const TrainOptions& o) {
-  return std::visit(
-      [&](auto field) -> Status {
-        const auto& value = o.*field;
-        using T = std::decay_t<decltype(value)>;
-        if constexpr (std::is_same_v<T, std::string>) {
-          if (row.one_of) return flag_one_of(row.name, value, row.one_of());
-        } else if constexpr (!std::is_same_v<T, bool>) {
-          if (row.range) return flag_within(row.name, value, *row.range);
-        }
-        return ok_status();
-      },
-      row.field);
-}
-
 }  // namespace
 
 const std::vector<std::string>& on_off_names() {
@@ -106,16 +85,11 @@ const std::vector<TrainOptionRow>& train_option_rows() {
 }
 
 const TrainOptionRow& train_option_row(const std::string& name) {
-  auto it = std::find_if(kTrainOptionRows.begin(), kTrainOptionRows.end(),
-                         [&](const TrainOptionRow& r) { return name == r.name; });
-  GPULAB_ASSERT(it != kTrainOptionRows.end(), ("no such training flag: --" + name).c_str());
-  return *it;
+  return find_option_row(kTrainOptionRows, name);
 }
 
 Status check_option_rows(const TrainOptions& o) {
-  for (const TrainOptionRow& row : kTrainOptionRows)
-    if (auto st = check_train_option_row(row, o); !st) return st;
-  return ok_status();
+  return gpulab::check_option_rows(o, kTrainOptionRows);
 }
 
 }  // namespace gpulab::train

@@ -4,30 +4,16 @@
 // share (--model, --device, --seed, --batch_size) take their row's name and help from here.
 #pragma once
 
-#include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
-#include "core/flag_checks.h"
+#include "core/option_rows.h"
 #include "core/result.h"
 #include "train/train_options.h"
 
 namespace gpulab::train {
 
-struct TrainOptionRow {
-  using Field = std::variant<std::string TrainOptions::*, int64_t TrainOptions::*,
-                             double TrainOptions::*, bool TrainOptions::*>;
-  const char* name;  // snake_case, without dashes: the one spelling of the flag
-  Field field;       // a bool field is a flag without a value
-  const char* help;
-  const std::vector<std::string>& (*one_of)() = nullptr;  // a string's allowed values
-  std::optional<FlagRange> range = std::nullopt;          // a number's allowed values
-  bool show_default = true;                               // --help prints the default
-  // The kebab-case twin a command accepted before the snake_case policy (bench parity's
-  // --batch-size): kept for every command that takes the row.
-  const char* alias = nullptr;
-};
+using TrainOptionRow = OptionRow<TrainOptions>;
 
 // Every row, in --help order.
 const std::vector<TrainOptionRow>& train_option_rows();

@@ -9,13 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "base/flag_table.h"
 #include "train/train_option_rows.h"
 #include "train/train_options.h"
 
 namespace gpulab::cli {
-
-// "--batch_size,--batch-size": the row's snake_case name and its kebab twin, if it has one.
-std::string flag_names(const train::TrainOptionRow& row);
 
 // Registers the flags named in `only` (without dashes, in table order), or all of them when it
 // is empty. Values are checked by train::validate (check_train_options), not here, except
@@ -28,10 +26,7 @@ void add_train_flags(CLI::App* cmd, train::TrainOptions& o,
 // command checks the value itself (its range may be narrower than training's).
 template <class T>
 CLI::Option* add_shared_flag(CLI::App* cmd, const std::string& name, T& target) {
-  const train::TrainOptionRow& row = train::train_option_row(name);
-  CLI::Option* opt = cmd->add_option(flag_names(row), target, row.help);
-  if (row.show_default) opt->capture_default_str();
-  return opt;
+  return add_row_option(cmd, train::train_option_row(name), target);
 }
 
 }  // namespace gpulab::cli
