@@ -43,11 +43,10 @@ Status flag_within(const std::string& flag, T value, const FlagRange& range) {
                fmt::format("--{} {} is outside {}", flag, value, range.text())};
 }
 
+// A closed range: "--nnodes 0 is outside 1..65536".
 template <typename T>
 Status flag_in_range(const char* flag, T value, T lo, T hi) {
-  if (value >= lo && value <= hi) return ok_status();
-  return Error{Code::kInvalidArgument,
-               fmt::format("--{} {} is outside {}..{}", flag, value, lo, hi)};
+  return flag_within(flag, value, FlagRange{static_cast<double>(lo), static_cast<double>(hi)});
 }
 
 inline Status flag_one_of(const std::string& flag, const std::string& value,
