@@ -4,7 +4,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "core/option_rows.h"
 #include "core/result.h"
 #include "launch/launcher.h"
 
@@ -25,6 +27,10 @@ struct LaunchFlags {
   std::string rank_memory_max;
   double stop_grace_s = 3;  // between the stop signal and SIGKILL
 };
+
+// The flags as rows: name, field, help and range, in --help order
+// (apps/gpulab/base/launch_flags.cpp registers them).
+const std::vector<OptionRow<LaunchFlags>>& launch_flag_rows();
 
 // The launcher's options for these flags; the caller adds the command. kInvalidArgument naming
 // the flag unless every value is in range (--node_rank 0..65535, --master_port 0..65535, ...)

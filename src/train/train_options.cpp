@@ -7,12 +7,12 @@
 
 #include <algorithm>
 
-#include "core/flag_checks.h"
 #include "core/strings.h"
 #include "train/device.h"
 #include "train/lm_batches.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
+#include "train/train_option_rows.h"
 
 namespace gpulab::train {
 
@@ -40,10 +40,6 @@ const std::vector<std::string>& attention_names() {
   static const std::vector<std::string> names = {"sdpa", "gpulab"};
   return names;
 }
-const std::vector<std::string>& on_off_names() {
-  static const std::vector<std::string> names = {"on", "off"};
-  return names;
-}
 
 std::string effective_output_dir(const TrainOptions& opts) {
   if (!opts.output_dir.empty()) return opts.output_dir;
@@ -59,42 +55,14 @@ Status bad(std::string message, std::string hint = {}) {
 }  // namespace
 
 Status validate(const TrainOptions& o) {
-  for (auto [flag, value, valid] :
-       {std::tuple{"optimizer", &o.optimizer, &optimizer_names()},
-        std::tuple{"lr_schedule", &o.lr_schedule, &schedule_names()},
-        std::tuple{"precision", &o.precision, &precision_names()},
-        std::tuple{"normalize", &o.normalize, &normalize_names()},
-        std::tuple{"memory_format", &o.memory_format, &memory_format_names()},
-        std::tuple{"attention", &o.attention, &attention_names()},
-        std::tuple{"cpu_kernels", &o.cpu_kernels, &on_off_names()}}) {
-    if (auto s = flag_one_of(flag, *value, *valid); !s) return s;
-  }
+  if (auto st = check_option_rows(o); !st) return st;
   if (o.channels_last && o.memory_format == "contiguous")
     return bad("--channels_last and --memory_format contiguous contradict each other",
                "pass one of them");
   if (!valid_device_name(o.device))
     return bad("--device '" + o.device + "' is not valid", "valid values: auto, cpu, cuda, cuda:N");
-  if (!(o.learning_rate > 0)) return bad("--learning_rate must be > 0");
-  if (o.weight_decay < 0) return bad("--weight_decay must be >= 0");
-  if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
   if (o.nesterov && o.optimizer == "sgd" && o.momentum == 0)
     return bad("--nesterov needs --momentum > 0");
-  if (o.label_smoothing < 0 || o.label_smoothing >= 1)
-    return bad("--label_smoothing must be in [0, 1)");
-  if (o.clip_grad < 0) return bad("--clip_grad must be >= 0 (0 turns clipping off)");
-  if (o.grad_accum < 1) return bad("--grad_accum must be >= 1");
-  if (o.seq_len < 1) return bad("--seq_len must be >= 1");
-  if (o.batch_size < 1) return bad("--batch_size must be >= 1");
-  if (o.num_epochs < 1) return bad("--num_epochs must be >= 1");
-  if (o.log_every < 1) return bad("--log_every must be >= 1");
-  if (o.warmup_epochs < 0) return bad("--warmup_epochs must be >= 0");
-  if (o.step_size < 1) return bad("--step_size must be >= 1");
-  if (!(o.gamma > 0) || o.gamma > 1) return bad("--gamma must be in (0, 1]");
-  if (o.input_size < 8 || o.input_size > 4096) return bad("--input_size must be in [8, 4096]");
-  if (o.subset < 0 || o.limit_train_batches < 0 || o.limit_eval_batches < 0 || o.max_steps < 0)
-    return bad("--subset, --limit_*_batches and --max_steps must be >= 0");
-  if (o.keep_checkpoints < 1) return bad("--keep_checkpoints must be >= 1");
-  if (o.threads < 0) return bad("--threads must be >= 0");
 
   // Precision depends on the device: libtorch's CPU autocast knows bf16 only.
   const bool cpu = o.device == "cpu" || (o.device == "auto" && !torch::cuda::is_available());

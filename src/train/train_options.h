@@ -92,6 +92,7 @@ const std::vector<std::string>& precision_names();
 const std::vector<std::string>& normalize_names();
 const std::vector<std::string>& memory_format_names();
 const std::vector<std::string>& attention_names();
+const std::vector<std::string>& on_off_names();  // --cpu_kernels
 
 // The run folder: output_dir, or runs/<model>-<dataset> when none was given.
 std::string effective_output_dir(const TrainOptions& opts);

@@ -10,6 +10,7 @@
 #include "json_stdout.h"
 #include "train/device.h"
 #include "train/run_files.h"
+#include "train_flags.h"
 
 namespace gpulab::cli {
 namespace {
@@ -62,7 +63,7 @@ void add_bench_generate(CLI::App* bench, CommandContext& /*ctx*/) {
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "intra-op threads (0: libtorch's default)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
+  add_shared_flag(cmd, "device", a->device);
   cmd->add_flag("--json", a->json, "print one JSON line");
   cmd->callback([a] { run_bench_generate(*a); });
 }

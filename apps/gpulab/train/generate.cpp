@@ -13,6 +13,7 @@
 #include "train/device.h"
 #include "train/generate.h"
 #include "train/run_files.h"
+#include "train_flags.h"
 
 namespace gpulab::cli {
 namespace {
@@ -142,8 +143,8 @@ void add_generate_command(CLI::App& app, CommandContext& /*ctx*/) {
                   "stop a sample once its text contains this string (kept in the text; "
                   "repeatable; \\n is a newline). The tokenizer's end-of-sequence token always "
                   "stops it");
-  cmd->add_option("--seed", a->sampling.seed, "sampling seed")->capture_default_str();
-  cmd->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
+  add_shared_flag(cmd, "seed", a->sampling.seed);
+  add_shared_flag(cmd, "device", a->device);
   cmd->callback([a] {
     // Settings first: a wrong flag should not wait for the weights to load.
     if (auto bad = train::check_sampler_settings(a->sampling)) throw Exception(*bad);

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/strings.h"
 #include "json_stdout.h"
+#include "train_flags.h"
 
 namespace gpulab::cli {
 
@@ -49,14 +50,14 @@ void add_gpu_test_command(CLI::App& app, CommandContext& ctx) {
   auto opts = std::make_shared<bench::GemmTestOptions>();
   auto json = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("gpu-test", "GEMM stress test: checked products, time, GFLOPS");
-  cmd->add_option("--device", opts->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  add_shared_flag(cmd, "device", opts->device);
   cmd->add_option("--dtype", opts->dtype, "fp32, tf32, bf16 or fp16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
   cmd->add_option("--size", opts->size, "matrix size n (n x n times n x n)")->capture_default_str();
   cmd->add_option("--iterations", opts->iterations, "number of products")->capture_default_str();
   cmd->add_option("--samples", opts->samples, "entries checked per product")->capture_default_str();
-  cmd->add_option("--seed", opts->seed, "random seed for the inputs")->capture_default_str();
+  add_shared_flag(cmd, "seed", opts->seed);
   cmd->add_flag("--json", *json, "print the report as JSON");
   cmd->callback([opts, json, &ctx] {
     JsonStdout out(*json);

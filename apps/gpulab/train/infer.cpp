@@ -10,6 +10,7 @@
 #include "train/models/registry.h"
 #include "train/run_files.h"
 #include "train/weights/safetensors.h"
+#include "train_flags.h"
 
 namespace gpulab::cli {
 namespace {
@@ -109,7 +110,7 @@ void add_infer_command(CLI::App& app, CommandContext& /*ctx*/) {
   auto a = std::make_shared<InferArgs>();
   auto* cmd = app.add_subcommand(
       "infer", "run a model in eval mode on a safetensors tensor and print the top-5 classes");
-  cmd->add_option("--model", a->model, "model name (see `gpulab models`)")->required();
+  add_shared_flag(cmd, "model", a->model)->required();
   cmd->add_option("--num_classes,--num-classes", a->num_classes, "classes of the weights")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -121,7 +122,7 @@ void add_infer_command(CLI::App& app, CommandContext& /*ctx*/) {
   cmd->add_option("--input", a->input, "safetensors file with 'input': float32 N x 3 x H x W")
       ->required();
   cmd->add_option("--out", a->out, "write the logits as 'output' to this safetensors file");
-  cmd->add_option("--device", a->device, "cpu, cuda, cuda:N or auto")->capture_default_str();
+  add_shared_flag(cmd, "device", a->device);
   cmd->callback([a] { run_infer(*a); });
 }
 

@@ -21,6 +21,7 @@
 #include "train/dist/wrap_policy.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
+#include "train/train_option_rows.h"
 #include "train/train_options.h"
 #include "train_flags.h"
 #include "usage.h"
@@ -28,53 +29,47 @@
 namespace gpulab::cli {
 namespace {
 
+// The job planned: the trainer's own options (model, batch, sequence, precision, optimizer,
+// attention, checkpointing) and sharding flags, checked by their rows, plus what only a plan has.
 struct PlanOptions {
-  std::string model = "resnet50";
+  train::TrainOptions train;      // seq_len, input_size 0: the model's own
+  train::dist::DistOptions dist;  // --shard (or "all": every stage), --shard_wrap, dtypes
   int gpus = 1;
   std::string gpu = "h100";
-  std::string shard = "all";
-  int64_t batch_size = 32;
-  int64_t seq_len = 0;     // language models (the token count per sample)
   int64_t vocab_size = 0;  // language models: 0 = the shape's own
-  int64_t input_size = 0;
-  std::string precision = "fp32";
-  std::string optimizer = "sgd";
-  std::string wrap = "auto";
-  bool activation_checkpointing = false;
   int64_t num_classes = 1000;
-  std::string attention = "sdpa";
-  std::string param_dtype = "auto";  // --shard_param_dtype
-  std::string reduce_dtype = "auto";
 };
 
 // The per-stage table: memory by part at the step's peak, fit, largest batch, traffic.
 void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, int64_t capacity) {
   namespace d = train::dist;
-  const auto dtypes = d::resolve_shard_dtypes(o.precision, o.param_dtype, o.reduce_dtype);
-  const std::string master = o.precision == "fp64" ? "fp64" : "fp32";
+  const auto dtypes = d::resolve_shard_dtypes(o.train.precision, o.dist.shard_param_dtype,
+                                              o.dist.shard_reduce_dtype);
+  const std::string master = o.train.precision == "fp64" ? "fp64" : "fp32";
   auto dtype_name = [&](const std::optional<torch::ScalarType>& t) {
     return !t ? master : *t == torch::kBFloat16 ? "bf16" : "fp32";
   };
   std::printf(
       "Per device on %d x %s (%s), batch %lld per device, %s, optimizer %s%s; sharded stages: "
       "%s compute copies, gradients reduced in %s\n",
-      o.gpus, o.gpu.c_str(), d::human_bytes(capacity).c_str(), static_cast<long long>(o.batch_size),
-      o.precision.c_str(), o.optimizer.c_str(),
-      o.activation_checkpointing ? ", activation checkpointing" : "",
+      o.gpus, o.gpu.c_str(), d::human_bytes(capacity).c_str(),
+      static_cast<long long>(o.train.batch_size), o.train.precision.c_str(),
+      o.train.optimizer.c_str(),
+      o.train.activation_checkpointing ? ", activation checkpointing" : "",
       dtype_name(dtypes.param).c_str(), dtype_name(dtypes.reduce).c_str());
   TextTable table({"shard", "params", "grads", "optimizer", "activations", "buffers", "total",
                    "fits", "max batch", "comm/step"});
   // What a rank holds between steps: the figure `gpulab train --shard` measures after step 1.
   TextTable held({"shard", "params", "grads", "optimizer", "total"});
   for (const auto& name : d::shard_stage_names()) {
-    if (o.shard != "all" && o.shard != name) continue;
+    if (o.dist.shard != "all" && o.dist.shard != name) continue;
     d::PlanQuery q;
     q.stage = d::parse_shard_stage(name);
     q.world = o.gpus;
-    q.batch_size = o.batch_size;
-    q.optimizer_states = o.optimizer == "adam" || o.optimizer == "adamw" ? 2 : 1;
-    q.activation_scale = o.precision == "bf16" || o.precision == "fp16" ? 0.5 : 1.0;
-    q.activation_checkpointing = o.activation_checkpointing;
+    q.batch_size = o.train.batch_size;
+    q.optimizer_states = o.train.optimizer == "adam" || o.train.optimizer == "adamw" ? 2 : 1;
+    q.activation_scale = o.train.precision == "bf16" || o.train.precision == "fp16" ? 0.5 : 1.0;
+    q.activation_checkpointing = o.train.activation_checkpointing;
     if (dtypes.param) q.compute_bytes = c10::elementSize(*dtypes.param);
     if (dtypes.reduce) q.reduce_bytes = c10::elementSize(*dtypes.reduce);
     auto m = d::plan_peak(f, q);
@@ -104,23 +99,23 @@ void print_stages(const PlanOptions& o, const train::dist::ModelFootprint& f, in
 // laptop), tokens per sample from --seq_len.
 void run_language_model_plan(const PlanOptions& o, int64_t capacity) {
   namespace d = train::dist;
-  auto cfg = train::find_decoder_config(o.model).value_or_throw();
+  auto cfg = train::find_decoder_config(o.train.model).value_or_throw();
   if (o.vocab_size > 0) cfg.vocab_size = o.vocab_size;
-  if (o.seq_len > cfg.max_positions)
+  if (o.train.seq_len > cfg.max_positions)
     throw Exception(Code::kInvalidArgument,
-                    fmt::format("--seq_len {} is beyond {}'s {} positions", o.seq_len, cfg.name,
-                                cfg.max_positions),
+                    fmt::format("--seq_len {} is beyond {}'s {} positions", o.train.seq_len,
+                                cfg.name, cfg.max_positions),
                     fmt::format("pass --seq_len {} or less", cfg.max_positions));
-  const auto f =
-      d::decoder_footprint(cfg, o.seq_len, o.attention == "gpulab", o.precision == "fp64" ? 8 : 4);
+  const auto f = d::decoder_footprint(cfg, o.train.seq_len, o.train.attention == "gpulab",
+                                      o.train.precision == "fp64" ? 8 : 4);
   std::printf(
       "Model %s: %lld parameters (%s), %zu units (one per block + the root), activations %s "
       "per sequence of %lld tokens, %s attention (fitted on probe models of this "
       "implementation)\n",
       cfg.name.c_str(), static_cast<long long>(f.params),
       d::human_bytes(f.params * f.param_bytes).c_str(), f.units.size(),
-      d::human_bytes(f.activation_bytes_per_sample).c_str(), static_cast<long long>(o.seq_len),
-      o.attention.c_str());
+      d::human_bytes(f.activation_bytes_per_sample).c_str(),
+      static_cast<long long>(o.train.seq_len), o.train.attention.c_str());
   print_stages(o, f, capacity);
 }
 
@@ -132,71 +127,54 @@ void run_plan(const PlanOptions& o) {
     for (const auto& n : d::known_gpus()) names += (names.empty() ? "" : ", ") + n;
     throw Exception(Code::kInvalidArgument, "unknown --gpu '" + o.gpu + "'", "use one of " + names);
   }
-  if (train::is_language_model(o.model)) return run_language_model_plan(o, capacity);
+  if (train::is_language_model(o.train.model)) return run_language_model_plan(o, capacity);
   int64_t fixed_size = 0;
-  const auto* info = train::find_model(o.model, &fixed_size).value_or_throw();
-  const int64_t size =
-      o.input_size > 0 ? o.input_size : (fixed_size > 0 ? fixed_size : info->default_image_size);
+  const auto* info = train::find_model(o.train.model, &fixed_size).value_or_throw();
+  const int64_t size = o.train.input_size > 0
+                           ? o.train.input_size
+                           : (fixed_size > 0 ? fixed_size : info->default_image_size);
   train::ModelOptions mo;
   mo.num_classes = o.num_classes;
   mo.image_size = size;
-  auto model = train::create_model(o.model, mo);
-  if (o.precision == "fp64") model->to(torch::kDouble);
+  auto model = train::create_model(o.train.model, mo);
+  if (o.train.precision == "fp64") model->to(torch::kDouble);
   model->train();
   // Two samples: a training-mode BatchNorm refuses one where its input has shrunk to 1x1.
   auto f = d::measure_footprint(
-      *model, o.wrap,
+      *model, o.dist.shard_wrap,
       [&] {
-        return model->forward(torch::randn({2, 3, size, size},
-                                           o.precision == "fp64" ? torch::kDouble : torch::kFloat));
+        return model->forward(torch::randn(
+            {2, 3, size, size}, o.train.precision == "fp64" ? torch::kDouble : torch::kFloat));
       },
       2);
   std::printf(
       "Model %s: %lld parameters (%s), %zu units (%s wrap), activations %s per sample "
       "(measured forward at %lldx%lld)\n",
-      o.model.c_str(), static_cast<long long>(f.params),
-      d::human_bytes(f.params * f.param_bytes).c_str(), f.units.size(), o.wrap.c_str(),
+      o.train.model.c_str(), static_cast<long long>(f.params),
+      d::human_bytes(f.params * f.param_bytes).c_str(), f.units.size(), o.dist.shard_wrap.c_str(),
       d::human_bytes(f.activation_bytes_per_sample).c_str(), static_cast<long long>(size),
       static_cast<long long>(size));
   print_stages(o, f, capacity);
 }
 
-// The plan's own values from the shared flag tables: sizes a command line left out stay 0 (the
-// model's own), and names are checked against the trainer's lists.
-Status plan_from_flags(const train::TrainOptions& t, const train::dist::DistOptions& d,
-                       const CLI::App& cmd, PlanOptions& o) {
-  o.model = t.model;
-  o.batch_size = t.batch_size;
-  o.seq_len = cmd.get_option("--seq_len")->count() > 0 ? t.seq_len : 0;  // 0: the model's own
-  o.input_size = cmd.get_option("--input_size")->count() > 0 ? t.input_size : 0;
-  o.precision = t.precision;
-  o.optimizer = t.optimizer;
-  o.attention = t.attention;
-  o.activation_checkpointing = t.activation_checkpointing;
-  o.shard = d.shard;
-  o.wrap = d.shard_wrap;
-  o.param_dtype = d.shard_param_dtype;
-  o.reduce_dtype = d.shard_reduce_dtype;
-  // The plan's --shard also takes "all" (its default: every stage side by side).
+// The checks `gpulab train` runs on the same rows (train::check_option_rows), then the sharding
+// names, where the plan's --shard also takes "all" (its default: every stage side by side).
+// A --seq_len or --input_size the command line left out becomes 0: the model's own.
+Status check_plan(const CLI::App& cmd, PlanOptions& o) {
+  if (auto st = train::check_option_rows(o.train); !st) return st;
   static const std::vector<std::string> shards = [] {
     auto v = train::dist::shard_stage_names();
     v.insert(v.begin(), "all");
     return v;
   }();
-  const bool seq_given = cmd.get_option("--seq_len")->count() > 0;
-  const bool input_given = cmd.get_option("--input_size")->count() > 0;
   for (const Status& st :
-       {flag_one_of("precision", o.precision, train::precision_names()),
-        flag_one_of("optimizer", o.optimizer, train::optimizer_names()),
-        flag_one_of("attention", o.attention, train::attention_names()),
-        flag_one_of("shard_wrap", o.wrap, train::dist::wrap_policy_names()),
-        flag_one_of("shard", o.shard, shards),
-        flag_in_range("batch_size", o.batch_size, int64_t{1}, int64_t{1} << 40),
-        seq_given ? flag_in_range("seq_len", t.seq_len, int64_t{1}, int64_t{1} << 31) : ok_status(),
-        input_given ? flag_in_range("input_size", t.input_size, int64_t{8}, int64_t{4096})
-                    : ok_status()})
+       {flag_one_of("shard_wrap", o.dist.shard_wrap, train::dist::wrap_policy_names()),
+        flag_one_of("shard", o.dist.shard, shards)})
     if (!st) return st;
-  return train::dist::check_shard_dtypes(o.precision, o.param_dtype, o.reduce_dtype);
+  if (cmd.get_option("--seq_len")->count() == 0) o.train.seq_len = 0;
+  if (cmd.get_option("--input_size")->count() == 0) o.train.input_size = 0;
+  return train::dist::check_shard_dtypes(o.train.precision, o.dist.shard_param_dtype,
+                                         o.dist.shard_reduce_dtype);
 }
 
 }  // namespace
@@ -216,25 +194,23 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
                   "tokens in the vocabulary (language models; default: the model's own; a model "
                   "trained on byte data: 256)")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
-  // The trainer's flags, declared once in its tables, with the plan's defaults.
-  auto t = std::make_shared<train::TrainOptions>();
-  t->model = o->model;
-  t->batch_size = o->batch_size;
-  add_train_flags(cmd, *t,
+  // The trainer's flags, declared once in its table, with the plan's defaults.
+  o->train.model = "resnet50";
+  o->train.batch_size = 32;
+  add_train_flags(cmd, o->train,
                   {"model", "batch_size", "seq_len", "input_size", "precision", "optimizer",
                    "attention", "activation_checkpointing"});
-  auto d = std::make_shared<train::dist::DistOptions>();
-  d->shard = o->shard;
-  add_shard_flags(cmd, *d, "Options");
-  cmd->callback([cmd, o, t, d] {
-    throw_usage_error(plan_from_flags(*t, *d, *cmd, *o), cmd);
+  o->dist.shard = "all";
+  add_shard_flags(cmd, o->dist, "Options");
+  cmd->callback([cmd, o] {
+    throw_usage_error(check_plan(*cmd, *o), cmd);
     // A language model trains with AdamW on a few long sequences per device.
-    if (train::is_language_model(o->model)) {
-      if (cmd->get_option("--optimizer")->count() == 0) o->optimizer = "adamw";
-      if (cmd->get_option("--batch_size")->count() == 0) o->batch_size = 1;
-      if (o->seq_len <= 0) {
-        const auto cfg = train::find_decoder_config(o->model).value_or_throw();
-        o->seq_len = std::min<int64_t>(2048, cfg.max_positions);
+    if (train::is_language_model(o->train.model)) {
+      if (cmd->get_option("--optimizer")->count() == 0) o->train.optimizer = "adamw";
+      if (cmd->get_option("--batch_size")->count() == 0) o->train.batch_size = 1;
+      if (o->train.seq_len <= 0) {
+        const auto cfg = train::find_decoder_config(o->train.model).value_or_throw();
+        o->train.seq_len = std::min<int64_t>(2048, cfg.max_positions);
       }
     }
     run_plan(*o);

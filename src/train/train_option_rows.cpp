@@ -1,0 +1,95 @@
+// The table of `gpulab train`'s options, one row a flag: the seed's ddp-training.py flags
+// first, then gpulab's.
+#include "train/train_option_rows.h"
+
+#include <limits>
+
+namespace gpulab::train {
+
+namespace {
+
+using TO = TrainOptions;
+constexpr double kRowsInf = std::numeric_limits<double>::infinity();
+constexpr FlagRange rows_at_least(double lo) {
+  return {lo, kRowsInf};
+}
+constexpr FlagRange rows_above(double lo) {
+  return {lo, kRowsInf, true};
+}
+constexpr FlagRange kRowsFraction{0, 1, false, true};  // [0, 1)
+
+// clang-format off
+const std::vector<TrainOptionRow> kTrainOptionRows = {
+    // The seed's flags.
+    {"model", &TO::model, "model name (see `gpulab models`)"},
+    {"learning_rate", &TO::learning_rate, "base learning rate (language models: 3e-3 up to 512 wide, 6e-4 up to 1024, else 3e-4)", nullptr, rows_above(0)},
+    {"optimizer", &TO::optimizer, "sgd, adam, adamw or rmsprop (language models: adamw, cosine schedule with 5% warm-up, clip_grad 1.0, weight_decay 0.1 unless passed)", optimizer_names},
+    {"batch_size", &TO::batch_size, "samples (images or sequences) per process; with --batch_size_scaled, the global batch split between processes", nullptr, rows_at_least(1), true, "batch-size"},
+    {"batch_size_scaled", &TO::batch_size_scaled, "treat --batch_size as the global batch, split between processes"},
+    {"num_epochs", &TO::num_epochs, "epochs to train", nullptr, rows_at_least(1)},
+    {"normalize", &TO::normalize, "imagenet, neg_one_one or zero_one", normalize_names},
+    {"dataset", &TO::dataset, "cifar10, cifar100, mnist, fashion-mnist, imagefolder, synthetic; text or synthetic-text for language models"},
+    {"log_every", &TO::log_every, "evaluate on the test set every N epochs", nullptr, rows_at_least(1)},
+    {"weight_decay", &TO::weight_decay, "weight decay (not applied to norms and biases)", nullptr, rows_at_least(0)},
+    {"show_recommendations", &TO::show_recommendations, "print model recommendations and exit"},
+    {"script_options", &TO::script_options, "print example command lines and exit"},
+    // Data and outputs.
+    {"data_dir", &TO::data_dir, "folder with the data sets"},
+    {"output_dir", &TO::output_dir, "run folder (default runs/<model>-<dataset>)", nullptr, {}, false},
+    {"init_weights", &TO::init_weights, "start from these weights (safetensors, Hugging Face / torchvision names) instead of a random initialization", nullptr, {}, false},
+    {"input_size", &TO::input_size, "side of the square model input", nullptr, FlagRange{8, 4096}},
+    {"augment", &TO::augment, "random crop and horizontal flip for training"},
+    {"seq_len", &TO::seq_len, "tokens per training window (language models; bench train's images_per_second counts sequences)", nullptr, rows_at_least(1)},
+    {"activation_checkpointing", &TO::activation_checkpointing, "recompute each transformer block in the backward pass (less memory)"},
+    {"attention", &TO::attention, "language models: sdpa (at::scaled_dot_product_attention, as on a GPU) or gpulab (gpulab's fused CPU kernel in fp32/fp64/bf16, for A/B timings)", attention_names},
+    {"num_workers", &TO::num_workers, "data loader threads (-1: auto)"},
+    {"device", &TO::device, "auto, cpu, cuda or cuda:N"},
+    {"cpu_kernels", &TO::cpu_kernels, "on: gpulab's CPU kernels where they apply (RMSNorm, SwiGLU, bf16 products on the fp32 GEMM); off: libtorch's ops (A/B timings)", on_off_names},
+    {"threads", &TO::threads, "intra-op threads (0: all cores / local ranks)", nullptr, rows_at_least(0)},
+    {"resume", &TO::resume, "auto (newest complete checkpoint) or a checkpoint path", nullptr, {}, false},
+    {"keep_checkpoints", &TO::keep_checkpoints, "complete checkpoints to keep", nullptr, rows_at_least(1)},
+    {"no_checkpoints", &TO::no_checkpoints, "write no checkpoints"},
+    {"no_report", &TO::no_report, "write no HTML report"},
+    // Optimization.
+    {"momentum", &TO::momentum, "momentum (sgd, rmsprop)", nullptr, kRowsFraction},
+    {"nesterov", &TO::nesterov, "Nesterov momentum (sgd)"},
+    {"lr_schedule", &TO::lr_schedule, "none, step or cosine", schedule_names},
+    {"warmup_epochs", &TO::warmup_epochs, "linear warmup, per step (fractions allowed)", nullptr, rows_at_least(0)},
+    {"step_size", &TO::step_size, "epochs between decays (step schedule)", nullptr, rows_at_least(1)},
+    {"gamma", &TO::gamma, "decay factor (step schedule)", nullptr, FlagRange{0, 1, true}},
+    {"label_smoothing", &TO::label_smoothing, "label smoothing in [0, 1)", nullptr, kRowsFraction},
+    {"clip_grad", &TO::clip_grad, "clip the global gradient norm (0: off)", nullptr, rows_at_least(0)},
+    {"grad_accum", &TO::grad_accum, "micro-batches per optimizer step", nullptr, rows_at_least(1)},
+    {"precision", &TO::precision, "fp32, tf32, bf16, fp16 (GPU only) or fp64 (a numerics check: model, inputs and loss in float64)", precision_names},
+    {"channels_last", &TO::channels_last, "channels-last memory format (same as --memory_format channels_last)"},
+    {"memory_format", &TO::memory_format, "auto (channels-last where measured faster: ResNet and MobileNet in fp32 on the CPU), channels_last or contiguous", memory_format_names},
+    {"seed", &TO::seed, "random seed (the same seed, the same weights, data order and samples)"},
+    {"deterministic", &TO::deterministic, "deterministic algorithms only"},
+    // Small runs.
+    {"subset", &TO::subset, "use only the first N train and test images (0: all)", nullptr, rows_at_least(0)},
+    {"limit_train_batches", &TO::limit_train_batches, "batches per epoch (0: all)", nullptr, rows_at_least(0), false},
+    {"limit_eval_batches", &TO::limit_eval_batches, "test batches (0: all)", nullptr, rows_at_least(0), false},
+    {"max_steps", &TO::max_steps, "stop after N optimizer steps (0: no limit)", nullptr, rows_at_least(0), false},
+};
+// clang-format on
+
+}  // namespace
+
+const std::vector<std::string>& on_off_names() {
+  static const std::vector<std::string> names = {"on", "off"};
+  return names;
+}
+
+const std::vector<TrainOptionRow>& train_option_rows() {
+  return kTrainOptionRows;
+}
+
+const TrainOptionRow& train_option_row(const std::string& name) {
+  return find_option_row(kTrainOptionRows, name);
+}
+
+Status check_option_rows(const TrainOptions& o) {
+  return gpulab::check_option_rows(o, kTrainOptionRows);
+}
+
+}  // namespace gpulab::train
