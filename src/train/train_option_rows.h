@@ -21,8 +21,4 @@ const std::vector<TrainOptionRow>& train_option_rows();
 // The row of a flag (without dashes); a name not in the table is a bug.
 const TrainOptionRow& train_option_row(const std::string& name);
 
-// Each row's check on the value it holds: "--optimizer 'x' is not valid" with the valid names,
-// "--momentum 1 is outside [0, 1)".
-Status check_option_rows(const TrainOptions& o);
-
 }  // namespace gpulab::train

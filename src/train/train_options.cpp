@@ -12,7 +12,6 @@
 #include "train/lm_batches.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
-#include "train/train_option_rows.h"
 
 namespace gpulab::train {
 

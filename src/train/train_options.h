@@ -100,6 +100,10 @@ std::string effective_output_dir(const TrainOptions& opts);
 // The options as JSON (recorded in checkpoints and the metrics log).
 Json options_to_json(const TrainOptions& opts);
 
+// Each option row's check on the value it holds (train_option_rows.cpp, where the rows are):
+// "--optimizer 'x' is not valid" with the valid names, "--momentum 1 is outside [0, 1)".
+Status check_option_rows(const TrainOptions& o);
+
 // Checks values and combinations that flags alone cannot (ranges, enum values, precision on a
 // device). Fails with kInvalidArgument and a hint that lists the valid values.
 Status validate(const TrainOptions& opts);
