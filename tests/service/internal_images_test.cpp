@@ -198,8 +198,8 @@ TEST_F(InternalImages, RecreateWhoseImageIsGoneReleasesItsRow) {
   HttpClient again(svc_->url());
   auto list = again.get(api_ + "/list").json()["data"]["containers"];
   EXPECT_TRUE(list.empty()) << list.dump();
-  for (const auto& g : again.get(api_ + "/gpus").json()["data"]["gpus"])
-    EXPECT_FALSE(g.value("allocated", false)) << g.dump();
+  const Json gpus = again.get(api_ + "/gpus").json();  // a local: the loop reads into it
+  for (const auto& g : gpus["data"]["gpus"]) EXPECT_FALSE(g.value("allocated", false)) << g.dump();
   EXPECT_NE(svc_->log_lines("cannot be recreated").find(name), std::string::npos)
       << svc_->log_tail();
 }
