@@ -41,6 +41,8 @@ std::vector<RewardSample> samples(const PromptSet& set, const std::vector<std::s
   for (size_t i = 0; i < texts.size(); ++i) out.push_back({&set.prompts[i % 2], texts[i]});
   return out;
 }
+// The samples view the texts: a temporary list would leave them dangling.
+std::vector<RewardSample> samples(const PromptSet& set, std::vector<std::string>&& texts) = delete;
 
 // A scorer in Python: the completion's length times the prompt's answer, plus 0.5 for a chat
 // prompt. Proves the request carries the prompt as given, the completion and the fields.
@@ -70,7 +72,8 @@ TEST(CommandReward, ScoresEachCompletionFromTheCommandsLines) {
 TEST(CommandReward, EveryFailureIsCountedNeverACrash) {
   Scripts s;
   const auto set = prompts();
-  const auto three = samples(set, {"a", "b", "c"});
+  const std::vector<std::string> abc = {"a", "b", "c"};
+  const auto three = samples(set, abc);
   struct Case {
     std::string script, why;
     size_t failed;
@@ -120,7 +123,8 @@ TEST(CommandReward, AProgramThatIsNotThereIsRefusedBeforeARunAndFailsIfRunAnyway
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().code, Code::kNotFound);
   EXPECT_NE(c.error().message.find("'/no/such/scorer'"), std::string::npos);
-  const auto got = r.score(samples(set, {"a"}));
+  const std::vector<std::string> a = {"a"};
+  const auto got = r.score(samples(set, a));
   EXPECT_EQ(got.failed(), 1u);
   EXPECT_NE(got.failure.find("cannot run /no/such/scorer"), std::string::npos) << got.failure;
   EXPECT_FALSE(CommandReward::create({.argv = {"gpulab-no-such-scorer"}})->check(set).ok());
