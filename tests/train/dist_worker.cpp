@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "launch/rank_env.h"
 
 namespace gpulab::train::testing {
 
@@ -62,6 +63,15 @@ std::vector<torch::Tensor> load_tensors(const std::filesystem::path& file) {
   std::vector<torch::Tensor> t;
   torch::load(t, file.string());
   return t;
+}
+
+dist::Communicator worker_world() {
+  auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
+  dist::CommOptions o;
+  o.backend = "gloo";
+  o.print_auto = false;
+  o.timeout = std::chrono::seconds(60);
+  return dist::Communicator(place, o);
 }
 
 double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {

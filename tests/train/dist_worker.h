@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "launch/launcher.h"
+#include "train/dist/communicator.h"
 
 namespace gpulab::train::testing {
 
@@ -28,6 +29,9 @@ launch::LaunchResult run_ranks(const std::string& scenario, int n, const std::fi
 std::filesystem::path worker_out();
 void save_tensors(const std::string& name, std::vector<torch::Tensor> t);
 std::vector<torch::Tensor> load_tensors(const std::filesystem::path& file);
+
+// This rank's world over Gloo, as the launcher placed it (quiet, 60 s per collective).
+dist::Communicator worker_world();
 
 // max |a - b| / max(|b|, 1e-12) over all elements.
 double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b);

@@ -36,7 +36,7 @@ void HostMonitor::watch(Host& h) {
       if (h.up()) {
         h.set_returned(true);
         try {
-          reconcile(s_, false, h.name());  // containers removed or stopped while it was away
+          reconcile(s_, false);  // containers removed or stopped while it was away
         } catch (const Exception& e) {
           spdlog::warn("reconcile after host {} came back: {}", h.name(), e.error().message);
         }

@@ -78,19 +78,17 @@ void reconcile_lease(Service& s, const ContainerRecord& c,
 // dockerd restart without live-restore): started again when the config asks for it. True when
 // it runs again.
 bool restart_after_return(Service& s, const Engine& eng, const ContainerRecord& c,
-                          const EngineContainer& e, const std::string& returned,
-                          ReconcileReport& r) {
-  if (!s.config.restart_on_host_return || c.host != returned || c.state != state::kRunning ||
+                          const EngineContainer& e, bool host_returned, ReconcileReport& r) {
+  if (!s.config.restart_on_host_return || !host_returned || c.state != state::kRunning ||
       e.state == "running")
     return false;
   auto st = eng.start_container(e.id);
   if (!st) {
-    spdlog::warn("host {} is back: cannot start {} again: {}", returned, c.name,
-                 st.error().message);
+    spdlog::warn("host {} is back: cannot start {} again: {}", c.host, c.name, st.error().message);
     return false;
   }
   s.store->audit("gpulab", "reconcile", c.name, "restarted",
-                 "its host " + returned + " came back with it stopped (restart_on_host_return)");
+                 "its host " + c.host + " came back with it stopped (restart_on_host_return)");
   ++r.restarted;
   return true;
 }
@@ -113,10 +111,11 @@ bool recreate_image_lost(Service& s, const Engine& eng, const ContainerRecord& c
 }
 
 // One container row (not a lease) against the engine's view: finish or roll back what a crash
-// interrupted, release what is gone, correct the booked state (`returned`: restart_after_return).
+// interrupted, release what is gone, correct the booked state (`host_returned`:
+// restart_after_return).
 void reconcile_container(Service& s, const ContainerRecord& c,
-                         const std::map<std::string, EngineContainer>& engine,
-                         const std::string& returned, ReconcileReport& r) {
+                         const std::map<std::string, EngineContainer>& engine, bool host_returned,
+                         ReconcileReport& r) {
   if (c.state == state::kMoving) return;  // its move (or settle_moves) decides
   // An intent is resolved at run time too: the caller holds the container's name lock, which
   // every request that writes an intent keeps until it returns, so an intent seen here belongs to
@@ -174,7 +173,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
     s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
     s.metrics.increment("reconcile_released");
     ++r.released;
-  } else if (!restart_after_return(s, eng, c, *e, returned, r)) {
+  } else if (!restart_after_return(s, eng, c, *e, host_returned, r)) {
     auto book_state = [](const std::string& engine_state) {
       return engine_state == "running"   ? state::kRunning
              : engine_state == "created" ? state::kCreated
@@ -221,7 +220,7 @@ void remove_unbooked(Service& s, const std::map<std::string, EngineContainer>& e
 
 }  // namespace
 
-ReconcileReport reconcile(Service& s, bool startup, const std::string& returned) {
+ReconcileReport reconcile(Service& s, bool startup) {
   ReconcileReport r;
   // Moves first: a rollback gives a row its state back, a finish removes the source's container
   // of the same name, before the rows are compared with the engines.
@@ -231,9 +230,8 @@ ReconcileReport reconcile(Service& s, bool startup, const std::string& returned)
   std::map<std::string, std::string> lease_missed;
   auto leased = lease_containers(s, &lease_missed);
   missed.insert(lease_missed.begin(), lease_missed.end());
-  // The hosts back since their last pass (Host::returned), `returned` among them.
+  // The hosts back since their last pass.
   std::set<std::string> back;
-  if (!returned.empty()) back.insert(returned);
   for (const auto& h : s.hosts)
     if (h->returned()) back.insert(h->name());
   std::set<std::string> booked;
@@ -253,7 +251,7 @@ ReconcileReport reconcile(Service& s, bool startup, const std::string& returned)
       reconcile_lease(s, c, leased, r);
       continue;
     }
-    reconcile_container(s, c, engine, back.count(c.host) ? c.host : std::string(), r);
+    reconcile_container(s, c, engine, back.count(c.host) > 0, r);
   }
   for (const auto& h : s.hosts)
     if (back.count(h->name()) && !missed.count(h->name()) && s.usable(*h)) h->set_returned(false);

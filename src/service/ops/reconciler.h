@@ -27,8 +27,8 @@ struct ReconcileReport {
 
 // Completes or rolls back intents (rows in creating / deleting / recreating) whose request is no
 // longer in flight; startup: also fails interrupted backups and removes orphan images.
-// `returned`: the host that just answered again; with restart_on_host_return its containers
-// booked as running that its engine stopped meanwhile are started again.
-ReconcileReport reconcile(Service& s, bool startup, const std::string& returned = {});
+// With restart_on_host_return, the containers booked as running of a host back since its last
+// pass (Host::returned) that its engine stopped meanwhile are started again.
+ReconcileReport reconcile(Service& s, bool startup);
 
 }  // namespace gpulab::service

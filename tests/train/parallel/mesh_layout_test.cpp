@@ -6,7 +6,6 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "launch/rank_env.h"
 #include "train/dist_worker.h"
 #include "train/parallel/device_mesh.h"
 
@@ -55,12 +54,7 @@ TEST(MeshLayout, RefusesSizesThatDoNotTileTheWorld) {
 }
 
 int mesh_scenario() {
-  auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
-  dist::CommOptions o;
-  o.backend = "gloo";
-  o.print_auto = false;
-  o.timeout = std::chrono::seconds(60);
-  dist::Communicator world(place, o);
+  dist::Communicator world = train::testing::worker_world();
   parallel::DeviceMesh mesh(world, 2, 2);
   std::vector<torch::Tensor> sums;
   for (auto* g : {&mesh.tp(), &mesh.pp(), &mesh.dp()}) {

@@ -12,7 +12,6 @@
 #include <functional>
 
 #include "core/error.h"
-#include "launch/rank_env.h"
 #include "train/dist_worker.h"
 #include "train/parallel/device_mesh.h"
 #include "train/parallel/tp_layers.h"
@@ -159,12 +158,7 @@ int64_t refusals(TpGroup& g, int64_t vocab) {
 int tp_scenario() {
   const int64_t vocab = std::atoll(std::getenv("GPULAB_TP_VOCAB"));
   torch::set_default_dtype(caffe2::TypeMeta::Make<double>());
-  auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
-  dist::CommOptions o;
-  o.backend = "gloo";
-  o.print_auto = false;
-  o.timeout = std::chrono::seconds(60);
-  dist::Communicator world(place, o);
+  dist::Communicator world = train::testing::worker_world();
   DeviceMesh mesh(world, world.size(), 1);
   TpGroup g(mesh.tp());
   Whole w = make_whole(vocab);
