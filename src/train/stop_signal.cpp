@@ -39,4 +39,9 @@ int stop_signal_received() {
   return g_signal.load();
 }
 
+int agreed_stop_signal(int local, int interrupted_ranks, int otherwise_stopped_ranks) {
+  if (otherwise_stopped_ranks > 0) return local != 0 && local != SIGINT ? local : SIGTERM;
+  return interrupted_ranks > 0 ? SIGINT : 0;
+}
+
 }  // namespace gpulab::train

@@ -17,4 +17,9 @@ class StopSignalGuard {
 // The signal received since the guard was installed (SIGINT, SIGTERM), or 0.
 int stop_signal_received();
 
+// The stop signal every rank reports, from this rank's own (`local`, 0 if none yet) and the
+// number of ranks that saw SIGINT and that saw another signal. The launcher signals all ranks at
+// once, but one may look a step before another has it: that rank still names the others' signal.
+int agreed_stop_signal(int local, int interrupted_ranks, int otherwise_stopped_ranks);
+
 }  // namespace gpulab::train

@@ -299,11 +299,13 @@ void Trainer::evaluate(EpochRecord& rec) {
 
 bool Trainer::stop_requested() {
   const int local = stop_signal_received();
-  auto any = torch::full({1}, static_cast<double>(local != 0), torch::kFloat64);
-  if (dist_->world_size > 1) dist_->all_reduce_sum(any);  // every rank stops at the same step
-  if (any.item<double>() == 0) return false;
-  stop_signal_ = local != 0 ? local : SIGTERM;
-  return true;
+  auto seen = torch::tensor({static_cast<double>(local == SIGINT),
+                             static_cast<double>(local != 0 && local != SIGINT)},
+                            torch::kFloat64);
+  if (dist_->world_size > 1) dist_->all_reduce_sum(seen);  // every rank stops at the same step
+  stop_signal_ = agreed_stop_signal(local, static_cast<int>(seen[0].item<double>()),
+                                    static_cast<int>(seen[1].item<double>()));
+  return stop_signal_ != 0;
 }
 
 void Trainer::say_stopped(int64_t epoch, int64_t batch) const {
