@@ -299,9 +299,9 @@ void Trainer::evaluate(EpochRecord& rec) {
 
 bool Trainer::stop_requested() {
   const int local = stop_signal_received();
-  auto seen = torch::tensor({static_cast<double>(local == SIGINT),
-                             static_cast<double>(local != 0 && local != SIGINT)},
-                            torch::kFloat64);
+  auto seen = torch::tensor(
+      {static_cast<double>(local == SIGINT), static_cast<double>(local != 0 && local != SIGINT)},
+      torch::kFloat64);
   if (dist_->world_size > 1) dist_->all_reduce_sum(seen);  // every rank stops at the same step
   stop_signal_ = agreed_stop_signal(local, static_cast<int>(seen[0].item<double>()),
                                     static_cast<int>(seen[1].item<double>()));
