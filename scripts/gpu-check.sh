@@ -5,7 +5,8 @@
 # gpulab row beside its PyTorch reference in the same run: detect; GEMM bf16/fp16/tf32/fp32 at
 # 8192 vs torch.matmul; ResNet-50 224 px b256 bf16 channels-last vs bench/reference/train_ref.py;
 # llama-1b seq 2048 bf16 AdamW vs bench/reference/llm_gpu_ref.py; GPU-vs-CPU parity (llama-tiny,
-# resnet18); one NCCL rank of DDP and of --shard full; bench allreduce on NCCL. Every step has a
+# resnet18); one NCCL rank of DDP and of --shard full; bench allreduce on NCCL; then the
+# needs-gpu tests (tests/integration/needs_gpu/). Every step has a
 # timeout and a failed step does not stop the others. Writes gpu-check.json, gpu-check.log and
 # each step's raw output to OUT (default out/gpu-check-DATE-HOST); commit them under
 # bench/results/. Exit 0 when every step ran, 1 when one failed, 3 before building when this host
@@ -109,6 +110,11 @@ step shard_full_nccl 120 "$G" train --model llama-tiny --dataset synthetic-text 
   --nproc_per_node 1 --backend nccl --device cuda --shard full --optimizer adamw --max_steps 5 \
   --output_dir "$OUT/runs/shard" --no_report
 step allreduce_nccl 60 "$G" bench allreduce --json --backend nccl --min_bytes 1048576 --max_bytes 268435456
+
+# --- The needs-gpu tests (ctest label needs-gpu; they skip on a machine without a GPU).
+for case in detect exit_path allocator nccl_allreduce parity; do
+  step "needs_gpu_$case" 120 bash tests/integration/needs_gpu/needs_gpu_test.sh "$case" "$G"
+done
 
 # --- One JSON and a table in the log.
 "$PY" bench/gpu_check_report.py "$OUT" | tee -a "$LOG"

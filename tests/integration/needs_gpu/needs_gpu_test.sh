@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The tests that need a GPU (ctest label needs-gpu): detect finds the GPUs the driver lists, the
+# GPU's float32 step matches the CPU's float64 one, NCCL all-reduces every element right, the CUDA
+# allocator's peaks are reported, and the wheel's process exits cleanly after GPU work. Without a
+# GPU each case skips with that reason; `make gpu-check` runs them all on a GPU host.
+# usage: needs_gpu_test.sh CASE GPULAB   (CASE: detect parity nccl_allreduce allocator exit_path)
+set -uo pipefail
+CASE=$1 G=$2
+WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $CASE: $*"; exit 1; }
+PY=/usr/bin/python3
+
+# The driver's own count: nvidia-smi -L (or rocm-smi); none -> skip, the machine's property.
+driver_gpus() {
+  if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -L 2>/dev/null | grep -c '^GPU '
+  elif command -v rocm-smi >/dev/null 2>&1; then rocm-smi --showid 2>/dev/null | grep -c '^GPU\['
+  else echo 0; fi
+}
+GPUS=$(driver_gpus)
+if [ "${GPUS:-0}" -eq 0 ]; then
+  echo "SKIPPED: no GPU: this machine's driver lists none (nvidia-smi/rocm-smi); make gpu-check runs it on a GPU host"
+  exit 77
+fi
+echo "driver lists $GPUS GPU(s)"
+
+json_field() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
+
+case $CASE in
+  detect)
+    "$G" detect --json >"$WORK/d.json" || fail "gpulab detect exited $?"
+    found=$(json_field "$WORK/d.json" '["gpu_count"]')
+    echo "gpulab detect: $found GPU(s)"
+    [ "$found" = "$GPUS" ] || fail "detect found $found GPU(s), the driver lists $GPUS"
+    ;;
+  parity)
+    # bench parity's own verdict: float32 on the GPU (TF32 off) against float64 on the CPU, with
+    # the CPU's float32 error printed beside it for scale.
+    for m in llama-tiny resnet18; do
+      "$G" bench parity --json --model "$m" --device cuda:0 >"$WORK/p.json"
+      code=$?
+      cat "$WORK/p.json"
+      [ -s "$WORK/p.json" ] || fail "$m: bench parity exited $code with no report"
+      [ "$(json_field "$WORK/p.json" '["passed"]')" = True ] || fail "$m: the GPU's step is off the CPU's"
+    done
+    ;;
+  nccl_allreduce)
+    # One rank per GPU; the bench checks each all-reduced element against the expected sum.
+    "$G" bench allreduce --json --backend nccl --nproc_per_node "$GPUS" --min_bytes 1024 \
+      --max_bytes $((64 << 20)) --iters 3 >"$WORK/a.json" || fail "bench allreduce exited $?"
+    wrong=$("$PY" -c 'import json,sys; print(sum(r["wrong"] for r in json.load(open(sys.argv[1]))["rows"]))' "$WORK/a.json")
+    echo "NCCL all-reduce over $GPUS rank(s): $wrong wrong element(s)"
+    [ "$wrong" = 0 ] || fail "$wrong element(s) differ from the expected sum"
+    ;;
+  allocator)
+    "$G" train --model llama-tiny --dataset synthetic-text --seq_len 128 --batch_size 4 --device cuda \
+      --max_steps 3 --output_dir "$WORK/run" --no_report >"$WORK/log" 2>&1 || { cat "$WORK/log"; fail "train exited"; }
+    line=$(grep -o 'peak GPU mem [0-9]* MiB allocated, [0-9]* MiB reserved' "$WORK/log" | tail -1)
+    echo "$line"
+    [ -n "$line" ] || fail "no 'peak GPU mem' line"
+    read -r alloc reserved < <(grep -o '[0-9]\+' <<<"$line" | tr '\n' ' ')
+    if [ "$alloc" -le 0 ] || [ "$reserved" -lt "$alloc" ]; then fail "allocated $alloc, reserved $reserved MiB"; fi
+    ;;
+  exit_path)
+    # The wheel once crashed at exit after GPU work (issue 38): a bench run must end with 0.
+    "$G" --version | tee "$WORK/v"
+    if ! grep -q 'GPUs\? visible' "$WORK/v" || grep -q 'no GPU visible' "$WORK/v"; then fail "--version sees no GPU"; fi
+    "$G" bench train --dataset synthetic --model resnet18 --input_size 32 --batch_size 8 --steps 3 \
+      --warmup 1 --device cuda:0 >"$WORK/b" 2>&1
+    code=$?
+    tail -3 "$WORK/b"
+    [ "$code" = 0 ] || fail "bench train on the GPU exited $code"
+    ;;
+  *) fail "unknown case" ;;
+esac
+echo "PASS: $CASE"
