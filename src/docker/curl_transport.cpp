@@ -2,7 +2,9 @@
 // threads never share state), unix socket or TCP/TLS, streamed upload and download, cancel.
 #include <curl/curl.h>
 
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -29,6 +31,12 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
+// A transport's abandon requests: how many so far, and the idle time each asks for.
+struct Abandon {
+  std::atomic<uint64_t> epoch{0};
+  std::atomic<int64_t> idle_ms{0};
+};
+
 // State shared with the libcurl callbacks of one request.
 struct Call {
   const HttpRequest* req = nullptr;
@@ -39,6 +47,13 @@ struct Call {
   std::optional<Error> error;   // set by a callback that aborted the transfer
   bool stopped_by_sink = false;
   char error_text[CURL_ERROR_SIZE] = {};  // libcurl's words for a failure (TLS: which side)
+  // Abandoning stalled calls (HttpTransport::abandon_stalled_calls): the transport's count of
+  // abandon requests when this call started, and when it last moved a byte.
+  const Abandon* abandon = nullptr;
+  uint64_t epoch = 0;
+  curl_off_t bytes_moved = 0;
+  std::chrono::steady_clock::time_point last_moved = std::chrono::steady_clock::now();
+  bool abandoned = false;
 
   bool streaming_2xx() {
     long code = 0;
@@ -121,9 +136,20 @@ std::size_t on_read(char* buf, std::size_t size, std::size_t n, void* user) {
   return k;
 }
 
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+// libcurl calls it often while bytes move and about once a second while none do.
+int on_progress(void* user, curl_off_t, curl_off_t down, curl_off_t, curl_off_t up) {
   auto* call = static_cast<Call*>(user);
-  return (call->req->cancel && call->req->cancel->load()) ? 1 : 0;
+  if (call->req->cancel && call->req->cancel->load()) return 1;
+  const auto now = std::chrono::steady_clock::now();
+  if (down + up != call->bytes_moved) {
+    call->bytes_moved = down + up;
+    call->last_moved = now;
+  }
+  if (call->abandon->epoch.load() == call->epoch) return 0;
+  const std::chrono::milliseconds idle(call->abandon->idle_ms.load());
+  if (now - call->last_moved < idle) return 0;
+  call->abandoned = true;
+  return 1;
 }
 
 class CurlTransport : public HttpTransport {
@@ -132,12 +158,19 @@ class CurlTransport : public HttpTransport {
 
   std::string describe() const override { return ep_.to_string(); }
 
+  void abandon_stalled_calls(std::chrono::milliseconds idle) override {
+    abandon_.idle_ms = idle.count();
+    ++abandon_.epoch;
+  }
+
   Result<HttpResponse> send(const HttpRequest& req) override {
     std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
     if (!curl) return Error(Code::kInternal, "curl_easy_init failed");
     Call call;
     call.req = &req;
     call.curl = curl.get();
+    call.abandon = &abandon_;
+    call.epoch = abandon_.epoch.load();
     CURL* c = curl.get();
     const std::string url = set_target(c, req);
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -213,11 +246,10 @@ class CurlTransport : public HttpTransport {
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &call);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &call);
-    if (req.cancel) {
-      curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-      curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-      curl_easy_setopt(c, CURLOPT_XFERINFODATA, &call);
-    }
+    // Always: a cancel flag, and an abandon request for a call stalled on a hung engine.
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &call);
     return ok_status();
   }
 
@@ -233,6 +265,13 @@ class CurlTransport : public HttpTransport {
         call.error = Error(Code::kInternal, "cannot write " + req.response_file.string());
     }
     if (call.error) return *call.error;
+    if (call.abandoned)
+      return Error(Code::kUnavailable,
+                   "the engine at " + ep_.to_string() +
+                       " stopped answering while this call waited; the call was abandoned when "
+                       "its host was marked down (the engine may still carry it out)",
+                   "the host's state says when it answers again; the service then reads what "
+                   "its engine did");
     if (rc == CURLE_ABORTED_BY_CALLBACK || (rc == CURLE_WRITE_ERROR && call.stopped_by_sink)) {
       call.resp.cancelled = true;
       return std::move(call.resp);
@@ -282,6 +321,7 @@ class CurlTransport : public HttpTransport {
   }
 
   Endpoint ep_;
+  Abandon abandon_;
 };
 
 }  // namespace

@@ -94,6 +94,11 @@ class HttpTransport {
   virtual Result<HttpResponse> send(const HttpRequest& request) = 0;
   // For messages: "unix:///run/docker.sock".
   virtual std::string describe() const = 0;
+  // The engine stopped answering (its host was marked down): every call already in flight that
+  // has moved no byte for `idle` (now, or later while it waits) ends with kUnavailable instead of
+  // waiting out its own limit (a read's 30 s, a stop's grace time). Calls sent afterwards are not
+  // affected; a call still streaming data goes on.
+  virtual void abandon_stalled_calls(std::chrono::milliseconds idle) {}
 };
 
 // libcurl transport for an endpoint (unix socket or TCP/TLS). A fresh easy handle per call,

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "service/base/crypto.h"
-#include "service/ops/backup_archive.h"
+#include "service/ops/backups/backup_archive.h"
 #include "support/small_tmpfs.h"
 #include "support/temp_dir.h"
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "fake_lab.h"
-#include "service/ops/reconciler.h"
+#include "service/ops/hosts/reconciler.h"
 
 namespace gpulab::service::testing {
 namespace {
@@ -113,6 +113,20 @@ TEST(EngineSeam, TheReconcilerReleasesWhatAContainerGoneFromItsEngineHeld) {
   EXPECT_EQ(rep.released, 1) << rep.to_json().dump();
   EXPECT_FALSE(lab.service().store->find_container("gone"));
   EXPECT_TRUE(ok(c.post_json(kApi + "/create", create_body("next", 2))));  // its GPUs are free
+}
+
+TEST(EngineSeam, AHostMarkedDownOrUnresponsiveAbandonsItsStalledCalls) {
+  FakeLab lab({{"lab1", 1}, {"lab2", 1}});
+  Host* lab1 = lab.service().find_host("lab1");
+  Host* lab2 = lab.service().find_host("lab2");
+  ASSERT_TRUE(lab1 && lab2);
+  lab.engine("lab2").set_down(true);
+  lab2->check();  // its ping fails: down
+  EXPECT_FALSE(lab2->up());
+  EXPECT_GE(lab.engine("lab2").calls("abandon_stalled_calls"), 1);
+  EXPECT_EQ(lab.engine("lab1").calls("abandon_stalled_calls"), 0);  // an up host's calls go on
+  lab1->mark_unresponsive("a call found no answer within 2 s");
+  EXPECT_GE(lab.engine("lab1").calls("abandon_stalled_calls"), 1);
 }
 
 }  // namespace

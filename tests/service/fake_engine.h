@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
@@ -38,6 +39,9 @@ class FakeEngine : public Engine, public EngineArchives {
   Result<std::string> engine_id() const override;
   std::string unavailable_hint() const override { return "start the fake engine"; }
   std::optional<bool> live_restore() const override { return true; }
+  void abandon_stalled_calls(std::chrono::milliseconds) const override {
+    (void)enter("abandon_stalled_calls");
+  }
 
   std::shared_ptr<const ServiceInventory> gpus() const override { return inventory_; }
   std::vector<GpuSample> sample_gpus() const override { return {}; }

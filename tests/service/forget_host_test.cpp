@@ -8,7 +8,7 @@
 #include <set>
 
 #include "service/base/api_error.h"
-#include "service/ops/forget_host.h"
+#include "service/ops/hosts/forget_host.h"
 #include "support/temp_dir.h"
 
 namespace gpulab::service {

@@ -9,7 +9,7 @@
 
 #include "fake_lab.h"
 #include "service/base/crypto.h"
-#include "service/ops/internal_images.h"
+#include "service/ops/images/internal_images.h"
 
 namespace gpulab::service::testing {
 namespace {

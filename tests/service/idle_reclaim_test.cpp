@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "service/ops/container_ops.h"
-#include "service/ops/idle_reclaim.h"
-#include "service/ops/quota.h"
-#include "service/ops/usage_meter.h"
+#include "service/ops/containers/container_ops.h"
+#include "service/ops/policies/idle_reclaim.h"
+#include "service/ops/policies/quota.h"
+#include "service/ops/policies/usage_meter.h"
 #include "service/store/user_policy.h"
 #include "service_env.h"
 

@@ -1,6 +1,6 @@
 // The bounded pipe between an engine's image save and another's load: every byte in order, never
 // more than its capacity held, and a failure on either side ends the other.
-#include "service/ops/image_pipe.h"
+#include "service/ops/images/image_pipe.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
-#include "service/ops/container_ops.h"
-#include "service/ops/internal_images.h"
+#include "service/ops/containers/container_ops.h"
+#include "service/ops/images/internal_images.h"
 #include "service/store/store.h"
 #include "service_env.h"
 

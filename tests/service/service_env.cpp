@@ -8,7 +8,7 @@
 #include "core/files.h"
 #include "core/tar.h"
 #include "service/base/crypto.h"
-#include "service/ops/internal_images.h"
+#include "service/ops/images/internal_images.h"
 
 namespace gpulab::service::testing {
 

@@ -12,7 +12,7 @@
 #include "core/strings.h"
 #include "service/base/api_error.h"
 #include "service/base/crypto.h"
-#include "service/ops/container_ops.h"
+#include "service/ops/containers/container_ops.h"
 #include "service/store/book_id.h"
 #include "service/store/store.h"
 #include "service_env.h"

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "core/strings.h"
-#include "service/ops/internal_images.h"
+#include "service/ops/images/internal_images.h"
 #include "service/store/db.h"
 #include "service_env.h"
 

@@ -7,11 +7,11 @@
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
 #include "service/domain/validation.h"
-#include "service/ops/allocation.h"
-#include "service/ops/container_ops.h"
-#include "service/ops/gpu_view.h"
-#include "service/ops/move_ops.h"
-#include "service/ops/quota.h"
+#include "service/ops/containers/allocation.h"
+#include "service/ops/containers/container_ops.h"
+#include "service/ops/containers/gpu_view.h"
+#include "service/ops/containers/move_ops.h"
+#include "service/ops/policies/quota.h"
 
 namespace gpulab::service {
 

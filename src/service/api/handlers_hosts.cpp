@@ -1,7 +1,7 @@
 // Host endpoints for admins: every host's state, the retired hosts the book still holds rows on,
-// and forgetting those rows (see ops/forget_host.h).
+// and forgetting those rows (see ops/hosts/forget_host.h).
 #include "service/api/handlers.h"
-#include "service/ops/forget_host.h"
+#include "service/ops/hosts/forget_host.h"
 
 namespace gpulab::service {
 

@@ -5,8 +5,8 @@
 #include "service/api/handlers.h"
 #include "service/base/api_error.h"
 #include "service/domain/validation.h"
-#include "service/ops/backup_ops.h"
-#include "service/ops/snapshot_ops.h"
+#include "service/ops/backups/backup_ops.h"
+#include "service/ops/images/snapshot_ops.h"
 
 namespace gpulab::service {
 

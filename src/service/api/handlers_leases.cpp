@@ -3,7 +3,7 @@
 #include "service/api/handlers.h"
 #include "service/base/api_error.h"
 #include "service/domain/validation.h"
-#include "service/ops/lease_ops.h"
+#include "service/ops/leases/lease_ops.h"
 
 namespace gpulab::service {
 

@@ -4,8 +4,8 @@
 
 #include "service/api/handlers.h"
 #include "service/base/api_error.h"
-#include "service/ops/idle_reclaim.h"
-#include "service/ops/quota.h"
+#include "service/ops/policies/idle_reclaim.h"
+#include "service/ops/policies/quota.h"
 #include "service/store/user_policy.h"
 
 namespace gpulab::service {

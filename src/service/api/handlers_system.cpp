@@ -6,8 +6,8 @@
 #include "service/domain/validation.h"
 #include "service/engine/inventory.h"
 #include "service/http/openapi.h"
-#include "service/ops/gpu_view.h"
-#include "service/ops/usage_meter.h"
+#include "service/ops/containers/gpu_view.h"
+#include "service/ops/policies/usage_meter.h"
 
 namespace gpulab::service {
 

@@ -29,6 +29,9 @@ class BoundedTransport : public docker::HttpTransport {
         on_hung_(std::move(on_hung)) {}
   Result<docker::HttpResponse> send(const docker::HttpRequest& request) override;
   std::string describe() const override { return inner_->describe(); }
+  void abandon_stalled_calls(std::chrono::milliseconds idle) override {
+    inner_->abandon_stalled_calls(idle);
+  }
 
  private:
   std::unique_ptr<docker::HttpTransport> inner_;

@@ -38,6 +38,10 @@ Status DockerEngine::ping() const {
   return client_.ping();
 }
 
+void DockerEngine::abandon_stalled_calls(std::chrono::milliseconds idle) const {
+  client_.transport().abandon_stalled_calls(idle);
+}
+
 Result<std::string> DockerEngine::engine_id() const {
   {
     std::lock_guard<std::mutex> g(id_mu_);

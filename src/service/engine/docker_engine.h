@@ -26,6 +26,7 @@ class DockerEngine : public Engine, public EngineArchives {
   Result<std::string> engine_id() const override;
   std::optional<bool> live_restore() const override;
   std::string unavailable_hint() const override;
+  void abandon_stalled_calls(std::chrono::milliseconds idle) const override;
 
   std::shared_ptr<const ServiceInventory> gpus() const override;
   std::vector<GpuSample> sample_gpus() const override;

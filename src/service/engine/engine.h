@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -44,6 +45,9 @@ class EngineIdentity {
   // Whether the engine keeps containers running while it restarts (Docker's live-restore);
   // nullopt when it cannot be asked now.
   virtual std::optional<bool> live_restore() const = 0;
+  // Its host was marked down: calls in flight that have had no answer for `idle` end now (503)
+  // instead of waiting out their own limits. A backend whose calls cannot hang ignores it.
+  virtual void abandon_stalled_calls(std::chrono::milliseconds idle) const {}
 };
 
 // The host's GPUs.

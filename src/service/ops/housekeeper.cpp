@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "core/log.h"
-#include "service/ops/usage_meter.h"
+#include "service/ops/policies/usage_meter.h"
 
 namespace gpulab::service {
 

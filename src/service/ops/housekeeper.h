@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "service/ops/idle_reclaim.h"
+#include "service/ops/policies/idle_reclaim.h"
 
 namespace gpulab::service {
 

@@ -14,9 +14,9 @@
 #include "service/engine/engine.h"
 #include "service/engine/inventory.h"
 #include "service/http/auth.h"
-#include "service/ops/background_calls.h"
-#include "service/ops/host.h"
-#include "service/ops/image_claims.h"
+#include "service/ops/hosts/background_calls.h"
+#include "service/ops/hosts/host.h"
+#include "service/ops/images/image_claims.h"
 #include "service/store/store.h"
 
 namespace gpulab::service {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "service/domain/principal.h"
-#include "service/ops/allocation.h"
+#include "service/ops/containers/allocation.h"
 #include "service/ops/service.h"
 
 namespace gpulab::service {

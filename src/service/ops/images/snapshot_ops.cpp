@@ -1,10 +1,10 @@
 // Snapshot = docker commit with gpulab labels, recorded in the book with the source's settings.
-#include "service/ops/snapshot_ops.h"
+#include "service/ops/images/snapshot_ops.h"
 
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
 #include "service/domain/validation.h"
-#include "service/ops/internal_images.h"
+#include "service/ops/images/internal_images.h"
 
 namespace gpulab::service {
 

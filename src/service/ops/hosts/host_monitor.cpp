@@ -1,9 +1,9 @@
 // The host monitor's loops (host_monitor.h).
-#include "service/ops/host_monitor.h"
+#include "service/ops/hosts/host_monitor.h"
 
 #include "core/log.h"
-#include "service/ops/internal_images.h"
-#include "service/ops/reconciler.h"
+#include "service/ops/hosts/reconciler.h"
+#include "service/ops/images/internal_images.h"
 
 namespace gpulab::service {
 

@@ -1,5 +1,5 @@
 // The user and number checks of policy_request.h.
-#include "service/ops/policy_request.h"
+#include "service/ops/policies/policy_request.h"
 
 #include <fmt/format.h>
 

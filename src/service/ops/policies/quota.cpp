@@ -1,13 +1,13 @@
 // Quota limits from the user policies, usage from the book, and the check allocate() calls.
-#include "service/ops/quota.h"
+#include "service/ops/policies/quota.h"
 
 #include <cmath>
 #include <cstdio>
 
 #include "core/strings.h"
 #include "service/base/api_error.h"
-#include "service/ops/policy_request.h"
-#include "service/ops/usage_meter.h"
+#include "service/ops/policies/policy_request.h"
+#include "service/ops/policies/usage_meter.h"
 #include "service/store/user_policy.h"
 
 namespace gpulab::service {

@@ -1,12 +1,12 @@
 // The event streams and the reconcile loop (event_watcher.h).
-#include "service/ops/event_watcher.h"
+#include "service/ops/hosts/event_watcher.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/log.h"
 #include "service/base/clock.h"
-#include "service/ops/reconciler.h"
+#include "service/ops/hosts/reconciler.h"
 
 namespace gpulab::service {
 

@@ -1,6 +1,6 @@
 // Forgetting a retired host's rows (forget_host.h): the refusals, what the rows hold, and the one
 // transaction that lets go of them.
-#include "service/ops/forget_host.h"
+#include "service/ops/hosts/forget_host.h"
 
 #include <map>
 #include <set>
@@ -8,8 +8,8 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "service/base/api_error.h"
-#include "service/ops/lease_ops.h"
-#include "service/ops/usage_meter.h"
+#include "service/ops/leases/lease_ops.h"
+#include "service/ops/policies/usage_meter.h"
 
 namespace gpulab::service {
 

@@ -1,6 +1,6 @@
 // The move of move_ops.h: check, book the target, copy the image, create, commit, clean up; and
 // the journal's settling after a failure, a crash or a host that was down.
-#include "service/ops/move_ops.h"
+#include "service/ops/containers/move_ops.h"
 
 #include <chrono>
 #include <thread>
@@ -12,10 +12,10 @@
 #include "service/base/crypto.h"
 #include "service/domain/gpu_allocator.h"
 #include "service/domain/validation.h"
-#include "service/ops/allocation.h"
-#include "service/ops/container_ops.h"
-#include "service/ops/image_pipe.h"
-#include "service/ops/internal_images.h"
+#include "service/ops/containers/allocation.h"
+#include "service/ops/containers/container_ops.h"
+#include "service/ops/images/image_pipe.h"
+#include "service/ops/images/internal_images.h"
 #include "service/store/book_id.h"
 
 namespace gpulab::service {

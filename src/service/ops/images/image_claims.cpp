@@ -1,5 +1,5 @@
 // Claims on internal images in the making (image_claims.h).
-#include "service/ops/image_claims.h"
+#include "service/ops/images/image_claims.h"
 
 namespace gpulab::service {
 

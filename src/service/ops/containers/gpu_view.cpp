@@ -1,5 +1,5 @@
 // The GPU view of gpu_view.h.
-#include "service/ops/gpu_view.h"
+#include "service/ops/containers/gpu_view.h"
 
 namespace gpulab::service {
 

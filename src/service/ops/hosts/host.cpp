@@ -1,6 +1,6 @@
 // A lab host's connection and health: connect when it first answers, ping, record up/down, and
 // find its GPUs through its engine when none are declared.
-#include "service/ops/host.h"
+#include "service/ops/hosts/host.h"
 
 #include "core/log.h"
 
@@ -71,9 +71,17 @@ void Host::mark_unresponsive(const std::string& why) {
     std::lock_guard<std::mutex> g(mu_);
     hung_reason_ = why;
   }
-  if (!hung_.exchange(true) && up_)
+  if (!hung_.exchange(true) && up_) {
     spdlog::warn("host {} is unresponsive (left out until its next ping answers): {}", config_.name,
                  why);
+    abandon_stalled_calls();
+  }
+}
+
+void Host::abandon_stalled_calls() const {
+  // A call with no answer for as long as a ping may take is waiting on the hung engine.
+  if (const Engine* e = engine())
+    e->abandon_stalled_calls(std::chrono::seconds(engine_config_.host_answer_seconds));
 }
 
 std::optional<bool> Host::live_restore() const {
@@ -105,9 +113,13 @@ const Engine* Host::engine() const {
 }
 
 void Host::set_down(const std::string& why) {
-  std::lock_guard<std::mutex> g(mu_);
-  down_reason_ = why;
-  up_ = false;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    down_reason_ = why;
+    up_ = false;
+  }
+  // Each failed ping, not only the first: a call that started just before still ends promptly.
+  abandon_stalled_calls();
 }
 
 Status Host::connect() {

@@ -1,5 +1,5 @@
 // Removal of unbooked containers (unbooked.h), shared by create and the reconciler.
-#include "service/ops/unbooked.h"
+#include "service/ops/containers/unbooked.h"
 
 #include "core/log.h"
 #include "service/store/book_id.h"

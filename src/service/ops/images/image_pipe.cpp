@@ -1,5 +1,5 @@
 // The bounded pipe of image_pipe.h.
-#include "service/ops/image_pipe.h"
+#include "service/ops/images/image_pipe.h"
 
 #include <algorithm>
 #include <cstring>

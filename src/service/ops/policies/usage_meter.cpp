@@ -1,5 +1,5 @@
 // Hour-bucket GPU-second accounting in the gpu_usage and meter_state tables.
-#include "service/ops/usage_meter.h"
+#include "service/ops/policies/usage_meter.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Backup, restore, upload, download and delete, with the archive format in backup_archive.
-#include "service/ops/backup_ops.h"
+#include "service/ops/backups/backup_ops.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,9 +14,9 @@
 #include "service/base/clock.h"
 #include "service/base/crypto.h"
 #include "service/domain/validation.h"
-#include "service/ops/allocation.h"
-#include "service/ops/backup_archive.h"
-#include "service/ops/internal_images.h"
+#include "service/ops/backups/backup_archive.h"
+#include "service/ops/containers/allocation.h"
+#include "service/ops/images/internal_images.h"
 
 namespace gpulab::service {
 

@@ -1,6 +1,6 @@
 // The two-member backup file (image archive, manifest) on core's tar codec (core/tar.h); sizes
 // beyond 8 GiB use the base-256 size field, since lab backups run to tens of GB.
-#include "service/ops/backup_archive.h"
+#include "service/ops/backups/backup_archive.h"
 
 #include <fcntl.h>
 #include <unistd.h>

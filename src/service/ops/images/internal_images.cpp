@@ -1,5 +1,5 @@
 // Owners of the service's own images, and the start-up sweep of the ones left without one.
-#include "service/ops/internal_images.h"
+#include "service/ops/images/internal_images.h"
 
 #include <map>
 #include <set>

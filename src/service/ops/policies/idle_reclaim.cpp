@@ -1,5 +1,5 @@
 // Idle detection per container and the warn -> stop sequence; see idle_reclaim.h.
-#include "service/ops/idle_reclaim.h"
+#include "service/ops/policies/idle_reclaim.h"
 
 #include <cmath>
 #include <cstdio>
@@ -8,8 +8,8 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "service/base/api_error.h"
-#include "service/ops/container_ops.h"
-#include "service/ops/policy_request.h"
+#include "service/ops/containers/container_ops.h"
+#include "service/ops/policies/policy_request.h"
 #include "service/store/user_policy.h"
 
 namespace gpulab::service {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "service/domain/principal.h"
-#include "service/ops/container_ops.h"
+#include "service/ops/containers/container_ops.h"
 
 namespace gpulab::service {
 

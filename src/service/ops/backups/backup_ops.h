@@ -6,7 +6,7 @@
 #include <string>
 
 #include "service/domain/principal.h"
-#include "service/ops/container_ops.h"
+#include "service/ops/containers/container_ops.h"
 
 namespace gpulab::service {
 

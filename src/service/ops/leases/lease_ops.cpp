@@ -1,10 +1,10 @@
 // GPU leases for containers made outside the service (gpulab ddp): book, show, release.
-#include "service/ops/lease_ops.h"
+#include "service/ops/leases/lease_ops.h"
 
 #include "core/strings.h"
 #include "service/base/api_error.h"
 #include "service/domain/validation.h"
-#include "service/ops/host_fanout.h"
+#include "service/ops/hosts/host_fanout.h"
 
 namespace gpulab::service {
 

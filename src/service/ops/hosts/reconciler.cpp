@@ -1,16 +1,16 @@
 // Reconciliation rules, one per book state; see reconciler.h.
-#include "service/ops/reconciler.h"
+#include "service/ops/hosts/reconciler.h"
 
 #include <filesystem>
 
 #include "core/log.h"
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
-#include "service/ops/container_ops.h"
-#include "service/ops/internal_images.h"
-#include "service/ops/lease_ops.h"
-#include "service/ops/move_ops.h"
-#include "service/ops/unbooked.h"
+#include "service/ops/containers/container_ops.h"
+#include "service/ops/containers/move_ops.h"
+#include "service/ops/containers/unbooked.h"
+#include "service/ops/images/internal_images.h"
+#include "service/ops/leases/lease_ops.h"
 #include "service/store/book_id.h"
 
 namespace gpulab::service {

@@ -1,5 +1,5 @@
 // Create / start / stop / delete / update against the engine, with the book kept in step.
-#include "service/ops/container_ops.h"
+#include "service/ops/containers/container_ops.h"
 
 #include <algorithm>
 
@@ -9,12 +9,12 @@
 #include "service/base/clock.h"
 #include "service/base/crypto.h"
 #include "service/domain/validation.h"
-#include "service/ops/allocation.h"
-#include "service/ops/host_fanout.h"
-#include "service/ops/internal_images.h"
-#include "service/ops/quota.h"
-#include "service/ops/unbooked.h"
-#include "service/ops/usage_meter.h"
+#include "service/ops/containers/allocation.h"
+#include "service/ops/containers/unbooked.h"
+#include "service/ops/hosts/host_fanout.h"
+#include "service/ops/images/internal_images.h"
+#include "service/ops/policies/quota.h"
+#include "service/ops/policies/usage_meter.h"
 #include "service/store/book_id.h"
 
 namespace gpulab::service {

@@ -1,14 +1,14 @@
 // The allocation transaction of allocation.h.
-#include "service/ops/allocation.h"
+#include "service/ops/containers/allocation.h"
 
 #include <algorithm>
 
 #include "core/strings.h"
 #include "service/base/api_error.h"
 #include "service/domain/port_allocator.h"
-#include "service/ops/host_fanout.h"
-#include "service/ops/quota.h"
-#include "service/ops/usage_meter.h"
+#include "service/ops/hosts/host_fanout.h"
+#include "service/ops/policies/quota.h"
+#include "service/ops/policies/usage_meter.h"
 
 namespace gpulab::service {
 

@@ -74,7 +74,9 @@ class Host {
   bool probe_if_due(bool returning = false);
 
  private:
+  // Down or unresponsive: its calls in flight with no answer for host_answer_seconds end now.
   void set_down(const std::string& why);
+  void abandon_stalled_calls() const;
   HostConfig config_;
   EngineOpener open_;
   ServiceConfig engine_config_;  // the service's config as this host's engine sees it
