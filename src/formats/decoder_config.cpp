@@ -90,7 +90,8 @@ const DecoderTraits* decoder_traits(std::string_view family) {
                                    .grouped_query = false,
                                    .model_type = "gpt2",
                                    .architecture = "GPT2LMHeadModel",
-                                   .token_embedding = "transformer.wte.weight"};
+                                   .token_embedding = "transformer.wte.weight",
+                                   .position_embedding = "transformer.wpe.weight"};
   static const DecoderTraits kQwen2{.qkv_biases = true,
                                     .model_type = "qwen2",
                                     .architecture = "Qwen2ForCausalLM",

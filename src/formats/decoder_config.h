@@ -25,6 +25,7 @@ struct DecoderTraits {
   std::string_view model_type;       // config.json's "model_type"
   std::string_view architecture;     // config.json's "architectures"
   std::string_view token_embedding;  // the embedding table's tensor name in safetensors files
+  std::string_view position_embedding = {};  // the learned position table's (GPT-2); empty: none
 };
 
 struct DecoderConfig {
