@@ -1,5 +1,5 @@
-// The round trip with Hugging Face, proven with transformers itself: a gpulab-trained Llama,
-// Qwen2 and GPT-2 run folder loads with AutoModelForCausalLM /
+// The round trip with Hugging Face, proven with transformers itself: a gpulab-trained run folder
+// of every family (Llama, Qwen2, GPT-2: lm_family_rows.h) loads with AutoModelForCausalLM /
 // AutoTokenizer (tests/parity/hf_roundtrip.py) and gives gpulab's logits and greedy tokens; what
 // transformers saves of it loads back into gpulab (and `gpulab generate --model` continues the
 // prompt as transformers did); an interrupted run's checkpoint exports to the same folder; a wrong
@@ -17,6 +17,7 @@
 #include "train/data/tokenizer.h"
 #include "train/generate.h"
 #include "train/hf_parity.h"
+#include "train/lm_family_rows.h"
 #include "train/models/lm_families.h"
 #include "train/run_files.h"
 #include "train/trainer_test_util.h"
@@ -168,19 +169,17 @@ void round_trip(const std::string& model_name) {
   fs::remove_all(dir);
 }
 
-TEST(HfRoundTrip, LlamaRunFolderLoadsInTransformersAndBack) {
-  round_trip("llama-tiny");
+// Every family's tiny shape (lm_family_rows.h; Qwen2's is grouped-query with q/k/v biases and
+// tied: transformers reads the tied table as lm_head too).
+class HfRoundTripFamily : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(HfRoundTripFamily, RunFolderLoadsInTransformersAndBack) {
+  ASSERT_FALSE(GetParam().second.empty()) << GetParam().first << " has no -tiny shape";
+  round_trip(GetParam().second);
 }
 
-// Qwen2 (qwen2-tiny: grouped-query, q/k/v biases, tied): transformers reads the tied table as
-// lm_head too, and its save_pretrained writes what gpulab reads back.
-TEST(HfRoundTrip, Qwen2RunFolderLoadsInTransformersAndBack) {
-  round_trip("qwen2-tiny");
-}
-
-TEST(HfRoundTrip, Gpt2RunFolderLoadsInTransformersAndBack) {
-  round_trip("gpt2-tiny");
-}
+INSTANTIATE_TEST_SUITE_P(EveryFamily, HfRoundTripFamily,
+                         ::testing::ValuesIn(testing::family_rows()), testing::family_row_name);
 
 // A run stopped before its end has checkpoints only: export turns the newest into the same
 // Hugging Face folder the finished run wrote, and generate reads the run folder without

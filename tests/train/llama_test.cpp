@@ -1,7 +1,7 @@
 // The Llama decoder on its own, and Qwen2 (Llama's modules with q/k/v biases): shapes and counts
 // from the config (published sizes; every listed shape's count against transformers' own class),
-// config.json errors and dialects, KV-cached decoding against the full forward pass, activation
-// checkpointing against keeping activations, and the position limit.
+// config.json errors and dialects, and the position limit. KV-cached decoding and activation
+// checkpointing are every family's (lm_family_test.cpp).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -82,44 +82,6 @@ DecoderConfig small_qwen2() {
   c.family = "qwen2";
   c.tie_word_embeddings = true;
   return c;
-}
-
-TEST(Llama, KvCachedDecodingMatchesTheFullForwardPass) {
-  torch::manual_seed(1);
-  LlamaForCausalLM m(small_gqa());
-  m.eval();
-  torch::NoGradGuard no_grad;
-  auto tokens = torch::randint(0, 97, {2, 12});
-  auto full = m.forward(tokens);
-  KvCache cache;
-  auto first = m.forward(tokens.narrow(1, 0, 7), &cache);  // a prompt, then one token at a time
-  EXPECT_TRUE(torch::allclose(first, full.narrow(1, 0, 7), 1e-5, 1e-5));
-  for (int64_t i = 7; i < 12; ++i) {
-    auto step = m.forward(tokens.narrow(1, i, 1), &cache);
-    EXPECT_TRUE(torch::allclose(step, full.narrow(1, i, 1), 1e-5, 1e-5)) << "position " << i;
-  }
-  EXPECT_EQ(cache.length, 12);
-}
-
-TEST(Llama, ActivationCheckpointingGivesTheSameGradients) {
-  torch::manual_seed(2);
-  LlamaForCausalLM a(small_gqa());
-  LlamaForCausalLM b(small_gqa());
-  {
-    torch::NoGradGuard no_grad;
-    auto pa = a.parameters(), pb = b.parameters();
-    for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
-  }
-  b.set_activation_checkpointing(true);
-  auto tokens = torch::randint(0, 97, {2, 16});
-  a.forward(tokens).pow(2).mean().backward();
-  b.forward(tokens).pow(2).mean().backward();
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    ASSERT_TRUE(pb[i].value().grad().defined()) << pb[i].key();
-    EXPECT_TRUE(torch::allclose(pa[i].value().grad(), pb[i].value().grad(), 1e-5, 1e-6))
-        << pa[i].key();
-  }
 }
 
 TEST(Llama, SequenceBeyondThePositionsIsAClearError) {
