@@ -44,6 +44,17 @@ DecoderConfig llama(std::string name, int64_t vocab, int64_t hidden, int64_t int
   return c;
 }
 
+// Qwen2's fixed parts (q/k/v biases are its traits'): RMSNorm eps 1e-6, as every Qwen2.5
+// config.json states.
+DecoderConfig qwen2(std::string name, int64_t vocab, int64_t hidden, int64_t inter, int64_t layers,
+                    int64_t heads, int64_t kv_heads, int64_t max_pos, bool tied, bool from_data) {
+  auto c = shape("qwen2", std::move(name), vocab, hidden, inter, layers, heads, kv_heads, max_pos,
+                 tied, from_data);
+  c.rope_theta = 1e6;
+  c.norm_eps = 1e-6;
+  return c;
+}
+
 DecoderConfig gpt2(std::string name, int64_t vocab, int64_t hidden, int64_t layers, int64_t heads,
                    int64_t max_pos, bool from_data) {
   return shape("gpt2", std::move(name), vocab, hidden, 4 * hidden, layers, heads, heads, max_pos,
@@ -79,8 +90,14 @@ const DecoderTraits* decoder_traits(std::string_view family) {
                                    .grouped_query = false,
                                    .model_type = "gpt2",
                                    .architecture = "GPT2LMHeadModel",
-                                   .token_embedding = "transformer.wte.weight"};
+                                   .token_embedding = "transformer.wte.weight",
+                                   .position_embedding = "transformer.wpe.weight"};
+  static const DecoderTraits kQwen2{.qkv_biases = true,
+                                    .model_type = "qwen2",
+                                    .architecture = "Qwen2ForCausalLM",
+                                    .token_embedding = "model.embed_tokens.weight"};
   if (family == "llama") return &kLlama;
+  if (family == "qwen2") return &kQwen2;
   if (family == "gpt2") return &kGpt2;
   return nullptr;
 }
@@ -94,8 +111,9 @@ double approx_parameters(const DecoderConfig& c, const DecoderTraits& t) {
   const double d = f(c.hidden_size), q = f(c.num_heads) * f(c.dim_per_head()),
                kv = f(c.num_kv_heads) * f(c.dim_per_head()), inter = f(c.intermediate_size);
   const double matrices = 2 * d * q + 2 * d * kv + (t.gated_mlp ? 3 : 2) * d * inter;
-  const double vectors =
-      2 * (t.norm_bias ? 2 : 1) * d + (t.biases ? q + 2 * kv + 2 * d + inter : 0);
+  const double vectors = 2 * (t.norm_bias ? 2 : 1) * d +
+                         (t.biases || t.qkv_biases ? q + 2 * kv : 0) +
+                         (t.biases ? 2 * d + inter : 0);
   const double embeddings = f(c.vocab_size) * d * (c.tie_word_embeddings ? 1 : 2) +
                             (t.rotary ? 0 : f(c.max_positions) * d);
   return embeddings + f(c.num_layers) * (matrices + vectors) + (t.norm_bias ? 2 : 1) * d;
@@ -118,7 +136,8 @@ int64_t DecoderConfig::block_vector_parameters() const {
   const auto& t = traits();
   const int64_t d = hidden_size, hd = dim_per_head();
   return 2 * (t.norm_bias ? 2 : 1) * d +
-         (t.biases ? (num_heads + 2 * num_kv_heads) * hd + 2 * d + intermediate_size : 0);
+         (t.biases || t.qkv_biases ? (num_heads + 2 * num_kv_heads) * hd : 0) +
+         (t.biases ? 2 * d + intermediate_size : 0);
 }
 
 int64_t DecoderConfig::num_parameters() const {
@@ -146,7 +165,8 @@ Status DecoderConfig::validate() const {
                   "fix the shape (config.json fields or the named shape)");
   };
   const DecoderTraits* t = decoder_traits(family);
-  if (t == nullptr) return bad("unknown model family '" + printable(family) + "' (llama or gpt2)");
+  if (t == nullptr)
+    return bad("unknown model family '" + printable(family) + "' (llama, qwen2 or gpt2)");
   if (vocab_size < 1 || hidden_size < 1 || intermediate_size < 1 || num_layers < 1 ||
       num_heads < 1 || num_kv_heads < 1 || max_positions < 1 || head_dim < 0)
     return bad("sizes must be positive");
@@ -170,8 +190,9 @@ Status DecoderConfig::validate() const {
 
 const std::vector<DecoderConfig>& decoder_shapes() {
   // Published sizes: Llama 3 8B / 70B (Meta's config.json), Mistral 7B v0.1, Llama 3.2 1B,
-  // GPT-2 small and medium (OpenAI's, as transformers' gpt2 / gpt2-medium). llama-tiny,
-  // llama-125m (GPT-3 small's width and depth, with GQA) and gpt2-tiny are ours.
+  // GPT-2 small and medium (OpenAI's, as transformers' gpt2 / gpt2-medium), Qwen2.5 0.5B, 1.5B
+  // and 7B (the Instruct models' config.json: 32,768 positions; 0.5B and 1.5B tied). llama-tiny,
+  // llama-125m (GPT-3 small's width and depth, with GQA), gpt2-tiny and qwen2-tiny are ours.
   static const std::vector<DecoderConfig> table = {
       llama("llama-tiny", 4096, 256, 688, 4, 8, 8, 1024, 10000, false, true),
       llama("llama-125m", 32000, 768, 2048, 12, 12, 4, 2048, 10000, false, true),
@@ -182,6 +203,10 @@ const std::vector<DecoderConfig>& decoder_shapes() {
       gpt2("gpt2-tiny", 4096, 256, 4, 8, 1024, true),
       gpt2("gpt2-124m", 50257, 768, 12, 12, 1024, false),
       gpt2("gpt2-355m", 50257, 1024, 24, 16, 1024, false),
+      qwen2("qwen2-tiny", 4096, 256, 688, 4, 8, 2, 1024, true, true),
+      qwen2("qwen2.5-0.5b", 151936, 896, 4864, 24, 14, 2, 32768, true, false),
+      qwen2("qwen2.5-1.5b", 151936, 1536, 8960, 28, 12, 2, 32768, true, false),
+      qwen2("qwen2.5-7b", 152064, 3584, 18944, 28, 28, 4, 32768, false, false),
   };
   return table;
 }

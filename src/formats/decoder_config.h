@@ -1,6 +1,6 @@
 // The shape of a decoder-only language model (the fields of a Hugging Face config.json, for each
-// family gpulab builds: Llama and GPT-2), the named shapes `gpulab models` lists, and what follows
-// from a shape without building it: parameter count and training FLOPs per token.
+// family gpulab builds: Llama, Qwen2 and GPT-2), the named shapes `gpulab models` lists, and what
+// follows from a shape without building it: parameter count and training FLOPs per token.
 #pragma once
 
 #include <cstdint>
@@ -18,17 +18,19 @@ namespace gpulab::formats {
 struct DecoderTraits {
   bool rotary = true;                // rotary positions (Llama); false: a learned position table
   bool gated_mlp = true;             // SwiGLU's three matrices; false: two (GELU)
-  bool biases = false;               // linear layers carry biases (GPT-2)
+  bool biases = false;               // every linear layer carries a bias (GPT-2)
+  bool qkv_biases = false;           // only the query, key and value projections do (Qwen2)
   bool norm_bias = false;            // LayerNorm (scale and bias); false: RMSNorm (scale only)
   bool grouped_query = true;         // fewer key/value heads than query heads allowed
   std::string_view model_type;       // config.json's "model_type"
   std::string_view architecture;     // config.json's "architectures"
   std::string_view token_embedding;  // the embedding table's tensor name in safetensors files
+  std::string_view position_embedding = {};  // the learned position table's (GPT-2); empty: none
 };
 
 struct DecoderConfig {
   std::string name;              // "llama-tiny", or the config.json path it came from
-  std::string family = "llama";  // a row of decoder_families(): "llama" or "gpt2"
+  std::string family = "llama";  // a decoder_traits() name: "llama", "qwen2" or "gpt2"
   int64_t vocab_size = 32000;
   int64_t hidden_size = 4096;
   int64_t intermediate_size = 11008;
@@ -62,7 +64,7 @@ struct DecoderConfig {
   Json to_json() const;  // the family's Hugging Face config.json
 };
 
-// A family's traits ("llama", "gpt2"); null for a name that is not one.
+// A family's traits ("llama", "qwen2", "gpt2"); null for a name that is not one.
 const DecoderTraits* decoder_traits(std::string_view family);
 
 // The named shapes, in the order `gpulab models` prints them.
@@ -74,8 +76,9 @@ bool is_language_model(std::string_view name);
 // A named shape (case-insensitive, '_' = '-'), or a Hugging Face config.json (the file or its
 // folder). Missing or malformed fields are one InvalidArgument error naming them all.
 Result<DecoderConfig> find_decoder_config(std::string_view name_or_path);
-// A config.json's object: "model_type" "gpt2" reads GPT-2's fields (n_embd, n_layer, ...), any
-// other (llama, mistral, or none) Llama's.
+// A config.json's object, read in its model_type's dialect: "gpt2" GPT-2's fields (n_embd,
+// n_layer, ...); "llama", "mistral" (or none) Llama's; "qwen2" Llama's names for Qwen2. Any other
+// model_type is refused, naming it.
 Result<DecoderConfig> decoder_config_from_json(const Json& j, std::string_view what);
 
 }  // namespace gpulab::formats

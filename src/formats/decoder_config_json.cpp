@@ -1,5 +1,6 @@
-// Hugging Face config.json for each decoder family: Llama's fields (llama, mistral) and GPT-2's
-// (n_embd, n_layer, ...), read with every missing or mistyped field named, and written back.
+// Hugging Face config.json for each decoder family: Llama's fields (llama, mistral, and Qwen2's
+// dialect of them) and GPT-2's (n_embd, n_layer, ...), read with every missing or mistyped field
+// named, and written back.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -52,15 +53,18 @@ Result<std::optional<double>> rope_theta_of(const Json& j, std::string_view what
 
 // Mistral's sliding window: a query attends to keys fewer than sliding_window positions back.
 // gpulab attends to every earlier position, which is the same for sequences up to the window,
-// so the shape's positions end there (unless use_sliding_window says the window is off).
-Result<std::optional<int64_t>> sliding_window_of(const Json& j, std::string_view what) {
+// so the shape's positions end there (unless use_sliding_window says the window is off; Qwen2's
+// is off unless it says on, as Qwen2Config reads it).
+Result<std::optional<int64_t>> sliding_window_of(const Json& j, std::string_view what,
+                                                 bool window_by_default) {
   if (optional_bad(j, "sliding_window", json_int64(j, "sliding_window").has_value()) ||
       optional_bad(j, "use_sliding_window", is_bool(j, "use_sliding_window")))
     return Error{Code::kInvalidArgument, std::string(what) +
                                              ": sliding_window must be an integer, "
                                              "use_sliding_window a bool"};
-  if (is_bool(j, "use_sliding_window") && !j["use_sliding_window"].get<bool>())
-    return std::optional<int64_t>();
+  const bool on =
+      is_bool(j, "use_sliding_window") ? j["use_sliding_window"].get<bool>() : window_by_default;
+  if (!on) return std::optional<int64_t>();
   return json_int64(j, "sliding_window");
 }
 
@@ -84,13 +88,30 @@ Status llama_variant_fields(const Json& j, std::string_view what) {
   return ok_status();
 }
 
+// Qwen2's q/k/v biases are part of the family (Qwen2Attention always has them); its MLP is
+// Llama's.
+Status qwen2_variant_fields(const Json& j, std::string_view what) {
+  return only_value(j, "hidden_act", "silu", what, "gpulab's Qwen2 is SwiGLU (silu)");
+}
+
+// A config.json dialect with Llama's field names: the family it builds and what differs.
+struct RotaryDialect {
+  const char* family;
+  Status (*variant_fields)(const Json&, std::string_view);
+  bool window_by_default;  // sliding_window applies unless use_sliding_window is false
+};
+
+constexpr RotaryDialect kLlamaDialect{"llama", &llama_variant_fields, true};
+constexpr RotaryDialect kQwen2Dialect{"qwen2", &qwen2_variant_fields, false};
+
 Status gpt2_variant_fields(const Json& j, std::string_view what) {
   constexpr const char* kHint = "gpulab's GPT-2 scales attention scores by 1/sqrt(head_dim) only";
   if (auto st = only_value(j, "scale_attn_weights", true, what, kHint); !st) return st;
   return only_value(j, "scale_attn_by_inverse_layer_idx", false, what, kHint);
 }
 
-Result<DecoderConfig> llama_from_json(const Json& j, std::string_view what) {
+Result<DecoderConfig> rotary_from_json(const Json& j, std::string_view what,
+                                       const RotaryDialect& dialect) {
   std::string missing =
       missing_ints(j, {"hidden_size", "num_hidden_layers", "num_attention_heads",
                        "intermediate_size", "vocab_size", "max_position_embeddings"});
@@ -99,8 +120,9 @@ Result<DecoderConfig> llama_from_json(const Json& j, std::string_view what) {
   if (!missing.empty())
     return Error{Code::kInvalidArgument,
                  std::string(what) + " lacks integer or numeric field(s): " + missing,
-                 "a Llama config.json states hidden_size, num_hidden_layers, num_attention_heads, "
-                 "intermediate_size, vocab_size, max_position_embeddings and rms_norm_eps"};
+                 "a Llama or Qwen2 config.json states hidden_size, num_hidden_layers, "
+                 "num_attention_heads, intermediate_size, vocab_size, max_position_embeddings and "
+                 "rms_norm_eps"};
   for (const char* f : {"num_key_value_heads", "head_dim"})
     if (optional_bad(j, f, json_int64(j, f).has_value()))
       return Error{Code::kInvalidArgument, std::string(what) + ": " + f + " is not an integer"};
@@ -108,11 +130,11 @@ Result<DecoderConfig> llama_from_json(const Json& j, std::string_view what) {
     return Error{Code::kInvalidArgument, std::string(what) + ": tie_word_embeddings is not a bool"};
   auto theta = rope_theta_of(j, what);
   if (!theta) return theta.error();
-  auto window = sliding_window_of(j, what);
+  auto window = sliding_window_of(j, what, dialect.window_by_default);
   if (!window) return window.error();
-  if (auto st = llama_variant_fields(j, what); !st) return st.error();
+  if (auto st = dialect.variant_fields(j, what); !st) return st.error();
   DecoderConfig c;
-  c.family = "llama";
+  c.family = dialect.family;
   c.name = std::string(what);
   c.hidden_size = *json_int64(j, "hidden_size");
   c.num_layers = *json_int64(j, "num_hidden_layers");
@@ -180,6 +202,21 @@ Result<DecoderConfig> gpt2_from_json(const Json& j, std::string_view what) {
   return c;
 }
 
+// The reader of each model_type; a config.json without one is read as Llama's (as before
+// model_type was written).
+Result<DecoderConfig> read_dialect(const Json& j, std::string_view what) {
+  if (!j.contains("model_type") || j["model_type"].is_null())
+    return rotary_from_json(j, what, kLlamaDialect);
+  const std::string type = j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  if (type == "llama" || type == "mistral") return rotary_from_json(j, what, kLlamaDialect);
+  if (type == "qwen2") return rotary_from_json(j, what, kQwen2Dialect);
+  if (type == "gpt2") return gpt2_from_json(j, what);
+  return Error{
+      Code::kInvalidArgument,
+      std::string(what) + ": model_type " + printable(j["model_type"].dump()) + " is not supported",
+      "gpulab reads the model_type llama, mistral, qwen2 or gpt2"};
+}
+
 }  // namespace
 
 Json DecoderConfig::to_json() const {
@@ -197,29 +234,30 @@ Json DecoderConfig::to_json() const {
                 {"layer_norm_epsilon", norm_eps},
                 {"tie_word_embeddings", tie_word_embeddings},
                 {"activation_function", "gelu_new"}};
-  return Json{{"architectures", {t.architecture}},
-              {"model_type", t.model_type},
-              {"vocab_size", vocab_size},
-              {"hidden_size", hidden_size},
-              {"intermediate_size", intermediate_size},
-              {"num_hidden_layers", num_layers},
-              {"num_attention_heads", num_heads},
-              {"num_key_value_heads", num_kv_heads},
-              {"head_dim", dim_per_head()},
-              {"max_position_embeddings", max_positions},
-              {"rope_theta", rope_theta},
-              {"rms_norm_eps", norm_eps},
-              {"tie_word_embeddings", tie_word_embeddings},
-              {"hidden_act", "silu"}};
+  Json j{{"architectures", {t.architecture}},
+         {"model_type", t.model_type},
+         {"vocab_size", vocab_size},
+         {"hidden_size", hidden_size},
+         {"intermediate_size", intermediate_size},
+         {"num_hidden_layers", num_layers},
+         {"num_attention_heads", num_heads},
+         {"num_key_value_heads", num_kv_heads},
+         {"head_dim", dim_per_head()},
+         {"max_position_embeddings", max_positions},
+         {"rope_theta", rope_theta},
+         {"rms_norm_eps", norm_eps},
+         {"tie_word_embeddings", tie_word_embeddings},
+         {"hidden_act", "silu"}};
+  // Qwen2Config defaults its window off; written anyway, so no reader has to know that.
+  if (family == "qwen2") j["use_sliding_window"] = false;
+  return j;
 }
 
 Result<DecoderConfig> decoder_config_from_json(const Json& j, std::string_view what) {
   if (!j.is_object())
     return Error{Code::kInvalidArgument, std::string(what) + " is not a JSON object",
                  "pass a Hugging Face config.json"};
-  const bool gpt2 = j.contains("model_type") && j["model_type"].is_string() &&
-                    j["model_type"].get<std::string>() == "gpt2";
-  auto c = gpt2 ? gpt2_from_json(j, what) : llama_from_json(j, what);
+  auto c = read_dialect(j, what);
   if (!c) return c;
   if (auto st = c->validate(); !st) return st.error();
   return c;

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """Hugging Face transformers as the reference of gpulab's language-model parity tests.
 
-Builds transformers' own LlamaForCausalLM, MistralForCausalLM or GPT2LMHeadModel from a small
+Builds transformers' own LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
+GPT2LMHeadModel from a small
 config (random weights), writes it with save_pretrained(safe_serialization=True) for gpulab to
 read, and records what transformers computes on random tokens: logits, the causal-LM loss, the
 gradient of every parameter after one backward pass, and greedy generate() tokens.
 
-  hf_reference.py grads --family llama|mistral|gpt2 --config KWARGS.json --out DIR
+  hf_reference.py grads --family llama|mistral|qwen2|gpt2 --config KWARGS.json --out DIR
                   [--dtype float64|float32] [--batch B] [--seq T] [--seed S]
-                  [--prompt P] [--new_tokens N] [--variant hf|interleaved_rotary|unscaled]
+                  [--prompt P] [--new_tokens N]
+                  [--variant hf|interleaved_rotary|unscaled|no_qkv_bias]
                   [--layout lm|hub]
 
   KWARGS.json holds the config's keyword arguments (transformers' field names). Writes
@@ -17,8 +19,8 @@ gradient of every parameter after one backward pass, and greedy generate() token
   noise.loss / noise.grad: the reference's own rounding, how far its run is from the same
   weights computed in float64 throughout; transformers' RMSNorm rounds through float32 even in
   a float64 model; in float64 that exact run's logits, loss and gradients too, as exact.*). --variant computes with a deliberately different model than the
-  one written (the rotary halves interleaved, or GPT-2's attention unscaled): the negative
-  controls. --layout hub (GPT-2, tied) writes the Hugging Face hub's GPT-2 layout instead:
+  one written (the rotary halves interleaved, GPT-2's attention unscaled, or Qwen2's q/k/v biases
+  zeroed): the negative controls. --layout hub (GPT-2, tied) writes the Hugging Face hub's GPT-2 layout instead:
   GPT2Model's save_pretrained (tensor names without "transformer.") plus each block's causal-mask
   buffer h.N.attn.bias, as OpenAI's published model.safetensors holds them. Prints one JSON line
   of facts.
@@ -33,13 +35,15 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM)
+                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 from transformers.models.llama import modeling_llama
 from transformers.models.mistral import modeling_mistral
+from transformers.models.qwen2 import modeling_qwen2
 
 FAMILIES = {
     "llama": (LlamaConfig, LlamaForCausalLM, modeling_llama),
     "mistral": (MistralConfig, MistralForCausalLM, modeling_mistral),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM, modeling_qwen2),
     "gpt2": (GPT2Config, GPT2LMHeadModel, None),
 }
 
@@ -129,6 +133,12 @@ def apply_variant(model, family, variant):
     if variant == "interleaved_rotary":
         assert family != "gpt2"
         FAMILIES[family][2].rotate_half = rotate_interleaved
+    elif variant == "no_qkv_bias":
+        assert family == "qwen2"
+        with torch.no_grad():
+            for layer in model.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    proj.bias.zero_()
     elif variant == "unscaled":
         assert family == "gpt2"
         for block in model.transformer.h:  # what GPT2Attention sets for scale_attn_weights=False
@@ -188,7 +198,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--prompt", type=int, default=5, help="prompt length in tokens")
     p.add_argument("--new_tokens", type=int, default=16)
-    p.add_argument("--variant", choices=["hf", "interleaved_rotary", "unscaled"], default="hf")
+    p.add_argument("--variant", choices=["hf", "interleaved_rotary", "unscaled", "no_qkv_bias"], default="hf")
     p.add_argument("--layout", choices=["lm", "hub"], default="lm")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()

@@ -1,8 +1,9 @@
 // The GPT-2 family, the second decoder behind the model-family seam: its shapes and counts
 // (gpt2-124m has GPT-2 small's published 124,439,808 parameters), config.json both ways, parity
 // with transformers' own GPT2LMHeadModel (tests/train/hf_parity.h: logits, loss, every gradient
-// and greedy tokens, float64 and float32) with a negative control, KV-cached decoding and
-// activation checkpointing, and a run through `gpulab train` and `gpulab generate`.
+// and greedy tokens, float64 and float32) with a negative control, and a run through
+// `gpulab train` and `gpulab generate` (KV-cached decoding and activation checkpointing are every
+// family's: lm_family_test.cpp).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -97,41 +98,6 @@ TEST(Gpt2, HuggingFaceNamesAndConfigJsonBothWays) {
   auto grouped = gpt2_odd_shape();
   grouped.num_kv_heads = 2;
   EXPECT_FALSE(grouped.validate().ok());
-}
-
-TEST(Gpt2, KvCachedDecodingMatchesTheFullForwardPass) {
-  torch::manual_seed(1);
-  Gpt2LMHeadModel m(gpt2_odd_shape());
-  m.eval();
-  torch::NoGradGuard no_grad;
-  auto tokens = torch::randint(0, 300, {2, 12});
-  auto full = m.forward(tokens);  // the fused CPU kernel where it applies; the cache never
-  KvCache cache;
-  auto first = m.forward(tokens.narrow(1, 0, 7), &cache);
-  EXPECT_TRUE(torch::allclose(first, full.narrow(1, 0, 7), 1e-5, 1e-5));
-  for (int64_t i = 7; i < 12; ++i) {
-    auto step = m.forward(tokens.narrow(1, i, 1), &cache);
-    EXPECT_TRUE(torch::allclose(step, full.narrow(1, i, 1), 1e-5, 1e-5)) << "position " << i;
-  }
-  EXPECT_EQ(cache.length, 12);
-}
-
-TEST(Gpt2, ActivationCheckpointingGivesTheSameGradients) {
-  torch::manual_seed(2);
-  Gpt2LMHeadModel a(gpt2_odd_shape()), b(gpt2_odd_shape());
-  {
-    torch::NoGradGuard no_grad;
-    auto pa = a.parameters(), pb = b.parameters();
-    for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
-  }
-  b.set_activation_checkpointing(true);
-  auto tokens = torch::randint(0, 300, {2, 16});
-  a.forward(tokens).pow(2).mean().backward();
-  b.forward(tokens).pow(2).mean().backward();
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i)
-    EXPECT_TRUE(torch::allclose(pa[i].value().grad(), pb[i].value().grad(), 1e-5, 1e-6))
-        << pa[i].key();
 }
 
 // The tolerances are hf_parity.h's: 10x transformers' own rounding in the same run, and 1e-10 in

@@ -1,7 +1,9 @@
-// The round trip with Hugging Face, proven with transformers itself: a gpulab-trained Llama and
-// GPT-2 run folder loads with AutoModelForCausalLM / AutoTokenizer (tests/parity/hf_roundtrip.py)
-// and gives gpulab's logits and greedy tokens; what transformers saves of it loads back into
-// gpulab; an interrupted run's checkpoint exports to the same folder; a wrong file is named.
+// The round trip with Hugging Face, proven with transformers itself: a gpulab-trained run folder
+// of every family (Llama, Qwen2, GPT-2: lm_family_rows.h) loads with AutoModelForCausalLM /
+// AutoTokenizer (tests/parity/hf_roundtrip.py) and gives gpulab's logits and greedy tokens; what
+// transformers saves of it loads back into gpulab (and `gpulab generate --model` continues the
+// prompt as transformers did); an interrupted run's checkpoint exports to the same folder; a wrong
+// file is named.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "train/data/tokenizer.h"
 #include "train/generate.h"
 #include "train/hf_parity.h"
+#include "train/lm_family_rows.h"
 #include "train/models/lm_families.h"
 #include "train/run_files.h"
 #include "train/trainer_test_util.h"
@@ -114,6 +117,19 @@ void round_trip(const std::string& model_name) {
               facts["mismatched"].empty())
       << facts.dump();
   EXPECT_EQ(facts["vocab_size"], 256);
+  // AutoModelForCausalLM picked the family's own class from the run's config.json, which states
+  // what transformers would otherwise default: token ids, dtype, tying, rope theta.
+  const DecoderConfig shape = find_decoder_config(model_name).value();
+  EXPECT_EQ(facts["model_class"], std::string(shape.traits().architecture));
+  const Json config = Json::parse(read_file(run / "config.json").value());
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype",
+                          "vocab_size", "tie_word_embeddings"})
+    EXPECT_TRUE(config.contains(key)) << key << " missing from config.json";
+  EXPECT_EQ(config["torch_dtype"], "float32");
+  EXPECT_EQ(config["tie_word_embeddings"], shape.tie_word_embeddings);
+  if (shape.traits().rotary) {
+    EXPECT_EQ(config["rope_theta"], shape.rope_theta);
+  }
   // The byte tokenizer has no bos/eos: null, not GPT-2's default 50256 outside 256 ids.
   EXPECT_TRUE(facts["eos_token_id"].is_null() && facts["bos_token_id"].is_null()) << facts.dump();
   EXPECT_FALSE(facts["tokenizer"].is_null()) << "AutoTokenizer did not read the run's tokenizer";
@@ -144,16 +160,26 @@ void round_trip(const std::string& model_name) {
   auto again = load_folder(dir / "hf", back);
   ASSERT_TRUE(again);
   expect_same_logits(*again, ref, model_name + " transformers' save_pretrained in gpulab");
+  // The command a user runs on transformers' folder prints transformers' greedy text.
+  auto g = testing::run_gpulab({"generate", "--model", (dir / "hf").string(), "--tokenizer",
+                                "bytes", "--prompt", "The quick", "--temperature", "0",
+                                "--max_new_tokens", std::to_string(greedy.max_new_tokens)});
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(g.out, facts["decoded"].get<std::string>() + "\n") << g.err;
   fs::remove_all(dir);
 }
 
-TEST(HfRoundTrip, LlamaRunFolderLoadsInTransformersAndBack) {
-  round_trip("llama-tiny");
+// Every family's tiny shape (lm_family_rows.h; Qwen2's is grouped-query with q/k/v biases and
+// tied: transformers reads the tied table as lm_head too).
+class HfRoundTripFamily : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(HfRoundTripFamily, RunFolderLoadsInTransformersAndBack) {
+  ASSERT_FALSE(GetParam().second.empty()) << GetParam().first << " has no -tiny shape";
+  round_trip(GetParam().second);
 }
 
-TEST(HfRoundTrip, Gpt2RunFolderLoadsInTransformersAndBack) {
-  round_trip("gpt2-tiny");
-}
+INSTANTIATE_TEST_SUITE_P(EveryFamily, HfRoundTripFamily,
+                         ::testing::ValuesIn(testing::family_rows()), testing::family_row_name);
 
 // A run stopped before its end has checkpoints only: export turns the newest into the same
 // Hugging Face folder the finished run wrote, and generate reads the run folder without

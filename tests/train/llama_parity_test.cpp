@@ -1,7 +1,8 @@
-// The Llama family against Hugging Face transformers' own LlamaForCausalLM and
-// MistralForCausalLM (tests/train/hf_parity.h): small random models written by save_pretrained
-// and read by gpulab from that folder give the same logits, loss, every gradient and greedy
-// tokens, in float64 and float32, on both attention paths; the other rotary layout fails.
+// The Llama family and its Qwen2 variant against Hugging Face transformers' own
+// LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM (tests/train/hf_parity.h): small
+// random models written by save_pretrained and read by gpulab from that folder give the same
+// logits, loss, every gradient and greedy tokens, in float64 and float32, on both attention
+// paths; the other rotary layout, and Qwen2 without its q/k/v biases, fail.
 #include <gtest/gtest.h>
 
 #include "train/hf_parity.h"
@@ -62,6 +63,25 @@ Json mistral() {
               {"eos_token_id", 0}};
 }
 
+// Qwen2: grouped-query (6 heads, 2 kv heads), q/k/v biases (hf_reference.py moves every vector,
+// the biases too, off its initial value, so their gradients and their effect are checked), tied
+// embeddings, rope_theta 1e6, RMSNorm eps 1e-6, as the Qwen2.5 configs.
+Json qwen2_small() {
+  return Json{{"vocab_size", 320},
+              {"hidden_size", 96},
+              {"intermediate_size", 224},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 6},
+              {"num_key_value_heads", 2},
+              {"max_position_embeddings", 64},
+              {"rope_theta", 1000000.0},
+              {"rms_norm_eps", 1e-6},
+              {"tie_word_embeddings", true},
+              {"initializer_range", 0.2},
+              {"bos_token_id", 0},
+              {"eos_token_id", 0}};
+}
+
 #define REQUIRE_REFERENCE()         \
   if (testing::hf_python().empty()) \
   GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors")
@@ -105,6 +125,32 @@ TEST(LlamaParity, OtherRotaryLayoutFailsTheCheck) {
   const auto c = compare_with_transformers({"llama", llama_gqa(), "float64", "interleaved_rotary"},
                                            "llama_neg");
   expect_hf_mismatch(c, "llama, interleaved rotary");
+}
+
+TEST(Qwen2Parity, GroupedQueryBiasesTiedMatchesTransformersInFp64) {
+  REQUIRE_REFERENCE();
+  const auto c = compare_with_transformers({"qwen2", qwen2_small(), "float64"}, "qwen2");
+  EXPECT_EQ(c.config.family, "qwen2") << "model_type qwen2 read as another family";
+  EXPECT_EQ(c.config.rope_theta, 1e6);
+  EXPECT_EQ(c.config.norm_eps, 1e-6);
+  EXPECT_TRUE(c.config.tie_word_embeddings);
+  expect_hf_parity(c, "qwen2", true);
+}
+
+TEST(Qwen2Parity, MatchesTransformersInFp32) {
+  REQUIRE_REFERENCE();
+  // Greedy tokens in float64 only, as above.
+  expect_hf_parity(compare_with_transformers({"qwen2", qwen2_small(), "float32"}, "qwen2_f32"),
+                   "qwen2 fp32", false);
+}
+
+// Negative control: transformers computing with the q/k/v biases zeroed is another model than
+// the one it wrote; gpulab (which applies them) must fail the same checks.
+TEST(Qwen2Parity, WithoutQkvBiasesFailsTheCheck) {
+  REQUIRE_REFERENCE();
+  const auto c =
+      compare_with_transformers({"qwen2", qwen2_small(), "float64", "no_qkv_bias"}, "qwen2_neg");
+  expect_hf_mismatch(c, "qwen2 without q/k/v biases");
 }
 
 }  // namespace

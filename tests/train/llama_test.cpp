@@ -1,12 +1,18 @@
-// The Llama decoder on its own: shapes and counts from the config (published sizes), config.json
-// errors, KV-cached decoding against the full forward pass, activation checkpointing against
-// keeping activations, and the position limit.
+// The Llama decoder on its own, and Qwen2 (Llama's modules with q/k/v biases): shapes and counts
+// from the config (published sizes; every listed shape's count against transformers' own class),
+// config.json errors and dialects, and the position limit. KV-cached decoding and activation
+// checkpointing are every family's (lm_family_test.cpp).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fstream>
+
 #include "core/error.h"
+#include "support/temp_dir.h"
+#include "train/hf_parity.h"
 #include "train/models/layers.h"
 #include "train/models/llama/llama.h"
+#include "train/trainer_test_util.h"
 
 namespace gpulab::train {
 namespace {
@@ -70,42 +76,12 @@ TEST(Llama, ConfigJsonMissingFieldsAreOneErrorNamingThem) {
   EXPECT_FALSE(decoder_config_from_json(k, "config.json").ok());
 }
 
-TEST(Llama, KvCachedDecodingMatchesTheFullForwardPass) {
-  torch::manual_seed(1);
-  LlamaForCausalLM m(small_gqa());
-  m.eval();
-  torch::NoGradGuard no_grad;
-  auto tokens = torch::randint(0, 97, {2, 12});
-  auto full = m.forward(tokens);
-  KvCache cache;
-  auto first = m.forward(tokens.narrow(1, 0, 7), &cache);  // a prompt, then one token at a time
-  EXPECT_TRUE(torch::allclose(first, full.narrow(1, 0, 7), 1e-5, 1e-5));
-  for (int64_t i = 7; i < 12; ++i) {
-    auto step = m.forward(tokens.narrow(1, i, 1), &cache);
-    EXPECT_TRUE(torch::allclose(step, full.narrow(1, i, 1), 1e-5, 1e-5)) << "position " << i;
-  }
-  EXPECT_EQ(cache.length, 12);
-}
-
-TEST(Llama, ActivationCheckpointingGivesTheSameGradients) {
-  torch::manual_seed(2);
-  LlamaForCausalLM a(small_gqa());
-  LlamaForCausalLM b(small_gqa());
-  {
-    torch::NoGradGuard no_grad;
-    auto pa = a.parameters(), pb = b.parameters();
-    for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
-  }
-  b.set_activation_checkpointing(true);
-  auto tokens = torch::randint(0, 97, {2, 16});
-  a.forward(tokens).pow(2).mean().backward();
-  b.forward(tokens).pow(2).mean().backward();
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    ASSERT_TRUE(pb[i].value().grad().defined()) << pb[i].key();
-    EXPECT_TRUE(torch::allclose(pa[i].value().grad(), pb[i].value().grad(), 1e-5, 1e-6))
-        << pa[i].key();
-  }
+DecoderConfig small_qwen2() {
+  DecoderConfig c = small_gqa();
+  c.name = "small-qwen2";
+  c.family = "qwen2";
+  c.tie_word_embeddings = true;
+  return c;
 }
 
 TEST(Llama, SequenceBeyondThePositionsIsAClearError) {
@@ -131,6 +107,130 @@ TEST(Llama, HuggingFaceParameterNames) {
             names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "model.norm.weight"), names.end());
   EXPECT_EQ(names.back(), "lm_head.weight");
+}
+
+// Qwen2: Llama's blocks with biases on q, k and v only (o_proj and the MLP have none), zero at
+// initialisation as transformers' _init_weights sets them; the count formula equals the module's.
+TEST(Qwen2, QkvBiasesAndCountsFromTheModule) {
+  for (DecoderConfig c : {find_decoder_config("qwen2-tiny").value(), small_qwen2()}) {
+    c.vocab_size = 97;
+    LlamaForCausalLM m(c);
+    EXPECT_EQ(count_parameters(m), c.num_parameters()) << c.name;
+    const auto params = m.named_parameters();
+    ASSERT_TRUE(params.contains("model.layers.0.self_attn.q_proj.bias")) << c.name;
+    EXPECT_EQ(params["model.layers.0.self_attn.k_proj.bias"].size(0),
+              c.num_kv_heads * c.dim_per_head());
+    EXPECT_TRUE(params.contains("model.layers.0.self_attn.v_proj.bias"));
+    EXPECT_FALSE(params.contains("model.layers.0.self_attn.o_proj.bias"));
+    EXPECT_FALSE(params.contains("model.layers.0.mlp.up_proj.bias"));
+    EXPECT_FALSE(params.contains("lm_head.weight")) << "tied: one table";
+    EXPECT_EQ(params["model.layers.0.self_attn.q_proj.bias"].abs().max().item<double>(), 0.0);
+    c.tie_word_embeddings = false;
+    LlamaForCausalLM untied(c);
+    EXPECT_EQ(count_parameters(untied), c.num_parameters()) << c.name << " untied";
+  }
+  const auto q = find_decoder_config("qwen2.5-1.5b").value();
+  EXPECT_EQ(q.family, "qwen2");
+  EXPECT_EQ(q.rope_theta, 1e6);
+  EXPECT_EQ(q.norm_eps, 1e-6);
+  EXPECT_TRUE(q.tie_word_embeddings);
+  EXPECT_FALSE(find_decoder_config("qwen2.5-7b")->tie_word_embeddings);
+}
+
+// Every shape `gpulab models --json` lists (every family), counted by transformers' own class
+// for the config.json gpulab writes of it (tests/parity/hf_param_count.py, on the meta device):
+// the listing's count is exactly transformers' num_parameters().
+TEST(DecoderShapes, ListedCountsEqualTransformers) {
+  if (testing::hf_python().empty())
+    GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors");
+  gpulab::testing::TempDir dir("lm_counts");
+  auto listed = testing::run_gpulab({"models", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  { std::ofstream(dir.path / "models.json") << listed.out; }
+  auto py = run_process(
+      {testing::hf_python(), std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_param_count.py",
+       (dir.path / "models.json").string()},
+      testing::reference_run());
+  ASSERT_TRUE(py.ok() && py->success()) << (py.ok() ? py->err : py.error().message);
+  const Json theirs = Json::parse(py->out);
+  const Json ours = Json::parse(listed.out)["language_models"];
+  ASSERT_EQ(theirs.size(), ours.size());
+  int qwen2 = 0;
+  for (const auto& m : ours) {
+    const std::string name = m["name"];
+    ASSERT_TRUE(theirs.contains(name)) << name;
+    EXPECT_EQ(m["params"].get<int64_t>(), theirs[name].get<int64_t>()) << name;
+    EXPECT_EQ(m["params"].get<int64_t>(), find_decoder_config(name)->num_parameters()) << name;
+    if (m["family"] == "qwen2") ++qwen2;
+    std::printf("%s (%s): gpulab %lld, transformers %lld\n", name.c_str(),
+                m["family"].get<std::string>().c_str(),
+                static_cast<long long>(m["params"].get<int64_t>()),
+                static_cast<long long>(theirs[name].get<int64_t>()));
+  }
+  EXPECT_EQ(qwen2, 4) << "qwen2-tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b";
+}
+
+// Qwen2's config.json dialect: written and read back; its sliding window is off unless
+// use_sliding_window says on; an unknown or mistyped model_type and missing fields are refused
+// naming them (the CLI too, exit 2).
+TEST(Qwen2, ConfigJsonDialectAndBadInput) {
+  const DecoderConfig c = find_decoder_config("qwen2.5-0.5b").value();
+  Json j = c.to_json();
+  EXPECT_EQ(j["model_type"], "qwen2");
+  EXPECT_EQ(j["architectures"][0], "Qwen2ForCausalLM");
+  auto back = decoder_config_from_json(j, "config.json");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->family, "qwen2");
+  EXPECT_EQ(back->num_parameters(), c.num_parameters());
+  EXPECT_EQ(back->rope_theta, 1e6);
+  // Qwen2.5-1.5B-Instruct's own config.json (the fuzz corpus' copy) is the listed shape.
+  auto published = find_decoder_config(std::string(GPULAB_SOURCE_DIR) +
+                                       "/tests/fuzz/corpus/hf_config/qwen2.5-1.5b-instruct.json");
+  ASSERT_TRUE(published.ok()) << published.error().message;
+  const auto listed = find_decoder_config("qwen2.5-1.5b").value();
+  EXPECT_EQ(published->family, "qwen2");
+  EXPECT_EQ(published->num_parameters(), listed.num_parameters());
+  EXPECT_EQ(published->max_positions, 32768) << "its sliding_window is off (use_sliding_window)";
+  EXPECT_EQ(published->to_json(), listed.to_json());
+  Json window = j;
+  window.erase("use_sliding_window");
+  window["sliding_window"] = 4096;
+  EXPECT_EQ(decoder_config_from_json(window, "w")->max_positions, 32768) << "off by default";
+  window["use_sliding_window"] = true;
+  EXPECT_EQ(decoder_config_from_json(window, "w")->max_positions, 4096);
+  for (const Json& type : {Json("qwen3"), Json(7)}) {
+    Json bad = j;
+    bad["model_type"] = type;
+    auto r = decoder_config_from_json(bad, "config.json");
+    ASSERT_FALSE(r.ok()) << type;
+    EXPECT_NE(r.error().message.find("model_type " + type.dump()), std::string::npos)
+        << r.error().message;
+  }
+  Json missing = j;
+  missing.erase("num_attention_heads");
+  auto r = decoder_config_from_json(missing, "config.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("num_attention_heads"), std::string::npos);
+
+  Json unknown = j;
+  unknown["model_type"] = "qwen3";
+  gpulab::testing::TempDir dir("qwen2_bad_config");
+  for (const auto& [name, bad, field] :
+       {std::tuple{"unknown.json", unknown, "model_type"},
+        std::tuple{"missing.json", missing, "num_attention_heads"}}) {
+    { std::ofstream(dir.path / name) << bad.dump(); }
+    const std::string file = (dir.path / name).string();
+    const auto run = dir.path / "run";
+    for (const auto& args :
+         {std::vector<std::string>{"plan", "--model", file},
+          std::vector<std::string>{"train", "--model", file, "--dataset", "synthetic-text",
+                                   "--max_steps", "1", "--output_dir", run.string()}}) {
+      auto g = testing::run_gpulab(args);
+      EXPECT_EQ(g.exit_code, 2) << args[0] << " " << name << g.out << g.err;
+      EXPECT_NE(g.err.find(field), std::string::npos) << g.err;
+    }
+    EXPECT_FALSE(std::filesystem::exists(run)) << "a refused run wrote its folder";
+  }
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ CausalLmPtr make(const DecoderConfig& c, torch::Device device) {
 // A family's shapes, traits and config.json dialect are in formats/decoder_config*.cpp.
 constexpr Family kFamilies[] = {
     {"llama", &make<LlamaForCausalLM>, nullptr},
+    // Llama's modules with q/k/v biases (qwen2's traits): one home for the shared blocks.
+    {"qwen2", &make<LlamaForCausalLM>, nullptr},
     {"gpt2", &make<Gpt2LMHeadModel>, &gpt2_from_hub_names},
 };
 
@@ -33,7 +35,7 @@ CausalLmPtr build_causal_lm(const DecoderConfig& c, torch::Device device) {
   for (const auto& f : kFamilies)
     if (f.name == c.family) return f.build(c, device);
   throw Exception(Code::kInvalidArgument, "model " + c.name + ": unknown family '" + c.family + "'",
-                  "use a shape `gpulab models` lists, or a Llama or GPT-2 config.json");
+                  "use a shape `gpulab models` lists, or a Llama, Qwen2 or GPT-2 config.json");
 }
 
 StateDict from_hf_names(const DecoderConfig& c, StateDict weights) {

@@ -44,7 +44,9 @@ bool takes_weight_decay(const torch::nn::Module& model, const std::string& name,
                         const torch::Tensor& p) {
   if (p.dim() <= 1) return false;
   const auto* lm = dynamic_cast<const CausalLm*>(&model);
-  return lm == nullptr || name != lm->config().traits().token_embedding;
+  if (lm == nullptr) return true;
+  const auto& traits = lm->config().traits();
+  return name != traits.token_embedding && name != traits.position_embedding;
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& s,

@@ -23,8 +23,9 @@ struct OptimizerSpec {
 OptimizerSpec optimizer_spec(const TrainOptions& opts);
 
 // Whether `model`'s parameter `name` takes weight decay: matrices do; biases and norm scales
-// (dim <= 1) do not, nor a language model's token embedding (a lookup table), which its family's
-// traits name (DecoderTraits::token_embedding: Llama's embed_tokens, GPT-2's wte).
+// (dim <= 1) do not, nor a language model's lookup tables, which its family's traits name
+// (DecoderTraits::token_embedding: Llama's and Qwen2's embed_tokens, GPT-2's wte; and
+// DecoderTraits::position_embedding: GPT-2's wpe).
 bool takes_weight_decay(const torch::nn::Module& model, const std::string& name,
                         const torch::Tensor& p);
 

@@ -39,8 +39,15 @@ std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double t
   return {table.cos(), table.sin()};
 }
 
-ProjectionImpl::ProjectionImpl(int64_t in, int64_t out, const torch::TensorOptions& options) {
+ProjectionImpl::ProjectionImpl(int64_t in, int64_t out, const torch::TensorOptions& options,
+                               bool with_bias) {
   weight = register_parameter("weight", torch::empty({out, in}, options));
+  if (with_bias) bias = register_parameter("bias", torch::zeros({out}, options));
+}
+
+torch::Tensor ProjectionImpl::forward(const torch::Tensor& x) {
+  auto y = linear_product(x, weight);
+  return bias.defined() ? y + bias.to(y.scalar_type()) : y;
 }
 
 TokenEmbeddingImpl::TokenEmbeddingImpl(int64_t vocab, int64_t dim,
@@ -70,18 +77,19 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
 
 LlamaAttentionImpl::LlamaAttentionImpl(const DecoderConfig& c, const torch::TensorOptions& o)
     : heads_(c.num_heads), kv_heads_(c.num_kv_heads), head_dim_(c.dim_per_head()) {
-  q_proj = register_module("q_proj", Projection(c.hidden_size, heads_ * head_dim_, o));
-  k_proj = register_module("k_proj", Projection(c.hidden_size, kv_heads_ * head_dim_, o));
-  v_proj = register_module("v_proj", Projection(c.hidden_size, kv_heads_ * head_dim_, o));
+  const bool bias = c.traits().qkv_biases;
+  q_proj = register_module("q_proj", Projection(c.hidden_size, heads_ * head_dim_, o, bias));
+  k_proj = register_module("k_proj", Projection(c.hidden_size, kv_heads_ * head_dim_, o, bias));
+  v_proj = register_module("v_proj", Projection(c.hidden_size, kv_heads_ * head_dim_, o, bias));
   o_proj = register_module("o_proj", Projection(heads_ * head_dim_, c.hidden_size, o));
 }
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                           const torch::Tensor& sin, KvCache* cache, int64_t layer) {
   const int64_t b = x.size(0), t = x.size(1);
-  auto q = linear_product(x, q_proj->weight);
-  auto k = linear_product(x, k_proj->weight);
-  auto v = linear_product(x, v_proj->weight);
+  auto q = q_proj(x);
+  auto k = k_proj(x);
+  auto v = v_proj(x);
   if (fused && cache == nullptr && fused_causal_attention_applies(q))
     return linear_product(fused_causal_attention(q, k, v, cos, sin, heads_, kv_heads_),
                           o_proj->weight);
@@ -143,10 +151,12 @@ void LlamaForCausalLM::set_fused_attention(bool on) {
 void LlamaForCausalLM::reset_parameters() {
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
+    const std::string& name = p.key();
+    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
     if (p.value().dim() >= 2)
       p.value().normal_(0.0, 0.02);
     else
-      p.value().fill_(1.0);  // RMSNorm scales
+      p.value().fill_(is_bias ? 0.0 : 1.0);  // Qwen2's q/k/v biases; RMSNorm scales
   }
 }
 

@@ -2,6 +2,9 @@
 // causal attention, SwiGLU MLP, optional tied output. Parameter names are Hugging Face's
 // (model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight, ..., lm_head.weight), so
 // its safetensors files load in transformers and theirs load here without a mapping table.
+// Qwen2 is this decoder with biases on the query, key and value projections (its traits'
+// qkv_biases; Qwen2ForCausalLM names its tensors as LlamaForCausalLM does): the "qwen2" family
+// builds this class, so the two share every module.
 #pragma once
 
 #include <torch/torch.h>
@@ -14,12 +17,14 @@
 
 namespace gpulab::train {
 
-// A bias-free linear map's weight (out x in), created on the device the model is built on: the
-// forward passes multiply by it through linear_product (train/models/cpu_bf16_matmul.h).
+// A linear map's weight (out x in) and optional bias, created on the device the model is built
+// on: the forward passes multiply by it through linear_product (train/models/cpu_bf16_matmul.h).
 class ProjectionImpl : public torch::nn::Module {
  public:
-  ProjectionImpl(int64_t in, int64_t out, const torch::TensorOptions& options);
-  torch::Tensor weight;
+  ProjectionImpl(int64_t in, int64_t out, const torch::TensorOptions& options, bool bias = false);
+  // x @ weight^T (+ bias, in the product's dtype: bf16 under autocast, as nn.Linear's).
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight, bias;  // bias undefined without one
 };
 TORCH_MODULE(Projection);
 
@@ -91,7 +96,8 @@ class LlamaModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LlamaModel);
 
-// Tokens (B x T, int64) -> logits (B x T x vocab): the "llama" family of build_causal_lm.
+// Tokens (B x T, int64) -> logits (B x T x vocab): the "llama" and "qwen2" families of
+// build_causal_lm.
 class LlamaForCausalLM : public CausalLm {
  public:
   // Built on `device`: a GPU run creates and initialises its weights there, not on the CPU.
@@ -99,7 +105,8 @@ class LlamaForCausalLM : public CausalLm {
   using CausalLm::forward;
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) override;
   void set_fused_attention(bool on) override;
-  // Weights as Hugging Face initialises them: normal(0, 0.02) matrices, unit norm scales.
+  // Weights as Hugging Face initialises them: normal(0, 0.02) matrices, unit norm scales, zero
+  // biases.
   void reset_parameters() override;
 
   LlamaModel model{nullptr};

@@ -1,0 +1,110 @@
+// One suite over every language-model family (lm_family_rows.h: each family's tiny shape, tied
+// and untied): built small, it has the parameters its shape counts and Hugging Face's tensor
+// names, forwards tokens to finite logits, decodes with a KV cache as the full forward pass does,
+// and gives the same gradients with activation checkpointing. The round trip through
+// transformers is the same rows' HfRoundTripFamily (hf_roundtrip_test.cpp).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "train/lm_family_rows.h"
+#include "train/models/layers.h"
+#include "train/models/lm_families.h"
+
+namespace gpulab::train {
+namespace {
+
+constexpr int64_t kVocab = 97;
+
+class LmFamily : public ::testing::TestWithParam<std::pair<std::string, std::string>> {
+ protected:
+  // The row's tiny shape with a small vocabulary, tied or not.
+  DecoderConfig shape(bool tied) const {
+    auto c = find_decoder_config(GetParam().second);
+    EXPECT_TRUE(c.ok()) << "family " << GetParam().first << " has no -tiny shape";
+    DecoderConfig out = c.ok() ? *c : DecoderConfig{};
+    out.vocab_size = kVocab;
+    out.tie_word_embeddings = tied;
+    return out;
+  }
+
+  // Built with seed `seed`, every vector (norm scales, biases) moved off its initial value so
+  // that the paths compared below must apply them.
+  static CausalLmPtr build(const DecoderConfig& c, uint64_t seed) {
+    torch::manual_seed(seed);
+    auto m = build_causal_lm(c);
+    torch::NoGradGuard no_grad;
+    for (auto& p : m->parameters())
+      if (p.dim() == 1) p.add_(torch::randn_like(p) * 0.3);
+    return m;
+  }
+};
+
+TEST_P(LmFamily, TinyCountsItsShapeAndForwards) {
+  for (bool tied : {true, false}) {
+    const DecoderConfig c = shape(tied);
+    auto m = build(c, 0);
+    EXPECT_EQ(count_parameters(*m), c.num_parameters()) << c.name << " tied " << tied;
+    const auto names = m->named_parameters().keys();
+    EXPECT_EQ(names.front(), c.traits().token_embedding) << "Hugging Face's first tensor";
+    torch::NoGradGuard no_grad;
+    m->eval();
+    const auto logits = m->forward(torch::randint(0, kVocab, {2, 12}));
+    EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 12, kVocab}));
+    EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
+  }
+}
+
+// A prompt, then one token at a time through the cache: the full pass's logits at each position.
+// 1e-5: float32 rounding of the same sums in another order (logits of order 1).
+TEST_P(LmFamily, KvCachedDecodingMatchesTheFullForwardPass) {
+  for (bool tied : {true, false}) {
+    auto m = build(shape(tied), 1);
+    m->eval();
+    torch::NoGradGuard no_grad;
+    auto tokens = torch::randint(0, kVocab, {2, 12});
+    auto full = m->forward(tokens);  // the fused CPU kernel where it applies; the cache never
+    KvCache cache;
+    auto first = m->forward(tokens.narrow(1, 0, 7), &cache);
+    EXPECT_TRUE(torch::allclose(first, full.narrow(1, 0, 7), 1e-5, 1e-5)) << "tied " << tied;
+    for (int64_t i = 7; i < 12; ++i) {
+      auto step = m->forward(tokens.narrow(1, i, 1), &cache);
+      EXPECT_TRUE(torch::allclose(step, full.narrow(1, i, 1), 1e-5, 1e-5))
+          << "tied " << tied << " position " << i;
+    }
+    EXPECT_EQ(cache.length, 12);
+  }
+}
+
+// Recomputing each block in the backward pass changes no gradient beyond float32 rounding.
+TEST_P(LmFamily, ActivationCheckpointingGivesTheSameGradients) {
+  const DecoderConfig c = shape(false);
+  auto a = build(c, 2), b = build(c, 2);
+  b->set_activation_checkpointing(true);
+  auto tokens = torch::randint(0, kVocab, {2, 16});
+  a->forward(tokens).pow(2).mean().backward();
+  b->forward(tokens).pow(2).mean().backward();
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_TRUE(pb[i].value().grad().defined()) << pb[i].key();
+    EXPECT_TRUE(torch::allclose(pa[i].value().grad(), pb[i].value().grad(), 1e-5, 1e-6))
+        << pa[i].key();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryFamily, LmFamily, ::testing::ValuesIn(testing::family_rows()),
+                         testing::family_row_name);
+
+// The rows are every family the table has, each with its tiny shape.
+TEST(LmFamilyRows, EveryFamilyHasATinyShape) {
+  const auto rows = testing::family_rows();
+  for (const char* family : {"llama", "qwen2", "gpt2"}) {
+    const auto it =
+        std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == family; });
+    EXPECT_NE(it, rows.end()) << family;
+  }
+  for (const auto& [family, tiny] : rows) EXPECT_FALSE(tiny.empty()) << family << " has no -tiny";
+}
+
+}  // namespace
+}  // namespace gpulab::train
