@@ -49,8 +49,12 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(TpGroup& g, int64_t in, int64
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
-  auto y = torch::nn::functional::linear(copy_to_tp(x, *group), weight, bias);
+  auto y = forward_in_region(copy_to_tp(x, *group));
   return gather_output ? gather_from_tp(y, *group) : y;
+}
+
+torch::Tensor ColumnParallelLinearImpl::forward_in_region(const torch::Tensor& x_copied) {
+  return torch::nn::functional::linear(x_copied, weight, bias);
 }
 
 RowParallelLinearImpl::RowParallelLinearImpl(TpGroup& g, int64_t in, int64_t out, bool with_bias,

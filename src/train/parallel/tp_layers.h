@@ -22,6 +22,10 @@ torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int rank, int par
 struct ColumnParallelLinearImpl : torch::nn::Module {
   ColumnParallelLinearImpl(TpGroup& group, int64_t in, int64_t out, bool bias, bool gather_output);
   torch::Tensor forward(const torch::Tensor& x);
+  // The product alone, for an input already copied into the TP region: column layers that read
+  // one input share one copy (Megatron's fused QKV and gate/up), so its gradient is all-reduced
+  // once, not once per layer. The output stays split.
+  torch::Tensor forward_in_region(const torch::Tensor& x_copied);
 
   TpGroup* group;
   bool gather_output;
