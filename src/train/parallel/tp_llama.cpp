@@ -1,0 +1,120 @@
+// The tensor-parallel Llama's modules and forward pass (see tp_llama.h).
+#include "train/parallel/tp_llama.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "train/ops/swiglu.h"
+#include "train/parallel/tp_llama_state.h"
+#include "train/parallel/tp_regions.h"
+#include "train/parallel/vocab_parallel_cross_entropy.h"
+
+namespace gpulab::train::parallel {
+
+TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
+    : group_(&g), local_heads_(c.num_heads / g.size()), local_kv_heads_(c.num_kv_heads / g.size()) {
+  const int64_t d = c.dim_per_head(), h = c.hidden_size;
+  q_proj = register_module("q_proj", ColumnParallelLinear(g, h, c.num_heads * d, false, false));
+  k_proj = register_module("k_proj", ColumnParallelLinear(g, h, c.num_kv_heads * d, false, false));
+  v_proj = register_module("v_proj", ColumnParallelLinear(g, h, c.num_kv_heads * d, false, false));
+  o_proj = register_module("o_proj", RowParallelLinear(g, c.num_heads * d, h, false, true));
+}
+
+torch::Tensor TpLlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                            const torch::Tensor& sin) {
+  // Rank r's rows of q are query heads [r H/tp, (r+1) H/tp), which use exactly kv heads
+  // [r KV/tp, (r+1) KV/tp): its rows of k and v. The heads are independent, so each rank runs
+  // the whole model's attention on its own heads.
+  auto xc = copy_to_tp(x, *group_);
+  auto q = q_proj->forward_in_region(xc);
+  auto k = k_proj->forward_in_region(xc);
+  auto v = v_proj->forward_in_region(xc);
+  return o_proj(
+      rotary_causal_attention(q, k, v, cos, sin, local_heads_, local_kv_heads_, fused, nullptr));
+}
+
+TpLlamaMlpImpl::TpLlamaMlpImpl(TpGroup& g, const DecoderConfig& c) : group_(&g) {
+  const int64_t h = c.hidden_size, f = c.intermediate_size;
+  gate_proj = register_module("gate_proj", ColumnParallelLinear(g, h, f, false, false));
+  up_proj = register_module("up_proj", ColumnParallelLinear(g, h, f, false, false));
+  down_proj = register_module("down_proj", RowParallelLinear(g, f, h, false, true));
+}
+
+torch::Tensor TpLlamaMlpImpl::forward(const torch::Tensor& x) {
+  // SwiGLU is elementwise, so it runs on each rank's slice of the FFN width unchanged.
+  auto xc = copy_to_tp(x, *group_);
+  return down_proj(swiglu(gate_proj->forward_in_region(xc), up_proj->forward_in_region(xc)));
+}
+
+TpLlamaBlockImpl::TpLlamaBlockImpl(TpGroup& g, const DecoderConfig& c) {
+  self_attn = register_module("self_attn", TpLlamaAttention(g, c));
+  mlp = register_module("mlp", TpLlamaMlp(g, c));
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.norm_eps));
+}
+
+torch::Tensor TpLlamaBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                        const torch::Tensor& sin) {
+  auto h = x + self_attn(input_layernorm(x), cos, sin);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+TpLlamaModelImpl::TpLlamaModelImpl(TpGroup& g, const DecoderConfig& c) {
+  embed_tokens =
+      register_module("embed_tokens", VocabParallelEmbedding(g, c.vocab_size, c.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(TpLlamaBlock(g, c));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.norm_eps));
+}
+
+TpLlamaForCausalLM::TpLlamaForCausalLM(TpGroup& g, DecoderConfig c, const StateDict& shard)
+    : group_(&g), config_(std::move(c)) {
+  check_tp_layout(config_, g.size());
+  model = register_module("model", TpLlamaModel(g, config_));
+  if (!config_.tie_word_embeddings)
+    lm_head = register_module(
+        "lm_head", ColumnParallelLinear(g, config_.hidden_size,
+                                        padded_to(config_.vocab_size, g.size()), false, false));
+  for (const auto& [name, t] : shard) {
+    if (t.is_floating_point()) {
+      to(t.scalar_type());  // the shard's precision (fp64 for the numerics checks)
+      break;
+    }
+  }
+  if (auto st = load_state_dict(*this, shard, "the tensor-parallel shard"); !st)
+    throw Exception(st.error());
+}
+
+int64_t TpLlamaForCausalLM::vocab_start() const {
+  return model->embed_tokens->vocab_start();
+}
+
+void TpLlamaForCausalLM::set_fused_attention(bool on) {
+  for (auto& layer : *model->layers) layer->as<TpLlamaBlockImpl>()->self_attn->fused = on;
+}
+
+torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens) {
+  const int64_t t = tokens.size(1);
+  if (t > config_.max_positions)
+    throw Exception(Code::kInvalidArgument,
+                    "a sequence of " + std::to_string(t) + " tokens is longer than the model's " +
+                        std::to_string(config_.max_positions) + " positions",
+                    "use a shorter --seq_len");
+  auto h = model->embed_tokens(tokens);
+  auto [cos, sin] =
+      rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, t, tokens.device());
+  for (auto& layer : *model->layers) h = layer->as<TpLlamaBlockImpl>()->forward(h, cos, sin);
+  h = model->norm(h);
+  if (lm_head) return lm_head(h);
+  // Tied: the embedding's rows are the output layer's, split over the vocabulary the same way.
+  return torch::nn::functional::linear(copy_to_tp(h, *group_), model->embed_tokens->weight);
+}
+
+torch::Tensor TpLlamaForCausalLM::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
+  auto per = vocab_parallel_cross_entropy(forward(tokens), targets, *group_, vocab_start(),
+                                          config_.vocab_size);
+  return per.sum() / (targets != kIgnoreIndex).sum().clamp_min(1);
+}
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,259 @@
+// The tensor-parallel Llama against the one-process Llama (fp64, Gloo, 2 and 4 real ranks started
+// by the real launcher): built from the ordinary weights by shard_state, it gives the same loss
+// and every gradient (gathered back to the ordinary layout), moves the bytes its formula says,
+// and its weights gather back to the ordinary state dict exactly. Layouts the shape does not
+// fit are refused naming one that does.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "train/dist_worker.h"
+#include "train/parallel/device_mesh.h"
+#include "train/parallel/tp_llama.h"
+#include "train/parallel/tp_llama_state.h"
+#include "train/parallel/vocab_parallel_cross_entropy.h"
+
+using namespace gpulab;
+using namespace gpulab::train;
+using namespace gpulab::train::parallel;
+namespace fs = std::filesystem;
+namespace F = torch::nn::functional;
+
+namespace {
+
+constexpr int64_t kBatch = 2, kSeq = 6;
+
+struct Case {
+  int tp;
+  bool tied;
+  bool fused;  // gpulab's fused attention kernel (both sides), or the attention core
+};
+
+// 8 query heads over 4 key/value heads (GQA, 2 queries per kv head): TP 4 leaves one kv head
+// and its two query heads per rank. 37 is a multiple of neither 2 nor 4 (vocabulary padding).
+DecoderConfig tiny(bool tied) {
+  DecoderConfig c;
+  c.name = "llama-tp-tiny";
+  c.vocab_size = 37;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_layers = 2;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.max_positions = 64;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// The one-process model in fp64 with weights of unit-scale activations (Hugging Face's 0.02
+// would leave attention near uniform and the gradients tiny), from a fixed seed: every rank and
+// the reference make the same one.
+std::shared_ptr<LlamaForCausalLM> whole_model(const DecoderConfig& c) {
+  torch::manual_seed(41);
+  auto m = std::make_shared<LlamaForCausalLM>(c);
+  m->to(torch::kDouble);
+  torch::NoGradGuard no_grad;
+  for (auto& p : m->named_parameters()) {
+    auto& t = p.value();
+    if (t.dim() == 2)
+      t.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(t.size(1))));
+    else
+      t.normal_(1.0, 0.1);  // norm scales away from 1 so their gradients matter
+  }
+  return m;
+}
+
+std::pair<torch::Tensor, torch::Tensor> batch(const DecoderConfig& c) {
+  torch::manual_seed(7);
+  auto ids = torch::randint(c.vocab_size, {kBatch, kSeq});
+  auto target = torch::randint(c.vocab_size, {kBatch, kSeq});
+  target.index_put_({0, 1}, kIgnoreIndex);      // one position without a loss
+  target.index_put_({1, 4}, c.vocab_size - 1);  // the last real id (next to the padding)
+  return {ids, target};
+}
+
+Case case_from_env() {
+  const char* e = std::getenv("GPULAB_TP_CASE");  // "tp,tied,fused"
+  Case k{};
+  int tied = 0, fused = 0;
+  GPULAB_ASSERT(e && std::sscanf(e, "%d,%d,%d", &k.tp, &tied, &fused) == 3, "GPULAB_TP_CASE");
+  k.tied = tied != 0;
+  k.fused = fused != 0;
+  return k;
+}
+
+// Whether a shard cut for another TP size is refused as a usage error (1) or not (0).
+int64_t refuses_wrong_shard(TpGroup& g, const DecoderConfig& c, const StateDict& whole) {
+  try {
+    TpLlamaForCausalLM wrong(g, c, whole);  // the unsplit weights on a group of 2 or 4
+  } catch (const Exception& e) {
+    return e.code() == Code::kInvalidArgument ? 1 : 0;
+  }
+  return 0;
+}
+
+int tp_llama_scenario() {
+  const Case k = case_from_env();
+  const DecoderConfig c = tiny(k.tied);
+  dist::Communicator world = train::testing::worker_world();
+  DeviceMesh mesh(world, world.size(), 1);
+  TpGroup g(mesh.tp());
+  const StateDict whole = module_state_dict(*whole_model(c));
+  TpLlamaForCausalLM m(g, c, shard_state(c, whole, g.rank(), g.size()));
+  m.set_fused_attention(k.fused);
+  auto [ids, target] = batch(c);
+  g.reset_bytes();
+  auto loss = m.loss(ids, target);
+  loss.backward();
+  const int64_t bytes = g.bytes();
+  std::vector<torch::Tensor> out{loss.detach(), torch::tensor({bytes})};
+  StateDict grads;  // by name, so they are pushed in name order (the parent's shard order)
+  for (auto& p : m.named_parameters()) grads[p.key()] = p.value().grad();
+  for (auto& [name, grad] : grads) out.push_back(grad);
+  // The weights gathered over the group are the ordinary state dict, exactly.
+  bool same = true;
+  for (const auto& [name, t] : gather_state(c, module_state_dict(m), g))
+    same = same && whole.count(name) && torch::equal(t, whole.at(name));
+  out.push_back(torch::tensor({int64_t{same}, refuses_wrong_shard(g, c, whole)}));
+  train::testing::save_tensors("tp" + std::to_string(g.rank()), out);
+  return 0;
+}
+train::testing::DistScenario tp_llama_worker("tp_llama", tp_llama_scenario);
+
+// The reference: loss and gradients of the whole model, by parameter name.
+std::pair<torch::Tensor, StateDict> reference(const DecoderConfig& c, bool fused) {
+  auto m = whole_model(c);
+  m->set_fused_attention(fused);
+  auto [ids, target] = batch(c);
+  auto logits = m->forward(ids);
+  auto loss = F::cross_entropy(logits.view({-1, c.vocab_size}), target.view({-1}),
+                               F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
+  loss.backward();
+  StateDict grads;
+  for (auto& p : m->named_parameters()) grads[p.key()] = p.value().grad();
+  return {loss.detach(), grads};
+}
+
+class TpLlama : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TpLlama, LossAndEveryGradientMatchOneProcess) {
+  const Case k = GetParam();
+  const DecoderConfig c = tiny(k.tied);
+  auto dir = fs::temp_directory_path() / ("gpulab-tp-llama-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string spec =
+      std::to_string(k.tp) + "," + std::to_string(k.tied) + "," + std::to_string(k.fused);
+  auto r = train::testing::run_ranks("tp_llama", k.tp, dir, {{"GPULAB_TP_CASE", spec}});
+  ASSERT_EQ(r.exit_code, 0) << r.message;
+  std::vector<std::vector<torch::Tensor>> got;
+  for (int rank = 0; rank < k.tp; ++rank)
+    got.push_back(train::testing::load_tensors(dir / ("tp" + std::to_string(rank) + ".pt")));
+  fs::remove_all(dir);
+  const auto [want_loss, want] = reference(c, k.fused);
+
+  // Each rank's gradients under its parameters' names (the shard's names, in map order).
+  const StateDict names = shard_state(c, module_state_dict(*whole_model(c)), 0, k.tp);
+  std::vector<StateDict> grads(static_cast<size_t>(k.tp));
+  for (int rank = 0; rank < k.tp; ++rank) {
+    const auto& g = got[static_cast<size_t>(rank)];
+    ASSERT_EQ(g.size(), names.size() + 3);
+    size_t i = 2;
+    for (const auto& [name, t] : names) grads[static_cast<size_t>(rank)][name] = g[i++];
+    EXPECT_EQ(g.back()[0].item<int64_t>(), 1) << "weights gathered back on rank " << rank;
+    EXPECT_EQ(g.back()[1].item<int64_t>(), 1) << "wrong shard refused on rank " << rank;
+  }
+  // Tolerance: the split model differs from the whole one only in the order of its sums. A
+  // row-parallel product's dot products (n = 64 or 96 terms) become tp partial sums added by the
+  // all-reduce; the copy regions add tp partial input gradients; the softmax's denominator is
+  // summed per slice, then across. Reordering n terms moves a sum by at most n u sum|terms|
+  // (u = 2^-53 = 1.1e-16): with n <= 96 and sum|terms| within ~10x of the largest element of
+  // these unit-scale tensors, ~1e-13 per sum; the two blocks chain a few such sums, which stays
+  // below 1e-12 relative to each tensor's largest element.
+  constexpr double kTol = 1e-12;
+  double worst = 0;
+  for (int rank = 0; rank < k.tp; ++rank) {
+    const double d = train::testing::max_rel_diff(got[rank][0], want_loss);
+    EXPECT_LT(d, kTol) << "loss on rank " << rank;
+    worst = std::max(worst, d);
+    for (const auto& [name, t] : grads[static_cast<size_t>(rank)]) {
+      if (tp_split_dim(name) >= 0) continue;  // replicated ones: every rank's own gradient
+      const double dn = train::testing::max_rel_diff(t, want.at(name));
+      EXPECT_LT(dn, kTol) << name << " on rank " << rank;
+      worst = std::max(worst, dn);
+    }
+  }
+  // The padding rows of the vocabulary get no gradient at all (the last rank holds them).
+  const auto& last = grads.back();
+  for (const auto& [name, t] : last)
+    if (tp_vocab_rows(name)) {
+      const int64_t pad = padded_to(c.vocab_size, k.tp) - c.vocab_size;
+      EXPECT_TRUE(t.narrow(0, t.size(0) - pad, pad).eq(0).all().item<bool>()) << name;
+    }
+  const StateDict gathered = gather_state(c, grads);
+  ASSERT_EQ(gathered.size(), want.size());
+  for (const auto& [name, t] : want) {
+    ASSERT_TRUE(gathered.count(name)) << name;
+    ASSERT_EQ(gathered.at(name).sizes(), t.sizes()) << name;
+    const double d = train::testing::max_rel_diff(gathered.at(name), t);
+    EXPECT_LT(d, kTol) << name;
+    worst = std::max(worst, d);
+  }
+  // Bytes handed to collectives per rank and step, T = B S tokens of width H, L blocks (fp64,
+  // 8 bytes): forward, the embedding's all-reduce (T H), two row-parallel all-reduces per block
+  // (attention output, MLP down: 2 L T H) and the loss's max and two sums (3 T); backward, the
+  // two copy regions per block (the q/k/v input, the gate/up input: 2 L T H) and the output
+  // layer's (T H). The row-parallel and embedding reductions are identities backward.
+  const int64_t t = kBatch * kSeq, h = c.hidden_size, layers = c.num_layers;
+  const int64_t formula = 8 * t * (h * (4 * layers + 2) + 3);
+  for (int rank = 0; rank < k.tp; ++rank)
+    EXPECT_EQ(got[rank][1].item<int64_t>(), formula) << "rank " << rank;
+  std::printf(
+      "TP %d Llama (%s, %s attention): loss %.15f (one process %.15f), largest relative "
+      "difference over the loss and %zu gradients %.3g; %lld bytes per rank and step (formula "
+      "8 T (H (4 L + 2) + 3) = %lld)\n",
+      k.tp, k.tied ? "tied" : "untied", k.fused ? "fused" : "core", got[0][0].item<double>(),
+      want_loss.item<double>(), want.size(), worst,
+      static_cast<long long>(got[0][1].item<int64_t>()), static_cast<long long>(formula));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, TpLlama,
+                         ::testing::Values(Case{2, false, true}, Case{2, true, false},
+                                           Case{4, false, false}));
+
+TEST(TpLlamaLayout, RefusesATpSizeTheHeadsDoNotFitNamingOneThatDoes) {
+  DecoderConfig c = tiny(false);
+  c.num_kv_heads = 2;  // GQA with fewer kv heads than the 4 ranks
+  EXPECT_NO_THROW(check_tp_layout(c, 2));
+  try {
+    check_tp_layout(c, 4);
+    FAIL() << "TP 4 over 2 kv heads was accepted";
+  } catch (const Exception& e) {
+    EXPECT_EQ(e.code(), Code::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("2 key/value heads"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("--tp 2"), std::string::npos) << e.hint();
+  }
+  c = tiny(false);
+  c.intermediate_size = 90;  // 4 does not divide the FFN width; 2 does
+  EXPECT_THROW(check_tp_layout(c, 4), Exception);
+  EXPECT_THROW(check_tp_layout(c, 0), Exception);
+}
+
+TEST(TpLlamaLayout, ShardsGatherBackToTheOrdinaryStateDict) {
+  const DecoderConfig c = tiny(false);
+  const StateDict whole = module_state_dict(*whole_model(c));
+  std::vector<StateDict> shards;
+  for (int r = 0; r < 4; ++r) shards.push_back(shard_state(c, whole, r, 4));
+  EXPECT_EQ(shards[3].at("model.embed_tokens.weight").size(0), 10);  // 37 padded to 40
+  EXPECT_EQ(shards[1].at("model.layers.0.self_attn.o_proj.weight").size(1), 16);
+  const StateDict back = gather_state(c, shards);
+  ASSERT_EQ(back.size(), whole.size());
+  for (const auto& [name, t] : whole) EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
+  shards[2].erase("model.norm.weight");
+  EXPECT_THROW(gather_state(c, shards), Exception);
+}
+
+}  // namespace
