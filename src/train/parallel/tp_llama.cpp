@@ -11,6 +11,22 @@
 
 namespace gpulab::train::parallel {
 
+namespace {
+
+// Into column-parallel work: a copy of the replicated input, or (sequence parallel) the whole
+// sequence gathered from the ranks' parts.
+torch::Tensor enter_tp(const torch::Tensor& x, TpGroup& g, bool sp) {
+  return sp ? gather_sequence(x, g) : copy_to_tp(x, g);
+}
+
+// Out of a row-parallel layer: the sum of the partial products, or (sequence parallel) this
+// rank's positions of it.
+torch::Tensor leave_tp(const torch::Tensor& partial, TpGroup& g, bool sp) {
+  return sp ? reduce_scatter_sequence(partial, g) : reduce_from_tp(partial, g);
+}
+
+}  // namespace
+
 TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
     : group_(&g), local_heads_(c.num_heads / g.size()), local_kv_heads_(c.num_kv_heads / g.size()) {
   const int64_t d = c.dim_per_head(), h = c.hidden_size;
@@ -21,16 +37,17 @@ TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
 }
 
 torch::Tensor TpLlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                            const torch::Tensor& sin) {
+                                            const torch::Tensor& sin, bool sp) {
   // Rank r's rows of q are query heads [r H/tp, (r+1) H/tp), which use exactly kv heads
   // [r KV/tp, (r+1) KV/tp): its rows of k and v. The heads are independent, so each rank runs
   // the whole model's attention on its own heads.
-  auto xc = copy_to_tp(x, *group_);
+  auto xc = enter_tp(x, *group_, sp);
   auto q = q_proj->forward_in_region(xc);
   auto k = k_proj->forward_in_region(xc);
   auto v = v_proj->forward_in_region(xc);
-  return o_proj(
-      rotary_causal_attention(q, k, v, cos, sin, local_heads_, local_kv_heads_, fused, nullptr));
+  auto heads =
+      rotary_causal_attention(q, k, v, cos, sin, local_heads_, local_kv_heads_, fused, nullptr);
+  return leave_tp(o_proj->forward_partial(heads), *group_, sp);
 }
 
 TpLlamaMlpImpl::TpLlamaMlpImpl(TpGroup& g, const DecoderConfig& c) : group_(&g) {
@@ -40,10 +57,11 @@ TpLlamaMlpImpl::TpLlamaMlpImpl(TpGroup& g, const DecoderConfig& c) : group_(&g) 
   down_proj = register_module("down_proj", RowParallelLinear(g, f, h, false, true));
 }
 
-torch::Tensor TpLlamaMlpImpl::forward(const torch::Tensor& x) {
+torch::Tensor TpLlamaMlpImpl::forward(const torch::Tensor& x, bool sp) {
   // SwiGLU is elementwise, so it runs on each rank's slice of the FFN width unchanged.
-  auto xc = copy_to_tp(x, *group_);
-  return down_proj(swiglu(gate_proj->forward_in_region(xc), up_proj->forward_in_region(xc)));
+  auto xc = enter_tp(x, *group_, sp);
+  auto act = swiglu(gate_proj->forward_in_region(xc), up_proj->forward_in_region(xc));
+  return leave_tp(down_proj->forward_partial(act), *group_, sp);
 }
 
 TpLlamaBlockImpl::TpLlamaBlockImpl(TpGroup& g, const DecoderConfig& c) {
@@ -55,9 +73,9 @@ TpLlamaBlockImpl::TpLlamaBlockImpl(TpGroup& g, const DecoderConfig& c) {
 }
 
 torch::Tensor TpLlamaBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                        const torch::Tensor& sin) {
-  auto h = x + self_attn(input_layernorm(x), cos, sin);
-  return h + mlp(post_attention_layernorm(h));
+                                        const torch::Tensor& sin, bool sp) {
+  auto h = x + self_attn(input_layernorm(x), cos, sin, sp);
+  return h + mlp(post_attention_layernorm(h), sp);
 }
 
 TpLlamaModelImpl::TpLlamaModelImpl(TpGroup& g, const DecoderConfig& c) {
@@ -101,14 +119,37 @@ torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens) {
                     "a sequence of " + std::to_string(t) + " tokens is longer than the model's " +
                         std::to_string(config_.max_positions) + " positions",
                     "use a shorter --seq_len");
-  auto h = model->embed_tokens(tokens);
+  const bool sp = sequence_parallel;
+  if (sp && t % group_->size() != 0)
+    throw Exception(Code::kInvalidArgument,
+                    "sequence parallelism splits a sequence over the " +
+                        std::to_string(group_->size()) + " tensor-parallel ranks, and " +
+                        std::to_string(t) + " positions do not split evenly",
+                    "use a --seq_len that is a multiple of --tp");
+  auto h = sp ? reduce_scatter_sequence(model->embed_tokens->forward_partial(tokens), *group_)
+              : model->embed_tokens(tokens);
   auto [cos, sin] =
       rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, t, tokens.device());
-  for (auto& layer : *model->layers) h = layer->as<TpLlamaBlockImpl>()->forward(h, cos, sin);
-  h = model->norm(h);
-  if (lm_head) return lm_head(h);
+  for (auto& layer : *model->layers) h = layer->as<TpLlamaBlockImpl>()->forward(h, cos, sin, sp);
+  auto hc = enter_tp(model->norm(h), *group_, sp);
   // Tied: the embedding's rows are the output layer's, split over the vocabulary the same way.
-  return torch::nn::functional::linear(copy_to_tp(h, *group_), model->embed_tokens->weight);
+  return torch::nn::functional::linear(hc, lm_head ? lm_head->weight : model->embed_tokens->weight);
+}
+
+void TpLlamaForCausalLM::finish_gradients() {
+  if (!sequence_parallel) return;
+  std::vector<torch::Tensor> grads, flat;
+  for (auto& p : named_parameters())
+    if (tp_split_dim(p.key()) < 0 && p.value().grad().defined()) grads.push_back(p.value().grad());
+  if (grads.empty()) return;
+  for (auto& g : grads) flat.push_back(g.reshape({-1}));
+  auto sum = torch::cat(flat);
+  group_->allreduce_sum(sum, "sequence-parallel norm gradients");
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(sum.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
 }
 
 torch::Tensor TpLlamaForCausalLM::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {

@@ -4,7 +4,10 @@
 // positions and the causal core per local head, a row-parallel output) and a SwiGLU MLP
 // (column-parallel gate/up, row-parallel down), each ending in one all-reduce; replicated
 // RMSNorms; a vocabulary-parallel output layer and cross-entropy that never gather the logits.
-// Parameter names are the ordinary ones, so a rank's state dict is its shard.
+// With sequence parallelism the norms and residuals hold 1/TP of the sequence: each sublayer
+// gathers the sequence on the way in and reduce-scatters it on the way out instead of copying
+// in and all-reducing out. Parameter names are the ordinary ones, so a rank's state dict is its
+// shard.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,8 +22,10 @@ namespace gpulab::train::parallel {
 class TpLlamaAttentionImpl : public torch::nn::Module {
  public:
   TpLlamaAttentionImpl(TpGroup& group, const DecoderConfig& c);
-  // x: B x T x hidden, replicated; cos, sin: T x head_dim. Returns B x T x hidden, replicated.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+  // x: B x T x hidden, replicated (B x T/tp x hidden under sequence parallelism, `sp`);
+  // cos, sin: T x head_dim. Returns the same shape as x.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        bool sp = false);
   ColumnParallelLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   RowParallelLinear o_proj{nullptr};
   bool fused = true;  // gpulab's fused CPU kernel where it applies, as LlamaAttention
@@ -34,7 +39,7 @@ TORCH_MODULE(TpLlamaAttention);
 class TpLlamaMlpImpl : public torch::nn::Module {
  public:
   TpLlamaMlpImpl(TpGroup& group, const DecoderConfig& c);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, bool sp = false);
   ColumnParallelLinear gate_proj{nullptr}, up_proj{nullptr};
   RowParallelLinear down_proj{nullptr};
 
@@ -47,7 +52,8 @@ TORCH_MODULE(TpLlamaMlp);
 class TpLlamaBlockImpl : public torch::nn::Module {
  public:
   TpLlamaBlockImpl(TpGroup& group, const DecoderConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        bool sp = false);
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   TpLlamaAttention self_attn{nullptr};
   TpLlamaMlp mlp{nullptr};
@@ -75,6 +81,14 @@ class TpLlamaForCausalLM : public torch::nn::Module {
   torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets);
   int64_t vocab_start() const;
   void set_fused_attention(bool on);
+  // After the backward pass: under sequence parallelism each rank's norm gradients cover its own
+  // positions only, so they are summed over the group (one all-reduce, as Megatron-LM's
+  // finalize_model_grads does); nothing without it.
+  void finish_gradients();
+
+  // Sequence parallelism (Korthikanti et al. 2022) for the norm and residual regions: the
+  // sequence length must be a multiple of the TP size.
+  bool sequence_parallel = false;
   const DecoderConfig& config() const { return config_; }
 
   TpLlamaModel model{nullptr};

@@ -1,18 +1,20 @@
 // The tensor-parallel Llama against the one-process Llama (fp64, Gloo, 2 and 4 real ranks started
 // by the real launcher): built from the ordinary weights by shard_state, it gives the same loss
 // and every gradient (gathered back to the ordinary layout), moves the bytes its formula says,
-// and its weights gather back to the ordinary state dict exactly. Layouts the shape does not
-// fit are refused naming one that does.
+// and its weights gather back to the ordinary state dict exactly; the same with sequence
+// parallelism. Layouts the shape does not fit are refused naming one that does.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 
 #include "core/error.h"
 #include "train/dist_worker.h"
 #include "train/parallel/device_mesh.h"
+#include "train/parallel/mesh_memory.h"
 #include "train/parallel/tp_llama.h"
 #include "train/parallel/tp_llama_state.h"
 #include "train/parallel/vocab_parallel_cross_entropy.h"
@@ -25,12 +27,13 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-constexpr int64_t kBatch = 2, kSeq = 6;
+constexpr int64_t kBatch = 2, kSeq = 8;  // 8: sequence parallelism splits it 2 and 4 ways
 
 struct Case {
   int tp;
   bool tied;
   bool fused;  // gpulab's fused attention kernel (both sides), or the attention core
+  bool sp;     // sequence parallelism
 };
 
 // 8 query heads over 4 key/value heads (GQA, 2 queries per kv head): TP 4 leaves one kv head
@@ -77,19 +80,21 @@ std::pair<torch::Tensor, torch::Tensor> batch(const DecoderConfig& c) {
 }
 
 Case case_from_env() {
-  const char* e = std::getenv("GPULAB_TP_CASE");  // "tp,tied,fused"
+  const char* e = std::getenv("GPULAB_TP_CASE");  // "tp,tied,fused,sp"
   Case k{};
-  int tied = 0, fused = 0;
-  GPULAB_ASSERT(e && std::sscanf(e, "%d,%d,%d", &k.tp, &tied, &fused) == 3, "GPULAB_TP_CASE");
+  int tied = 0, fused = 0, sp = 0;
+  GPULAB_ASSERT(e && std::sscanf(e, "%d,%d,%d,%d", &k.tp, &tied, &fused, &sp) == 4,
+                "GPULAB_TP_CASE");
   k.tied = tied != 0;
   k.fused = fused != 0;
+  k.sp = sp != 0;
   return k;
 }
 
-// Whether a shard cut for another TP size is refused as a usage error (1) or not (0).
-int64_t refuses_wrong_shard(TpGroup& g, const DecoderConfig& c, const StateDict& whole) {
+// Whether `f` is refused as a usage error (1) or not (0).
+int64_t refused(const std::function<void()>& f) {
   try {
-    TpLlamaForCausalLM wrong(g, c, whole);  // the unsplit weights on a group of 2 or 4
+    f();
   } catch (const Exception& e) {
     return e.code() == Code::kInvalidArgument ? 1 : 0;
   }
@@ -105,12 +110,13 @@ int tp_llama_scenario() {
   const StateDict whole = module_state_dict(*whole_model(c));
   TpLlamaForCausalLM m(g, c, shard_state(c, whole, g.rank(), g.size()));
   m.set_fused_attention(k.fused);
+  m.sequence_parallel = k.sp;
   auto [ids, target] = batch(c);
   g.reset_bytes();
   auto loss = m.loss(ids, target);
   loss.backward();
-  const int64_t bytes = g.bytes();
-  std::vector<torch::Tensor> out{loss.detach(), torch::tensor({bytes})};
+  m.finish_gradients();
+  std::vector<torch::Tensor> out{loss.detach(), torch::tensor({g.bytes(), g.ring_bytes()})};
   StateDict grads;  // by name, so they are pushed in name order (the parent's shard order)
   for (auto& p : m.named_parameters()) grads[p.key()] = p.value().grad();
   for (auto& [name, grad] : grads) out.push_back(grad);
@@ -118,7 +124,14 @@ int tp_llama_scenario() {
   bool same = true;
   for (const auto& [name, t] : gather_state(c, module_state_dict(m), g))
     same = same && whole.count(name) && torch::equal(t, whole.at(name));
-  out.push_back(torch::tensor({int64_t{same}, refuses_wrong_shard(g, c, whole)}));
+  // Refused: the unsplit weights on a group of 2 or 4; under sequence parallelism, a sequence
+  // of 7 positions (odd: no TP size here splits it).
+  const int64_t wrong_shard = refused([&] { TpLlamaForCausalLM wrong(g, c, whole); });
+  const int64_t odd_sequence = k.sp ? refused([&] {
+    m.forward(torch::zeros({1, 7}, torch::kInt64));
+  })
+                                    : 1;
+  out.push_back(torch::tensor({int64_t{same}, wrong_shard, odd_sequence}));
   train::testing::save_tensors("tp" + std::to_string(g.rank()), out);
   return 0;
 }
@@ -138,26 +151,70 @@ std::pair<torch::Tensor, StateDict> reference(const DecoderConfig& c, bool fused
   return {loss.detach(), grads};
 }
 
-class TpLlama : public ::testing::TestWithParam<Case> {};
+// Communication per rank and step, T = B S tokens of width H, L blocks, p ranks, fp64 (8 bytes).
+// Payload handed to the collectives (TpGroup::bytes):
+//  TP: forward, the embedding's all-reduce (T H), two row-parallel all-reduces per block
+//    (attention output, MLP down: 2 L T H) and the loss's max and two sums (3 T); backward, the
+//    two copy regions per block (q/k/v input, gate/up input: 2 L T H) and the output layer's
+//    (T H); the row-parallel and embedding reductions are identities backward. In all
+//    T (H (4 L + 2) + 3): Megatron's two all-reduces per block forward and two backward.
+//  SP: each T H crossing becomes a reduce-scatter (payload T H) or an all-gather (payload
+//    T H / p): forward the embedding's reduce-scatter, per block two gathers and two
+//    reduce-scatters, the output layer's gather; backward their transposes, as many. So
+//    (4 L + 2) T H (1 + 1/p) + 3 T, plus the norm gradients' all-reduce (2 L + 1) H.
+// On a ring (TpGroup::ring_bytes, f = (p-1)/p), an all-reduce of N sends 2 f N, an all-gather
+// or a reduce-scatter f N: TP 2 f T (H (4 L + 2) + 3); SP the same plus 2 f (2 L + 1) H for the
+// norm gradients. Sequence parallelism moves what TP moves; what it saves is activation memory.
+struct Bytes {
+  int64_t payload, ring;
+};
 
-TEST_P(TpLlama, LossAndEveryGradientMatchOneProcess) {
-  const Case k = GetParam();
-  const DecoderConfig c = tiny(k.tied);
+Bytes formula(const Case& k, const DecoderConfig& c) {
+  const int64_t t = kBatch * kSeq, h = c.hidden_size, l = c.num_layers, p = k.tp;
+  const int64_t acts = (4 * l + 2) * t * h, norms = (2 * l + 1) * h;
+  if (!k.sp) return {8 * (acts + 3 * t), 8 * 2 * (p - 1) * (acts + 3 * t) / p};
+  return {8 * (acts + acts / p + 3 * t + norms), 8 * (p - 1) * (2 * acts + 6 * t + 2 * norms) / p};
+}
+
+// One layer's activation memory on one rank by Korthikanti et al.'s formula (mesh_memory.h), in
+// fp64, for the printout: what sequence parallelism saves (a formula, not a measurement).
+int64_t activations_per_layer(const Case& k, const DecoderConfig& c) {
+  MeshMemoryQuery q;
+  q.model = {c.num_layers,   c.hidden_size, c.intermediate_size, c.num_heads,
+             c.num_kv_heads, c.vocab_size,  /*gated_mlp=*/true,  c.tie_word_embeddings};
+  q.tp = k.tp;
+  q.seq_len = kSeq;
+  q.micro_batch = kBatch;
+  q.sequence_parallel = k.sp;
+  q.activation_bytes = 8;
+  return layer_activation_bytes(q);
+}
+
+// Starts the ranks of case `k`; returns what each wrote.
+std::vector<std::vector<torch::Tensor>> run_case(const Case& k) {
   auto dir = fs::temp_directory_path() / ("gpulab-tp-llama-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  const std::string spec =
-      std::to_string(k.tp) + "," + std::to_string(k.tied) + "," + std::to_string(k.fused);
+  const std::string spec = std::to_string(k.tp) + "," + std::to_string(k.tied) + "," +
+                           std::to_string(k.fused) + "," + std::to_string(k.sp);
   auto r = train::testing::run_ranks("tp_llama", k.tp, dir, {{"GPULAB_TP_CASE", spec}});
-  ASSERT_EQ(r.exit_code, 0) << r.message;
   std::vector<std::vector<torch::Tensor>> got;
-  for (int rank = 0; rank < k.tp; ++rank)
-    got.push_back(train::testing::load_tensors(dir / ("tp" + std::to_string(rank) + ".pt")));
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << r.message;
+  } else {
+    for (int rank = 0; rank < k.tp; ++rank)
+      got.push_back(train::testing::load_tensors(dir / ("tp" + std::to_string(rank) + ".pt")));
+  }
   fs::remove_all(dir);
-  const auto [want_loss, want] = reference(c, k.fused);
+  return got;
+}
 
-  // Each rank's gradients under its parameters' names (the shard's names, in map order).
+// Each rank's gradients under its parameters' names (the shard's names, in map order), after
+// checking the flags it wrote last.
+void rank_gradients(const Case& k, const DecoderConfig& c,
+                    const std::vector<std::vector<torch::Tensor>>& got,
+                    std::vector<StateDict>& grads) {
   const StateDict names = shard_state(c, module_state_dict(*whole_model(c)), 0, k.tp);
-  std::vector<StateDict> grads(static_cast<size_t>(k.tp));
+  grads.assign(static_cast<size_t>(k.tp), {});
   for (int rank = 0; rank < k.tp; ++rank) {
     const auto& g = got[static_cast<size_t>(rank)];
     ASSERT_EQ(g.size(), names.size() + 3);
@@ -165,64 +222,91 @@ TEST_P(TpLlama, LossAndEveryGradientMatchOneProcess) {
     for (const auto& [name, t] : names) grads[static_cast<size_t>(rank)][name] = g[i++];
     EXPECT_EQ(g.back()[0].item<int64_t>(), 1) << "weights gathered back on rank " << rank;
     EXPECT_EQ(g.back()[1].item<int64_t>(), 1) << "wrong shard refused on rank " << rank;
+    EXPECT_EQ(g.back()[2].item<int64_t>(), 1) << "odd sequence refused on rank " << rank;
   }
-  // Tolerance: the split model differs from the whole one only in the order of its sums. A
-  // row-parallel product's dot products (n = 64 or 96 terms) become tp partial sums added by the
-  // all-reduce; the copy regions add tp partial input gradients; the softmax's denominator is
-  // summed per slice, then across. Reordering n terms moves a sum by at most n u sum|terms|
-  // (u = 2^-53 = 1.1e-16): with n <= 96 and sum|terms| within ~10x of the largest element of
-  // these unit-scale tensors, ~1e-13 per sum; the two blocks chain a few such sums, which stays
-  // below 1e-12 relative to each tensor's largest element.
-  constexpr double kTol = 1e-12;
+}
+
+// Tolerance: the split model differs from the whole one only in the order of its sums. A
+// row-parallel product's dot products (n = 64 or 96 terms) become tp partial sums added by the
+// all-reduce (or the reduce-scatter); the copy regions add tp partial input gradients; the
+// softmax's denominator is summed per slice, then across; under sequence parallelism the norm
+// gradients are summed over each rank's positions, then across. Reordering n terms moves a sum
+// by at most n u sum|terms| (u = 2^-53 = 1.1e-16): with n <= 96 and sum|terms| within ~10x of
+// the largest element of these unit-scale tensors, ~1e-13 per sum; the two blocks chain a few
+// such sums, which stays below 1e-12 relative to each tensor's largest element.
+constexpr double kTol = 1e-12;
+
+// Checks the replicated gradients on every rank, the padding rows and the gathered gradients
+// against the reference; returns the largest relative difference seen.
+double compare_gradients(const Case& k, const DecoderConfig& c, const std::vector<StateDict>& grads,
+                         const StateDict& want) {
   double worst = 0;
+  for (size_t rank = 0; rank < grads.size(); ++rank)
+    for (const auto& [name, t] : grads[rank]) {
+      if (tp_split_dim(name) >= 0) continue;  // replicated ones: every rank's own gradient
+      const double d = train::testing::max_rel_diff(t, want.at(name));
+      EXPECT_LT(d, kTol) << name << " on rank " << rank;
+      worst = std::max(worst, d);
+    }
+  // The padding rows of the vocabulary get no gradient at all (the last rank holds them).
+  const int64_t pad = padded_to(c.vocab_size, k.tp) - c.vocab_size;
+  for (const auto& [name, t] : grads.back()) {
+    if (tp_vocab_rows(name)) {
+      EXPECT_TRUE(t.narrow(0, t.size(0) - pad, pad).eq(0).all().item<bool>()) << name;
+    }
+  }
+  const StateDict gathered = gather_state(c, grads);
+  EXPECT_EQ(gathered.size(), want.size());
+  for (const auto& [name, t] : want) {
+    auto it = gathered.find(name);
+    if (it == gathered.end() || it->second.sizes() != t.sizes()) {
+      ADD_FAILURE() << name << " is missing or has the wrong shape";
+      continue;
+    }
+    const double d = train::testing::max_rel_diff(it->second, t);
+    EXPECT_LT(d, kTol) << name;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+class TpLlama : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TpLlama, LossAndEveryGradientMatchOneProcess) {
+  const Case k = GetParam();
+  const DecoderConfig c = tiny(k.tied);
+  const auto got = run_case(k);
+  ASSERT_EQ(got.size(), static_cast<size_t>(k.tp));
+  const auto [want_loss, want] = reference(c, k.fused);
+  std::vector<StateDict> grads;
+  rank_gradients(k, c, got, grads);
+  ASSERT_EQ(grads.size(), got.size());
+  double worst = compare_gradients(k, c, grads, want);
+  const Bytes want_bytes = formula(k, c);
   for (int rank = 0; rank < k.tp; ++rank) {
     const double d = train::testing::max_rel_diff(got[rank][0], want_loss);
     EXPECT_LT(d, kTol) << "loss on rank " << rank;
     worst = std::max(worst, d);
-    for (const auto& [name, t] : grads[static_cast<size_t>(rank)]) {
-      if (tp_split_dim(name) >= 0) continue;  // replicated ones: every rank's own gradient
-      const double dn = train::testing::max_rel_diff(t, want.at(name));
-      EXPECT_LT(dn, kTol) << name << " on rank " << rank;
-      worst = std::max(worst, dn);
-    }
+    EXPECT_EQ(got[rank][1][0].item<int64_t>(), want_bytes.payload) << "rank " << rank;
+    EXPECT_EQ(got[rank][1][1].item<int64_t>(), want_bytes.ring) << "rank " << rank;
   }
-  // The padding rows of the vocabulary get no gradient at all (the last rank holds them).
-  const auto& last = grads.back();
-  for (const auto& [name, t] : last)
-    if (tp_vocab_rows(name)) {
-      const int64_t pad = padded_to(c.vocab_size, k.tp) - c.vocab_size;
-      EXPECT_TRUE(t.narrow(0, t.size(0) - pad, pad).eq(0).all().item<bool>()) << name;
-    }
-  const StateDict gathered = gather_state(c, grads);
-  ASSERT_EQ(gathered.size(), want.size());
-  for (const auto& [name, t] : want) {
-    ASSERT_TRUE(gathered.count(name)) << name;
-    ASSERT_EQ(gathered.at(name).sizes(), t.sizes()) << name;
-    const double d = train::testing::max_rel_diff(gathered.at(name), t);
-    EXPECT_LT(d, kTol) << name;
-    worst = std::max(worst, d);
-  }
-  // Bytes handed to collectives per rank and step, T = B S tokens of width H, L blocks (fp64,
-  // 8 bytes): forward, the embedding's all-reduce (T H), two row-parallel all-reduces per block
-  // (attention output, MLP down: 2 L T H) and the loss's max and two sums (3 T); backward, the
-  // two copy regions per block (the q/k/v input, the gate/up input: 2 L T H) and the output
-  // layer's (T H). The row-parallel and embedding reductions are identities backward.
-  const int64_t t = kBatch * kSeq, h = c.hidden_size, layers = c.num_layers;
-  const int64_t formula = 8 * t * (h * (4 * layers + 2) + 3);
-  for (int rank = 0; rank < k.tp; ++rank)
-    EXPECT_EQ(got[rank][1].item<int64_t>(), formula) << "rank " << rank;
   std::printf(
-      "TP %d Llama (%s, %s attention): loss %.15f (one process %.15f), largest relative "
-      "difference over the loss and %zu gradients %.3g; %lld bytes per rank and step (formula "
-      "8 T (H (4 L + 2) + 3) = %lld)\n",
-      k.tp, k.tied ? "tied" : "untied", k.fused ? "fused" : "core", got[0][0].item<double>(),
-      want_loss.item<double>(), want.size(), worst,
-      static_cast<long long>(got[0][1].item<int64_t>()), static_cast<long long>(formula));
+      "TP %d%s Llama (%s, %s attention): loss %.15f (one process %.15f), largest relative "
+      "difference over the loss and %zu gradients %.3g; bytes per rank and step: %lld handed "
+      "(formula %lld), %lld on a ring (formula %lld); activations per layer by Korthikanti's "
+      "formula %lld bytes\n",
+      k.tp, k.sp ? " + SP" : "", k.tied ? "tied" : "untied", k.fused ? "fused" : "core",
+      got[0][0].item<double>(), want_loss.item<double>(), want.size(), worst,
+      static_cast<long long>(got[0][1][0].item<int64_t>()),
+      static_cast<long long>(want_bytes.payload),
+      static_cast<long long>(got[0][1][1].item<int64_t>()), static_cast<long long>(want_bytes.ring),
+      static_cast<long long>(activations_per_layer(k, c)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, TpLlama,
-                         ::testing::Values(Case{2, false, true}, Case{2, true, false},
-                                           Case{4, false, false}));
+                         ::testing::Values(Case{2, false, true, false}, Case{2, true, false, false},
+                                           Case{4, false, false, false}, Case{2, false, true, true},
+                                           Case{4, true, false, true}));
 
 TEST(TpLlamaLayout, RefusesATpSizeTheHeadsDoNotFitNamingOneThatDoes) {
   DecoderConfig c = tiny(false);
