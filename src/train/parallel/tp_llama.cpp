@@ -25,14 +25,34 @@ torch::Tensor leave_tp(const torch::Tensor& partial, TpGroup& g, bool sp) {
   return sp ? reduce_scatter_sequence(partial, g) : reduce_from_tp(partial, g);
 }
 
+// The tensors flattened into one (one collective for all of them), and back.
+torch::Tensor flat_cat(const std::vector<torch::Tensor>& ts) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& t : ts) flat.push_back(t.reshape({-1}));
+  return torch::cat(flat);
+}
+
+void copy_back(const torch::Tensor& flat, std::vector<torch::Tensor>& ts) {
+  int64_t offset = 0;
+  for (auto& t : ts) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view_as(t));
+    offset += t.numel();
+  }
+}
+
 }  // namespace
 
 TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
-    : group_(&g), local_heads_(c.num_heads / g.size()), local_kv_heads_(c.num_kv_heads / g.size()) {
+    : group_(&g),
+      local_heads_(c.num_heads / g.size()),
+      local_kv_heads_(kv_replicas(c, g.size()) > 1 ? 1 : c.num_kv_heads / g.size()) {
   const int64_t d = c.dim_per_head(), h = c.hidden_size;
+  // k and v: this rank's kv heads, or the one it shares when kv heads are fewer than ranks (the
+  // layer's width is given as tp times the local rows).
+  const int64_t kv_width = local_kv_heads_ * d * g.size();
   q_proj = register_module("q_proj", ColumnParallelLinear(g, h, c.num_heads * d, false, false));
-  k_proj = register_module("k_proj", ColumnParallelLinear(g, h, c.num_kv_heads * d, false, false));
-  v_proj = register_module("v_proj", ColumnParallelLinear(g, h, c.num_kv_heads * d, false, false));
+  k_proj = register_module("k_proj", ColumnParallelLinear(g, h, kv_width, false, false));
+  v_proj = register_module("v_proj", ColumnParallelLinear(g, h, kv_width, false, false));
   o_proj = register_module("o_proj", RowParallelLinear(g, c.num_heads * d, h, false, true));
 }
 
@@ -137,18 +157,29 @@ torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens) {
 }
 
 void TpLlamaForCausalLM::finish_gradients() {
-  if (!sequence_parallel) return;
-  std::vector<torch::Tensor> grads, flat;
-  for (auto& p : named_parameters())
-    if (tp_split_dim(p.key()) < 0 && p.value().grad().defined()) grads.push_back(p.value().grad());
-  if (grads.empty()) return;
-  for (auto& g : grads) flat.push_back(g.reshape({-1}));
-  auto sum = torch::cat(flat);
-  group_->allreduce_sum(sum, "sequence-parallel norm gradients");
-  int64_t offset = 0;
-  for (auto& g : grads) {
-    g.copy_(sum.narrow(0, offset, g.numel()).view_as(g));
-    offset += g.numel();
+  std::vector<torch::Tensor> norms, kv;
+  for (auto& p : named_parameters()) {
+    if (!p.value().grad().defined()) continue;
+    if (tp_split_dim(p.key()) < 0) norms.push_back(p.value().grad());
+    if (tp_kv_rows(p.key())) kv.push_back(p.value().grad());
+  }
+  // Under sequence parallelism each rank's norm gradients cover its own positions only.
+  if (sequence_parallel && !norms.empty()) {
+    auto sum = flat_cat(norms);
+    group_->allreduce_sum(sum, "sequence-parallel norm gradients");
+    copy_back(sum, norms);
+  }
+  // A kv head kept by several ranks has, on each, the gradient of that rank's query heads only;
+  // the head's gradient is their sum. One all-reduce of a slot per kv head (this rank's in its
+  // head's slot, zeros elsewhere) sums each slot over its holders.
+  const int replicas = kv_replicas(config_, group_->size());
+  if (replicas > 1 && !kv.empty()) {
+    auto mine = flat_cat(kv);
+    auto slots = torch::zeros({config_.num_kv_heads, mine.numel()}, mine.options());
+    const int64_t head = group_->rank() / replicas;
+    slots[head].copy_(mine);
+    group_->allreduce_sum(slots, "replicated key/value-head gradients");
+    copy_back(slots[head], kv);
   }
 }
 

@@ -1,6 +1,7 @@
 // A tensor-parallel Llama (Megatron-LM's scheme) built from a shard of the ordinary weights
 // (tp_llama_state.h): a vocabulary-parallel embedding; per block, attention with its query and
-// key/value heads split over the ranks (column-parallel q/k/v sharing one input copy, rotary
+// key/value heads split over the ranks (or, with fewer kv heads than ranks, each rank keeping
+// the kv head its query heads use) (column-parallel q/k/v sharing one input copy, rotary
 // positions and the causal core per local head, a row-parallel output) and a SwiGLU MLP
 // (column-parallel gate/up, row-parallel down), each ending in one all-reduce; replicated
 // RMSNorms; a vocabulary-parallel output layer and cross-entropy that never gather the logits.
@@ -81,9 +82,10 @@ class TpLlamaForCausalLM : public torch::nn::Module {
   torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets);
   int64_t vocab_start() const;
   void set_fused_attention(bool on);
-  // After the backward pass: under sequence parallelism each rank's norm gradients cover its own
-  // positions only, so they are summed over the group (one all-reduce, as Megatron-LM's
-  // finalize_model_grads does); nothing without it.
+  // After the backward pass, before the optimizer: sums over the group what each rank holds only
+  // part of, the norm gradients under sequence parallelism (as Megatron-LM's
+  // finalize_model_grads does) and a replicated kv head's gradients (kv_replicas > 1); one
+  // all-reduce each, nothing when neither applies.
   void finish_gradients();
 
   // Sequence parallelism (Korthikanti et al. 2022) for the norm and residual regions: the

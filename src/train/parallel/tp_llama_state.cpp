@@ -17,7 +17,8 @@ bool ends_with(const std::string& s, std::string_view tail) {
 }
 
 bool fits(const DecoderConfig& c, int tp) {
-  return c.num_heads % tp == 0 && c.num_kv_heads % tp == 0 && c.intermediate_size % tp == 0;
+  const bool kv = c.num_kv_heads % tp == 0 || tp % c.num_kv_heads == 0;
+  return c.num_heads % tp == 0 && kv && c.intermediate_size % tp == 0;
 }
 
 }  // namespace
@@ -28,11 +29,20 @@ void check_tp_layout(const DecoderConfig& c, int tp) {
   while (works > 1 && !fits(c, works)) --works;
   throw Exception(Code::kInvalidArgument,
                   "tensor-parallel size " + std::to_string(tp) + " does not fit " + c.name +
-                      ": it must divide the " + std::to_string(c.num_heads) + " query heads, the " +
-                      std::to_string(c.num_kv_heads) + " key/value heads (each rank holds whole " +
-                      "kv heads) and the FFN width " + std::to_string(c.intermediate_size),
+                      ": it must divide the " + std::to_string(c.num_heads) +
+                      " query heads and the FFN width " + std::to_string(c.intermediate_size) +
+                      ", and divide or be a multiple of the " + std::to_string(c.num_kv_heads) +
+                      " key/value heads (a rank holds whole kv heads, or one shared with others)",
                   "use --tp " + std::to_string(works) + " (the largest size up to " +
-                      std::to_string(tp) + " that divides all three)");
+                      std::to_string(tp) + " that fits)");
+}
+
+int kv_replicas(const DecoderConfig& c, int tp) {
+  return c.num_kv_heads < tp ? tp / static_cast<int>(c.num_kv_heads) : 1;
+}
+
+bool tp_kv_rows(const std::string& name) {
+  return ends_with(name, "k_proj.weight") || ends_with(name, "v_proj.weight");
 }
 
 int tp_split_dim(const std::string& name) {
@@ -60,6 +70,10 @@ StateDict shard_state(const DecoderConfig& c, const StateDict& full, int rank, i
       out[name] = t.clone();
       continue;
     }
+    if (tp_kv_rows(name) && kv_replicas(c, tp) > 1) {  // the one kv head this rank's queries use
+      out[name] = shard_of(t, 0, rank / kv_replicas(c, tp), static_cast<int>(c.num_kv_heads));
+      continue;
+    }
     auto whole = t;
     if (tp_vocab_rows(name) && padded_to(t.size(0), tp) != t.size(0))
       whole = torch::cat(
@@ -74,6 +88,8 @@ StateDict gather_state(const DecoderConfig& c, const std::vector<StateDict>& sha
   StateDict out;
   for (const auto& [name, first] : shards[0]) {
     std::vector<torch::Tensor> parts;
+    const size_t step =
+        tp_kv_rows(name) ? static_cast<size_t>(kv_replicas(c, static_cast<int>(shards.size()))) : 1;
     for (size_t r = 0; r < shards.size(); ++r) {
       auto it = shards[r].find(name);
       if (it == shards[r].end() || shards[r].size() != shards[0].size())
@@ -81,7 +97,8 @@ StateDict gather_state(const DecoderConfig& c, const std::vector<StateDict>& sha
                         "tensor-parallel shard " + std::to_string(r) + " does not hold the " +
                             "tensors of shard 0 (" + name + ")",
                         "gather the shards of one checkpoint, all of its ranks");
-      parts.push_back(it->second);
+      // A replicated kv head's copies are equal: each head comes from its first holder.
+      if (r % step == 0) parts.push_back(it->second);
     }
     const int dim = tp_split_dim(name);
     if (dim < 0) {

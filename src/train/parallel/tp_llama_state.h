@@ -13,10 +13,17 @@
 
 namespace gpulab::train::parallel {
 
-// Throws gpulab::Exception (kInvalidArgument) when `tp` does not divide the query heads, the
-// key/value heads or the FFN width, naming the numbers and the largest TP size that works. Key/
-// value heads are split, never replicated: a rank holds whole kv heads (as Megatron-LM asserts).
+// Throws gpulab::Exception (kInvalidArgument) when `tp` does not divide the query heads or the
+// FFN width, or neither divides the other of `tp` and the key/value heads, naming the numbers
+// and the largest TP size that works.
 void check_tp_layout(const DecoderConfig& c, int tp);
+
+// How many ranks hold each key/value head: 1 when TP divides the kv heads (they are split, as
+// Megatron-LM does), tp / kv_heads when there are fewer kv heads than ranks: then each rank
+// keeps the one kv head its query heads use (replicated over those ranks, whose gradients
+// TpLlamaForCausalLM::finish_gradients sums).
+int kv_replicas(const DecoderConfig& c, int tp);
+bool tp_kv_rows(const std::string& name);  // k_proj or v_proj
 
 // The dimension `name` is split along: 0 (rows: column-parallel q/k/v/gate/up, and the
 // vocabulary of the embedding and the output layer), 1 (columns: row-parallel o/down), or -1
@@ -29,8 +36,8 @@ bool tp_vocab_rows(const std::string& name);
 StateDict shard_state(const DecoderConfig& c, const StateDict& full, int rank, int tp);
 
 // The ordinary state dict from every rank's shard, in rank order: split tensors concatenated and
-// the vocabulary padding dropped; replicated ones are rank 0's. Throws kInvalidArgument when the
-// shards do not hold the same names.
+// the vocabulary padding dropped; replicated ones are rank 0's (a replicated kv head's, its first
+// holder's). Throws kInvalidArgument when the shards do not hold the same names.
 StateDict gather_state(const DecoderConfig& c, const std::vector<StateDict>& shards);
 
 // The same over the group (each split tensor all-gathered): every rank gets the ordinary state

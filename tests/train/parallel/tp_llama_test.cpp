@@ -34,11 +34,13 @@ struct Case {
   bool tied;
   bool fused;  // gpulab's fused attention kernel (both sides), or the attention core
   bool sp;     // sequence parallelism
+  int kv = 4;  // key/value heads: 4 split over the ranks; 2 at TP 4, each kept by 2 ranks
 };
 
 // 8 query heads over 4 key/value heads (GQA, 2 queries per kv head): TP 4 leaves one kv head
-// and its two query heads per rank. 37 is a multiple of neither 2 nor 4 (vocabulary padding).
-DecoderConfig tiny(bool tied) {
+// and its two query heads per rank; over 2 kv heads, TP 4 replicates each kv head on the two
+// ranks whose query heads use it. 37 is a multiple of neither 2 nor 4 (vocabulary padding).
+DecoderConfig tiny(bool tied, int kv = 4) {
   DecoderConfig c;
   c.name = "llama-tp-tiny";
   c.vocab_size = 37;
@@ -46,7 +48,7 @@ DecoderConfig tiny(bool tied) {
   c.intermediate_size = 96;
   c.num_layers = 2;
   c.num_heads = 8;
-  c.num_kv_heads = 4;
+  c.num_kv_heads = kv;
   c.max_positions = 64;
   c.tie_word_embeddings = tied;
   return c;
@@ -80,10 +82,10 @@ std::pair<torch::Tensor, torch::Tensor> batch(const DecoderConfig& c) {
 }
 
 Case case_from_env() {
-  const char* e = std::getenv("GPULAB_TP_CASE");  // "tp,tied,fused,sp"
+  const char* e = std::getenv("GPULAB_TP_CASE");  // "tp,tied,fused,sp,kv"
   Case k{};
   int tied = 0, fused = 0, sp = 0;
-  GPULAB_ASSERT(e && std::sscanf(e, "%d,%d,%d,%d", &k.tp, &tied, &fused, &sp) == 4,
+  GPULAB_ASSERT(e && std::sscanf(e, "%d,%d,%d,%d,%d", &k.tp, &tied, &fused, &sp, &k.kv) == 5,
                 "GPULAB_TP_CASE");
   k.tied = tied != 0;
   k.fused = fused != 0;
@@ -103,7 +105,7 @@ int64_t refused(const std::function<void()>& f) {
 
 int tp_llama_scenario() {
   const Case k = case_from_env();
-  const DecoderConfig c = tiny(k.tied);
+  const DecoderConfig c = tiny(k.tied, k.kv);
   dist::Communicator world = train::testing::worker_world();
   DeviceMesh mesh(world, world.size(), 1);
   TpGroup g(mesh.tp());
@@ -165,6 +167,8 @@ std::pair<torch::Tensor, StateDict> reference(const DecoderConfig& c, bool fused
 // On a ring (TpGroup::ring_bytes, f = (p-1)/p), an all-reduce of N sends 2 f N, an all-gather
 // or a reduce-scatter f N: TP 2 f T (H (4 L + 2) + 3); SP the same plus 2 f (2 L + 1) H for the
 // norm gradients. Sequence parallelism moves what TP moves; what it saves is activation memory.
+// Replicated kv heads (KV < p) add one all-reduce of a slot per kv head of the local k and v
+// gradients, KV 2 L D H elements (D the head size).
 struct Bytes {
   int64_t payload, ring;
 };
@@ -172,8 +176,10 @@ struct Bytes {
 Bytes formula(const Case& k, const DecoderConfig& c) {
   const int64_t t = kBatch * kSeq, h = c.hidden_size, l = c.num_layers, p = k.tp;
   const int64_t acts = (4 * l + 2) * t * h, norms = (2 * l + 1) * h;
-  if (!k.sp) return {8 * (acts + 3 * t), 8 * 2 * (p - 1) * (acts + 3 * t) / p};
-  return {8 * (acts + acts / p + 3 * t + norms), 8 * (p - 1) * (2 * acts + 6 * t + 2 * norms) / p};
+  const int64_t kv = c.num_kv_heads < p ? c.num_kv_heads * 2 * l * c.dim_per_head() * h : 0;
+  if (!k.sp) return {8 * (acts + 3 * t + kv), 8 * 2 * (p - 1) * (acts + 3 * t + kv) / p};
+  return {8 * (acts + acts / p + 3 * t + norms + kv),
+          8 * (p - 1) * (2 * acts + 6 * t + 2 * norms + 2 * kv) / p};
 }
 
 // One layer's activation memory on one rank by Korthikanti et al.'s formula (mesh_memory.h), in
@@ -195,7 +201,8 @@ std::vector<std::vector<torch::Tensor>> run_case(const Case& k) {
   auto dir = fs::temp_directory_path() / ("gpulab-tp-llama-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const std::string spec = std::to_string(k.tp) + "," + std::to_string(k.tied) + "," +
-                           std::to_string(k.fused) + "," + std::to_string(k.sp);
+                           std::to_string(k.fused) + "," + std::to_string(k.sp) + "," +
+                           std::to_string(k.kv);
   auto r = train::testing::run_ranks("tp_llama", k.tp, dir, {{"GPULAB_TP_CASE", spec}});
   std::vector<std::vector<torch::Tensor>> got;
   if (r.exit_code != 0) {
@@ -243,6 +250,10 @@ double compare_gradients(const Case& k, const DecoderConfig& c, const std::vecto
   double worst = 0;
   for (size_t rank = 0; rank < grads.size(); ++rank)
     for (const auto& [name, t] : grads[rank]) {
+      const size_t holders = static_cast<size_t>(kv_replicas(c, k.tp));
+      if (tp_kv_rows(name) && holders > 1) {  // a shared kv head: the same sum on every holder
+        EXPECT_TRUE(torch::equal(t, grads[rank - rank % holders].at(name))) << name << " " << rank;
+      }
       if (tp_split_dim(name) >= 0) continue;  // replicated ones: every rank's own gradient
       const double d = train::testing::max_rel_diff(t, want.at(name));
       EXPECT_LT(d, kTol) << name << " on rank " << rank;
@@ -274,7 +285,7 @@ class TpLlama : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TpLlama, LossAndEveryGradientMatchOneProcess) {
   const Case k = GetParam();
-  const DecoderConfig c = tiny(k.tied);
+  const DecoderConfig c = tiny(k.tied, k.kv);
   const auto got = run_case(k);
   ASSERT_EQ(got.size(), static_cast<size_t>(k.tp));
   const auto [want_loss, want] = reference(c, k.fused);
@@ -291,11 +302,12 @@ TEST_P(TpLlama, LossAndEveryGradientMatchOneProcess) {
     EXPECT_EQ(got[rank][1][1].item<int64_t>(), want_bytes.ring) << "rank " << rank;
   }
   std::printf(
-      "TP %d%s Llama (%s, %s attention): loss %.15f (one process %.15f), largest relative "
+      "TP %d%s Llama (%d kv heads, %s, %s attention): loss %.15f (one process %.15f), largest "
+      "relative "
       "difference over the loss and %zu gradients %.3g; bytes per rank and step: %lld handed "
       "(formula %lld), %lld on a ring (formula %lld); activations per layer by Korthikanti's "
       "formula %lld bytes\n",
-      k.tp, k.sp ? " + SP" : "", k.tied ? "tied" : "untied", k.fused ? "fused" : "core",
+      k.tp, k.sp ? " + SP" : "", k.kv, k.tied ? "tied" : "untied", k.fused ? "fused" : "core",
       got[0][0].item<double>(), want_loss.item<double>(), want.size(), worst,
       static_cast<long long>(got[0][1][0].item<int64_t>()),
       static_cast<long long>(want_bytes.payload),
@@ -306,19 +318,23 @@ TEST_P(TpLlama, LossAndEveryGradientMatchOneProcess) {
 INSTANTIATE_TEST_SUITE_P(Sizes, TpLlama,
                          ::testing::Values(Case{2, false, true, false}, Case{2, true, false, false},
                                            Case{4, false, false, false}, Case{2, false, true, true},
-                                           Case{4, true, false, true}));
+                                           Case{4, true, false, true},
+                                           Case{4, false, false, false, 2},
+                                           Case{4, false, true, true, 2}));
 
 TEST(TpLlamaLayout, RefusesATpSizeTheHeadsDoNotFitNamingOneThatDoes) {
   DecoderConfig c = tiny(false);
-  c.num_kv_heads = 2;  // GQA with fewer kv heads than the 4 ranks
+  c.num_heads = 12;
+  c.num_kv_heads = 6;  // 4 neither divides 6 nor is a multiple of it; 3 divides all
   EXPECT_NO_THROW(check_tp_layout(c, 2));
+  EXPECT_NO_THROW(check_tp_layout(c, 12));  // each of the 6 kv heads kept by 2 ranks
   try {
     check_tp_layout(c, 4);
-    FAIL() << "TP 4 over 2 kv heads was accepted";
+    FAIL() << "TP 4 over 6 kv heads was accepted";
   } catch (const Exception& e) {
     EXPECT_EQ(e.code(), Code::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("2 key/value heads"), std::string::npos) << e.what();
-    EXPECT_NE(e.hint().find("--tp 2"), std::string::npos) << e.hint();
+    EXPECT_NE(std::string(e.what()).find("6 key/value heads"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("--tp 3"), std::string::npos) << e.hint();
   }
   c = tiny(false);
   c.intermediate_size = 90;  // 4 does not divide the FFN width; 2 does
@@ -338,6 +354,16 @@ TEST(TpLlamaLayout, ShardsGatherBackToTheOrdinaryStateDict) {
   for (const auto& [name, t] : whole) EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
   shards[2].erase("model.norm.weight");
   EXPECT_THROW(gather_state(c, shards), Exception);
+  // 2 kv heads over 4 ranks: ranks 0 and 1 keep head 0, ranks 2 and 3 head 1.
+  const DecoderConfig gqa = tiny(false, 2);
+  const StateDict whole2 = module_state_dict(*whole_model(gqa));
+  const std::string k = "model.layers.1.self_attn.k_proj.weight";
+  std::vector<StateDict> kv_shards;
+  for (int r = 0; r < 4; ++r) kv_shards.push_back(shard_state(gqa, whole2, r, 4));
+  EXPECT_TRUE(torch::equal(kv_shards[1].at(k), whole2.at(k).narrow(0, 0, 8)));
+  EXPECT_TRUE(torch::equal(kv_shards[2].at(k), whole2.at(k).narrow(0, 8, 8)));
+  const StateDict back2 = gather_state(gqa, kv_shards);
+  for (const auto& [name, t] : whole2) EXPECT_TRUE(torch::equal(back2.at(name), t)) << name;
 }
 
 }  // namespace
