@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <ostream>
+#include <string>
 
 #include "core/error.h"
 #include "train/dist_worker.h"
@@ -36,6 +38,16 @@ struct Case {
   bool sp;     // sequence parallelism
   int kv = 4;  // key/value heads: 4 split over the ranks; 2 at TP 4, each kept by 2 ranks
 };
+
+// "tp4_sp_tied_fused_kv2": the case's test name, and how GoogleTest prints it (the default
+// would print the struct's bytes, padding included, which differ between runs).
+std::string case_name(const Case& k) {
+  return "tp" + std::to_string(k.tp) + (k.sp ? "_sp" : "") + (k.tied ? "_tied" : "_untied") +
+         (k.fused ? "_fused" : "_core") + "_kv" + std::to_string(k.kv);
+}
+void PrintTo(const Case& k, std::ostream* os) {
+  *os << case_name(k);
+}
 
 // 8 query heads over 4 key/value heads (GQA, 2 queries per kv head): TP 4 leaves one kv head
 // and its two query heads per rank; over 2 kv heads, TP 4 replicates each kv head on the two
@@ -320,7 +332,10 @@ INSTANTIATE_TEST_SUITE_P(Sizes, TpLlama,
                                            Case{4, false, false, false}, Case{2, false, true, true},
                                            Case{4, true, false, true},
                                            Case{4, false, false, false, 2},
-                                           Case{4, false, true, true, 2}));
+                                           Case{4, false, true, true, 2}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return case_name(info.param);
+                         });
 
 TEST(TpLlamaLayout, RefusesATpSizeTheHeadsDoNotFitNamingOneThatDoes) {
   DecoderConfig c = tiny(false);
