@@ -2,6 +2,7 @@
 #include "train/parallel/tp_llama.h"
 
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "train/ops/swiglu.h"
@@ -59,8 +60,9 @@ TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
 torch::Tensor TpLlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                             const torch::Tensor& sin, bool sp) {
   // Rank r's rows of q are query heads [r H/tp, (r+1) H/tp), which use exactly kv heads
-  // [r KV/tp, (r+1) KV/tp): its rows of k and v. The heads are independent, so each rank runs
-  // the whole model's attention on its own heads.
+  // [r KV/tp, (r+1) KV/tp) (with fewer kv heads than ranks, kv head r / (tp/KV) alone): its rows
+  // of k and v. The heads are independent, so each rank runs the whole model's attention on its
+  // own heads.
   auto xc = enter_tp(x, *group_, sp);
   auto q = q_proj->forward_in_region(xc);
   auto k = k_proj->forward_in_region(xc);
