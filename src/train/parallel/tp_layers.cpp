@@ -49,8 +49,12 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(TpGroup& g, int64_t in, int64
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
-  auto y = torch::nn::functional::linear(copy_to_tp(x, *group), weight, bias);
+  auto y = forward_in_region(copy_to_tp(x, *group));
   return gather_output ? gather_from_tp(y, *group) : y;
+}
+
+torch::Tensor ColumnParallelLinearImpl::forward_in_region(const torch::Tensor& x_copied) {
+  return torch::nn::functional::linear(x_copied, weight, bias);
 }
 
 RowParallelLinearImpl::RowParallelLinearImpl(TpGroup& g, int64_t in, int64_t out, bool with_bias,
@@ -63,8 +67,12 @@ RowParallelLinearImpl::RowParallelLinearImpl(TpGroup& g, int64_t in, int64_t out
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
   auto part = input_is_parallel ? x : scatter_to_tp(x, *group);
-  auto y = reduce_from_tp(torch::nn::functional::linear(part, weight), *group);
+  auto y = reduce_from_tp(forward_partial(part), *group);
   return bias.defined() ? y + bias : y;
+}
+
+torch::Tensor RowParallelLinearImpl::forward_partial(const torch::Tensor& x_split) {
+  return torch::nn::functional::linear(x_split, weight);
 }
 
 VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(TpGroup& g, int64_t vocab_size, int64_t dim)
@@ -74,6 +82,10 @@ VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(TpGroup& g, int64_t vocab
 }
 
 torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& ids) {
+  return reduce_from_tp(forward_partial(ids), *group);
+}
+
+torch::Tensor VocabParallelEmbeddingImpl::forward_partial(const torch::Tensor& ids) {
   if (ids.numel() > 0 && (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= vocab))
     throw Exception(Code::kInvalidArgument,
                     "a token id is outside the vocabulary of " + std::to_string(vocab),
@@ -82,8 +94,7 @@ torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& ids) {
   const int64_t rows = weight.size(0);
   auto outside = (ids < start) | (ids >= start + rows);
   auto local = (ids - start).masked_fill(outside, 0);
-  auto out = torch::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0.0);
-  return reduce_from_tp(out, *group);
+  return torch::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0.0);
 }
 
 }  // namespace gpulab::train::parallel

@@ -22,6 +22,10 @@ torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int rank, int par
 struct ColumnParallelLinearImpl : torch::nn::Module {
   ColumnParallelLinearImpl(TpGroup& group, int64_t in, int64_t out, bool bias, bool gather_output);
   torch::Tensor forward(const torch::Tensor& x);
+  // The product alone, for an input already copied into the TP region: column layers that read
+  // one input share one copy (Megatron's fused QKV and gate/up), so its gradient is all-reduced
+  // once, not once per layer. The output stays split.
+  torch::Tensor forward_in_region(const torch::Tensor& x_copied);
 
   TpGroup* group;
   bool gather_output;
@@ -35,6 +39,9 @@ TORCH_MODULE(ColumnParallelLinear);
 struct RowParallelLinearImpl : torch::nn::Module {
   RowParallelLinearImpl(TpGroup& group, int64_t in, int64_t out, bool bias, bool input_is_parallel);
   torch::Tensor forward(const torch::Tensor& x);
+  // This rank's partial product of a split input, before the sum and without the bias: sequence
+  // parallelism reduce-scatters it instead of all-reducing it.
+  torch::Tensor forward_partial(const torch::Tensor& x_split);
 
   TpGroup* group;
   bool input_is_parallel;
@@ -48,6 +55,8 @@ TORCH_MODULE(RowParallelLinear);
 struct VocabParallelEmbeddingImpl : torch::nn::Module {
   VocabParallelEmbeddingImpl(TpGroup& group, int64_t vocab, int64_t dim);
   torch::Tensor forward(const torch::Tensor& ids);
+  // This rank's rows looked up (zeros for ids it does not hold), before the sum over the group.
+  torch::Tensor forward_partial(const torch::Tensor& ids);
 
   int64_t vocab_start() const { return group->rank() * weight.size(0); }
 

@@ -69,7 +69,40 @@ struct ScatterToTp : torch::autograd::Function<ScatterToTp> {
   }
 };
 
+constexpr int64_t kSeqDim = 1;
+
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["tp_group"] = group;
+    return TpGroup::from_id(group).gather_dim(x, kSeqDim, "sequence-parallel gather");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {
+        group_of(ctx).reduce_scatter_dim(grad[0], kSeqDim, "sequence-parallel gather (backward)"),
+        torch::Tensor()};
+  }
+};
+
+struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["tp_group"] = group;
+    return TpGroup::from_id(group).reduce_scatter_dim(x, kSeqDim, "sequence-parallel reduce");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {group_of(ctx).gather_dim(grad[0], kSeqDim, "sequence-parallel reduce (backward)"),
+            torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor gather_sequence(const torch::Tensor& x, TpGroup& group) {
+  return group.size() == 1 ? x : GatherSequence::apply(x, group.id());
+}
+
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, TpGroup& group) {
+  return group.size() == 1 ? x : ReduceScatterSequence::apply(x, group.id());
+}
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, TpGroup& group) {
   return group.size() == 1 ? x : CopyToTp::apply(x, group.id());

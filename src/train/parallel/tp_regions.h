@@ -20,4 +20,14 @@ torch::Tensor gather_from_tp(const torch::Tensor& x, TpGroup& group);
 // This rank's slice of the last dimension forward, all-gather of the gradient backward.
 torch::Tensor scatter_to_tp(const torch::Tensor& x, TpGroup& group);
 
+// Sequence parallelism's two crossings (Korthikanti et al. 2022; Megatron-LM's
+// gather_from_sequence_parallel_region and reduce_scatter_to_sequence_parallel_region), on
+// B x T x H activations whose sequence (dimension 1) is split between the norm regions:
+// All-gather of the sequence forward, reduce-scatter of the gradient backward: where the norms'
+// split output enters column-parallel work (it takes copy_to_tp's place).
+torch::Tensor gather_sequence(const torch::Tensor& x, TpGroup& group);
+// Reduce-scatter along the sequence forward, all-gather of the gradient backward: where
+// row-parallel partial sums return to the split sequence (it takes reduce_from_tp's place).
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, TpGroup& group);
+
 }  // namespace gpulab::train::parallel

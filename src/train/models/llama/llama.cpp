@@ -86,19 +86,26 @@ LlamaAttentionImpl::LlamaAttentionImpl(const DecoderConfig& c, const torch::Tens
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                           const torch::Tensor& sin, KvCache* cache, int64_t layer) {
-  const int64_t b = x.size(0), t = x.size(1);
+  // Projection's forward adds the q/k/v biases of a family that has them (Qwen2).
   auto q = q_proj(x);
   auto k = k_proj(x);
   auto v = v_proj(x);
+  return linear_product(
+      rotary_causal_attention(q, k, v, cos, sin, heads_, kv_heads_, fused, cache, layer),
+      o_proj->weight);
+}
+
+torch::Tensor rotary_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v, const torch::Tensor& cos,
+                                      const torch::Tensor& sin, int64_t heads, int64_t kv_heads,
+                                      bool fused, KvCache* cache, int64_t layer) {
   if (fused && cache == nullptr && fused_causal_attention_applies(q))
-    return linear_product(fused_causal_attention(q, k, v, cos, sin, heads_, kv_heads_),
-                          o_proj->weight);
-  q = q.view({b, t, heads_, head_dim_}).transpose(1, 2);
-  k = k.view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
-  v = v.view({b, t, kv_heads_, head_dim_}).transpose(1, 2);
-  q = apply_rotary(q, cos, sin);
-  k = apply_rotary(k, cos, sin);
-  return linear_product(causal_attention(q, k, v, cache, layer), o_proj->weight);
+    return fused_causal_attention(q, k, v, cos, sin, heads, kv_heads);
+  const int64_t b = q.size(0), t = q.size(1), head_dim = q.size(2) / heads;
+  auto qh = apply_rotary(q.view({b, t, heads, head_dim}).transpose(1, 2), cos, sin);
+  auto kh = apply_rotary(k.view({b, t, kv_heads, head_dim}).transpose(1, 2), cos, sin);
+  auto vh = v.view({b, t, kv_heads, head_dim}).transpose(1, 2);
+  return causal_attention(qh, kh, vh, cache, layer);
 }
 
 LlamaMlpImpl::LlamaMlpImpl(const DecoderConfig& c, const torch::TensorOptions& o) {

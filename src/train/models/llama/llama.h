@@ -113,6 +113,15 @@ class LlamaForCausalLM : public CausalLm {
   Projection lm_head{nullptr};  // null when tied to model->embed_tokens
 };
 
+// Attention after the projections, shared by the whole and the tensor-parallel Llama (which
+// passes its local heads): q B x T x (heads * D), k and v B x T x (kv_heads * D) -> B x T x
+// (heads * D); rotary positions per head, then the causal core (train/models/attention_core.h),
+// or gpulab's fused CPU kernel where `fused` and it applies (no cache).
+torch::Tensor rotary_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v, const torch::Tensor& cos,
+                                      const torch::Tensor& sin, int64_t heads, int64_t kv_heads,
+                                      bool fused, KvCache* cache = nullptr, int64_t layer = 0);
+
 // cos and sin of the rotary angles for positions [start, start + length): length x head_dim,
 // float32 (Hugging Face's "rotate half" layout: the angle table repeated twice).
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double theta, int64_t start,

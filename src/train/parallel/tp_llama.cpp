@@ -1,0 +1,194 @@
+// The tensor-parallel Llama's modules and forward pass (see tp_llama.h).
+#include "train/parallel/tp_llama.h"
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "train/ops/swiglu.h"
+#include "train/parallel/tp_llama_state.h"
+#include "train/parallel/tp_regions.h"
+#include "train/parallel/vocab_parallel_cross_entropy.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+// Into column-parallel work: a copy of the replicated input, or (sequence parallel) the whole
+// sequence gathered from the ranks' parts.
+torch::Tensor enter_tp(const torch::Tensor& x, TpGroup& g, bool sp) {
+  return sp ? gather_sequence(x, g) : copy_to_tp(x, g);
+}
+
+// Out of a row-parallel layer: the sum of the partial products, or (sequence parallel) this
+// rank's positions of it.
+torch::Tensor leave_tp(const torch::Tensor& partial, TpGroup& g, bool sp) {
+  return sp ? reduce_scatter_sequence(partial, g) : reduce_from_tp(partial, g);
+}
+
+// The tensors flattened into one (one collective for all of them), and back.
+torch::Tensor flat_cat(const std::vector<torch::Tensor>& ts) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& t : ts) flat.push_back(t.reshape({-1}));
+  return torch::cat(flat);
+}
+
+void copy_back(const torch::Tensor& flat, std::vector<torch::Tensor>& ts) {
+  int64_t offset = 0;
+  for (auto& t : ts) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view_as(t));
+    offset += t.numel();
+  }
+}
+
+}  // namespace
+
+TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
+    : group_(&g),
+      local_heads_(c.num_heads / g.size()),
+      local_kv_heads_(kv_replicas(c, g.size()) > 1 ? 1 : c.num_kv_heads / g.size()) {
+  const int64_t d = c.dim_per_head(), h = c.hidden_size;
+  // k and v: this rank's kv heads, or the one it shares when kv heads are fewer than ranks (the
+  // layer's width is given as tp times the local rows).
+  const int64_t kv_width = local_kv_heads_ * d * g.size();
+  q_proj = register_module("q_proj", ColumnParallelLinear(g, h, c.num_heads * d, false, false));
+  k_proj = register_module("k_proj", ColumnParallelLinear(g, h, kv_width, false, false));
+  v_proj = register_module("v_proj", ColumnParallelLinear(g, h, kv_width, false, false));
+  o_proj = register_module("o_proj", RowParallelLinear(g, c.num_heads * d, h, false, true));
+}
+
+torch::Tensor TpLlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                            const torch::Tensor& sin, bool sp) {
+  // Rank r's rows of q are query heads [r H/tp, (r+1) H/tp), which use exactly kv heads
+  // [r KV/tp, (r+1) KV/tp) (with fewer kv heads than ranks, kv head r / (tp/KV) alone): its rows
+  // of k and v. The heads are independent, so each rank runs the whole model's attention on its
+  // own heads.
+  auto xc = enter_tp(x, *group_, sp);
+  auto q = q_proj->forward_in_region(xc);
+  auto k = k_proj->forward_in_region(xc);
+  auto v = v_proj->forward_in_region(xc);
+  auto heads =
+      rotary_causal_attention(q, k, v, cos, sin, local_heads_, local_kv_heads_, fused, nullptr);
+  return leave_tp(o_proj->forward_partial(heads), *group_, sp);
+}
+
+TpLlamaMlpImpl::TpLlamaMlpImpl(TpGroup& g, const DecoderConfig& c) : group_(&g) {
+  const int64_t h = c.hidden_size, f = c.intermediate_size;
+  gate_proj = register_module("gate_proj", ColumnParallelLinear(g, h, f, false, false));
+  up_proj = register_module("up_proj", ColumnParallelLinear(g, h, f, false, false));
+  down_proj = register_module("down_proj", RowParallelLinear(g, f, h, false, true));
+}
+
+torch::Tensor TpLlamaMlpImpl::forward(const torch::Tensor& x, bool sp) {
+  // SwiGLU is elementwise, so it runs on each rank's slice of the FFN width unchanged.
+  auto xc = enter_tp(x, *group_, sp);
+  auto act = swiglu(gate_proj->forward_in_region(xc), up_proj->forward_in_region(xc));
+  return leave_tp(down_proj->forward_partial(act), *group_, sp);
+}
+
+TpLlamaBlockImpl::TpLlamaBlockImpl(TpGroup& g, const DecoderConfig& c) {
+  self_attn = register_module("self_attn", TpLlamaAttention(g, c));
+  mlp = register_module("mlp", TpLlamaMlp(g, c));
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.norm_eps));
+}
+
+torch::Tensor TpLlamaBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                        const torch::Tensor& sin, bool sp) {
+  auto h = x + self_attn(input_layernorm(x), cos, sin, sp);
+  return h + mlp(post_attention_layernorm(h), sp);
+}
+
+TpLlamaModelImpl::TpLlamaModelImpl(TpGroup& g, const DecoderConfig& c) {
+  embed_tokens =
+      register_module("embed_tokens", VocabParallelEmbedding(g, c.vocab_size, c.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(TpLlamaBlock(g, c));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.norm_eps));
+}
+
+TpLlamaForCausalLM::TpLlamaForCausalLM(TpGroup& g, DecoderConfig c, const StateDict& shard)
+    : group_(&g), config_(std::move(c)) {
+  check_tp_layout(config_, g.size());
+  model = register_module("model", TpLlamaModel(g, config_));
+  if (!config_.tie_word_embeddings)
+    lm_head = register_module(
+        "lm_head", ColumnParallelLinear(g, config_.hidden_size,
+                                        padded_to(config_.vocab_size, g.size()), false, false));
+  for (const auto& [name, t] : shard) {
+    if (t.is_floating_point()) {
+      to(t.scalar_type());  // the shard's precision (fp64 for the numerics checks)
+      break;
+    }
+  }
+  if (auto st = load_state_dict(*this, shard, "the tensor-parallel shard"); !st)
+    throw Exception(st.error());
+}
+
+int64_t TpLlamaForCausalLM::vocab_start() const {
+  return model->embed_tokens->vocab_start();
+}
+
+void TpLlamaForCausalLM::set_fused_attention(bool on) {
+  for (auto& layer : *model->layers) layer->as<TpLlamaBlockImpl>()->self_attn->fused = on;
+}
+
+torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens) {
+  const int64_t t = tokens.size(1);
+  if (t > config_.max_positions)
+    throw Exception(Code::kInvalidArgument,
+                    "a sequence of " + std::to_string(t) + " tokens is longer than the model's " +
+                        std::to_string(config_.max_positions) + " positions",
+                    "use a shorter --seq_len");
+  const bool sp = sequence_parallel;
+  if (sp && t % group_->size() != 0)
+    throw Exception(Code::kInvalidArgument,
+                    "sequence parallelism splits a sequence over the " +
+                        std::to_string(group_->size()) + " tensor-parallel ranks, and " +
+                        std::to_string(t) + " positions do not split evenly",
+                    "use a --seq_len that is a multiple of --tp");
+  auto h = sp ? reduce_scatter_sequence(model->embed_tokens->forward_partial(tokens), *group_)
+              : model->embed_tokens(tokens);
+  auto [cos, sin] =
+      rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, t, tokens.device());
+  for (auto& layer : *model->layers) h = layer->as<TpLlamaBlockImpl>()->forward(h, cos, sin, sp);
+  auto hc = enter_tp(model->norm(h), *group_, sp);
+  // Tied: the embedding's rows are the output layer's, split over the vocabulary the same way.
+  return torch::nn::functional::linear(hc, lm_head ? lm_head->weight : model->embed_tokens->weight);
+}
+
+void TpLlamaForCausalLM::finish_gradients() {
+  std::vector<torch::Tensor> norms, kv;
+  for (auto& p : named_parameters()) {
+    if (!p.value().grad().defined()) continue;
+    if (tp_split_dim(p.key()) < 0) norms.push_back(p.value().grad());
+    if (tp_kv_rows(p.key())) kv.push_back(p.value().grad());
+  }
+  // Under sequence parallelism each rank's norm gradients cover its own positions only.
+  if (sequence_parallel && !norms.empty()) {
+    auto sum = flat_cat(norms);
+    group_->allreduce_sum(sum, "sequence-parallel norm gradients");
+    copy_back(sum, norms);
+  }
+  // A kv head kept by several ranks has, on each, the gradient of that rank's query heads only;
+  // the head's gradient is their sum. One all-reduce of a slot per kv head (this rank's in its
+  // head's slot, zeros elsewhere) sums each slot over its holders.
+  const int replicas = kv_replicas(config_, group_->size());
+  if (replicas > 1 && !kv.empty()) {
+    auto mine = flat_cat(kv);
+    auto slots = torch::zeros({config_.num_kv_heads, mine.numel()}, mine.options());
+    const int64_t head = group_->rank() / replicas;
+    slots[head].copy_(mine);
+    group_->allreduce_sum(slots, "replicated key/value-head gradients");
+    copy_back(slots[head], kv);
+  }
+}
+
+torch::Tensor TpLlamaForCausalLM::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
+  auto per = vocab_parallel_cross_entropy(forward(tokens), targets, *group_, vocab_start(),
+                                          config_.vocab_size);
+  return per.sum() / (targets != kIgnoreIndex).sum().clamp_min(1);
+}
+
+}  // namespace gpulab::train::parallel

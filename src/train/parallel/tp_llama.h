@@ -1,0 +1,104 @@
+// A tensor-parallel Llama (Megatron-LM's scheme) built from a shard of the ordinary weights
+// (tp_llama_state.h): a vocabulary-parallel embedding; per block, attention with its query and
+// key/value heads split over the ranks (or, with fewer kv heads than ranks, each rank keeping
+// the kv head its query heads use) (column-parallel q/k/v sharing one input copy, rotary
+// positions and the causal core per local head, a row-parallel output) and a SwiGLU MLP
+// (column-parallel gate/up, row-parallel down), each ending in one all-reduce; replicated
+// RMSNorms; a vocabulary-parallel output layer and cross-entropy that never gather the logits.
+// With sequence parallelism the norms and residuals hold 1/TP of the sequence: each sublayer
+// gathers the sequence on the way in and reduce-scatters it on the way out instead of copying
+// in and all-reducing out. Parameter names are the ordinary ones, so a rank's state dict is its
+// shard.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "train/models/decoder_config.h"
+#include "train/models/llama/llama.h"
+#include "train/parallel/tp_layers.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train::parallel {
+
+class TpLlamaAttentionImpl : public torch::nn::Module {
+ public:
+  TpLlamaAttentionImpl(TpGroup& group, const DecoderConfig& c);
+  // x: B x T x hidden, replicated (B x T/tp x hidden under sequence parallelism, `sp`);
+  // cos, sin: T x head_dim. Returns the same shape as x.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        bool sp = false);
+  ColumnParallelLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
+  RowParallelLinear o_proj{nullptr};
+  bool fused = true;  // gpulab's fused CPU kernel where it applies, as LlamaAttention
+
+ private:
+  TpGroup* group_;
+  int64_t local_heads_, local_kv_heads_;
+};
+TORCH_MODULE(TpLlamaAttention);
+
+class TpLlamaMlpImpl : public torch::nn::Module {
+ public:
+  TpLlamaMlpImpl(TpGroup& group, const DecoderConfig& c);
+  torch::Tensor forward(const torch::Tensor& x, bool sp = false);
+  ColumnParallelLinear gate_proj{nullptr}, up_proj{nullptr};
+  RowParallelLinear down_proj{nullptr};
+
+ private:
+  TpGroup* group_;
+};
+TORCH_MODULE(TpLlamaMlp);
+
+// LlamaBlock with the two sublayers split: two all-reduces forward, two backward.
+class TpLlamaBlockImpl : public torch::nn::Module {
+ public:
+  TpLlamaBlockImpl(TpGroup& group, const DecoderConfig& c);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        bool sp = false);
+  RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  TpLlamaAttention self_attn{nullptr};
+  TpLlamaMlp mlp{nullptr};
+};
+TORCH_MODULE(TpLlamaBlock);
+
+class TpLlamaModelImpl : public torch::nn::Module {
+ public:
+  TpLlamaModelImpl(TpGroup& group, const DecoderConfig& c);
+  VocabParallelEmbedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RmsNorm norm{nullptr};
+};
+TORCH_MODULE(TpLlamaModel);
+
+class TpLlamaForCausalLM : public torch::nn::Module {
+ public:
+  // Every rank of `group` builds its part from its shard (shard_state of the ordinary weights):
+  // refuses a TP size the shape does not fit (check_tp_layout) and a shard that does not fit.
+  TpLlamaForCausalLM(TpGroup& group, DecoderConfig c, const StateDict& shard);
+  // Tokens B x T -> this rank's logits B x T x (padded vocabulary / TP), columns from
+  // vocab_start().
+  torch::Tensor forward(const torch::Tensor& tokens);
+  // The mean cross-entropy over the targets that are not kIgnoreIndex, the same on every rank.
+  torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets);
+  int64_t vocab_start() const;
+  void set_fused_attention(bool on);
+  // After the backward pass, before the optimizer: sums over the group what each rank holds only
+  // part of, the norm gradients under sequence parallelism (as Megatron-LM's
+  // finalize_model_grads does) and a replicated kv head's gradients (kv_replicas > 1); one
+  // all-reduce each, nothing when neither applies.
+  void finish_gradients();
+
+  // Sequence parallelism (Korthikanti et al. 2022) for the norm and residual regions: the
+  // sequence length must be a multiple of the TP size.
+  bool sequence_parallel = false;
+  const DecoderConfig& config() const { return config_; }
+
+  TpLlamaModel model{nullptr};
+  ColumnParallelLinear lm_head{nullptr};  // null when tied to model->embed_tokens
+
+ private:
+  TpGroup* group_;
+  DecoderConfig config_;
+};
+
+}  // namespace gpulab::train::parallel

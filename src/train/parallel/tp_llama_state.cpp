@@ -1,0 +1,136 @@
+// Sharding a Llama's state dict for TP and gathering it back (see tp_llama_state.h).
+#include "train/parallel/tp_llama_state.h"
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+
+#include "core/error.h"
+#include "train/parallel/tp_layers.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+bool fits(const DecoderConfig& c, int tp) {
+  const bool kv = c.num_kv_heads % tp == 0 || tp % c.num_kv_heads == 0;
+  return c.num_heads % tp == 0 && kv && c.intermediate_size % tp == 0;
+}
+
+}  // namespace
+
+void check_tp_layout(const DecoderConfig& c, int tp) {
+  // The tensor-parallel blocks are Llama's without biases: a Qwen2 layout would lose them.
+  if (c.traits().qkv_biases)
+    throw Exception(Code::kUnsupported,
+                    "tensor parallelism does not split " + c.name +
+                        "'s q/k/v biases yet (a Llama layout without biases only)",
+                    "train it without --tp (data parallel or --shard)");
+  if (tp >= 1 && fits(c, tp)) return;
+  int works = std::max(tp, 1);
+  while (works > 1 && !fits(c, works)) --works;
+  throw Exception(Code::kInvalidArgument,
+                  "tensor-parallel size " + std::to_string(tp) + " does not fit " + c.name +
+                      ": it must divide the " + std::to_string(c.num_heads) +
+                      " query heads and the FFN width " + std::to_string(c.intermediate_size) +
+                      ", and divide or be a multiple of the " + std::to_string(c.num_kv_heads) +
+                      " key/value heads (a rank holds whole kv heads, or one shared with others)",
+                  "use --tp " + std::to_string(works) + " (the largest size up to " +
+                      std::to_string(tp) + " that fits)");
+}
+
+int kv_replicas(const DecoderConfig& c, int tp) {
+  return c.num_kv_heads < tp ? tp / static_cast<int>(c.num_kv_heads) : 1;
+}
+
+bool tp_kv_rows(const std::string& name) {
+  return ends_with(name, "k_proj.weight") || ends_with(name, "v_proj.weight");
+}
+
+int tp_split_dim(const std::string& name) {
+  static constexpr std::array<std::string_view, 7> rows{
+      "embed_tokens.weight", "lm_head.weight",   "q_proj.weight", "k_proj.weight",
+      "v_proj.weight",       "gate_proj.weight", "up_proj.weight"};
+  static constexpr std::array<std::string_view, 2> cols{"o_proj.weight", "down_proj.weight"};
+  for (auto tail : rows)
+    if (ends_with(name, tail)) return 0;
+  for (auto tail : cols)
+    if (ends_with(name, tail)) return 1;
+  return -1;
+}
+
+bool tp_vocab_rows(const std::string& name) {
+  return ends_with(name, "embed_tokens.weight") || ends_with(name, "lm_head.weight");
+}
+
+StateDict shard_state(const DecoderConfig& c, const StateDict& full, int rank, int tp) {
+  check_tp_layout(c, tp);
+  StateDict out;
+  for (const auto& [name, t] : full) {
+    const int dim = tp_split_dim(name);
+    if (dim < 0) {
+      out[name] = t.clone();
+      continue;
+    }
+    if (tp_kv_rows(name) && kv_replicas(c, tp) > 1) {  // the one kv head this rank's queries use
+      out[name] = shard_of(t, 0, rank / kv_replicas(c, tp), static_cast<int>(c.num_kv_heads));
+      continue;
+    }
+    auto whole = t;
+    if (tp_vocab_rows(name) && padded_to(t.size(0), tp) != t.size(0))
+      whole = torch::cat(
+          {t, torch::zeros({padded_to(t.size(0), tp) - t.size(0), t.size(1)}, t.options())});
+    out[name] = shard_of(whole, dim, rank, tp);
+  }
+  return out;
+}
+
+StateDict gather_state(const DecoderConfig& c, const std::vector<StateDict>& shards) {
+  GPULAB_ASSERT(!shards.empty(), "gather_state: no shards");
+  StateDict out;
+  for (const auto& [name, first] : shards[0]) {
+    std::vector<torch::Tensor> parts;
+    const size_t step =
+        tp_kv_rows(name) ? static_cast<size_t>(kv_replicas(c, static_cast<int>(shards.size()))) : 1;
+    for (size_t r = 0; r < shards.size(); ++r) {
+      auto it = shards[r].find(name);
+      if (it == shards[r].end() || shards[r].size() != shards[0].size())
+        throw Exception(Code::kInvalidArgument,
+                        "tensor-parallel shard " + std::to_string(r) + " does not hold the " +
+                            "tensors of shard 0 (" + name + ")",
+                        "gather the shards of one checkpoint, all of its ranks");
+      // A replicated kv head's copies are equal: each head comes from its first holder.
+      if (r % step == 0) parts.push_back(it->second);
+    }
+    const int dim = tp_split_dim(name);
+    if (dim < 0) {
+      out[name] = first.clone();
+      continue;
+    }
+    auto whole = torch::cat(parts, dim);
+    out[name] = tp_vocab_rows(name) ? whole.narrow(0, 0, c.vocab_size).clone() : whole;
+  }
+  return out;
+}
+
+StateDict gather_state(const DecoderConfig& c, const StateDict& mine, TpGroup& group) {
+  std::vector<StateDict> shards(static_cast<size_t>(group.size()));
+  for (const auto& [name, t] : mine) {
+    if (tp_split_dim(name) < 0) {
+      for (auto& s : shards) s[name] = t;
+      continue;
+    }
+    // [1, n] gathered along its last dimension is every rank's n elements in rank order.
+    auto all = group.gather_last_dim(t.contiguous().view({1, -1}), "gather of a TP checkpoint");
+    auto per = all.view({group.size(), -1});
+    for (int r = 0; r < group.size(); ++r)
+      shards[static_cast<size_t>(r)][name] = per[r].view(t.sizes());
+  }
+  return gather_state(c, shards);
+}
+
+}  // namespace gpulab::train::parallel
