@@ -2,18 +2,21 @@
 // padded, give each row what the prompt gives alone (greedy tokens equal generate_rows', logits
 // within fp32's own rounding), for Llama (rotary positions, grouped-query) and GPT-2 (a position
 // table); rows that finish leave the batch and its cache without changing the others; a seed fixes
-// a sampled run; bad prompts are named before any forward pass; and transformers' generate() with
-// left padding chooses the same tokens.
+// a sampled run; bad prompts are named before any forward pass; transformers' generate() with
+// left padding chooses the same tokens; and `gpulab generate` with several prompts batches them.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 
 #include "support/tensor_diff.h"
 #include "train/hf_parity.h"
 #include "train/rollout.h"
+#include "train/trainer_test_util.h"
+#include "train/weights/safetensors.h"
 
 namespace gpulab::train {
 namespace {
@@ -198,9 +201,13 @@ void expect_batch_equals_alone(const std::string& family) {
       family.c_str(), static_cast<long long>(group), diff, tol, noise, diff64, margin);
 }
 
-TEST(Rollout, LlamaBatchOfUnequalPromptsEqualsEachAlone) { expect_batch_equals_alone("llama"); }
+TEST(Rollout, LlamaBatchOfUnequalPromptsEqualsEachAlone) {
+  expect_batch_equals_alone("llama");
+}
 
-TEST(Rollout, Gpt2BatchOfUnequalPromptsEqualsEachAlone) { expect_batch_equals_alone("gpt2"); }
+TEST(Rollout, Gpt2BatchOfUnequalPromptsEqualsEachAlone) {
+  expect_batch_equals_alone("gpt2");
+}
 
 TEST(Rollout, RepetitionPenaltyReadsEachRowsOwnTokens) {
   // The padding is no token to the penalty: greedy with it, batched, equals each prompt alone.
@@ -318,18 +325,19 @@ void expect_transformers_tokens(const std::string& family, const Json& kwargs) {
     GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors");
   gpulab::testing::TempDir dir("rollout_" + family);
   { std::ofstream(dir.path / "kwargs.json") << kwargs.dump(); }
-  auto r = run_process({testing::hf_python(),
-                        std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_reference.py", "padded",
-                        "--family", family, "--config", (dir.path / "kwargs.json").string(),
-                        "--out", dir.path.string(), "--lengths", "1,5,17", "--new_tokens", "12"},
-                       testing::reference_run());
+  auto r = run_process(
+      {testing::hf_python(), std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_reference.py",
+       "padded", "--family", family, "--config", (dir.path / "kwargs.json").string(), "--out",
+       dir.path.string(), "--lengths", "1,5,17", "--new_tokens", "12"},
+      testing::reference_run());
   ASSERT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
   DecoderConfig config;
   auto model = testing::load_hf_folder(dir.path / "hf", torch::kDouble, config);
   ASSERT_TRUE(model);
   const auto ref = read_safetensors(dir.path / "padded.safetensors").value().tensors;
   std::vector<std::vector<int64_t>> prompts;
-  for (int i = 0; i < 3; ++i) prompts.push_back(testing::to_ids(ref.at("prompt." + std::to_string(i))));
+  for (int i = 0; i < 3; ++i)
+    prompts.push_back(testing::to_ids(ref.at("prompt." + std::to_string(i))));
   const auto o = greedy_options(12);
   TokenSampler sampler(o, 0);
   const auto ours = generate_groups(*model, prompts, 2, o, sampler);
@@ -347,23 +355,84 @@ void expect_transformers_tokens(const std::string& family, const Json& kwargs) {
 }
 
 TEST(RolloutParity, LlamaLeftPaddedGreedyMatchesTransformers) {
-  expect_transformers_tokens(
-      "llama", Json{{"vocab_size", 300},         {"hidden_size", 96},
-                    {"intermediate_size", 200},  {"num_hidden_layers", 2},
-                    {"num_attention_heads", 6},  {"num_key_value_heads", 2},
-                    {"max_position_embeddings", 64}, {"rope_theta", 500000.0},
-                    {"rms_norm_eps", 1e-6},      {"tie_word_embeddings", true},
-                    {"initializer_range", 0.2},  {"bos_token_id", 0},
-                    {"eos_token_id", 0}});
+  expect_transformers_tokens("llama", Json{{"vocab_size", 300},
+                                           {"hidden_size", 96},
+                                           {"intermediate_size", 200},
+                                           {"num_hidden_layers", 2},
+                                           {"num_attention_heads", 6},
+                                           {"num_key_value_heads", 2},
+                                           {"max_position_embeddings", 64},
+                                           {"rope_theta", 500000.0},
+                                           {"rms_norm_eps", 1e-6},
+                                           {"tie_word_embeddings", true},
+                                           {"initializer_range", 0.2},
+                                           {"bos_token_id", 0},
+                                           {"eos_token_id", 0}});
 }
 
 TEST(RolloutParity, Gpt2LeftPaddedGreedyMatchesTransformers) {
-  expect_transformers_tokens(
-      "gpt2", Json{{"vocab_size", 300},        {"n_embd", 96},
-                   {"n_inner", 200},           {"n_layer", 2},
-                   {"n_head", 6},              {"n_positions", 64},
-                   {"tie_word_embeddings", true}, {"initializer_range", 0.2},
-                   {"bos_token_id", 0},        {"eos_token_id", 0}});
+  expect_transformers_tokens("gpt2", Json{{"vocab_size", 300},
+                                          {"n_embd", 96},
+                                          {"n_inner", 200},
+                                          {"n_layer", 2},
+                                          {"n_head", 6},
+                                          {"n_positions", 64},
+                                          {"tie_word_embeddings", true},
+                                          {"initializer_range", 0.2},
+                                          {"bos_token_id", 0},
+                                          {"eos_token_id", 0}});
+}
+
+// Several --prompt flags: one batch (generate_groups), each row printed under its prompt and
+// sample; greedy, each row's text is what a run of that prompt alone prints.
+TEST(GenerateCli, SeveralPromptsRunAsOneBatch) {
+  ASSERT_TRUE(std::filesystem::exists(GPULAB_BINARY)) << "test_train depends on the gpulab target";
+  gpulab::testing::TempDir dir("genbatch");
+  auto c = rollout_shape("llama");
+  c.vocab_size = 256;  // the bytes tokenizer's
+  torch::manual_seed(11);
+  auto m = build_causal_lm(c);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : m->parameters())
+      if (p.dim() >= 2) p.normal_(0.0, 0.2);
+  }
+  ASSERT_TRUE(write_safetensors(dir.path / "w.safetensors", module_state_dict(*m)).ok());
+  {
+    std::ofstream(dir.path / "config.json") << R"({"model_type": "llama", "vocab_size": 256,
+    "hidden_size": 96, "intermediate_size": 200, "num_hidden_layers": 2,
+    "num_attention_heads": 6, "num_key_value_heads": 2, "max_position_embeddings": 64,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000, "tie_word_embeddings": false})";
+  }
+  const std::vector<std::string> base = {"generate",
+                                         "--model",
+                                         (dir.path / "config.json").string(),
+                                         "--weights",
+                                         (dir.path / "w.safetensors").string(),
+                                         "--tokenizer",
+                                         "bytes",
+                                         "--temperature",
+                                         "0",
+                                         "--max_new_tokens",
+                                         "8"};
+  const std::vector<std::string> prompts = {"ab", "hello there, world", "x"};
+  auto batched = base;
+  for (const auto& p : prompts) batched.insert(batched.end(), {"--prompt", p});
+  batched.insert(batched.end(), {"--num_samples", "2"});
+  const auto all = testing::run_gpulab(batched);
+  ASSERT_EQ(all.exit_code, 0) << all.out << all.err;
+  std::string expected;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    auto single = base;
+    single.insert(single.end(), {"--prompt", prompts[p]});
+    const auto one = testing::run_gpulab(single);
+    ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+    for (int s = 1; s <= 2; ++s)
+      expected += "[prompt " + std::to_string(p + 1) + "/3, sample " + std::to_string(s) + "/2]\n" +
+                  one.out;
+  }
+  EXPECT_EQ(all.out, expected);
+  EXPECT_NE(all.err.find("generated 48 tokens"), std::string::npos) << all.err;
 }
 
 }  // namespace
