@@ -39,7 +39,8 @@ GenerateBenchResult run_generate_bench(train::CausalLm& model, const GenerateBen
   train::SamplingOptions s;
   s.max_new_tokens = o.new_tokens;
   s.temperature = 0;  // greedy, as the reference's do_sample=False
-  r.seconds = median_seconds(o.warmup, o.reps, [&] { r.tokens = train::generate(model, r.prompt, s); });
+  r.seconds =
+      median_seconds(o.warmup, o.reps, [&] { r.tokens = train::generate(model, r.prompt, s); });
   r.tokens_per_second = r.seconds > 0 ? static_cast<double>(o.new_tokens) / r.seconds : 0;
   return r;
 }

@@ -36,9 +36,9 @@ GenerateBenchResult run_generate_bench(train::CausalLm& model, const GenerateBen
 struct RolloutBenchResult {
   double tokens_per_second = 0, seconds = 0;  // generate_groups: every row's new tokens / median
   double per_prompt_tokens_per_second = 0, per_prompt_seconds = 0;  // generate_rows per prompt
-  std::vector<std::vector<int64_t>> prompts;  // the prompts both sides decode
-  std::vector<std::vector<int64_t>> tokens;   // generate_groups' rows, row p * group + g
-  bool same_tokens = false;                   // generate_rows chose the same greedy tokens
+  std::vector<std::vector<int64_t>> prompts;                        // the prompts both sides decode
+  std::vector<std::vector<int64_t>> tokens;  // generate_groups' rows, row p * group + g
+  bool same_tokens = false;                  // generate_rows chose the same greedy tokens
 };
 
 // Prompt i of length n: bench_prompt's ids, shifted by i, so prompts differ.

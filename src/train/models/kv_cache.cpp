@@ -15,7 +15,8 @@ torch::Tensor begin_step(KvCache& cache, int64_t batch, int64_t t, torch::Device
                 "KvCache::present must be rows x (a prefix of) the positions");
   present = present.to(device);
   if (present.size(1) < s)
-    present = torch::cat({present, torch::ones({batch, s - present.size(1)}, present.options())}, 1);
+    present =
+        torch::cat({present, torch::ones({batch, s - present.size(1)}, present.options())}, 1);
   // A row's k-th real token is at position k, wherever padding put its column.
   auto positions = (present.cumsum(1) - 1).clamp_min(0).narrow(1, cache.length, t);
   const auto cols = torch::arange(s, longs);
