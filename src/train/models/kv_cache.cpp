@@ -37,11 +37,15 @@ void repeat_rows(KvCache& cache, int64_t times) {
 }
 
 void keep_rows(KvCache& cache, const torch::Tensor& rows) {
+  const auto device = !cache.keys.empty() && cache.keys.front().defined()
+                          ? cache.keys.front().device()
+                          : rows.device();
+  const auto index = rows.to(device);  // one copy to the device, not one per layer
   for (auto* layers : {&cache.keys, &cache.values})
     for (auto& t : *layers)
-      if (t.defined()) t = t.index_select(0, rows.to(t.device()));
+      if (t.defined()) t = t.index_select(0, index);
   if (!cache.present.defined()) return;
-  cache.present = cache.present.index_select(0, rows.to(cache.present.device()));
+  cache.present = cache.present.index_select(0, index);
   // The first position some kept row holds: the columns before it are padding in every row.
   const int64_t first = cache.present.any(0).to(torch::kInt).argmax().item<int64_t>();
   if (first > 0) {
