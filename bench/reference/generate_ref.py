@@ -2,6 +2,9 @@
 # Reference for `gpulab bench generate`: Hugging Face transformers' own `generate` (greedy,
 # KV cache, the model's default attention) on the same folder, prompt and lengths. Prints one
 # JSON line: new tokens/s of the median timed run, and the tokens (greedy: gpulab must agree).
+# --prompt_lengths 1,5,17 --group G: GRPO's batch, as `gpulab bench generate --prompt_lengths`
+# runs it: one prompt of each length (src/bench/generate_bench.cpp's bench_prompts), each
+# repeated G times (as TRL repeats prompts), left-padded with an attention mask, in one generate().
 # `--make DIR --shape llama-125m` first writes a random model of that shape there
 # (save_pretrained: config.json + model.safetensors), the folder both sides then read.
 import argparse, json, os, statistics, sys, time
@@ -23,6 +26,8 @@ p.add_argument("--new_tokens", type=int, default=128)
 p.add_argument("--warmup", type=int, default=1)
 p.add_argument("--reps", type=int, default=3)
 p.add_argument("--threads", type=int, default=0)
+p.add_argument("--prompt_lengths", default="", help="rollout mode: prompt lengths, comma-separated")
+p.add_argument("--group", type=int, default=1, help="rollout mode: rows per prompt")
 a = p.parse_args()
 
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM  # noqa: E402
@@ -37,13 +42,29 @@ if a.threads > 0:
     torch.set_num_threads(a.threads)
 model = AutoModelForCausalLM.from_pretrained(a.weights, dtype=torch.float32).eval()
 vocab = model.config.vocab_size
-# The prompt of src/bench/generate_bench.cpp (bench_prompt).
-ids = torch.tensor([[(i * 7919 + 13) % vocab for i in range(a.prompt_tokens)]])
+# The prompts of src/bench/generate_bench.cpp (bench_prompt, bench_prompts).
+def bench_prompt(n, shift):
+    return [((i * 7919 + 13) % vocab + shift * 7919) % vocab for i in range(n)]
+
+
+if a.prompt_lengths:
+    lengths = [int(n) for n in a.prompt_lengths.split(",")]
+    longest = max(lengths)
+    rows = [bench_prompt(n, i) for i, n in enumerate(lengths) for _ in range(a.group)]
+    ids = torch.zeros(len(rows), longest, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, p in enumerate(rows):
+        ids[r, longest - len(p):] = torch.tensor(p)
+        mask[r, longest - len(p):] = 1
+else:
+    longest = a.prompt_tokens
+    ids = torch.tensor([bench_prompt(a.prompt_tokens, 0)])
+    mask = torch.ones_like(ids)
 # No end-of-sequence token: every run makes exactly new_tokens, as gpulab's (min_new_tokens would
 # mask the EOS logit and change the greedy choice).
 model.generation_config.eos_token_id = None
 kw = dict(max_new_tokens=a.new_tokens, do_sample=False, use_cache=True, pad_token_id=0,
-          attention_mask=torch.ones_like(ids))
+          attention_mask=mask)
 with torch.inference_mode():
     for _ in range(a.warmup):
         model.generate(ids, **kw)
@@ -53,6 +74,7 @@ with torch.inference_mode():
         out = model.generate(ids, **kw)
         times.append(time.perf_counter() - t0)
 sec = statistics.median(times)
+new_tokens = out[:, longest:]
 print(json.dumps({"torch": torch.__version__, "seconds": sec,
-                  "tokens_per_second": a.new_tokens / sec,
-                  "tokens": out[0, a.prompt_tokens:].tolist()}))
+                  "tokens_per_second": ids.shape[0] * a.new_tokens / sec,
+                  "tokens": new_tokens[0].tolist() if not a.prompt_lengths else new_tokens.tolist()}))

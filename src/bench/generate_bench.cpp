@@ -5,8 +5,26 @@
 #include <chrono>
 
 #include "train/generate.h"
+#include "train/rollout.h"
 
 namespace gpulab::bench {
+namespace {
+
+// The median wall time of `reps` runs of fn after `warmup` untimed ones.
+template <class Fn>
+double median_seconds(int64_t warmup, int64_t reps, Fn&& fn) {
+  for (int64_t i = 0; i < warmup; ++i) fn();
+  std::vector<double> seconds;
+  for (int64_t i = 0; i < std::max<int64_t>(reps, 1); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+}  // namespace
 
 std::vector<int64_t> bench_prompt(int64_t length, int64_t vocab_size) {
   std::vector<int64_t> ids(static_cast<size_t>(length));
@@ -21,16 +39,45 @@ GenerateBenchResult run_generate_bench(train::CausalLm& model, const GenerateBen
   train::SamplingOptions s;
   s.max_new_tokens = o.new_tokens;
   s.temperature = 0;  // greedy, as the reference's do_sample=False
-  for (int64_t i = 0; i < o.warmup; ++i) train::generate(model, r.prompt, s);
-  std::vector<double> seconds;
-  for (int64_t i = 0; i < std::max<int64_t>(o.reps, 1); ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    r.tokens = train::generate(model, r.prompt, s);
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(seconds.begin(), seconds.end());
-  r.seconds = seconds[seconds.size() / 2];
+  r.seconds =
+      median_seconds(o.warmup, o.reps, [&] { r.tokens = train::generate(model, r.prompt, s); });
   r.tokens_per_second = r.seconds > 0 ? static_cast<double>(o.new_tokens) / r.seconds : 0;
+  return r;
+}
+
+std::vector<std::vector<int64_t>> bench_prompts(const std::vector<int64_t>& lengths,
+                                                int64_t vocab_size) {
+  std::vector<std::vector<int64_t>> out;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    auto ids = bench_prompt(lengths[i], vocab_size);
+    for (auto& id : ids) id = (id + static_cast<int64_t>(i) * 7919) % vocab_size;
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+RolloutBenchResult run_rollout_bench(train::CausalLm& model, const GenerateBenchOptions& o) {
+  RolloutBenchResult r;
+  r.prompts = bench_prompts(o.prompt_lengths, model.config().vocab_size);
+  train::SamplingOptions s;
+  s.max_new_tokens = o.new_tokens;
+  s.temperature = 0;  // sampling off, as the reference's do_sample=False
+  train::TokenSampler sampler(s, 0);
+  r.seconds = median_seconds(o.warmup, o.reps, [&] {
+    r.tokens = train::generate_groups(model, r.prompts, o.group, s, sampler).completions;
+  });
+  std::vector<std::vector<int64_t>> one_by_one;
+  r.per_prompt_seconds = median_seconds(o.warmup, o.reps, [&] {
+    one_by_one.clear();
+    for (const auto& prompt : r.prompts)
+      for (auto& row : train::generate_rows(model, prompt, o.group, s, sampler))
+        one_by_one.push_back(std::move(row));
+  });
+  r.same_tokens = one_by_one == r.tokens;
+  const auto tokens = static_cast<double>(r.prompts.size()) * static_cast<double>(o.group) *
+                      static_cast<double>(o.new_tokens);
+  r.tokens_per_second = r.seconds > 0 ? tokens / r.seconds : 0;
+  r.per_prompt_tokens_per_second = r.per_prompt_seconds > 0 ? tokens / r.per_prompt_seconds : 0;
   return r;
 }
 

@@ -1,6 +1,8 @@
 // Generation throughput of a decoder (`gpulab bench generate`): one prompt, greedy decoding
 // through the KV cache, timed after warm-up runs; bench/compare runs transformers' `generate` on
-// the same weights, prompt and lengths beside it (bench/reference/generate_ref.py).
+// the same weights, prompt and lengths beside it (bench/reference/generate_ref.py). Rollout mode
+// (prompt_lengths): GRPO's batch, prompts of several lengths x a group of rows each, through
+// generate_groups and through generate_rows once per prompt.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,8 @@ struct GenerateBenchOptions {
   int64_t new_tokens = 128;
   int64_t warmup = 1;
   int64_t reps = 3;
+  std::vector<int64_t> prompt_lengths;  // rollout mode: one prompt of each length
+  int64_t group = 1;                    // rollout mode: rows per prompt
 };
 
 struct GenerateBenchResult {
@@ -28,5 +32,19 @@ struct GenerateBenchResult {
 std::vector<int64_t> bench_prompt(int64_t length, int64_t vocab_size);
 
 GenerateBenchResult run_generate_bench(train::CausalLm& model, const GenerateBenchOptions& o);
+
+struct RolloutBenchResult {
+  double tokens_per_second = 0, seconds = 0;  // generate_groups: every row's new tokens / median
+  double per_prompt_tokens_per_second = 0, per_prompt_seconds = 0;  // generate_rows per prompt
+  std::vector<std::vector<int64_t>> prompts;                        // the prompts both sides decode
+  std::vector<std::vector<int64_t>> tokens;  // generate_groups' rows, row p * group + g
+  bool same_tokens = false;                  // generate_rows chose the same greedy tokens
+};
+
+// Prompt i of length n: bench_prompt's ids, shifted by i, so prompts differ.
+std::vector<std::vector<int64_t>> bench_prompts(const std::vector<int64_t>& lengths,
+                                                int64_t vocab_size);
+
+RolloutBenchResult run_rollout_bench(train::CausalLm& model, const GenerateBenchOptions& o);
 
 }  // namespace gpulab::bench

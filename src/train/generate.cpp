@@ -5,40 +5,36 @@
 
 namespace gpulab::train {
 
-namespace {
-
-void check_prompt(const DecoderConfig& c, const std::vector<int64_t>& prompt,
-                  const SamplingOptions& opts) {
+void check_generation_prompt(const DecoderConfig& c, const std::vector<int64_t>& prompt,
+                             const SamplingOptions& opts, const std::string& which) {
   if (prompt.empty())
-    throw Exception(Code::kInvalidArgument, "the prompt has no tokens",
-                    "pass a non-empty --prompt");
+    throw Exception(Code::kInvalidArgument, which + " has no tokens", "pass a non-empty prompt");
   const auto total = static_cast<int64_t>(prompt.size()) + opts.max_new_tokens;
   if (total > c.max_positions)
     throw Exception(Code::kInvalidArgument,
-                    "prompt (" + std::to_string(prompt.size()) + " tokens) + --max_new_tokens " +
+                    which + " (" + std::to_string(prompt.size()) + " tokens) + --max_new_tokens " +
                         std::to_string(opts.max_new_tokens) + " exceed " + c.name + "'s " +
                         std::to_string(c.max_positions) + " positions",
                     "shorten the prompt or lower --max_new_tokens");
   for (int64_t t : prompt)
     if (t < 0 || t >= c.vocab_size)
       throw Exception(Code::kInvalidArgument,
-                      "prompt token " + std::to_string(t) +
+                      which + ": token " + std::to_string(t) +
                           " is outside the model's vocabulary of " + std::to_string(c.vocab_size),
                       "use the tokenizer the model was trained with");
 }
-
-}  // namespace
 
 std::vector<std::vector<int64_t>> generate_rows(CausalLm& model, const std::vector<int64_t>& prompt,
                                                 int64_t rows, const SamplingOptions& opts,
                                                 TokenSampler& sampler, const OnRowToken& on_token) {
   GPULAB_ASSERT(rows > 0, "generate_rows needs at least one row");
-  check_prompt(model.config(), prompt, opts);
+  check_generation_prompt(model.config(), prompt, opts, "the prompt");
   torch::NoGradGuard no_grad;
   model.eval();
   const auto device = model.parameters().front().device();
   const auto longs = torch::TensorOptions().dtype(torch::kLong);
   KvCache cache;
+  cache.last_logits_only = true;
   // The ids each row has seen, for the repetition penalty (kept only when it applies).
   const bool keep_history = sampler.settings().repetition_penalty != 1.0;
   torch::Tensor history = torch::tensor(prompt, longs).unsqueeze(0).repeat({rows, 1});

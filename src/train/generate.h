@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "train/models/causal_lm.h"
@@ -21,6 +22,12 @@ struct SamplingOptions : SamplerSettings {
 
 // Sees each row's new token as it is chosen; returning false finishes that row.
 using OnRowToken = std::function<bool(int64_t row, int64_t token)>;
+
+// Refuses (gpulab::Exception, invalid input) a prompt that is empty, that with max_new_tokens
+// exceeds the model's positions, or that holds a token outside its vocabulary; the message
+// begins with `which` ("the prompt", "prompt 3").
+void check_generation_prompt(const DecoderConfig& c, const std::vector<int64_t>& prompt,
+                             const SamplingOptions& opts, const std::string& which);
 
 // Continues `prompt` in `rows` rows at once, drawing through `sampler` (whose settings apply;
 // opts' are not read again). Returns each row's new tokens, EOS included where a row chose it.

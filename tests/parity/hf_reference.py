@@ -13,6 +13,9 @@ gradient of every parameter after one backward pass, and greedy generate() token
                   [--variant hf|interleaved_rotary|unscaled|no_qkv_bias]
                   [--layout lm|hub]
 
+  hf_reference.py padded --family llama|mistral|gpt2 --config KWARGS.json --out DIR
+                  --lengths 1,5,17 [--dtype ...] [--new_tokens N] [--seed S]
+
   KWARGS.json holds the config's keyword arguments (transformers' field names). Writes
   DIR/hf/ (config.json, model.safetensors), DIR/input.safetensors (inputs, targets, prompt) and
   DIR/reference.safetensors (logits, loss, grad.<name>, generated, and noise.logits /
@@ -23,7 +26,9 @@ gradient of every parameter after one backward pass, and greedy generate() token
   zeroed): the negative controls. --layout hub (GPT-2, tied) writes the Hugging Face hub's GPT-2 layout instead:
   GPT2Model's save_pretrained (tensor names without "transformer.") plus each block's causal-mask
   buffer h.N.attn.bias, as OpenAI's published model.safetensors holds them. Prints one JSON line
-  of facts.
+  of facts. `padded` writes DIR/hf/ and DIR/padded.safetensors: prompts of the given lengths
+  (random ids, "prompt.<i>"), and "generated" (prompts x new_tokens), greedy generate() of all of
+  them in one batch, left-padded with an attention mask (what gpulab's generate_groups does).
 """
 import argparse
 import copy
@@ -186,9 +191,39 @@ def grads(args):
                       "generated": result["generated"][0].tolist()}))
 
 
+def padded(args):
+    """Greedy generate() of prompts of several lengths in one left-padded batch."""
+    with open(args.config) as f:
+        kwargs = json.load(f)
+    dtype = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
+    model = build(args.family, kwargs, dtype, args.seed)
+    save(model, args.family, "lm", os.path.join(args.out, "hf"))
+    lengths = [int(n) for n in args.lengths.split(",")]
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    prompts = [torch.randint(0, model.config.vocab_size, (n,), generator=gen) for n in lengths]
+    longest = max(lengths)
+    ids = torch.zeros(len(prompts), longest, dtype=torch.long)
+    mask = torch.zeros(len(prompts), longest, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, longest - len(p):] = p
+        mask[i, longest - len(p):] = 1
+    model.eval()
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
+                             max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                             eos_token_id=None, pad_token_id=0)
+    generated = out[:, longest:].contiguous()
+    tensors = {f"prompt.{i}": p for i, p in enumerate(prompts)}
+    tensors["generated"] = generated
+    save_file(tensors, os.path.join(args.out, "padded.safetensors"))
+    print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__,
+                      "class": type(model).__name__, "dtype": args.dtype, "lengths": lengths,
+                      "generated": generated.tolist()}))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("command", choices=["grads"])
+    p.add_argument("command", choices=["grads", "padded"])
     p.add_argument("--family", choices=sorted(FAMILIES), required=True)
     p.add_argument("--config", required=True, help="JSON object of the config's arguments")
     p.add_argument("--out", required=True)
@@ -200,10 +235,11 @@ def main():
     p.add_argument("--new_tokens", type=int, default=16)
     p.add_argument("--variant", choices=["hf", "interleaved_rotary", "unscaled", "no_qkv_bias"], default="hf")
     p.add_argument("--layout", choices=["lm", "hub"], default="lm")
+    p.add_argument("--lengths", default="1,5,17", help="padded: the prompts' lengths")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(max(1, args.threads))
-    grads(args)
+    {"grads": grads, "padded": padded}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // `gpulab bench generate`: greedy generation tokens/s of a decoder loaded from a Hugging Face
 // folder (config.json + model.safetensors), the job bench/compare times against transformers'
-// `generate` on the same folder (bench::run_generate_bench).
+// `generate` on the same folder (bench::run_generate_bench); with --prompt_lengths, GRPO's batch
+// (bench::run_rollout_bench).
 #include <memory>
 #include <string>
 
@@ -29,6 +30,21 @@ void run_bench_generate(const GenerateBenchArgs& a) {
   const auto& cfg = loaded.config;
   auto model = train::build_loaded_decoder(loaded, train::resolve_device(a.device, 0));
   JsonStdout out(a.json);
+  if (!a.o.prompt_lengths.empty()) {
+    const auto r = bench::run_rollout_bench(*model, a.o);
+    nlohmann::json j{{"model", cfg.name},
+                     {"prompt_lengths", a.o.prompt_lengths},
+                     {"group", a.o.group},
+                     {"new_tokens", a.o.new_tokens},
+                     {"seconds", r.seconds},
+                     {"tokens_per_second", r.tokens_per_second},
+                     {"per_prompt_seconds", r.per_prompt_seconds},
+                     {"per_prompt_tokens_per_second", r.per_prompt_tokens_per_second},
+                     {"same_tokens_per_prompt", r.same_tokens},
+                     {"tokens", r.tokens}};
+    out.emit(a.json ? j.dump() : j.dump(2));
+    return;
+  }
   const auto r = bench::run_generate_bench(*model, a.o);
   nlohmann::json j{{"model", cfg.name},
                    {"prompt_tokens", a.o.prompt_tokens},
@@ -54,6 +70,14 @@ void add_bench_generate(CLI::App* bench, CommandContext& /*ctx*/) {
       ->capture_default_str();
   cmd->add_option("--new_tokens", a->o.new_tokens, "tokens generated per run")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--prompt_lengths", a->o.prompt_lengths,
+                  "rollout mode: one prompt of each length (comma-separated), x --group rows, "
+                  "through generate_groups and through generate_rows once per prompt")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--group", a->o.group, "rollout mode: rows per prompt (GRPO's group)")
+      ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_option("--warmup", a->o.warmup, "untimed runs first")
       ->check(CLI::Range(0, 100))

@@ -7,8 +7,11 @@ namespace gpulab::train {
 namespace {
 
 // q: B x H x T x D; k, v: B x H x S x D, where the last T of the S key positions are the
-// queries' own. Causal: query i sees keys up to S - T + i.
-torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+// queries' own. Causal: query i sees keys up to S - T + i; with a padding mask (B x 1 x T x S,
+// KvCache::attend), those of its row's that the mask allows.
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& mask) {
+  if (mask.defined()) return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false);
   const int64_t t = q.size(2), s = k.size(2);
   // The fused kernels (flash / memory-efficient on GPUs, flash on the CPU). Its is_causal aligns
   // the mask to the top left, which is right only without earlier positions; one new token sees
@@ -44,7 +47,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::T
     k = k.unsqueeze(2).expand({b, kv_heads, rep, s, head_dim}).reshape({b, heads, s, head_dim});
     v = v.unsqueeze(2).expand({b, kv_heads, rep, s, head_dim}).reshape({b, heads, s, head_dim});
   }
-  auto out = attend(q, k.to(q.scalar_type()), v.to(q.scalar_type()));
+  auto out = attend(q, k.to(q.scalar_type()), v.to(q.scalar_type()),
+                    cache != nullptr ? cache->attend : torch::Tensor());
   return out.transpose(1, 2).reshape({b, t, heads * head_dim});
 }
 

@@ -16,7 +16,8 @@ namespace gpulab::train {
 torch::ScalarType at_least_float(torch::ScalarType t);
 
 // q: B x H x T x D; k, v: B x KV x T x D for this step's positions. With a cache, appends k and
-// v to layer `layer` and attends over all positions so far. Returns B x T x (H * D).
+// v to layer `layer` and attends over all positions so far, through the cache's padding mask
+// where it has one (KvCache::attend). Returns B x T x (H * D).
 torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v,
                                KvCache* cache, int64_t layer);
 

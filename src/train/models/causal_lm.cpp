@@ -12,18 +12,28 @@ CausalLm::CausalLm(DecoderConfig c) : config_(std::move(c)) {
   if (auto st = config_.validate(); !st) throw Exception(st.error());
 }
 
-int64_t CausalLm::begin_forward(const torch::Tensor& tokens, KvCache* cache) const {
-  const int64_t start = cache ? cache->length : 0, t = tokens.size(1);
-  if (start + t > config_.max_positions)
-    throw Exception(Code::kInvalidArgument,
-                    "sequence of " + std::to_string(start + t) + " positions is longer than " +
-                        config_.name + "'s " + std::to_string(config_.max_positions),
-                    "use a shorter --seq_len (or fewer --max_new_tokens)");
+torch::Tensor CausalLm::begin_forward(const torch::Tensor& tokens, KvCache* cache) const {
+  const int64_t t = tokens.size(1);
   if (cache && cache->keys.empty()) {
     cache->keys.resize(static_cast<size_t>(config_.num_layers));
     cache->values.resize(static_cast<size_t>(config_.num_layers));
   }
-  return start;
+  KvCache none;
+  auto positions = begin_step(cache ? *cache : none, tokens.size(0), t, tokens.device());
+  // A padded row's last position is its own count of tokens, not the cache's width.
+  const int64_t end = cache && cache->present.defined() ? positions.max().item<int64_t>() + 1
+                                                        : (cache ? cache->length : 0) + t;
+  if (end > config_.max_positions)
+    throw Exception(Code::kInvalidArgument,
+                    "sequence of " + std::to_string(end) + " positions is longer than " +
+                        config_.name + "'s " + std::to_string(config_.max_positions),
+                    "use a shorter --seq_len (or fewer --max_new_tokens)");
+  return positions;
+}
+
+torch::Tensor CausalLm::head_input(const torch::Tensor& h, const KvCache* cache) {
+  if (cache == nullptr || !cache->last_logits_only) return h;
+  return h.narrow(1, h.size(1) - 1, 1);
 }
 
 torch::Tensor CausalLm::run_block(const std::shared_ptr<torch::nn::Module>& block,

@@ -12,20 +12,16 @@
 
 #include "train/models/classifier.h"
 #include "train/models/decoder_config.h"
+#include "train/models/kv_cache.h"
 
 namespace gpulab::train {
-
-// Keys and values of every layer for the positions seen so far, for generation.
-struct KvCache {
-  std::vector<torch::Tensor> keys, values;  // per layer: B x kv_heads x length x head_dim
-  int64_t length = 0;
-};
 
 // A Classifier so that the trainer, DDP and the weights code take it like any model of the zoo.
 class CausalLm : public Classifier {
  public:
   torch::Tensor forward(torch::Tensor tokens) override { return forward(tokens, nullptr); }
-  // With a cache, tokens are the positions after cache->length; the cache grows by T.
+  // With a cache, tokens are the positions after cache->length; the cache grows by T. A cache
+  // with padding (KvCache::present) gives each row its own positions and mask.
   virtual torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) = 0;
   // gpulab's CPU attention kernel (train/ops/causal_attention.h) where it applies, or always
   // at::scaled_dot_product_attention (the default).
@@ -39,9 +35,12 @@ class CausalLm : public Classifier {
 
  protected:
   explicit CausalLm(DecoderConfig c);  // validates the shape
-  // Refuses a sequence past the shape's positions; sizes an empty cache. Returns the first
-  // position of `tokens`.
-  int64_t begin_forward(const torch::Tensor& tokens, KvCache* cache) const;
+  // Refuses a sequence past the shape's positions; sizes an empty cache and sets its mask for
+  // this pass. Returns the positions of `tokens`: [T] for every row alike, or [B, T] for a
+  // cache with padding (kv_cache.h).
+  torch::Tensor begin_forward(const torch::Tensor& tokens, KvCache* cache) const;
+  // The hidden states the output head needs: the last position's alone where the cache asks.
+  static torch::Tensor head_input(const torch::Tensor& h, const KvCache* cache);
   // Runs one block on h: recomputed in the backward pass when checkpointing applies (training
   // with gradients), else through run_unit (sharded data parallel gathers the block around it).
   torch::Tensor run_block(const std::shared_ptr<torch::nn::Module>& block, const torch::Tensor& h,

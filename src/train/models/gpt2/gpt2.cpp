@@ -130,8 +130,8 @@ void Gpt2LMHeadModel::reset_parameters() {
 }
 
 torch::Tensor Gpt2LMHeadModel::forward(const torch::Tensor& tokens, KvCache* cache) {
-  const int64_t start = begin_forward(tokens, cache), t = tokens.size(1);
-  auto positions = torch::arange(start, start + t, tokens.options().dtype(torch::kLong));
+  const auto positions = begin_forward(tokens, cache);  // [T], or [B, T] with padding
+  const int64_t t = tokens.size(1);
   auto h = transformer->wte(tokens) + transformer->wpe(positions);
   // The fused kernel's identity rotation, once for every block (without a cache only).
   NoRotation still;
@@ -147,7 +147,7 @@ torch::Tensor Gpt2LMHeadModel::forward(const torch::Tensor& tokens, KvCache* cac
       return blk->forward(x, still, cache, i);
     });
   }
-  h = transformer->ln_f(h);
+  h = transformer->ln_f(head_input(h, cache));
   if (cache) cache->length += t;
   return linear_product(h, lm_head ? lm_head->weight : transformer->wte->weight);
 }

@@ -25,18 +25,23 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos,
 
 }  // namespace
 
-std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double theta, int64_t start,
-                                                      int64_t length, torch::Device device) {
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double theta,
+                                                      const torch::Tensor& positions) {
   // inv_freq in float32 as transformers computes it: 1 / theta^(2i / d).
   auto exponents =
       torch::arange(0, head_dim, 2, torch::TensorOptions().dtype(torch::kLong)).to(torch::kFloat) /
       static_cast<double>(head_dim);
-  auto inv_freq = (1.0 / torch::pow(theta, exponents)).to(device);
-  auto pos = torch::arange(start, start + length, f32);
-  auto angles = torch::outer(pos, inv_freq);
+  auto inv_freq = (1.0 / torch::pow(theta, exponents)).to(positions.device());
+  // The product torch::outer forms, for any shape of positions.
+  auto angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;
   auto table = torch::cat({angles, angles}, -1);
   return {table.cos(), table.sin()};
+}
+
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double theta, int64_t start,
+                                                      int64_t length, torch::Device device) {
+  const auto longs = torch::TensorOptions().dtype(torch::kLong).device(device);
+  return rotary_tables(head_dim, theta, torch::arange(start, start + length, longs));
 }
 
 ProjectionImpl::ProjectionImpl(int64_t in, int64_t out, const torch::TensorOptions& options,
@@ -168,10 +173,14 @@ void LlamaForCausalLM::reset_parameters() {
 }
 
 torch::Tensor LlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* cache) {
-  const int64_t start = begin_forward(tokens, cache), t = tokens.size(1);
+  const auto positions = begin_forward(tokens, cache);
+  const int64_t t = tokens.size(1);
   auto h = model->embed_tokens(tokens);
-  auto [cos, sin] =
-      rotary_tables(config_.dim_per_head(), config_.rope_theta, start, t, tokens.device());
+  auto [cos, sin] = rotary_tables(config_.dim_per_head(), config_.rope_theta, positions);
+  if (positions.dim() == 2) {  // per row: B x 1 x T x head_dim, broadcast over the heads
+    cos = cos.unsqueeze(1);
+    sin = sin.unsqueeze(1);
+  }
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     std::shared_ptr<torch::nn::Module> block = model->layers[static_cast<size_t>(i)];
     auto* blk = block->as<LlamaBlockImpl>();
@@ -179,7 +188,7 @@ torch::Tensor LlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* ca
       return blk->forward(x, cos, sin, cache, i);
     });
   }
-  h = model->norm(h);
+  h = model->norm(head_input(h, cache));
   if (cache) cache->length += t;
   return linear_product(h, lm_head ? lm_head->weight : model->embed_tokens->weight);
 }

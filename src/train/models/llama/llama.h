@@ -51,7 +51,8 @@ TORCH_MODULE(RmsNorm);
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
   LlamaAttentionImpl(const DecoderConfig& c, const torch::TensorOptions& options);
-  // x: B x T x hidden; cos, sin: T x head_dim. With a cache, appends this step's keys/values
+  // x: B x T x hidden; cos, sin: T x head_dim (or B x 1 x T x head_dim, positions per row).
+  // With a cache, appends this step's keys/values
   // to layer `layer` and attends to all of them.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         KvCache* cache = nullptr, int64_t layer = 0);
@@ -122,8 +123,12 @@ torch::Tensor rotary_causal_attention(const torch::Tensor& q, const torch::Tenso
                                       const torch::Tensor& sin, int64_t heads, int64_t kv_heads,
                                       bool fused, KvCache* cache = nullptr, int64_t layer = 0);
 
-// cos and sin of the rotary angles for positions [start, start + length): length x head_dim,
-// float32 (Hugging Face's "rotate half" layout: the angle table repeated twice).
+// cos and sin of the rotary angles for `positions` (int64, any shape, on the tables' device):
+// positions' shape x head_dim, float32 (Hugging Face's "rotate half" layout: the angle table
+// repeated twice).
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double theta,
+                                                      const torch::Tensor& positions);
+// The same for positions [start, start + length): length x head_dim.
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t head_dim, double theta, int64_t start,
                                                       int64_t length, torch::Device device);
 

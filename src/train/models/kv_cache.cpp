@@ -1,0 +1,62 @@
+// Positions, masks and row operations of the KV cache (see kv_cache.h).
+#include "train/models/kv_cache.h"
+
+#include "core/error.h"
+
+namespace gpulab::train {
+
+torch::Tensor begin_step(KvCache& cache, int64_t batch, int64_t t, torch::Device device) {
+  const auto longs = torch::TensorOptions().dtype(torch::kLong).device(device);
+  cache.attend = torch::Tensor();
+  if (!cache.present.defined()) return torch::arange(cache.length, cache.length + t, longs);
+  const int64_t s = cache.length + t;
+  auto& present = cache.present;
+  GPULAB_ASSERT(present.size(0) == batch && present.size(1) <= s,
+                "KvCache::present must be rows x (a prefix of) the positions");
+  present = present.to(device);
+  if (present.size(1) < s)
+    present =
+        torch::cat({present, torch::ones({batch, s - present.size(1)}, present.options())}, 1);
+  // A row's k-th real token is at position k, wherever padding put its column.
+  auto positions = (present.cumsum(1) - 1).clamp_min(0).narrow(1, cache.length, t);
+  const auto cols = torch::arange(s, longs);
+  const auto query_cols = torch::arange(cache.length, s, longs).unsqueeze(1);
+  // A padding query sees itself alone: a row of the mask with nothing allowed would make NaN,
+  // and NaN in a padding position's value would reach real rows through 0 * NaN.
+  const auto seen = present.unsqueeze(1).logical_or(cols.eq(query_cols).unsqueeze(0));
+  cache.attend = seen.logical_and(cols.le(query_cols).unsqueeze(0)).unsqueeze(1);
+  return positions;
+}
+
+void repeat_rows(KvCache& cache, int64_t times) {
+  if (times == 1) return;
+  for (auto* layers : {&cache.keys, &cache.values})
+    for (auto& t : *layers)
+      if (t.defined()) t = t.repeat_interleave(times, 0);
+  if (cache.present.defined()) cache.present = cache.present.repeat_interleave(times, 0);
+}
+
+void keep_rows(KvCache& cache, const torch::Tensor& rows) {
+  const auto device = !cache.keys.empty() && cache.keys.front().defined()
+                          ? cache.keys.front().device()
+                          : rows.device();
+  const auto index = rows.to(device);  // one copy to the device, not one per layer
+  for (auto* layers : {&cache.keys, &cache.values})
+    for (auto& t : *layers)
+      if (t.defined()) t = t.index_select(0, index);
+  if (!cache.present.defined()) return;
+  cache.present = cache.present.index_select(0, index);
+  // The first position some kept row holds: the columns before it are padding in every row.
+  const int64_t first = cache.present.any(0).to(torch::kInt).argmax().item<int64_t>();
+  if (first > 0) {
+    for (auto* layers : {&cache.keys, &cache.values})
+      for (auto& t : *layers)
+        if (t.defined()) t = t.narrow(2, first, t.size(2) - first);
+    cache.present = cache.present.narrow(1, first, cache.present.size(1) - first);
+    cache.length -= first;
+  }
+  // Whole rows again: positions are columns, and attention needs no mask.
+  if (cache.present.all().item<bool>()) cache.present = torch::Tensor();
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,128 @@
+// Batched rollouts through the KV cache (see rollout.h): left-padded prefill once per prompt,
+// its keys and values repeated for the group, one token per live row a step, finished rows
+// dropped from the batch and the cache.
+#include "train/rollout.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace gpulab::train {
+namespace {
+
+void check_rollout_input(const DecoderConfig& c, const std::vector<std::vector<int64_t>>& prompts,
+                         int64_t group, const SamplingOptions& opts) {
+  if (prompts.empty())
+    throw Exception(Code::kInvalidArgument, "there are no prompts to continue",
+                    "pass at least one prompt");
+  if (group < 1)
+    throw Exception(Code::kInvalidArgument,
+                    "a group of " + std::to_string(group) + " completions per prompt",
+                    "use a group size of 1 or more");
+  for (size_t p = 0; p < prompts.size(); ++p)
+    check_generation_prompt(c, prompts[p], opts, "prompt " + std::to_string(p));
+}
+
+// The rows still being continued: their cache, the logits of their next token and the ids they
+// have seen (for the repetition penalty; undefined when it is off).
+struct LiveRows {
+  std::vector<int64_t> rows;  // each live row's index in the output, ascending
+  KvCache cache;
+  torch::Tensor logits, history;
+};
+
+// Every prompt once, left-padded to the longest, through one forward pass; then each prompt's
+// cache and logits repeated for its group.
+LiveRows prefill(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group,
+                 bool keep_history, torch::Device device) {
+  const auto count = static_cast<int64_t>(prompts.size());
+  int64_t longest = 0, shortest = static_cast<int64_t>(prompts.front().size());
+  for (const auto& p : prompts) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+    shortest = std::min<int64_t>(shortest, static_cast<int64_t>(p.size()));
+  }
+  // Padding ids: 0 goes through the embedding (a real id), -1 is no token to the penalty.
+  auto tokens = torch::zeros({count, longest}, torch::kLong);
+  auto seen = torch::full({count, longest}, -1, torch::kLong);
+  auto present = torch::zeros({count, longest}, torch::kBool);
+  for (int64_t p = 0; p < count; ++p) {
+    const auto& ids = prompts[static_cast<size_t>(p)];
+    const auto n = static_cast<int64_t>(ids.size());
+    const auto row = torch::tensor(ids, torch::kLong);
+    tokens[p].narrow(0, longest - n, n).copy_(row);
+    seen[p].narrow(0, longest - n, n).copy_(row);
+    present[p].narrow(0, longest - n, n).fill_(true);
+  }
+  LiveRows live;
+  live.cache.last_logits_only = true;
+  if (shortest < longest) live.cache.present = present.to(device);  // equal lengths: no mask
+  live.logits = model.forward(tokens.to(device), &live.cache).select(1, -1);
+  repeat_rows(live.cache, group);
+  if (group > 1) live.logits = live.logits.repeat_interleave(group, 0);
+  if (keep_history) live.history = seen.repeat_interleave(group, 0);
+  live.rows.resize(static_cast<size_t>(count * group));
+  for (size_t r = 0; r < live.rows.size(); ++r) live.rows[r] = static_cast<int64_t>(r);
+  return live;
+}
+
+// Hands each live row its token; returns the indices (into live.rows) of those that go on.
+std::vector<int64_t> take_tokens(const torch::Tensor& next, const LiveRows& live,
+                                 const SamplingOptions& opts, const OnRowToken& on_token,
+                                 RolloutBatch& out) {
+  const auto* ids = next.data_ptr<int64_t>();
+  std::vector<int64_t> going_on;
+  for (size_t i = 0; i < live.rows.size(); ++i) {
+    const int64_t row = live.rows[i];
+    out.completions[static_cast<size_t>(row)].push_back(ids[i]);
+    ++out.generated_tokens;
+    const bool more = on_token ? on_token(row, ids[i]) : true;
+    if (more && ids[i] != opts.eos_id) going_on.push_back(static_cast<int64_t>(i));
+  }
+  return going_on;
+}
+
+// Drops the finished rows (from the cache too), then runs the rows that go on one token further.
+void advance(CausalLm& model, LiveRows& live, torch::Tensor next,
+             const std::vector<int64_t>& going_on, torch::Device device) {
+  if (going_on.size() < live.rows.size()) {
+    const auto keep = torch::tensor(going_on, torch::kLong);
+    keep_rows(live.cache, keep);
+    next = next.index_select(0, keep);
+    if (live.history.defined()) live.history = live.history.index_select(0, keep);
+    std::vector<int64_t> rows;
+    rows.reserve(going_on.size());
+    for (int64_t i : going_on) rows.push_back(live.rows[static_cast<size_t>(i)]);
+    live.rows = std::move(rows);
+  }
+  if (live.history.defined()) live.history = torch::cat({live.history, next.unsqueeze(1)}, 1);
+  live.logits = model.forward(next.unsqueeze(1).to(device), &live.cache).select(1, -1);
+}
+
+}  // namespace
+
+RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
+                             int64_t group, const SamplingOptions& opts, TokenSampler& sampler,
+                             const OnRowToken& on_token) {
+  const auto start = std::chrono::steady_clock::now();
+  check_rollout_input(model.config(), prompts, group, opts);
+  RolloutBatch out;
+  out.completions.resize(prompts.size() * static_cast<size_t>(group));
+  if (opts.max_new_tokens > 0) {
+    torch::NoGradGuard no_grad;
+    model.eval();
+    const auto device = model.parameters().front().device();
+    const bool keep_history = sampler.settings().repetition_penalty != 1.0;
+    auto live = prefill(model, prompts, group, keep_history, device);
+    for (int64_t step = 0;; ++step) {
+      const auto next = sampler.next(live.logits, live.history);
+      const auto going_on = take_tokens(next, live, opts, on_token, out);
+      if (going_on.empty() || step + 1 == opts.max_new_tokens) break;
+      advance(model, live, next, going_on, device);
+    }
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace gpulab::train
