@@ -34,9 +34,8 @@ TEST(ChatFormat, RendersAsTheModelsTemplatesDo) {
         cases.push_back({{"format", name}, {"messages", msgs}, {"add_generation_prompt", gen}});
         ours.push_back(render_chat(parse_chat_format(name).value_or_throw(), conv, gen));
       }
-  RunOptions o;
+  RunOptions o = testing::reference_run();  // transformers' import alone can take a minute
   o.stdin_data = cases.dump();
-  o.timeout = std::chrono::seconds(120);
   auto r = run_process(
       {py, std::string(GPULAB_SOURCE_DIR) + "/tests/parity/chat_template_reference.py"}, o);
   ASSERT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);

@@ -127,7 +127,7 @@ inline HfComparison compare_with_transformers(const HfCase& c, const std::string
        "--family", c.family, "--config", (dir.path / "kwargs.json").string(), "--out",
        dir.path.string(), "--dtype", c.dtype, "--variant", c.variant, "--layout", c.layout},
       reference_run());
-  EXPECT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
+  EXPECT_TRUE(r.ok() && r->success()) << reference_failure(r);
   if (!r.ok() || !r->success()) return out;
   const auto dtype = c.dtype == "float64" ? torch::kDouble : torch::kFloat;
   auto model = load_hf_folder(dir.path / "hf", dtype, out.config);

@@ -106,8 +106,9 @@ void round_trip(const std::string& model_name) {
   ASSERT_TRUE(fs::exists(run / "tokenizer.json")) << "the run folder has no tokenizer files";
   auto py = run_process(
       {testing::hf_python(), std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_roundtrip.py",
-       run.string(), dir.string(), "--prompt", "The quick", "--new_tokens", "12"});
-  ASSERT_TRUE(py.ok() && py->success()) << (py.ok() ? py->err : py.error().message);
+       run.string(), dir.string(), "--prompt", "The quick", "--new_tokens", "12"},
+      testing::reference_run());
+  ASSERT_TRUE(py.ok() && py->success()) << testing::reference_failure(py);
   std::string last = py->out.substr(0, py->out.find_last_not_of('\n') + 1);
   last = last.substr(last.rfind('\n') + 1);  // the script's last line: its facts
   const Json facts = Json::parse(last);

@@ -25,6 +25,15 @@ inline RunOptions reference_run() {
   return o;
 }
 
+// Why a reference process failed, for an assertion's message: its stderr alone is empty when it
+// was killed (a timeout, a signal).
+inline std::string reference_failure(const Result<ProcessResult>& r) {
+  if (!r.ok()) return r.error().message;
+  if (r->timed_out) return "the reference timed out; stderr: " + r->err;
+  if (r->signal != 0) return "the reference was killed by signal " + std::to_string(r->signal);
+  return "the reference exited " + std::to_string(r->exit_code) + ": " + r->err;
+}
+
 inline std::string python_with(const std::string& imports) {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("GPULAB_PYTHON")) candidates.emplace_back(env);
