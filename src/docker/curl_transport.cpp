@@ -268,8 +268,8 @@ class CurlTransport : public HttpTransport {
     if (call.abandoned)
       return Error(Code::kUnavailable,
                    "the engine at " + ep_.to_string() +
-                       " stopped answering while this call waited; the call was abandoned when "
-                       "its host was marked down (the engine may still carry it out)",
+                       " stopped answering while this call waited; " + kAbandonedCallWords +
+                       " when its host was marked down (the engine may still carry it out)",
                    "the host's state says when it answers again; the service then reads what "
                    "its engine did");
     if (rc == CURLE_ABORTED_BY_CALLBACK || (rc == CURLE_WRITE_ERROR && call.stopped_by_sink)) {

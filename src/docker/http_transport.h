@@ -17,6 +17,10 @@
 
 namespace gpulab::docker {
 
+// Words in the kUnavailable error of a call ended by abandon_stalled_calls (a caller that knows
+// the host's name adds it).
+inline constexpr const char* kAbandonedCallWords = "the call was abandoned";
+
 // Hint attached to kUnavailable errors when the engine cannot be reached.
 inline constexpr const char* kStartEngineHint =
     "start dockerd (sudo systemctl start docker) or point DOCKER_HOST at a running engine";

@@ -35,6 +35,9 @@ Result<docker::HttpResponse> BoundedTransport::send(const docker::HttpRequest& r
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto out = inner_->send(r);
+  if (!out && out.error().message.find(docker::kAbandonedCallWords) != std::string::npos)
+    return Error(out.error().code, "host '" + host_ + "': " + out.error().message,
+                 out.error().hint);
   if (out && collected && out->status >= 200 && out->status < 300) {
     if (out->cancelled && !(request.cancel && request.cancel->load()))
       return Error(Code::kUnavailable,
