@@ -20,7 +20,7 @@ struct StepChart {
 struct ReportInfo {
   std::string title;                                       // "resnet18 on fashion-mnist"
   std::vector<std::pair<std::string, std::string>> facts;  // summary rows (key, value)
-  std::vector<StepChart> step_charts;                      // drawn before the epoch charts
+  std::vector<StepChart> step_charts{};                    // drawn before the epoch charts
 };
 
 // A language model's report speaks of tokens, perplexity, bits per byte and MFU; an image
