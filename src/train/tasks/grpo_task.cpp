@@ -110,6 +110,32 @@ torch::Tensor GrpoTask::log_probs_of(CausalLm& model, const TaskBatch& batch) co
   return rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets, t);
 }
 
+// The completions' rewards (their text: an EOS token is the end, not text), under the failure
+// policy; counts generated tokens, rewards and failures into sums.
+rl::ResolvedRewards GrpoTask::score(const std::vector<std::vector<int64_t>>& completions,
+                                    const std::vector<const rl::Prompt*>& sources,
+                                    Sums& sums) const {
+  const auto g = static_cast<size_t>(env_.opts.group_size);
+  std::vector<std::string> texts;
+  for (const auto& c : completions) {
+    std::vector<int32_t> ids;
+    for (int64_t t : c)
+      if (t != in_.sampling.eos_id) ids.push_back(static_cast<int32_t>(t));
+    texts.push_back(in_.tokenizer->decode(ids).value_or(std::string()));
+    sums.gen_tokens += static_cast<double>(c.size());
+  }
+  std::vector<rl::RewardSample> samples;
+  for (size_t i = 0; i < completions.size(); ++i) samples.push_back({sources[i / g], texts[i]});
+  auto rewards =
+      rl::resolve_rewards(*in_.reward, in_.reward->score(samples), in_.failure).value_or_throw();
+  sums.failed_rewards = static_cast<double>(rewards.failed);
+  for (double v : rewards.values) {
+    sums.reward += v;
+    sums.reward_sq += v * v;
+  }
+  return rewards;
+}
+
 GrpoTask::Rollout GrpoTask::make_rollout(int64_t step) {
   const auto t0 = GrpoClock::now();
   const int64_t g = env_.opts.group_size;
@@ -127,25 +153,7 @@ GrpoTask::Rollout GrpoTask::make_rollout(int64_t step) {
   Rollout r;
   r.step = step;
   r.sums.gen_seconds = grpo_seconds_since(t0);
-  // Score the completions' text (an EOS token is the end, not text).
-  std::vector<std::string> texts;
-  for (const auto& c : completions) {
-    std::vector<int32_t> ids;
-    for (int64_t t : c)
-      if (t != in_.sampling.eos_id) ids.push_back(static_cast<int32_t>(t));
-    texts.push_back(in_.tokenizer->decode(ids).value_or(std::string()));
-    r.sums.gen_tokens += static_cast<double>(c.size());
-  }
-  std::vector<rl::RewardSample> samples;
-  for (size_t i = 0; i < completions.size(); ++i)
-    samples.push_back({sources[i / static_cast<size_t>(g)], texts[i]});
-  const auto rewards =
-      rl::resolve_rewards(*in_.reward, in_.reward->score(samples), in_.failure).value_or_throw();
-  r.sums.failed_rewards = static_cast<double>(rewards.failed);
-  for (double v : rewards.values) {
-    r.sums.reward += v;
-    r.sums.reward_sq += v * v;
-  }
+  const auto rewards = score(completions, sources, r.sums);
   r.sums.rows = static_cast<double>(rewards.values.size());
   r.sums.completion_tokens = r.sums.gen_tokens;
   r.sums.groups = static_cast<double>(prompts.size());

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "train/models/causal_lm.h"
+#include "train/rl/reward.h"
 #include "train/tasks/grpo_setup.h"
 #include "train/tasks/train_task.h"
 
@@ -56,6 +57,8 @@ class GrpoTask : public TrainTask {
   };
   std::vector<int64_t> prompts_of_step(int64_t step) const;
   Rollout make_rollout(int64_t step);
+  rl::ResolvedRewards score(const std::vector<std::vector<int64_t>>& completions,
+                            const std::vector<const rl::Prompt*>& sources, Sums& sums) const;
   torch::Tensor log_probs_of(CausalLm& model, const TaskBatch& batch) const;
   void build_reference();
 

@@ -77,7 +77,7 @@ std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
   if (env_.dist.world_size > 1) env_.dist.all_reduce_sum(all);
   const auto* p = all.data_ptr<double>();
   Json rec = step_json(sums_of({p, p + all.numel()}), env_.dist.world_size);
-  const int64_t total = steps_per_epoch_ * env_.opts.num_epochs;
+  const int64_t total = steps_per_epoch_ * env_.opts.mu * env_.opts.num_epochs;
   std::string line = fmt::format(
       "Step {}/{}: reward {:.3f} ± {:.3f} || KL {:.4f} || clip {:.3f} || completion {:.1f} tok || "
       "gen {:.0f} tok/s, train {:.0f} tok/s, generating {:.0f}% of {:.2f}s",
