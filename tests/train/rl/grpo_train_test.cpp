@@ -43,8 +43,9 @@ fs::path write_adder_prompts(const fs::path& dir) {
 
 // A 2-layer, 32-wide Llama over bytes, trained on "a+b=c" where c is the sum with probability
 // 0.3 and otherwise a uniform digit: it learns p(right digit) ~ 0.3 + 0.7 / 10 = 0.37 and puts
-// its mass on digits, so GRPO has something to raise. Written as a Hugging Face folder.
-fs::path pretrain_adder(const fs::path& dir) {
+// its mass on digits, so GRPO has something to raise (measured: ~0.3 before GRPO). Written as a
+// Hugging Face folder; with 0 steps, its random initialisation (for tests that need no skill).
+fs::path pretrain_adder(const fs::path& dir, int pretrain_steps) {
   DecoderConfig cfg = find_decoder_config("llama-tiny").value_or_throw();
   cfg.name = "adder";
   cfg.vocab_size = 256;
@@ -63,9 +64,9 @@ fs::path pretrain_adder(const fs::path& dir) {
   std::mt19937 rng(0);
   std::uniform_int_distribution<int> digit(0, kDigits - 1), any(0, 9);
   std::uniform_real_distribution<double> coin(0, 1);
-  constexpr int kBatch = 64, kPretrainSteps = 500;
+  constexpr int kBatch = 64;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int step = 0; step < kPretrainSteps; ++step) {
+  for (int step = 0; step < pretrain_steps; ++step) {
     auto inputs = torch::empty({kBatch, 4}, torch::kLong);
     auto target = torch::empty({kBatch}, torch::kLong);
     auto in = inputs.accessor<int64_t, 2>();
@@ -91,20 +92,25 @@ fs::path pretrain_adder(const fs::path& dir) {
   return out;
 }
 
-// Built once for the suite (about a second).
-const fs::path& adder_dir() {
-  static const fs::path dir = [] {
-    const auto d = testing::temp_dir("grpo");
-    pretrain_adder(d);
-    write_adder_prompts(d);
-    return d;
-  }();
+// The pre-trained adder (500 steps, ~15 s on a shared 2-core machine) or an untrained one, and
+// the prompts beside it; each built once per test process.
+fs::path adder_folder(const std::string& name, int pretrain_steps) {
+  const auto d = testing::temp_dir(name);
+  pretrain_adder(d, pretrain_steps);
+  write_adder_prompts(d);
+  return d;
+}
+const fs::path& trained_adder() {
+  static const fs::path dir = adder_folder("grpo_adder", 500);
+  return dir;
+}
+const fs::path& untrained_adder() {
+  static const fs::path dir = adder_folder("grpo_untrained", 0);
   return dir;
 }
 
 std::vector<std::string> grpo_args(const fs::path& out, const std::string& lr, int epochs,
-                                   int batch) {
-  const auto& d = adder_dir();
+                                   int batch, const fs::path& d = trained_adder()) {
   return {"train",
           "--task",
           "grpo",
@@ -230,7 +236,7 @@ pid_t spawn_gpulab(const std::vector<std::string>& args, const fs::path& log) {
 // command with --resume auto goes on from that step and ends with every step logged once.
 TEST(GrpoTrain, StoppedBySigintResumesFromItsCheckpoint) {
   const auto dir = testing::temp_dir("grpo_sigint");
-  auto args = grpo_args(dir / "run", "5e-3", 4, 5);
+  auto args = grpo_args(dir / "run", "5e-3", 4, 5, untrained_adder());
   const pid_t pid = spawn_gpulab(args, dir / "first.log");
   ASSERT_GT(pid, 0);
   bool reached = false;
@@ -267,12 +273,11 @@ TEST(GrpoTrain, StoppedBySigintResumesFromItsCheckpoint) {
 // Each refused before a rank starts (--nproc_per_node 2): exit 2, the message and no run folder.
 TEST(GrpoTrain, BadInputIsRefusedBeforeAnyRankStarts) {
   const auto dir = testing::temp_dir("grpo_bad");
-  const auto& d = adder_dir();
   ASSERT_TRUE(
       write_file_atomic(dir / "bad.jsonl", "{\"prompt\": \"1+1=\", \"answer\": 2}\n{oops\n"));
   ASSERT_TRUE(write_file_atomic(dir / "empty.jsonl", "\n"));
   const auto base = [&](const fs::path& out) {
-    auto a = grpo_args(out, "1e-3", 1, 5);
+    auto a = grpo_args(out, "1e-3", 1, 5, untrained_adder());
     a.insert(a.end(), {"--nproc_per_node", "2"});
     return a;
   };
@@ -297,7 +302,6 @@ TEST(GrpoTrain, BadInputIsRefusedBeforeAnyRankStarts) {
     EXPECT_NE((r.out + r.err).find(cases[i].says), std::string::npos) << r.out << r.err;
     EXPECT_FALSE(fs::exists(out)) << cases[i].says;
   }
-  (void)d;
 }
 
 }  // namespace
