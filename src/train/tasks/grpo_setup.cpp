@@ -159,6 +159,14 @@ Result<GrpoInputs> open_grpo_inputs(const TrainOptions& o) {
   return in;
 }
 
+Status check_grpo_sharding(const TrainOptions& o, const std::string& shard) {
+  if (o.task != "grpo" || shard != "full") return ok_status();
+  return grpo_error(
+      "--task grpo does not run with --shard full yet: its ranks generate different "
+      "numbers of tokens, and each forward of a fully sharded model is a collective",
+      "pass --shard gradients (ZeRO-2) or --shard optimizer (ZeRO-1)");
+}
+
 int64_t grpo_prompts_per_rank(const TrainOptions& o, int world_size) {
   return batch_per_process(o, world_size);
 }

@@ -44,6 +44,12 @@ Result<GrpoInputs> open_grpo_inputs(const TrainOptions& o);
 // size, the prompts per step against the set, --mu with --grad_accum).
 Status check_grpo_options(const TrainOptions& o, int world_size);
 
+// --shard full gathers each unit's parameters in its forward, a collective every rank must join
+// the same number of times; colocated generation stops each rank's rows at their own EOS, so its
+// ranks would disagree. Refused (kInvalidArgument) for --task grpo until generation is collective
+// aware; the other sharding modes keep whole parameters on every rank.
+Status check_grpo_sharding(const TrainOptions& o, const std::string& shard);
+
 // Prompts each optimizer step takes on each rank (--batch_size, as batch_per_process splits it).
 int64_t grpo_prompts_per_rank(const TrainOptions& o, int world_size);
 

@@ -293,6 +293,7 @@ TEST(GrpoTrain, BadInputIsRefusedBeforeAnyRankStarts) {
       {{"--reward", "answer+0.5*vibes"}, "unknown reward 'vibes'"},
       {{"--reward", "regex"}, "--reward_regex is empty"},
       {{"--batch_size", "13"}, "fewer than one step takes"},
+      {{"--shard", "full"}, "does not run with --shard full"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const fs::path out = dir / ("run" + std::to_string(i));
