@@ -92,7 +92,8 @@ std::optional<TaskBatch> GrpoTask::next_batch(int64_t index) {
   const int64_t step = index / env_.opts.mu;
   if (!rollout_ || rollout_->step != step) {
     rollout_ = make_rollout(step);
-    rollout_counted_ = false;
+    add_rollout_sums(step_, rollout_->sums, true);
+    fresh_rollout_ = true;
   }
   return rollout_->batch;
 }

@@ -69,10 +69,13 @@ class GrpoTask : public TrainTask {
   int64_t steps_per_epoch_ = 0;
   int64_t prompts_per_rank_ = 0;
   std::optional<Rollout> rollout_;
-  mutable Sums step_;  // this step's loss figures on this rank (loss() is const)
-  bool rollout_counted_ = false;
+  mutable Sums step_;           // this step's loss figures on this rank (loss() is const)
+  bool fresh_rollout_ = false;  // this step made a rollout (its figures are in step_)
   std::chrono::steady_clock::time_point step_t0_;
   std::vector<Json> epoch_steps_;  // this epoch's step records
 };
+
+// A rollout's figures added to a step's (its generation's too when with_generation).
+void add_rollout_sums(GrpoTask::Sums& s, const GrpoTask::Sums& rollout, bool with_generation);
 
 }  // namespace gpulab::train

@@ -57,19 +57,22 @@ Json step_json(const GrpoTask::Sums& s, int world) {
 
 }  // namespace
 
-// The step's figures summed over ranks: its rollout's (once, on the first of its μ steps, the
-// generation time with it) and its loss's.
+// A rollout's own figures added to a step's (its generation only once: the step that made it).
+void add_rollout_sums(GrpoTask::Sums& s, const GrpoTask::Sums& r, bool with_generation) {
+  s.reward += r.reward, s.reward_sq += r.reward_sq, s.rows += r.rows;
+  s.completion_tokens += r.completion_tokens, s.sequence_tokens += r.sequence_tokens;
+  s.groups += r.groups, s.dropped_groups += r.dropped_groups, s.failed_rewards += r.failed_rewards;
+  if (with_generation) s.gen_tokens += r.gen_tokens, s.gen_seconds += r.gen_seconds;
+}
+
+// The step's figures summed over ranks: its rollouts' (every micro-batch's under --grad_accum;
+// under --mu the steps after the first repeat their rollout's, without its generation) and its
+// loss's.
 std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
   Sums s = step_;
   step_ = Sums{};
-  if (rollout_) {
-    const Sums& r = rollout_->sums;
-    s.reward = r.reward, s.reward_sq = r.reward_sq, s.rows = r.rows;
-    s.completion_tokens = r.completion_tokens, s.sequence_tokens = r.sequence_tokens;
-    s.groups = r.groups, s.dropped_groups = r.dropped_groups, s.failed_rewards = r.failed_rewards;
-    if (!rollout_counted_) s.gen_tokens = r.gen_tokens, s.gen_seconds = r.gen_seconds;
-    rollout_counted_ = true;
-  }
+  if (!fresh_rollout_ && rollout_) add_rollout_sums(s, rollout_->sums, false);
+  fresh_rollout_ = false;
   s.step_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - step_t0_).count();
   step_t0_ = std::chrono::steady_clock::now();
@@ -77,7 +80,10 @@ std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
   if (env_.dist.world_size > 1) env_.dist.all_reduce_sum(all);
   const auto* p = all.data_ptr<double>();
   Json rec = step_json(sums_of({p, p + all.numel()}), env_.dist.world_size);
-  const int64_t total = steps_per_epoch_ * env_.opts.mu * env_.opts.num_epochs;
+  // Optimizer steps in the run: μ a rollout batch, --grad_accum micro-batches each.
+  const int64_t per_epoch =
+      (steps_per_epoch_ * env_.opts.mu + env_.opts.grad_accum - 1) / env_.opts.grad_accum;
+  const int64_t total = per_epoch * env_.opts.num_epochs;
   std::string line = fmt::format(
       "Step {}/{}: reward {:.3f} ± {:.3f} || KL {:.4f} || clip {:.3f} || completion {:.1f} tok || "
       "gen {:.0f} tok/s, train {:.0f} tok/s, generating {:.0f}% of {:.2f}s",
