@@ -35,7 +35,7 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
     {"script_options", &TO::script_options, "print example command lines and exit"},
     // Data and outputs.
     {"data_dir", &TO::data_dir, "folder with the data sets"},
-    {"output_dir", &TO::output_dir, "run folder (default runs/<model>-<dataset>)", nullptr, {}, false},
+    {"output_dir", &TO::output_dir, "run folder (default runs/<model>-<dataset>; --task grpo: runs/grpo-<prompts stem>)", nullptr, {}, false},
     {"init_weights", &TO::init_weights, "start from these weights (safetensors, Hugging Face / torchvision names) instead of a random initialization", nullptr, {}, false},
     {"input_size", &TO::input_size, "side of the square model input", nullptr, FlagRange{8, 4096}},
     {"augment", &TO::augment, "random crop and horizontal flip for training"},

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/strings.h"
 #include "train/device.h"
@@ -63,6 +64,9 @@ const std::vector<std::string>& attention_names() {
 
 std::string effective_output_dir(const TrainOptions& opts) {
   if (!opts.output_dir.empty()) return opts.output_dir;
+  // GRPO reads no --dataset, and its policy may come from --weights: named by its prompts.
+  if (opts.task == "grpo")
+    return "runs/grpo-" + std::filesystem::path(opts.prompts).stem().string();
   return "runs/" + opts.model + "-" + opts.dataset;
 }
 

@@ -129,7 +129,8 @@ const std::vector<std::string>& reward_failure_names();
 const std::vector<std::string>& answer_extract_names();
 const std::vector<std::string>& answer_match_names();
 
-// The run folder: output_dir, or runs/<model>-<dataset> when none was given.
+// The run folder: output_dir, or runs/<model>-<dataset> when none was given (GRPO:
+// runs/grpo-<prompts file's stem>).
 std::string effective_output_dir(const TrainOptions& opts);
 
 // The options as JSON (recorded in checkpoints and the metrics log).
