@@ -36,6 +36,8 @@ Json EpochRecord::to_json() const {
     }
     if (lm->val_bits_per_byte) j["val_bits_per_byte"] = *lm->val_bits_per_byte;
   }
+  for (const auto& [k, v] : task_figures.items()) j[k] = v;
+  if (!task_figures.empty()) j["task_figures"] = task_figures;
   if (test_top1 && lm) {
     j["test_loss"] = *test_loss;  // validation loss in nats per token
     j["val_perplexity"] = std::exp(*test_loss);
@@ -63,6 +65,8 @@ EpochRecord EpochRecord::from_json(const Json& j) {
   r.images_per_s = j.value("images_per_s", 0.0);
   r.lr = j.value("lr", 0.0);
   r.skipped_steps = j.value("skipped_steps", int64_t{0});
+  if (j.contains("task_figures") && j["task_figures"].is_object())
+    r.task_figures = j["task_figures"];
   if (j.contains("tokens_per_s")) {
     Lm lm;
     lm.tokens_per_s = j.value("tokens_per_s", 0.0);
@@ -98,6 +102,9 @@ EpochRecord EpochRecord::from_json(const Json& j) {
 }
 
 std::string EpochRecord::line() const {
+  if (!task_summary.empty())
+    return fmt::format("Epoch {}/{} (step {}): time={:.2f}s || loss={:.4f} || {} || lr={:.6g}",
+                       epoch, num_epochs, step, time_s, train_loss, task_summary, lr);
   if (lm) {
     const auto mib = [](double b) { return b / (1 << 20); };
     const std::string memory =

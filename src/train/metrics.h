@@ -36,6 +36,10 @@ struct EpochRecord {
     std::optional<double> val_bits_per_byte;  // when the data knows its bytes per token
   };
   std::optional<Lm> lm;
+  // A task's own figures of the epoch (GRPO: rewards, KL, ...), kept in the log under their
+  // names, and their summary for the console line (empty: the loss and accuracy line).
+  Json task_figures = Json::object();
+  std::string task_summary;
 
   Json to_json() const;
   static EpochRecord from_json(const Json& j);

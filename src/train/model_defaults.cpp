@@ -15,14 +15,24 @@ double language_model_learning_rate(int64_t hidden_size) {
 
 void apply_model_defaults(TrainOptions& o, const std::set<std::string>& given) {
   o.model_defaults.clear();
-  if (!is_language_model(o.model)) return;
-  auto cfg = find_decoder_config(o.model);
-  if (!cfg) return;
   const auto set = [&](const char* flag, auto& field, auto value, const std::string& shown) {
     if (given.count(flag) != 0) return;
     field = value;
     o.model_defaults.push_back(fmt::format("{} {}", flag, shown));
   };
+  // GRPO fine-tunes a trained policy: TRL GRPOTrainer's AdamW at 1e-6, no decay, clipping at
+  // 1.0, and a few prompts a step (each makes --group_size completions).
+  if (o.task == "grpo") {
+    set("optimizer", o.optimizer, std::string("adamw"), "adamw");
+    set("learning_rate", o.learning_rate, 1e-6, "1e-06");
+    set("weight_decay", o.weight_decay, 0.0, "0");
+    set("clip_grad", o.clip_grad, 1.0, "1.0");
+    set("batch_size", o.batch_size, int64_t{8}, "8");
+    return;
+  }
+  if (!is_language_model(o.model)) return;
+  auto cfg = find_decoder_config(o.model);
+  if (!cfg) return;
   set("optimizer", o.optimizer, std::string("adamw"), "adamw");
   const double lr = language_model_learning_rate(cfg->hidden_size);
   set("learning_rate", o.learning_rate, lr, fmt::format("{:g}", lr));

@@ -45,7 +45,8 @@ std::string escape(const std::string& s) {
 }
 
 // One line chart with axes, 5 y ticks, one polyline (and dots) per series, and a legend.
-std::string chart(const std::string& title, const std::vector<Series>& series) {
+std::string chart(const std::string& title, const std::vector<Series>& series,
+                  const std::string& x_name = "epoch") {
   constexpr double kW = 460, kH = 260, kL = 60, kR = 12, kT = 28, kB = 36;
   double x0 = std::numeric_limits<double>::max(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& s : series)
@@ -75,9 +76,8 @@ std::string chart(const std::string& title, const std::vector<Series>& series) {
                     R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="end">{:.4g}</text>)",
                     kL, kW - kR, py(v), py(v), kL - 4, py(v) + 3, v);
   }
-  svg +=
-      fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">epoch</text>)",
-                  (kL + kW - kR) / 2, kH - 6);
+  svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">{}</text>)",
+                     (kL + kW - kR) / 2, kH - 6, escape(x_name));
   for (double x : {x0, x1})
     svg += fmt::format(
         R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{:g}</text>)", px(x),
@@ -197,7 +197,11 @@ std::string lm_sections(const std::vector<EpochRecord>& epochs) {
 std::string render_report(const ReportInfo& info, const std::vector<EpochRecord>& epochs) {
   const bool lm = !epochs.empty() && std::all_of(epochs.begin(), epochs.end(),
                                                  [](const EpochRecord& e) { return e.lm; });
-  return html_head(info) + (lm ? lm_sections(epochs) : image_sections(epochs)) + "</body></html>\n";
+  std::string steps;
+  for (const StepChart& c : info.step_charts)
+    steps += chart(c.title, {{c.title, "#1f77b4", c.points}}, "step") + "\n";
+  return html_head(info) + steps + (lm ? lm_sections(epochs) : image_sections(epochs)) +
+         "</body></html>\n";
 }
 
 std::vector<std::pair<std::string, std::string>> best_result_facts(

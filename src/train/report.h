@@ -11,9 +11,16 @@
 
 namespace gpulab::train {
 
+// A curve per optimizer step (a task's step records: GRPO's reward, KL, ...).
+struct StepChart {
+  std::string title;
+  std::vector<std::pair<double, double>> points;  // (step, value)
+};
+
 struct ReportInfo {
   std::string title;                                       // "resnet18 on fashion-mnist"
   std::vector<std::pair<std::string, std::string>> facts;  // summary rows (key, value)
+  std::vector<StepChart> step_charts{};                    // drawn before the epoch charts
 };
 
 // A language model's report speaks of tokens, perplexity, bits per byte and MFU; an image

@@ -6,12 +6,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/strings.h"
 #include "train/device.h"
 #include "train/lm_batches.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
+#include "train/tasks/grpo_setup.h"
 
 namespace gpulab::train {
 
@@ -35,6 +37,26 @@ const std::vector<std::string>& memory_format_names() {
   static const std::vector<std::string> names = {"auto", "channels_last", "contiguous"};
   return names;
 }
+const std::vector<std::string>& task_names() {
+  static const std::vector<std::string> names = {"auto", "grpo"};
+  return names;
+}
+const std::vector<std::string>& grpo_loss_names() {
+  static const std::vector<std::string> names = {"grpo", "dapo", "dr_grpo"};
+  return names;
+}
+const std::vector<std::string>& reward_failure_names() {
+  static const std::vector<std::string> names = {"stop", "zero"};
+  return names;
+}
+const std::vector<std::string>& answer_extract_names() {
+  static const std::vector<std::string> names = {"last_number", "answer_tag", "boxed", "whole"};
+  return names;
+}
+const std::vector<std::string>& answer_match_names() {
+  static const std::vector<std::string> names = {"exact", "numeric"};
+  return names;
+}
 const std::vector<std::string>& attention_names() {
   static const std::vector<std::string> names = {"sdpa", "gpulab"};
   return names;
@@ -42,6 +64,9 @@ const std::vector<std::string>& attention_names() {
 
 std::string effective_output_dir(const TrainOptions& opts) {
   if (!opts.output_dir.empty()) return opts.output_dir;
+  // GRPO reads no --dataset, and its policy may come from --weights: named by its prompts.
+  if (opts.task == "grpo")
+    return "runs/grpo-" + std::filesystem::path(opts.prompts).stem().string();
   return "runs/" + opts.model + "-" + opts.dataset;
 }
 
@@ -118,6 +143,8 @@ int64_t batch_per_process(const TrainOptions& o, int world_size) {
 
 Status check_train_options(const TrainOptions& o, int world_size) {
   if (auto st = validate(o); !st) return st;
+  // GRPO's policy, prompts and rewards (its own data: --dataset is not read).
+  if (o.task == "grpo") return check_grpo_options(o, world_size);
   const bool lm = is_language_model(o.model) || is_text_dataset(o.dataset);
   if (auto st = lm ? check_language_model(o) : check_image_model(o); !st) return st;
   // What the world size decides, for every model kind: each process takes at least one sample.
@@ -131,44 +158,71 @@ Status check_train_options(const TrainOptions& o, int world_size) {
 }
 
 Json options_to_json(const TrainOptions& o) {
-  return Json{{"model", o.model},
-              {"dataset", o.dataset},
-              {"data_dir", o.data_dir},
-              {"output_dir", effective_output_dir(o)},
-              {"init_weights", o.init_weights},
-              {"input_size", o.input_size},
-              {"normalize", o.normalize},
-              {"augment", o.augment},
-              {"optimizer", o.optimizer},
-              {"learning_rate", o.learning_rate},
-              {"weight_decay", o.weight_decay},
-              {"momentum", o.momentum},
-              {"nesterov", o.nesterov},
-              {"lr_schedule", o.lr_schedule},
-              {"warmup_epochs", o.warmup_epochs},
-              {"step_size", o.step_size},
-              {"gamma", o.gamma},
-              {"label_smoothing", o.label_smoothing},
-              {"clip_grad", o.clip_grad},
-              {"grad_accum", o.grad_accum},
-              {"seq_len", o.seq_len},
-              {"activation_checkpointing", o.activation_checkpointing},
-              {"attention", o.attention},
-              {"cpu_kernels", o.cpu_kernels},
-              {"batch_size", o.batch_size},
-              {"batch_size_scaled", o.batch_size_scaled},
-              {"num_epochs", o.num_epochs},
-              {"log_every", o.log_every},
-              {"precision", o.precision},
-              {"channels_last", o.channels_last},
-              {"memory_format", o.memory_format},
-              {"seed", o.seed},
-              {"deterministic", o.deterministic},
-              {"device", o.device},
-              {"subset", o.subset},
-              {"limit_train_batches", o.limit_train_batches},
-              {"limit_eval_batches", o.limit_eval_batches},
-              {"max_steps", o.max_steps}};
+  Json j{{"model", o.model},
+         {"dataset", o.dataset},
+         {"data_dir", o.data_dir},
+         {"output_dir", effective_output_dir(o)},
+         {"init_weights", o.init_weights},
+         {"input_size", o.input_size},
+         {"normalize", o.normalize},
+         {"augment", o.augment},
+         {"optimizer", o.optimizer},
+         {"learning_rate", o.learning_rate},
+         {"weight_decay", o.weight_decay},
+         {"momentum", o.momentum},
+         {"nesterov", o.nesterov},
+         {"lr_schedule", o.lr_schedule},
+         {"warmup_epochs", o.warmup_epochs},
+         {"step_size", o.step_size},
+         {"gamma", o.gamma},
+         {"label_smoothing", o.label_smoothing},
+         {"clip_grad", o.clip_grad},
+         {"grad_accum", o.grad_accum},
+         {"seq_len", o.seq_len},
+         {"activation_checkpointing", o.activation_checkpointing},
+         {"attention", o.attention},
+         {"cpu_kernels", o.cpu_kernels},
+         {"batch_size", o.batch_size},
+         {"batch_size_scaled", o.batch_size_scaled},
+         {"num_epochs", o.num_epochs},
+         {"log_every", o.log_every},
+         {"precision", o.precision},
+         {"channels_last", o.channels_last},
+         {"memory_format", o.memory_format},
+         {"seed", o.seed},
+         {"deterministic", o.deterministic},
+         {"device", o.device},
+         {"subset", o.subset},
+         {"limit_train_batches", o.limit_train_batches},
+         {"limit_eval_batches", o.limit_eval_batches},
+         {"max_steps", o.max_steps}};
+  if (o.task != "grpo") return j;
+  j["task"] = o.task;
+  j["weights"] = o.weights;
+  j["tokenizer"] = o.tokenizer;
+  j["prompts"] = o.prompts;
+  j["chat_format"] = o.chat_format;
+  j["group_size"] = o.group_size;
+  j["temperature"] = o.temperature;
+  j["top_p"] = o.top_p;
+  j["top_k"] = o.top_k;
+  j["max_new_tokens"] = o.max_new_tokens;
+  j["loss_type"] = o.loss_type;
+  j["epsilon"] = o.epsilon;
+  j["epsilon_high"] = o.epsilon_high;
+  j["beta"] = o.beta;
+  j["mu"] = o.mu;
+  j["dynamic_sampling"] = o.dynamic_sampling;
+  j["reward"] = o.reward;
+  j["reward_regex"] = o.reward_regex;
+  j["reward_command"] = o.reward_command;
+  j["reward_timeout"] = o.reward_timeout;
+  j["reward_failure"] = o.reward_failure;
+  j["answer_field"] = o.answer_field;
+  j["answer_extract"] = o.answer_extract;
+  j["answer_match"] = o.answer_match;
+  j["answer_tolerance"] = o.answer_tolerance;
+  return j;
 }
 
 std::string script_options_text() {

@@ -80,6 +80,36 @@ struct TrainOptions {
   int64_t limit_eval_batches = 0;
   int64_t max_steps = 0;  // stop the run after N optimizer steps (0: no limit); no checkpoint
 
+  // The kind of training: "auto" (an image classifier or a language model, by --model) or "grpo"
+  // (reinforcement fine-tuning of a language model on rewards: train/tasks/grpo_task.h).
+  std::string task = "auto";
+  // GRPO (docs/rl.md). The policy: a Hugging Face folder or a gpulab run (--weights), else
+  // --model with --init_weights; its tokenizer (empty: the weights' own, else bytes).
+  std::string weights;
+  std::string tokenizer;
+  std::string prompts;      // JSONL, one prompt a line (train/rl/prompt_set.h)
+  std::string chat_format;  // chat prompts: chatml or llama3 (empty: the tokenizer's)
+  int64_t group_size = 8;   // completions per prompt (G)
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+  int64_t max_new_tokens = 64;
+  std::string loss_type = "dapo";       // grpo, dapo, dr_grpo (train/rl/grpo_loss.h)
+  double epsilon = 0.2;                 // the ratio's clip below (and above unless epsilon_high)
+  double epsilon_high = 0;              // 0: --epsilon; DAPO's clip-higher: 0.28
+  double beta = 0;                      // KL weight against a frozen reference copy
+  int64_t mu = 1;                       // optimizer steps on each rollout batch
+  bool dynamic_sampling = false;        // drop groups whose rewards are all equal
+  std::string reward = "answer";        // reward spec (train/rl/reward_spec.h)
+  std::string reward_regex;             // the pattern of the `regex` reward
+  std::string reward_command;           // the program (and arguments) of the `command` reward
+  double reward_timeout = 60;           // seconds per batch for the command
+  std::string reward_failure = "stop";  // a failed score stops the run, or scores 0
+  std::string answer_field = "answer";
+  std::string answer_extract = "last_number";
+  std::string answer_match = "numeric";
+  double answer_tolerance = 1e-6;
+
   // Print-and-exit modes of the seed.
   bool show_recommendations = false;
   bool script_options = false;
@@ -93,8 +123,14 @@ const std::vector<std::string>& normalize_names();
 const std::vector<std::string>& memory_format_names();
 const std::vector<std::string>& attention_names();
 const std::vector<std::string>& on_off_names();  // --cpu_kernels
+const std::vector<std::string>& task_names();    // --task
+const std::vector<std::string>& grpo_loss_names();
+const std::vector<std::string>& reward_failure_names();
+const std::vector<std::string>& answer_extract_names();
+const std::vector<std::string>& answer_match_names();
 
-// The run folder: output_dir, or runs/<model>-<dataset> when none was given.
+// The run folder: output_dir, or runs/<model>-<dataset> when none was given (GRPO:
+// runs/grpo-<prompts file's stem>).
 std::string effective_output_dir(const TrainOptions& opts);
 
 // The options as JSON (recorded in checkpoints and the metrics log).

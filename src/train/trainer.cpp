@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <fstream>
 #include <iostream>
 
 #include "core/duration.h"
@@ -249,7 +250,9 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     if (!batch) break;
     if (hooks_.batch_ready) hooks_.batch_ready(micro_steps_);
     launch::heartbeat(fmt::format("epoch {} batch {} of {}", epoch + 1, b + 1, train_batches_));
+    const int64_t steps_before = step_;
     const StepLoss s = micro_step(*batch, b);
+    if (step_ != steps_before) after_optimizer_step(bar);
     items += s.count;
     loss_sum += s.loss.detach() * static_cast<double>(s.count);
     if (s.correct.defined()) correct += s.correct;
@@ -382,9 +385,55 @@ void Trainer::write_outputs(TrainResult& result) {
       {"memory format", memory_format_.name}};
   for (auto& fact : best_result_facts(history_)) info.facts.push_back(std::move(fact));
   info.facts.emplace_back("training time (this run)", fmt::format("{:.2f}s", result.train_seconds));
+  for (const auto& [key, title] : task_->step_charts()) {
+    StepChart c{title, {}};
+    for (const auto& r : step_records_)
+      if (r.contains(key) && r[key].is_number())
+        c.points.emplace_back(r.value("step", 0.0), r[key].get<double>());
+    info.step_charts.push_back(std::move(c));
+  }
   result.report_file = out_dir_ / "report.html";
   write_report(result.report_file, info, history_);
   say("Report: " + result.report_file.string());
+}
+
+// A task's figures of the step just taken: its line, a "step" record in the log and the report.
+void Trainer::after_optimizer_step(ProgressBar& bar) {
+  auto figures = task_->after_optimizer_step(step_);
+  if (!figures) return;
+  if (!figures->line.empty() && dist_->is_main()) {
+    bar.clear();
+    say(figures->line);
+  }
+  figures->record["type"] = "step";
+  figures->record["step"] = step_;
+  if (log_) log_->append(figures->record);
+  step_records_.push_back(std::move(figures->record));
+}
+
+// metrics.jsonl (rank 0): the run's facts, then the records a resumed run already had (epochs,
+// and the step records up to the checkpoint's step), so the log never holds a step twice.
+void Trainer::open_metrics_log() {
+  if (!dist_->is_main()) return;
+  if (!resumed_from_.empty()) {
+    std::ifstream in(out_dir_ / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.value("type", "") == "step" && j.value("step", int64_t{0}) <= step_)
+        step_records_.push_back(j);
+    }
+  }
+  Json hist = Json::array();
+  for (const auto& r : history_) hist.push_back(r.to_json());
+  for (const auto& r : step_records_) hist.push_back(r);
+  log_ = std::make_unique<MetricsLog>(out_dir_, hist,
+                                      Json{{"type", "run"},
+                                           {"options", options_to_json(opts_)},
+                                           {"world_size", dist_->world_size},
+                                           {"device", device_.str()},
+                                           {"threads", threads_},
+                                           {"memory_format", memory_format_.name},
+                                           {"resumed_from", resumed_from_}});
 }
 
 TrainResult Trainer::run() {
@@ -395,19 +444,7 @@ TrainResult Trainer::run() {
   phases_.time("optimizer", [&] { setup_optimizer(); });
   if (!opts_.resume.empty()) phases_.time("resume", [&] { maybe_resume(); });
   print_header();
-  std::unique_ptr<MetricsLog> log;
-  if (dist_->is_main()) {
-    Json hist = Json::array();
-    for (const auto& r : history_) hist.push_back(r.to_json());
-    log = std::make_unique<MetricsLog>(out_dir_, hist,
-                                       Json{{"type", "run"},
-                                            {"options", options_to_json(opts_)},
-                                            {"world_size", dist_->world_size},
-                                            {"device", device_.str()},
-                                            {"threads", threads_},
-                                            {"memory_format", memory_format_.name},
-                                            {"resumed_from", resumed_from_}});
-  }
+  open_metrics_log();
   TrainResult result;
   const auto t0 = Clock::now();
   for (int64_t epoch = start_epoch_; epoch < opts_.num_epochs; ++epoch) {
@@ -416,7 +453,7 @@ TrainResult Trainer::run() {
       // A partial epoch: no record, a checkpoint of where it stopped, and how to go on.
       save_checkpoint_of(epoch, stopped_at_batch_);
       say_stopped(epoch, stopped_at_batch_);
-      if (log) log->append(Json{{"type", "stopped"}, {"epoch", epoch + 1}, {"step", step_}});
+      if (log_) log_->append(Json{{"type", "stopped"}, {"epoch", epoch + 1}, {"step", step_}});
       result.stop_signal = stop_signal_;
       result.epochs = history_;
       return result;
@@ -427,7 +464,7 @@ TrainResult Trainer::run() {
     history_.push_back(rec);
     say(rec.line());
     if (rec.test_top1) say(rec.test_line());
-    if (log) log->append(rec.to_json());
+    if (log_) log_->append(rec.to_json());
     ++result.epochs_run;
     if (stopped) {
       // A partial epoch is not a resumable state; --max_steps runs are smoke tests.
@@ -445,11 +482,11 @@ TrainResult Trainer::run() {
                     result.epochs_run));
   phases_.time("final save", [&] { write_outputs(result); });
   say(phases_.line());
-  if (log)
-    log->append(Json{{"type", "end"},
-                     {"train_seconds", result.train_seconds},
-                     {"epochs_run", result.epochs_run},
-                     {"phase_seconds", phases_.to_json()}});
+  if (log_)
+    log_->append(Json{{"type", "end"},
+                      {"train_seconds", result.train_seconds},
+                      {"epochs_run", result.epochs_run},
+                      {"phase_seconds", phases_.to_json()}});
   result.epochs = history_;
   return result;
 }

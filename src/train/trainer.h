@@ -22,6 +22,7 @@
 #include "train/peak_flops.h"
 #include "train/phase_times.h"
 #include "train/precision.h"
+#include "train/progress.h"
 #include "train/tasks/train_task.h"
 #include "train/train_options.h"
 
@@ -83,6 +84,8 @@ class Trainer {
   bool stop_requested();  // a stop signal on any rank: all ranks agree at a step boundary
   void say_stopped(int64_t epoch, int64_t batch) const;
   void maybe_say_long_run(int64_t epoch, int64_t batch, double seconds_per_batch) const;
+  void after_optimizer_step(ProgressBar& bar);
+  void open_metrics_log();
   void write_outputs(TrainResult& result);
   void say(const std::string& line) const;  // rank 0 only
   bool max_steps_reached() const { return opts_.max_steps > 0 && step_ >= opts_.max_steps; }
@@ -114,7 +117,9 @@ class Trainer {
   int64_t resume_batches_ = 0;  // micro-batches of start_epoch_ a stopped run had trained
   int stop_signal_ = 0;         // set when the ranks agreed to stop
   int64_t stopped_at_batch_ = -1;
-  PhaseTimes phases_;  // time outside the steady steps, printed at the end
+  PhaseTimes phases_;                // time outside the steady steps, printed at the end
+  std::unique_ptr<MetricsLog> log_;  // rank 0
+  std::vector<Json> step_records_;   // the task's per-step figures, resumed ones included
   std::chrono::steady_clock::time_point estimate_t0_;  // after the first step: run-time estimate
 };
 

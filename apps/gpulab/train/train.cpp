@@ -15,6 +15,7 @@
 #include "train/model_defaults.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
+#include "train/tasks/grpo_setup.h"
 #include "train/trainer.h"
 #include "train_flags.h"
 #include "usage.h"
@@ -71,6 +72,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     dist_opts->precision = opts->precision;
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
     throw_usage_error(train::check_train_options(*opts, planned_world_size(*dist_opts)), cmd);
+    throw_usage_error(train::check_grpo_sharding(*opts, dist_opts->shard), cmd);
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = launch_if_needed(*dist_opts)) {
       ctx.exit_code = *code;

@@ -50,6 +50,13 @@ struct StepLoss {
   int64_t count = 0;      // items trained on (images, tokens)
 };
 
+// A task's figures of one optimizer step (GRPO's reward, KL, generation share), the same on
+// every rank: its console line (empty: none) and its metrics.jsonl record ("type": "step").
+struct StepFigures {
+  std::string line;
+  Json record;
+};
+
 // What the loop knows that a task's header shows.
 struct RunFacts {
   int64_t steps_per_epoch = 0;
@@ -79,6 +86,12 @@ class TrainTask {
   virtual void abandon_epoch() {}
   // The loss of the model's outputs (the forward ran under the loop's autocast).
   virtual StepLoss loss(const torch::Tensor& outputs, const TaskBatch& batch) const = 0;
+
+  // After each optimizer step, on every rank in step (a task may sum over ranks here): the
+  // step's figures, or nullopt for a task that has none per step.
+  virtual std::optional<StepFigures> after_optimizer_step(int64_t /*step*/) { return std::nullopt; }
+  // The report's per-step curves: (key of the step records, chart title).
+  virtual std::vector<std::pair<std::string, std::string>> step_charts() const { return {}; }
 
   // The epoch's own figures: seconds waited for data, and any the task adds to the record.
   virtual double data_wait_seconds() const { return 0; }

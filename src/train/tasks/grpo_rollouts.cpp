@@ -1,0 +1,61 @@
+// GRPO's rollouts and their tensors (see grpo_rollouts.h).
+#include "train/tasks/grpo_rollouts.h"
+
+#include <algorithm>
+
+namespace gpulab::train {
+
+std::vector<std::vector<int64_t>> rollouts_for_step(
+    CausalLm& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group,
+    const SamplingOptions& opts, TokenSampler& sampler) {
+  std::vector<std::vector<int64_t>> rows;
+  rows.reserve(prompts.size() * static_cast<size_t>(group));
+  for (const auto& prompt : prompts)
+    for (auto& row : generate_rows(model, prompt, group, opts, sampler))
+      rows.push_back(std::move(row));
+  return rows;
+}
+
+RolloutTensors rollout_tensors(const std::vector<std::vector<int64_t>>& prompts,
+                               const std::vector<std::vector<int64_t>>& completions,
+                               const std::vector<int64_t>& rows, int64_t group, int64_t pad_id) {
+  const auto n = static_cast<int64_t>(rows.size());
+  size_t t_max = 1, c_max = 1;
+  for (int64_t r : rows) {
+    const auto& p = prompts[static_cast<size_t>(r / group)];
+    const auto& c = completions[static_cast<size_t>(r)];
+    t_max = std::max(t_max, p.size() + c.size());
+    c_max = std::max(c_max, c.size());
+  }
+  const auto longs = torch::TensorOptions().dtype(torch::kLong);
+  RolloutTensors out;
+  out.inputs = torch::full({n, static_cast<int64_t>(t_max)}, pad_id, longs);
+  out.tokens = torch::zeros({n, static_cast<int64_t>(c_max)}, longs);
+  out.positions = torch::zeros({n, static_cast<int64_t>(c_max)}, longs);
+  out.mask = torch::zeros({n, static_cast<int64_t>(c_max)}, torch::kFloat);
+  auto in = out.inputs.accessor<int64_t, 2>();
+  auto tok = out.tokens.accessor<int64_t, 2>();
+  auto pos = out.positions.accessor<int64_t, 2>();
+  auto mask = out.mask.accessor<float, 2>();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& p = prompts[static_cast<size_t>(rows[static_cast<size_t>(i)] / group)];
+    const auto& c = completions[static_cast<size_t>(rows[static_cast<size_t>(i)])];
+    const auto plen = static_cast<int64_t>(p.size());
+    for (int64_t t = 0; t < plen; ++t) in[i][t] = p[static_cast<size_t>(t)];
+    for (int64_t j = 0; j < static_cast<int64_t>(c.size()); ++j) {
+      in[i][plen + j] = c[static_cast<size_t>(j)];
+      tok[i][j] = c[static_cast<size_t>(j)];
+      pos[i][j] = plen + j - 1;  // the logits after the token before it
+      mask[i][j] = 1;
+    }
+    out.sequence_tokens += plen + static_cast<int64_t>(c.size());
+  }
+  return out;
+}
+
+torch::Tensor completion_logits(const torch::Tensor& outputs, const torch::Tensor& positions) {
+  const auto index = positions.unsqueeze(-1).expand({-1, -1, outputs.size(-1)});
+  return outputs.gather(1, index);
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,212 @@
+// GRPO's data, policy, rollouts and loss for the trainer (see grpo_task.h); its figures, header
+// and outputs are in grpo_task_figures.cpp.
+#include "train/tasks/grpo_task.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "train/models/lm_families.h"
+#include "train/rl/dynamic_sampling.h"
+#include "train/rl/grpo_advantages.h"
+#include "train/rl/grpo_loss.h"
+#include "train/tasks/grpo_rollouts.h"
+
+namespace gpulab::train {
+
+namespace {
+using GrpoClock = std::chrono::steady_clock;
+double grpo_seconds_since(GrpoClock::time_point t) {
+  return std::chrono::duration<double>(GrpoClock::now() - t).count();
+}
+}  // namespace
+
+// Steps per epoch: every rank takes --batch_size prompts a step; μ optimizer steps (micro-batches)
+// train on each step's rollouts.
+int64_t GrpoTask::open_data() {
+  in_ = open_grpo_inputs(env_.opts).value_or_throw();
+  prompts_per_rank_ = grpo_prompts_per_rank(env_.opts, env_.dist.world_size);
+  const auto n = static_cast<int64_t>(in_.prompts.prompts.size());
+  steps_per_epoch_ = std::max<int64_t>(1, n / (prompts_per_rank_ * env_.dist.world_size));
+  return steps_per_epoch_ * env_.opts.mu;
+}
+
+// The policy from --weights (read here), else --model's shape (its --init_weights the loop loads).
+ClassifierPtr GrpoTask::build_model() {
+  if (in_.weights) {
+    auto loaded = load_decoder(*in_.weights, in_.model_arg).value_or_throw();
+    in_.config = loaded.config;
+    model_ = build_loaded_decoder(loaded, env_.device);
+  } else {
+    model_ = build_causal_lm(in_.config, env_.device);
+  }
+  model_->set_activation_checkpointing(env_.opts.activation_checkpointing);
+  if (env_.opts.beta > 0) build_reference();
+  return model_;
+}
+
+// A frozen copy of the policy as it starts (its --weights, or --init_weights' file, else its
+// seeded initialisation), so a resumed run's reference is the same as the first run's.
+void GrpoTask::build_reference() {
+  ref_ = build_causal_lm(in_.config, env_.device);
+  load_state_dict(*ref_, module_state_dict(*model_), "the reference copy").value_or_throw();
+  if (!env_.opts.init_weights.empty()) {
+    auto files = locate_model_files(env_.opts.init_weights).value_or_throw();
+    auto tensors = from_hf_names(in_.config, read_model_weights(files).value_or_throw());
+    load_state_dict(*ref_, tensors, "--init_weights " + env_.opts.init_weights).value_or_throw();
+  }
+  ref_->to(env_.device, env_.compute_dtype);
+  for (auto& p : ref_->parameters()) p.set_requires_grad(false);
+  ref_->eval();
+}
+
+StateDict GrpoTask::init_weight_names(StateDict weights) const {
+  return from_hf_names(model_->config(), std::move(weights));
+}
+
+MemoryFormatChoice GrpoTask::memory_format(Classifier& /*model*/) {
+  return {false, "contiguous", "language model"};
+}
+
+void GrpoTask::start_epoch(int64_t /*epoch*/, int64_t /*skip*/) {
+  epoch_steps_.clear();
+  step_t0_ = GrpoClock::now();
+}
+
+// The prompts this rank takes at `step`: the epoch's shuffled order (seeded by --seed and the
+// epoch, the same on every rank), this rank's consecutive share of the step's window.
+std::vector<int64_t> GrpoTask::prompts_of_step(int64_t step) const {
+  const auto n = static_cast<int64_t>(in_.prompts.prompts.size());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(static_cast<uint64_t>(env_.opts.seed) * 1000003ULL +
+                      static_cast<uint64_t>(step / steps_per_epoch_));
+  std::shuffle(order.begin(), order.end(), rng);
+  const int64_t first =
+      (step % steps_per_epoch_ * env_.dist.world_size + env_.dist.rank) * prompts_per_rank_;
+  return {order.begin() + first, order.begin() + first + prompts_per_rank_};
+}
+
+// μ consecutive micro-batches share one step's rollouts (a resumed run samples afresh).
+std::optional<TaskBatch> GrpoTask::next_batch(int64_t index) {
+  const int64_t step = index / env_.opts.mu;
+  if (!rollout_ || rollout_->step != step) {
+    rollout_ = make_rollout(step);
+    add_rollout_sums(step_, rollout_->sums, true);
+    fresh_rollout_ = true;
+  }
+  return rollout_->batch;
+}
+
+// log π of each completion token under `model` (no gradient), as the loss computes it.
+torch::Tensor GrpoTask::log_probs_of(CausalLm& model, const TaskBatch& batch) const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor outputs;
+  {
+    AutocastGuard autocast(env_.precision, env_.device);
+    outputs = model.forward(batch.inputs);
+  }
+  const auto logits = completion_logits(outputs, batch.extra.at("positions"));
+  const double t = env_.opts.temperature > 0 ? env_.opts.temperature : 1.0;
+  return rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets, t);
+}
+
+// The completions' rewards (their text: an EOS token is the end, not text), under the failure
+// policy; counts generated tokens, rewards and failures into sums.
+rl::ResolvedRewards GrpoTask::score(const std::vector<std::vector<int64_t>>& completions,
+                                    const std::vector<const rl::Prompt*>& sources,
+                                    Sums& sums) const {
+  const auto g = static_cast<size_t>(env_.opts.group_size);
+  std::vector<std::string> texts;
+  for (const auto& c : completions) {
+    std::vector<int32_t> ids;
+    for (int64_t t : c)
+      if (t != in_.sampling.eos_id) ids.push_back(static_cast<int32_t>(t));
+    texts.push_back(in_.tokenizer->decode(ids).value_or(std::string()));
+    sums.gen_tokens += static_cast<double>(c.size());
+  }
+  std::vector<rl::RewardSample> samples;
+  for (size_t i = 0; i < completions.size(); ++i) samples.push_back({sources[i / g], texts[i]});
+  auto rewards =
+      rl::resolve_rewards(*in_.reward, in_.reward->score(samples), in_.failure).value_or_throw();
+  sums.failed_rewards = static_cast<double>(rewards.failed);
+  for (double v : rewards.values) {
+    sums.reward += v;
+    sums.reward_sq += v * v;
+  }
+  return rewards;
+}
+
+GrpoTask::Rollout GrpoTask::make_rollout(int64_t step) {
+  const auto t0 = GrpoClock::now();
+  const int64_t g = env_.opts.group_size;
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<const rl::Prompt*> sources;
+  for (int64_t p : prompts_of_step(step)) {
+    prompts.push_back(in_.prompt_ids[static_cast<size_t>(p)]);
+    sources.push_back(&in_.prompts.prompts[static_cast<size_t>(p)]);
+  }
+  // Each rank and step draws from its own seed: a resumed run samples what the first would have.
+  TokenSampler sampler(in_.sampling,
+                       static_cast<uint64_t>(env_.opts.seed) * 7919ULL +
+                           static_cast<uint64_t>(step * env_.dist.world_size + env_.dist.rank));
+  const auto completions = rollouts_for_step(*model_, prompts, g, in_.sampling, sampler);
+  Rollout r;
+  r.step = step;
+  r.sums.gen_seconds = grpo_seconds_since(t0);
+  const auto rewards = score(completions, sources, r.sums);
+  r.sums.rows = static_cast<double>(rewards.values.size());
+  r.sums.completion_tokens = r.sums.gen_tokens;
+  r.sums.groups = static_cast<double>(prompts.size());
+  const auto reward_t = torch::tensor(rewards.values, torch::kFloat64);
+  const auto adv = rl::group_advantages(reward_t, g, in_.loss.type != rl::GrpoLossType::kDrGrpo);
+  // Dynamic sampling drops the groups whose rewards are all equal (no advantage to learn from).
+  std::vector<int64_t> rows(completions.size());
+  std::iota(rows.begin(), rows.end(), 0);
+  if (env_.opts.dynamic_sampling) {
+    auto kept = rl::drop_uniform_groups(rewards.values, g).value_or_throw();
+    r.sums.dropped_groups = static_cast<double>(kept.dropped);
+    if (!kept.kept_rows.empty())
+      rows = kept.kept_rows;
+    else
+      r.batch.extra["empty"] = torch::ones({1});  // trains nothing; every rank still steps
+  }
+  auto t =
+      rollout_tensors(prompts, completions, rows, g, std::max<int64_t>(0, in_.sampling.eos_id));
+  r.sums.sequence_tokens = static_cast<double>(t.sequence_tokens);
+  r.batch.inputs = t.inputs.to(env_.device);
+  r.batch.targets = t.tokens.to(env_.device);
+  r.batch.extra["positions"] = t.positions.to(env_.device);
+  r.batch.extra["mask"] = t.mask.to(env_.device);
+  r.batch.extra["advantages"] =
+      adv.index_select(0, torch::tensor(rows, torch::kLong)).to(env_.device);
+  model_->eval();
+  if (env_.opts.mu > 1) r.batch.extra["old_log_probs"] = log_probs_of(*model_, r.batch);
+  if (ref_) r.batch.extra["ref_log_probs"] = log_probs_of(*ref_, r.batch);
+  model_->train();
+  return r;
+}
+
+// The GRPO loss over the completion tokens; `count` is their number.
+StepLoss GrpoTask::loss(const torch::Tensor& outputs, const TaskBatch& batch) const {
+  if (batch.extra.count("empty") != 0) return {outputs.sum() * 0.0, {}, 0};
+  const auto logits = completion_logits(outputs, batch.extra.at("positions"));
+  const double temperature = env_.opts.temperature > 0 ? env_.opts.temperature : 1.0;
+  rl::GrpoLossInputs li;
+  li.log_probs = rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets, temperature);
+  if (auto it = batch.extra.find("old_log_probs"); it != batch.extra.end())
+    li.old_log_probs = it->second;
+  if (auto it = batch.extra.find("ref_log_probs"); it != batch.extra.end())
+    li.ref_log_probs = it->second;
+  li.advantages = batch.extra.at("advantages").to(li.log_probs.scalar_type());
+  li.mask = batch.extra.at("mask");
+  const auto res = rl::grpo_loss(li, in_.loss);
+  step_.micro += 1;
+  step_.loss += res.loss.item<double>();
+  if (res.kl.defined()) step_.kl += res.kl.item<double>();
+  step_.clip_low += res.clip_low.item<double>();
+  step_.clip_high += res.clip_high.item<double>();
+  return {res.loss, {}, static_cast<int64_t>(li.mask.sum().item<double>())};
+}
+
+}  // namespace gpulab::train
