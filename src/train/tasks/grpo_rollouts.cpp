@@ -3,17 +3,15 @@
 
 #include <algorithm>
 
+#include "train/rollout.h"
+
 namespace gpulab::train {
 
 std::vector<std::vector<int64_t>> rollouts_for_step(
     CausalLm& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group,
     const SamplingOptions& opts, TokenSampler& sampler) {
-  std::vector<std::vector<int64_t>> rows;
-  rows.reserve(prompts.size() * static_cast<size_t>(group));
-  for (const auto& prompt : prompts)
-    for (auto& row : generate_rows(model, prompt, group, opts, sampler))
-      rows.push_back(std::move(row));
-  return rows;
+  // Every prompt x group in one batch: left-padded, each prefix once, finished rows dropped.
+  return generate_groups(model, prompts, group, opts, sampler).completions;
 }
 
 RolloutTensors rollout_tensors(const std::vector<std::vector<int64_t>>& prompts,

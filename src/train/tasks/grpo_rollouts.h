@@ -14,9 +14,8 @@
 namespace gpulab::train {
 
 // The completions of one step: `group` rows for each prompt, row p * group + g, each its new
-// tokens (EOS included where chosen). The one place a step generates: generate_rows once per
-// prompt today (the prompt's prefix computed once for its group); a batched generate_groups over
-// all prompts replaces this body.
+// tokens (EOS included where chosen). The one place a step generates: generate_groups
+// (train/rollout.h) batches every prompt's group at once.
 std::vector<std::vector<int64_t>> rollouts_for_step(
     CausalLm& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group,
     const SamplingOptions& opts, TokenSampler& sampler);
