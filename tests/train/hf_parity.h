@@ -33,6 +33,23 @@ inline const std::string& hf_python() {
   return found;
 }
 
+// Grouped-query, tied, Llama 3's rope_theta (transformers 5 writes it inside rope_parameters).
+inline Json llama_gqa() {
+  return Json{{"vocab_size", 300},
+              {"hidden_size", 96},
+              {"intermediate_size", 200},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 6},
+              {"num_key_value_heads", 2},
+              {"max_position_embeddings", 64},
+              {"rope_theta", 500000.0},
+              {"rms_norm_eps", 1e-6},
+              {"tie_word_embeddings", true},
+              {"initializer_range", 0.2},
+              {"bos_token_id", 0},
+              {"eos_token_id", 0}};
+}
+
 struct HfCase {
   std::string family;          // hf_reference.py's --family: llama, mistral, gpt2
   Json kwargs;                 // the config's arguments, transformers' field names

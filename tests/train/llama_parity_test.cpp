@@ -33,23 +33,6 @@ Json llama_tiny() {  // llama-tiny's shape with a small vocabulary, untied
               {"eos_token_id", 0}};
 }
 
-// Grouped-query, tied, Llama 3's rope_theta (transformers 5 writes it inside rope_parameters).
-Json llama_gqa() {
-  return Json{{"vocab_size", 300},
-              {"hidden_size", 96},
-              {"intermediate_size", 200},
-              {"num_hidden_layers", 2},
-              {"num_attention_heads", 6},
-              {"num_key_value_heads", 2},
-              {"max_position_embeddings", 64},
-              {"rope_theta", 500000.0},
-              {"rms_norm_eps", 1e-6},
-              {"tie_word_embeddings", true},
-              {"initializer_range", 0.2},
-              {"bos_token_id", 0},
-              {"eos_token_id", 0}};
-}
-
 // Mistral: a head_dim other than hidden / heads (as Mistral Nemo's), and a sliding window as
 // long as the test's sequences, which attend over all of it.
 Json mistral() {
@@ -94,7 +77,7 @@ TEST(LlamaParity, TinyMatchesTransformersInFp64) {
 
 TEST(LlamaParity, GroupedQueryTiedMatchesTransformersInFp64) {
   REQUIRE_REFERENCE();
-  const auto c = compare_with_transformers({"llama", llama_gqa(), "float64"}, "llama_gqa");
+  const auto c = compare_with_transformers({"llama", testing::llama_gqa(), "float64"}, "llama_gqa");
   EXPECT_EQ(c.config.rope_theta, 500000.0) << "rope_parameters.rope_theta not read";
   EXPECT_TRUE(c.config.tie_word_embeddings);
   expect_hf_parity(c, "llama gqa", true);
@@ -111,8 +94,9 @@ TEST(LlamaParity, MistralMatchesTransformersInFp64) {
 TEST(LlamaParity, LlamaAndMistralMatchTransformersInFp32) {
   REQUIRE_REFERENCE();
   // Greedy tokens are compared in float64 only: float32 rounding may flip a near tie.
-  expect_hf_parity(compare_with_transformers({"llama", llama_gqa(), "float32"}, "llama_f32"),
-                   "llama gqa fp32", false);
+  expect_hf_parity(
+      compare_with_transformers({"llama", testing::llama_gqa(), "float32"}, "llama_f32"),
+      "llama gqa fp32", false);
   expect_hf_parity(compare_with_transformers({"mistral", mistral(), "float32"}, "mistral_f32"),
                    "mistral fp32", false);
 }
@@ -122,8 +106,8 @@ TEST(LlamaParity, LlamaAndMistralMatchTransformersInFp32) {
 // above prove nothing.
 TEST(LlamaParity, OtherRotaryLayoutFailsTheCheck) {
   REQUIRE_REFERENCE();
-  const auto c = compare_with_transformers({"llama", llama_gqa(), "float64", "interleaved_rotary"},
-                                           "llama_neg");
+  const auto c = compare_with_transformers(
+      {"llama", testing::llama_gqa(), "float64", "interleaved_rotary"}, "llama_neg");
   expect_hf_mismatch(c, "llama, interleaved rotary");
 }
 

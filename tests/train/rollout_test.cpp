@@ -355,19 +355,7 @@ void expect_transformers_tokens(const std::string& family, const Json& kwargs) {
 }
 
 TEST(RolloutParity, LlamaLeftPaddedGreedyMatchesTransformers) {
-  expect_transformers_tokens("llama", Json{{"vocab_size", 300},
-                                           {"hidden_size", 96},
-                                           {"intermediate_size", 200},
-                                           {"num_hidden_layers", 2},
-                                           {"num_attention_heads", 6},
-                                           {"num_key_value_heads", 2},
-                                           {"max_position_embeddings", 64},
-                                           {"rope_theta", 500000.0},
-                                           {"rms_norm_eps", 1e-6},
-                                           {"tie_word_embeddings", true},
-                                           {"initializer_range", 0.2},
-                                           {"bos_token_id", 0},
-                                           {"eos_token_id", 0}});
+  expect_transformers_tokens("llama", testing::llama_gqa());
 }
 
 TEST(RolloutParity, Gpt2LeftPaddedGreedyMatchesTransformers) {
