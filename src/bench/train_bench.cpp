@@ -18,6 +18,7 @@
 #include "core/flag_checks.h"
 #include "train/memory_stats.h"
 #include "train/models/decoder_config.h"
+#include "train/tasks/task_table.h"
 #include "train/thread_env.h"
 #include "train/trainer.h"
 
@@ -39,7 +40,7 @@ Status validate(const TrainBenchOptions& opts, int world_size) {
   for (const Status& s : {flag_in_range("steps", opts.steps, int64_t{1}, int64_t{1000000}),
                           flag_in_range("warmup", opts.warmup, int64_t{0}, int64_t{1000000})})
     if (!s) return s;
-  return train::check_train_options(opts.train, world_size);
+  return train::check_task_options(opts.train, world_size);
 }
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistContextPtr dist) {

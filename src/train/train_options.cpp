@@ -13,7 +13,6 @@
 #include "train/lm_batches.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
-#include "train/tasks/grpo_setup.h"
 
 namespace gpulab::train {
 
@@ -143,8 +142,9 @@ int64_t batch_per_process(const TrainOptions& o, int world_size) {
 
 Status check_train_options(const TrainOptions& o, int world_size) {
   if (auto st = validate(o); !st) return st;
-  // GRPO's policy, prompts and rewards (its own data: --dataset is not read).
-  if (o.task == "grpo") return check_grpo_options(o, world_size);
+  // GRPO reads no --model/--dataset pair: its policy, prompts and rewards are the task's own
+  // checks (check_task_options, train/tasks/task_table.h).
+  if (o.task == "grpo") return ok_status();
   const bool lm = is_language_model(o.model) || is_text_dataset(o.dataset);
   if (auto st = lm ? check_language_model(o) : check_image_model(o); !st) return st;
   // What the world size decides, for every model kind: each process takes at least one sample.

@@ -148,7 +148,8 @@ Status validate(const TrainOptions& opts);
 // the model table and the world size (the model and data kinds agree, the input or sequence
 // length fits the model, the batch split between world_size processes). It needs no data and no
 // peer, so a command runs it once per process, and before starting ranks: a bad combination
-// gives one error, never N ranks that fail. The Trainer takes options that passed it.
+// gives one error, never N ranks that fail. A command calls check_task_options
+// (train/tasks/task_table.h), which adds a task's own checks (GRPO's) to these.
 Status check_train_options(const TrainOptions& opts, int world_size);
 
 // The batch each process takes: --batch_size, or with --batch_size_scaled its share of that

@@ -16,6 +16,7 @@
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
 #include "train/tasks/grpo_setup.h"
+#include "train/tasks/task_table.h"
 #include "train/trainer.h"
 #include "train_flags.h"
 #include "usage.h"
@@ -71,7 +72,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     // combination is one error, not N ranks that fail), and in each rank as it starts.
     dist_opts->precision = opts->precision;
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
-    throw_usage_error(train::check_train_options(*opts, planned_world_size(*dist_opts)), cmd);
+    throw_usage_error(train::check_task_options(*opts, planned_world_size(*dist_opts)), cmd);
     throw_usage_error(train::check_grpo_sharding(*opts, dist_opts->shard), cmd);
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = launch_if_needed(*dist_opts)) {
