@@ -22,6 +22,34 @@ std::vector<std::string> split(std::string_view s, char sep, bool skip_empty) {
   return out;
 }
 
+std::optional<std::vector<std::string>> split_shell_words(std::string_view s) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : s) {
+    if (quote) {
+      if (c == quote)
+        quote = 0;
+      else
+        cur += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(cur);
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (quote) return std::nullopt;
+  if (in_word) words.push_back(cur);
+  return words;
+}
+
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;

@@ -11,6 +11,9 @@
 namespace gpulab {
 
 std::vector<std::string> split(std::string_view s, char sep, bool skip_empty = true);
+// A command line into words as a shell splits it: blanks separate, single and double quotes
+// group (no escapes, no expansion); nullopt when a quote is left open.
+std::optional<std::vector<std::string>> split_shell_words(std::string_view s);
 std::string trim(std::string_view s);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string to_lower(std::string_view s);

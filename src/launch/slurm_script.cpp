@@ -66,32 +66,10 @@ std::string shell_quote(const std::string& word) {
 }
 
 Result<std::vector<std::string>> split_flags(const std::string& flags) {
-  std::vector<std::string> words;
-  std::string cur;
-  bool in_word = false;
-  char quote = 0;
-  for (char c : flags) {
-    if (quote) {
-      if (c == quote)
-        quote = 0;
-      else
-        cur += c;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-      in_word = true;
-    } else if (c == ' ' || c == '\t' || c == '\n') {
-      if (in_word) words.push_back(cur);
-      cur.clear();
-      in_word = false;
-    } else {
-      cur += c;
-      in_word = true;
-    }
-  }
-  if (quote)
+  auto words = split_shell_words(flags);
+  if (!words)
     return bad("the train flags '" + flags + "' have an unclosed quote", "close the quote");
-  if (in_word) words.push_back(cur);
-  return words;
+  return std::move(*words);
 }
 
 ContainerSupport detect_container_support() {

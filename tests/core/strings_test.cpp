@@ -15,6 +15,15 @@ TEST(Strings, SplitTrimJoin) {
   EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
 }
 
+TEST(Strings, ShellWordsGroupQuotesAndRefuseAnOpenOne) {
+  using W = std::vector<std::string>;
+  EXPECT_EQ(split_shell_words("python3  score.py --field 'final answer'"),
+            (W{"python3", "score.py", "--field", "final answer"}));
+  EXPECT_EQ(split_shell_words("a \"b c\"d ''"), (W{"a", "b cd", ""}));
+  EXPECT_EQ(split_shell_words("  "), W{});
+  EXPECT_FALSE(split_shell_words("a 'b"));
+}
+
 TEST(Strings, PrintableKeepsAMessageOnOneLine) {
   EXPECT_EQ(printable("data/a b.txt"), "data/a b.txt");
   EXPECT_EQ(printable("caf\xc3\xa9/\xe6\x97\xa5"), "caf\xc3\xa9/\xe6\x97\xa5");  // UTF-8 kept
