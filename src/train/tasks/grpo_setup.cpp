@@ -111,7 +111,11 @@ Status make_reward(const TrainOptions& o, GrpoInputs& in) {
   r.answer.match = o.answer_match == "exact" ? rl::AnswerMatch::kExact : rl::AnswerMatch::kNumeric;
   r.answer.tolerance = o.answer_tolerance;
   r.regex = o.reward_regex;
-  r.command.argv = split(o.reward_command, ' ');
+  auto argv = split_shell_words(o.reward_command);  // a quoted argument stays one word
+  if (!argv)
+    return grpo_error("--reward_command '" + o.reward_command + "' has an unclosed quote",
+                      "close the quote");
+  r.command.argv = std::move(*argv);
   r.command.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.reward_timeout * 1000));
   auto reward = rl::build_reward(r);
   if (!reward) return reward.error();
@@ -167,10 +171,6 @@ Status check_grpo_sharding(const TrainOptions& o, const std::string& shard) {
       "pass --shard gradients (ZeRO-2) or --shard optimizer (ZeRO-1)");
 }
 
-int64_t grpo_prompts_per_rank(const TrainOptions& o, int world_size) {
-  return batch_per_process(o, world_size);
-}
-
 Status check_grpo_options(const TrainOptions& o, int world_size) {
   if (o.group_size < 2)
     return grpo_error(fmt::format("--group_size {} leaves no advantage: GRPO compares each "
@@ -180,19 +180,19 @@ Status check_grpo_options(const TrainOptions& o, int world_size) {
   if (o.mu > 1 && o.grad_accum > 1)
     return grpo_error("--mu with --grad_accum is not supported yet",
                       "pass --grad_accum 1 (raise --batch_size for a larger step)");
-  if (grpo_prompts_per_rank(o, world_size) < 1)
+  if (batch_per_process(o, world_size) < 1)
     return grpo_error(fmt::format("--batch_size {} with --batch_size_scaled leaves {} processes "
                                   "without a prompt",
                                   o.batch_size, world_size),
                       fmt::format("pass --batch_size {} or more", world_size));
   auto in = open_grpo_inputs(o);
   if (!in) return in.error();
-  const int64_t per_step = grpo_prompts_per_rank(o, world_size) * world_size;
+  const int64_t per_step = batch_per_process(o, world_size) * world_size;
   const auto n = static_cast<int64_t>(in->prompts.prompts.size());
   if (per_step > n)
     return grpo_error(fmt::format("--prompts {} holds {} prompts, fewer than one step takes ({} "
                                   "processes x --batch_size {})",
-                                  o.prompts, n, world_size, grpo_prompts_per_rank(o, world_size)),
+                                  o.prompts, n, world_size, batch_per_process(o, world_size)),
                       fmt::format("pass --batch_size {} or less, or more prompts",
                                   std::max<int64_t>(1, n / world_size)));
   return ok_status();

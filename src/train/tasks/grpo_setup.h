@@ -50,7 +50,4 @@ Status check_grpo_options(const TrainOptions& o, int world_size);
 // aware; the other sharding modes keep whole parameters on every rank.
 Status check_grpo_sharding(const TrainOptions& o, const std::string& shard);
 
-// Prompts each optimizer step takes on each rank (--batch_size, as batch_per_process splits it).
-int64_t grpo_prompts_per_rank(const TrainOptions& o, int world_size);
-
 }  // namespace gpulab::train

@@ -19,13 +19,17 @@ using GrpoClock = std::chrono::steady_clock;
 double grpo_seconds_since(GrpoClock::time_point t) {
   return std::chrono::duration<double>(GrpoClock::now() - t).count();
 }
+// The temperature log-probabilities are taken at: the sampler's (greedy, 0, reads as 1).
+double logprob_temperature(const TrainOptions& o) {
+  return o.temperature > 0 ? o.temperature : 1.0;
+}
 }  // namespace
 
 // Steps per epoch: every rank takes --batch_size prompts a step; μ optimizer steps (micro-batches)
 // train on each step's rollouts.
 int64_t GrpoTask::open_data() {
   in_ = open_grpo_inputs(env_.opts).value_or_throw();
-  prompts_per_rank_ = grpo_prompts_per_rank(env_.opts, env_.dist.world_size);
+  prompts_per_rank_ = batch_per_process(env_.opts, env_.dist.world_size);
   const auto n = static_cast<int64_t>(in_.prompts.prompts.size());
   steps_per_epoch_ = std::max<int64_t>(1, n / (prompts_per_rank_ * env_.dist.world_size));
   return steps_per_epoch_ * env_.opts.mu;
@@ -107,8 +111,8 @@ torch::Tensor GrpoTask::log_probs_of(CausalLm& model, const TaskBatch& batch) co
     outputs = model.forward(batch.inputs);
   }
   const auto logits = completion_logits(outputs, batch.extra.at("positions"));
-  const double t = env_.opts.temperature > 0 ? env_.opts.temperature : 1.0;
-  return rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets, t);
+  return rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets,
+                             logprob_temperature(env_.opts));
 }
 
 // The completions' rewards (their text: an EOS token is the end, not text), under the failure
@@ -191,9 +195,9 @@ GrpoTask::Rollout GrpoTask::make_rollout(int64_t step) {
 StepLoss GrpoTask::loss(const torch::Tensor& outputs, const TaskBatch& batch) const {
   if (batch.extra.count("empty") != 0) return {outputs.sum() * 0.0, {}, 0};
   const auto logits = completion_logits(outputs, batch.extra.at("positions"));
-  const double temperature = env_.opts.temperature > 0 ? env_.opts.temperature : 1.0;
   rl::GrpoLossInputs li;
-  li.log_probs = rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets, temperature);
+  li.log_probs = rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets,
+                                     logprob_temperature(env_.opts));
   if (auto it = batch.extra.find("old_log_probs"); it != batch.extra.end())
     li.old_log_probs = it->second;
   if (auto it = batch.extra.find("ref_log_probs"); it != batch.extra.end())
@@ -201,12 +205,21 @@ StepLoss GrpoTask::loss(const torch::Tensor& outputs, const TaskBatch& batch) co
   li.advantages = batch.extra.at("advantages").to(li.log_probs.scalar_type());
   li.mask = batch.extra.at("mask");
   const auto res = rl::grpo_loss(li, in_.loss);
+  // The figures in one copy to the host (one wait on a GPU, not five).
+  const auto as_double = [](const torch::Tensor& t) { return t.detach().to(torch::kDouble); };
+  const auto figures =
+      torch::stack({as_double(res.loss),
+                    res.kl.defined() ? as_double(res.kl)
+                                     : torch::zeros({}, torch::kDouble).to(res.loss.device()),
+                    as_double(res.clip_low), as_double(res.clip_high), as_double(li.mask.sum())})
+          .cpu();
+  const auto* f = figures.data_ptr<double>();
   step_.micro += 1;
-  step_.loss += res.loss.item<double>();
-  if (res.kl.defined()) step_.kl += res.kl.item<double>();
-  step_.clip_low += res.clip_low.item<double>();
-  step_.clip_high += res.clip_high.item<double>();
-  return {res.loss, {}, static_cast<int64_t>(li.mask.sum().item<double>())};
+  step_.loss += f[0];
+  step_.kl += f[1];
+  step_.clip_low += f[2];
+  step_.clip_high += f[3];
+  return {res.loss, {}, static_cast<int64_t>(f[4])};
 }
 
 }  // namespace gpulab::train

@@ -11,21 +11,34 @@ namespace gpulab::train {
 
 namespace {
 
-// The sums in a fixed order, to add up over ranks in one all-reduce.
+// The sums in a fixed order, to add up over ranks in one all-reduce: one list for both ways.
+using SumField = double GrpoTask::Sums::*;
+constexpr SumField kSumFields[] = {&GrpoTask::Sums::reward,
+                                   &GrpoTask::Sums::reward_sq,
+                                   &GrpoTask::Sums::rows,
+                                   &GrpoTask::Sums::completion_tokens,
+                                   &GrpoTask::Sums::gen_tokens,
+                                   &GrpoTask::Sums::gen_seconds,
+                                   &GrpoTask::Sums::step_seconds,
+                                   &GrpoTask::Sums::sequence_tokens,
+                                   &GrpoTask::Sums::kl,
+                                   &GrpoTask::Sums::clip_low,
+                                   &GrpoTask::Sums::clip_high,
+                                   &GrpoTask::Sums::loss,
+                                   &GrpoTask::Sums::micro,
+                                   &GrpoTask::Sums::groups,
+                                   &GrpoTask::Sums::dropped_groups,
+                                   &GrpoTask::Sums::failed_rewards};
+
 std::vector<double> sums_vector(const GrpoTask::Sums& s) {
-  return {s.reward,     s.reward_sq,   s.rows,           s.completion_tokens,
-          s.gen_tokens, s.gen_seconds, s.step_seconds,   s.sequence_tokens,
-          s.kl,         s.clip_low,    s.clip_high,      s.loss,
-          s.micro,      s.groups,      s.dropped_groups, s.failed_rewards};
+  std::vector<double> v;
+  for (SumField f : kSumFields) v.push_back(s.*f);
+  return v;
 }
 
 GrpoTask::Sums sums_of(const std::vector<double>& v) {
   GrpoTask::Sums s;
-  double* fields[] = {&s.reward,     &s.reward_sq,   &s.rows,           &s.completion_tokens,
-                      &s.gen_tokens, &s.gen_seconds, &s.step_seconds,   &s.sequence_tokens,
-                      &s.kl,         &s.clip_low,    &s.clip_high,      &s.loss,
-                      &s.micro,      &s.groups,      &s.dropped_groups, &s.failed_rewards};
-  for (size_t i = 0; i < v.size(); ++i) *fields[i] = v[i];
+  for (size_t i = 0; i < v.size() && i < std::size(kSumFields); ++i) s.*kSumFields[i] = v[i];
   return s;
 }
 
