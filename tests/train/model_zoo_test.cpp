@@ -179,10 +179,10 @@ class EvalParity : public ::testing::TestWithParam<std::string> {};
 
 // float32 eval outputs against torchvision on the same libtorch: most models measured bitwise
 // equal (the same kernels); the ViTs (attention) and ConvNeXts (LayerNorm over channels-last)
-// reorder sums, measured up to 1.3e-6 of the largest logit (vit_b_32, 32 px; ConvNeXt 9e-7). 1e-5 leaves 8x at the CI size;
-// a full-size input (GPULAB_SLOW_TESTS) sums 49x more positions per attention row, so it keeps
-// 1e-4 (not measured on this machine). A wrong layer or a missed buffer is off by 1e-2 or more
-// (the control below moves one weight and sees 4e-3).
+// reorder sums, measured up to 1.3e-6 of the largest logit (vit_b_32, 32 px; ConvNeXt 9e-7). 1e-5
+// leaves 8x at the CI size; a full-size input (GPULAB_SLOW_TESTS) sums 49x more positions per
+// attention row, so it keeps 1e-4 (not measured on this machine). A wrong layer or a missed buffer
+// is off by 1e-2 or more (the control below moves one weight and sees 4e-3).
 constexpr double kEvalTolerance = 1e-5;
 constexpr double kEvalToleranceFullSize = 1e-4;
 
