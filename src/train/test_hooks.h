@@ -1,8 +1,9 @@
 // Fault-injection points for the integration tests, in one place and out of the shipped binary:
 // a rank that hangs, a checkpoint write that pauses so that a test can kill the process
-// mid-write, and a gradient nudged by a tiny amount (the bug an equivalence test must see). gpulab itself installs no hooks, so these do nothing there and its binary holds no
-// test variable names; the test build's gpulab-hooks binary links tests/support/env_test_hooks.cpp,
-// which installs hooks driven by the environment.
+// mid-write, and a gradient nudged by a tiny amount (the bug an equivalence test must see). gpulab
+// itself installs no hooks, so these do nothing there and its binary holds no test variable names;
+// the test build's gpulab-hooks binary links tests/support/env_test_hooks.cpp, which installs hooks
+// driven by the environment.
 #pragma once
 
 #include <torch/torch.h>
