@@ -42,8 +42,8 @@ std::string fit_label(tp::FitLevel f) {
 
 void add_layout_row(TextTable& t, const tp::MeshPlanQuery& q, const tp::LayoutPlan& p) {
   const auto& m = p.held();
-  t.add_row({std::to_string(p.tp), std::to_string(p.pp), std::to_string(p.dp),
-             shard_label(p.shard), stage_split(q, p), human_bytes(m.params), human_bytes(m.grads),
+  t.add_row({std::to_string(p.tp), std::to_string(p.pp), std::to_string(p.dp), shard_label(p.shard),
+             stage_split(q, p), human_bytes(m.params), human_bytes(m.grads),
              human_bytes(m.optimizer), human_bytes(p.tp_alone.activations),
              human_bytes(p.sp.activations), human_bytes(p.no_scores.activations),
              human_bytes(p.full.activations), human_bytes(m.total()), fit_label(p.fit)});
@@ -110,9 +110,10 @@ void print_mesh_plan(const tp::MeshPlanQuery& q, const std::vector<tp::LayoutPla
   }
   std::printf("%s", t.render().c_str());
   if (!best) return print_nothing_fits(q, layouts);
-  std::printf("%zu of %zu layouts fit (total: without recomputation where it fits, else with "
-              "activation checkpointing).\n",
-              fitting, layouts.size());
+  std::printf(
+      "%zu of %zu layouts fit (total: without recomputation where it fits, else with "
+      "activation checkpointing).\n",
+      fitting, layouts.size());
   print_recommendation(q, layouts[best->index], best->reason);
 }
 

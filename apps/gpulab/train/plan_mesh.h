@@ -9,6 +9,7 @@ namespace gpulab::cli {
 // Prints the layouts that fit (all of them, marked, when none does) and the recommendation.
 // `layouts`: mesh_layouts(q).
 void print_mesh_plan(const train::parallel::MeshPlanQuery& q,
-                     const std::vector<train::parallel::LayoutPlan>& layouts, const std::string& gpu);
+                     const std::vector<train::parallel::LayoutPlan>& layouts,
+                     const std::string& gpu);
 
 }  // namespace gpulab::cli

@@ -41,7 +41,9 @@ int64_t layer_activation_bytes(const MeshMemoryQuery& q) {
   // micro-batch, h hidden, a heads, t TP, f FFN width, h_kv = kv heads x head size):
   //  outside the TP regions (replicated under TP alone, split t ways under sequence parallelism):
   //    the two norms' inputs (4) and outputs, which the QKV and MLP products keep (4), and
-  //    GPT's two dropout masks (2): 10 for GPT, 8 without dropout.
+  //    GPT's two dropout masks (2): 10 for GPT, 8 without dropout. gpulab's RMSNorm also keeps
+  //    its normalised input (+4), and under sequence parallelism its products keep the gathered
+  //    outputs whole (those 4 are not split).
   //  inside (split t ways): Q, K and V (2 + 4 h_kv / h), the output projection's input (2), the
   //    MLP's tensors of width f (GELU: its input and output, 4 f / h; SwiGLU: gate, up, the
   //    gate's activation and the product, 8 f / h): 24 for GPT (f = 4h); and the attention
@@ -52,23 +54,24 @@ int64_t layer_activation_bytes(const MeshMemoryQuery& q) {
   // recomputation keeps each layer's input alone, 2 s b h (split t ways under sequence
   // parallelism). In doubles: the terms are fractions of s b h.
   const DecoderShape& m = q.model;
+  const bool gpulab = q.activation_model == ActivationModel::kGpulab;
   const double s = static_cast<double>(q.seq_len), b = static_cast<double>(q.micro_batch);
   const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
   const double kv = static_cast<double>(m.kv_heads * (m.hidden / m.heads));
   const double f = static_cast<double>(m.ffn);
   const double t = q.tp;
-  const double sbh = s * b * h;
-  const double outside = m.dropout ? 10.0 : 8.0;
+  const double sp = q.sequence_parallel ? t : 1.0;  // what sequence parallelism divides by
+  // Outside: the norms' inputs (and gpulab's normalised copies) and dropout masks, then the
+  // products' inputs (kept whole by gpulab's sequence parallelism).
+  const double norms = 4.0 + (gpulab ? 4.0 : 0.0) + (m.dropout ? 2.0 : 0.0);
+  const double outside = norms / sp + 4.0 / (gpulab ? 1.0 : sp);
   double inside = 2 + 2 + (m.gated_mlp ? 8 : 4) * f / h;
   if (q.recompute == Recompute::kNone) inside += (m.dropout ? 5 : 2) * a * s / h;
   // K and V split over at most kv-heads ranks (a replicated kv head is computed by each holder).
   const double kv_inside = 4 * kv / h / std::min<double>(t, static_cast<double>(m.kv_heads));
-  double units = 0;
-  if (q.recompute == Recompute::kFull)
-    units = 2 / (q.sequence_parallel ? t : 1.0);
-  else
-    units = outside / (q.sequence_parallel ? t : 1.0) + inside / t + kv_inside;
-  return static_cast<int64_t>(sbh * units * static_cast<double>(q.activation_bytes) / 2.0 + 0.5);
+  const double units = q.recompute == Recompute::kFull ? 2 / sp : outside + inside / t + kv_inside;
+  return static_cast<int64_t>(s * b * h * units * static_cast<double>(q.activation_bytes) / 2.0 +
+                              0.5);
 }
 
 namespace {

@@ -24,6 +24,13 @@ struct DecoderShape {
 
 enum class Recompute { kNone, kSelective, kFull };
 
+// Whose activations: the paper's (Megatron-LM's: a fused norm keeps only its input, and sequence
+// parallelism keeps a column-parallel product's 1/t input shard, gathering it again in the
+// backward pass), or gpulab's (its RMSNorm also keeps the normalised input, and its sequence
+// parallelism keeps the gathered product inputs whole; tests/train/parallel/tp_memory_test.cpp
+// measures them).
+enum class ActivationModel { kKorthikanti, kGpulab };
+
 struct MeshMemoryQuery {
   DecoderShape model;
   int tp = 1;
@@ -35,6 +42,7 @@ struct MeshMemoryQuery {
   int64_t micro_batches = 1;  // per step (the 1F1B schedule keeps min(pp, this) in flight)
   bool sequence_parallel = true;
   Recompute recompute = Recompute::kNone;
+  ActivationModel activation_model = ActivationModel::kKorthikanti;
   int64_t param_bytes = 2;  // bf16 weights
   int64_t grad_bytes = 2;
   int64_t optimizer_bytes = 12;  // per parameter: fp32 master copy + Adam's two moments

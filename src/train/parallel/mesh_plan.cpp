@@ -41,14 +41,14 @@ void check_requested(const MeshPlanQuery& q, const std::vector<int>& tps) {
   // Only the node keeps it out: --allow_tp_across_nodes would let it in.
   const bool node_bound = q.tp > 0 && q.gpus % q.tp == 0 && tp_size_fits(q.model, q.tp);
   if (q.tp > 0 && std::find(tps.begin(), tps.end(), q.tp) == tps.end())
-    throw Exception(Code::kInvalidArgument,
-                    fmt::format("--tp {} does not fit {} GPUs ({} a node) and {} ({} heads, {} "
-                                "key/value heads, FFN {}): TP must divide the GPUs and a node's "
-                                "GPUs, and the shape must split {} ways",
-                                q.tp, q.gpus, q.gpus_per_node, q.model.name, q.model.num_heads,
-                                q.model.num_kv_heads, q.model.intermediate_size, q.tp),
-                    "use --tp " + join_sizes(tps) +
-                        (node_bound ? " (or --allow_tp_across_nodes)" : ""));
+    throw Exception(
+        Code::kInvalidArgument,
+        fmt::format("--tp {} does not fit {} GPUs ({} a node) and {} ({} heads, {} "
+                    "key/value heads, FFN {}): TP must divide the GPUs and a node's "
+                    "GPUs, and the shape must split {} ways",
+                    q.tp, q.gpus, q.gpus_per_node, q.model.name, q.model.num_heads,
+                    q.model.num_kv_heads, q.model.intermediate_size, q.tp),
+        "use --tp " + join_sizes(tps) + (node_bound ? " (or --allow_tp_across_nodes)" : ""));
   const int tp = q.tp > 0 ? q.tp : 1;
   std::vector<int> pps;
   for (int p : divisors(q.gpus / tp))
@@ -73,6 +73,7 @@ LayoutPlan plan_layout(const MeshPlanQuery& q, int tp, int pp, int shard) {
   m.dp = p.dp;
   m.shard = shard;
   m.micro_batches = std::max<int64_t>(m.micro_batches, pp);  // 1F1B fills the pipeline
+  m.activation_model = ActivationModel::kGpulab;             // what gpulab's ranks keep
   auto variant = [&](bool sp, Recompute r) {
     m.sequence_parallel = sp;
     m.recompute = r;
@@ -121,21 +122,24 @@ std::string reason_for(const LayoutPlan& p, const std::vector<LayoutPlan>& all,
                         "no layout fits without recomputation";
   r += fmt::format("; the smallest model-parallel size TP·PP = {} that does{}", p.tp * p.pp,
                    z3 ? " without ZeRO-3 across nodes" : "");
-  r += p.dp > 1 ? fmt::format(", leaving {}-way data parallelism (one gradient exchange a step)",
-                              p.dp)
-                : ", with no data parallelism left";
-  if (p.tp > 1) r += fmt::format("; TP {} inside a node (its all-reduces run in every layer)", p.tp);
+  r += p.dp > 1
+           ? fmt::format(", leaving {}-way data parallelism (one gradient exchange a step)", p.dp)
+           : ", with no data parallelism left";
+  if (p.tp > 1)
+    r += fmt::format("; TP {} inside a node (its all-reduces run in every layer)", p.tp);
   if (p.pp > 1)
-    r += fmt::format("; PP {} for the rest (stages pass only activations; {} layers on the "
-                     "fullest stage, embedding and output layer counted)",
-                     p.pp, p.held().stage_layers);
+    r += fmt::format(
+        "; PP {} for the rest (stages pass only activations; {} layers on the "
+        "fullest stage, embedding and output layer counted)",
+        p.pp, p.held().stage_layers);
   if (p.shard > 0)
     r += fmt::format("; ZeRO-{} over the {} data-parallel ranks{}", p.shard, p.dp,
                      p.shard < 3 ? " (the bytes DDP moves, less memory)" : "");
   if (z3)
-    r += fmt::format("; TP {} x PP {} x DP {} with ZeRO-3 also fits, but all-gathers every "
-                     "layer's parameters across nodes twice a step",
-                     z3->tp, z3->pp, z3->dp);
+    r += fmt::format(
+        "; TP {} x PP {} x DP {} with ZeRO-3 also fits, but all-gathers every "
+        "layer's parameters across nodes twice a step",
+        z3->tp, z3->pp, z3->dp);
   return r;
 }
 
@@ -173,7 +177,8 @@ std::vector<LayoutPlan> mesh_layouts(const MeshPlanQuery& q) {
       if (pp > q.model.num_layers || (q.pp > 0 && pp != q.pp)) continue;
       const int dp = q.gpus / (tp * pp);
       for (int shard = 0; shard <= (dp > 1 ? 3 : 0); ++shard)
-        if (q.shard < 0 || q.shard == shard || dp == 1) out.push_back(plan_layout(q, tp, pp, shard));
+        if (q.shard < 0 || q.shard == shard || dp == 1)
+          out.push_back(plan_layout(q, tp, pp, shard));
     }
   }
   return out;

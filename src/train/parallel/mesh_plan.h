@@ -25,9 +25,9 @@ struct MeshPlanQuery {
   // Sequence, micro-batch, micro-batches per step and element sizes (tp, pp, dp, shard and the
   // activation options are the plan's own).
   MeshMemoryQuery base;
-  int tp = 0;      // only this TP size (0: every size that fits)
-  int pp = 0;      // only this PP size (0: every size)
-  int shard = -1;  // only this ZeRO stage (-1: every stage)
+  int tp = 0;                          // only this TP size (0: every size that fits)
+  int pp = 0;                          // only this PP size (0: every size)
+  int shard = -1;                      // only this ZeRO stage (-1: every stage)
   bool allow_tp_across_nodes = false;  // TP sizes past a node's GPUs too
 };
 

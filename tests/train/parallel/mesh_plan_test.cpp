@@ -29,7 +29,8 @@ std::vector<Row> mesh_rows(const std::string& out) {
   std::vector<Row> rows;
   const auto at = out.find("Device mesh layouts");
   std::istringstream in(at == std::string::npos ? "" : out.substr(at));
-  static const std::regex row(R"(^\s*(\d+)\s+(\d+)\s+(\d+)\s+(none|optimizer|gradients|full)\s.*\s(yes|checkpointing|no)\s*$)");
+  static const std::regex row(
+      R"(^\s*(\d+)\s+(\d+)\s+(\d+)\s+(none|optimizer|gradients|full)\s.*\s(yes|checkpointing|no)\s*$)");
   std::string line;
   std::smatch m;
   while (std::getline(in, line))
@@ -47,8 +48,7 @@ Pick recommended(const std::string& out) {
   static const std::regex re(R"(Recommended: TP (\d+) x PP (\d+) x DP (\d+), --shard (\w+))");
   std::smatch m;
   Pick p;
-  if (std::regex_search(out, m, re))
-    p = {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]), m[4]};
+  if (std::regex_search(out, m, re)) p = {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]), m[4]};
   return p;
 }
 
@@ -60,7 +60,8 @@ ProcessResult plan(const std::vector<std::string>& args) {
 
 // The library's layouts for the same question the command answered (defaults as plan's: fp32,
 // AdamW, one 2048-token sequence a micro-batch).
-std::vector<LayoutPlan> library_layouts(const std::string& model, int gpus, const std::string& gpu) {
+std::vector<LayoutPlan> library_layouts(const std::string& model, int gpus,
+                                        const std::string& gpu) {
   MeshPlanQuery q;
   q.model = train::find_decoder_config(model).value_or_throw();
   q.gpus = gpus;
@@ -89,7 +90,8 @@ void expect_only_fitting(const std::string& out, const std::vector<LayoutPlan>& 
   EXPECT_EQ(static_cast<int>(rows.size()), fitting(all)) << out;
   const Pick p = recommended(out);
   bool listed = false;
-  for (const auto& r : rows) listed = listed || (r.tp == p.tp && r.pp == p.pp && r.shard == p.shard);
+  for (const auto& r : rows)
+    listed = listed || (r.tp == p.tp && r.pp == p.pp && r.shard == p.shard);
   EXPECT_TRUE(listed) << out;
 }
 
