@@ -353,7 +353,9 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
   auto* cmd = app.add_subcommand(
       "plan",
       "per-device memory of a training job for each --shard stage (all unless one is given), and "
-      "whether it fits; --batch_size is per device (language models: 1 unless given)");
+      "whether it fits; --batch_size is per device (language models: 1 unless given); language "
+      "models also: the device-mesh layouts (TP x PP x DP x ZeRO) that fit and the one to use, or "
+      "with --generation_gpus N whether GRPO's generation/training split fits");
   cmd->add_option("--gpus", o->gpus, "devices (ranks) in the job")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();

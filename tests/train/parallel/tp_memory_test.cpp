@@ -132,6 +132,10 @@ TEST_P(TpMemory, PlannerMatchesWhatRanksHold) {
     EXPECT_EQ(got[tied ? 1 : 0], mesh_memory(query(c, tp, false)).params_per_gpu)
         << (tied ? "tied" : "untied");
   }
+#if defined(__SANITIZE_ADDRESS__)  // the sanitize-train tree (GCC)
+  GTEST_SKIP() << "built with AddressSanitizer, whose allocator is not the glibc heap mallinfo2 "
+                  "reads (the parameter counts were checked)";
+#endif
   // Activations per block: the difference between 4 and 2 blocks, halved, cancels what the
   // embedding, the output layer, the loss and the rotary tables keep (the model's extras).
   for (bool sp : {false, true}) {
