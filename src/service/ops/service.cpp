@@ -137,21 +137,18 @@ void warn_unconfigured_hosts(Service& s) {
 
 // Two hosts of the config that are one engine (two URLs of one dockerd, engine IDs compared
 // among the hosts that answer at start): refused, as the book would hold one machine's GPUs and
-// containers twice. A host that was down at start is not compared.
-void refuse_one_engine_twice(const Service& s) {
-  std::map<std::string, std::string> host_of_id;
+// containers twice. A host that was down at start is compared when it first answers, and kept
+// down if another host owns its engine.
+void refuse_one_engine_twice(Service& s) {
   for (const auto& h : s.hosts) {
     const Engine* e = h->engine();
     if (!e || !h->up()) continue;
-    auto id = e->engine_id();
-    if (!id || id->empty()) continue;
-    auto [it, fresh] = host_of_id.emplace(*id, h->name());
-    if (!fresh)
-      throw Exception(Error(Code::kInvalidArgument,
-                            "config: hosts '" + it->second + "' and '" + h->name() +
-                                "' are the same Docker engine (ID " + *id + ")",
-                            "list each engine once in hosts (docs/engines.md#many-hosts)"));
+    if (auto st = s.engine_ids.admit(h->name(), *e); !st) throw Exception(st.error());
   }
+  for (auto& h : s.hosts)
+    h->set_admission([&ids = s.engine_ids](const Host& host, const Engine& e) {
+      return ids.admit(host.name(), e, /*log=*/true);
+    });
 }
 
 // Connects every host; one that does not answer is reported and joins when it does (the host

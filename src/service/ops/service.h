@@ -15,6 +15,7 @@
 #include "service/engine/inventory.h"
 #include "service/http/auth.h"
 #include "service/ops/hosts/background_calls.h"
+#include "service/ops/hosts/engine_id_book.h"
 #include "service/ops/hosts/host.h"
 #include "service/ops/images/image_claims.h"
 #include "service/store/store.h"
@@ -33,6 +34,7 @@ struct Service {
   std::mutex alloc_mu;  // choose + record GPUs and ports: one decision at a time
   std::shared_ptr<Clock> clock = std::make_shared<SystemClock>();  // metering, idle reclaim
   ImageClaims image_claims;  // internal images committed but not yet owned by a row
+  EngineIdBook engine_ids;   // which host owns each engine: one engine never under two names
   // Engine calls still running after their request stopped waiting (host_fanout.h); declared
   // after hosts, so it is destroyed, waiting for them, before the engines they use.
   BackgroundCalls background;

@@ -136,8 +136,13 @@ Status Host::connect() {
     std::lock_guard<std::mutex> g(mu_);
     if (!engine_) engine_ = std::move(*e);
     fresh = engine_.get();
-    up_ = true;
   }
+  if (admit_)
+    if (auto st = admit_(*this, *fresh); !st) {
+      set_down(st.error().message);
+      return st.error();
+    }
+  up_ = true;
   note_live_restore(*fresh);
   return ok_status();
 }
@@ -147,6 +152,7 @@ bool Host::check(const std::function<void(const Engine&)>& returning) {
   // Only an engine that answered before: connect() marks a first answer up at once.
   const Engine* known = engine();
   Status st = known ? known->ping() : connect();
+  if (st && !was && known && admit_) st = admit_(*this, *known);
   if (st && !was && returning && known) returning(*known);
   if (st) {
     std::lock_guard<std::mutex> g(mu_);

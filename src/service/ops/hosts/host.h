@@ -58,6 +58,10 @@ class Host {
   bool check(const std::function<void(const Engine&)>& returning = {});
   // Connects (start-up); the error when the engine does not answer.
   Status connect();
+  // Asked before a host that answers is marked up, after start-up (the first answer of a host
+  // that was down at start, or a return): an error keeps it down with that reason.
+  using Admission = std::function<Status(const Host&, const Engine&)>;
+  void set_admission(Admission admit) { admit_ = std::move(admit); }
 
   // Whether its GPUs are found through its engine: none declared, and a probe image set.
   bool probed() const { return !probe_.image.empty(); }
@@ -79,6 +83,7 @@ class Host {
   void abandon_stalled_calls() const;
   HostConfig config_;
   EngineOpener open_;
+  Admission admit_;              // set once, before the host monitor starts
   ServiceConfig engine_config_;  // the service's config as this host's engine sees it
   std::shared_ptr<const ServiceInventory> inventory_;  // until the engine answers
   GpuProbe probe_;                                     // image empty: not probed
