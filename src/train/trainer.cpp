@@ -73,7 +73,7 @@ void Trainer::setup_runtime() {
 
 // Step 2: the task the options name, and its data.
 void Trainer::setup_data() {
-  batch_per_process_ = batch_per_process(opts_, dist_->world_size);
+  batch_per_process_ = batch_per_process(opts_, dist_->data_world_size);
   task_ = make_train_task(
       TaskEnv{opts_, *dist_, device_, precision_, compute_dtype_, batch_per_process_, threads_});
   train_batches_ = task_->open_data();
@@ -284,7 +284,7 @@ EpochRecord Trainer::epoch_record(int64_t epoch, const std::array<double, 3>& lo
   r.train_images = static_cast<int64_t>(sums[2].item<double>());
   r.train_loss = loss_sum / std::max<double>(1.0, static_cast<double>(r.train_images));
   r.train_acc = correct / std::max<double>(1.0, static_cast<double>(r.train_images));
-  const int64_t steady_items = r.train_images - warm.items * dist_->world_size;
+  const int64_t steady_items = r.train_images - warm.items * dist_->data_world_size;
   const bool drop_warm = warm.items > 0 && steady_items > 0 && time_s > warm.seconds;
   r.images_per_s = drop_warm ? static_cast<double>(steady_items) / (time_s - warm.seconds)
                              : static_cast<double>(r.train_images) / std::max(1e-9, time_s);
@@ -365,9 +365,10 @@ void Trainer::write_outputs(TrainResult& result) {
   result.output_dir = out_dir_;
   if (opts_.no_weights) return;
   dist_->gather_parameters(*model_);  // sharded: every rank takes part
+  const StateDict state = dist_->model_state(*model_);  // tensor parallel: gathered
   if (!dist_->is_main()) return;
   result.weights_file = out_dir_ / "model.safetensors";
-  for (const auto& line : task_->write_weights(*model_, out_dir_)) say(line);
+  for (const auto& line : task_->write_weights(*model_, state, out_dir_)) say(line);
   if (opts_.no_report) return;
   const std::string data_name = task_->data_name();
   ReportInfo info;
