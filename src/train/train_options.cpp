@@ -153,11 +153,10 @@ Status check_train_options(const TrainOptions& o, int world_size) {
   // (Tensor-parallel ranks share their group's batch: the data-parallel ranks split it.)
   const int64_t readers = world_size / o.tp;
   if (o.batch_size_scaled && o.batch_size < readers)
-    return bad(
-        fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
-                    "processes: it must be >= {}, one sample or more for each",
-                    o.batch_size, readers, readers),
-        fmt::format("pass --batch_size {} or more, or drop --batch_size_scaled", readers));
+    return bad(fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
+                           "processes: it must be >= {}, one sample or more for each",
+                           o.batch_size, readers, readers),
+               fmt::format("pass --batch_size {} or more, or drop --batch_size_scaled", readers));
   return ok_status();
 }
 

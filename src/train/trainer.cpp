@@ -364,7 +364,7 @@ void Trainer::save_checkpoint_of(int64_t epochs_done, int64_t batches_done) {
 void Trainer::write_outputs(TrainResult& result) {
   result.output_dir = out_dir_;
   if (opts_.no_weights) return;
-  dist_->gather_parameters(*model_);  // sharded: every rank takes part
+  dist_->gather_parameters(*model_);                    // sharded: every rank takes part
   const StateDict state = dist_->model_state(*model_);  // tensor parallel: gathered
   if (!dist_->is_main()) return;
   result.weights_file = out_dir_ / "model.safetensors";

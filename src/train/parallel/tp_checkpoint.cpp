@@ -63,13 +63,17 @@ std::unique_ptr<o::Optimizer> same_optimizer(const o::Optimizer& opt, TpCausalLm
   }
   std::unique_ptr<o::Optimizer> out;
   if (auto* a = dynamic_cast<const o::AdamW*>(&opt))
-    out = std::make_unique<o::AdamW>(std::move(groups), static_cast<const o::AdamWOptions&>(a->defaults()));
+    out = std::make_unique<o::AdamW>(std::move(groups),
+                                     static_cast<const o::AdamWOptions&>(a->defaults()));
   else if (auto* b = dynamic_cast<const o::Adam*>(&opt))
-    out = std::make_unique<o::Adam>(std::move(groups), static_cast<const o::AdamOptions&>(b->defaults()));
+    out = std::make_unique<o::Adam>(std::move(groups),
+                                    static_cast<const o::AdamOptions&>(b->defaults()));
   else if (auto* c = dynamic_cast<const o::SGD*>(&opt))
-    out = std::make_unique<o::SGD>(std::move(groups), static_cast<const o::SGDOptions&>(c->defaults()));
+    out = std::make_unique<o::SGD>(std::move(groups),
+                                   static_cast<const o::SGDOptions&>(c->defaults()));
   else if (auto* d = dynamic_cast<const o::RMSprop*>(&opt))
-    out = std::make_unique<o::RMSprop>(std::move(groups), static_cast<const o::RMSpropOptions&>(d->defaults()));
+    out = std::make_unique<o::RMSprop>(std::move(groups),
+                                       static_cast<const o::RMSpropOptions&>(d->defaults()));
   else
     throw Exception(Code::kUnsupported, "this optimizer has no tensor-parallel checkpoint",
                     "use --optimizer adamw, adam, sgd or rmsprop with --tp");

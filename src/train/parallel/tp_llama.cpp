@@ -165,8 +165,8 @@ torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* 
   for (auto& layer : *model->layers) h = layer->as<TpLlamaBlockImpl>()->forward(h, cos, sin, sp);
   auto hc = enter_tp(model->norm(h), *group_, sp);
   // Tied: the embedding's rows are the output layer's, split over the vocabulary the same way.
-  auto logits = torch::nn::functional::linear(
-      hc, lm_head ? lm_head->weight : model->embed_tokens->weight);
+  auto logits =
+      torch::nn::functional::linear(hc, lm_head ? lm_head->weight : model->embed_tokens->weight);
   if (is_training()) return logits;
   return group_->gather_last_dim(logits, "evaluation logits").narrow(-1, 0, config_.vocab_size);
 }

@@ -49,8 +49,8 @@ bool tp_kv_rows(const std::string& name) {
 int tp_split_dim(const std::string& name) {
   // Qwen2's q/k/v biases: one value per output row, split with the rows.
   static constexpr std::array<std::string_view, 10> rows{
-      "embed_tokens.weight", "lm_head.weight", "q_proj.weight",    "k_proj.weight",
-      "v_proj.weight",       "q_proj.bias",    "k_proj.bias",      "v_proj.bias",
+      "embed_tokens.weight", "lm_head.weight", "q_proj.weight", "k_proj.weight",
+      "v_proj.weight",       "q_proj.bias",    "k_proj.bias",   "v_proj.bias",
       "gate_proj.weight",    "up_proj.weight"};
   static constexpr std::array<std::string_view, 2> cols{"o_proj.weight", "down_proj.weight"};
   for (auto tail : rows)

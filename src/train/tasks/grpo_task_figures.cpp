@@ -178,8 +178,7 @@ std::vector<std::string> GrpoTask::header(const RunFacts& facts) const {
 
 std::vector<std::string> GrpoTask::write_weights(Classifier& /*model*/, const StateDict& state,
                                                  const std::filesystem::path& dir) const {
-  write_hf_folder(dir, model_->config(), state, in_.tokenizer_spec,
-                  "gpulab train --task grpo");
+  write_hf_folder(dir, model_->config(), state, in_.tokenizer_spec, "gpulab train --task grpo");
   return {"Weights: " + (dir / "model.safetensors").string(),
           "Config: " + (dir / "config.json").string()};
 }

@@ -170,8 +170,7 @@ std::vector<std::string> LmTask::header(const RunFacts& facts) const {
 // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
 std::vector<std::string> LmTask::write_weights(Classifier& /*model*/, const StateDict& state,
                                                const std::filesystem::path& dir) const {
-  write_hf_folder(dir, model_->config(), state, data_->tokenizer_spec(),
-                  "gpulab train");
+  write_hf_folder(dir, model_->config(), state, data_->tokenizer_spec(), "gpulab train");
   return {"Weights: " + (dir / "model.safetensors").string(),
           "Config: " + (dir / "config.json").string()};
 }
