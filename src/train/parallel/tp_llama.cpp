@@ -223,18 +223,23 @@ double TpLlamaForCausalLM::clip_grad_norm(double max_norm) {
   return norm;
 }
 
-std::pair<torch::Tensor, torch::Tensor> TpLlamaForCausalLM::loss_of(const torch::Tensor& logits,
-                                                                    const torch::Tensor& targets) {
+torch::Tensor TpLlamaForCausalLM::mean_loss(const torch::Tensor& logits,
+                                            const torch::Tensor& targets) {
   const auto items = logits.reshape({-1, logits.size(-1)});
   const auto y = targets.reshape({-1});
   auto per = vocab_parallel_cross_entropy(items, y, *group_, vocab_start(), config_.vocab_size);
-  auto loss = per.sum() / (y != kIgnoreIndex).sum().clamp_min(1);
-  auto best = vocab_parallel_argmax(items.detach(), *group_, vocab_start(), config_.vocab_size);
-  return {loss, best.eq(y).sum()};
+  return per.sum() / (y != kIgnoreIndex).sum().clamp_min(1);
+}
+
+std::pair<torch::Tensor, torch::Tensor> TpLlamaForCausalLM::loss_of(const torch::Tensor& logits,
+                                                                    const torch::Tensor& targets) {
+  const auto items = logits.detach().reshape({-1, logits.size(-1)});
+  auto best = vocab_parallel_argmax(items, *group_, vocab_start(), config_.vocab_size);
+  return {mean_loss(logits, targets), best.eq(targets.reshape({-1})).sum()};
 }
 
 torch::Tensor TpLlamaForCausalLM::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
-  return loss_of(forward(tokens), targets).first;
+  return mean_loss(forward(tokens), targets);
 }
 
 StateDict TpLlamaForCausalLM::shard(const StateDict& full) const {

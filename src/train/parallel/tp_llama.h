@@ -95,6 +95,9 @@ class TpLlamaForCausalLM : public TpCausalLm {
 
   TpLlamaModel model{nullptr};
   ColumnParallelLinear lm_head{nullptr};  // null when tied to model->embed_tokens
+
+ private:
+  torch::Tensor mean_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 };
 
 }  // namespace gpulab::train::parallel
