@@ -124,6 +124,14 @@ void Trainer::setup_optimizer() {
   schedule_ = std::make_unique<LrSchedule>(s);
 }
 
+namespace {
+// What names a checkpoint to the user: a sharded one's manifest (its files are per rank), an
+// ordinary one's file (whichever context read it: tensor parallelism reads the ordinary kind).
+fs::path checkpoint_name(const CheckpointInfo& ckpt) {
+  return dist::is_sharded_checkpoint(ckpt) ? ckpt.manifest : ckpt.file;
+}
+}  // namespace
+
 // Step 5: --resume auto | PATH restores everything a checkpoint holds.
 void Trainer::maybe_resume() {
   if (opts_.resume.empty()) return;
@@ -151,8 +159,8 @@ void Trainer::maybe_resume() {
   // the other layout); this run's layout is the one chosen above. (Sharded loading keeps it.)
   if (memory_format_.channels_last && !sharded) make_channels_last(*model_);
   // Nothing is written before this check: a refused resume leaves the run as it was.
-  if (auto st = check_resume_options(s.options, options_to_json(opts_),
-                                     (sharded ? ckpt->manifest : ckpt->file).string());
+  if (auto st =
+          check_resume_options(s.options, options_to_json(opts_), checkpoint_name(*ckpt).string());
       !st)
     throw Exception(st.error());
   start_epoch_ = s.epoch;
@@ -160,7 +168,7 @@ void Trainer::maybe_resume() {
   resume_batches_ = s.batches_done;
   scaler_->load(s.scaler);
   for (const auto& r : s.history) history_.push_back(EpochRecord::from_json(r));
-  resumed_from_ = (sharded ? ckpt->manifest : ckpt->file).string();
+  resumed_from_ = checkpoint_name(*ckpt).string();
 }
 
 void Trainer::print_header() const {
