@@ -48,7 +48,7 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
     {"tp", &TO::tp, "tensor-parallel ranks per model replica (language models: llama, qwen2); data parallel over world / tp", nullptr, rows_at_least(1)},
     {"sequence_parallel", &TO::sequence_parallel, "with --tp: norms and residuals hold 1/tp of the sequence (on) or all of it (off)", on_off_names},
     {"allow_tp_across_nodes", &TO::allow_tp_across_nodes, "let a tensor-parallel group span nodes (slow: every layer all-reduces over the network)"},
-    {"pp", &TO::pp, "pipeline stages (only 1: pipeline parallelism is not wired into train yet)", nullptr, rows_at_least(1)},
+    {"pp", &TO::pp, "pipeline stages (language models; `gpulab plan`: plan only this number)", nullptr, rows_at_least(1)},
     {"threads", &TO::threads, "intra-op threads (0: all cores / local ranks)", nullptr, rows_at_least(0)},
     {"resume", &TO::resume, "auto (newest complete checkpoint) or a checkpoint path", nullptr, {}, false},
     {"keep_checkpoints", &TO::keep_checkpoints, "complete checkpoints to keep", nullptr, rows_at_least(1)},
