@@ -10,8 +10,13 @@
 
 #include "train/checkpoint.h"
 #include "train/data/sampler.h"
+#include "train/weights/safetensors.h"
 
 namespace gpulab::train {
+
+namespace parallel {
+class TpGroup;
+}
 
 class DistContext {
  public:
@@ -21,6 +26,10 @@ class DistContext {
   int world_size = 1;
   int local_rank = 0;        // index on this host: picks the GPU and the thread share
   int local_world_size = 1;  // ranks on this host
+  // Among the ranks that read different data (the ranks of one tensor-parallel group read the
+  // same batch): rank and world_size without --tp.
+  int data_rank = 0;
+  int data_world_size = 1;
 
   bool is_main() const { return rank == 0; }
 
@@ -36,7 +45,8 @@ class DistContext {
   // this returns (DDP waits for its bucketed all-reduces here, or reduces them now).
   virtual void after_backward(torch::nn::Module& model) {}
 
-  // Sums a tensor over ranks in place (metric sums: loss, correct, total).
+  // Sums a tensor over ranks in place (metric sums: loss, correct, total). Tensor parallel:
+  // over the data-parallel ranks, whose figures differ (the ranks of a TP group hold the same).
   virtual void all_reduce_sum(torch::Tensor& t) {}
 
   // Copies `t` from rank `root` to all ranks (used for RNG state, resume decisions).
@@ -80,6 +90,13 @@ class DistContext {
                                                             torch::optim::Optimizer& opt) {
     return std::nullopt;
   }
+
+  // This rank's tensor-parallel group (train/parallel/tp_group.h), or null without --tp: a task
+  // builds its family's tensor-parallel model over it.
+  virtual parallel::TpGroup* tp_group() { return nullptr; }
+  // The model's tensors under its ordinary (one-process) names and shapes, as the final weights
+  // hold them: tensor parallelism gathers them over its group, so every rank calls it together.
+  virtual StateDict model_state(torch::nn::Module& model) { return module_state_dict(model); }
 
   // A human-readable name for the header line ("gloo", "nccl"; "none" for one process).
   virtual std::string backend() const { return "none"; }

@@ -13,6 +13,7 @@
 #include "train/lm_batches.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
+#include "train/parallel/tp_options.h"
 
 namespace gpulab::train {
 
@@ -142,18 +143,20 @@ int64_t batch_per_process(const TrainOptions& o, int world_size) {
 
 Status check_train_options(const TrainOptions& o, int world_size) {
   if (auto st = validate(o); !st) return st;
+  if (auto st = parallel::check_model_parallel_options(o, world_size); !st) return st;
   // GRPO reads no --model/--dataset pair: its policy, prompts and rewards are the task's own
   // checks (check_task_options, train/tasks/task_table.h).
   if (o.task == "grpo") return ok_status();
   const bool lm = is_language_model(o.model) || is_text_dataset(o.dataset);
   if (auto st = lm ? check_language_model(o) : check_image_model(o); !st) return st;
   // What the world size decides, for every model kind: each process takes at least one sample.
-  if (o.batch_size_scaled && o.batch_size < world_size)
-    return bad(
-        fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
-                    "processes: it must be >= {}, one sample or more for each",
-                    o.batch_size, world_size, world_size),
-        fmt::format("pass --batch_size {} or more, or drop --batch_size_scaled", world_size));
+  // (Tensor-parallel ranks share their group's batch: the data-parallel ranks split it.)
+  const int64_t readers = world_size / o.tp;
+  if (o.batch_size_scaled && o.batch_size < readers)
+    return bad(fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
+                           "processes: it must be >= {}, one sample or more for each",
+                           o.batch_size, readers, readers),
+               fmt::format("pass --batch_size {} or more, or drop --batch_size_scaled", readers));
   return ok_status();
 }
 
@@ -195,7 +198,9 @@ Json options_to_json(const TrainOptions& o) {
          {"subset", o.subset},
          {"limit_train_batches", o.limit_train_batches},
          {"limit_eval_batches", o.limit_eval_batches},
-         {"max_steps", o.max_steps}};
+         {"max_steps", o.max_steps},
+         {"tp", o.tp},
+         {"sequence_parallel", o.sequence_parallel}};
   if (o.task != "grpo") return j;
   j["task"] = o.task;
   j["weights"] = o.weights;

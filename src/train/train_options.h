@@ -67,6 +67,14 @@ struct TrainOptions {
   int64_t num_workers = -1;  // -1: auto
   int64_t threads = 0;       // intra-op threads; 0: all cores (split between local ranks)
 
+  // Model parallelism (docs/parallelism.md): tensor-parallel ranks per model replica (language
+  // models of a family with a tensor-parallel model), sequence parallelism inside them (on|off),
+  // and whether a TP group may span nodes. Pipeline stages: refused above 1 for now.
+  int64_t tp = 1;
+  std::string sequence_parallel = "on";
+  bool allow_tp_across_nodes = false;
+  int64_t pp = 1;
+
   // Checkpoints and outputs.
   std::string resume;  // "", "auto" or a checkpoint path
   int64_t keep_checkpoints = 2;

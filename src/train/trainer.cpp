@@ -74,7 +74,7 @@ void Trainer::setup_runtime() {
 
 // Step 2: the task the options name, and its data.
 void Trainer::setup_data() {
-  batch_per_process_ = batch_per_process(opts_, dist_->world_size);
+  batch_per_process_ = batch_per_process(opts_, dist_->data_world_size);
   task_ = make_train_task(
       TaskEnv{opts_, *dist_, device_, precision_, compute_dtype_, batch_per_process_, threads_});
   train_batches_ = task_->open_data();
@@ -125,6 +125,14 @@ void Trainer::setup_optimizer() {
   schedule_ = std::make_unique<LrSchedule>(s);
 }
 
+namespace {
+// What names a checkpoint to the user: a sharded one's manifest (its files are per rank), an
+// ordinary one's file (whichever context read it: tensor parallelism reads the ordinary kind).
+fs::path checkpoint_name(const CheckpointInfo& ckpt) {
+  return dist::is_sharded_checkpoint(ckpt) ? ckpt.manifest : ckpt.file;
+}
+}  // namespace
+
 // Step 5: --resume auto | PATH restores everything a checkpoint holds.
 void Trainer::maybe_resume() {
   if (opts_.resume.empty()) return;
@@ -152,8 +160,8 @@ void Trainer::maybe_resume() {
   // the other layout); this run's layout is the one chosen above. (Sharded loading keeps it.)
   if (memory_format_.channels_last && !sharded) make_channels_last(*model_);
   // Nothing is written before this check: a refused resume leaves the run as it was.
-  if (auto st = check_resume_options(s.options, options_to_json(opts_),
-                                     (sharded ? ckpt->manifest : ckpt->file).string());
+  if (auto st =
+          check_resume_options(s.options, options_to_json(opts_), checkpoint_name(*ckpt).string());
       !st)
     throw Exception(st.error());
   start_epoch_ = s.epoch;
@@ -161,7 +169,7 @@ void Trainer::maybe_resume() {
   resume_batches_ = s.batches_done;
   scaler_->load(s.scaler);
   for (const auto& r : s.history) history_.push_back(EpochRecord::from_json(r));
-  resumed_from_ = (sharded ? ckpt->manifest : ckpt->file).string();
+  resumed_from_ = checkpoint_name(*ckpt).string();
 }
 
 void Trainer::print_header() const {
@@ -286,7 +294,7 @@ EpochRecord Trainer::epoch_record(int64_t epoch, const std::array<double, 3>& lo
   r.train_images = static_cast<int64_t>(sums[2].item<double>());
   r.train_loss = loss_sum / std::max<double>(1.0, static_cast<double>(r.train_images));
   r.train_acc = correct / std::max<double>(1.0, static_cast<double>(r.train_images));
-  const int64_t steady_items = r.train_images - warm.items * dist_->world_size;
+  const int64_t steady_items = r.train_images - warm.items * dist_->data_world_size;
   const bool drop_warm = warm.items > 0 && steady_items > 0 && time_s > warm.seconds;
   r.images_per_s = drop_warm ? static_cast<double>(steady_items) / (time_s - warm.seconds)
                              : static_cast<double>(r.train_images) / std::max(1e-9, time_s);
@@ -366,10 +374,11 @@ void Trainer::save_checkpoint_of(int64_t epochs_done, int64_t batches_done) {
 void Trainer::write_outputs(TrainResult& result) {
   result.output_dir = out_dir_;
   if (opts_.no_weights) return;
-  dist_->gather_parameters(*model_);  // sharded: every rank takes part
+  dist_->gather_parameters(*model_);                    // sharded: every rank takes part
+  const StateDict state = dist_->model_state(*model_);  // tensor parallel: gathered
   if (!dist_->is_main()) return;
   result.weights_file = out_dir_ / "model.safetensors";
-  for (const auto& line : task_->write_weights(*model_, out_dir_)) say(line);
+  for (const auto& line : task_->write_weights(*model_, state, out_dir_)) say(line);
   if (opts_.no_report) return;
   const std::string data_name = task_->data_name();
   ReportInfo info;

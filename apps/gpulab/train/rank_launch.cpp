@@ -62,4 +62,18 @@ int planned_world_size(const train::dist::DistOptions& o) {
   return o.launch.nproc_per_node * o.launch.nnodes;
 }
 
+PlannedNodes planned_nodes(const train::dist::DistOptions& o) {
+  auto env = launch::process_env();
+  const int world = planned_world_size(o);
+  if (auto local = env("LOCAL_WORLD_SIZE"); local && env("RANK")) {
+    const int per_node = std::max(1, std::atoi(local->c_str()));
+    return {per_node, std::max(1, world / per_node)};
+  }
+  if (auto step = launch::read_slurm_step(env).value_or_throw()) {
+    auto plan = launch::plan_slurm(*step, o.launch.nproc_per_node).value_or_throw();
+    return {plan.nproc_per_node, plan.nnodes};
+  }
+  return {o.launch.nproc_per_node, o.launch.nnodes};
+}
+
 }  // namespace gpulab::cli

@@ -20,4 +20,12 @@ std::optional<int> launch_if_needed(const train::dist::DistOptions& o);
 // step's layout under srun, else --nproc_per_node x --nnodes. Checked before any rank starts.
 int planned_world_size(const train::dist::DistOptions& o);
 
+// Where those ranks go: ranks per node and nodes, from the same sources (a rank's
+// LOCAL_WORLD_SIZE, the Slurm step's layout, else --nproc_per_node and --nnodes).
+struct PlannedNodes {
+  int ranks_per_node = 1;
+  int nnodes = 1;
+};
+PlannedNodes planned_nodes(const train::dist::DistOptions& o);
+
 }  // namespace gpulab::cli

@@ -15,6 +15,7 @@
 #include "train/model_defaults.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
+#include "train/parallel/tp_options.h"
 #include "train/tasks/grpo_setup.h"
 #include "train/tasks/task_table.h"
 #include "train/trainer.h"
@@ -71,9 +72,14 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     // Every option check, once per process: in the launcher, before any rank starts (a bad
     // combination is one error, not N ranks that fail), and in each rank as it starts.
     dist_opts->precision = opts->precision;
+    dist_opts->tp = static_cast<int>(opts->tp);
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
     throw_usage_error(train::check_task_options(*opts, planned_world_size(*dist_opts)), cmd);
     throw_usage_error(train::check_grpo_sharding(*opts, dist_opts->shard), cmd);
+    const PlannedNodes nodes = planned_nodes(*dist_opts);
+    throw_usage_error(train::parallel::check_tp_placement(*opts, dist_opts->shard,
+                                                          nodes.ranks_per_node, nodes.nnodes),
+                      cmd);
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = launch_if_needed(*dist_opts)) {
       ctx.exit_code = *code;

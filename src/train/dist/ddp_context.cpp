@@ -19,6 +19,8 @@ DdpContext::DdpContext(const launch::RankPlace& place, const DdpOptions& opts) :
   world_size = place.world_size;
   local_rank = place.local_rank;
   local_world_size = place.local_world_size;
+  data_rank = rank;
+  data_world_size = world_size;
   stall_at_ = test_hooks::stall_micro_step(rank);
 }
 

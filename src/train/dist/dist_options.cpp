@@ -16,6 +16,7 @@
 #include "train/dist/shard_precision.h"
 #include "train/dist/sharded_model.h"
 #include "train/dist/wrap_policy.h"
+#include "train/parallel/tp_context.h"
 
 namespace gpulab::train::dist {
 
@@ -55,7 +56,10 @@ DdpOptions ddp_options(const DistOptions& o) {
 DistContextPtr make_dist_context(const DistOptions& o) {
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
   DistContextPtr ctx;
-  if (o.shard != "none") {
+  if (o.tp > 1) {
+    // check_tp_options refused a world that tp does not divide before any rank started.
+    ctx = std::make_shared<parallel::TpContext>(place, ddp_options(o), o.tp);
+  } else if (o.shard != "none") {
     ShardContextOptions so;
     so.ddp = ddp_options(o);
     so.shard.stage = parse_shard_stage(o.shard);

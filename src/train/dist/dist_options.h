@@ -30,6 +30,8 @@ struct DistOptions {
   std::string shard_reduce_dtype = "auto";
   // The job's --precision (the command copies it here before validate): what "auto" means above.
   std::string precision = "fp32";
+  // The job's --tp (copied here too): above 1, a device mesh (train/parallel/tp_context.h).
+  int tp = 1;
   bool say_hello = true;  // "Hello from local_rank L, global_rank G"
 };
 
@@ -38,7 +40,8 @@ struct DistOptions {
 Status validate(const DistOptions& o);
 
 // The context for this process: single-process when no launcher set RANK/WORLD_SIZE (or the
-// world has one rank), DDP otherwise; sharded (also for one rank) when --shard is not none. Prints
+// world has one rank), DDP otherwise; sharded (also for one rank) when --shard is not none;
+// tensor parallel (a device mesh) when tp > 1. Prints
 // the hello line, and "Auto-detected backend: gloo" on rank 0 for --backend auto. Throws
 // gpulab::Exception when rendezvous fails.
 DistContextPtr make_dist_context(const DistOptions& o);

@@ -1,6 +1,8 @@
 // The tensor-parallel Llama's modules and forward pass (see tp_llama.h).
 #include "train/parallel/tp_llama.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -51,9 +53,11 @@ TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
   // k and v: this rank's kv heads, or the one it shares when kv heads are fewer than ranks (the
   // layer's width is given as tp times the local rows).
   const int64_t kv_width = local_kv_heads_ * d * g.size();
-  q_proj = register_module("q_proj", ColumnParallelLinear(g, h, c.num_heads * d, false, false));
-  k_proj = register_module("k_proj", ColumnParallelLinear(g, h, kv_width, false, false));
-  v_proj = register_module("v_proj", ColumnParallelLinear(g, h, kv_width, false, false));
+  // Qwen2's q/k/v biases split with their rows (a bias is one value per output row).
+  const bool bias = c.traits().qkv_biases;
+  q_proj = register_module("q_proj", ColumnParallelLinear(g, h, c.num_heads * d, bias, false));
+  k_proj = register_module("k_proj", ColumnParallelLinear(g, h, kv_width, bias, false));
+  v_proj = register_module("v_proj", ColumnParallelLinear(g, h, kv_width, bias, false));
   o_proj = register_module("o_proj", RowParallelLinear(g, c.num_heads * d, h, false, true));
 }
 
@@ -109,7 +113,7 @@ TpLlamaModelImpl::TpLlamaModelImpl(TpGroup& g, const DecoderConfig& c) {
 }
 
 TpLlamaForCausalLM::TpLlamaForCausalLM(TpGroup& g, DecoderConfig c, const StateDict& shard)
-    : group_(&g), config_(std::move(c)) {
+    : TpCausalLm(g, std::move(c)) {
   check_tp_layout(config_, g.size());
   model = register_module("model", TpLlamaModel(g, config_));
   if (!config_.tie_word_embeddings)
@@ -134,7 +138,13 @@ void TpLlamaForCausalLM::set_fused_attention(bool on) {
   for (auto& layer : *model->layers) layer->as<TpLlamaBlockImpl>()->self_attn->fused = on;
 }
 
-torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens) {
+void TpLlamaForCausalLM::reset_parameters() {
+  throw Exception(Code::kUnsupported, "a tensor-parallel model takes its weights from a shard",
+                  "initialise the ordinary model and shard its state dict (shard_state)");
+}
+
+torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* cache) {
+  GPULAB_ASSERT(cache == nullptr, "the tensor-parallel model has no KV cache");
   const int64_t t = tokens.size(1);
   if (t > config_.max_positions)
     throw Exception(Code::kInvalidArgument,
@@ -155,7 +165,10 @@ torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens) {
   for (auto& layer : *model->layers) h = layer->as<TpLlamaBlockImpl>()->forward(h, cos, sin, sp);
   auto hc = enter_tp(model->norm(h), *group_, sp);
   // Tied: the embedding's rows are the output layer's, split over the vocabulary the same way.
-  return torch::nn::functional::linear(hc, lm_head ? lm_head->weight : model->embed_tokens->weight);
+  auto logits =
+      torch::nn::functional::linear(hc, lm_head ? lm_head->weight : model->embed_tokens->weight);
+  if (is_training()) return logits;
+  return group_->gather_last_dim(logits, "evaluation logits").narrow(-1, 0, config_.vocab_size);
 }
 
 void TpLlamaForCausalLM::finish_gradients() {
@@ -185,10 +198,56 @@ void TpLlamaForCausalLM::finish_gradients() {
   }
 }
 
+double TpLlamaForCausalLM::clip_grad_norm(double max_norm) {
+  // Squared norms: split gradients summed over the group (a replicated kv head by its first
+  // holder alone), replicated ones (the norms, equal on every rank) added once after.
+  const int replicas = kv_replicas(config_, group_->size());
+  torch::Tensor split = torch::zeros({1}, torch::kDouble), whole = torch::zeros({}, torch::kDouble);
+  std::vector<torch::Tensor> grads;
+  for (auto& p : named_parameters()) {
+    const auto& grad = p.value().grad();
+    if (!grad.defined()) continue;
+    grads.push_back(grad);
+    const auto sq = grad.to(torch::kDouble).square().sum();
+    if (tp_split_dim(p.key()) < 0)
+      whole += sq;
+    else if (!tp_kv_rows(p.key()) || replicas == 1 || group_->rank() % replicas == 0)
+      split += sq;
+  }
+  if (grads.empty()) return 0;
+  group_->allreduce_sum(split, "gradient norm");
+  const double norm = std::sqrt((split.sum() + whole).item<double>());
+  // torch::nn::utils::clip_grad_norm_'s coefficient, clamped at 1.
+  const double coef = std::min(1.0, max_norm / (norm + 1e-6));
+  for (auto& g : grads) g.mul_(coef);
+  return norm;
+}
+
+torch::Tensor TpLlamaForCausalLM::mean_loss(const torch::Tensor& logits,
+                                            const torch::Tensor& targets) {
+  const auto items = logits.reshape({-1, logits.size(-1)});
+  const auto y = targets.reshape({-1});
+  auto per = vocab_parallel_cross_entropy(items, y, *group_, vocab_start(), config_.vocab_size);
+  return per.sum() / (y != kIgnoreIndex).sum().clamp_min(1);
+}
+
+std::pair<torch::Tensor, torch::Tensor> TpLlamaForCausalLM::loss_of(const torch::Tensor& logits,
+                                                                    const torch::Tensor& targets) {
+  const auto items = logits.detach().reshape({-1, logits.size(-1)});
+  auto best = vocab_parallel_argmax(items, *group_, vocab_start(), config_.vocab_size);
+  return {mean_loss(logits, targets), best.eq(targets.reshape({-1})).sum()};
+}
+
 torch::Tensor TpLlamaForCausalLM::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
-  auto per = vocab_parallel_cross_entropy(forward(tokens), targets, *group_, vocab_start(),
-                                          config_.vocab_size);
-  return per.sum() / (targets != kIgnoreIndex).sum().clamp_min(1);
+  return mean_loss(forward(tokens), targets);
+}
+
+StateDict TpLlamaForCausalLM::shard(const StateDict& full) const {
+  return shard_state(config_, full, group_->rank(), group_->size());
+}
+
+StateDict TpLlamaForCausalLM::gather(const StateDict& mine) {
+  return gather_state(config_, mine, *group_);
 }
 
 }  // namespace gpulab::train::parallel

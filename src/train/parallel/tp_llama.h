@@ -15,6 +15,7 @@
 
 #include "train/models/decoder_config.h"
 #include "train/models/llama/llama.h"
+#include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_layers.h"
 #include "train/weights/safetensors.h"
 
@@ -70,35 +71,33 @@ class TpLlamaModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TpLlamaModel);
 
-class TpLlamaForCausalLM : public torch::nn::Module {
+class TpLlamaForCausalLM : public TpCausalLm {
  public:
   // Every rank of `group` builds its part from its shard (shard_state of the ordinary weights):
   // refuses a TP size the shape does not fit (check_tp_layout) and a shard that does not fit.
   TpLlamaForCausalLM(TpGroup& group, DecoderConfig c, const StateDict& shard);
-  // Tokens B x T -> this rank's logits B x T x (padded vocabulary / TP), columns from
-  // vocab_start().
-  torch::Tensor forward(const torch::Tensor& tokens);
+  using CausalLm::forward;
+  // Tokens B x T -> while training, this rank's logits B x T x (padded vocabulary / TP), columns
+  // from vocab_start(); in eval mode the whole vocabulary's, gathered (evaluation's top-k).
+  // No KV cache (generation runs the ordinary model).
+  torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) override;
   // The mean cross-entropy over the targets that are not kIgnoreIndex, the same on every rank.
   torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets);
+  std::pair<torch::Tensor, torch::Tensor> loss_of(const torch::Tensor& logits,
+                                                  const torch::Tensor& targets) override;
   int64_t vocab_start() const;
-  void set_fused_attention(bool on);
-  // After the backward pass, before the optimizer: sums over the group what each rank holds only
-  // part of, the norm gradients under sequence parallelism (as Megatron-LM's
-  // finalize_model_grads does) and a replicated kv head's gradients (kv_replicas > 1); one
-  // all-reduce each, nothing when neither applies.
-  void finish_gradients();
-
-  // Sequence parallelism (Korthikanti et al. 2022) for the norm and residual regions: the
-  // sequence length must be a multiple of the TP size.
-  bool sequence_parallel = false;
-  const DecoderConfig& config() const { return config_; }
+  void set_fused_attention(bool on) override;
+  void reset_parameters() override;  // refused: the weights come from the shard
+  void finish_gradients() override;
+  double clip_grad_norm(double max_norm) override;
+  StateDict shard(const StateDict& full) const override;
+  StateDict gather(const StateDict& mine) override;
 
   TpLlamaModel model{nullptr};
   ColumnParallelLinear lm_head{nullptr};  // null when tied to model->embed_tokens
 
  private:
-  TpGroup* group_;
-  DecoderConfig config_;
+  torch::Tensor mean_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 };
 
 }  // namespace gpulab::train::parallel

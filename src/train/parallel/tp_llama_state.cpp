@@ -24,12 +24,6 @@ bool fits(const DecoderConfig& c, int tp) {
 }  // namespace
 
 void check_tp_layout(const DecoderConfig& c, int tp) {
-  // The tensor-parallel blocks are Llama's without biases: a Qwen2 layout would lose them.
-  if (c.traits().qkv_biases)
-    throw Exception(Code::kUnsupported,
-                    "tensor parallelism does not split " + c.name +
-                        "'s q/k/v biases yet (a Llama layout without biases only)",
-                    "train it without --tp (data parallel or --shard)");
   if (tp >= 1 && fits(c, tp)) return;
   int works = std::max(tp, 1);
   while (works > 1 && !fits(c, works)) --works;
@@ -48,13 +42,16 @@ int kv_replicas(const DecoderConfig& c, int tp) {
 }
 
 bool tp_kv_rows(const std::string& name) {
-  return ends_with(name, "k_proj.weight") || ends_with(name, "v_proj.weight");
+  return ends_with(name, "k_proj.weight") || ends_with(name, "v_proj.weight") ||
+         ends_with(name, "k_proj.bias") || ends_with(name, "v_proj.bias");
 }
 
 int tp_split_dim(const std::string& name) {
-  static constexpr std::array<std::string_view, 7> rows{
-      "embed_tokens.weight", "lm_head.weight",   "q_proj.weight", "k_proj.weight",
-      "v_proj.weight",       "gate_proj.weight", "up_proj.weight"};
+  // Qwen2's q/k/v biases: one value per output row, split with the rows.
+  static constexpr std::array<std::string_view, 10> rows{
+      "embed_tokens.weight", "lm_head.weight", "q_proj.weight", "k_proj.weight",
+      "v_proj.weight",       "q_proj.bias",    "k_proj.bias",   "v_proj.bias",
+      "gate_proj.weight",    "up_proj.weight"};
   static constexpr std::array<std::string_view, 2> cols{"o_proj.weight", "down_proj.weight"};
   for (auto tail : rows)
     if (ends_with(name, tail)) return 0;

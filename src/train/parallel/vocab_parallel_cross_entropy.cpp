@@ -69,3 +69,26 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const to
 }
 
 }  // namespace gpulab::train::parallel
+
+namespace gpulab::train::parallel {
+
+torch::Tensor vocab_parallel_argmax(const torch::Tensor& logits, TpGroup& group,
+                                    int64_t vocab_start, int64_t vocab_size) {
+  const int64_t cols = logits.size(-1);
+  const int64_t valid = std::clamp<int64_t>(vocab_size - vocab_start, 0, cols);
+  auto z = logits.detach().clone(at::MemoryFormat::Contiguous);
+  if (valid < cols)
+    z.narrow(-1, valid, cols - valid).fill_(-std::numeric_limits<double>::infinity());
+  auto local = z.argmax(-1);
+  auto best = z.gather(-1, local.unsqueeze(-1)).squeeze(-1);
+  auto top = best.clone();
+  group.allreduce_max(top, "vocab-parallel argmax (max)");
+  // Of the ranks holding the maximum, the lowest global index wins (argmax's first maximum):
+  // the max of the negated candidates.
+  auto candidate = torch::where(best == top, -(local + vocab_start),
+                                torch::full_like(local, std::numeric_limits<int64_t>::min()));
+  group.allreduce_max(candidate, "vocab-parallel argmax (index)");
+  return -candidate;
+}
+
+}  // namespace gpulab::train::parallel

@@ -20,4 +20,10 @@ inline constexpr int64_t kIgnoreIndex = -100;  // as torch's cross_entropy and H
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
                                            TpGroup& group, int64_t vocab_start, int64_t vocab_size);
 
+// The whole vocabulary's argmax of each position of `logits` [..., V_local] (as above), without
+// gathering the logits: the lowest global index among the maxima, as torch's argmax; the same on
+// every rank. Two small reductions.
+torch::Tensor vocab_parallel_argmax(const torch::Tensor& logits, TpGroup& group,
+                                    int64_t vocab_start, int64_t vocab_size);
+
 }  // namespace gpulab::train::parallel

@@ -176,10 +176,9 @@ std::vector<std::string> GrpoTask::header(const RunFacts& facts) const {
                   env_.dist.backend())};
 }
 
-std::vector<std::string> GrpoTask::write_weights(Classifier& model,
+std::vector<std::string> GrpoTask::write_weights(Classifier& /*model*/, const StateDict& state,
                                                  const std::filesystem::path& dir) const {
-  write_hf_folder(dir, model_->config(), module_state_dict(model), in_.tokenizer_spec,
-                  "gpulab train --task grpo");
+  write_hf_folder(dir, model_->config(), state, in_.tokenizer_spec, "gpulab train --task grpo");
   return {"Weights: " + (dir / "model.safetensors").string(),
           "Config: " + (dir / "config.json").string()};
 }

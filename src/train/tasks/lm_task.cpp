@@ -14,6 +14,7 @@
 #include "train/models/attention_core.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/models/lm_families.h"
+#include "train/parallel/tp_causal_lm.h"
 #include "train/tasks/class_metrics.h"
 #include "train/weights_export.h"
 
@@ -23,8 +24,8 @@ int64_t LmTask::open_data() {
   LmDataOptions lo;
   lo.batch_size = env_.batch_per_process;
   lo.seq_len = env_.opts.seq_len;
-  lo.rank = env_.dist.rank;
-  lo.world_size = env_.dist.world_size;
+  lo.rank = env_.dist.data_rank;  // a tensor-parallel group reads one batch
+  lo.world_size = env_.dist.data_world_size;
   lo.seed = static_cast<uint64_t>(env_.opts.seed);
   data_ = open_lm_batches(env_.opts.dataset, env_.opts.data_dir, lo);
   return data_->train_batches();
@@ -46,6 +47,13 @@ ClassifierPtr LmTask::build_model() {
                                 cfg.vocab_size, shapes_taking_data_vocab()));
   }
   model_ = build_causal_lm(cfg, env_.device);  // built where it trains
+  if (auto* group = env_.dist.tp_group()) {
+    // This rank's shard of the very weights the one-process run starts from (same seed).
+    auto tp = parallel::build_tp_causal_lm(cfg, *group, module_state_dict(*model_));
+    tp->sequence_parallel = o.sequence_parallel == "on";
+    tp_ = tp.get();
+    model_ = std::move(tp);
+  }
   model_->set_activation_checkpointing(o.activation_checkpointing);
   model_->set_fused_attention(o.attention == "gpulab");
   flops_per_token_ = cfg.train_flops_per_token(o.seq_len);
@@ -61,7 +69,8 @@ ClassifierPtr LmTask::build_model() {
 
 // A Hugging Face file may name tensors otherwise (GPT-2's hub layout).
 StateDict LmTask::init_weight_names(StateDict weights) const {
-  return from_hf_names(model_->config(), std::move(weights));
+  auto named = from_hf_names(model_->config(), std::move(weights));
+  return tp_ ? tp_->shard(named) : named;  // tensor parallel: this rank's shard
 }
 
 MemoryFormatChoice LmTask::memory_format(Classifier& /*model*/) {
@@ -78,7 +87,10 @@ std::optional<TaskBatch> LmTask::next_batch(int64_t index) {
 }
 
 StepLoss LmTask::loss(const torch::Tensor& outputs, const TaskBatch& batch) const {
-  return class_loss(outputs, batch.targets, env_);
+  if (!tp_) return class_loss(outputs, batch.targets, env_);
+  // This rank's vocabulary columns: the loss and argmax reduce over the group, never gathered.
+  auto [loss, correct] = tp_->loss_of(outputs.to(env_.compute_dtype), batch.targets);
+  return {loss, correct, batch.targets.size(0)};
 }
 
 void LmTask::add_epoch_figures(EpochRecord& rec) const {
@@ -130,6 +142,10 @@ std::vector<std::string> LmTask::header(const RunFacts& facts) const {
     lines.push_back(fmt::format("Language-model defaults for flags not passed: {}",
                                 join(o.model_defaults, ", ")));
   if (!o.init_weights.empty()) lines.push_back("Initial weights: " + o.init_weights);
+  if (tp_)
+    lines.push_back(fmt::format(
+        "Tensor parallel: {} ranks per model replica (sequence parallel {}), data parallel {}",
+        tp_->group().size(), tp_->sequence_parallel ? "on" : "off", env_.dist.data_world_size));
   lines.push_back(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
                               env_.device.str(), env_.threads, o.precision, env_.dist.world_size,
                               env_.dist.backend()));
@@ -152,10 +168,9 @@ std::vector<std::string> LmTask::header(const RunFacts& facts) const {
 }
 
 // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
-std::vector<std::string> LmTask::write_weights(Classifier& model,
+std::vector<std::string> LmTask::write_weights(Classifier& /*model*/, const StateDict& state,
                                                const std::filesystem::path& dir) const {
-  write_hf_folder(dir, model_->config(), module_state_dict(model), data_->tokenizer_spec(),
-                  "gpulab train");
+  write_hf_folder(dir, model_->config(), state, data_->tokenizer_spec(), "gpulab train");
   return {"Weights: " + (dir / "model.safetensors").string(),
           "Config: " + (dir / "config.json").string()};
 }

@@ -12,6 +12,10 @@
 
 namespace gpulab::train {
 
+namespace parallel {
+class TpCausalLm;
+}
+
 class LmTask : public TrainTask {
  public:
   explicit LmTask(const TaskEnv& env) : env_(env) {}
@@ -30,7 +34,7 @@ class LmTask : public TrainTask {
   std::string long_run_hint() const override {
     return "--max_steps, a smaller --seq_len or a GPU shortens it";
   }
-  std::vector<std::string> write_weights(Classifier& model,
+  std::vector<std::string> write_weights(Classifier& model, const StateDict& state,
                                          const std::filesystem::path& dir) const override;
   std::string data_name() const override { return data_->name(); }
   std::string input_fact() const override;
@@ -43,6 +47,7 @@ class LmTask : public TrainTask {
   TaskEnv env_;
   std::unique_ptr<LmBatches> data_;
   CausalLmPtr model_;
+  parallel::TpCausalLm* tp_ = nullptr;  // model_, when it is split over a tensor-parallel group
   double flops_per_token_ = 0;
   PeakFlops peak_;
 };

@@ -105,7 +105,8 @@ class TrainTask {
   // What shortens a long CPU run ("--subset N, fewer --num_epochs or a GPU shortens it").
   virtual std::string long_run_hint() const = 0;
   // Writes the final weights into dir (rank 0); returns the lines that name what it wrote.
-  virtual std::vector<std::string> write_weights(Classifier& model,
+  // `state`: the model's tensors in the ordinary layout (DistContext::model_state).
+  virtual std::vector<std::string> write_weights(Classifier& model, const StateDict& state,
                                                  const std::filesystem::path& dir) const = 0;
   virtual std::string data_name() const = 0;
   virtual std::string input_fact() const = 0;  // the report's "input size"

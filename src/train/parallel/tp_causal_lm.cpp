@@ -1,0 +1,41 @@
+// The families with a tensor-parallel model, one row each (see tp_causal_lm.h).
+#include "train/parallel/tp_causal_lm.h"
+
+#include "core/error.h"
+#include "train/parallel/tp_llama.h"
+#include "train/parallel/tp_llama_state.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+// Qwen2 is Llama's block with q/k/v biases, which split with their rows.
+const char* const kTpFamilies[] = {"llama", "qwen2"};
+
+}  // namespace
+
+bool has_tp_model(const std::string& family) {
+  for (const char* f : kTpFamilies)
+    if (family == f) return true;
+  return false;
+}
+
+std::string tp_families() {
+  std::string out;
+  for (const char* f : kTpFamilies) out += (out.empty() ? "" : ", ") + std::string(f);
+  return out;
+}
+
+std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
+                                               const StateDict& full) {
+  if (!has_tp_model(c.family))
+    throw Exception(Code::kUnsupported,
+                    "the " + c.family + " family has no tensor-parallel model (" + c.name + ")",
+                    "train it without --tp (data parallel or --shard), or pick a model of a "
+                    "family with one: " +
+                        tp_families());
+  return std::make_shared<TpLlamaForCausalLM>(group, c,
+                                              shard_state(c, full, group.rank(), group.size()));
+}
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,59 @@
+// A language model split over a tensor-parallel group, as the trainer's hooks see it: a CausalLm
+// (the loop, the optimizer's decay groups and the task take it like any other) plus what a
+// split model needs besides: its vocabulary-parallel loss, the gradients to finish after the
+// backward pass, the global gradient norm, and the conversions between a rank's shard and the
+// ordinary (Hugging Face) state dict, in which every checkpoint and export is written. A family
+// with a tensor-parallel model has one row in build_tp_causal_lm.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "train/models/causal_lm.h"
+#include "train/parallel/tp_group.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train::parallel {
+
+class TpCausalLm : public CausalLm {
+ public:
+  // (loss, correct): the mean cross-entropy of this rank's logits (its vocabulary columns)
+  // against the targets, and how many positions the whole vocabulary's argmax gets right; both
+  // the same on every rank, and the full logits are never gathered.
+  virtual std::pair<torch::Tensor, torch::Tensor> loss_of(const torch::Tensor& logits,
+                                                          const torch::Tensor& targets) = 0;
+  // After the backward pass, before clipping and the optimizer: sums over the group what each
+  // rank holds only part of (every rank calls it).
+  virtual void finish_gradients() = 0;
+  // Scales the gradients to a global 2-norm of at most max_norm (torch's clip_grad_norm_ over
+  // the whole model: split gradients summed over the group, replicated ones counted once);
+  // returns the norm. Every rank calls it.
+  virtual double clip_grad_norm(double max_norm) = 0;
+  // This rank's shard of the ordinary state dict (or of a tensor of the same shape per name,
+  // such as an optimizer moment), and back: `gather` is collective and gives every rank the
+  // ordinary tensors.
+  virtual StateDict shard(const StateDict& full) const = 0;
+  virtual StateDict gather(const StateDict& mine) = 0;
+
+  TpGroup& group() { return *group_; }
+  // Sequence parallelism (Korthikanti et al. 2022) for the norm and residual regions: the
+  // sequence length must be a multiple of the TP size.
+  bool sequence_parallel = false;
+
+ protected:
+  TpCausalLm(TpGroup& group, DecoderConfig c) : CausalLm(std::move(c)), group_(&group) {}
+  TpGroup* group_;
+};
+
+// Whether `family` has a tensor-parallel model, and the families that do ("llama, qwen2").
+bool has_tp_model(const std::string& family);
+std::string tp_families();
+
+// The family's tensor-parallel model of `full` (the ordinary state dict, as the one-process
+// model of the same seed holds it), this rank's shard of it. Throws kUnsupported for a family
+// without one, kInvalidArgument for a TP size the shape does not fit.
+std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
+                                               const StateDict& full);
+
+}  // namespace gpulab::train::parallel

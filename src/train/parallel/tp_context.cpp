@@ -1,0 +1,83 @@
+// TpContext: the trainer's hooks for a tensor-parallel rank.
+#include "train/parallel/tp_context.h"
+
+#include "core/error.h"
+#include "train/dist/distributed_sampler.h"
+#include "train/dist/sharded_checkpoint.h"
+#include "train/parallel/tp_causal_lm.h"
+#include "train/parallel/tp_checkpoint.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+TpCausalLm& split_model(torch::nn::Module& model) {
+  auto* lm = dynamic_cast<TpCausalLm*>(&model);
+  GPULAB_ASSERT(lm != nullptr, "--tp trains a tensor-parallel model (the task builds it)");
+  return *lm;
+}
+
+}  // namespace
+
+TpContext::TpContext(const launch::RankPlace& place, const dist::DdpOptions& opts, int tp)
+    : DdpContext(place, opts) {
+  mesh_ = std::make_shared<DeviceMesh>(*comm_, tp, 1);
+  group_ = std::make_unique<TpGroup>(mesh_->tp());
+  data_rank = mesh_->coord().dp;
+  data_world_size = mesh_->layout().dp();
+}
+
+TpContext::~TpContext() = default;
+
+void TpContext::prepare_model(torch::nn::Module& model) {
+  // Every rank built its shard from the same seed's whole model, so the replicas of a shard
+  // (one per data-parallel rank) start equal without a broadcast.
+  if (data_world_size == 1) return;
+  // The reducer holds the mesh's dp communicator (an alias that keeps the mesh alive).
+  std::shared_ptr<dist::Communicator> dp(mesh_, &mesh_->dp());
+  reducer_ = dist::GradReducer::create(dp, model.parameters(), opts_.reducer);
+}
+
+void TpContext::after_backward(torch::nn::Module& model) {
+  DdpContext::after_backward(model);  // the data-parallel mean, when there is more than one
+  split_model(model).finish_gradients();
+}
+
+void TpContext::all_reduce_sum(torch::Tensor& t) {
+  mesh_->dp().allreduce_sum(t, "metric all-reduce (data parallel)");
+  mesh_->tp().allreduce_max(t, "metric all-reduce (tensor parallel)");
+}
+
+double TpContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
+  return split_model(model).clip_grad_norm(max_norm);
+}
+
+std::shared_ptr<Sampler> TpContext::train_sampler(int64_t size, uint64_t seed) {
+  return std::make_shared<dist::DistributedSampler>(size, seed, data_rank, data_world_size, true,
+                                                    true);
+}
+
+std::shared_ptr<Sampler> TpContext::eval_sampler(int64_t size) {
+  return std::make_shared<dist::ShardSampler>(size, data_rank, data_world_size);
+}
+
+StateDict TpContext::model_state(torch::nn::Module& model) {
+  auto& lm = split_model(model);
+  return lm.gather(module_state_dict(lm));
+}
+
+bool TpContext::save_checkpoint(const fs::path& dir, const TrainState& state,
+                                torch::nn::Module& model, const torch::optim::Optimizer& opt,
+                                int keep) {
+  save_tp_checkpoint(dir, state, split_model(model), opt, keep, is_main());
+  return true;
+}
+
+std::optional<Result<TrainState>> TpContext::load_checkpoint(const CheckpointInfo& ckpt,
+                                                             torch::nn::Module& model,
+                                                             torch::optim::Optimizer& opt) {
+  if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
+  return load_tp_checkpoint(ckpt, split_model(model), opt);
+}
+
+}  // namespace gpulab::train::parallel

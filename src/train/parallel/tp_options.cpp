@@ -1,0 +1,109 @@
+// --tp / --pp checks (see tp_options.h).
+#include "train/parallel/tp_options.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "core/error.h"
+#include "train/models/decoder_config.h"
+#include "train/models/registry.h"
+#include "train/parallel/mesh_layout.h"
+#include "train/parallel/tp_causal_lm.h"
+#include "train/parallel/tp_llama_state.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+Status refuse(std::string message, std::string hint) {
+  return Error{Code::kInvalidArgument, std::move(message), std::move(hint)};
+}
+
+// A check that throws gpulab::Exception, as a Status of kInvalidArgument.
+template <class F>
+Status as_status(F&& check) {
+  try {
+    check();
+  } catch (const Exception& e) {
+    return refuse(e.error().message, e.error().hint);
+  }
+  return ok_status();
+}
+
+// Options the tensor-parallel model does not honour yet: refused rather than ignored.
+Status check_tp_combinations(const TrainOptions& o) {
+  const std::string tp = fmt::format("--tp {}", o.tp);
+  if (o.precision == "bf16" || o.precision == "fp16")
+    return refuse(tp + " with --precision " + o.precision +
+                      ": the tensor-parallel layers do not run under autocast yet",
+                  "use --precision fp32 (or tf32 on a GPU, fp64 for numerics checks), or "
+                  "train without --tp");
+  if (o.activation_checkpointing)
+    return refuse(tp + " with --activation_checkpointing: the tensor-parallel blocks do not "
+                       "recompute yet",
+                  "drop --activation_checkpointing (sequence parallelism, on by default, "
+                  "already divides the norms' activations by --tp)");
+  if (o.label_smoothing > 0)
+    return refuse(tp + " with --label_smoothing: the vocabulary-parallel cross-entropy has none",
+                  "drop --label_smoothing, or train without --tp");
+  return ok_status();
+}
+
+Status check_tp_shape(const TrainOptions& o, int world_size) {
+  auto cfg = find_decoder_config(o.model);
+  if (!cfg) return cfg.error();
+  if (!has_tp_model(cfg->family))
+    return refuse(fmt::format("--tp {}: the {} family ({}) has no tensor-parallel model", o.tp,
+                              cfg->family, o.model),
+                  "train it without --tp (data parallel, or --shard), or pick a model of a "
+                  "family with one: " +
+                      tp_families());
+  if (auto st = as_status([&] { check_tp_layout(*cfg, static_cast<int>(o.tp)); }); !st) return st;
+  if (auto st = as_status([&] { (void)MeshLayout(world_size, static_cast<int>(o.tp), 1); }); !st)
+    return st;
+  if (o.sequence_parallel == "on" && o.seq_len % o.tp != 0)
+    return refuse(fmt::format("--seq_len {} does not split over --tp {}: sequence parallelism "
+                              "gives each tensor-parallel rank seq_len / tp positions",
+                              o.seq_len, o.tp),
+                  fmt::format("pass --seq_len {} (a multiple of {}), or --sequence_parallel off",
+                              (o.seq_len / o.tp + 1) * o.tp, o.tp));
+  return ok_status();
+}
+
+}  // namespace
+
+Status check_model_parallel_options(const TrainOptions& o, int world_size) {
+  if (o.pp > 1)
+    return refuse(fmt::format("--pp {}: pipeline parallelism is not wired into train yet", o.pp),
+                  "pass --pp 1 (the default); --tp and data parallelism are");
+  if (o.tp == 1) return ok_status();
+  if (o.task == "grpo" || !is_language_model(o.model))
+    return refuse(fmt::format("--tp {} splits a language model's layers; --model {}{} is not one "
+                              "it trains",
+                              o.tp, o.model, o.task == "grpo" ? " under --task grpo" : ""),
+                  "train it without --tp");
+  if (auto st = check_tp_combinations(o); !st) return st;
+  return check_tp_shape(o, world_size);
+}
+
+Status check_tp_placement(const TrainOptions& o, const std::string& shard, int ranks_per_node,
+                          int nnodes) {
+  if (o.tp == 1) return ok_status();
+  if (shard != "none")
+    return refuse(fmt::format("--tp {} with --shard {}: sharded data parallelism over the "
+                              "data-parallel ranks of a device mesh is not wired yet",
+                              o.tp, shard),
+                  "drop --shard (--tp averages gradients over the data-parallel ranks, as DDP)");
+  if (nnodes <= 1 || ranks_per_node % o.tp == 0 || o.allow_tp_across_nodes) return ok_status();
+  const int fits = std::gcd(ranks_per_node, static_cast<int>(o.tp));
+  return refuse(fmt::format("--tp {} spans nodes: {} ranks per node on {} nodes put a "
+                            "tensor-parallel group (consecutive ranks) on more than one node, "
+                            "and every layer all-reduces inside the group",
+                            o.tp, ranks_per_node, nnodes),
+                fmt::format("use --tp {} (it divides the {} ranks per node), or pass "
+                            "--allow_tp_across_nodes",
+                            fits, ranks_per_node));
+}
+
+}  // namespace gpulab::train::parallel

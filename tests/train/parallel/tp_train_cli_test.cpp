@@ -1,0 +1,264 @@
+// `gpulab train --tp` end to end (the built CLI, real ranks over Gloo, fp64, llama-tiny): TP 2
+// equals one process step for step and in its final weights; TP 2 x DP 2 on 4 ranks equals DP 2;
+// a run saved at TP 2 resumes at TP 1 and the reverse, equal to the uninterrupted run, its
+// checkpoint the gathered model bit for bit; each bad layout is refused in the launching process
+// (exit 2, the numbers named, nothing written).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "train/checkpoint.h"
+#include "train/trainer_test_util.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train {
+namespace {
+
+using testing::run_gpulab;
+using testing::temp_dir;
+namespace fs = std::filesystem;
+
+// Tolerances. Both runs compute the same fp64 sums in another order (a row-parallel product
+// adds two half-sums, the vocabulary-parallel loss sums exponentials per rank before the
+// all-reduce), each off by a few ulps (2.2e-16 relative); the library's own TP test sees 3e-15 on
+// the loss and every gradient of one step. SGD carries such differences through five steps
+// linearly (kTol: a thousand-fold margin; a missing gradient sum, a wrong shard or other data
+// shows at 1e-3 or more). Adam does not: its first update lr g / (|g| + eps) turns an absolute
+// gradient difference d into lr / eps d = 3e5 d where |g| is near eps = 1e-8, so reordered sums
+// (d ~ 1e-16) move such weights by ~3e-11 per step, ~1e-10 after five (measured: 1.2e-10
+// relative to the largest weight); kAdamTol is 1e-8, still far below what a lost moment does
+// (a different update, ~lr = 3e-3). Training losses are summed in the loop's float32
+// accumulator (trainer.cpp), so equal runs differ there by at most one float ulp.
+constexpr double kTol = 1e-12;
+constexpr double kAdamTol = 1e-8;
+const double kFloatUlp = std::ldexp(1.0, -23);
+
+// 5 epochs of one step each (4 x 16 tokens), fp64, global-norm clipping; SGD with momentum
+// unless `adamw`.
+std::vector<std::string> tiny_run(const fs::path& out, int epochs, bool adamw = false) {
+  std::vector<std::string> args = {"train",
+                                   "--model",
+                                   "llama-tiny",
+                                   "--dataset",
+                                   "synthetic-text",
+                                   "--seq_len",
+                                   "16",
+                                   "--batch_size",
+                                   "4",
+                                   "--weight_decay",
+                                   "0.1",
+                                   "--lr_schedule",
+                                   "none",
+                                   "--clip_grad",
+                                   "1.0",
+                                   "--num_epochs",
+                                   std::to_string(epochs),
+                                   "--limit_train_batches",
+                                   "1",
+                                   "--limit_eval_batches",
+                                   "1",
+                                   "--device",
+                                   "cpu",
+                                   "--precision",
+                                   "fp64",
+                                   "--threads",
+                                   "1",
+                                   "--backend",
+                                   "gloo",
+                                   "--output_dir",
+                                   out.string(),
+                                   "--no_report"};
+  const std::vector<std::string> opt =
+      adamw ? std::vector<std::string>{"--optimizer", "adamw", "--learning_rate", "3e-3"}
+            : std::vector<std::string>{"--optimizer",     "sgd", "--momentum", "0.9",
+                                       "--learning_rate", "0.1"};
+  args.insert(args.end(), opt.begin(), opt.end());
+  return args;
+}
+
+std::vector<std::string> with(std::vector<std::string> args, std::vector<std::string> more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The command line with --flag's value replaced (a flag given twice is refused).
+std::vector<std::string> set_flag(std::vector<std::string> args, const std::string& flag,
+                                  const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == flag) args[i + 1] = value;
+  return args;
+}
+
+void run_ok(const std::vector<std::string>& args) {
+  auto r = run_gpulab(args, 600);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+double rel(double a, double b) {
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300});
+}
+
+// Each epoch (one step each here) has the same validation loss within kTol and the same
+// training loss within a float ulp.
+void expect_same_losses(const fs::path& a, const fs::path& b, size_t epochs) {
+  const auto ea = testing::epoch_records(a), eb = testing::epoch_records(b);
+  ASSERT_EQ(ea.size(), epochs);
+  ASSERT_EQ(eb.size(), epochs);
+  double worst = 0;
+  for (size_t i = 0; i < epochs; ++i) {
+    const double x = ea[i]["test_loss"], y = eb[i]["test_loss"];
+    EXPECT_LT(rel(x, y), kTol) << "validation loss of step " << i + 1 << ": " << x << " vs " << y;
+    worst = std::max(worst, rel(x, y));
+    const double u = ea[i]["train_loss"], v = eb[i]["train_loss"];
+    EXPECT_LE(rel(u, v), kFloatUlp) << "training loss of step " << i + 1;
+  }
+  std::printf("largest relative validation-loss difference: %.3g\n", worst);
+}
+
+// Every tensor of the two exports within `tol` of its largest element.
+void expect_same_weights(const fs::path& a, const fs::path& b, double tol = kTol) {
+  auto wa = read_safetensors(a / "model.safetensors").value().tensors;
+  auto wb = read_safetensors(b / "model.safetensors").value().tensors;
+  ASSERT_EQ(wa.size(), wb.size());
+  double worst = 0;
+  for (const auto& [name, t] : wa) {
+    ASSERT_TRUE(wb.count(name)) << name;
+    ASSERT_EQ(t.sizes(), wb.at(name).sizes()) << name;
+    const double scale = std::max(t.abs().max().item<double>(), 1e-300);
+    worst = std::max(worst, (t - wb.at(name)).abs().max().item<double>() / scale);
+  }
+  EXPECT_LT(worst, tol);
+  std::printf("largest relative weight difference: %.3g\n", worst);
+}
+
+TEST(TpTrainCli, Tp2EqualsOneProcess) {
+  const fs::path one = temp_dir("tp_one"), tp = temp_dir("tp_tp2");
+  run_ok(with(tiny_run(one, 5), {"--no_checkpoints"}));
+  auto r = run_gpulab(
+      with(tiny_run(tp, 5), {"--no_checkpoints", "--tp", "2", "--nproc_per_node", "2"}), 600);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Tensor parallel: 2 ranks per model replica (sequence parallel on), data "
+                       "parallel 1"),
+            std::string::npos)
+      << r.out;
+  // Reported once: rank 0 alone prints the run's lines.
+  const auto first = r.out.find("Training took");
+  ASSERT_NE(first, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Training took", first + 1), std::string::npos) << r.out;
+  expect_same_losses(one, tp, 5);
+  expect_same_weights(one, tp);
+  fs::remove_all(one);
+  fs::remove_all(tp);
+}
+
+TEST(TpTrainCli, Tp2TimesDp2EqualsDp2) {
+  const fs::path dp = temp_dir("tp_dp2"), mesh = temp_dir("tp_mesh");
+  run_ok(with(tiny_run(dp, 5), {"--no_checkpoints", "--nproc_per_node", "2"}));
+  run_ok(with(tiny_run(mesh, 5), {"--no_checkpoints", "--tp", "2", "--nproc_per_node", "4",
+                                  "--sequence_parallel", "off"}));
+  expect_same_losses(dp, mesh, 5);
+  expect_same_weights(dp, mesh);
+  fs::remove_all(dp);
+  fs::remove_all(mesh);
+}
+
+// The newest checkpoint's model tensors (the ordinary layout, whatever the run's TP size).
+StateDict newest_checkpoint_weights(const fs::path& run) {
+  auto ckpt = find_resumable(run / "checkpoints");
+  EXPECT_TRUE(ckpt.has_value());
+  if (!ckpt) return {};
+  return read_checkpoint_weights(*ckpt).value().tensors;
+}
+
+// Saved at one TP size after 3 of 5 epochs, resumed at another: the same run as one process
+// straight through (AdamW, whose moments the checkpoint carries; a constant learning rate, so
+// the schedule does not depend on the epochs). Five trainer runs, three of them two ranks, with
+// checkpoints (each fsynced): about 40 s on a loaded 2-core machine, both directions in one test
+// so they share the straight run.
+TEST(TpTrainCli, CheckpointsResumeAtAnotherTpSize) {
+  const fs::path straight = temp_dir("tp_straight"), a = temp_dir("tp_save2"),
+                 b = temp_dir("tp_save1");
+  const std::vector<std::string> tp2 = {"--tp", "2", "--nproc_per_node", "2"};
+  run_ok(with(tiny_run(straight, 5, true), {"--no_checkpoints"}));
+  // TP 2 -> TP 1. The checkpoint holds the gathered model, bit for bit what the run exported.
+  run_ok(with(tiny_run(a, 3, true), tp2));
+  const auto exported = read_safetensors(a / "model.safetensors").value().tensors;
+  const auto saved = newest_checkpoint_weights(a);
+  ASSERT_EQ(saved.size(), exported.size());
+  for (const auto& [name, t] : exported)
+    EXPECT_TRUE(saved.count(name) && torch::equal(saved.at(name), t)) << name;
+  auto r = run_gpulab(with(tiny_run(a, 5, true), {"--resume", "auto"}), 600);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Resumed from"), std::string::npos) << r.out;
+  expect_same_losses(straight, a, 5);
+  expect_same_weights(straight, a, kAdamTol);
+  // TP 1 -> TP 2.
+  run_ok(tiny_run(b, 3, true));
+  run_ok(with(tiny_run(b, 5, true), {"--resume", "auto", "--tp", "2", "--nproc_per_node", "2"}));
+  expect_same_losses(straight, b, 5);
+  expect_same_weights(straight, b, kAdamTol);
+  fs::remove_all(straight);
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+// Qwen2 (q/k/v biases) at TP 4 over its 2 kv heads: each kv head (and its bias) kept by two
+// ranks, their gradients summed.
+TEST(TpTrainCli, Qwen2Tp4EqualsOneProcess) {
+  const fs::path one = temp_dir("tp_qwen_one"), tp = temp_dir("tp_qwen_tp4");
+  const auto run = [](const fs::path& out) {
+    return with(set_flag(tiny_run(out, 3), "--model", "qwen2-tiny"), {"--no_checkpoints"});
+  };
+  run_ok(run(one));
+  run_ok(with(run(tp), {"--tp", "4", "--nproc_per_node", "4"}));
+  expect_same_losses(one, tp, 3);
+  expect_same_weights(one, tp);
+  fs::remove_all(one);
+  fs::remove_all(tp);
+}
+
+// Refused before any rank starts: exit 2, the message, no run folder.
+void expect_refused(const std::vector<std::string>& args, const fs::path& out,
+                    const std::string& says, const std::string& hint) {
+  auto r = run_gpulab(args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("Hello from"), std::string::npos) << "a rank started: " << r.out;
+  EXPECT_FALSE(fs::exists(out)) << "bad input wrote " << out;
+}
+
+TEST(TpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
+  const fs::path dir = temp_dir("tp_bad");
+  const fs::path out = dir / "run";
+  const auto base = tiny_run(out, 1);
+  const auto bad = [&](std::vector<std::string> more, const std::string& says,
+                       const std::string& hint) {
+    expect_refused(with(base, std::move(more)), out, says, hint);
+  };
+  // llama-tiny: 8 query and 8 kv heads, FFN 688.
+  bad({"--tp", "3", "--nproc_per_node", "3"}, "tensor-parallel size 3 does not fit llama-tiny",
+      "use --tp 2");
+  bad({"--tp", "2", "--nproc_per_node", "3"}, "does not divide the world size 3", "--tp 1");
+  bad({"--tp", "2", "--nproc_per_node", "1", "--nnodes", "2", "--master_addr", "127.0.0.1",
+       "--node_rank", "0"},
+      "--tp 2 spans nodes: 1 ranks per node on 2 nodes", "--allow_tp_across_nodes");
+  expect_refused(
+      with(set_flag(base, "--model", "gpt2-tiny"), {"--tp", "2", "--nproc_per_node", "2"}), out,
+      "the gpt2 family (gpt2-tiny) has no tensor-parallel model", "llama, qwen2");
+  expect_refused(with(set_flag(base, "--seq_len", "15"), {"--tp", "2", "--nproc_per_node", "2"}),
+                 out, "--seq_len 15 does not split over --tp 2", "--seq_len 16");
+  bad({"--pp", "2", "--nproc_per_node", "2"}, "pipeline parallelism is not wired into train yet",
+      "--pp 1");
+  bad({"--tp", "2", "--nproc_per_node", "2", "--shard", "full"}, "--shard full", "drop --shard");
+  bad({"--tp", "2", "--nproc_per_node", "2", "--activation_checkpointing"},
+      "--activation_checkpointing", "drop --activation_checkpointing");
+  expect_refused(
+      with(set_flag(base, "--precision", "bf16"), {"--tp", "2", "--nproc_per_node", "2"}), out,
+      "do not run under autocast yet", "--precision fp32");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpulab::train
