@@ -13,6 +13,8 @@
 
 namespace gpulab::train {
 
+class RolloutSource;  // train/tasks/grpo_rollout_source.h
+
 class DistContext {
  public:
   virtual ~DistContext() = default;
@@ -23,6 +25,10 @@ class DistContext {
   int local_world_size = 1;  // ranks on this host
 
   bool is_main() const { return rank == 0; }
+
+  // GRPO with generation ranks of their own (--generation_gpus): where this training rank's
+  // rollouts come from. Null: the task samples them itself (colocated).
+  std::shared_ptr<RolloutSource> rollout_source;
 
   // Once, after the model is on its device and before the optimizer exists: make every rank
   // start from rank 0's parameters and buffers, and install gradient hooks if any.

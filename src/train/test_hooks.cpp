@@ -35,4 +35,9 @@ void checkpoint_write_pause(int64_t epoch) {
   if (const auto& f = installed().checkpoint_write_pause) f(epoch);
 }
 
+bool hash_synced_weights() {
+  const auto& f = installed().hash_synced_weights;
+  return f && f();
+}
+
 }  // namespace gpulab::train::test_hooks

@@ -15,6 +15,9 @@ struct Hooks {
   std::function<int64_t(int rank)> stall_micro_step;
   // Called halfway through writing the checkpoint of an epoch.
   std::function<void(int64_t epoch)> checkpoint_write_pause;
+  // GRPO with generation ranks: after each weight sync, both sides' weight fingerprints go into
+  // the step record (hashing every weight each step costs a pass over the model).
+  std::function<bool()> hash_synced_weights;
 };
 
 // Replaces the installed hooks (a static initializer of a test binary calls it once).
@@ -24,5 +27,6 @@ int64_t stall_micro_step(int rank);
 // Sleeps for good (alive, no more heartbeats), as a deadlocked rank would.
 [[noreturn]] void stall(int rank, int64_t micro_step);
 void checkpoint_write_pause(int64_t epoch);
+bool hash_synced_weights();
 
 }  // namespace gpulab::train::test_hooks

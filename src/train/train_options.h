@@ -87,9 +87,10 @@ struct TrainOptions {
   // --model with --init_weights; its tokenizer (empty: the weights' own, else bytes).
   std::string weights;
   std::string tokenizer;
-  std::string prompts;      // JSONL, one prompt a line (train/rl/prompt_set.h)
-  std::string chat_format;  // chat prompts: chatml or llama3 (empty: the tokenizer's)
-  int64_t group_size = 8;   // completions per prompt (G)
+  std::string prompts;          // JSONL, one prompt a line (train/rl/prompt_set.h)
+  std::string chat_format;      // chat prompts: chatml or llama3 (empty: the tokenizer's)
+  int64_t group_size = 8;       // completions per prompt (G)
+  int64_t generation_gpus = 0;  // ranks (and GPUs) that only generate; 0: colocated
   double temperature = 1.0;
   double top_p = 1.0;
   int64_t top_k = 0;

@@ -2,6 +2,7 @@
 // driven by the environment, before main runs.
 //   GPULAB_TEST_STALL="R:S": rank R stalls for good just before its S-th micro-step (1-based).
 //   GPULAB_TEST_CHECKPOINT_PAUSE="E:MS": sleeps MS ms halfway through epoch E's checkpoint.
+//   GPULAB_TEST_WEIGHT_HASH=1: GRPO's step records carry the synced weights' fingerprints.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,8 +28,13 @@ void pause_from_env(int64_t epoch) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+bool weight_hash_from_env() {
+  const char* v = std::getenv("GPULAB_TEST_WEIGHT_HASH");
+  return v && *v == '1';
+}
+
 [[maybe_unused]] const bool installed = [] {
-  gpulab::train::test_hooks::install({stall_from_env, pause_from_env});
+  gpulab::train::test_hooks::install({stall_from_env, pause_from_env, weight_hash_from_env});
   return true;
 }();
 

@@ -7,6 +7,7 @@
 
 #include "core/strings.h"
 #include "train/data/chat_format.h"
+#include "train/models/lm_families.h"
 #include "train/rl/reward_spec.h"
 
 namespace gpulab::train {
@@ -161,6 +162,13 @@ Result<GrpoInputs> open_grpo_inputs(const TrainOptions& o) {
   if (auto st = make_reward(o, in); !st) return st.error();
   if (auto st = sampling_and_loss(o, in); !st) return st.error();
   return in;
+}
+
+CausalLmPtr build_grpo_policy(GrpoInputs& in, const torch::Device& device) {
+  if (!in.weights) return build_causal_lm(in.config, device);
+  auto loaded = load_decoder(*in.weights, in.model_arg).value_or_throw();
+  in.config = loaded.config;
+  return build_loaded_decoder(loaded, device);
 }
 
 Status check_grpo_sharding(const TrainOptions& o, const std::string& shard) {

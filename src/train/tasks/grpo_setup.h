@@ -12,6 +12,7 @@
 #include "core/result.h"
 #include "train/data/tokenizer.h"
 #include "train/generate.h"
+#include "train/models/causal_lm.h"
 #include "train/models/decoder_config.h"
 #include "train/rl/grpo_loss.h"
 #include "train/rl/prompt_set.h"
@@ -39,6 +40,10 @@ struct GrpoInputs {
 // error: kNotFound, kDataError) with a hint: a malformed prompt line (FILE:LINE), an empty set, a
 // prompt + --max_new_tokens beyond the model's positions (FILE:LINE), an unknown reward spec.
 Result<GrpoInputs> open_grpo_inputs(const TrainOptions& o);
+
+// The policy on `device`: --weights' model, read (its config replaces in.config), else in.config's
+// shape, initialised from the seed. Training ranks and generation ranks build it alike.
+CausalLmPtr build_grpo_policy(GrpoInputs& in, const torch::Device& device);
 
 // Every check of --task grpo's options for `world_size` ranks (open_grpo_inputs, then the group
 // size, the prompts per step against the set, --mu with --grad_accum).
