@@ -87,10 +87,9 @@ struct TrainOptions {
   // --model with --init_weights; its tokenizer (empty: the weights' own, else bytes).
   std::string weights;
   std::string tokenizer;
-  std::string prompts;          // JSONL, one prompt a line (train/rl/prompt_set.h)
-  std::string chat_format;      // chat prompts: chatml or llama3 (empty: the tokenizer's)
-  int64_t group_size = 8;       // completions per prompt (G)
-  int64_t generation_gpus = 0;  // ranks (and GPUs) that only generate; 0: colocated
+  std::string prompts;      // JSONL, one prompt a line (train/rl/prompt_set.h)
+  std::string chat_format;  // chat prompts: chatml or llama3 (empty: the tokenizer's)
+  int64_t group_size = 8;   // completions per prompt (G)
   double temperature = 1.0;
   double top_p = 1.0;
   int64_t top_k = 0;
@@ -110,6 +109,8 @@ struct TrainOptions {
   std::string answer_extract = "last_number";
   std::string answer_match = "numeric";
   double answer_tolerance = 1e-6;
+  // Processes (and GPUs) that only generate, beside the training ones; 0: colocated.
+  int64_t generation_gpus = 0;
 
   // Print-and-exit modes of the seed.
   bool show_recommendations = false;
