@@ -27,8 +27,8 @@ struct Generator {
   const TrainOptions& opts;
   const rl::GenerationLayout& layout;
   int rank = 0;  // this generation rank's index (its world rank)
-  GrpoInputs in;
-  CausalLmPtr model;
+  GrpoInputs in{};
+  CausalLmPtr model{};
   int64_t per_rank = 0, steps_per_epoch = 0;
   int64_t policy_step = -1;  // optimizer steps of the weights held; -1: none received yet
 };
