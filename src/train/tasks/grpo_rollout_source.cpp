@@ -15,6 +15,7 @@ RolloutSource::RolloutSource(const rl::GenerationLayout& layout, int training_ra
       sync_(std::move(sync)) {}
 
 std::vector<uint64_t> RolloutSource::send_weights(torch::nn::Module& model, int64_t policy_step) {
+  if (gather_) gather_();
   if (!sync_) return {};
   rl::send_command(*sync_, layout_, {rl::LinkCommand::kWeights, policy_step});
   rl::broadcast_weights(*sync_, layout_.sync_root(), model);

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,10 +24,14 @@ class RolloutSource {
                 std::shared_ptr<dist::Communicator> sync);
 
   const rl::GenerationLayout& layout() const { return layout_; }
+  // Makes the model's parameters whole on every training rank before they are sent (ZeRO-3
+  // keeps only shards between forwards); a collective of the training ranks. Empty: whole already.
+  void set_gather(std::function<void()> gather) { gather_ = std::move(gather); }
 
-  // Training rank 0: `model`'s weights to the generation ranks, tagged with `policy_step` (its
-  // optimizer steps). With the weight-hash test hook on, returns each generation rank's
-  // fingerprint of what it received; otherwise (and on the other training ranks) empty.
+  // Every training rank calls it, in step (the gather is theirs). Training rank 0: `model`'s
+  // weights to the generation ranks, tagged with `policy_step` (its optimizer steps). With the
+  // weight-hash test hook on, returns each generation rank's fingerprint of what it received;
+  // otherwise (and on the other training ranks) empty.
   std::vector<uint64_t> send_weights(torch::nn::Module& model, int64_t policy_step);
   // This training rank's share of rollout step `step` (training rank 0 asks for the step first).
   rl::RolloutShare receive(int64_t step);
@@ -38,6 +43,7 @@ class RolloutSource {
   rl::GenerationLayout layout_;
   int training_rank_;
   std::shared_ptr<dist::Communicator> world_, sync_;
+  std::function<void()> gather_;
   bool stopped_ = false;
 };
 

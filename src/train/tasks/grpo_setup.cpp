@@ -172,11 +172,13 @@ CausalLmPtr build_grpo_policy(GrpoInputs& in, const torch::Device& device) {
 }
 
 Status check_grpo_sharding(const TrainOptions& o, const std::string& shard) {
-  if (o.task != "grpo" || shard != "full") return ok_status();
+  // Generation ranks of their own (--generation_gpus): the training ranks only train.
+  if (o.task != "grpo" || shard != "full" || o.generation_gpus > 0) return ok_status();
   return grpo_error(
       "--task grpo does not run with --shard full yet: its ranks generate different "
       "numbers of tokens, and each forward of a fully sharded model is a collective",
-      "pass --shard gradients (ZeRO-2) or --shard optimizer (ZeRO-1)");
+      "pass --shard gradients (ZeRO-2) or --shard optimizer (ZeRO-1), or generate on ranks of "
+      "its own (--generation_gpus 1)");
 }
 
 Status check_grpo_options(const TrainOptions& o, int world_size) {

@@ -51,8 +51,8 @@ Status check_grpo_options(const TrainOptions& o, int world_size);
 
 // --shard full gathers each unit's parameters in its forward, a collective every rank must join
 // the same number of times; colocated generation stops each rank's rows at their own EOS, so its
-// ranks would disagree. Refused (kInvalidArgument) for --task grpo until generation is collective
-// aware; the other sharding modes keep whole parameters on every rank.
+// ranks would disagree. Refused (kInvalidArgument) for --task grpo with colocated generation; with
+// generation ranks of its own (--generation_gpus) the training ranks only train, so it runs.
 Status check_grpo_sharding(const TrainOptions& o, const std::string& shard);
 
 }  // namespace gpulab::train

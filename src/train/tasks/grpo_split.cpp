@@ -5,6 +5,7 @@
 
 #include "launch/rank_env.h"
 #include "train/device.h"
+#include "train/dist/shard_context.h"
 #include "train/tasks/grpo_generation_rank.h"
 #include "train/tasks/grpo_rollout_source.h"
 #include "train/trainer.h"
@@ -92,6 +93,9 @@ int run_grpo_split(TrainOptions o, const dist::DistOptions& d) {
       std::make_shared<dist::Communicator>(*world, layout.training_group(), "grpo-train");
   auto ctx = dist::make_dist_context(d, training);
   ctx->rollout_source = std::make_shared<RolloutSource>(layout, t, world, sync);
+  // ZeRO-3 holds shards between forwards: the whole parameters are gathered for each sync.
+  if (auto* shard = dynamic_cast<dist::ShardContext*>(ctx.get()); shard && d.shard == "full")
+    ctx->rollout_source->set_gather([shard] { shard->sharded()->gather_all(); });
   // A rank restarted by the launcher (--max_restarts) continues from the newest checkpoint.
   if (o.resume.empty() && dist::restarted()) o.resume = "auto";
   Trainer trainer(o, ctx);

@@ -95,6 +95,30 @@ TEST(GrpoGenerationRank, SyncsWeightsBitForBitAndEqualsTheColocatedRun) {
             read_file(dir / "colocated" / "model.safetensors").value_or("b"));
 }
 
+// ZeRO-3 over the training ranks (refused colocated): the whole parameters are gathered for each
+// sync, so the generation rank still holds the training ranks' weights bit for bit, and in fp64
+// (a sum of two gradients is the same in either order) the run equals the DDP one.
+TEST(GrpoGenerationRank, FullyShardedTrainingRanksSyncTheSameWeights) {
+  const auto dir = testing::temp_dir("grpo_split_zero3");
+  auto args = split_args(dir / "zero3", 3, 1);
+  args.insert(args.end(), {"--shard", "full"});
+  const auto zero3 = run_with_hooks(args, {{"GPULAB_TEST_WEIGHT_HASH", "1"}});
+  ASSERT_EQ(zero3.exit_code, 0) << zero3.out << zero3.err;
+  const auto ddp = testing::run_gpulab(split_args(dir / "ddp", 3, 1), 300);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.out << ddp.err;
+  const auto z = step_records(dir / "zero3"), d = step_records(dir / "ddp");
+  ASSERT_EQ(z.size(), 6u) << zero3.out;
+  ASSERT_EQ(d.size(), 6u) << ddp.out;
+  for (const auto& [step, rec] : z) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    const Json& h = rec.at("weight_hashes");
+    EXPECT_EQ(h["generation"][0], h["training"][0]);
+    EXPECT_EQ(h["training"][0], h["training"][1]);
+    for (const char* key : {"mean_reward", "loss", "completion_length"})
+      EXPECT_EQ(rec.at(key).get<double>(), d.at(step).at(key).get<double>()) << key;
+  }
+}
+
 // The generation rank's pid, from its first line.
 pid_t generation_pid(const std::string& log) {
   static const std::regex re(R"(Generation rank 0 of 1 \(pid (\d+)\))");
@@ -147,7 +171,6 @@ TEST(GrpoGenerationRank, BadLayoutsAreRefusedBeforeAnyRankStarts) {
       {{"--generation_gpus", "3"}, "--generation_gpus 3 of 3 processes leaves no training rank"},
       {{"--generation_gpus", "-1"}, "generation_gpus"},
       {{"--grad_accum", "2"}, "--generation_gpus with --grad_accum is not supported yet"},
-      {{"--shard", "full"}, "does not run with --shard full"},
       // Two training ranks (not three processes) take --batch_size prompts each.
       {{"--batch_size", "13"}, "(2 processes x --batch_size 13)"},
   };
