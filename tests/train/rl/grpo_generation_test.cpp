@@ -170,6 +170,7 @@ TEST(GrpoGenerationRank, BadLayoutsAreRefusedBeforeAnyRankStarts) {
       {{"--nproc_per_node", "1"}, "--generation_gpus 1 with a single process"},
       {{"--generation_gpus", "3"}, "--generation_gpus 3 of 3 processes leaves no training rank"},
       {{"--generation_gpus", "-1"}, "generation_gpus"},
+      {{"--task", "auto"}, "--generation_gpus is for --task grpo"},
       {{"--grad_accum", "2"}, "--generation_gpus with --grad_accum is not supported yet"},
       // Two training ranks (not three processes) take --batch_size prompts each.
       {{"--batch_size", "13"}, "(2 processes x --batch_size 13)"},
