@@ -126,8 +126,8 @@ pid_t generation_pid(const std::string& log) {
   return std::regex_search(log, m, re) ? static_cast<pid_t>(std::stol(m[1].str())) : 0;
 }
 
-// The launcher stops the other ranks within its bound: SIGTERM, then SIGKILL 3 s later; 10 s
-// is the bound docs/ddp.md states for a failed rank.
+// The launcher stops the other ranks within its bound (docs/ddp.md: SIGTERM, then SIGKILL 3 s
+// later); 10 s is the bound the DDP kill case holds it to (tests/integration/ddp/ddp_test.sh).
 TEST(GrpoGenerationRank, AKilledGenerationRankStopsEveryRank) {
   const auto dir = testing::temp_dir("grpo_split_kill");
   auto args = with_flag(split_args(dir / "run", 3, 1), "--num_epochs", "400");
