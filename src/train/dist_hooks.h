@@ -17,6 +17,7 @@ namespace gpulab::train {
 namespace parallel {
 class TpGroup;
 }
+class RolloutSource;  // train/tasks/grpo_rollout_source.h
 
 class DistContext {
  public:
@@ -32,6 +33,10 @@ class DistContext {
   int data_world_size = 1;
 
   bool is_main() const { return rank == 0; }
+
+  // GRPO with generation ranks of their own (--generation_gpus): where this training rank's
+  // rollouts come from. Null: the task samples them itself (colocated).
+  std::shared_ptr<RolloutSource> rollout_source;
 
   // Once, after the model is on its device and before the optimizer exists: make every rank
   // start from rank 0's parameters and buffers, and install gradient hooks if any.

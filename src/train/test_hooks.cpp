@@ -51,4 +51,9 @@ void nudge_gradient(int rank, int64_t step, torch::nn::Module& model) {
   }
 }
 
+bool hash_synced_weights() {
+  const auto& f = installed().hash_synced_weights;
+  return f && f();
+}
+
 }  // namespace gpulab::train::test_hooks

@@ -21,6 +21,9 @@ struct Hooks {
   // The relative amount (0: none) by which this rank's largest gradient element is moved before
   // the 1-based optimizer step `step`.
   std::function<double(int rank, int64_t step)> gradient_nudge;
+  // GRPO with generation ranks: after each weight sync, both sides' weight fingerprints go into
+  // the step record (hashing every weight each step costs a pass over the model).
+  std::function<bool()> hash_synced_weights;
 };
 
 // Replaces the installed hooks (a static initializer of a test binary calls it once).
@@ -32,5 +35,6 @@ int64_t stall_micro_step(int rank);
 void checkpoint_write_pause(int64_t epoch);
 // Applies gradient_nudge to the model's gradients (after the ranks' reduction, before clipping).
 void nudge_gradient(int rank, int64_t step, torch::nn::Module& model);
+bool hash_synced_weights();
 
 }  // namespace gpulab::train::test_hooks

@@ -117,6 +117,8 @@ struct TrainOptions {
   std::string answer_extract = "last_number";
   std::string answer_match = "numeric";
   double answer_tolerance = 1e-6;
+  // Processes (and GPUs) that only generate, beside the training ones; 0: colocated.
+  int64_t generation_gpus = 0;
 
   // Print-and-exit modes of the seed.
   bool show_recommendations = false;

@@ -4,6 +4,7 @@
 //   GPULAB_TEST_CHECKPOINT_PAUSE="E:MS": sleeps MS ms halfway through epoch E's checkpoint.
 //   GPULAB_TEST_NUDGE_GRAD="R:S:X": rank R moves its largest gradient element by X of itself
 //   before optimizer step S (1-based).
+//   GPULAB_TEST_WEIGHT_HASH=1: GRPO's step records carry the synced weights' fingerprints.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,8 +39,14 @@ double nudge_from_env(int rank, int64_t step) {
   return 0.0;
 }
 
+bool weight_hash_from_env() {
+  const char* v = std::getenv("GPULAB_TEST_WEIGHT_HASH");
+  return v && *v == '1';
+}
+
 [[maybe_unused]] const bool installed = [] {
-  gpulab::train::test_hooks::install({stall_from_env, pause_from_env, nudge_from_env});
+  gpulab::train::test_hooks::install(
+      {stall_from_env, pause_from_env, nudge_from_env, weight_hash_from_env});
   return true;
 }();
 

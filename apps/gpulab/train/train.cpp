@@ -17,6 +17,7 @@
 #include "train/models/registry.h"
 #include "train/parallel/tp_options.h"
 #include "train/tasks/grpo_setup.h"
+#include "train/tasks/grpo_split.h"
 #include "train/tasks/task_table.h"
 #include "train/trainer.h"
 #include "train_flags.h"
@@ -74,7 +75,9 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     dist_opts->precision = opts->precision;
     dist_opts->tp = static_cast<int>(opts->tp);
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
-    throw_usage_error(train::check_task_options(*opts, planned_world_size(*dist_opts)), cmd);
+    const int world = planned_world_size(*dist_opts);
+    throw_usage_error(train::check_generation_split(*opts, *dist_opts, world), cmd);
+    throw_usage_error(train::check_task_options(*opts, world - opts->generation_gpus), cmd);
     throw_usage_error(train::check_grpo_sharding(*opts, dist_opts->shard), cmd);
     const PlannedNodes nodes = planned_nodes(*dist_opts);
     throw_usage_error(train::parallel::check_tp_placement(*opts, dist_opts->shard,
@@ -83,6 +86,11 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = launch_if_needed(*dist_opts)) {
       ctx.exit_code = *code;
+      return;
+    }
+    // GRPO with generation ranks of its own: each rank generates or trains (grpo_split.h).
+    if (opts->generation_gpus > 0) {
+      ctx.exit_code = train::run_grpo_split(*opts, *dist_opts);
       return;
     }
     auto dist = train::dist::make_dist_context(*dist_opts);

@@ -13,10 +13,14 @@
 
 namespace gpulab::train::dist {
 
-DdpContext::DdpContext(const launch::RankPlace& place, const DdpOptions& opts) : opts_(opts) {
-  comm_ = std::make_shared<Communicator>(place, opts.comm);
-  rank = place.rank;
-  world_size = place.world_size;
+DdpContext::DdpContext(const launch::RankPlace& place, const DdpOptions& opts)
+    : DdpContext(std::make_shared<Communicator>(place, opts.comm), place, opts) {}
+
+DdpContext::DdpContext(std::shared_ptr<Communicator> group, const launch::RankPlace& place,
+                       const DdpOptions& opts)
+    : opts_(opts), comm_(std::move(group)) {
+  rank = comm_->rank();
+  world_size = comm_->size();
   local_rank = place.local_rank;
   local_world_size = place.local_world_size;
   data_rank = rank;

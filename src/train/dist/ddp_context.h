@@ -22,6 +22,10 @@ struct DdpOptions {
 class DdpContext : public DistContext {
  public:
   DdpContext(const launch::RankPlace& place, const DdpOptions& opts);
+  // Over a group of the world (`group`: its ranks are this context's; `place` gives the local
+  // rank and the local ranks' count, which pick the device and the thread share).
+  DdpContext(std::shared_ptr<Communicator> group, const launch::RankPlace& place,
+             const DdpOptions& opts);
   ~DdpContext() override;
 
   void prepare_model(torch::nn::Module& model) override;

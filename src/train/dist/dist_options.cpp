@@ -51,24 +51,32 @@ DdpOptions ddp_options(const DistOptions& o) {
   return d;
 }
 
+ShardContextOptions shard_options(const DistOptions& o) {
+  ShardContextOptions so;
+  so.ddp = ddp_options(o);
+  so.shard.stage = parse_shard_stage(o.shard);
+  so.shard.wrap = o.shard_wrap;
+  so.shard.reshard_after_forward = !o.shard_keep_after_forward;
+  const auto dtypes = resolve_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype);
+  so.shard.param_dtype = dtypes.param;
+  so.shard.reduce_dtype = dtypes.reduce;
+  return so;
+}
+
 }  // namespace
 
-DistContextPtr make_dist_context(const DistOptions& o) {
+DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communicator> group) {
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
   DistContextPtr ctx;
   if (o.tp > 1) {
     // check_tp_options refused a world that tp does not divide before any rank started.
     ctx = std::make_shared<parallel::TpContext>(place, ddp_options(o), o.tp);
+  } else if (group && o.shard != "none") {
+    ctx = std::make_shared<ShardContext>(std::move(group), place, shard_options(o));
+  } else if (group) {
+    ctx = std::make_shared<DdpContext>(std::move(group), place, ddp_options(o));
   } else if (o.shard != "none") {
-    ShardContextOptions so;
-    so.ddp = ddp_options(o);
-    so.shard.stage = parse_shard_stage(o.shard);
-    so.shard.wrap = o.shard_wrap;
-    so.shard.reshard_after_forward = !o.shard_keep_after_forward;
-    const auto dtypes =
-        resolve_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype);
-    so.shard.param_dtype = dtypes.param;
-    so.shard.reduce_dtype = dtypes.reduce;
+    ShardContextOptions so = shard_options(o);
     if (!place.distributed()) {
       // One rank still runs every collective and hook (a world of one).
       place.master_addr = "127.0.0.1";

@@ -4,10 +4,12 @@
 // apps/gpulab/train/rank_launch.cpp.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/result.h"
 #include "launch/launch_flags.h"
+#include "train/dist/communicator.h"
 #include "train/dist_hooks.h"
 
 namespace gpulab::train::dist {
@@ -43,8 +45,10 @@ Status validate(const DistOptions& o);
 // world has one rank), DDP otherwise; sharded (also for one rank) when --shard is not none;
 // tensor parallel (a device mesh) when tp > 1. Prints
 // the hello line, and "Auto-detected backend: gloo" on rank 0 for --backend auto. Throws
-// gpulab::Exception when rendezvous fails.
-DistContextPtr make_dist_context(const DistOptions& o);
+// gpulab::Exception when rendezvous fails. With `group` (a group of the world, e.g. GRPO's
+// training ranks beside its generation ranks): DDP or sharded over that group's ranks.
+DistContextPtr make_dist_context(const DistOptions& o,
+                                 std::shared_ptr<Communicator> group = nullptr);
 
 // True in a rank the launcher restarted after a failure: the run should resume from its newest
 // checkpoint (`gpulab train` sets --resume auto then).

@@ -14,6 +14,10 @@ namespace gpulab::train::dist {
 ShardContext::ShardContext(const launch::RankPlace& place, const ShardContextOptions& opts)
     : DdpContext(place, opts.ddp), shard_opts_(opts.shard) {}
 
+ShardContext::ShardContext(std::shared_ptr<Communicator> group, const launch::RankPlace& place,
+                           const ShardContextOptions& opts)
+    : DdpContext(std::move(group), place, opts.ddp), shard_opts_(opts.shard) {}
+
 ShardContext::~ShardContext() = default;
 
 void ShardContext::prepare_model(torch::nn::Module& model) {

@@ -20,6 +20,9 @@ struct ShardContextOptions {
 class ShardContext : public DdpContext {
  public:
   ShardContext(const launch::RankPlace& place, const ShardContextOptions& opts);
+  // Over a group of the world, as DdpContext's.
+  ShardContext(std::shared_ptr<Communicator> group, const launch::RankPlace& place,
+               const ShardContextOptions& opts);
   ~ShardContext() override;
 
   void prepare_model(torch::nn::Module& model) override;

@@ -2,6 +2,8 @@
 #include "train/tasks/grpo_rollouts.h"
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 
 #include "train/rollout.h"
 
@@ -12,6 +14,25 @@ std::vector<std::vector<int64_t>> rollouts_for_step(
     const SamplingOptions& opts, TokenSampler& sampler) {
   // Every prompt x group in one batch: left-padded, each prefix once, finished rows dropped.
   return generate_groups(model, prompts, group, opts, sampler).completions;
+}
+
+int64_t grpo_steps_per_epoch(int64_t prompt_count, int64_t per_rank, int world) {
+  return std::max<int64_t>(1, prompt_count / (per_rank * world));
+}
+
+std::vector<int64_t> grpo_step_prompts(int64_t prompt_count, int64_t seed, int64_t steps_per_epoch,
+                                       int64_t step, int rank, int world, int64_t per_rank) {
+  std::vector<int64_t> order(static_cast<size_t>(prompt_count));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(static_cast<uint64_t>(seed) * 1000003ULL +
+                      static_cast<uint64_t>(step / steps_per_epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+  const int64_t first = (step % steps_per_epoch * world + rank) * per_rank;
+  return {order.begin() + first, order.begin() + first + per_rank};
+}
+
+uint64_t grpo_sampler_seed(int64_t seed, int64_t step, int rank, int world) {
+  return static_cast<uint64_t>(seed) * 7919ULL + static_cast<uint64_t>(step * world + rank);
 }
 
 RolloutTensors rollout_tensors(const std::vector<std::vector<int64_t>>& prompts,

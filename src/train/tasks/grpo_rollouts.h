@@ -20,6 +20,20 @@ std::vector<std::vector<int64_t>> rollouts_for_step(
     CausalLm& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group,
     const SamplingOptions& opts, TokenSampler& sampler);
 
+// Rollout steps in an epoch: every one of `world` training ranks takes `per_rank` prompts a step.
+int64_t grpo_steps_per_epoch(int64_t prompt_count, int64_t per_rank, int world);
+
+// Which prompts (indices into the prompt file) training rank `rank` of `world` takes at `step`:
+// the epoch's shuffled order (seeded by `seed` and the epoch, the same on every rank), this
+// rank's consecutive share of the step's window. The one home of the split: a colocated rank
+// and a generation rank serving it (train/tasks/grpo_generation_rank.h) pick the same prompts.
+std::vector<int64_t> grpo_step_prompts(int64_t prompt_count, int64_t seed, int64_t steps_per_epoch,
+                                       int64_t step, int rank, int world, int64_t per_rank);
+
+// The seed of training rank `rank`'s sampler at `step`: each rank and step its own stream, so a
+// resumed run, and a generation rank sampling for that rank, draw what the colocated rank would.
+uint64_t grpo_sampler_seed(int64_t seed, int64_t step, int rank, int world);
+
 struct RolloutTensors {
   torch::Tensor inputs;         // [N, T] int64: prompt then completion, right-padded with pad_id
   torch::Tensor tokens;         // [N, C] int64: the completion tokens, padded with 0

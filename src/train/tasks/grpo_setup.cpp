@@ -7,6 +7,7 @@
 
 #include "core/strings.h"
 #include "train/data/chat_format.h"
+#include "train/models/lm_families.h"
 #include "train/rl/reward_spec.h"
 
 namespace gpulab::train {
@@ -163,12 +164,21 @@ Result<GrpoInputs> open_grpo_inputs(const TrainOptions& o) {
   return in;
 }
 
+CausalLmPtr build_grpo_policy(GrpoInputs& in, const torch::Device& device) {
+  if (!in.weights) return build_causal_lm(in.config, device);
+  auto loaded = load_decoder(*in.weights, in.model_arg).value_or_throw();
+  in.config = loaded.config;
+  return build_loaded_decoder(loaded, device);
+}
+
 Status check_grpo_sharding(const TrainOptions& o, const std::string& shard) {
-  if (o.task != "grpo" || shard != "full") return ok_status();
+  // Generation ranks of their own (--generation_gpus): the training ranks only train.
+  if (o.task != "grpo" || shard != "full" || o.generation_gpus > 0) return ok_status();
   return grpo_error(
       "--task grpo does not run with --shard full yet: its ranks generate different "
       "numbers of tokens, and each forward of a fully sharded model is a collective",
-      "pass --shard gradients (ZeRO-2) or --shard optimizer (ZeRO-1)");
+      "pass --shard gradients (ZeRO-2) or --shard optimizer (ZeRO-1), or generate on ranks of "
+      "its own (--generation_gpus 1)");
 }
 
 Status check_grpo_options(const TrainOptions& o, int world_size) {

@@ -12,6 +12,7 @@
 #include "core/result.h"
 #include "train/data/tokenizer.h"
 #include "train/generate.h"
+#include "train/models/causal_lm.h"
 #include "train/models/decoder_config.h"
 #include "train/rl/grpo_loss.h"
 #include "train/rl/prompt_set.h"
@@ -40,14 +41,18 @@ struct GrpoInputs {
 // prompt + --max_new_tokens beyond the model's positions (FILE:LINE), an unknown reward spec.
 Result<GrpoInputs> open_grpo_inputs(const TrainOptions& o);
 
+// The policy on `device`: --weights' model, read (its config replaces in.config), else in.config's
+// shape, initialised from the seed. Training ranks and generation ranks build it alike.
+CausalLmPtr build_grpo_policy(GrpoInputs& in, const torch::Device& device);
+
 // Every check of --task grpo's options for `world_size` ranks (open_grpo_inputs, then the group
 // size, the prompts per step against the set, --mu with --grad_accum).
 Status check_grpo_options(const TrainOptions& o, int world_size);
 
 // --shard full gathers each unit's parameters in its forward, a collective every rank must join
 // the same number of times; colocated generation stops each rank's rows at their own EOS, so its
-// ranks would disagree. Refused (kInvalidArgument) for --task grpo until generation is collective
-// aware; the other sharding modes keep whole parameters on every rank.
+// ranks would disagree. Refused (kInvalidArgument) for --task grpo with colocated generation; with
+// generation ranks of its own (--generation_gpus) the training ranks only train, so it runs.
 Status check_grpo_sharding(const TrainOptions& o, const std::string& shard);
 
 }  // namespace gpulab::train

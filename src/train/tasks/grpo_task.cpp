@@ -2,15 +2,19 @@
 // and outputs are in grpo_task_figures.cpp.
 #include "train/tasks/grpo_task.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
-#include <random>
 
 #include "train/models/lm_families.h"
 #include "train/rl/dynamic_sampling.h"
 #include "train/rl/grpo_advantages.h"
 #include "train/rl/grpo_loss.h"
+#include "train/rl/grpo_weight_sync.h"
+#include "train/tasks/grpo_rollout_source.h"
 #include "train/tasks/grpo_rollouts.h"
+#include "train/test_hooks.h"
 
 namespace gpulab::train {
 
@@ -30,20 +34,14 @@ double logprob_temperature(const TrainOptions& o) {
 int64_t GrpoTask::open_data() {
   in_ = open_grpo_inputs(env_.opts).value_or_throw();
   prompts_per_rank_ = batch_per_process(env_.opts, env_.dist.world_size);
-  const auto n = static_cast<int64_t>(in_.prompts.prompts.size());
-  steps_per_epoch_ = std::max<int64_t>(1, n / (prompts_per_rank_ * env_.dist.world_size));
+  steps_per_epoch_ = grpo_steps_per_epoch(static_cast<int64_t>(in_.prompts.prompts.size()),
+                                          prompts_per_rank_, env_.dist.world_size);
   return steps_per_epoch_ * env_.opts.mu;
 }
 
 // The policy from --weights (read here), else --model's shape (its --init_weights the loop loads).
 ClassifierPtr GrpoTask::build_model() {
-  if (in_.weights) {
-    auto loaded = load_decoder(*in_.weights, in_.model_arg).value_or_throw();
-    in_.config = loaded.config;
-    model_ = build_loaded_decoder(loaded, env_.device);
-  } else {
-    model_ = build_causal_lm(in_.config, env_.device);
-  }
+  model_ = build_grpo_policy(in_, env_.device);
   model_->set_activation_checkpointing(env_.opts.activation_checkpointing);
   if (env_.opts.beta > 0) build_reference();
   return model_;
@@ -77,25 +75,18 @@ void GrpoTask::start_epoch(int64_t /*epoch*/, int64_t /*skip*/) {
   step_t0_ = GrpoClock::now();
 }
 
-// The prompts this rank takes at `step`: the epoch's shuffled order (seeded by --seed and the
-// epoch, the same on every rank), this rank's consecutive share of the step's window.
+// The prompts this rank takes at `step` (grpo_step_prompts: the one home of the split).
 std::vector<int64_t> GrpoTask::prompts_of_step(int64_t step) const {
-  const auto n = static_cast<int64_t>(in_.prompts.prompts.size());
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(static_cast<uint64_t>(env_.opts.seed) * 1000003ULL +
-                      static_cast<uint64_t>(step / steps_per_epoch_));
-  std::shuffle(order.begin(), order.end(), rng);
-  const int64_t first =
-      (step % steps_per_epoch_ * env_.dist.world_size + env_.dist.rank) * prompts_per_rank_;
-  return {order.begin() + first, order.begin() + first + prompts_per_rank_};
+  return grpo_step_prompts(static_cast<int64_t>(in_.prompts.prompts.size()), env_.opts.seed,
+                           steps_per_epoch_, step, env_.dist.rank, env_.dist.world_size,
+                           prompts_per_rank_);
 }
 
 // μ consecutive micro-batches share one step's rollouts (a resumed run samples afresh).
 std::optional<TaskBatch> GrpoTask::next_batch(int64_t index) {
   const int64_t step = index / env_.opts.mu;
   if (!rollout_ || rollout_->step != step) {
-    rollout_ = make_rollout(step);
+    rollout_ = make_rollout(step, index);
     add_rollout_sums(step_, rollout_->sums, true);
     fresh_rollout_ = true;
   }
@@ -141,8 +132,47 @@ rl::ResolvedRewards GrpoTask::score(const std::vector<std::vector<int64_t>>& com
   return rewards;
 }
 
-GrpoTask::Rollout GrpoTask::make_rollout(int64_t step) {
+// Training rank 0 sends the generation ranks the policy as it is after `policy_step` optimizer
+// steps, once per step that samples; with the weight-hash test hook, every rank's fingerprints
+// go into the next step record.
+void GrpoTask::sync_policy(RolloutSource& source, int64_t policy_step) {
+  if (synced_step_ == policy_step) return;
+  synced_step_ = policy_step;
+  const auto generation = source.send_weights(*model_, policy_step);
+  if (!test_hooks::hash_synced_weights()) return;
+  auto training = torch::zeros({env_.dist.world_size}, torch::kLong);
+  training[env_.dist.rank] = static_cast<int64_t>(rl::weights_hash(*model_));
+  if (env_.dist.world_size > 1) env_.dist.all_reduce_sum(training);
+  const auto hex = [](uint64_t h) { return fmt::format("{:016x}", h); };
+  weight_hashes_ = Json{{"generation", Json::array()}, {"training", Json::array()}};
+  for (uint64_t h : generation) weight_hashes_["generation"].push_back(hex(h));
+  for (int64_t i = 0; i < training.numel(); ++i)
+    weight_hashes_["training"].push_back(hex(static_cast<uint64_t>(training[i].item<int64_t>())));
+}
+
+// The step's completions: from this rank's generation rank when there are generation ranks (the
+// policy sent first: `index` micro-batches, one optimizer step each, trained it), else sampled
+// here from this rank's own stream. Records the generation time (and the policy step) in r.
+std::vector<std::vector<int64_t>> GrpoTask::completions_of(
+    int64_t step, int64_t index, const std::vector<std::vector<int64_t>>& prompts, Rollout& r) {
+  if (auto* source = env_.dist.rollout_source.get()) {
+    sync_policy(*source, index);
+    auto share = source->receive(step);
+    r.sums.gen_seconds = share.generation_seconds;
+    r.policy_step = share.policy_step;
+    return std::move(share.completions);
+  }
   const auto t0 = GrpoClock::now();
+  // Each rank and step draws from its own seed: a resumed run samples what the first would have.
+  TokenSampler sampler(
+      in_.sampling, grpo_sampler_seed(env_.opts.seed, step, env_.dist.rank, env_.dist.world_size));
+  auto completions =
+      rollouts_for_step(*model_, prompts, env_.opts.group_size, in_.sampling, sampler);
+  r.sums.gen_seconds = grpo_seconds_since(t0);
+  return completions;
+}
+
+GrpoTask::Rollout GrpoTask::make_rollout(int64_t step, int64_t index) {
   const int64_t g = env_.opts.group_size;
   std::vector<std::vector<int64_t>> prompts;
   std::vector<const rl::Prompt*> sources;
@@ -150,14 +180,9 @@ GrpoTask::Rollout GrpoTask::make_rollout(int64_t step) {
     prompts.push_back(in_.prompt_ids[static_cast<size_t>(p)]);
     sources.push_back(&in_.prompts.prompts[static_cast<size_t>(p)]);
   }
-  // Each rank and step draws from its own seed: a resumed run samples what the first would have.
-  TokenSampler sampler(in_.sampling,
-                       static_cast<uint64_t>(env_.opts.seed) * 7919ULL +
-                           static_cast<uint64_t>(step * env_.dist.world_size + env_.dist.rank));
-  const auto completions = rollouts_for_step(*model_, prompts, g, in_.sampling, sampler);
   Rollout r;
   r.step = step;
-  r.sums.gen_seconds = grpo_seconds_since(t0);
+  const auto completions = completions_of(step, index, prompts, r);
   const auto rewards = score(completions, sources, r.sums);
   r.sums.rows = static_cast<double>(rewards.values.size());
   r.sums.completion_tokens = r.sums.gen_tokens;

@@ -52,11 +52,16 @@ class GrpoTask : public TrainTask {
  private:
   struct Rollout {
     int64_t step = -1;
+    int64_t policy_step = -1;  // optimizer steps of the weights that sampled it (generation ranks)
     TaskBatch batch;
     Sums sums;  // the rollout's own figures (rewards, lengths, generation)
   };
   std::vector<int64_t> prompts_of_step(int64_t step) const;
-  Rollout make_rollout(int64_t step);
+  Rollout make_rollout(int64_t step, int64_t index);
+  std::vector<std::vector<int64_t>> completions_of(int64_t step, int64_t index,
+                                                   const std::vector<std::vector<int64_t>>& prompts,
+                                                   Rollout& r);
+  void sync_policy(RolloutSource& source, int64_t policy_step);
   rl::ResolvedRewards score(const std::vector<std::vector<int64_t>>& completions,
                             const std::vector<const rl::Prompt*>& sources, Sums& sums) const;
   torch::Tensor log_probs_of(CausalLm& model, const TaskBatch& batch) const;
@@ -73,6 +78,8 @@ class GrpoTask : public TrainTask {
   bool fresh_rollout_ = false;  // this step made a rollout (its figures are in step_)
   std::chrono::steady_clock::time_point step_t0_;
   std::vector<Json> epoch_steps_;  // this epoch's step records
+  int64_t synced_step_ = -1;       // the policy step the generation ranks hold (-1: none sent)
+  Json weight_hashes_;             // test hook: the last sync's fingerprints, for the step record
 };
 
 // A rollout's figures added to a step's (its generation's too when with_generation).

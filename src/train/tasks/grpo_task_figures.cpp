@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "core/strings.h"
 #include "train/tasks/grpo_task.h"
@@ -93,6 +94,10 @@ std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
   if (env_.dist.world_size > 1) env_.dist.all_reduce_sum(all);
   const auto* p = all.data_ptr<double>();
   Json rec = step_json(sums_of({p, p + all.numel()}), env_.dist.world_size);
+  // Generation ranks: which policy sampled this step's rollouts, and (test hook) the fingerprints
+  // of the weights they held and the training ranks had.
+  if (env_.dist.rollout_source && rollout_) rec["policy_step"] = rollout_->policy_step;
+  if (!weight_hashes_.is_null()) rec["weight_hashes"] = std::exchange(weight_hashes_, Json());
   // Optimizer steps in the run: μ a rollout batch, --grad_accum micro-batches each.
   const int64_t per_epoch =
       (steps_per_epoch_ * env_.opts.mu + env_.opts.grad_accum - 1) / env_.opts.grad_accum;
@@ -157,8 +162,13 @@ std::vector<std::string> GrpoTask::header(const RunFacts& facts) const {
                   prompts_per_rank_, o.group_size, steps_per_epoch_,
                   o.mu > 1 ? fmt::format(" ({} optimizer steps on each)", o.mu) : ""),
       fmt::format("Sampling: temperature {:g}, top-p {:g}, top-k {}, at most {} new tokens, EOS "
-                  "id {} (generation on the training process)",
-                  o.temperature, o.top_p, o.top_k, o.max_new_tokens, in_.sampling.eos_id),
+                  "id {} ({})",
+                  o.temperature, o.top_p, o.top_k, o.max_new_tokens, in_.sampling.eos_id,
+                  o.generation_gpus > 0
+                      ? fmt::format("generation on {} rank(s) of its own, weights sent after "
+                                    "each optimizer step",
+                                    o.generation_gpus)
+                      : std::string("generation on the training process")),
       fmt::format("Loss: {}, epsilon {:g} / {:g}, beta {:g}{}{}", rl::grpo_loss_type_name(l.type),
                   l.epsilon_low, l.epsilon_high, l.beta, ref_ ? " (frozen reference copy)" : "",
                   o.dynamic_sampling ? ", dynamic sampling" : ""),

@@ -1,0 +1,58 @@
+// GRPO with generation ranks of its own (`--generation_gpus N`, docs/rl.md): which world ranks
+// generate and which train, and the messages between them. World ranks 0..N-1 generate (the
+// launcher gives local rank i GPU i, so they take the first N GPUs); ranks N.. train as their
+// own data-parallel group. Training rank 0 (world rank N) drives: over the "sync" group (the
+// generation ranks and it) it sends commands and the policy's weights; each generation rank
+// samples the shares of the training ranks it serves and sends each its completions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "train/dist/communicator.h"
+
+namespace gpulab::train::rl {
+
+struct GenerationLayout {
+  int generation_ranks = 0;  // N
+  int world = 0;             // every rank: N generation + training ranks
+
+  int training_ranks() const { return world - generation_ranks; }
+  bool generates(int world_rank) const { return world_rank < generation_ranks; }
+  int world_rank_of_training(int t) const { return generation_ranks + t; }
+  // The generation rank that samples training rank t's share (round robin).
+  int server_of(int t) const { return t % generation_ranks; }
+  std::vector<int> served_by(int g) const;            // training ranks, ascending
+  std::vector<int> training_group() const;            // world ranks N..world-1
+  std::vector<int> sync_group() const;                // world ranks 0..N (N: training rank 0)
+  int sync_root() const { return generation_ranks; }  // training rank 0's place in sync_group
+};
+
+enum class LinkCommand : int64_t {
+  kWeights = 1,  // the policy's weights follow (rl::broadcast_weights); value: its step
+  kRollout = 2,  // sample the shares of the rollout step `value` and send them
+  kStop = 3,     // the run ended: leave
+};
+
+struct LinkMessage {
+  LinkCommand command = LinkCommand::kStop;
+  int64_t value = 0;
+};
+
+// Training rank 0 sends, every generation rank receives (a broadcast over the sync group).
+void send_command(dist::Communicator& sync, const GenerationLayout& layout, LinkMessage m);
+LinkMessage receive_command(dist::Communicator& sync, const GenerationLayout& layout);
+
+// One training rank's completions of one rollout step, and where they came from.
+struct RolloutShare {
+  int64_t policy_step = 0;        // optimizer steps taken by the weights that sampled them
+  double generation_seconds = 0;  // the generation rank's time sampling the whole step's shares
+  std::vector<std::vector<int64_t>> completions;  // as rollouts_for_step returns them
+};
+
+// Point to point over the world group: a header (policy step, time, rows, tokens), then every
+// row's length and tokens in one buffer. `step` keys the messages' tags.
+void send_share(dist::Communicator& world, int to, int64_t step, const RolloutShare& share);
+RolloutShare receive_share(dist::Communicator& world, int from, int64_t step);
+
+}  // namespace gpulab::train::rl
