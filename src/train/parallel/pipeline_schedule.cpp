@@ -61,8 +61,8 @@ std::vector<PipeAction> interleaved(const PipelineShape& s, int stage) {
 void check_pipeline_shape(const PipelineShape& s) {
   if (s.stages < 1 || s.virtual_stages < 1 || s.micro_batches < 1)
     throw Exception(Code::kInvalidArgument,
-                    "pipeline sizes must be at least 1 (" + std::to_string(s.stages) +
-                        " stages, " + std::to_string(s.virtual_stages) + " virtual stages, " +
+                    "pipeline sizes must be at least 1 (" + std::to_string(s.stages) + " stages, " +
+                        std::to_string(s.virtual_stages) + " virtual stages, " +
                         std::to_string(s.micro_batches) + " micro-batches)",
                     "use --pp 1 for no pipeline");
   if (s.virtual_stages > 1 && s.micro_batches % s.stages != 0) {

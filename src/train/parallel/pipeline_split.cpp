@@ -13,9 +13,9 @@ StageCosts decoder_stage_costs(const formats::DecoderConfig& c, int64_t seq_len)
   const auto d = static_cast<double>(c.hidden_size);
   StageCosts s;
   s.embedding = 2.0 * d;
-  s.block = 6.0 * static_cast<double>(c.block_matrix_parameters()) +
-            12.0 * static_cast<double>(c.num_heads * c.dim_per_head()) *
-                static_cast<double>(seq_len);
+  s.block =
+      6.0 * static_cast<double>(c.block_matrix_parameters()) +
+      12.0 * static_cast<double>(c.num_heads * c.dim_per_head()) * static_cast<double>(seq_len);
   // Tied or not, the output layer is a product with vocab x hidden weights.
   s.head = 6.0 * d * static_cast<double>(c.vocab_size);
   return s;
@@ -34,11 +34,10 @@ void check_pipeline_split(int64_t blocks, int pp, int virtual_stages) {
           ? "--pp " + std::to_string(pp) + " needs " + std::to_string(pp) + " blocks"
           : "--pp " + std::to_string(pp) + " with " + std::to_string(virtual_stages) +
                 " virtual stages each needs " + std::to_string(chunks) + " blocks";
-  throw Exception(Code::kInvalidArgument,
-                  what + " (every stage runs at least one), but the model has " +
-                      std::to_string(blocks),
-                  "use --pp " + std::to_string(std::max<int64_t>(1, blocks / virtual_stages)) +
-                      " or fewer");
+  throw Exception(
+      Code::kInvalidArgument,
+      what + " (every stage runs at least one), but the model has " + std::to_string(blocks),
+      "use --pp " + std::to_string(std::max<int64_t>(1, blocks / virtual_stages)) + " or fewer");
 }
 
 std::vector<StageSpan> split_stages(int64_t blocks, int pp, int virtual_stages,

@@ -12,9 +12,9 @@
 namespace gpulab::train::parallel {
 
 struct Timeline {
-  double makespan = 0;        // when the last stage finishes
-  std::vector<double> busy;   // per stage: time spent computing
-  bool deadlocked = false;    // some stage waits for what no stage will send
+  double makespan = 0;       // when the last stage finishes
+  std::vector<double> busy;  // per stage: time spent computing
+  bool deadlocked = false;   // some stage waits for what no stage will send
   // Idle time over all stages' time: 1 - sum(busy) / (stages · makespan).
   double idle_fraction() const;
 };

@@ -43,9 +43,9 @@ TEST(PipelineSchedule, InterleavedRunsRoundsOfStagesThroughEachChunk) {
 }
 
 TEST(PipelineSchedule, EveryMicroBatchOnceEachWayThroughEveryChunk) {
-  for (const PipelineShape s : {PipelineShape{2, 1, 4}, PipelineShape{4, 1, 8},
-                                PipelineShape{3, 1, 2}, PipelineShape{2, 2, 4},
-                                PipelineShape{4, 2, 8}, PipelineShape{2, 3, 6}}) {
+  for (const PipelineShape s :
+       {PipelineShape{2, 1, 4}, PipelineShape{4, 1, 8}, PipelineShape{3, 1, 2},
+        PipelineShape{2, 2, 4}, PipelineShape{4, 2, 8}, PipelineShape{2, 3, 6}}) {
     std::set<std::tuple<PipeOp, int, int>> seen;
     size_t count = 0;
     for (int stage = 0; stage < s.stages; ++stage)
@@ -60,10 +60,10 @@ TEST(PipelineSchedule, EveryMicroBatchOnceEachWayThroughEveryChunk) {
 }
 
 TEST(PipelineSchedule, SimulatedBubbleIsTheFormulaAndNothingDeadlocks) {
-  for (const PipelineShape s : {PipelineShape{2, 1, 4}, PipelineShape{2, 1, 8},
-                                PipelineShape{4, 1, 8}, PipelineShape{4, 1, 16},
-                                PipelineShape{2, 2, 4}, PipelineShape{4, 2, 8},
-                                PipelineShape{2, 2, 8}}) {
+  for (const PipelineShape s :
+       {PipelineShape{2, 1, 4}, PipelineShape{2, 1, 8}, PipelineShape{4, 1, 8},
+        PipelineShape{4, 1, 16}, PipelineShape{2, 2, 4}, PipelineShape{4, 2, 8},
+        PipelineShape{2, 2, 8}}) {
     const Timeline t = simulate_pipeline(s, all_stages(s), 1, 2);
     ASSERT_FALSE(t.deadlocked) << s.stages << "x" << s.virtual_stages << " M " << s.micro_batches;
     // Equal stages and a backward twice a forward: the fill and drain are exactly P-1 slots of
@@ -79,10 +79,14 @@ TEST(PipelineSchedule, ADeadlockingOrderIsFound) {
   // Stage 1 asks for micro-batch 1 before 0: stage 0 waits for B0 forever.
   const PipelineShape s{2, 1, 2};
   auto lists = all_stages(s);
-  lists[1] = {{PipeOp::kForward, 1, 1}, {PipeOp::kBackward, 1, 1},
-              {PipeOp::kForward, 0, 1}, {PipeOp::kBackward, 0, 1}};
-  lists[0] = {{PipeOp::kForward, 0, 0}, {PipeOp::kBackward, 0, 0},
-              {PipeOp::kForward, 1, 0}, {PipeOp::kBackward, 1, 0}};
+  lists[1] = {{PipeOp::kForward, 1, 1},
+              {PipeOp::kBackward, 1, 1},
+              {PipeOp::kForward, 0, 1},
+              {PipeOp::kBackward, 0, 1}};
+  lists[0] = {{PipeOp::kForward, 0, 0},
+              {PipeOp::kBackward, 0, 0},
+              {PipeOp::kForward, 1, 0},
+              {PipeOp::kBackward, 1, 0}};
   EXPECT_TRUE(simulate_pipeline(s, lists).deadlocked);
 }
 
