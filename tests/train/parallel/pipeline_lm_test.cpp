@@ -99,14 +99,15 @@ std::pair<torch::Tensor, torch::Tensor> batch(const DecoderConfig& c, int micro)
 }
 
 Case case_from_env() {
-  const char* e = std::getenv("GPULAB_PP_CASE");  // "gpt2,pp,virtual,micro,tied"
+  const char* e = std::getenv("GPULAB_PP_CASE");  // "gpt2,pp,virtual,micro,tied,wide"
   Case k{};
-  int gpt2 = 0, tied = 0;
-  GPULAB_ASSERT(
-      e && std::sscanf(e, "%d,%d,%d,%d,%d", &gpt2, &k.pp, &k.virtual_stages, &k.micro, &tied) == 5,
-      "GPULAB_PP_CASE");
+  int gpt2 = 0, tied = 0, wide = 0;
+  GPULAB_ASSERT(e && std::sscanf(e, "%d,%d,%d,%d,%d,%d", &gpt2, &k.pp, &k.virtual_stages, &k.micro,
+                                 &tied, &wide) == 6,
+                "GPULAB_PP_CASE");
   k.gpt2 = gpt2 != 0;
   k.tied = tied != 0;
+  k.wide = wide != 0;
   return k;
 }
 
@@ -203,7 +204,7 @@ std::vector<std::vector<torch::Tensor>> run_case(const Case& k) {
   fs::remove_all(dir);
   const std::string spec = std::to_string(k.gpt2) + "," + std::to_string(k.pp) + "," +
                            std::to_string(k.virtual_stages) + "," + std::to_string(k.micro) + "," +
-                           std::to_string(k.tied);
+                           std::to_string(k.tied) + "," + std::to_string(k.wide);
   auto r = train::testing::run_ranks("pipeline_lm", k.pp, dir, {{"GPULAB_PP_CASE", spec}});
   std::vector<std::vector<torch::Tensor>> got;
   if (r.exit_code != 0) {
@@ -313,15 +314,15 @@ TEST_P(PipelineLm, FiveStepsMatchOneProcess) {
     wall += buf;
   }
   std::printf(
-      "PP %d%s %s (%s, M %d): loss %.15f (one process %.15f); largest relative difference over 5 "
+      "PP %d%s %s%s (%s, M %d): loss %.15f (one process %.15f); largest relative difference over 5 "
       "losses, %zu gradients and %zu weights after 5 SGD steps %.3g; parameter bytes per rank "
       "%s of %lld; idle fraction: executed schedule's slots %.4f (formula (P-1)/(V·M+P-1) "
       "%.4f), wall time waiting per rank %s\n",
       k.pp,
       k.virtual_stages > 1 ? (" interleaved x" + std::to_string(k.virtual_stages)).c_str()
                            : " 1F1B",
-      c.family.c_str(), k.tied ? "tied" : "untied", k.micro, got[0][0][0].item<double>(),
-      want.losses[0], names.size(), names.size(), worst, bytes.c_str(),
+      c.family.c_str(), k.wide ? " hidden 256" : "", k.tied ? "tied" : "untied", k.micro,
+      got[0][0][0].item<double>(), want.losses[0], names.size(), names.size(), worst, bytes.c_str(),
       static_cast<long long>(want.bytes), slots.idle_fraction(), ideal_bubble(shape), wall.c_str());
 }
 
