@@ -1,9 +1,12 @@
 // Fault-injection points for the integration tests, in one place and out of the shipped binary:
-// a rank that hangs and a checkpoint write that pauses so that a test can kill the process
-// mid-write. gpulab itself installs no hooks, so these do nothing there and its binary holds no
-// test variable names; the test build's gpulab-hooks binary links tests/support/env_test_hooks.cpp,
-// which installs hooks driven by the environment.
+// a rank that hangs, a checkpoint write that pauses so that a test can kill the process
+// mid-write, and a gradient nudged by a tiny amount (the bug an equivalence test must see). gpulab
+// itself installs no hooks, so these do nothing there and its binary holds no test variable names;
+// the test build's gpulab-hooks binary links tests/support/env_test_hooks.cpp, which installs hooks
+// driven by the environment.
 #pragma once
+
+#include <torch/torch.h>
 
 #include <cstdint>
 #include <functional>
@@ -15,6 +18,9 @@ struct Hooks {
   std::function<int64_t(int rank)> stall_micro_step;
   // Called halfway through writing the checkpoint of an epoch.
   std::function<void(int64_t epoch)> checkpoint_write_pause;
+  // The relative amount (0: none) by which this rank's largest gradient element is moved before
+  // the 1-based optimizer step `step`.
+  std::function<double(int rank, int64_t step)> gradient_nudge;
 };
 
 // Replaces the installed hooks (a static initializer of a test binary calls it once).
@@ -24,5 +30,7 @@ int64_t stall_micro_step(int rank);
 // Sleeps for good (alive, no more heartbeats), as a deadlocked rank would.
 [[noreturn]] void stall(int rank, int64_t micro_step);
 void checkpoint_write_pause(int64_t epoch);
+// Applies gradient_nudge to the model's gradients (after the ranks' reduction, before clipping).
+void nudge_gradient(int rank, int64_t step, torch::nn::Module& model);
 
 }  // namespace gpulab::train::test_hooks

@@ -28,6 +28,7 @@
 #include "train/run_files.h"
 #include "train/stop_signal.h"
 #include "train/tasks/task_table.h"
+#include "train/test_hooks.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train {
@@ -180,6 +181,7 @@ void Trainer::print_header() const {
 // One optimizer step after the last micro-batch of an accumulation group.
 void Trainer::optimizer_step() {
   dist_->after_backward(*model_);
+  test_hooks::nudge_gradient(dist_->rank, step_ + 1, *model_);
   const bool finite = scaler_->unscale(*optimizer_);
   if (finite && opts_.clip_grad > 0) dist_->clip_grad_norm(*model_, opts_.clip_grad);
   if (finite) optimizer_->step();

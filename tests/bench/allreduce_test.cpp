@@ -32,6 +32,7 @@ TEST(AllreduceBench, ThreeRanksThroughTheCli) {
     EXPECT_EQ(row["bytes"].get<int64_t>(), bytes);
     EXPECT_EQ(row["count"].get<int64_t>(), bytes / 4);
     EXPECT_EQ(row["wrong"].get<int64_t>(), 0);
+    // The bench's own arithmetic redone in double: a few roundings, 1e-9 of the value.
     const double algbw = row["algbw_gbs"].get<double>();
     EXPECT_GT(algbw, 0.0);
     EXPECT_NEAR(algbw, bytes / (row["time_us"].get<double>() * 1e-6) / 1e9, algbw * 1e-9);

@@ -40,6 +40,7 @@ TEST(TrainBench, SyntheticStepsSplitIntoDataAndCompute) {
   EXPECT_EQ(r.device, "cpu");
   EXPECT_GT(r.compute_seconds, 0.0);
   EXPECT_GE(r.data_seconds, 0.0);
+  // The same division in double (16 images over the measured seconds): rounding only.
   EXPECT_NEAR(r.images_per_second, 2 * 8 / (r.data_seconds + r.compute_seconds), 1e-6);
   // libtorch and a ResNet-18 alone hold far more than 50 MiB resident.
   EXPECT_GT(r.peak_host_memory_bytes, int64_t{50} << 20);

@@ -5,14 +5,18 @@
 # rank starts; a sharded checkpoint into a full disk (a small tmpfs).
 if(GPULAB_WITH_TRAIN)
   foreach(case equivalence shard shard_mixed multinode kill hang restart stall options disk_full)
-    # The stall case needs the fault hooks, which only the test build's gpulab-hooks has.
+    # The stall case needs the fault hooks, which only the test build's gpulab-hooks has; the
+    # equivalence case runs its nudged-gradient control with them.
     set(bin gpulab)
+    set(hooks "")
     if(case STREQUAL "stall")
       set(bin gpulab-hooks)
+    elseif(case STREQUAL "equivalence")
+      set(hooks $<TARGET_FILE:gpulab-hooks>)
     endif()
     add_test(NAME integration.ddp.${case}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/ddp/ddp_test.sh ${case}
-                     $<TARGET_FILE:${bin}>)
+                     $<TARGET_FILE:${bin}> ${hooks})
     set_tests_properties(integration.ddp.${case} PROPERTIES LABELS "integration;ddp"
                          SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
   endforeach()

@@ -45,6 +45,7 @@ TEST(UsageMeter, ChargesHeldGpusByHourAndSurvivesReopening) {
     st.add_gpu(id, {"GPU-a", 0});
     st.add_gpu(id, {"GPU-b", 1});
     meter_tick(st, t0 + 5400);  // 1.5 h with 2 GPUs, across an hour boundary
+    // Whole seconds summed as doubles: exact; 1e-6 only absorbs the SQL float round trip.
     EXPECT_NEAR(gpu_seconds_since(st, "alice", t0 - 1), 2 * 5400, 1e-6);
     EXPECT_EQ(gpu_seconds_since(st, "bob", t0 - 1), 0);
     auto rows = st.db().query("SELECT COUNT(*) FROM gpu_usage WHERE user='alice'");

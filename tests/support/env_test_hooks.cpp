@@ -2,6 +2,8 @@
 // driven by the environment, before main runs.
 //   GPULAB_TEST_STALL="R:S": rank R stalls for good just before its S-th micro-step (1-based).
 //   GPULAB_TEST_CHECKPOINT_PAUSE="E:MS": sleeps MS ms halfway through epoch E's checkpoint.
+//   GPULAB_TEST_NUDGE_GRAD="R:S:X": rank R moves its largest gradient element by X of itself
+//   before optimizer step S (1-based).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,8 +29,17 @@ void pause_from_env(int64_t epoch) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+double nudge_from_env(int rank, int64_t step) {
+  const char* v = std::getenv("GPULAB_TEST_NUDGE_GRAD");
+  int r = -1;
+  long long s = 0;
+  double x = 0;
+  if (v && std::sscanf(v, "%d:%lld:%lf", &r, &s, &x) == 3 && r == rank && s == step) return x;
+  return 0.0;
+}
+
 [[maybe_unused]] const bool installed = [] {
-  gpulab::train::test_hooks::install({stall_from_env, pause_from_env});
+  gpulab::train::test_hooks::install({stall_from_env, pause_from_env, nudge_from_env});
   return true;
 }();
 

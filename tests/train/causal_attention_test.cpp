@@ -68,6 +68,8 @@ void expect_same(int64_t b, int64_t t, int64_t heads, int64_t kv_heads, int64_t 
         << what << " " << names[i];
 }
 
+// float64: measured up to 2.3e-15 of each tensor's largest element (sums over up to 300
+// positions); 1e-12 is 400x, and a wrong mask, scale or rotary position is off by O(0.1).
 TEST(CausalAttention, MatchesThePlainArithmeticInFloat64) {
   expect_same(2, 17, 4, 4, 8, torch::kDouble, 1e-12);    // shorter than a row block
   expect_same(3, 300, 6, 2, 16, torch::kDouble, 1e-12);  // three row blocks, grouped heads
@@ -75,6 +77,7 @@ TEST(CausalAttention, MatchesThePlainArithmeticInFloat64) {
 }
 
 TEST(CausalAttention, MatchesThePlainArithmeticInFloat32) {
+  // float32 against the float64 reference: measured up to 5.3e-7 (1e-5: 20x).
   expect_same(2, 257, 12, 4, 64, torch::kFloat, 1e-5);  // llama-125m's heads, a block + 1 row
 }
 
@@ -107,9 +110,10 @@ TEST(CausalAttention, LlamaGivesTheSameLogitsAndGradientsOnEitherPath) {
   };
   auto [fused_logits, fused_grads] = run(true);
   auto [plain_logits, plain_grads] = run(false);
+  // float64, two blocks: measured 1.1e-15 (logits) and up to 2.2e-15 (gradients).
   EXPECT_LE(gpulab::test::relative_diff(fused_logits, plain_logits), 1e-12);
   for (size_t i = 0; i < fused_grads.size(); ++i)
-    EXPECT_LE(gpulab::test::relative_diff(fused_grads[i], plain_grads[i]), 1e-10)
+    EXPECT_LE(gpulab::test::relative_diff(fused_grads[i], plain_grads[i]), 1e-12)
         << "parameter " << i;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "train/dist/decoder_footprint.h"
+#include "train/models/lm_families.h"
 #include "train/trainer_test_util.h"
 
 namespace gpulab::train::dist {
@@ -62,6 +63,28 @@ TEST(DecoderFootprint, NeitherAttentionPathKeepsTheScores) {
     EXPECT_LT(long_seq, 4.5 * short_seq) << (gpulab_kernel ? "gpulab kernel" : "sdpa");
     EXPECT_GT(long_seq, 3.5 * short_seq) << (gpulab_kernel ? "gpulab kernel" : "sdpa");
   }
+}
+
+// The generation rank's planned memory (GRPO's split) is what a real decoder holds: its
+// parameters, the KV cache its forward pass fills for `rows` rows of `length` positions, and one
+// position's logits a row; Qwen2's grouped-query attention (2 kv heads of 8) and tied embeddings.
+TEST(DecoderFootprint, GenerationMemoryIsWhatTheModelAndItsKvCacheHold) {
+  const DecoderConfig c = named("qwen2-tiny");
+  const int64_t rows = 3, length = 40;
+  auto model = build_causal_lm(c);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  KvCache cache;
+  cache.last_logits_only = true;
+  auto logits = model->forward(torch::zeros({rows, length}, torch::kLong), &cache);
+  int64_t kv = 0, weights = 0;
+  for (const auto& t : cache.keys) kv += t.numel() * t.element_size();
+  for (const auto& t : cache.values) kv += t.numel() * t.element_size();
+  for (const auto& p : model->parameters()) weights += p.numel() * p.element_size();
+  const auto planned = generation_memory(c, rows, length, 4, 4);  // fp32 weights and cache
+  EXPECT_EQ(planned.kv_cache, kv);
+  EXPECT_EQ(planned.weights, weights);
+  EXPECT_EQ(planned.logits, logits.numel() * logits.element_size());
 }
 
 TEST(DecoderFootprint, PlanAnswersForLlama70bWithoutAllocatingIt) {

@@ -184,6 +184,10 @@ TEST_P(DistGrads, BroadcastBucketedMeanOverlapAndNoSync) {
     auto grads = load_tensors(dir / ("grads" + tag + ".pt"));
     auto accum = load_tensors(dir / ("accum" + tag + ".pt"));
     ASSERT_EQ(grads.size(), want.size());
+    // float32: the ranks' gradients are summed by Gloo's ring in another order than the
+    // reference's loop, and each rank's backward may split its sums over other threads; measured
+    // up to 4.7e-7 of a tensor's largest element (about 8 ulp). 1e-5 is 20x that; a gradient
+    // averaged over the wrong count is off by 1/3 or more, a bucket left out by 1.
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(torch::equal(params[i], want_params[i])) << "rank " << rank << " param " << i;
       EXPECT_LT(max_rel_diff(grads[i], want[i]), 1e-5) << "rank " << rank << " grad " << i;
@@ -195,6 +199,8 @@ TEST_P(DistGrads, BroadcastBucketedMeanOverlapAndNoSync) {
     (loss_of(local, ddp_batch(20 + rank, 8)) / 2).backward();
     auto micro = load_tensors(dir / ("micro" + tag + ".pt"));
     auto own = grads_of(local);
+    // The same arithmetic in another process (thread splits may differ): measured up to 4.5e-7;
+    // a gradient all-reduced despite no_sync would be the mean over ranks, off by O(1).
     for (size_t i = 0; i < own.size(); ++i)
       EXPECT_LT(max_rel_diff(micro[i], own[i]), 1e-6) << "rank " << rank << " micro " << i;
     auto stats = load_tensors(dir / ("stats" + tag + ".pt"))[0];
@@ -214,6 +220,9 @@ TEST(DistGrads, Fp16CompressionStaysClose) {
   auto grads = load_tensors(dir / "grads0.pt");
   double worst = 0;
   for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, max_rel_diff(grads[i], want[i]));
+  // Each rank's gradient rounded once to float16 (unit roundoff 2^-11 = 4.9e-4 of the value),
+  // then summed and rounded back: at most about 2 roundings of the largest element, 1e-3; 2e-3
+  // leaves 2x. A gradient sent uncompressed gives ~1e-7 (caught below), a wrong scale O(1).
   EXPECT_LT(worst, 2e-3);
   EXPECT_GT(worst, 0.0);  // it really went through half precision
   fs::remove_all(dir);
@@ -231,6 +240,9 @@ TEST(DistSyncBatchNorm, MatchesOneProcessOnTheGlobalBatch) {
     for (int rank = 0; rank < world; ++rank) {
       auto tag = std::to_string(rank);
       auto grads = load_tensors(dir / ("grads" + tag + ".pt"));
+      // float32 batch statistics summed over ranks instead of over one batch: measured up to
+      // 7.1e-7 (gradients) and 9.8e-8 (running mean); 1e-5 is 14x. Per-rank statistics (no
+      // sync) differ from the global ones by O(0.1).
       for (size_t i = 0; i < want.size(); ++i)
         EXPECT_LT(max_rel_diff(grads[i], want[i]), 1e-5) << world << " ranks, grad " << i;
       auto running = load_tensors(dir / ("running" + tag + ".pt"));

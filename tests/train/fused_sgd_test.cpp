@@ -92,7 +92,8 @@ TEST(FusedSgd, MatchesLibtorchSgdOverSteps) {
     }
     expect_one_pass(fused, 5);
     // float32, six steps: the op and libtorch's sequence round differently (a fused multiply-add
-    // or not) by at most an ulp or two per step; 1e-6 relative is a few ulp.
+    // or not) by at most an ulp or two per step; measured up to 1.1e-7, and 1e-6 relative is a
+    // few ulp. A lost momentum or decay term moves a parameter by 1e-3 or more.
     EXPECT_LT(worst_relative(ours, ref), 1e-6)
         << "momentum " << c.momentum << " nesterov " << c.nesterov;
   }
@@ -117,7 +118,7 @@ TEST(FusedSgd, TakesGradientsThatDifferOnlyInSizeOneStrides) {
     fused.step();
   }
   expect_one_pass(fused, 1);
-  EXPECT_LT(worst_relative(ours, ref), 1e-6);
+  EXPECT_LT(worst_relative(ours, ref), 1e-6);  // as above: measured 0
 }
 
 TEST(FusedSgd, SharesStateWithLibtorchSgdAndItsCheckpoints) {
@@ -135,7 +136,7 @@ TEST(FusedSgd, SharesStateWithLibtorchSgdAndItsCheckpoints) {
   set_grads(ref, ours, 2);
   sgd.step();
   fused.torch::optim::SGD::step();
-  EXPECT_LT(worst_relative(ours, ref), 1e-6);
+  EXPECT_LT(worst_relative(ours, ref), 1e-6);  // as above: measured 0
 
   // Saved by one, loaded by the other, the run goes on the same.
   std::stringstream bytes;
@@ -152,7 +153,7 @@ TEST(FusedSgd, SharesStateWithLibtorchSgdAndItsCheckpoints) {
   set_grads(ours, restored, 3);
   fused.step();
   plain.step();
-  EXPECT_LT(worst_relative(ours, restored), 1e-6);
+  EXPECT_LT(worst_relative(ours, restored), 1e-6);  // measured 0; a restarted momentum: 1e-3
   EXPECT_GT(worst_relative(ours, ref), 1e-4) << "the step did not change the parameters";
 }
 

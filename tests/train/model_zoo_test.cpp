@@ -177,7 +177,16 @@ TEST(ModelZoo, ParameterCountsMatchTorchvision) {
 
 class EvalParity : public ::testing::TestWithParam<std::string> {};
 
-void check_eval(const std::string& name, int64_t size, int64_t batch) {
+// float32 eval outputs against torchvision on the same libtorch: most models measured bitwise
+// equal (the same kernels); the ViTs (attention) and ConvNeXts (LayerNorm over channels-last)
+// reorder sums, measured up to 1.3e-6 of the largest logit (vit_b_32, 32 px; ConvNeXt 9e-7). 1e-5
+// leaves 8x at the CI size; a full-size input (GPULAB_SLOW_TESTS) sums 49x more positions per
+// attention row, so it keeps 1e-4 (not measured on this machine). One classifier weight moved by
+// a tenth of the largest shows 4e-3 (the control below); a wrong layer or buffer is worse.
+constexpr double kEvalTolerance = 1e-5;
+constexpr double kEvalToleranceFullSize = 1e-4;
+
+void check_eval(const std::string& name, int64_t size, int64_t batch, double tolerance) {
   const ModelInfo& info = *find_model(name).value();
   TempDir dir(name);
   const std::string d = dir.path.string();
@@ -202,7 +211,7 @@ void check_eval(const std::string& name, int64_t size, int64_t batch) {
   std::printf("[eval-parity] %-20s size=%lld batch=%lld rel_max_diff=%.3g (scale %.3g)\n",
               name.c_str(), static_cast<long long>(size), static_cast<long long>(batch), rel,
               ref.abs().max().item<double>());
-  EXPECT_LT(rel, 1e-4) << name;
+  EXPECT_LT(rel, tolerance) << name;
 }
 
 // By default a small size (CI); with GPULAB_SLOW_TESTS=1 (`ctest -L slow`, see
@@ -211,9 +220,9 @@ TEST_P(EvalParity, OutputsMatchTorchvision) {
   REQUIRE_TORCHVISION();
   const ModelInfo& info = *find_model(GetParam()).value();
   if (std::getenv("GPULAB_SLOW_TESTS")) {
-    check_eval(info.name, info.default_image_size, 1);
+    check_eval(info.name, info.default_image_size, 1, kEvalToleranceFullSize);
   } else {
-    check_eval(info.name, small_size(info), 2);
+    check_eval(info.name, small_size(info), 2, kEvalTolerance);
   }
 }
 
@@ -221,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(AllModels, EvalParity, ::testing::ValuesIn(all_models()
                          [](const auto& p) { return p.param; });
 
 // The check above can fail: the same export with one classifier weight off by a tenth of the
-// largest one is outside the 1e-4 tolerance (a wrong layer or a missed buffer is far worse).
+// largest one is outside the tolerance (a wrong layer or a missed buffer is far worse).
 TEST(EvalParityControl, ANudgedWeightIsCaught) {
   REQUIRE_TORCHVISION();
   TempDir dir("control");
@@ -242,8 +251,8 @@ TEST(EvalParityControl, ANudgedWeightIsCaught) {
   w.view(-1)[0] += 0.1 * w.abs().max();
   const double nudged = gpulab::test::relative_diff(model->forward(input), ref);
   std::printf("[eval-parity-control] resnet18 exact=%.3g nudged=%.3g\n", exact, nudged);
-  EXPECT_LT(exact, 1e-4);
-  EXPECT_GT(nudged, 1e-4);
+  EXPECT_LT(exact, kEvalTolerance);
+  EXPECT_GT(nudged, kEvalToleranceFullSize);
 }
 
 // --- one training step, one model per family --------------------------------------------
@@ -407,7 +416,7 @@ TEST(ModelZoo, ExportedWeightsRunInTorchvision) {
     const double rel = gpulab::test::relative_diff(ours[i], theirs);
     std::printf("[export] %-12s gpulab weights in torchvision: rel_max_diff=%.3g\n",
                 names[i].c_str(), rel);
-    EXPECT_LT(rel, 1e-4) << names[i];
+    EXPECT_LT(rel, kEvalTolerance) << names[i];  // measured bitwise equal
   }
 }
 

@@ -104,6 +104,8 @@ TEST_P(ZooConfig, NormDropoutAndStochasticDepthSettingsMatchTorchvision) {
     const Json& got = ours[name];
     ASSERT_EQ(got[0], want[0]) << name;
     for (size_t i = 1; i < want.size(); ++i) {
+      // Settings (eps, momentum, kernel sizes) are the same decimal numbers on both sides: only
+      // float-to-double printing can differ, far below 1e-12; eps 1e-5 vs 1e-3 is caught.
       EXPECT_NEAR(got[i].get<double>(), want[i].get<double>(), 1e-12)
           << c.model << " " << name << " " << want[0] << " setting " << i;
     }

@@ -208,4 +208,14 @@ ModelFootprint measured_decoder_footprint(const DecoderConfig& c, int64_t seq_le
   return measure(c, seq_len, fused_attention);
 }
 
+GenerationMemory generation_memory(const DecoderConfig& c, int64_t rows, int64_t length,
+                                   int64_t weight_bytes, int64_t activation_bytes) {
+  GenerationMemory g;
+  g.weights = c.num_parameters() * weight_bytes;
+  g.kv_cache =
+      2 * c.num_layers * c.num_kv_heads * c.dim_per_head() * length * rows * activation_bytes;
+  g.logits = rows * c.vocab_size * activation_bytes;
+  return g;
+}
+
 }  // namespace gpulab::train::dist

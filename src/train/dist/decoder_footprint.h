@@ -23,4 +23,17 @@ ModelFootprint decoder_footprint(const DecoderConfig& c, int64_t seq_len, bool f
 ModelFootprint measured_decoder_footprint(const DecoderConfig& c, int64_t seq_len,
                                           bool fused_attention);
 
+// What a generation rank (GRPO's, apart from the training ranks) holds for one step's rollouts:
+// the weights, the KV cache of `rows` rows (prompts x group size: a prompt's prefix is repeated
+// for its group, kv_cache.h) of `length` positions, keys and values of every layer, and the
+// logits of one position per row (the output head runs on the last position alone).
+struct GenerationMemory {
+  int64_t weights = 0;
+  int64_t kv_cache = 0;
+  int64_t logits = 0;
+  int64_t total() const { return weights + kv_cache + logits; }
+};
+GenerationMemory generation_memory(const DecoderConfig& c, int64_t rows, int64_t length,
+                                   int64_t weight_bytes, int64_t activation_bytes);
+
 }  // namespace gpulab::train::dist

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace gpulab::train::parallel {
 
 namespace {
@@ -35,48 +37,120 @@ int64_t model_params(const DecoderShape& m) {
 }
 
 int64_t layer_activation_bytes(const MeshMemoryQuery& q) {
-  // Per layer, 2-byte activations, s sequence, b micro-batch, h hidden, a heads, t TP:
-  //   TP alone:           s b h (10 + 24/t + 5 a s / (h t))
-  //   TP + sequence par.: s b h / t (34 + 5 a s / h)
-  // Selective recomputation drops the 5 a s / h attention term; full recomputation keeps only
-  // each layer's input, 2 s b h (split t ways under sequence parallelism). Evaluated in
-  // doubles: the terms are fractions of s b h.
+  // Korthikanti et al.'s accounting per layer, in 2-byte units of s b h (s sequence, b
+  // micro-batch, h hidden, a heads, t TP, f FFN width, h_kv = kv heads x head size):
+  //  outside the TP regions (replicated under TP alone, split t ways under sequence parallelism):
+  //    the two norms' inputs (4) and outputs, which the QKV and MLP products keep (4), and
+  //    GPT's two dropout masks (2): 10 for GPT, 8 without dropout. gpulab's RMSNorm also keeps
+  //    its normalised input (+4), and under sequence parallelism its products keep the gathered
+  //    outputs whole (those 4 are not split).
+  //  inside (split t ways): Q, K and V (2 + 4 h_kv / h), the output projection's input (2), the
+  //    MLP's tensors of width f (GELU: its input and output, 4 f / h; SwiGLU: gate, up, the
+  //    gate's activation and the product, 8 f / h): 24 for GPT (f = 4h); and the attention
+  //    scores, 5 a s / h with dropout (softmax output, mask, dropped output), 2 a s / h without.
+  // So TP alone s b h (10 + 24/t + 5 a s / (h t)), with sequence parallelism
+  // s b h / t (34 + 5 a s / h) for GPT, as the paper has it. Selective recomputation (and any
+  // attention that keeps no scores: flash, gpulab's kernel) drops the score term; full
+  // recomputation keeps each layer's input alone, 2 s b h (split t ways under sequence
+  // parallelism). In doubles: the terms are fractions of s b h.
+  const DecoderShape& m = q.model;
+  const bool gpulab = q.activation_model == ActivationModel::kGpulab;
   const double s = static_cast<double>(q.seq_len), b = static_cast<double>(q.micro_batch);
-  const double h = static_cast<double>(q.model.hidden), a = static_cast<double>(q.model.heads);
+  const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
+  const double kv = static_cast<double>(m.kv_heads * (m.hidden / m.heads));
+  const double f = static_cast<double>(m.ffn);
   const double t = q.tp;
-  const double sbh = s * b * h;
-  const double attention = q.recompute == Recompute::kNone ? 5 * a * s / h : 0.0;
-  double bytes = 0;
-  if (q.recompute == Recompute::kFull)
-    bytes = 2 * sbh / (q.sequence_parallel ? t : 1.0);
-  else if (q.sequence_parallel)
-    bytes = sbh / t * (34 + attention);
-  else
-    bytes = sbh * (10 + 24 / t + attention / t);
-  return static_cast<int64_t>(bytes * static_cast<double>(q.activation_bytes) / 2.0 + 0.5);
+  const double sp = q.sequence_parallel ? t : 1.0;  // what sequence parallelism divides by
+  // Outside: the norms' inputs (and gpulab's normalised copies) and dropout masks, then the
+  // products' inputs (kept whole by gpulab's sequence parallelism).
+  const double norms = 4.0 + (gpulab ? 4.0 : 0.0) + (m.dropout ? 2.0 : 0.0);
+  const double outside = norms / sp + 4.0 / (gpulab ? 1.0 : sp);
+  double inside = 2 + 2 + (m.gated_mlp ? 8 : 4) * f / h;
+  if (q.recompute == Recompute::kNone) inside += (m.dropout ? 5 : 2) * a * s / h;
+  // K and V split over at most kv-heads ranks (a replicated kv head is computed by each holder).
+  const double kv_inside = 4 * kv / h / std::min<double>(t, static_cast<double>(m.kv_heads));
+  const double units = q.recompute == Recompute::kFull ? 2 / sp : outside + inside / t + kv_inside;
+  return static_cast<int64_t>(s * b * h * units * static_cast<double>(q.activation_bytes) / 2.0 +
+                              0.5);
+}
+
+namespace {
+
+// What the first and the last stage hold beside their layers: the embedding; the final norm and
+// the output layer (a tied one too when it is on another stage than the embedding: it needs the
+// weight). With one stage, one rank holds all of them once.
+struct StageExtras {
+  int64_t first = 0;
+  int64_t last = 0;
+};
+
+StageExtras stage_extras(const DecoderShape& m, int tp, int pp) {
+  const int64_t table = vocab_rows(m, tp) * m.hidden;
+  return {table,
+          m.hidden + (m.tied_embeddings && pp > 1 ? table : 0) + (m.tied_embeddings ? 0 : table)};
+}
+
+// Layers per stage when no stage may hold more than `cap` elements, filling stages from the last
+// (each keeps at least one layer and leaves one for every earlier stage): the first stages, which
+// keep the most micro-batches in flight under 1F1B, get the fewest. Empty if impossible.
+std::vector<int64_t> fill_stages(int64_t layers, int64_t per_layer, StageExtras x, int pp,
+                                 int64_t cap) {
+  std::vector<int64_t> out(static_cast<size_t>(pp));
+  int64_t left = layers;
+  for (int s = pp - 1; s >= 0; --s) {
+    const int64_t extra = (s == 0 ? x.first : 0) + (s == pp - 1 ? x.last : 0);
+    const int64_t room = cap >= extra ? (cap - extra) / per_layer : 0;
+    const int64_t n = s == 0 ? left : std::min(room, left - s);
+    if (n < 1 || n > room) return {};
+    out[static_cast<size_t>(s)] = n;
+    left -= n;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> stage_layers(const DecoderShape& m, int tp, int pp) {
+  const int64_t w = layer_params(m, tp);
+  const StageExtras x = stage_extras(m, tp, pp);
+  if (pp <= 1) return {m.layers};
+  // The smallest cap on a stage's elements that a fill meets (a binary search: a larger cap
+  // never fails where a smaller one fits).
+  int64_t lo = 0, hi = x.first + x.last + m.layers * w;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (fill_stages(m.layers, w, x, pp, mid).empty())
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return fill_stages(m.layers, w, x, pp, lo);
 }
 
 MeshMemory mesh_memory(const MeshMemoryQuery& q) {
   const DecoderShape& m = q.model;
-  const int64_t stage_layers = ceil_div(m.layers, q.pp);
-  const int64_t layers = stage_layers * layer_params(m, q.tp);
-  const int64_t table = vocab_rows(m, q.tp) * m.hidden;
-  // The first stage holds the embedding, the last the final norm and the output layer (a tied
-  // one too: it needs the weight); with one stage, one rank holds all of them.
-  const int64_t first = layers + table;
-  const int64_t last = layers + m.hidden + (m.tied_embeddings && q.pp > 1 ? table : 0) +
-                       (m.tied_embeddings ? 0 : table);
-  MeshMemory out;
-  out.params_per_gpu = q.pp == 1 ? first + last - layers : std::max(first, last);
-  const int64_t n = out.params_per_gpu;
-  const int64_t sharded = ceil_div(n, q.dp);
-  out.params = (q.shard >= 3 ? sharded : n) * q.param_bytes;
-  out.grads = (q.shard >= 2 ? sharded : n) * q.grad_bytes;
-  out.optimizer = (q.shard >= 1 ? sharded : n) * q.optimizer_bytes;
-  // 1F1B: the first stage holds the activations of min(pp, micro-batches) micro-batches.
-  const int64_t in_flight = std::min<int64_t>(q.pp, q.micro_batches);
-  out.activations = stage_layers * in_flight * layer_activation_bytes(q);
-  return out;
+  const std::vector<int64_t> layers = stage_layers(m, q.tp, q.pp);
+  GPULAB_ASSERT(static_cast<int64_t>(layers.size()) == q.pp, "pp above the layers");
+  const StageExtras x = stage_extras(m, q.tp, q.pp);
+  const int64_t per_layer = layer_activation_bytes(q);
+  MeshMemory worst;
+  for (int s = 0; s < q.pp; ++s) {
+    MeshMemory out;
+    out.stage = s;
+    out.stage_layers = layers[static_cast<size_t>(s)];
+    out.params_per_gpu = out.stage_layers * layer_params(m, q.tp) + (s == 0 ? x.first : 0) +
+                         (s == q.pp - 1 ? x.last : 0);
+    const int64_t n = out.params_per_gpu;
+    const int64_t sharded = ceil_div(n, q.dp);
+    out.params = (q.shard >= 3 ? sharded : n) * q.param_bytes;
+    out.grads = (q.shard >= 2 ? sharded : n) * q.grad_bytes;
+    out.optimizer = (q.shard >= 1 ? sharded : n) * q.optimizer_bytes;
+    // 1F1B: stage s keeps the activations of min(pp - s, micro-batches) micro-batches.
+    const int64_t in_flight = std::min<int64_t>(q.pp - s, q.micro_batches);
+    out.activations = out.stage_layers * in_flight * per_layer;
+    if (s == 0 || out.total() > worst.total()) worst = out;
+  }
+  return worst;
 }
 
 }  // namespace gpulab::train::parallel

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace gpulab::train::parallel {
 
@@ -18,9 +19,17 @@ struct DecoderShape {
   int64_t vocab = 0;
   bool gated_mlp = true;  // SwiGLU (gate, up, down: 3 matrices) or a plain MLP (2)
   bool tied_embeddings = false;
+  bool dropout = false;  // GPT-3's dropout masks (Korthikanti's model); gpulab trains without
 };
 
 enum class Recompute { kNone, kSelective, kFull };
+
+// Whose activations: the paper's (Megatron-LM's: a fused norm keeps only its input, and sequence
+// parallelism keeps a column-parallel product's 1/t input shard, gathering it again in the
+// backward pass), or gpulab's (its RMSNorm also keeps the normalised input, and its sequence
+// parallelism keeps the gathered product inputs whole; tests/train/parallel/tp_memory_test.cpp
+// measures them).
+enum class ActivationModel { kKorthikanti, kGpulab };
 
 struct MeshMemoryQuery {
   DecoderShape model;
@@ -33,6 +42,7 @@ struct MeshMemoryQuery {
   int64_t micro_batches = 1;  // per step (the 1F1B schedule keeps min(pp, this) in flight)
   bool sequence_parallel = true;
   Recompute recompute = Recompute::kNone;
+  ActivationModel activation_model = ActivationModel::kKorthikanti;
   int64_t param_bytes = 2;  // bf16 weights
   int64_t grad_bytes = 2;
   int64_t optimizer_bytes = 12;  // per parameter: fp32 master copy + Adam's two moments
@@ -40,6 +50,8 @@ struct MeshMemoryQuery {
 };
 
 struct MeshMemory {
+  int stage = 0;               // the pipeline stage of the rank that holds the most
+  int64_t stage_layers = 0;    // its decoder layers
   int64_t params_per_gpu = 0;  // elements this rank holds before any ZeRO-3 sharding
   int64_t params = 0;          // bytes
   int64_t grads = 0;
@@ -52,10 +64,17 @@ struct MeshMemory {
 int64_t layer_params(const DecoderShape& m, int tp);
 // All elements of the model on one rank (TP 1, PP 1): the count Hugging Face reports.
 int64_t model_params(const DecoderShape& m);
-// Activation bytes of one layer for one micro-batch (Korthikanti's per-layer formula, scaled
-// from its 2 bytes to activation_bytes).
+// Activation bytes of one layer for one micro-batch: Korthikanti's per-layer accounting for the
+// block's shape (exactly the paper's formula for GPT: a 4h GELU MLP, as many kv heads as heads,
+// dropout), scaled from its 2 bytes to activation_bytes.
 int64_t layer_activation_bytes(const MeshMemoryQuery& q);
-// The rank that holds the most (the first pipeline stage, or the last with the output layer).
+// Decoder layers per pipeline stage, balanced by the parameters each stage holds: the first
+// stage also holds the embedding, the last the final norm and the output layer (as Megatron-LM's
+// --account-for-embedding-in-pipeline-split), so they take fewer layers where those are large.
+// Every stage keeps at least one layer (pp <= layers).
+std::vector<int64_t> stage_layers(const DecoderShape& m, int tp, int pp);
+// The rank that holds the most: every stage's parameters (stage_layers) and its 1F1B activations
+// (stage s keeps min(pp - s, micro_batches) micro-batches in flight), the largest total.
 MeshMemory mesh_memory(const MeshMemoryQuery& q);
 
 }  // namespace gpulab::train::parallel

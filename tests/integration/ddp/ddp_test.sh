@@ -5,12 +5,13 @@
 # hang detection.
 # Bad options are rejected once, before any rank starts.
 # usage: ddp_test.sh equivalence|shard|shard_mixed|multinode|kill|hang|restart|stall|options|disk_full
-#        /path/to/gpulab
+#        /path/to/gpulab [/path/to/gpulab-hooks (equivalence: the nudged-gradient control)]
 # Exit 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 set -uo pipefail
 
 CASE=${1:?case}
 GPULAB=${2:?path to gpulab}
+HOOKS=${3:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d /tmp/gpulab-ddp-XXXXXX)
 NETNS=()
@@ -93,6 +94,16 @@ equivalence)
   grep -q "Memory format: channels_last" "$WORK/ddp2cl.log" || fail "expected a channels_last run"
   echo "== 2 ranks channels-last vs one process contiguous (float64, 8 steps over 2 epochs)"
   compare ddp2cl single 1e-9
+  # The 1e-9 comparison sees a small bug: the one-process run again with its largest gradient
+  # element moved by 1e-6 of itself before step 3 (a test hook of gpulab-hooks) must differ.
+  [ -n "$HOOKS" ] || fail "the equivalence case needs gpulab-hooks as its third argument"
+  GPULAB_TEST_NUDGE_GRAD=0:3:1e-6 run nudged "$HOOKS" "${LONG[@]}" --threads 2
+  grep -q "gradient nudged by 1e-06" "$WORK/nudged.log" || fail "the gradient nudge did not run"
+  echo "== one process with one gradient element nudged by 1e-6 vs one process (must fail)"
+  if $PY "$HERE/compare_weights.py" "$WORK/nudged/model.safetensors" \
+      "$WORK/single/model.safetensors" 1e-9; then
+    fail "a 1e-6 nudge of one gradient element passed the 1e-9 weight comparison"
+  fi
   # float32 at the issue's 1e-5 with a language model (llama-tiny on synthetic tokens): no ReLU
   # or max-pool decision to flip, so float32 rounding stays rounding. The ResNet above is not
   # checked in float32: one step of 48 images in float32 is already 3.7e-2 / 7.8e-2 (seeds 6 / 5)

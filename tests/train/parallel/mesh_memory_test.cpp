@@ -4,8 +4,10 @@
 // recomputation at GPT-3 175B).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <vector>
 
 #include "train/parallel/mesh_memory.h"
 
@@ -37,16 +39,45 @@ TEST(MeshMemory, TensorParallelSplitsMatricesAndReplicatesNorms) {
   EXPECT_EQ(16 * layer_params(m, 16), layer_params(m, 1) + 15 * norms + kv);
 }
 
+TEST(MeshMemory, PipelineStagesBalanceTheEmbeddingAndTheOutputLayer) {
+  const auto m = llama3_70b();
+  const int64_t w = layer_params(m, 8);
+  const int64_t table = 128256 / 8 * 8192;  // a TP rank's rows of the embedding (and the head)
+  const auto split = stage_layers(m, 8, 4);
+  ASSERT_EQ(split.size(), 4u);
+  int64_t sum = 0;
+  for (int64_t n : split) sum += n;
+  EXPECT_EQ(sum, 80);
+  // The embedding (1.23 layers' worth here) and the output layer push layers off the first and
+  // last stages: each holds fewer than the middle ones.
+  EXPECT_LT(split.front(), split[1]);
+  EXPECT_LT(split.back(), split[2]);
+  // No stage holds more than the uniform split's fullest (20 layers + the output layer), and no
+  // other split does better: moving one layer from the largest stage to a neighbour makes that
+  // neighbour the largest.
+  auto stage_params = [&](const std::vector<int64_t>& s, size_t i) {
+    return s[i] * w + (i == 0 ? table : 0) + (i + 1 == s.size() ? table + 8192 : 0);
+  };
+  int64_t most = 0;
+  for (size_t i = 0; i < 4; ++i) most = std::max(most, stage_params(split, i));
+  EXPECT_LT(most, 20 * w + table + 8192);
+  EXPECT_EQ(stage_layers(m, 8, 1), std::vector<int64_t>{80});
+  EXPECT_EQ(stage_layers(m, 1, 80), std::vector<int64_t>(80, 1));
+}
+
 TEST(MeshMemory, PipelineAndZeroStagesDivideWhatEachRankHolds) {
   MeshMemoryQuery q{.model = llama3_70b(), .tp = 8, .pp = 4, .dp = 2};
-  // The last stage holds the most: 20 layers, its slice of the output layer (as large as the
-  // first stage's of the embedding) and the final norm.
-  const int64_t last = 20 * layer_params(q.model, 8) + 128256 / 8 * 8192 + 8192;
+  // The rank that holds the most: the fullest stage of the balanced split.
+  const auto split = stage_layers(q.model, 8, 4);
   auto none = mesh_memory(q);
-  EXPECT_EQ(none.params_per_gpu, last);
-  EXPECT_EQ(none.params, 2 * last);
-  EXPECT_EQ(none.optimizer, 12 * last);
-  const int64_t half = (last + 1) / 2;
+  const size_t s = static_cast<size_t>(none.stage);
+  const int64_t held = split[s] * layer_params(q.model, 8) + (s == 0 ? 128256 / 8 * 8192 : 0) +
+                       (s == 3 ? 128256 / 8 * 8192 + 8192 : 0);
+  EXPECT_EQ(none.stage_layers, split[s]);
+  EXPECT_EQ(none.params_per_gpu, held);
+  EXPECT_EQ(none.params, 2 * held);
+  EXPECT_EQ(none.optimizer, 12 * held);
+  const int64_t half = (held + 1) / 2;
   q.shard = 1;
   auto z1 = mesh_memory(q);
   EXPECT_EQ(z1.optimizer, 12 * half);
@@ -55,9 +86,16 @@ TEST(MeshMemory, PipelineAndZeroStagesDivideWhatEachRankHolds) {
   auto z3 = mesh_memory(q);
   EXPECT_EQ(z3.params, 2 * half);
   EXPECT_EQ(z3.grads, 2 * half);
-  // 1F1B: the first stage keeps min(pp, micro-batches) micro-batches of its 20 layers.
+  // 1F1B: stage 0 keeps min(pp, micro-batches) = 4 micro-batches of its layers, stage s 4 - s;
+  // the rank that holds the most is one of them, and at least the first stage's activations.
   q.micro_batches = 8;
-  EXPECT_EQ(mesh_memory(q).activations, 20 * 4 * layer_activation_bytes(q));
+  q.shard = 0;
+  const auto busy = mesh_memory(q);
+  EXPECT_EQ(busy.activations, busy.stage_layers * (4 - busy.stage) * layer_activation_bytes(q));
+  EXPECT_GE(busy.total(), none.params + none.grads + none.optimizer);
+  // 16 bytes a parameter: 2 + 2 of gradient + 12 of optimizer state.
+  EXPECT_GE(busy.total(), (split[0] * layer_params(q.model, 8) + 128256 / 8 * 8192) * 16 +
+                              split[0] * 4 * layer_activation_bytes(q));
 }
 
 TEST(MeshMemory, ActivationFormulasOfKorthikanti) {
@@ -68,7 +106,8 @@ TEST(MeshMemory, ActivationFormulasOfKorthikanti) {
                               .heads = 96,
                               .kv_heads = 96,
                               .vocab = 51200,
-                              .gated_mlp = false},
+                              .gated_mlp = false,
+                              .dropout = true},
                     .tp = 8,
                     .seq_len = 2048};
   q.sequence_parallel = false;
