@@ -65,12 +65,12 @@ std::vector<torch::Tensor> load_tensors(const std::filesystem::path& file) {
   return t;
 }
 
-dist::Communicator worker_world() {
+dist::Communicator worker_world(std::chrono::milliseconds timeout) {
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
   dist::CommOptions o;
   o.backend = "gloo";
   o.print_auto = false;
-  o.timeout = std::chrono::seconds(60);
+  o.timeout = timeout;
   return dist::Communicator(place, o);
 }
 

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -30,8 +31,9 @@ std::filesystem::path worker_out();
 void save_tensors(const std::string& name, std::vector<torch::Tensor> t);
 std::vector<torch::Tensor> load_tensors(const std::filesystem::path& file);
 
-// This rank's world over Gloo, as the launcher placed it (quiet, 60 s per collective).
-dist::Communicator worker_world();
+// This rank's world over Gloo, as the launcher placed it (quiet, 60 s per collective unless
+// `timeout` says otherwise).
+dist::Communicator worker_world(std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 // max |a - b| / max(|b|, 1e-12) over all elements.
 double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b);

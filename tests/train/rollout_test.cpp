@@ -64,6 +64,9 @@ class Watched : public CausalLm {
   }
   void set_fused_attention(bool on) override { inner_->set_fused_attention(on); }
   void reset_parameters() override { inner_->reset_parameters(); }
+  torch::Tensor embed(const torch::Tensor& tokens) override { return inner_->embed(tokens); }
+  torch::Tensor block(int64_t i, const torch::Tensor& h) override { return inner_->block(i, h); }
+  torch::Tensor head(const torch::Tensor& h) override { return inner_->head(h); }
   std::vector<int64_t> rows, widths;
   std::vector<torch::Tensor> last;
 

@@ -16,6 +16,17 @@
 
 namespace gpulab::train {
 
+// Which pieces of a model are made on its device; the rest are made on the meta device (shapes
+// only, no memory). A pipeline stage builds only its own (train/parallel/pipeline_stage.h).
+struct ModelPart {
+  std::vector<bool> blocks;  // per block; empty: every block
+  bool embedding = true;     // the input embeddings
+  bool head = true;          // the final norm and the output layer (tied: the token embedding)
+  bool has_block(int64_t i) const { return blocks.empty() || blocks[static_cast<size_t>(i)]; }
+  // The token embedding's weight is needed by the input and, when tied, by the output layer.
+  bool has_token_embedding(bool tied) const { return embedding || (head && tied); }
+};
+
 // A Classifier so that the trainer, DDP and the weights code take it like any model of the zoo.
 class CausalLm : public Classifier {
  public:
@@ -32,6 +43,14 @@ class CausalLm : public Classifier {
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
   bool activation_checkpointing() const { return checkpointing_; }
   const DecoderConfig& config() const { return config_; }
+
+  // The pieces pipeline parallelism runs on different ranks, for whole sequences from position 0
+  // without a cache: forward(tokens) is head(block(L-1, ... block(0, embed(tokens)))), the same
+  // operations in the same order. block() recomputes under activation checkpointing as forward's
+  // blocks do.
+  virtual torch::Tensor embed(const torch::Tensor& tokens) = 0;  // B x T -> B x T x hidden
+  virtual torch::Tensor block(int64_t i, const torch::Tensor& h) = 0;
+  virtual torch::Tensor head(const torch::Tensor& h) = 0;  // final norm, output layer: logits
 
  protected:
   explicit CausalLm(DecoderConfig c);  // validates the shape

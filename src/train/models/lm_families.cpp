@@ -12,13 +12,13 @@ namespace {
 
 struct Family {
   std::string_view name;  // DecoderConfig::family
-  CausalLmPtr (*build)(const DecoderConfig&, torch::Device);
+  CausalLmPtr (*build)(const DecoderConfig&, torch::Device, const ModelPart&);
   StateDict (*from_hf_names)(StateDict);  // null: a hub file names tensors as the modules do
 };
 
 template <class Model>
-CausalLmPtr make(const DecoderConfig& c, torch::Device device) {
-  return std::make_shared<Model>(c, device);
+CausalLmPtr make(const DecoderConfig& c, torch::Device device, const ModelPart& part) {
+  return std::make_shared<Model>(c, device, part);
 }
 
 // A family's shapes, traits and config.json dialect are in formats/decoder_config*.cpp.
@@ -31,9 +31,9 @@ constexpr Family kFamilies[] = {
 
 }  // namespace
 
-CausalLmPtr build_causal_lm(const DecoderConfig& c, torch::Device device) {
+CausalLmPtr build_causal_lm(const DecoderConfig& c, torch::Device device, const ModelPart& part) {
   for (const auto& f : kFamilies)
-    if (f.name == c.family) return f.build(c, device);
+    if (f.name == c.family) return f.build(c, device, part);
   throw Exception(Code::kInvalidArgument, "model " + c.name + ": unknown family '" + c.family + "'",
                   "use a shape `gpulab models` lists, or a Llama, Qwen2 or GPT-2 config.json");
 }

@@ -145,6 +145,14 @@ void TpLlamaForCausalLM::reset_parameters() {
 
 torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* cache) {
   GPULAB_ASSERT(cache == nullptr, "the tensor-parallel model has no KV cache");
+  auto h = embed(tokens);
+  auto [cos, sin] = rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, tokens.size(1),
+                                  tokens.device());
+  for (int64_t i = 0; i < config_.num_layers; ++i) h = tp_block(i, h, cos, sin);
+  return head(h);
+}
+
+torch::Tensor TpLlamaForCausalLM::embed(const torch::Tensor& tokens) {
   const int64_t t = tokens.size(1);
   if (t > config_.max_positions)
     throw Exception(Code::kInvalidArgument,
@@ -158,12 +166,25 @@ torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* 
                         std::to_string(group_->size()) + " tensor-parallel ranks, and " +
                         std::to_string(t) + " positions do not split evenly",
                     "use a --seq_len that is a multiple of --tp");
-  auto h = sp ? reduce_scatter_sequence(model->embed_tokens->forward_partial(tokens), *group_)
-              : model->embed_tokens(tokens);
-  auto [cos, sin] =
-      rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, t, tokens.device());
-  for (auto& layer : *model->layers) h = layer->as<TpLlamaBlockImpl>()->forward(h, cos, sin, sp);
-  auto hc = enter_tp(model->norm(h), *group_, sp);
+  return sp ? reduce_scatter_sequence(model->embed_tokens->forward_partial(tokens), *group_)
+            : model->embed_tokens(tokens);
+}
+
+// Under sequence parallelism h holds this rank's 1/TP of the positions; the rotary tables cover
+// the whole sequence (attention gathers it).
+torch::Tensor TpLlamaForCausalLM::block(int64_t i, const torch::Tensor& h) {
+  const int64_t t = h.size(1) * (sequence_parallel ? group_->size() : 1);
+  auto [cos, sin] = rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, t, h.device());
+  return tp_block(i, h, cos, sin);
+}
+
+torch::Tensor TpLlamaForCausalLM::tp_block(int64_t i, const torch::Tensor& h,
+                                           const torch::Tensor& cos, const torch::Tensor& sin) {
+  return model->layers[i]->as<TpLlamaBlockImpl>()->forward(h, cos, sin, sequence_parallel);
+}
+
+torch::Tensor TpLlamaForCausalLM::head(const torch::Tensor& h) {
+  auto hc = enter_tp(model->norm(h), *group_, sequence_parallel);
   // Tied: the embedding's rows are the output layer's, split over the vocabulary the same way.
   auto logits =
       torch::nn::functional::linear(hc, lm_head ? lm_head->weight : model->embed_tokens->weight);

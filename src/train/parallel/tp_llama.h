@@ -81,6 +81,10 @@ class TpLlamaForCausalLM : public TpCausalLm {
   // from vocab_start(); in eval mode the whole vocabulary's, gathered (evaluation's top-k).
   // No KV cache (generation runs the ordinary model).
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) override;
+  // The pieces of forward (causal_lm.h), on this rank's part of each layer.
+  torch::Tensor embed(const torch::Tensor& tokens) override;
+  torch::Tensor block(int64_t i, const torch::Tensor& h) override;
+  torch::Tensor head(const torch::Tensor& h) override;
   // The mean cross-entropy over the targets that are not kIgnoreIndex, the same on every rank.
   torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets);
   std::pair<torch::Tensor, torch::Tensor> loss_of(const torch::Tensor& logits,
@@ -97,6 +101,8 @@ class TpLlamaForCausalLM : public TpCausalLm {
   ColumnParallelLinear lm_head{nullptr};  // null when tied to model->embed_tokens
 
  private:
+  torch::Tensor tp_block(int64_t i, const torch::Tensor& h, const torch::Tensor& cos,
+                         const torch::Tensor& sin);
   torch::Tensor mean_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 };
 

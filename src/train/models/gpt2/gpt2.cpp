@@ -95,20 +95,25 @@ torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const NoRotation& s
   return h + mlp(ln_2(h));
 }
 
-Gpt2ModelImpl::Gpt2ModelImpl(const DecoderConfig& c, const torch::TensorOptions& o) {
-  wte = register_module("wte", Gpt2Embedding(c.vocab_size, c.hidden_size, o));
-  wpe = register_module("wpe", Gpt2Embedding(c.max_positions, c.hidden_size, o));
+Gpt2ModelImpl::Gpt2ModelImpl(const DecoderConfig& c, const torch::TensorOptions& o,
+                             const ModelPart& part) {
+  const auto on = [&](bool here) { return here ? o : o.device(torch::kMeta); };
+  wte = register_module("wte", Gpt2Embedding(c.vocab_size, c.hidden_size,
+                                             on(part.has_token_embedding(c.tie_word_embeddings))));
+  wpe = register_module("wpe", Gpt2Embedding(c.max_positions, c.hidden_size, on(part.embedding)));
   h = register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_layers; ++i) h->push_back(Gpt2Block(c, o));
-  ln_f = register_module("ln_f", Gpt2LayerNorm(c.hidden_size, c.norm_eps, o));
+  for (int64_t i = 0; i < c.num_layers; ++i) h->push_back(Gpt2Block(c, on(part.has_block(i))));
+  ln_f = register_module("ln_f", Gpt2LayerNorm(c.hidden_size, c.norm_eps, on(part.head)));
 }
 
 // Parameters are created uninitialised on the device and filled there once (reset_parameters).
-Gpt2LMHeadModel::Gpt2LMHeadModel(DecoderConfig c, torch::Device device) : CausalLm(std::move(c)) {
+Gpt2LMHeadModel::Gpt2LMHeadModel(DecoderConfig c, torch::Device device, const ModelPart& part)
+    : CausalLm(std::move(c)) {
   const auto o = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  transformer = register_module("transformer", Gpt2Model(config_, o));
+  transformer = register_module("transformer", Gpt2Model(config_, o, part));
   if (!config_.tie_word_embeddings)
-    lm_head = register_module("lm_head", Gpt2Embedding(config_.vocab_size, config_.hidden_size, o));
+    lm_head = register_module("lm_head", Gpt2Embedding(config_.vocab_size, config_.hidden_size,
+                                                       part.head ? o : o.device(torch::kMeta)));
   reset_parameters();
 }
 
@@ -134,22 +139,39 @@ torch::Tensor Gpt2LMHeadModel::forward(const torch::Tensor& tokens, KvCache* cac
   const int64_t t = tokens.size(1);
   auto h = transformer->wte(tokens) + transformer->wpe(positions);
   // The fused kernel's identity rotation, once for every block (without a cache only).
-  NoRotation still;
-  if (cache == nullptr) {
-    auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(tokens.device());
-    still = {torch::ones({t, config_.dim_per_head()}, f32),
-             torch::zeros({t, config_.dim_per_head()}, f32)};
-  }
-  for (int64_t i = 0; i < config_.num_layers; ++i) {
-    std::shared_ptr<torch::nn::Module> block = transformer->h[static_cast<size_t>(i)];
-    auto* blk = block->as<Gpt2BlockImpl>();
-    h = run_block(block, h, [blk, still, cache, i](const torch::Tensor& x) {
-      return blk->forward(x, still, cache, i);
-    });
-  }
-  h = transformer->ln_f(head_input(h, cache));
+  const NoRotation still = cache == nullptr ? still_rotation(t, tokens.device()) : NoRotation{};
+  for (int64_t i = 0; i < config_.num_layers; ++i) h = run_layer(i, h, still, cache);
+  h = head(head_input(h, cache));
   if (cache) cache->length += t;
-  return linear_product(h, lm_head ? lm_head->weight : transformer->wte->weight);
+  return h;
+}
+
+NoRotation Gpt2LMHeadModel::still_rotation(int64_t t, torch::Device device) const {
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  return {torch::ones({t, config_.dim_per_head()}, f32),
+          torch::zeros({t, config_.dim_per_head()}, f32)};
+}
+
+torch::Tensor Gpt2LMHeadModel::run_layer(int64_t i, const torch::Tensor& h, const NoRotation& still,
+                                         KvCache* cache) {
+  std::shared_ptr<torch::nn::Module> block = transformer->h[static_cast<size_t>(i)];
+  auto* blk = block->as<Gpt2BlockImpl>();
+  return run_block(block, h, [blk, still, cache, i](const torch::Tensor& x) {
+    return blk->forward(x, still, cache, i);
+  });
+}
+
+torch::Tensor Gpt2LMHeadModel::embed(const torch::Tensor& tokens) {
+  const auto positions = torch::arange(tokens.size(1), tokens.options().dtype(torch::kLong));
+  return transformer->wte(tokens) + transformer->wpe(positions);
+}
+
+torch::Tensor Gpt2LMHeadModel::block(int64_t i, const torch::Tensor& h) {
+  return run_layer(i, h, still_rotation(h.size(1), h.device()), nullptr);
+}
+
+torch::Tensor Gpt2LMHeadModel::head(const torch::Tensor& h) {
+  return linear_product(transformer->ln_f(h), lm_head ? lm_head->weight : transformer->wte->weight);
 }
 
 }  // namespace gpulab::train

@@ -85,7 +85,9 @@ TORCH_MODULE(Gpt2Block);
 // The stack without the head (transformers' GPT2Model, registered as "transformer").
 class Gpt2ModelImpl : public torch::nn::Module {
  public:
-  Gpt2ModelImpl(const DecoderConfig& c, const torch::TensorOptions& options);
+  // The pieces `part` leaves out are made on the meta device.
+  Gpt2ModelImpl(const DecoderConfig& c, const torch::TensorOptions& options,
+                const ModelPart& part = {});
   Gpt2Embedding wte{nullptr}, wpe{nullptr};
   torch::nn::ModuleList h{nullptr};
   Gpt2LayerNorm ln_f{nullptr};
@@ -95,9 +97,14 @@ TORCH_MODULE(Gpt2Model);
 // The "gpt2" family of build_causal_lm.
 class Gpt2LMHeadModel : public CausalLm {
  public:
-  explicit Gpt2LMHeadModel(DecoderConfig c, torch::Device device = torch::kCPU);
+  // Only `part`'s pieces on `device` (a pipeline stage's); the others on the meta device.
+  explicit Gpt2LMHeadModel(DecoderConfig c, torch::Device device = torch::kCPU,
+                           const ModelPart& part = {});
   using CausalLm::forward;
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) override;
+  torch::Tensor embed(const torch::Tensor& tokens) override;
+  torch::Tensor block(int64_t i, const torch::Tensor& h) override;
+  torch::Tensor head(const torch::Tensor& h) override;
   void set_fused_attention(bool on) override;
   // As transformers initialises GPT-2: normal(0, 0.02) matrices and embeddings, the residual
   // projections (c_proj) scaled by 1 / sqrt(2 x layers), zero biases, unit LayerNorm scales.
@@ -106,6 +113,13 @@ class Gpt2LMHeadModel : public CausalLm {
   Gpt2Model transformer{nullptr};
   // vocab x dim like wte (logits = h @ weight^T); null when tied to transformer->wte.
   Gpt2Embedding lm_head{nullptr};
+
+ private:
+  // Block i on h (recomputed under activation checkpointing).
+  torch::Tensor run_layer(int64_t i, const torch::Tensor& h, const NoRotation& still,
+                          KvCache* cache);
+  // The fused kernel's identity rotation for t positions.
+  NoRotation still_rotation(int64_t t, torch::Device device) const;
 };
 
 // A GPT-2 file of the Hugging Face hub (OpenAI's weights as transformers' GPT2Model names them)

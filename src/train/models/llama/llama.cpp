@@ -139,20 +139,27 @@ torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const torch::Tenso
   return h + mlp(post_attention_layernorm(h));
 }
 
-LlamaModelImpl::LlamaModelImpl(const DecoderConfig& c, const torch::TensorOptions& o) {
-  embed_tokens = register_module("embed_tokens", TokenEmbedding(c.vocab_size, c.hidden_size, o));
+LlamaModelImpl::LlamaModelImpl(const DecoderConfig& c, const torch::TensorOptions& o,
+                               const ModelPart& part) {
+  const auto on = [&](bool here) { return here ? o : o.device(torch::kMeta); };
+  embed_tokens = register_module(
+      "embed_tokens", TokenEmbedding(c.vocab_size, c.hidden_size,
+                                     on(part.has_token_embedding(c.tie_word_embeddings))));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(LlamaBlock(c, o));
-  norm = register_module("norm", RmsNorm(c.hidden_size, c.norm_eps, o));
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    layers->push_back(LlamaBlock(c, on(part.has_block(i))));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.norm_eps, on(part.head)));
 }
 
 // Parameters are created uninitialised on the device and filled there once (reset_parameters):
 // a 1B model on a GPU skips 5 GB of CPU allocation, a CPU initialisation and the copy.
-LlamaForCausalLM::LlamaForCausalLM(DecoderConfig c, torch::Device device) : CausalLm(std::move(c)) {
+LlamaForCausalLM::LlamaForCausalLM(DecoderConfig c, torch::Device device, const ModelPart& part)
+    : CausalLm(std::move(c)) {
   const auto o = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  model = register_module("model", LlamaModel(config_, o));
+  model = register_module("model", LlamaModel(config_, o, part));
   if (!config_.tie_word_embeddings)
-    lm_head = register_module("lm_head", Projection(config_.hidden_size, config_.vocab_size, o));
+    lm_head = register_module("lm_head", Projection(config_.hidden_size, config_.vocab_size,
+                                                    part.head ? o : o.device(torch::kMeta)));
   reset_parameters();
 }
 
@@ -181,16 +188,34 @@ torch::Tensor LlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* ca
     cos = cos.unsqueeze(1);
     sin = sin.unsqueeze(1);
   }
-  for (int64_t i = 0; i < config_.num_layers; ++i) {
-    std::shared_ptr<torch::nn::Module> block = model->layers[static_cast<size_t>(i)];
-    auto* blk = block->as<LlamaBlockImpl>();
-    h = run_block(block, h, [blk, cos = cos, sin = sin, cache, i](const torch::Tensor& x) {
-      return blk->forward(x, cos, sin, cache, i);
-    });
-  }
-  h = model->norm(head_input(h, cache));
+  for (int64_t i = 0; i < config_.num_layers; ++i) h = run_layer(i, h, cos, sin, cache);
+  h = head(head_input(h, cache));
   if (cache) cache->length += t;
-  return linear_product(h, lm_head ? lm_head->weight : model->embed_tokens->weight);
+  return h;
+}
+
+torch::Tensor LlamaForCausalLM::run_layer(int64_t i, const torch::Tensor& h,
+                                          const torch::Tensor& cos, const torch::Tensor& sin,
+                                          KvCache* cache) {
+  std::shared_ptr<torch::nn::Module> block = model->layers[static_cast<size_t>(i)];
+  auto* blk = block->as<LlamaBlockImpl>();
+  return run_block(block, h, [blk, cos, sin, cache, i](const torch::Tensor& x) {
+    return blk->forward(x, cos, sin, cache, i);
+  });
+}
+
+torch::Tensor LlamaForCausalLM::embed(const torch::Tensor& tokens) {
+  return model->embed_tokens(tokens);
+}
+
+torch::Tensor LlamaForCausalLM::block(int64_t i, const torch::Tensor& h) {
+  const auto [cos, sin] =
+      rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, h.size(1), h.device());
+  return run_layer(i, h, cos, sin, nullptr);
+}
+
+torch::Tensor LlamaForCausalLM::head(const torch::Tensor& h) {
+  return linear_product(model->norm(h), lm_head ? lm_head->weight : model->embed_tokens->weight);
 }
 
 }  // namespace gpulab::train

@@ -90,7 +90,9 @@ TORCH_MODULE(LlamaBlock);
 // The decoder stack without the output head (HF's LlamaModel, registered as "model").
 class LlamaModelImpl : public torch::nn::Module {
  public:
-  LlamaModelImpl(const DecoderConfig& c, const torch::TensorOptions& options);
+  // The pieces `part` leaves out are made on the meta device.
+  LlamaModelImpl(const DecoderConfig& c, const torch::TensorOptions& options,
+                 const ModelPart& part = {});
   TokenEmbedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RmsNorm norm{nullptr};
@@ -102,9 +104,14 @@ TORCH_MODULE(LlamaModel);
 class LlamaForCausalLM : public CausalLm {
  public:
   // Built on `device`: a GPU run creates and initialises its weights there, not on the CPU.
-  explicit LlamaForCausalLM(DecoderConfig c, torch::Device device = torch::kCPU);
+  // Only `part`'s pieces on `device` (a pipeline stage's); the others on the meta device.
+  explicit LlamaForCausalLM(DecoderConfig c, torch::Device device = torch::kCPU,
+                            const ModelPart& part = {});
   using CausalLm::forward;
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache) override;
+  torch::Tensor embed(const torch::Tensor& tokens) override;
+  torch::Tensor block(int64_t i, const torch::Tensor& h) override;
+  torch::Tensor head(const torch::Tensor& h) override;
   void set_fused_attention(bool on) override;
   // Weights as Hugging Face initialises them: normal(0, 0.02) matrices, unit norm scales, zero
   // biases.
@@ -112,6 +119,12 @@ class LlamaForCausalLM : public CausalLm {
 
   LlamaModel model{nullptr};
   Projection lm_head{nullptr};  // null when tied to model->embed_tokens
+
+ private:
+  // Block i on h (recomputed under activation checkpointing), with the rotary tables of h's
+  // positions.
+  torch::Tensor run_layer(int64_t i, const torch::Tensor& h, const torch::Tensor& cos,
+                          const torch::Tensor& sin, KvCache* cache);
 };
 
 // Attention after the projections, shared by the whole and the tensor-parallel Llama (which

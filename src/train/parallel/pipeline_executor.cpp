@@ -1,0 +1,184 @@
+// The pipeline executor: a stage's actions with their point-to-point crossings.
+#include "train/parallel/pipeline_executor.h"
+
+#include <chrono>
+#include <string>
+
+#include "core/error.h"
+#include "train/parallel/vocab_parallel_cross_entropy.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+namespace F = torch::nn::functional;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string micro_text(int m) {
+  return "micro-batch " + std::to_string(m);
+}
+
+}  // namespace
+
+PipelineExecutor::PipelineExecutor(PipelineStage& stage, dist::Communicator& pp)
+    : stage_(stage), pp_(pp) {
+  GPULAB_ASSERT(pp.size() == stage.shape().stages && pp.rank() == stage.stage(),
+                "the pipeline group is not the stage's");
+}
+
+uint32_t PipelineExecutor::tag(int micro_batch, int chunk, int dir) const {
+  return static_cast<uint32_t>((micro_batch * stage_.shape().chunks() + chunk) * 2 + dir);
+}
+
+torch::Tensor PipelineExecutor::receive(int from_stage, uint32_t t, const std::string& what) {
+  if (from_stage == stage_.stage()) {
+    auto it = local_.find(t);
+    GPULAB_ASSERT(it != local_.end(), "a crossing within the stage arrived out of order");
+    auto out = it->second;
+    local_.erase(it);
+    return out;
+  }
+  auto buf = torch::empty(hidden_shape_,
+                          torch::TensorOptions().dtype(stage_.dtype()).device(pp_.device()));
+  const std::string full = what + " from pipeline stage " + std::to_string(from_stage);
+  const auto start = Clock::now();
+  pp_.wait(pp_.recv_async(buf, from_stage, t, full), full);
+  wait_s_ += seconds_since(start);
+  return buf;
+}
+
+void PipelineExecutor::send(const torch::Tensor& t, int to_stage, uint32_t tg,
+                            const std::string& what) {
+  if (to_stage == stage_.stage()) {
+    local_[tg] = t;
+    return;
+  }
+  auto out = t.to(pp_.device()).contiguous();
+  sends_.emplace_back(
+      pp_.send_async(out, to_stage, tg, what + " to pipeline stage " + std::to_string(to_stage)),
+      out);
+}
+
+void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Tensor>& tokens,
+                               const std::vector<torch::Tensor>& targets, double count) {
+  const PipelineShape& s = stage_.shape();
+  const StageSpan& span = stage_.span(a.chunk);
+  const auto mb = static_cast<size_t>(a.micro_batch);
+  torch::Tensor input;
+  if (span.embedding) {
+    input = tokens[mb];
+  } else {
+    input = receive(s.stage_of(a.chunk - 1), tag(a.micro_batch, a.chunk - 1, 0),
+                    "receiving " + micro_text(a.micro_batch) + "'s activations")
+                .to(tokens[mb].device())
+                .requires_grad_(true);
+  }
+  auto out = stage_.forward(a.chunk, input);
+  if (span.head) {
+    // This micro-batch's share of the batch mean: its summed loss over the batch's count.
+    const int64_t vocab = out.size(-1);
+    out = F::cross_entropy(
+              out.reshape({-1, vocab}), targets[mb].reshape({-1}),
+              F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).reduction(torch::kSum)) /
+          count;
+    loss_sum_ = loss_sum_.defined() ? loss_sum_ + out.detach() : out.detach();
+  } else {
+    send(out.detach(), s.stage_of(a.chunk + 1), tag(a.micro_batch, a.chunk, 0),
+         "sending " + micro_text(a.micro_batch) + "'s activations");
+  }
+  saved_[{a.micro_batch, a.chunk}] = {input, out};
+}
+
+void PipelineExecutor::backward(const PipeAction& a) {
+  const PipelineShape& s = stage_.shape();
+  const StageSpan& span = stage_.span(a.chunk);
+  auto it = saved_.find({a.micro_batch, a.chunk});
+  GPULAB_ASSERT(it != saved_.end(), "a backward before its forward");
+  auto [input, out] = it->second;
+  saved_.erase(it);
+  if (span.head) {
+    out.backward();
+  } else {
+    auto grad = receive(s.stage_of(a.chunk + 1), tag(a.micro_batch, a.chunk, 1),
+                        "receiving " + micro_text(a.micro_batch) + "'s activation gradient")
+                    .to(out.device());
+    torch::autograd::backward({out}, {grad});
+  }
+  if (!span.embedding)
+    send(input.grad(), s.stage_of(a.chunk - 1), tag(a.micro_batch, a.chunk - 1, 1),
+         "sending " + micro_text(a.micro_batch) + "'s activation gradient");
+}
+
+void PipelineExecutor::finish_sends() {
+  for (auto& [work, t] : sends_) pp_.wait(work, "a pipeline send");
+  sends_.clear();
+}
+
+// Megatron-LM's embedding group: the first stage's lookup and the last stage's output layer use
+// one tied weight; each holds a copy with its own part of the gradient, so both add the other's
+// (a + b on one, b + a on the other: the same bits) and their optimizer steps stay identical.
+void PipelineExecutor::sum_shared_gradient() {
+  const std::string& name = stage_.shared_weight();
+  if (name.empty()) return;
+  const int last = stage_.shape().stages - 1;
+  const int other = stage_.stage() == 0 ? last : 0;
+  torch::Tensor grad;
+  for (const auto& p : stage_.model().named_parameters())
+    if (p.key() == name) grad = p.value().grad();
+  GPULAB_ASSERT(grad.defined(), "the tied weight has no gradient");
+  auto mine = grad.to(pp_.device()).contiguous();
+  auto theirs = torch::empty_like(mine);
+  const auto t = static_cast<uint32_t>(2 * stage_.shape().micro_batches * stage_.shape().chunks());
+  const std::string peer =
+      " the tied embedding's gradient with pipeline stage " + std::to_string(other);
+  auto recv = pp_.recv_async(theirs, other, t, "receiving" + peer);
+  auto sent = pp_.send_async(mine, other, t, "sending" + peer);
+  pp_.wait(recv, "receiving" + peer);
+  pp_.wait(sent, "sending" + peer);
+  torch::NoGradGuard no_grad;
+  grad.add_(theirs.to(grad.device()));
+}
+
+PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens,
+                                          const torch::Tensor& targets) {
+  const PipelineShape& s = stage_.shape();
+  const int64_t b = tokens.size(0), m = s.micro_batches;
+  if (b % m != 0)
+    throw Exception(Code::kInvalidArgument,
+                    "a batch of " + std::to_string(b) + " rows does not split into " +
+                        std::to_string(m) + " micro-batches",
+                    "use a batch size that is a multiple of the micro-batches");
+  hidden_shape_ = {b / m, tokens.size(1), stage_.config().hidden_size};
+  const auto micro_tokens = tokens.chunk(m, 0), micro_targets = targets.chunk(m, 0);
+  const double count = std::max<double>(1.0, (targets != kIgnoreIndex).sum().item<double>());
+  PipelineStepResult r;
+  wait_s_ = 0;
+  loss_sum_ = torch::Tensor();
+  const auto start = Clock::now();
+  for (const PipeAction& a : pipeline_schedule(s, stage_.stage())) {
+    if (a.op == PipeOp::kForward)
+      forward(a, micro_tokens, micro_targets, count);
+    else
+      backward(a);
+    r.executed.push_back(a);
+  }
+  finish_sends();
+  // Every stage gets the last stage's loss; the wait here is the end of this stage's bubble.
+  auto loss = s.stages - 1 == stage_.stage()
+                  ? loss_sum_.to(torch::kDouble).reshape({1}).to(pp_.device())
+                  : torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble));
+  const auto before = Clock::now();
+  pp_.broadcast(loss, s.stages - 1, "the pipeline's loss");
+  wait_s_ += seconds_since(before);
+  r.wall_s = seconds_since(start);
+  sum_shared_gradient();
+  r.loss = loss.item<double>();
+  r.wait_s = wait_s_;
+  return r;
+}
+
+}  // namespace gpulab::train::parallel
