@@ -146,8 +146,8 @@ void TpLlamaForCausalLM::reset_parameters() {
 torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* cache) {
   GPULAB_ASSERT(cache == nullptr, "the tensor-parallel model has no KV cache");
   auto h = embed(tokens);
-  auto [cos, sin] = rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, tokens.size(1),
-                                  tokens.device());
+  auto [cos, sin] =
+      rotary_tables(config_.dim_per_head(), config_.rope_theta, 0, tokens.size(1), tokens.device());
   for (int64_t i = 0; i < config_.num_layers; ++i) h = tp_block(i, h, cos, sin);
   return head(h);
 }
