@@ -13,7 +13,6 @@
 #include "train/lm_batches.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
-#include "train/parallel/tp_options.h"
 
 namespace gpulab::train {
 
@@ -143,7 +142,6 @@ int64_t batch_per_process(const TrainOptions& o, int world_size) {
 
 Status check_train_options(const TrainOptions& o, int world_size) {
   if (auto st = validate(o); !st) return st;
-  if (auto st = parallel::check_model_parallel_options(o, world_size); !st) return st;
   // GRPO reads no --model/--dataset pair: its policy, prompts and rewards are the task's own
   // checks (check_task_options, train/tasks/task_table.h).
   if (o.task == "grpo") return ok_status();

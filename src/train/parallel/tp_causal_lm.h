@@ -3,7 +3,7 @@
 // split model needs besides: its vocabulary-parallel loss, the gradients to finish after the
 // backward pass, the global gradient norm, and the conversions between a rank's shard and the
 // ordinary (Hugging Face) state dict, in which every checkpoint and export is written. A family
-// with a tensor-parallel model has one row in build_tp_causal_lm.
+// with a tensor-parallel model has one row in tp_families.h.
 #pragma once
 
 #include <memory>
@@ -45,15 +45,5 @@ class TpCausalLm : public CausalLm {
   TpCausalLm(TpGroup& group, DecoderConfig c) : CausalLm(std::move(c)), group_(&group) {}
   TpGroup* group_;
 };
-
-// Whether `family` has a tensor-parallel model, and the families that do ("llama, qwen2").
-bool has_tp_model(const std::string& family);
-std::string tp_families();
-
-// The family's tensor-parallel model of `full` (the ordinary state dict, as the one-process
-// model of the same seed holds it), this rank's shard of it. Throws kUnsupported for a family
-// without one, kInvalidArgument for a TP size the shape does not fit.
-std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
-                                               const StateDict& full);
 
 }  // namespace gpulab::train::parallel

@@ -9,7 +9,7 @@
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
 #include "train/parallel/mesh_layout.h"
-#include "train/parallel/tp_causal_lm.h"
+#include "train/parallel/tp_families.h"
 #include "train/parallel/tp_llama_state.h"
 
 namespace gpulab::train::parallel {

@@ -14,7 +14,7 @@
 #include "train/models/attention_core.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/models/lm_families.h"
-#include "train/parallel/tp_causal_lm.h"
+#include "train/parallel/tp_families.h"
 #include "train/tasks/class_metrics.h"
 #include "train/weights_export.h"
 

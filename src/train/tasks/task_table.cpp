@@ -3,6 +3,7 @@
 #include "train/tasks/task_table.h"
 
 #include "train/models/decoder_config.h"
+#include "train/parallel/tp_options.h"
 #include "train/tasks/grpo_setup.h"
 #include "train/tasks/grpo_task.h"
 #include "train/tasks/image_task.h"
@@ -18,6 +19,7 @@ std::unique_ptr<TrainTask> make_train_task(const TaskEnv& env) {
 
 Status check_task_options(const TrainOptions& opts, int world_size) {
   if (auto st = check_train_options(opts, world_size); !st) return st;
+  if (auto st = parallel::check_model_parallel_options(opts, world_size); !st) return st;
   if (opts.task == "grpo") return check_grpo_options(opts, world_size);
   return ok_status();
 }

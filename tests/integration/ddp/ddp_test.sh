@@ -150,7 +150,8 @@ shard)
   # between steps, within 10 %.
   for n in 2 3; do
     planned=$("$GPULAB" plan --model llama-tiny --gpus $n --shard full --vocab_size 256 \
-      --seq_len 32 --batch_size 6 --precision fp64 --optimizer adamw | tail -1 |
+      --seq_len 32 --batch_size 6 --precision fp64 --optimizer adamw |
+      sed -n '/^Held per device after an optimizer step/,$p' | grep -m1 '^full ' |
       awk '{ print $(NF-1), $NF }')
     measured=$(grep "Memory per rank" "$WORK/full$n.log" | grep -o 'total [^(]*' |
       awk '{ print $5, $6 }')

@@ -1,5 +1,5 @@
-// The families with a tensor-parallel model, one row each (see tp_causal_lm.h).
-#include "train/parallel/tp_causal_lm.h"
+// The families with a tensor-parallel model, one row each (tp_families.h).
+#include "train/parallel/tp_families.h"
 
 #include "core/error.h"
 #include "train/parallel/tp_llama.h"

@@ -1,0 +1,25 @@
+// The families with a tensor-parallel model, one row each, and the factory that builds a rank's
+// part of one (the one place that names the concrete TP models).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "train/models/decoder_config.h"
+#include "train/parallel/tp_causal_lm.h"
+#include "train/parallel/tp_group.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train::parallel {
+
+// Whether `family` has a tensor-parallel model, and the families that do ("llama, qwen2").
+bool has_tp_model(const std::string& family);
+std::string tp_families();
+
+// The family's tensor-parallel model of `full` (the ordinary state dict, as the one-process
+// model of the same seed holds it), this rank's shard of it. Throws kUnsupported for a family
+// without one, kInvalidArgument for a TP size the shape does not fit.
+std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
+                                               const StateDict& full);
+
+}  // namespace gpulab::train::parallel
