@@ -41,7 +41,8 @@ struct PlanOptions {
   std::string gpu = "h100";
   int64_t vocab_size = 0;  // language models: 0 = the shape's own
   int64_t num_classes = 1000;
-  // Language models: the device mesh (0: every size that fits) and GRPO's split.
+  // Language models: the device mesh (0: every size that fits) and GRPO's split. Read from the
+  // trainer's --tp, --pp, --allow_tp_across_nodes and --generation_gpus (plan_mesh_flags).
   int gpus_per_node = 8;
   int tp = 0;
   int pp = 0;
@@ -290,6 +291,15 @@ void run_plan(const PlanOptions& o) {
   print_stages(o, f, capacity);
 }
 
+// The trainer's mesh and GRPO flags as the plan reads them: --tp or --pp not given (the trainer's
+// 1) means every size that fits is searched.
+void plan_mesh_flags(const CLI::App& cmd, PlanOptions& o) {
+  o.tp = cmd.get_option("--tp")->count() > 0 ? o.train.tp : 0;
+  o.pp = cmd.get_option("--pp")->count() > 0 ? o.train.pp : 0;
+  o.allow_tp_across_nodes = o.train.allow_tp_across_nodes;
+  o.generation_gpus = o.train.generation_gpus;
+}
+
 // The mesh and GRPO flags: language models only, whole nodes, and at least one training GPU.
 Status check_mesh_flags(const CLI::App& cmd, const PlanOptions& o) {
   auto bad = [](std::string what, std::string hint) {
@@ -330,6 +340,7 @@ Status check_mesh_flags(const CLI::App& cmd, const PlanOptions& o) {
 // A --seq_len or --input_size the command line left out becomes 0: the model's own.
 Status check_plan(const CLI::App& cmd, PlanOptions& o) {
   if (auto st = train::check_option_rows(o.train); !st) return st;
+  plan_mesh_flags(cmd, o);
   static const std::vector<std::string> shards = [] {
     auto v = train::dist::shard_stage_names();
     v.insert(v.begin(), "all");
@@ -369,20 +380,6 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
                   "language models: GPUs in a node (tensor parallelism stays inside one)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  // --tp, --allow_tp_across_nodes and --generation_gpus read as gpulab train declares them (one
-  // declaration: tests/integration/cli/flag_tables.py); not given, --tp and --pp are searched.
-  cmd->add_option("--tp", o->tp,
-                  "tensor-parallel ranks per model replica (language models: llama, qwen2); data "
-                  "parallel over world / tp");
-  cmd->add_flag("--allow_tp_across_nodes", o->allow_tp_across_nodes,
-                "let a tensor-parallel group span nodes (slow: every layer all-reduces over the "
-                "network)");
-  cmd->add_option("--pp", o->pp,
-                  "pipeline stages (language models; `gpulab plan`: plan only this number)");
-  cmd->add_option("--generation_gpus", o->generation_gpus,
-                  "grpo: how many of the --nproc_per_node ranks only generate, on the first that "
-                  "many GPUs (1: GPU 0, as the seed's vLLM server); the rest train and send them "
-                  "the weights after each optimizer step (0: every rank generates its own)");
   cmd->add_option("--prompt_len", o->prompt_len,
                   "GRPO (--generation_gpus): prompt tokens, the longest (TRL's max_prompt_length)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
@@ -393,7 +390,8 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
   add_train_flags(
       cmd, o->train,
       {"model", "batch_size", "seq_len", "input_size", "precision", "optimizer", "attention",
-       "activation_checkpointing", "grad_accum", "group_size", "max_new_tokens", "beta"});
+       "activation_checkpointing", "grad_accum", "group_size", "max_new_tokens", "beta", "tp",
+       "pp", "allow_tp_across_nodes", "generation_gpus"});
   o->dist.shard = "all";
   add_shard_flags(cmd, o->dist, "Options");
   cmd->callback([cmd, o] {
