@@ -1,6 +1,8 @@
 // The worker dispatcher behind dist_worker.h (runs at static initialisation, before main).
 #include "dist_worker.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -34,6 +36,22 @@ DistScenario::DistScenario(const std::string& name, std::function<int()> fn) {
   }
   std::fflush(stdout);
   std::_Exit(code);  // skip static destructors of a half-initialised program
+}
+
+std::vector<std::vector<torch::Tensor>> run_ranks_for_tensors(
+    const std::string& scenario, int n, const std::filesystem::path& dir, const std::string& prefix,
+    std::map<std::string, std::string> env) {
+  std::filesystem::remove_all(dir);
+  auto r = run_ranks(scenario, n, dir, std::move(env));
+  std::vector<std::vector<torch::Tensor>> got;
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << r.message;
+  } else {
+    for (int rank = 0; rank < n; ++rank)
+      got.push_back(load_tensors(dir / (prefix + std::to_string(rank) + ".pt")));
+  }
+  std::filesystem::remove_all(dir);
+  return got;
 }
 
 launch::LaunchResult run_ranks(const std::string& scenario, int n, const std::filesystem::path& out,

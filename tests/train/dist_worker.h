@@ -26,6 +26,12 @@ struct DistScenario {
 launch::LaunchResult run_ranks(const std::string& scenario, int n, const std::filesystem::path& out,
                                std::map<std::string, std::string> env = {});
 
+// Runs `n` ranks of `scenario` in a fresh `dir` and returns what each saved as
+// `<prefix><rank>.pt` (empty after an ADD_FAILURE naming the launch's message); removes `dir`.
+std::vector<std::vector<torch::Tensor>> run_ranks_for_tensors(
+    const std::string& scenario, int n, const std::filesystem::path& dir, const std::string& prefix,
+    std::map<std::string, std::string> env = {});
+
 // Rank-side helpers: the output folder, and tensors saved/loaded by name.
 std::filesystem::path worker_out();
 void save_tensors(const std::string& name, std::vector<torch::Tensor> t);

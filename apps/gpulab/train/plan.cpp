@@ -390,8 +390,8 @@ void add_plan_command(CLI::App& app, CommandContext& /*ctx*/) {
   add_train_flags(
       cmd, o->train,
       {"model", "batch_size", "seq_len", "input_size", "precision", "optimizer", "attention",
-       "activation_checkpointing", "grad_accum", "group_size", "max_new_tokens", "beta", "tp",
-       "pp", "allow_tp_across_nodes", "generation_gpus"});
+       "activation_checkpointing", "grad_accum", "group_size", "max_new_tokens", "beta", "tp", "pp",
+       "allow_tp_across_nodes", "generation_gpus"});
   o->dist.shard = "all";
   add_shard_flags(cmd, o->dist, "Options");
   cmd->callback([cmd, o] {

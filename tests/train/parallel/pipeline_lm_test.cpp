@@ -201,20 +201,11 @@ Reference reference(const DecoderConfig& c, int micro) {
 
 std::vector<std::vector<torch::Tensor>> run_case(const Case& k) {
   auto dir = fs::temp_directory_path() / ("gpulab-pp-lm-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
   const std::string spec = std::to_string(k.gpt2) + "," + std::to_string(k.pp) + "," +
                            std::to_string(k.virtual_stages) + "," + std::to_string(k.micro) + "," +
                            std::to_string(k.tied) + "," + std::to_string(k.wide);
-  auto r = train::testing::run_ranks("pipeline_lm", k.pp, dir, {{"GPULAB_PP_CASE", spec}});
-  std::vector<std::vector<torch::Tensor>> got;
-  if (r.exit_code != 0) {
-    ADD_FAILURE() << r.message;
-  } else {
-    for (int rank = 0; rank < k.pp; ++rank)
-      got.push_back(train::testing::load_tensors(dir / ("pp" + std::to_string(rank) + ".pt")));
-  }
-  fs::remove_all(dir);
-  return got;
+  return train::testing::run_ranks_for_tensors("pipeline_lm", k.pp, dir, "pp",
+                                               {{"GPULAB_PP_CASE", spec}});
 }
 
 // Each stage's tensors from position `first` on (one per ordinary name, empty where not held).

@@ -222,23 +222,13 @@ int64_t activations_per_layer(const Case& k, const DecoderConfig& c) {
 // Starts the ranks of case `k`; returns what each wrote.
 std::vector<std::vector<torch::Tensor>> run_case(const Case& k) {
   auto dir = fs::temp_directory_path() / ("gpulab-tp-llama-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
   const std::string spec = std::to_string(k.tp) + "," + std::to_string(k.tied) + "," +
                            std::to_string(k.fused) + "," + std::to_string(k.sp) + "," +
                            std::to_string(k.kv);
   // One malloc arena: mallinfo2 reports the main arena only, and a thread may otherwise move to
   // another one under contention (heap_in_use).
-  auto r = train::testing::run_ranks("tp_llama", k.tp, dir,
-                                     {{"GPULAB_TP_CASE", spec}, {"MALLOC_ARENA_MAX", "1"}});
-  std::vector<std::vector<torch::Tensor>> got;
-  if (r.exit_code != 0) {
-    ADD_FAILURE() << r.message;
-  } else {
-    for (int rank = 0; rank < k.tp; ++rank)
-      got.push_back(train::testing::load_tensors(dir / ("tp" + std::to_string(rank) + ".pt")));
-  }
-  fs::remove_all(dir);
-  return got;
+  return train::testing::run_ranks_for_tensors(
+      "tp_llama", k.tp, dir, "tp", {{"GPULAB_TP_CASE", spec}, {"MALLOC_ARENA_MAX", "1"}});
 }
 
 // Each rank's gradients under its parameters' names (the shard's names, in map order), after
