@@ -68,9 +68,6 @@ Status check_generation_split(const TrainOptions& o, const dist::DistOptions& d,
   if (d.launch.nnodes > 1)
     return split_error("--generation_gpus with --nnodes > 1 is not supported yet",
                        "run the job on one node, or drop --generation_gpus (colocated)");
-  if (o.grad_accum > 1)
-    return split_error("--generation_gpus with --grad_accum is not supported yet",
-                       "pass --grad_accum 1 (raise --batch_size for a larger step)");
   return check_devices(o, static_cast<int>(n), world);
 }
 

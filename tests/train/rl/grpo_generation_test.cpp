@@ -57,21 +57,30 @@ ProcessResult run_with_hooks(const std::vector<std::string>& args,
   return r ? *r : ProcessResult{};
 }
 
-TEST(GrpoGenerationRank, SyncsWeightsBitForBitAndEqualsTheColocatedRun) {
-  const auto dir = testing::temp_dir("grpo_split");
-  const auto split =
-      run_with_hooks(split_args(dir / "split", 3, 1), {{"GPULAB_TEST_WEIGHT_HASH", "1"}});
+// The split run (1 generation + 2 training processes) against the colocated two-process run of
+// the same flags: `steps` optimizer steps, each sampled by the policy of the step before.
+void expect_split_equals_colocated(const std::string& name, const std::vector<std::string>& extra,
+                                   size_t steps) {
+  const auto dir = testing::temp_dir(name);
+  auto split_flags = split_args(dir / "split", 3, 1);
+  auto colocated_flags = split_args(dir / "colocated", 2, 0);
+  for (size_t f = 0; f + 1 < extra.size(); f += 2) {
+    split_flags = with_flag(split_flags, extra[f], extra[f + 1]);
+    colocated_flags = with_flag(colocated_flags, extra[f], extra[f + 1]);
+  }
+  const auto split = run_with_hooks(split_flags, {{"GPULAB_TEST_WEIGHT_HASH", "1"}});
   ASSERT_EQ(split.exit_code, 0) << split.out << split.err;
-  const auto colocated = testing::run_gpulab(split_args(dir / "colocated", 2, 0), 300);
+  const auto colocated = testing::run_gpulab(colocated_flags, 300);
   ASSERT_EQ(colocated.exit_code, 0) << colocated.out << colocated.err;
   EXPECT_NE(split.out.find("Generation rank 0 of 1"), std::string::npos) << split.out;
   const auto s = step_records(dir / "split"), c = step_records(dir / "colocated");
-  ASSERT_EQ(s.size(), 6u) << split.out;
-  ASSERT_EQ(c.size(), 6u) << colocated.out;
+  ASSERT_EQ(s.size(), steps) << split.out;
+  ASSERT_EQ(c.size(), steps) << colocated.out;
   std::set<std::string> fingerprints;
   for (const auto& [step, rec] : s) {
     SCOPED_TRACE(fmt::format("step {}", step));
-    // The rollouts of step k were sampled by the weights of k - 1 optimizer steps.
+    // The rollouts of step k were sampled by the weights of k - 1 optimizer steps (under
+    // --grad_accum every micro-batch of step k: the weights change only at the optimizer step).
     EXPECT_EQ(rec.value("policy_step", int64_t{-1}), step - 1);
     // The sync before them: the generation rank's weights are both training ranks', bit for bit.
     const Json& h = rec.at("weight_hashes");
@@ -90,9 +99,20 @@ TEST(GrpoGenerationRank, SyncsWeightsBitForBitAndEqualsTheColocatedRun) {
     EXPECT_LT(share, 1.0);
   }
   // The policy moved every step, so each sync carried new weights.
-  EXPECT_EQ(fingerprints.size(), 6u);
+  EXPECT_EQ(fingerprints.size(), steps);
   EXPECT_EQ(read_file(dir / "split" / "model.safetensors").value_or("a"),
             read_file(dir / "colocated" / "model.safetensors").value_or("b"));
+}
+
+TEST(GrpoGenerationRank, SyncsWeightsBitForBitAndEqualsTheColocatedRun) {
+  expect_split_equals_colocated("grpo_split", {}, 6);
+}
+
+// --grad_accum 2 with 4 prompts a training rank: 3 micro-batches an epoch (25 prompts, 8 a
+// micro-batch), so each epoch has a step of 2 and a step of 1 (the trainer's shorter last
+// group): 6 steps, every micro-batch sampled by the policy before its step, one sync a step.
+TEST(GrpoGenerationRank, GradAccumSamplesEachMicroBatchWithThePolicyBeforeItsStep) {
+  expect_split_equals_colocated("grpo_split_accum", {"--grad_accum", "2", "--batch_size", "4"}, 6);
 }
 
 // ZeRO-3 over the training ranks (refused colocated): the whole parameters are gathered for each
@@ -171,7 +191,6 @@ TEST(GrpoGenerationRank, BadLayoutsAreRefusedBeforeAnyRankStarts) {
       {{"--generation_gpus", "3"}, "--generation_gpus 3 of 3 processes leaves no training rank"},
       {{"--generation_gpus", "-1"}, "generation_gpus"},
       {{"--task", "auto"}, "--generation_gpus is for --task grpo"},
-      {{"--grad_accum", "2"}, "--generation_gpus with --grad_accum is not supported yet"},
       // Two training ranks (not three processes) take --batch_size prompts each.
       {{"--batch_size", "13"}, "(2 processes x --batch_size 13)"},
   };
