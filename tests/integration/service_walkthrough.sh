@@ -7,7 +7,7 @@
 set -euo pipefail
 GPULAB=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d /tmp/gpulab-walkthrough.XXXXXX)
+work=$(mktemp -d -t gpulab-walkthrough.XXXXXX)
 svc_pid=""
 cleanup() {
   if [ -n "$svc_pid" ]; then kill "$svc_pid" 2>/dev/null || true; wait "$svc_pid" 2>/dev/null || true; fi
