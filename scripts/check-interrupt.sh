@@ -2,8 +2,9 @@
 # Checks that an interrupted test run leaves nothing behind and that the next run starts clean:
 # runs scripts/run-tests.sh BUILD_DIR CTEST_ARGS in a process group of its own, sends that group
 # SIGINT after SECONDS (what Ctrl-C in a terminal does), then fails if any process of the run is
-# left (its GPULAB_TEST_RUN marker) or any network namespace, bridge or link named as the tests
-# name theirs (gpulab-*, gls-*, gl*) exists that did not before; with --rerun, runs the same tests
+# left (its GPULAB_TEST_RUN marker), any network namespace, bridge or link named as the tests
+# name theirs (gpulab-*, gls-*, gl*) exists that did not before, or the run's temporary folder
+# (/tmp/gpulab-run-RUN, its TMPDIR) is left; with --rerun, runs the same tests
 # again to the end and fails unless they pass. The interruption must catch the run with something
 # started (an engine, a cluster, a test's process), or the check proves nothing and fails.
 # Needs root and the lab's engines to itself: flock /tmp/gpulab-lab.lock scripts/check-interrupt.sh
@@ -54,6 +55,8 @@ at_interrupt=$(marked | awk '{print $2}' | sort | uniq -c | awk '{printf " %s x%
 made=$(comm -13 <(echo "$before") <(names | sort) | tr '\n' ' ')
 echo "check-interrupt: at the interrupt, after ${seconds} s: processes of the run:${at_interrupt:- none}"
 echo "check-interrupt: namespaces and links made by then: ${made:-none}"
+echo "check-interrupt: in the run's temporary folder (TMPDIR) by then:" \
+  "$(find "/tmp/gpulab-run-$run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l) entries"
 [ -n "$at_interrupt$made" ] || fail "the run had started nothing yet; the check would prove nothing"
 kill -INT -- -"$leader"
 for _ in $(seq 300); do kill -0 "$leader" 2>/dev/null || break; sleep 0.5; done
@@ -65,7 +68,9 @@ left=$(marked)
 [ -z "$left" ] || fail "processes of the run left: $(tr '\n' ' ' <<<"$left")"
 extra=$(comm -13 <(echo "$before") <(names | sort) | tr '\n' ' ')
 [ -z "$extra" ] || fail "namespaces or links left: $extra"
-echo "check-interrupt: nothing left (no process of the run, no new namespace, bridge or link)"
+[ -e "/tmp/gpulab-run-$run" ] && fail "the run's temporary folder is left: /tmp/gpulab-run-$run"
+echo "check-interrupt: nothing left (no process of the run, no new namespace, bridge or link," \
+  "no temporary folder)"
 rm -f "$log"
 if [ "$rerun" = 1 ]; then
   echo "check-interrupt: the same tests again, to the end"

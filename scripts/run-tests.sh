@@ -14,6 +14,11 @@ rm -f "$junit"
 # run carries GPULAB_TEST_RUN, and scripts/test-cleanup.sh ends what carries it and deletes the
 # namespaces and links made since this point, so the next run starts clean.
 export GPULAB_TEST_RUN=${GPULAB_TEST_RUN:-$$.$(date +%s%N)}
+# The run's temporary files (TMPDIR: C++ temp_directory_path, Python tempfile, mktemp) go in a
+# folder of its own, removed when the run ends, interrupted or not: a test killed midway (a
+# service test's book, a launcher's folder) or one that never removes its own left them in /tmp.
+run_tmp=/tmp/gpulab-run-$GPULAB_TEST_RUN
+rm -rf --one-file-system "$run_tmp" && mkdir -p "$run_tmp" && export TMPDIR=$run_tmp
 before=$(mktemp /tmp/gpulab-test-run.XXXXXX)
 if command -v ip >/dev/null; then
   { ip netns list 2>/dev/null | awk '{print "netns " $1}'
@@ -25,6 +30,7 @@ interrupted() {
   echo "interrupted: stopping what this run started (engines, clusters, processes, namespaces)"
   bash "$here/test-cleanup.sh" "$GPULAB_TEST_RUN" "$before"
   rm -f "$before"
+  rm -rf --one-file-system "$run_tmp"
   exit 130
 }
 trap interrupted INT TERM
@@ -34,6 +40,7 @@ ctest --test-dir "$BUILD" --output-on-failure --parallel "${CTEST_PARALLEL:-2}" 
   --timeout 1800 --output-junit "$junit" "${@:2}"
 rc=$?
 rm -f "$before"
+rm -rf --one-file-system "$run_tmp"
 if [ -f "$junit" ]; then
   # A slow test is seen the day it lands (one <testcase name=... time=...> per line).
   echo

@@ -42,4 +42,9 @@ env | grep -E '^(PATH|LD_LIBRARY_PATH|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|R
 if [ "$#" -gt 0 ]; then
   exec "$@"
 fi
-exec sleep infinity
+# PID 1 gets no default signal actions: `sleep` as PID 1 ignored the engine's SIGTERM, so every
+# stop or restart waited the whole stop timeout (10 s) for the SIGKILL. The shell stays PID 1
+# and exits on TERM (wait returns as soon as the trap fires).
+trap 'exit 0' TERM INT
+sleep infinity &
+wait $!

@@ -7,7 +7,7 @@
 set -euo pipefail
 GPULAB=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d /tmp/gpulab-walkthrough.XXXXXX)
+work=$(mktemp -d -t gpulab-walkthrough.XXXXXX)
 svc_pid=""
 cleanup() {
   if [ -n "$svc_pid" ]; then kill "$svc_pid" 2>/dev/null || true; wait "$svc_pid" 2>/dev/null || true; fi
@@ -31,13 +31,17 @@ cat "$work/start-dockerd.err" >&2
 [ $rc = 0 ] || fail "dockerd did not start"
 export DOCKER_HOST
 
-# The lab image: a static busybox root (no registry in CI), kept running.
+# The lab image: a static busybox root (no registry in CI), kept running. The shell is PID 1,
+# which has no default signal actions: without the trap it ignored the stop's SIGTERM and the
+# stop and the restart below each waited the whole stop timeout (10 s). Made again when the
+# engine holds one with another command.
 image=gpulab-test/walkthrough-lab:latest
-if ! docker image inspect "$image" >/dev/null 2>&1; then
+cmd="[\"/bin/sh\",\"-c\",\"trap 'exit 0' TERM; while true; do sleep 1; done\"]"
+if [ "$(docker image inspect -f '{{json .Config.Cmd}}' "$image" 2>/dev/null)" != "$cmd" ]; then
   mkdir -p "$work/root/bin"
   cp "$(command -v busybox)" "$work/root/bin/busybox"
   for app in sh sleep cat echo ls; do ln -s busybox "$work/root/bin/$app"; done
-  tar -C "$work/root" -cf - . | docker import --change 'CMD ["/bin/sh","-c","while true; do sleep 1; done"]' - "$image" >/dev/null
+  tar -C "$work/root" -cf - . | docker import --change "CMD $cmd" - "$image" >/dev/null
 fi
 
 base=3300   # the guide's SSH_PORT_BASE=3300 -> 3311, 3322

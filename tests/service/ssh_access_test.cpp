@@ -1,6 +1,7 @@
 // SSH access to lab containers (issue 6) and token revocation, against a real dockerd and a real
 // ssh client: a public key given at create logs in; the generated password never shows in the
-// engine's inspect output and survives a restart; a revoked token gets 401.
+// engine's inspect output and survives a restart; the container stops on SIGTERM; a revoked token
+// gets 401.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -123,6 +124,13 @@ TEST_F(ServiceSsh, PasswordNeverShowsInInspectAndSurvivesRestart) {
   auto again = ssh_until_ok(with_pw("echo after-restart"));
   ASSERT_TRUE(again.success()) << again.err;
   EXPECT_NE(again.out.find("after-restart"), std::string::npos);
+  // The entrypoint ends on the engine's SIGTERM (exit 0): one that ignores it (PID 1 has no
+  // default signal actions) makes every stop and restart wait the whole stop timeout, then
+  // ends in SIGKILL (137).
+  ASSERT_TRUE(ok(c.post_json("/api/v1/gpu-docker/stop", {{"name", name}})));
+  auto stopped = client_->inspect_container(name);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->raw["State"]["ExitCode"], 0) << stopped->raw["State"].dump();
 }
 
 TEST_F(ServiceSsh, AdminIssuesAndRevokesTokens) {

@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "core/json.h"
@@ -46,12 +50,38 @@ inline std::vector<Json> epoch_records(const fs::path& run_dir) {
   return out;
 }
 
-// A fresh folder under the test temp dir.
+// The folders temp_dir made, removed when the test process exits (ctest runs one test a
+// process): runs and data sets of hundreds of MB each had piled up in /tmp, run after run. Only
+// in the process that made them: a forked child that exits must not delete its parent's folders.
+// A failed test's folders stay for a look, and are named on stderr.
+struct TrainerTempDirs {
+  std::vector<fs::path> paths;
+  ~TrainerTempDirs() {
+    const auto* unit = ::testing::UnitTest::GetInstance();
+    const bool keep = unit->failed_test_count() > 0;
+    for (const auto& p : paths) {
+      if (keep) {
+        std::fprintf(stderr, "kept for the failed test: %s\n", p.c_str());
+        continue;
+      }
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  }
+};
+inline void remove_at_exit(const fs::path& p) {
+  static const pid_t owner = ::getpid();
+  static TrainerTempDirs made;
+  if (::getpid() == owner) made.paths.push_back(p);
+}
+
+// A fresh folder under the test temp dir, removed when the test process exits.
 inline fs::path temp_dir(const std::string& name) {
   fs::path p =
       fs::temp_directory_path() / ("gpulab_trainer_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
+  remove_at_exit(p);
   return p;
 }
 

@@ -82,9 +82,17 @@ def docker(host, *args, **kw):
     return subprocess.run(["docker", "-H", host, *args], check=True, capture_output=True, **kw)
 
 
+# The shell is PID 1 and PID 1 has no default signal actions: without the trap it ignored the
+# stop's SIGTERM and each stop waited the service's whole stop timeout (10 s) for the SIGKILL.
+XSS_CMD = ["/bin/sh", "-c",
+           f"trap 'exit 0' TERM; echo '{XSS_LOG}'; while true; do sleep 1; done"]
+
+
 def ensure_image(host, work):
-    if subprocess.run(["docker", "-H", host, "image", "inspect", XSS_IMAGE],
-                      capture_output=True).returncode == 0:
+    """The test image, made again when the engine holds one with another command."""
+    have = subprocess.run(["docker", "-H", host, "image", "inspect", "--format",
+                           "{{json .Config.Cmd}}", XSS_IMAGE], capture_output=True, text=True)
+    if have.returncode == 0 and json.loads(have.stdout) == XSS_CMD:
         return
     root = os.path.join(work, "root")
     os.makedirs(os.path.join(root, "bin"))
@@ -92,8 +100,7 @@ def ensure_image(host, work):
     for app in ["sh", "sleep", "echo", "cat"]:
         os.symlink("busybox", os.path.join(root, "bin", app))
     tar = subprocess.run(["tar", "-C", root, "-cf", "-", "."], check=True, capture_output=True).stdout
-    cmd = json.dumps(["/bin/sh", "-c", f"echo '{XSS_LOG}'; while true; do sleep 1; done"])
-    docker(host, "import", "--change", f"CMD {cmd}", "-", XSS_IMAGE, input=tar)
+    docker(host, "import", "--change", f"CMD {json.dumps(XSS_CMD)}", "-", XSS_IMAGE, input=tar)
 
 
 def port_block():

@@ -13,7 +13,7 @@ CASE=${1:?case}
 GPULAB=${2:?path to gpulab}
 HOOKS=${3:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d /tmp/gpulab-ddp-XXXXXX)
+WORK=$(mktemp -d -t gpulab-ddp-XXXXXX)
 NETNS=()
 cleanup() {
   for ns in "${NETNS[@]}"; do ip netns del "$ns" 2>/dev/null; done

@@ -8,7 +8,7 @@
 set -uo pipefail
 SRC=$1
 G=$2
-WORK=$(mktemp -d /tmp/gpulab-docs-XXXXXX)
+WORK=$(mktemp -d -t gpulab-docs-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/bin"
 ln -s "$(realpath "$G")" "$WORK/bin/gpulab"

@@ -13,7 +13,7 @@ case_=${1:?case}
 G=$(realpath "${2:?gpulab binary}")
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../../.." && pwd)
-work=$(mktemp -d /tmp/gpulab-lab.XXXXXX)
+work=$(mktemp -d -t gpulab-lab.XXXXXX)
 svc_pid=""
 cleanup() {
   [ -n "$svc_pid" ] && { kill "$svc_pid" 2>/dev/null || true; wait "$svc_pid" 2>/dev/null || true; }

@@ -9,7 +9,7 @@
 set -uo pipefail
 
 GPULAB=${1:?path to gpulab}
-WORK=$(mktemp -d /tmp/gpulab-memcap-XXXXXX)
+WORK=$(mktemp -d -t gpulab-memcap-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIPPED: $*"; exit 77; }

@@ -42,7 +42,7 @@ esac
 . "$STATE/env"
 [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] \
   || skip "dataset-fashion-mnist is not installed"
-WORK=$(mktemp -d /tmp/gpulab-slurm-test-XXXXXX)
+WORK=$(mktemp -d -t gpulab-slurm-test-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
 
