@@ -26,6 +26,7 @@ p.add_argument("--new_tokens", type=int, default=128)
 p.add_argument("--warmup", type=int, default=1)
 p.add_argument("--reps", type=int, default=3)
 p.add_argument("--threads", type=int, default=0)
+p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (gpulab bench generate's --device)")
 p.add_argument("--prompt_lengths", default="", help="rollout mode: prompt lengths, comma-separated")
 p.add_argument("--group", type=int, default=1, help="rollout mode: rows per prompt")
 a = p.parse_args()
@@ -40,7 +41,7 @@ if a.make:
     sys.exit(0)
 if a.threads > 0:
     torch.set_num_threads(a.threads)
-model = AutoModelForCausalLM.from_pretrained(a.weights, dtype=torch.float32).eval()
+model = AutoModelForCausalLM.from_pretrained(a.weights, dtype=torch.float32).eval().to(a.device)
 vocab = model.config.vocab_size
 # The prompts of src/bench/generate_bench.cpp (bench_prompt, bench_prompts).
 def bench_prompt(n, shift):
@@ -63,6 +64,7 @@ else:
 # No end-of-sequence token: every run makes exactly new_tokens, as gpulab's (min_new_tokens would
 # mask the EOS logit and change the greedy choice).
 model.generation_config.eos_token_id = None
+ids, mask = ids.to(a.device), mask.to(a.device)
 kw = dict(max_new_tokens=a.new_tokens, do_sample=False, use_cache=True, pad_token_id=0,
           attention_mask=mask)
 with torch.inference_mode():
@@ -72,6 +74,8 @@ with torch.inference_mode():
     for _ in range(a.reps):
         t0 = time.perf_counter()
         out = model.generate(ids, **kw)
+        if out.is_cuda:
+            torch.cuda.synchronize()  # the timed run ends when the device's queue does
         times.append(time.perf_counter() - t0)
 sec = statistics.median(times)
 new_tokens = out[:, longest:]

@@ -3,7 +3,7 @@
 # GPU's float32 step matches the CPU's float64 one, NCCL all-reduces every element right, the CUDA
 # allocator's peaks are reported, and the wheel's process exits cleanly after GPU work. Without a
 # GPU each case skips with that reason; `make gpu-check` runs them all on a GPU host.
-# usage: needs_gpu_test.sh CASE GPULAB   (CASE: detect parity nccl_allreduce allocator exit_path)
+# usage: needs_gpu_test.sh CASE GPULAB   (CASE: detect parity reference nccl_allreduce allocator exit_path)
 set -uo pipefail
 CASE=$1 G=$2
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
@@ -42,6 +42,16 @@ case $CASE in
       [ -s "$WORK/p.json" ] || fail "$m: bench parity exited $code with no report"
       [ "$(json_field "$WORK/p.json" '["passed"]')" = True ] || fail "$m: the GPU's step is off the CPU's"
     done
+    ;;
+  reference)
+    # Independent references on the same GPU (issue 44 item 3): torchvision's ResNet-18 logits and
+    # transformers' greedy tokens, PyTorch running the same weights on cuda:0 (the host's Python
+    # with torch, torchvision and transformers: $PYTHON, as make gpu-check uses).
+    RPY=${PYTHON:-python3}
+    "$RPY" -c 'import torch, torchvision, transformers' || fail "$RPY cannot import torch, torchvision and transformers"
+    ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+    "$RPY" "$ROOT/bench/reference/device_parity.py" --gpulab "$G" --device cuda:0 ||
+      fail "gpulab on the GPU is off PyTorch's own result on the same GPU (the line above)"
     ;;
   nccl_allreduce)
     # One rank per GPU; the bench checks each all-reduced element against the expected sum.
