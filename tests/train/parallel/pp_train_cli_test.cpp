@@ -294,6 +294,10 @@ TEST(PpTrainCli, RankKilledMidPipelineStopsEveryRank) {
   std::printf("the job ended %.1f s after rank 1 was killed (exit %d)\n", secs, result.exit_code);
   EXPECT_NE(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(result.err.find("stalls before micro-step 3"), std::string::npos) << result.err;
+  // Rank 0 was waiting in the pipeline, and its receive failed as rank 1's sockets closed.
+  EXPECT_NE(result.err.find("activation gradient from pipeline stage 1 failed on rank 0"),
+            std::string::npos)
+      << result.err;
   // The launcher ends the job once a rank dies (it does not wait for the collective timeout).
   EXPECT_LT(secs, 30.0) << result.out << result.err;
   EXPECT_EQ(rank1_of(run), 0);
