@@ -168,7 +168,7 @@ StateDict newest_checkpoint_weights(const fs::path& run) {
 // learning rate): resumed at PP 2 it is the uninterrupted PP 2 run bit for bit; resumed at PP 1
 // it is the one-process run; and a one-process checkpoint resumes at PP 2. Eight trainer runs,
 // five of them two ranks, with checkpoints (each fsynced): about 95 s on the loaded 2-core
-// machine, every direction in one test so that they share the two straight runs.
+// machine (53-97 s measured), every direction in one test so that they share the two straight runs.
 TEST(PpTrainCli, CheckpointsResumeAtAnotherPipelineSize) {
   const fs::path one = temp_dir("pp_straight1"), two = temp_dir("pp_straight2"),
                  a = temp_dir("pp_save2"), b = temp_dir("pp_save2b"), c = temp_dir("pp_save1");
