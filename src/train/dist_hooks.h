@@ -16,7 +16,8 @@ namespace gpulab::train {
 
 namespace parallel {
 class TpGroup;
-}
+class DeviceMesh;
+}  // namespace parallel
 class RolloutSource;  // train/tasks/grpo_rollout_source.h
 
 class DistContext {
@@ -99,6 +100,9 @@ class DistContext {
   // This rank's tensor-parallel group (train/parallel/tp_group.h), or null without --tp: a task
   // builds its family's tensor-parallel model over it.
   virtual parallel::TpGroup* tp_group() { return nullptr; }
+  // This rank's device mesh under --pp (train/parallel/device_mesh.h), or null: a task builds
+  // its pipeline stage (the mesh's pp coordinate) and runs its schedule over the pp group.
+  virtual parallel::DeviceMesh* pipeline_mesh() { return nullptr; }
   // The model's tensors under its ordinary (one-process) names and shapes, as the final weights
   // hold them: tensor parallelism gathers them over its group, so every rank calls it together.
   virtual StateDict model_state(torch::nn::Module& model) { return module_state_dict(model); }

@@ -35,6 +35,7 @@ Json EpochRecord::to_json() const {
       j["peak_device_reserved_bytes"] = lm->peak_device_reserved_bytes.value_or(0.0);
     }
     if (lm->val_bits_per_byte) j["val_bits_per_byte"] = *lm->val_bits_per_byte;
+    if (lm->pipeline_idle_fraction) j["pipeline_idle_fraction"] = *lm->pipeline_idle_fraction;
   }
   for (const auto& [k, v] : task_figures.items()) j[k] = v;
   if (!task_figures.empty()) j["task_figures"] = task_figures;
@@ -81,6 +82,8 @@ EpochRecord EpochRecord::from_json(const Json& j) {
       lm.peak_device_reserved_bytes = j.value("peak_device_reserved_bytes", 0.0);
     }
     if (j.contains("val_bits_per_byte")) lm.val_bits_per_byte = j.value("val_bits_per_byte", 0.0);
+    if (j.contains("pipeline_idle_fraction"))
+      lm.pipeline_idle_fraction = j.value("pipeline_idle_fraction", 0.0);
     r.lm = lm;
   }
   if (r.lm) {  // a language model's record (older logs held the image names too)
@@ -116,9 +119,13 @@ std::string EpochRecord::line() const {
             : fmt::format("peak host mem {:.0f} MiB", mib(lm->peak_host_memory_bytes));
     return fmt::format(
         "Epoch {}/{} (step {}): time={:.2f}s || loss={:.4f} || {:.0f} tok/s ({:.0f} per device) || "
-        "{:.3f} TFLOPS/device || MFU {:.1f}% || {} || lr={:.6g}",
+        "{:.3f} TFLOPS/device || MFU {:.1f}% || {}{} || lr={:.6g}",
         epoch, num_epochs, step, time_s, train_loss, lm->tokens_per_s, lm->tokens_per_s_per_device,
-        lm->tflops_per_device, 100 * lm->mfu, memory, lr);
+        lm->tflops_per_device, 100 * lm->mfu, memory,
+        lm->pipeline_idle_fraction
+            ? fmt::format(" || pipeline idle {:.1f}%", 100 * *lm->pipeline_idle_fraction)
+            : "",
+        lr);
   }
   return fmt::format(
       "Epoch {}/{}: time={:.2f}s || loss={:.4f} || acc={:.4f} || {:.1f} img/s || lr={:.6g}", epoch,

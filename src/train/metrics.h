@@ -34,6 +34,8 @@ struct EpochRecord {
     // The CUDA caching allocator's peaks (tensors, and held from the driver); GPU runs only.
     std::optional<double> peak_device_allocated_bytes, peak_device_reserved_bytes;
     std::optional<double> val_bits_per_byte;  // when the data knows its bytes per token
+    // --pp: the share of rank 0's step time its stage waited (the pipeline's bubble, measured).
+    std::optional<double> pipeline_idle_fraction;
   };
   std::optional<Lm> lm;
   // A task's own figures of the epoch (GRPO: rewards, KL, ...), kept in the log under their

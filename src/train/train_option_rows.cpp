@@ -48,7 +48,10 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
     {"tp", &TO::tp, "tensor-parallel ranks per model replica (language models: llama, qwen2); data parallel over world / tp", nullptr, rows_at_least(1)},
     {"sequence_parallel", &TO::sequence_parallel, "with --tp: norms and residuals hold 1/tp of the sequence (on) or all of it (off)", on_off_names},
     {"allow_tp_across_nodes", &TO::allow_tp_across_nodes, "let a tensor-parallel group span nodes (slow: every layer all-reduces over the network)"},
-    {"pp", &TO::pp, "pipeline stages (language models; `gpulab plan`: plan only this number)", nullptr, rows_at_least(1)},
+    {"pp", &TO::pp, "pipeline stages per model replica (language models: llama, qwen2, gpt2); data parallel over world / pp (`gpulab plan`: plan only this number)", nullptr, rows_at_least(1)},
+    {"pp_schedule", &TO::pp_schedule, "with --pp: 1f1b (warm-up, one forward one backward, cool-down) or interleaved (--pp_virtual_stages model chunks per stage, a smaller bubble)", pp_schedule_names},
+    {"pp_virtual_stages", &TO::pp_virtual_stages, "with --pp_schedule interleaved: model chunks per stage", nullptr, rows_at_least(2)},
+    {"pp_micro_batches", &TO::pp_micro_batches, "with --pp: micro-batches per step, dividing the batch (0: the most up to 2 x pp; interleaved: a multiple of pp)", nullptr, rows_at_least(0)},
     {"threads", &TO::threads, "intra-op threads (0: all cores / local ranks)", nullptr, rows_at_least(0)},
     {"resume", &TO::resume, "auto (newest complete checkpoint) or a checkpoint path", nullptr, {}, false},
     {"keep_checkpoints", &TO::keep_checkpoints, "complete checkpoints to keep", nullptr, rows_at_least(1)},
@@ -105,6 +108,11 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
 // clang-format on
 
 }  // namespace
+
+const std::vector<std::string>& pp_schedule_names() {
+  static const std::vector<std::string> names = {"1f1b", "interleaved"};
+  return names;
+}
 
 const std::vector<std::string>& on_off_names() {
   static const std::vector<std::string> names = {"on", "off"};

@@ -149,7 +149,7 @@ Status check_train_options(const TrainOptions& o, int world_size) {
   if (auto st = lm ? check_language_model(o) : check_image_model(o); !st) return st;
   // What the world size decides, for every model kind: each process takes at least one sample.
   // (Tensor-parallel ranks share their group's batch: the data-parallel ranks split it.)
-  const int64_t readers = world_size / o.tp;
+  const int64_t readers = world_size / (o.tp * o.pp);
   if (o.batch_size_scaled && o.batch_size < readers)
     return bad(fmt::format("--batch_size {} with --batch_size_scaled is smaller than the {} "
                            "processes: it must be >= {}, one sample or more for each",
@@ -198,7 +198,10 @@ Json options_to_json(const TrainOptions& o) {
          {"limit_eval_batches", o.limit_eval_batches},
          {"max_steps", o.max_steps},
          {"tp", o.tp},
-         {"sequence_parallel", o.sequence_parallel}};
+         {"sequence_parallel", o.sequence_parallel},
+         {"pp", o.pp},
+         {"pp_schedule", o.pp_schedule},
+         {"pp_micro_batches", o.pp_micro_batches}};
   if (o.task != "grpo") return j;
   j["task"] = o.task;
   j["weights"] = o.weights;

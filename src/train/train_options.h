@@ -69,11 +69,16 @@ struct TrainOptions {
 
   // Model parallelism (docs/parallelism.md): tensor-parallel ranks per model replica (language
   // models of a family with a tensor-parallel model), sequence parallelism inside them (on|off),
-  // and whether a TP group may span nodes. Pipeline stages: refused above 1 for now.
+  // and whether a TP group may span nodes. Pipeline stages (language models), their schedule
+  // (1f1b | interleaved), model chunks per stage of the interleaved one, and micro-batches per
+  // step (0: the largest count up to 2·pp that divides the batch).
   int64_t tp = 1;
   std::string sequence_parallel = "on";
   bool allow_tp_across_nodes = false;
   int64_t pp = 1;
+  std::string pp_schedule = "1f1b";
+  int64_t pp_virtual_stages = 2;
+  int64_t pp_micro_batches = 0;
 
   // Checkpoints and outputs.
   std::string resume;  // "", "auto" or a checkpoint path
@@ -132,8 +137,9 @@ const std::vector<std::string>& precision_names();
 const std::vector<std::string>& normalize_names();
 const std::vector<std::string>& memory_format_names();
 const std::vector<std::string>& attention_names();
-const std::vector<std::string>& on_off_names();  // --cpu_kernels
-const std::vector<std::string>& task_names();    // --task
+const std::vector<std::string>& on_off_names();       // --cpu_kernels
+const std::vector<std::string>& pp_schedule_names();  // --pp_schedule
+const std::vector<std::string>& task_names();         // --task
 const std::vector<std::string>& grpo_loss_names();
 const std::vector<std::string>& reward_failure_names();
 const std::vector<std::string>& answer_extract_names();

@@ -38,6 +38,18 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// Module::to(device, dtype) for the tensors the model holds: those on the meta device (another
+// pipeline stage's pieces, shapes only) stay there (Module::to cannot copy them), in the dtype.
+void move_module(torch::nn::Module& m, torch::Device device, torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  const auto moved = [&](const torch::Tensor& t) {
+    const auto type = t.is_floating_point() ? dtype : t.scalar_type();
+    return t.is_meta() ? t.to(type) : t.to(device, type);
+  };
+  for (auto& t : m.parameters()) t.set_data(moved(t));
+  for (auto& t : m.buffers()) t.set_data(moved(t));
+}
 }  // namespace
 
 Trainer::Trainer(TrainOptions opts, DistContextPtr dist)
@@ -86,7 +98,7 @@ void Trainer::setup_data() {
 void Trainer::setup_model() {
   model_ = task_->build_model();
   load_init_weights();
-  model_->to(device_, compute_dtype_);
+  move_module(*model_, device_, compute_dtype_);
   memory_format_ = task_->memory_format(*model_);
   dist_->prepare_model(*model_);
 }
@@ -207,6 +219,11 @@ StepLoss Trainer::micro_step(const TaskBatch& batch, int64_t b) {
   const bool last_micro = b == group_start + group_size - 1;
   if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
   dist_->before_backward(*model_, last_micro);
+  // A pipeline stage's schedule (one step per batch: --grad_accum is refused with --pp).
+  if (auto s = task_->forward_backward(batch)) {
+    if (last_micro) optimizer_step();
+    return *s;
+  }
   torch::Tensor outputs;
   {
     AutocastGuard autocast(precision_, device_);

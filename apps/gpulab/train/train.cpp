@@ -15,6 +15,7 @@
 #include "train/model_defaults.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
+#include "train/parallel/pipeline_options.h"
 #include "train/parallel/tp_options.h"
 #include "train/tasks/grpo_setup.h"
 #include "train/tasks/grpo_split.h"
@@ -74,6 +75,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     // combination is one error, not N ranks that fail), and in each rank as it starts.
     dist_opts->precision = opts->precision;
     dist_opts->tp = static_cast<int>(opts->tp);
+    dist_opts->pp = static_cast<int>(opts->pp);
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
     const int world = planned_world_size(*dist_opts);
     throw_usage_error(train::check_generation_split(*opts, *dist_opts, world), cmd);
@@ -83,6 +85,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     throw_usage_error(train::parallel::check_tp_placement(*opts, dist_opts->shard,
                                                           nodes.ranks_per_node, nodes.nnodes),
                       cmd);
+    throw_usage_error(train::parallel::check_pipeline_placement(*opts, dist_opts->shard), cmd);
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = launch_if_needed(*dist_opts)) {
       ctx.exit_code = *code;

@@ -16,6 +16,7 @@
 #include "train/dist/shard_precision.h"
 #include "train/dist/sharded_model.h"
 #include "train/dist/wrap_policy.h"
+#include "train/parallel/pipeline_context.h"
 #include "train/parallel/tp_context.h"
 
 namespace gpulab::train::dist {
@@ -71,6 +72,9 @@ DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communica
   if (o.tp > 1) {
     // check_tp_options refused a world that tp does not divide before any rank started.
     ctx = std::make_shared<parallel::TpContext>(place, ddp_options(o), o.tp);
+  } else if (o.pp > 1) {
+    // check_pipeline_options refused a world that pp does not divide before any rank started.
+    ctx = std::make_shared<parallel::PipelineContext>(place, ddp_options(o), o.pp);
   } else if (group && o.shard != "none") {
     ctx = std::make_shared<ShardContext>(std::move(group), place, shard_options(o));
   } else if (group) {

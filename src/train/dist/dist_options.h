@@ -34,6 +34,8 @@ struct DistOptions {
   std::string precision = "fp32";
   // The job's --tp (copied here too): above 1, a device mesh (train/parallel/tp_context.h).
   int tp = 1;
+  // The job's --pp (copied too): above 1, a device mesh (train/parallel/pipeline_context.h).
+  int pp = 1;
   bool say_hello = true;  // "Hello from local_rank L, global_rank G"
 };
 

@@ -36,6 +36,18 @@ torch::Tensor CausalLm::head_input(const torch::Tensor& h, const KvCache* cache)
   return h.narrow(1, h.size(1) - 1, 1);
 }
 
+void CausalLm::init_normal(torch::Tensor& p, double std) const {
+  if (!p.is_meta()) {
+    p.normal_(0.0, std);
+    return;
+  }
+  for (const auto& q : parameters())
+    if (!q.is_meta()) {
+      torch::empty(p.sizes(), q.options()).normal_(0.0, std);
+      return;
+    }
+}
+
 torch::Tensor CausalLm::run_block(const std::shared_ptr<torch::nn::Module>& block,
                                   const torch::Tensor& h,
                                   std::function<torch::Tensor(const torch::Tensor&)> fn) const {

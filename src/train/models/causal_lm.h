@@ -60,6 +60,11 @@ class CausalLm : public Classifier {
   torch::Tensor begin_forward(const torch::Tensor& tokens, KvCache* cache) const;
   // The hidden states the output head needs: the last position's alone where the cache asks.
   static torch::Tensor head_input(const torch::Tensor& h, const KvCache* cache);
+  // Fills p from normal(0, std) as reset_parameters does. A piece on the meta device (another
+  // pipeline stage's) draws as many values into a scratch tensor on the model's device instead,
+  // so the generator moves on exactly as for the whole model and a model built in part holds
+  // the whole model's values for the same seed.
+  void init_normal(torch::Tensor& p, double std) const;
   // Runs one block on h: recomputed in the backward pass when checkpointing applies (training
   // with gradients), else through run_unit (sharded data parallel gathers the block around it).
   torch::Tensor run_block(const std::shared_ptr<torch::nn::Module>& block, const torch::Tensor& h,

@@ -1,6 +1,7 @@
 // The pipeline executor: a stage's actions with their point-to-point crossings.
 #include "train/parallel/pipeline_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -81,6 +82,8 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
   if (span.head) {
     // This micro-batch's share of the batch mean: its summed loss over the batch's count.
     const int64_t vocab = out.size(-1);
+    const auto hits = out.detach().argmax(-1).eq(targets[mb]).sum().to(torch::kDouble);
+    correct_ = correct_.defined() ? correct_ + hits : hits;
     out = F::cross_entropy(
               out.reshape({-1, vocab}), targets[mb].reshape({-1}),
               F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).reduction(torch::kSum)) /
@@ -157,7 +160,7 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens,
   const double count = std::max<double>(1.0, (targets != kIgnoreIndex).sum().item<double>());
   PipelineStepResult r;
   wait_s_ = 0;
-  loss_sum_ = torch::Tensor();
+  loss_sum_ = correct_ = torch::Tensor();
   const auto start = Clock::now();
   for (const PipeAction& a : pipeline_schedule(s, stage_.stage())) {
     if (a.op == PipeOp::kForward)
@@ -169,16 +172,56 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens,
   finish_sends();
   // Every stage gets the last stage's loss; the wait here is the end of this stage's bubble.
   auto loss = s.stages - 1 == stage_.stage()
-                  ? loss_sum_.to(torch::kDouble).reshape({1}).to(pp_.device())
-                  : torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble));
+                  ? torch::stack({loss_sum_.to(torch::kDouble), correct_}).cpu().to(pp_.device())
+                  : torch::zeros({2}, torch::TensorOptions().dtype(torch::kDouble));
   const auto before = Clock::now();
   pp_.broadcast(loss, s.stages - 1, "the pipeline's loss");
   wait_s_ += seconds_since(before);
   r.wall_s = seconds_since(start);
   sum_shared_gradient();
-  r.loss = loss.item<double>();
+  r.loss = loss[0].item<double>();
+  r.correct = loss[1].item<double>();
   r.wait_s = wait_s_;
   return r;
+}
+
+PipelineEvalSums PipelineExecutor::evaluate(const torch::Tensor& tokens,
+                                            const torch::Tensor& targets) {
+  torch::NoGradGuard no_grad;
+  const PipelineShape& s = stage_.shape();
+  hidden_shape_ = {tokens.size(0), tokens.size(1), stage_.config().hidden_size};
+  const uint32_t base = tag(s.micro_batches, 0, 0);  // past every training tag
+  auto sums = torch::zeros({4}, torch::kDouble);
+  for (int chunk = 0; chunk < s.chunks(); ++chunk) {
+    if (s.stage_of(chunk) != stage_.stage()) continue;
+    const StageSpan& span = stage_.span(chunk);
+    torch::Tensor h = span.embedding
+                          ? tokens
+                          : receive(s.stage_of(chunk - 1), base + static_cast<uint32_t>(chunk - 1),
+                                    "receiving an evaluation batch's activations")
+                                .to(tokens.device());
+    h = stage_.forward(chunk, h);
+    if (!span.head) {
+      send(h, s.stage_of(chunk + 1), base + static_cast<uint32_t>(chunk),
+           "sending an evaluation batch's activations");
+      continue;
+    }
+    const auto logits = h.reshape({-1, h.size(-1)});
+    const auto y = targets.reshape({-1});
+    const auto hits =
+        std::get<1>(logits.topk(std::min<int64_t>(5, logits.size(1)), 1)).eq(y.unsqueeze(1));
+    sums[0] = F::cross_entropy(logits, y, F::CrossEntropyFuncOptions().reduction(torch::kSum))
+                  .item<double>();
+    sums[1] = hits.select(1, 0).sum().item<double>();
+    sums[2] = hits.any(1).sum().item<double>();
+    sums[3] = static_cast<double>(y.size(0));
+  }
+  finish_sends();
+  auto shared = sums.to(pp_.device());
+  pp_.broadcast(shared, s.stages - 1, "the pipeline's evaluation sums");
+  shared = shared.cpu();
+  return {shared[0].item<double>(), shared[1].item<double>(), shared[2].item<double>(),
+          shared[3].item<double>()};
 }
 
 }  // namespace gpulab::train::parallel

@@ -20,11 +20,19 @@
 namespace gpulab::train::parallel {
 
 struct PipelineStepResult {
-  double loss = 0;    // the batch's mean cross-entropy over targets that are not ignored
-  double wall_s = 0;  // this stage's step, from its first action to the loss broadcast
-  double wait_s = 0;  // of which blocked: in receives, and in the closing loss broadcast
+  double loss = 0;     // the batch's mean cross-entropy over targets that are not ignored
+  double correct = 0;  // positions whose argmax is the target
+  double wall_s = 0;   // this stage's step, from its first action to the loss broadcast
+  double wait_s = 0;   // of which blocked: in receives, and in the closing loss broadcast
   std::vector<PipeAction> executed;  // the actions in the order this stage ran them
   double idle_fraction() const { return wall_s > 0 ? wait_s / wall_s : 0; }
+};
+
+// Held-out sums of one batch (every stage gets them): as the trainer's evaluation counts.
+struct PipelineEvalSums {
+  double loss_sum = 0;  // summed cross-entropy
+  double top1 = 0, top5 = 0;
+  double count = 0;  // positions
 };
 
 class PipelineExecutor {
@@ -39,6 +47,9 @@ class PipelineExecutor {
   // tokens, the last the targets). Gradients accumulate into the stage's parameters, complete
   // when it returns: a tied embedding's is summed between the first and the last stage.
   PipelineStepResult step(const torch::Tensor& tokens, const torch::Tensor& targets);
+  // The forward passes alone, the whole batch at once through the chunks in model order (no
+  // gradient): its evaluation sums, computed on the last stage.
+  PipelineEvalSums evaluate(const torch::Tensor& tokens, const torch::Tensor& targets);
 
  private:
   void forward(const PipeAction& a, const std::vector<torch::Tensor>& tokens,
@@ -59,7 +70,7 @@ class PipelineExecutor {
   std::map<std::pair<int, int>, std::pair<torch::Tensor, torch::Tensor>> saved_;
   std::vector<std::pair<dist::WorkPtr, torch::Tensor>> sends_;  // in flight, with what they send
   std::map<uint32_t, torch::Tensor> local_;  // crossings within this stage (one stage)
-  torch::Tensor loss_sum_;
+  torch::Tensor loss_sum_, correct_;
   double wait_s_ = 0;
 };
 

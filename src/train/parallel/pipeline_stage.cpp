@@ -33,9 +33,9 @@ torch::ScalarType floating_dtype(const StateDict& full) {
 }  // namespace
 
 PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
-                             std::vector<StageSpan> spans, int stage, const StateDict& full,
-                             torch::Device device)
-    : shape_(shape), spans_(std::move(spans)), stage_(stage), dtype_(floating_dtype(full)) {
+                             std::vector<StageSpan> spans, int stage, torch::Device device,
+                             torch::ScalarType dtype)
+    : shape_(shape), spans_(std::move(spans)), stage_(stage), dtype_(dtype) {
   check_pipeline_shape(shape_);
   GPULAB_ASSERT(
       static_cast<int>(spans_.size()) == shape_.chunks() && stage >= 0 && stage < shape_.stages,
@@ -43,6 +43,15 @@ PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
   const ModelPart part = stage_part(c, shape_, spans_, stage);
   model_ = build_causal_lm(c, device, part);
   model_->to(dtype_);
+  // Tied weights over several stages: the first stage's input and the last stage's output.
+  if (c.tie_word_embeddings && shape_.stages > 1 && (part.embedding || part.head))
+    shared_ = std::string(c.traits().token_embedding);
+}
+
+PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
+                             std::vector<StageSpan> spans, int stage, const StateDict& full,
+                             torch::Device device)
+    : PipelineStage(c, shape, std::move(spans), stage, device, floating_dtype(full)) {
   torch::NoGradGuard no_grad;
   for (auto& p : model_->named_parameters()) {
     if (p.value().is_meta()) continue;
@@ -54,9 +63,6 @@ PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
                       "give the stage the whole model's ordinary state dict");
     p.value().copy_(it->second);
   }
-  // Tied weights over several stages: the first stage's input and the last stage's output.
-  if (c.tie_word_embeddings && shape_.stages > 1 && (part.embedding || part.head))
-    shared_ = std::string(c.traits().token_embedding);
 }
 
 torch::Tensor PipelineStage::forward(int chunk, const torch::Tensor& input) {

@@ -25,6 +25,11 @@ class PipelineStage {
   // kInvalidArgument when `full` lacks one of the stage's tensors or has the wrong shape.
   PipelineStage(const DecoderConfig& c, const PipelineShape& shape, std::vector<StageSpan> spans,
                 int stage, const StateDict& full, torch::Device device = torch::kCPU);
+  // The same stage initialised as build_causal_lm initialises the whole model (the same values
+  // for the same generator state: CausalLm::init_normal), in `dtype`, without ever holding more
+  // than the stage's pieces and the largest one of the rest.
+  PipelineStage(const DecoderConfig& c, const PipelineShape& shape, std::vector<StageSpan> spans,
+                int stage, torch::Device device, torch::ScalarType dtype);
 
   int stage() const { return stage_; }
   const PipelineShape& shape() const { return shape_; }
@@ -32,6 +37,7 @@ class PipelineStage {
   const DecoderConfig& config() const { return model_->config(); }
   torch::ScalarType dtype() const { return dtype_; }
   CausalLm& model() { return *model_; }
+  const CausalLmPtr& model_ptr() const { return model_; }
 
   // Chunk `chunk` (one of this stage's) on `input`: tokens (B x T) for the first chunk, hidden
   // states (B x T x hidden) otherwise; returns hidden states, or the logits from the last chunk.

@@ -9,6 +9,7 @@
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
 #include "train/parallel/mesh_layout.h"
+#include "train/parallel/pipeline_options.h"
 #include "train/parallel/tp_families.h"
 #include "train/parallel/tp_llama_state.h"
 
@@ -74,9 +75,7 @@ Status check_tp_shape(const TrainOptions& o, int world_size) {
 }  // namespace
 
 Status check_model_parallel_options(const TrainOptions& o, int world_size) {
-  if (o.pp > 1)
-    return refuse(fmt::format("--pp {}: pipeline parallelism is not wired into train yet", o.pp),
-                  "pass --pp 1 (the default); --tp and data parallelism are");
+  if (o.pp > 1) return check_pipeline_options(o, world_size);
   if (o.tp == 1) return ok_status();
   if (o.task == "grpo" || !is_language_model(o.model))
     return refuse(fmt::format("--tp {} splits a language model's layers; --model {}{} is not one "

@@ -8,10 +8,10 @@
 
 namespace gpulab::train::parallel {
 
-// --pp above 1 (not wired into train yet); with --tp above 1: a language model of a family with a
-// tensor-parallel model, a TP size its heads, kv heads and FFN width allow, a world size it
-// divides, a sequence it splits (sequence parallelism), and no option the TP model cannot honour
-// (mixed precision, activation checkpointing, label smoothing). kInvalidArgument.
+// --pp above 1: check_pipeline_options (pipeline_options.h); with --tp above 1: a language model of
+// a family with a tensor-parallel model, a TP size its heads, kv heads and FFN width allow, a world
+// size it divides, a sequence it splits (sequence parallelism), and no option the TP model cannot
+// honour (mixed precision, activation checkpointing, label smoothing). kInvalidArgument.
 Status check_model_parallel_options(const TrainOptions& o, int world_size);
 
 // A TP group stays inside a node (ranks are numbered node by node, TP innermost) unless

@@ -14,11 +14,18 @@
 #include "train/models/attention_core.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/models/lm_families.h"
+#include "train/parallel/device_mesh.h"
+#include "train/parallel/pipeline_executor.h"
+#include "train/parallel/pipeline_options.h"
 #include "train/parallel/tp_families.h"
 #include "train/tasks/class_metrics.h"
 #include "train/weights_export.h"
 
 namespace gpulab::train {
+
+LmTask::LmTask(const TaskEnv& env) : env_(env) {}
+
+LmTask::~LmTask() = default;
 
 int64_t LmTask::open_data() {
   LmDataOptions lo;
@@ -46,7 +53,11 @@ ClassifierPtr LmTask::build_model() {
                                 "takes the data's ({})",
                                 cfg.vocab_size, shapes_taking_data_vocab()));
   }
-  model_ = build_causal_lm(cfg, env_.device);  // built where it trains
+  if (auto* mesh = env_.dist.pipeline_mesh()) {
+    model_ = build_stage(cfg, *mesh);
+  } else {
+    model_ = build_causal_lm(cfg, env_.device);  // built where it trains
+  }
   if (auto* group = env_.dist.tp_group()) {
     // This rank's shard of the very weights the one-process run starts from (same seed).
     auto tp = parallel::build_tp_causal_lm(cfg, *group, module_state_dict(*model_));
@@ -65,6 +76,40 @@ ClassifierPtr LmTask::build_model() {
                                                 : p == "tf32"              ? "tf32"
                                                                            : "fp32");
   return model_;
+}
+
+// The stage's pieces alone, initialised as the whole model would be from the same seed; the
+// blocks split by the FLOPs cost model, the embedding and the head counted.
+CausalLmPtr LmTask::build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& mesh) {
+  const parallel::PipelineShape shape = parallel::pipeline_shape(env_.opts, env_.batch_per_process);
+  auto spans = parallel::split_stages(cfg.num_layers, shape.stages, shape.virtual_stages,
+                                      parallel::decoder_stage_costs(cfg, env_.opts.seq_len));
+  stage_ = std::make_unique<parallel::PipelineStage>(cfg, shape, std::move(spans), mesh.coord().pp,
+                                                     env_.device, env_.compute_dtype);
+  pipe_ = std::make_unique<parallel::PipelineExecutor>(*stage_, mesh.pp());
+  auto bytes = torch::zeros({shape.stages}, torch::kDouble);
+  bytes[mesh.coord().pp] = static_cast<double>(stage_->parameter_bytes());
+  bytes = bytes.to(mesh.pp().device());
+  mesh.pp().allreduce_sum(bytes, "every pipeline stage's parameter bytes");
+  bytes = bytes.cpu();
+  for (int64_t s = 0; s < shape.stages; ++s) stage_bytes_.push_back(bytes[s].item<double>());
+  return stage_->model_ptr();
+}
+
+void LmTask::start_epoch(int64_t /*epoch*/, int64_t /*skip*/) {
+  pipe_wait_s_ = pipe_wall_s_ = 0;
+}
+
+// The pipeline's step: every stage runs its schedule; the loss and hits are the last stage's.
+std::optional<StepLoss> LmTask::forward_backward(const TaskBatch& batch) {
+  if (!pipe_) return std::nullopt;
+  const auto r = pipe_->step(batch.inputs, batch.targets.reshape(batch.inputs.sizes()));
+  pipe_wait_s_ += r.wait_s;
+  pipe_wall_s_ += r.wall_s;
+  const auto on = torch::TensorOptions().device(env_.device);
+  return StepLoss{torch::tensor(r.loss, on.dtype(env_.compute_dtype)),
+                  torch::tensor(static_cast<int64_t>(r.correct), on.dtype(torch::kLong)),
+                  batch.targets.numel()};
 }
 
 // A Hugging Face file may name tensors otherwise (GPT-2's hub layout).
@@ -100,6 +145,7 @@ void LmTask::add_epoch_figures(EpochRecord& rec) const {
   s.tflops_per_device = s.tokens_per_s_per_device * flops_per_token_ / 1e12;
   s.mfu = peak_.flops > 0 ? s.tflops_per_device * 1e12 / peak_.flops : 0;
   s.peak_host_memory_bytes = static_cast<double>(peak_host_memory_bytes());
+  if (pipe_) s.pipeline_idle_fraction = pipe_wall_s_ > 0 ? pipe_wait_s_ / pipe_wall_s_ : 0;
   if (const auto peak = device_memory_peak(env_.device)) {
     s.peak_device_allocated_bytes = static_cast<double>(peak->allocated_bytes);
     s.peak_device_reserved_bytes = static_cast<double>(peak->reserved_bytes);
@@ -115,7 +161,12 @@ void LmTask::evaluate(Classifier& model, EpochRecord& rec) {
         if (b >= data_->val_batches()) return std::nullopt;
         return to_device(data_->val_batch(b++));
       },
-      env_, rec);
+      env_, rec,
+      pipe_ ? BatchEvaluator([this](const TaskBatch& batch) -> EvalSums {
+        const auto s = pipe_->evaluate(batch.inputs, batch.targets.reshape(batch.inputs.sizes()));
+        return {s.loss_sum, s.top1, s.top5, s.count};
+      })
+            : BatchEvaluator());
   // Bits per byte: nats per token over ln 2, spread over the bytes of text a token stands for.
   if (rec.lm && data_->bytes_per_token() > 0)
     rec.lm->val_bits_per_byte = *rec.test_loss / std::log(2.0) / data_->bytes_per_token();
@@ -146,6 +197,7 @@ std::vector<std::string> LmTask::header(const RunFacts& facts) const {
     lines.push_back(fmt::format(
         "Tensor parallel: {} ranks per model replica (sequence parallel {}), data parallel {}",
         tp_->group().size(), tp_->sequence_parallel ? "on" : "off", env_.dist.data_world_size));
+  if (pipe_) lines.push_back(pipeline_line());
   lines.push_back(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
                               env_.device.str(), env_.threads, o.precision, env_.dist.world_size,
                               env_.dist.backend()));
@@ -165,6 +217,23 @@ std::vector<std::string> LmTask::header(const RunFacts& facts) const {
         "bf16 matrix products: fp32 GEMM on bf16 operands, bf16 results (this CPU has no bf16 "
         "GEMM kernels; libtorch's fallback loop is ~15x slower)");
   return lines;
+}
+
+// The schedule and every stage's measured parameter memory (the model's share each holds).
+std::string LmTask::pipeline_line() const {
+  const parallel::PipelineShape& s = stage_->shape();
+  std::vector<std::string> stages;
+  double total = 0;
+  for (double b : stage_bytes_) total += b;
+  for (double b : stage_bytes_)
+    stages.push_back(fmt::format("{:.0f} ({:.1f}%)", b, 100 * b / std::max(1.0, total)));
+  return fmt::format(
+      "Pipeline parallel: {} stages, {} schedule{}, {} micro-batches of {} sequences, data "
+      "parallel {}; parameter bytes per stage: {}",
+      s.stages, s.virtual_stages > 1 ? "interleaved 1F1B" : "1F1B",
+      s.virtual_stages > 1 ? fmt::format(" ({} model chunks per stage)", s.virtual_stages) : "",
+      s.micro_batches, env_.batch_per_process / s.micro_batches, env_.dist.data_world_size,
+      join(stages, ", "));
 }
 
 // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.

@@ -14,19 +14,24 @@ namespace gpulab::train {
 
 namespace parallel {
 class TpCausalLm;
-}
+class PipelineStage;
+class PipelineExecutor;
+class DeviceMesh;
+}  // namespace parallel
 
 class LmTask : public TrainTask {
  public:
-  explicit LmTask(const TaskEnv& env) : env_(env) {}
+  explicit LmTask(const TaskEnv& env);
+  ~LmTask() override;
 
   int64_t open_data() override;
   ClassifierPtr build_model() override;
   StateDict init_weight_names(StateDict weights) const override;
   MemoryFormatChoice memory_format(Classifier& model) override;
-  void start_epoch(int64_t /*epoch*/, int64_t /*skip*/) override {}  // batches go by index
+  void start_epoch(int64_t epoch, int64_t skip) override;  // batches go by index
   std::optional<TaskBatch> next_batch(int64_t index) override;
   StepLoss loss(const torch::Tensor& outputs, const TaskBatch& batch) const override;
+  std::optional<StepLoss> forward_backward(const TaskBatch& batch) override;
   void add_epoch_figures(EpochRecord& rec) const override;
   void evaluate(Classifier& model, EpochRecord& rec) override;
   std::vector<std::string> header(const RunFacts& facts) const override;
@@ -43,11 +48,19 @@ class LmTask : public TrainTask {
 
  private:
   TaskBatch to_device(LmBatch batch) const;
+  // --pp: this rank's stage of `cfg` (the mesh's pp coordinate) and its executor.
+  CausalLmPtr build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& mesh);
+  std::string pipeline_line() const;
 
   TaskEnv env_;
   std::unique_ptr<LmBatches> data_;
   CausalLmPtr model_;
   parallel::TpCausalLm* tp_ = nullptr;  // model_, when it is split over a tensor-parallel group
+  // --pp: model_ is the stage's model; the executor runs the schedule over the pp group.
+  std::unique_ptr<parallel::PipelineStage> stage_;
+  std::unique_ptr<parallel::PipelineExecutor> pipe_;
+  std::vector<double> stage_bytes_;           // every stage's parameter bytes
+  double pipe_wait_s_ = 0, pipe_wall_s_ = 0;  // this epoch's steps, on this stage
   double flops_per_token_ = 0;
   PeakFlops peak_;
 };

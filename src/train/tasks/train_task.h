@@ -86,6 +86,12 @@ class TrainTask {
   virtual void abandon_epoch() {}
   // The loss of the model's outputs (the forward ran under the loop's autocast).
   virtual StepLoss loss(const torch::Tensor& outputs, const TaskBatch& batch) const = 0;
+  // A model that runs its own forward and backward passes over a micro-batch (a pipeline stage's
+  // schedule, which interleaves them across ranks): the batch's loss, its gradients accumulated
+  // into the parameters when this returns. nullopt: the loop runs forward, loss and backward.
+  virtual std::optional<StepLoss> forward_backward(const TaskBatch& /*batch*/) {
+    return std::nullopt;
+  }
 
   // After each optimizer step, on every rank in step (a task may sum over ranks here): the
   // step's figures, or nullopt for a task that has none per step.

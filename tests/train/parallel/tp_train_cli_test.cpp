@@ -249,8 +249,6 @@ TEST(TpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
       "the gpt2 family (gpt2-tiny) has no tensor-parallel model", "llama, qwen2");
   expect_refused(with(set_flag(base, "--seq_len", "15"), {"--tp", "2", "--nproc_per_node", "2"}),
                  out, "--seq_len 15 does not split over --tp 2", "--seq_len 16");
-  bad({"--pp", "2", "--nproc_per_node", "2"}, "pipeline parallelism is not wired into train yet",
-      "--pp 1");
   bad({"--tp", "2", "--nproc_per_node", "2", "--shard", "full"}, "--shard full", "drop --shard");
   bad({"--tp", "2", "--nproc_per_node", "2", "--activation_checkpointing"},
       "--activation_checkpointing", "drop --activation_checkpointing");

@@ -128,7 +128,7 @@ void Gpt2LMHeadModel::reset_parameters() {
     const std::string& name = p.key();
     const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
     if (p.value().dim() >= 2)
-      p.value().normal_(0.0, name.find("c_proj.weight") != std::string::npos ? residual_std : 0.02);
+      init_normal(p.value(), name.find("c_proj.weight") != std::string::npos ? residual_std : 0.02);
     else
       p.value().fill_(is_bias ? 0.0 : 1.0);  // biases, LayerNorm scales
   }

@@ -173,7 +173,7 @@ void LlamaForCausalLM::reset_parameters() {
     const std::string& name = p.key();
     const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
     if (p.value().dim() >= 2)
-      p.value().normal_(0.0, 0.02);
+      init_normal(p.value(), 0.02);
     else
       p.value().fill_(is_bias ? 0.0 : 1.0);  // Qwen2's q/k/v biases; RMSNorm scales
   }

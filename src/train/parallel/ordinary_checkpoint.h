@@ -1,0 +1,47 @@
+// What a model-parallel run (tensor or pipeline parallel) needs to write and read checkpoints in
+// the ordinary layout: the one-process model as a twin, an optimizer of the run's kind over it,
+// and the optimizer's per-parameter tensors (Adam's moments, momentum) by parameter name, so the
+// ordinary checkpoint code (train/checkpoint.h) writes and reads one format for every layout.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/models/causal_lm.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train::parallel {
+
+using Moments = std::map<std::string, StateDict>;  // state field -> parameter name -> tensor
+
+// An optimizer of opt's kind with opt's defaults and group options, over `groups` (one per group
+// of opt, in its order). Throws kUnsupported for a kind without a model-parallel checkpoint.
+std::unique_ptr<torch::optim::Optimizer> same_kind_optimizer(
+    const torch::optim::Optimizer& opt, std::vector<std::vector<torch::Tensor>> groups);
+
+// The one-process model of shape `c` in `dtype`, without touching the RNG the checkpoint records
+// (building initialises weights).
+std::shared_ptr<CausalLm> ordinary_twin(const DecoderConfig& c, torch::ScalarType dtype);
+
+// opt's state tensors of every parameter of `model` (those on the meta device have none), by
+// field and name.
+Moments state_moments(torch::nn::Module& model, const torch::optim::Optimizer& opt);
+
+// For each parameter of `to_model` off the meta device and named in `moments`, with state in
+// `from`: a copy of the state of the parameter of the same name in `from_model`, its tensors
+// replaced by `moments` (already in to's layout).
+void copy_state(torch::optim::Optimizer& from, torch::nn::Module& from_model,
+                torch::optim::Optimizer& to, torch::nn::Module& to_model, const Moments& moments);
+
+// For each parameter of `to_model` named in `moments` (off the meta device): a copy of `like` (a
+// state of to's kind, whose step count every parameter shares, as every parameter trains every
+// step), its tensors replaced by `moments`. A pipeline stage's rank fills the twin of the whole
+// model this way, holding only its own stage's states.
+void fill_state(torch::optim::Optimizer& to, torch::nn::Module& to_model,
+                const torch::optim::OptimizerParamState& like, const Moments& moments);
+
+}  // namespace gpulab::train::parallel

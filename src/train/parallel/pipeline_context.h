@@ -1,0 +1,45 @@
+// The DistContext of a rank under --pp: the world's communicator and one device mesh over it
+// (pipeline stages inside a model replica, data parallel outermost). The model is the rank's
+// pipeline stage (the family's model with the other stages' pieces on the meta device); its
+// gradients are averaged over the data-parallel group, clipped by the norm over every stage,
+// metrics summed over the data-parallel group; checkpoints and the final weights are gathered
+// into the ordinary layout, so any --pp (one included) resumes them.
+#pragma once
+
+#include <memory>
+
+#include "train/dist/ddp_context.h"
+#include "train/parallel/device_mesh.h"
+
+namespace gpulab::train::parallel {
+
+class PipelineContext : public dist::DdpContext {
+ public:
+  // Every rank calls it together; throws what MeshLayout throws (pp not dividing the world).
+  PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts, int pp);
+  ~PipelineContext() override;
+
+  void prepare_model(torch::nn::Module& model) override;
+  void after_backward(torch::nn::Module& model) override;
+  // Summed over the data-parallel group, then the max over the pipeline group: a metric (the
+  // last stage's, which every stage receives) is its data-parallel sum, and a stop flag raised
+  // on any rank reaches all of them.
+  void all_reduce_sum(torch::Tensor& t) override;
+  std::vector<std::vector<torch::Tensor>> optimizer_groups() override;
+  double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
+  std::shared_ptr<Sampler> train_sampler(int64_t size, uint64_t seed) override;
+  std::shared_ptr<Sampler> eval_sampler(int64_t size) override;
+  DeviceMesh* pipeline_mesh() override { return mesh_.get(); }
+  StateDict model_state(torch::nn::Module& model) override;
+  bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,
+                       const torch::optim::Optimizer& opt, int keep) override;
+  std::optional<Result<TrainState>> load_checkpoint(const CheckpointInfo& ckpt,
+                                                    torch::nn::Module& model,
+                                                    torch::optim::Optimizer& opt) override;
+
+ private:
+  std::shared_ptr<DeviceMesh> mesh_;
+  torch::nn::Module* model_ = nullptr;  // the stage's model (prepare_model)
+};
+
+}  // namespace gpulab::train::parallel

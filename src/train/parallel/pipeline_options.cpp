@@ -1,0 +1,117 @@
+// --pp checks and the run's pipeline shape (see pipeline_options.h).
+#include "train/parallel/pipeline_options.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "train/models/decoder_config.h"
+#include "train/models/registry.h"
+#include "train/parallel/mesh_layout.h"
+#include "train/parallel/pipeline_split.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+Status refuse(std::string message, std::string hint) {
+  return Error{Code::kInvalidArgument, std::move(message), std::move(hint)};
+}
+
+// A check that throws gpulab::Exception, as a Status of kInvalidArgument.
+template <class F>
+Status as_status(F&& check) {
+  try {
+    check();
+  } catch (const Exception& e) {
+    return refuse(e.error().message, e.error().hint);
+  }
+  return ok_status();
+}
+
+bool is_interleaved(const TrainOptions& o) {
+  return o.pp_schedule == "interleaved";
+}
+
+// Options the pipeline does not honour yet: refused rather than ignored.
+Status check_pipeline_combinations(const TrainOptions& o) {
+  const std::string pp = fmt::format("--pp {}", o.pp);
+  if (o.tp > 1)
+    return refuse(fmt::format("{} with --tp {}: tensor parallelism inside pipeline stages is not "
+                              "wired yet",
+                              pp, o.tp),
+                  "use --tp or --pp (each composes with data parallelism)");
+  if (o.precision == "bf16" || o.precision == "fp16")
+    return refuse(pp + " with --precision " + o.precision +
+                      ": the pipeline's stages do not run under autocast yet",
+                  "use --precision fp32 (or tf32 on a GPU, fp64 for numerics checks), or "
+                  "train without --pp");
+  if (o.grad_accum > 1)
+    return refuse(pp + " with --grad_accum: the pipeline's micro-batches already accumulate "
+                       "gradients within a step",
+                  "drop --grad_accum and raise --batch_size (and --pp_micro_batches)");
+  if (o.label_smoothing > 0)
+    return refuse(pp + " with --label_smoothing: the last stage's loss has none",
+                  "drop --label_smoothing, or train without --pp");
+  if (!o.init_weights.empty())
+    return refuse(pp + " with --init_weights: each stage starts from the seed's weights",
+                  "start the run without --pp, then resume its checkpoint with --pp (--resume "
+                  "takes any --pp)");
+  return ok_status();
+}
+
+}  // namespace
+
+PipelineShape pipeline_shape(const TrainOptions& o, int64_t batch) {
+  PipelineShape s;
+  s.stages = static_cast<int>(o.pp);
+  s.virtual_stages = is_interleaved(o) ? static_cast<int>(o.pp_virtual_stages) : 1;
+  s.micro_batches = static_cast<int>(o.pp_micro_batches);
+  if (s.micro_batches > 0) return s;
+  // The interleaved schedule runs rounds of pp micro-batches per chunk.
+  const int64_t step = is_interleaved(o) ? o.pp : 1;
+  for (int64_t m = 2 * o.pp; m >= step; m -= step)
+    if (batch % m == 0) {
+      s.micro_batches = static_cast<int>(m);
+      break;
+    }
+  return s;
+}
+
+Status check_pipeline_options(const TrainOptions& o, int world_size) {
+  if (o.pp == 1) return ok_status();
+  if (o.task == "grpo" || !is_language_model(o.model))
+    return refuse(fmt::format("--pp {} splits a language model's blocks into stages; --model {}{} "
+                              "is not one it trains",
+                              o.pp, o.model, o.task == "grpo" ? " under --task grpo" : ""),
+                  "train it without --pp");
+  if (auto st = check_pipeline_combinations(o); !st) return st;
+  auto cfg = find_decoder_config(o.model);
+  if (!cfg) return cfg.error();
+  const int pp = static_cast<int>(o.pp);
+  const int v = is_interleaved(o) ? static_cast<int>(o.pp_virtual_stages) : 1;
+  if (auto st = as_status([&] { check_pipeline_split(cfg->num_layers, pp, v); }); !st) return st;
+  if (auto st = as_status([&] { (void)MeshLayout(world_size, 1, pp); }); !st) return st;
+  const int64_t batch = batch_per_process(o, world_size / pp);
+  const PipelineShape s = pipeline_shape(o, batch);
+  if (s.micro_batches == 0 || batch % s.micro_batches != 0)
+    return refuse(
+        fmt::format("--pp {}: a batch of {} sequences per process does not split into {}", pp,
+                    batch,
+                    s.micro_batches > 0 ? fmt::format("{} micro-batches", s.micro_batches)
+                                        : fmt::format("micro-batches (a multiple of {} up to {})",
+                                                      is_interleaved(o) ? pp : 1, 2 * pp)),
+        fmt::format("pass a --batch_size that is a multiple of {}, or a --pp_micro_batches that "
+                    "divides {}",
+                    is_interleaved(o) ? pp : 2 * pp, batch));
+  return as_status([&] { check_pipeline_shape(s); });
+}
+
+Status check_pipeline_placement(const TrainOptions& o, const std::string& shard) {
+  if (o.pp == 1 || shard == "none") return ok_status();
+  return refuse(fmt::format("--pp {} with --shard {}: sharded data parallelism over the "
+                            "data-parallel ranks of a pipeline is not wired yet",
+                            o.pp, shard),
+                "drop --shard (--pp averages gradients over the data-parallel ranks, as DDP)");
+}
+
+}  // namespace gpulab::train::parallel

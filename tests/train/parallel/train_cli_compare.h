@@ -1,0 +1,76 @@
+// What the model-parallel CLI tests (`gpulab train --pp`, ...) compare: two run folders' epoch
+// losses and exported weights, relative to the values' own size, and the command lines they run.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "train/trainer_test_util.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train::testing {
+
+inline std::vector<std::string> with(std::vector<std::string> args,
+                                     const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The command line with --flag's value replaced (a flag given twice is refused).
+inline std::vector<std::string> set_flag(std::vector<std::string> args, const std::string& flag,
+                                         const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == flag) args[i + 1] = value;
+  return args;
+}
+
+inline ProcessResult run_ok(const std::vector<std::string>& args) {
+  auto r = run_gpulab(args, 600);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  return r;
+}
+
+inline double rel(double a, double b) {
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300});
+}
+
+// Each epoch's validation loss within `tol` and training loss within `train_tol` (the loop sums
+// training losses in a float32 accumulator, so equal runs may differ there by a float ulp).
+inline void expect_same_losses(const fs::path& a, const fs::path& b, size_t epochs, double tol,
+                               double train_tol) {
+  const auto ea = epoch_records(a), eb = epoch_records(b);
+  ASSERT_EQ(ea.size(), epochs);
+  ASSERT_EQ(eb.size(), epochs);
+  double worst = 0;
+  for (size_t i = 0; i < epochs; ++i) {
+    const double x = ea[i]["test_loss"], y = eb[i]["test_loss"];
+    EXPECT_LE(rel(x, y), tol) << "validation loss of step " << i + 1 << ": " << x << " vs " << y;
+    worst = std::max(worst, rel(x, y));
+    const double u = ea[i]["train_loss"], v = eb[i]["train_loss"];
+    EXPECT_LE(rel(u, v), train_tol) << "training loss of step " << i + 1;
+  }
+  std::printf("largest relative validation-loss difference: %.3g\n", worst);
+}
+
+// Every tensor of the two exports within `tol` of its largest element (0: bit for bit).
+inline void expect_same_weights(const fs::path& a, const fs::path& b, double tol) {
+  auto wa = read_safetensors(a / "model.safetensors").value().tensors;
+  auto wb = read_safetensors(b / "model.safetensors").value().tensors;
+  ASSERT_EQ(wa.size(), wb.size());
+  double worst = 0;
+  for (const auto& [name, t] : wa) {
+    ASSERT_TRUE(wb.count(name)) << name;
+    ASSERT_EQ(t.sizes(), wb.at(name).sizes()) << name;
+    const double scale = std::max(t.abs().max().item<double>(), 1e-300);
+    worst = std::max(worst, (t - wb.at(name)).abs().max().item<double>() / scale);
+  }
+  EXPECT_LE(worst, tol);
+  std::printf("largest relative weight difference: %.3g\n", worst);
+}
+
+}  // namespace gpulab::train::testing
