@@ -17,13 +17,11 @@
 
 namespace gpulab::train::parallel {
 
-namespace {
-
 namespace o = torch::optim;
-using Moments = std::map<std::string, StateDict>;  // state field -> parameter name -> tensor
 
 // The fields of a parameter's optimizer state shaped like the parameter (the ones TP splits).
-std::vector<std::pair<std::string, torch::Tensor*>> moment_fields(o::OptimizerParamState& s) {
+std::vector<std::pair<std::string, torch::Tensor*>> moment_fields(
+    torch::optim::OptimizerParamState& s) {
   std::vector<std::pair<std::string, torch::Tensor*>> f;
   if (auto* a = dynamic_cast<o::AdamWParamState*>(&s))
     f = {{"exp_avg", &a->exp_avg()},
@@ -46,21 +44,11 @@ std::vector<std::pair<std::string, torch::Tensor*>> moment_fields(o::OptimizerPa
   return f;
 }
 
-// An optimizer of opt's kind over `model`'s parameters, grouped as opt groups the same names,
-// with opt's group options (the decay / no-decay groups of make_optimizer).
-std::unique_ptr<o::Optimizer> same_optimizer(const o::Optimizer& opt, TpCausalLm& split,
-                                             torch::nn::Module& model) {
-  std::map<const void*, std::string> name_of;
-  for (const auto& p : split.named_parameters()) name_of[p.value().unsafeGetTensorImpl()] = p.key();
+std::unique_ptr<o::Optimizer> optimizer_like(const o::Optimizer& opt,
+                                             std::vector<std::vector<torch::Tensor>> params) {
   std::vector<o::OptimizerParamGroup> groups;
-  for (const auto& g : opt.param_groups()) {
-    std::set<std::string> names;
-    for (const auto& p : g.params()) names.insert(name_of.at(p.unsafeGetTensorImpl()));
-    std::vector<torch::Tensor> params;  // in the model's order, as make_optimizer lists them
-    for (const auto& p : model.named_parameters())
-      if (names.count(p.key())) params.push_back(p.value());
-    groups.emplace_back(std::move(params), g.options().clone());
-  }
+  for (size_t i = 0; i < params.size(); ++i)
+    groups.emplace_back(std::move(params[i]), opt.param_groups()[i].options().clone());
   std::unique_ptr<o::Optimizer> out;
   if (auto* a = dynamic_cast<const o::AdamW*>(&opt))
     out = std::make_unique<o::AdamW>(std::move(groups),
@@ -81,6 +69,28 @@ std::unique_ptr<o::Optimizer> same_optimizer(const o::Optimizer& opt, TpCausalLm
   for (size_t i = 0; i < opt.param_groups().size(); ++i)
     out->param_groups()[i].set_options(opt.param_groups()[i].options().clone());
   return out;
+}
+
+namespace {
+
+using Moments = std::map<std::string, StateDict>;  // state field -> parameter name -> tensor
+
+// An optimizer of opt's kind over `model`'s parameters, grouped as opt groups the same names,
+// with opt's group options (the decay / no-decay groups of make_optimizer).
+std::unique_ptr<o::Optimizer> same_optimizer(const o::Optimizer& opt, TpCausalLm& split,
+                                             torch::nn::Module& model) {
+  std::map<const void*, std::string> name_of;
+  for (const auto& p : split.named_parameters()) name_of[p.value().unsafeGetTensorImpl()] = p.key();
+  std::vector<std::vector<torch::Tensor>> groups;
+  for (const auto& g : opt.param_groups()) {
+    std::set<std::string> names;
+    for (const auto& p : g.params()) names.insert(name_of.at(p.unsafeGetTensorImpl()));
+    std::vector<torch::Tensor> params;  // in the model's order, as make_optimizer lists them
+    for (const auto& p : model.named_parameters())
+      if (names.count(p.key())) params.push_back(p.value());
+    groups.push_back(std::move(params));
+  }
+  return optimizer_like(opt, std::move(groups));
 }
 
 // The one-process model of `split`'s shape, in its dtype, without touching the RNG the

@@ -6,10 +6,24 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "train/checkpoint.h"
 #include "train/parallel/tp_causal_lm.h"
 
 namespace gpulab::train::parallel {
+
+// The fields of a parameter's optimizer state shaped like the parameter (Adam's moments, SGD's
+// and RMSprop's buffers), those that are defined. Throws kUnsupported for another optimizer.
+std::vector<std::pair<std::string, torch::Tensor*>> moment_fields(
+    torch::optim::OptimizerParamState& s);
+
+// An optimizer of opt's kind and group options over `params` (one list per group of opt).
+std::unique_ptr<torch::optim::Optimizer> optimizer_like(
+    const torch::optim::Optimizer& opt, std::vector<std::vector<torch::Tensor>> params);
 
 // Collective (every rank gathers); `writer` (rank 0) writes. Throws what save_checkpoint throws.
 void save_tp_checkpoint(const fs::path& dir, const TrainState& state, TpCausalLm& model,
