@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -32,9 +33,14 @@ struct VocabParallelCe : torch::autograd::Function<VocabParallelCe> {
     auto mine = (target >= start) & (target < start + valid);
     auto local = (target - start).masked_fill(~mine, 0);
     auto picked = z.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(~mine, 0.0);
-    auto zsum = z.narrow(-1, 0, valid).sum(-1);  // for label smoothing's mean of -log p
+    // Label smoothing's mean of -log p needs the logits' sum too (only then: the default's
+    // all-reduce keeps its size).
+    std::vector<torch::Tensor> parts = {picked};
+    const auto zsum = smoothing > 0 ? z.narrow(-1, 0, valid).sum(-1) : torch::Tensor();
     auto e = z.exp_();
-    auto sums = torch::stack({picked, e.sum(-1), zsum});
+    parts.push_back(e.sum(-1));
+    if (smoothing > 0) parts.push_back(zsum);
+    auto sums = torch::stack(parts);
     g.allreduce_sum(sums, "vocab-parallel cross-entropy (sums)");
     auto keep = target != kIgnoreIndex;
     const auto log_sum = sums[1].log();

@@ -379,9 +379,6 @@ TEST(TpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
                  out, "--seq_len 15 does not split over --tp 2", "--seq_len 16");
   bad({"--pp", "2", "--nproc_per_node", "2"}, "pipeline parallelism is not wired into train yet",
       "--pp 1");
-  expect_refused(
-      with(set_flag(base, "--precision", "fp16"), {"--tp", "2", "--nproc_per_node", "2"}), out,
-      "--precision fp16: the loss scaler's overflow check is per rank", "--precision bf16");
   expect_refused(with(set_flag(base, "--precision", "bf16"),
                       {"--tp", "2", "--nproc_per_node", "4", "--shard", "full"}),
                  out, "bf16 parameter copies", "--shard_param_dtype fp32");
