@@ -18,6 +18,7 @@
 #include "train/dist/wrap_policy.h"
 #include "train/parallel/pipeline_context.h"
 #include "train/parallel/tp_context.h"
+#include "train/parallel/tp_shard_context.h"
 
 namespace gpulab::train::dist {
 
@@ -31,6 +32,18 @@ Status validate(const DistOptions& o) {
         flag_one_of("grad_compression", o.grad_compression, {"none", "fp16", "bf16"}),
         check_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype)})
     if (!s) return s;
+  // A TP checkpoint is gathered from the parameters; bf16 compute copies would lose the fp32
+  // masters' bits (tp_shard_checkpoint.h).
+  if (o.tp > 1 && o.shard != "none" &&
+      resolve_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype).param ==
+          torch::kBFloat16)
+    return Error{Code::kInvalidArgument,
+                 fmt::format("--tp {} with --shard {} and bf16 parameter copies "
+                             "(--shard_param_dtype {}, --precision {}): tensor-parallel "
+                             "checkpoints are not written from bf16 copies yet",
+                             o.tp, o.shard, o.shard_param_dtype, o.precision),
+                 "pass --shard_param_dtype fp32 (bf16 autocast still runs the products), or "
+                 "--shard none"};
   return ok_status();
 }
 
@@ -69,7 +82,10 @@ ShardContextOptions shard_options(const DistOptions& o) {
 DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communicator> group) {
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
   DistContextPtr ctx;
-  if (o.tp > 1) {
+  if (o.tp > 1 && o.shard != "none") {
+    // ZeRO over the mesh's data-parallel group.
+    ctx = std::make_shared<parallel::TpShardContext>(place, shard_options(o), o.tp);
+  } else if (o.tp > 1) {
     // check_tp_options refused a world that tp does not divide before any rank started.
     ctx = std::make_shared<parallel::TpContext>(place, ddp_options(o), o.tp);
   } else if (o.pp > 1) {

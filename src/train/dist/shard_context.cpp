@@ -54,7 +54,7 @@ void ShardContext::after_step(torch::nn::Module& /*model*/, const torch::optim::
 PlanQuery ShardContext::plan_query(const torch::optim::Optimizer& opt) const {
   PlanQuery q;
   q.stage = sharded_->stage();
-  q.world = world_size;
+  q.world = comm_->size();  // the sharding group (the data-parallel ranks of a TP mesh)
   q.optimizer_states = optimizer_state_tensors(opt);
   if (shard_opts_.param_dtype) q.compute_bytes = c10::elementSize(*shard_opts_.param_dtype);
   if (shard_opts_.reduce_dtype) q.reduce_bytes = c10::elementSize(*shard_opts_.reduce_dtype);
@@ -115,7 +115,7 @@ void ShardContext::check_memory(const torch::optim::Optimizer& opt) {
   c.measured[2] = optimizer_state_bytes(opt);
   if (is_main())
     print_planned_measured(fmt::format("Memory per rank after step 1 (--shard {}, {} ranks)",
-                                       shard_stage_name(q.stage), world_size),
+                                       shard_stage_name(q.stage), q.world),
                            c.planned, c.measured, 3);
 }
 

@@ -10,8 +10,6 @@
 
 namespace gpulab::train::parallel {
 
-namespace {
-
 namespace o = torch::optim;
 
 // The fields of a parameter's optimizer state shaped like the parameter (the ones a
@@ -38,8 +36,6 @@ std::vector<std::pair<std::string, torch::Tensor*>> moment_fields(o::OptimizerPa
   std::erase_if(f, [](const auto& kv) { return !kv.second->defined(); });
   return f;
 }
-
-}  // namespace
 
 std::unique_ptr<o::Optimizer> same_kind_optimizer(const o::Optimizer& opt,
                                                   std::vector<std::vector<torch::Tensor>> groups) {

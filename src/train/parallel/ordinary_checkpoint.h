@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/models/causal_lm.h"
@@ -17,6 +18,11 @@
 namespace gpulab::train::parallel {
 
 using Moments = std::map<std::string, StateDict>;  // state field -> parameter name -> tensor
+
+// The fields of a parameter's optimizer state shaped like the parameter (Adam's moments, SGD's
+// and RMSprop's buffers), those that are defined. Throws kUnsupported for another optimizer.
+std::vector<std::pair<std::string, torch::Tensor*>> moment_fields(
+    torch::optim::OptimizerParamState& s);
 
 // An optimizer of opt's kind with opt's defaults and group options, over `groups` (one per group
 // of opt, in its order). Throws kUnsupported for a kind without a model-parallel checkpoint.

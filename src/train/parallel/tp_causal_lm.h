@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "train/models/causal_lm.h"
 #include "train/parallel/tp_group.h"
@@ -23,13 +24,36 @@ class TpCausalLm : public CausalLm {
   // the same on every rank, and the full logits are never gathered.
   virtual std::pair<torch::Tensor, torch::Tensor> loss_of(const torch::Tensor& logits,
                                                           const torch::Tensor& targets) = 0;
+  // A gradient, or a piece of one, under its parameter's ordinary name: the whole .grad() of a
+  // parameter, or (sharded data parallel over the data-parallel ranks) the part of it that lies
+  // in this rank's shard of a flat buffer. The ranks of a TP group hold pieces of one size at
+  // the same places (their shards have one shape), so pieces are summed over the group as whole
+  // gradients are.
+  struct NamedGrad {
+    std::string name;
+    torch::Tensor grad;
+  };
+  // Every parameter's whole gradient (those that have one).
+  std::vector<NamedGrad> whole_gradients() {
+    std::vector<NamedGrad> out;
+    for (auto& p : named_parameters())
+      if (p.value().grad().defined()) out.push_back({p.key(), p.value().grad()});
+    return out;
+  }
   // After the backward pass, before clipping and the optimizer: sums over the group what each
-  // rank holds only part of (every rank calls it).
-  virtual void finish_gradients() = 0;
+  // rank holds only part of (every rank calls it, with pieces of the same names and sizes).
+  virtual void finish_gradients(const std::vector<NamedGrad>& grads) = 0;
+  void finish_gradients() { finish_gradients(whole_gradients()); }
   // Scales the gradients to a global 2-norm of at most max_norm (torch's clip_grad_norm_ over
   // the whole model: split gradients summed over the group, replicated ones counted once);
-  // returns the norm. Every rank calls it.
-  virtual double clip_grad_norm(double max_norm) = 0;
+  // returns the norm. Every rank calls it. `disjoint`: a data-parallel group whose ranks hold
+  // disjoint pieces (sharded gradients), over which the squares are summed too; null when every
+  // data-parallel rank holds whole (averaged) gradients.
+  virtual double clip_grad_norm(const std::vector<NamedGrad>& grads, double max_norm,
+                                dist::Communicator* disjoint) = 0;
+  double clip_grad_norm(double max_norm) {
+    return clip_grad_norm(whole_gradients(), max_norm, nullptr);
+  }
   // This rank's shard of the ordinary state dict (or of a tensor of the same shape per name,
   // such as an optimizer moment), and back: `gather` is collective and gives every rank the
   // ordinary tensors.
@@ -40,6 +64,8 @@ class TpCausalLm : public CausalLm {
   // Sequence parallelism (Korthikanti et al. 2022) for the norm and residual regions: the
   // sequence length must be a multiple of the TP size.
   bool sequence_parallel = false;
+  // torch's label_smoothing of the training loss (loss_of), in the vocabulary-parallel loss.
+  double label_smoothing = 0.0;
 
  protected:
   TpCausalLm(TpGroup& group, DecoderConfig c) : CausalLm(std::move(c)), group_(&group) {}

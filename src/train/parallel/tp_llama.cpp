@@ -180,7 +180,15 @@ torch::Tensor TpLlamaForCausalLM::block(int64_t i, const torch::Tensor& h) {
 
 torch::Tensor TpLlamaForCausalLM::tp_block(int64_t i, const torch::Tensor& h,
                                            const torch::Tensor& cos, const torch::Tensor& sin) {
-  return model->layers[i]->as<TpLlamaBlockImpl>()->forward(h, cos, sin, sequence_parallel);
+  // Through run_block, as the ordinary model's blocks: recomputed in the backward pass under
+  // --activation_checkpointing (every rank of the group re-runs the block's collectives in the
+  // same order), gathered and freed around its use by ZeRO-3 over the data-parallel ranks.
+  auto block = model->layers[i];
+  auto* impl = block->as<TpLlamaBlockImpl>();
+  const bool sp = sequence_parallel;
+  return run_block(block, h, [impl, cos, sin, sp](const torch::Tensor& x) {
+    return impl->forward(x, cos, sin, sp);
+  });
 }
 
 torch::Tensor TpLlamaForCausalLM::head(const torch::Tensor& h) {
@@ -192,12 +200,11 @@ torch::Tensor TpLlamaForCausalLM::head(const torch::Tensor& h) {
   return group_->gather_last_dim(logits, "evaluation logits").narrow(-1, 0, config_.vocab_size);
 }
 
-void TpLlamaForCausalLM::finish_gradients() {
+void TpLlamaForCausalLM::finish_gradients(const std::vector<NamedGrad>& grads) {
   std::vector<torch::Tensor> norms, kv;
-  for (auto& p : named_parameters()) {
-    if (!p.value().grad().defined()) continue;
-    if (tp_split_dim(p.key()) < 0) norms.push_back(p.value().grad());
-    if (tp_kv_rows(p.key())) kv.push_back(p.value().grad());
+  for (const auto& g : grads) {
+    if (tp_split_dim(g.name) < 0) norms.push_back(g.grad);
+    if (tp_kv_rows(g.name)) kv.push_back(g.grad);
   }
   // Under sequence parallelism each rank's norm gradients cover its own positions only.
   if (sequence_parallel && !norms.empty()) {
@@ -219,28 +226,26 @@ void TpLlamaForCausalLM::finish_gradients() {
   }
 }
 
-double TpLlamaForCausalLM::clip_grad_norm(double max_norm) {
+double TpLlamaForCausalLM::clip_grad_norm(const std::vector<NamedGrad>& grads, double max_norm,
+                                          dist::Communicator* disjoint) {
   // Squared norms: split gradients summed over the group (a replicated kv head by its first
   // holder alone), replicated ones (the norms, equal on every rank) added once after.
   const int replicas = kv_replicas(config_, group_->size());
-  torch::Tensor split = torch::zeros({1}, torch::kDouble), whole = torch::zeros({}, torch::kDouble);
-  std::vector<torch::Tensor> grads;
-  for (auto& p : named_parameters()) {
-    const auto& grad = p.value().grad();
-    if (!grad.defined()) continue;
-    grads.push_back(grad);
-    const auto sq = grad.to(torch::kDouble).square().sum();
-    if (tp_split_dim(p.key()) < 0)
-      whole += sq;
-    else if (!tp_kv_rows(p.key()) || replicas == 1 || group_->rank() % replicas == 0)
-      split += sq;
+  auto sums = torch::zeros({2}, torch::kDouble);  // split, replicated
+  for (const auto& g : grads) {
+    const auto sq = g.grad.to(torch::kDouble).square().sum();
+    if (tp_split_dim(g.name) < 0)
+      sums[1] += sq;
+    else if (!tp_kv_rows(g.name) || replicas == 1 || group_->rank() % replicas == 0)
+      sums[0] += sq;
   }
-  if (grads.empty()) return 0;
+  if (disjoint != nullptr) disjoint->allreduce_sum(sums, "gradient norm (data-parallel shards)");
+  auto split = sums.narrow(0, 0, 1).clone();
   group_->allreduce_sum(split, "gradient norm");
-  const double norm = std::sqrt((split.sum() + whole).item<double>());
+  const double norm = std::sqrt((split.sum() + sums[1]).item<double>());
   // torch::nn::utils::clip_grad_norm_'s coefficient, clamped at 1.
   const double coef = std::min(1.0, max_norm / (norm + 1e-6));
-  for (auto& g : grads) g.mul_(coef);
+  for (const auto& g : grads) g.grad.mul_(coef);
   return norm;
 }
 
@@ -248,7 +253,8 @@ torch::Tensor TpLlamaForCausalLM::mean_loss(const torch::Tensor& logits,
                                             const torch::Tensor& targets) {
   const auto items = logits.reshape({-1, logits.size(-1)});
   const auto y = targets.reshape({-1});
-  auto per = vocab_parallel_cross_entropy(items, y, *group_, vocab_start(), config_.vocab_size);
+  auto per = vocab_parallel_cross_entropy(items, y, *group_, vocab_start(), config_.vocab_size,
+                                          label_smoothing);
   return per.sum() / (y != kIgnoreIndex).sum().clamp_min(1);
 }
 

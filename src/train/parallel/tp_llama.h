@@ -92,8 +92,11 @@ class TpLlamaForCausalLM : public TpCausalLm {
   int64_t vocab_start() const;
   void set_fused_attention(bool on) override;
   void reset_parameters() override;  // refused: the weights come from the shard
-  void finish_gradients() override;
-  double clip_grad_norm(double max_norm) override;
+  using TpCausalLm::clip_grad_norm;
+  using TpCausalLm::finish_gradients;
+  void finish_gradients(const std::vector<NamedGrad>& grads) override;
+  double clip_grad_norm(const std::vector<NamedGrad>& grads, double max_norm,
+                        dist::Communicator* disjoint) override;
   StateDict shard(const StateDict& full) const override;
   StateDict gather(const StateDict& mine) override;
 

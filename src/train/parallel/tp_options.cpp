@@ -32,22 +32,16 @@ Status as_status(F&& check) {
   return ok_status();
 }
 
-// Options the tensor-parallel model does not honour yet: refused rather than ignored.
+// Options the tensor-parallel run does not honour: refused rather than ignored.
 Status check_tp_combinations(const TrainOptions& o) {
-  const std::string tp = fmt::format("--tp {}", o.tp);
-  if (o.precision == "bf16" || o.precision == "fp16")
-    return refuse(tp + " with --precision " + o.precision +
-                      ": the tensor-parallel layers do not run under autocast yet",
-                  "use --precision fp32 (or tf32 on a GPU, fp64 for numerics checks), or "
-                  "train without --tp");
-  if (o.activation_checkpointing)
-    return refuse(tp + " with --activation_checkpointing: the tensor-parallel blocks do not "
-                       "recompute yet",
-                  "drop --activation_checkpointing (sequence parallelism, on by default, "
-                  "already divides the norms' activations by --tp)");
-  if (o.label_smoothing > 0)
-    return refuse(tp + " with --label_smoothing: the vocabulary-parallel cross-entropy has none",
-                  "drop --label_smoothing, or train without --tp");
+  // fp16's loss scaler skips a step when this rank's gradients overflow; the ranks of a TP group
+  // hold different gradients and would decide apart (bf16 needs no scaler).
+  if (o.precision == "fp16")
+    return refuse(fmt::format("--tp {} with --precision fp16: the loss scaler's overflow check "
+                              "is per rank, and the ranks of a tensor-parallel group would skip "
+                              "different steps",
+                              o.tp),
+                  "use --precision bf16 (no loss scaling), fp32 or tf32, or train without --tp");
   return ok_status();
 }
 
@@ -86,14 +80,9 @@ Status check_model_parallel_options(const TrainOptions& o, int world_size) {
   return check_tp_shape(o, world_size);
 }
 
-Status check_tp_placement(const TrainOptions& o, const std::string& shard, int ranks_per_node,
+Status check_tp_placement(const TrainOptions& o, const std::string& /*shard*/, int ranks_per_node,
                           int nnodes) {
   if (o.tp == 1) return ok_status();
-  if (shard != "none")
-    return refuse(fmt::format("--tp {} with --shard {}: sharded data parallelism over the "
-                              "data-parallel ranks of a device mesh is not wired yet",
-                              o.tp, shard),
-                  "drop --shard (--tp averages gradients over the data-parallel ranks, as DDP)");
   if (nnodes <= 1 || ranks_per_node % o.tp == 0 || o.allow_tp_across_nodes) return ok_status();
   const int fits = std::gcd(ranks_per_node, static_cast<int>(o.tp));
   return refuse(fmt::format("--tp {} spans nodes: {} ranks per node on {} nodes put a "

@@ -11,12 +11,12 @@ namespace gpulab::train::parallel {
 // --pp above 1: check_pipeline_options (pipeline_options.h); with --tp above 1: a language model of
 // a family with a tensor-parallel model, a TP size its heads, kv heads and FFN width allow, a world
 // size it divides, a sequence it splits (sequence parallelism), and no option the TP model cannot
-// honour (mixed precision, activation checkpointing, label smoothing). kInvalidArgument.
+// honour (fp16, whose loss scaler decides per rank). kInvalidArgument.
 Status check_model_parallel_options(const TrainOptions& o, int world_size);
 
 // A TP group stays inside a node (ranks are numbered node by node, TP innermost) unless
-// --allow_tp_across_nodes; --shard with --tp is refused (ZeRO over the data-parallel subgroup is
-// not wired yet). `ranks_per_node` and `nnodes` as the launcher will start them.
+// --allow_tp_across_nodes (--shard, ZeRO over the data-parallel group, places nothing else).
+// `ranks_per_node` and `nnodes` as the launcher will start them.
 Status check_tp_placement(const TrainOptions& o, const std::string& shard, int ranks_per_node,
                           int nnodes);
 

@@ -16,9 +16,12 @@ inline constexpr int64_t kIgnoreIndex = -100;  // as torch's cross_entropy and H
 // `logits` [..., V_local]: this rank's columns, which start at global index `vocab_start`;
 // columns at or past `vocab_size` (the padding to a multiple of TP) take no part. `target`
 // [...] holds global ids in [0, vocab_size), or kIgnoreIndex (loss 0, no gradient). Returns the
-// loss of each position [...], the same on every rank; the mean is the caller's.
+// loss of each position [...], the same on every rank; the mean is the caller's. `smoothing`:
+// torch's label_smoothing, (1 - s) of the target's loss plus s of the mean over the vocabulary
+// of -log p (the logits' sum is reduced with the other sums: no extra collective).
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
-                                           TpGroup& group, int64_t vocab_start, int64_t vocab_size);
+                                           TpGroup& group, int64_t vocab_start, int64_t vocab_size,
+                                           double smoothing = 0.0);
 
 // The whole vocabulary's argmax of each position of `logits` [..., V_local] (as above), without
 // gathering the logits: the lowest global index among the maxima, as torch's argmax; the same on

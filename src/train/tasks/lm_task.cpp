@@ -62,6 +62,7 @@ ClassifierPtr LmTask::build_model() {
     // This rank's shard of the very weights the one-process run starts from (same seed).
     auto tp = parallel::build_tp_causal_lm(cfg, *group, module_state_dict(*model_));
     tp->sequence_parallel = o.sequence_parallel == "on";
+    tp->label_smoothing = o.label_smoothing;
     tp_ = tp.get();
     model_ = std::move(tp);
   }

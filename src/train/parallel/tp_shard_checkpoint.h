@@ -1,0 +1,28 @@
+// Checkpoints of a tensor-parallel run sharded over its data-parallel ranks (--tp with --shard)
+// in the ordinary layout, as every TP checkpoint is (tp_checkpoint.h): the flat shards'
+// optimizer state is joined over the data-parallel group and cut into per-parameter state of
+// this rank's TP shard, which save_tp_checkpoint gathers over the TP group; loading goes the
+// other way. A run saved at TP 2 x DP 2 with ZeRO-3 resumes at TP 1, at any --shard, and back.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "train/checkpoint.h"
+#include "train/dist/sharded_model.h"
+#include "train/parallel/tp_causal_lm.h"
+
+namespace gpulab::train::parallel {
+
+// Collective over the whole mesh; `writer` (world rank 0) writes.
+void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, TpCausalLm& model,
+                              dist::ShardedModel& sharded, const torch::optim::Optimizer& opt,
+                              int keep, bool writer);
+
+// Every rank reads the ordinary checkpoint and takes its TP shard, then its data-parallel slice
+// of each flat buffer (parameters and optimizer state); a file that does not load changes
+// nothing.
+Result<TrainState> load_tp_shard_checkpoint(const CheckpointInfo& ckpt, TpCausalLm& model,
+                                            dist::ShardedModel& sharded,
+                                            torch::optim::Optimizer& opt);
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,127 @@
+// TpShardContext: ZeRO over the data-parallel group of a tensor-parallel mesh.
+#include "train/parallel/tp_shard_context.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "train/dist/distributed_sampler.h"
+#include "train/dist/sharded_checkpoint.h"
+#include "train/parallel/tp_causal_lm.h"
+#include "train/parallel/tp_shard_checkpoint.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+TpCausalLm& tp_model_of(torch::nn::Module& model) {
+  auto* lm = dynamic_cast<TpCausalLm*>(&model);
+  GPULAB_ASSERT(lm != nullptr, "--tp trains a tensor-parallel model (the task builds it)");
+  return *lm;
+}
+
+// The world's communicator and a mesh over it; the mesh keeps the world alive.
+std::shared_ptr<DeviceMesh> mesh_over_world(const launch::RankPlace& place,
+                                            const dist::CommOptions& comm, int tp) {
+  auto world = std::make_shared<dist::Communicator>(place, comm);
+  return std::shared_ptr<DeviceMesh>(new DeviceMesh(*world, tp, 1),
+                                     [world](DeviceMesh* m) { delete m; });
+}
+
+// The pieces of this rank's gradient shards, each under the name of the parameter it belongs
+// to (a shard may hold the end of one parameter and the start of the next; padding is none).
+std::vector<TpCausalLm::NamedGrad> shard_gradients(TpCausalLm& lm, dist::ShardedModel& sharded) {
+  std::map<const void*, std::string> name_of;
+  for (const auto& p : lm.named_parameters()) name_of[p.value().unsafeGetTensorImpl()] = p.key();
+  std::vector<TpCausalLm::NamedGrad> out;
+  for (auto* g : sharded.groups()) {
+    const auto& grad = g->shard().grad();
+    if (!grad.defined()) continue;
+    const int64_t lo = g->shard_numel() * g->rank(), hi = lo + g->shard_numel();
+    for (size_t i = 0; i < g->params().size(); ++i) {
+      const auto& p = g->params()[i];
+      const int64_t a = std::max(lo, g->offset_of(i)),
+                    b = std::min(hi, g->offset_of(i) + p.numel());
+      if (a < b)
+        out.push_back({name_of.at(p.unsafeGetTensorImpl()), grad.narrow(0, a - lo, b - a)});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TpShardContext::TpShardContext(const launch::RankPlace& place,
+                               const dist::ShardContextOptions& opts, int tp)
+    : TpShardContext(mesh_over_world(place, opts.ddp.comm, tp), place, opts) {}
+
+TpShardContext::TpShardContext(std::shared_ptr<DeviceMesh> mesh, const launch::RankPlace& place,
+                               const dist::ShardContextOptions& opts)
+    : ShardContext(std::shared_ptr<dist::Communicator>(mesh, &mesh->dp()), place, opts),
+      mesh_(std::move(mesh)) {
+  group_ = std::make_unique<TpGroup>(mesh_->tp());
+  // The base took the data-parallel group's numbering; the run is reported by world rank 0.
+  rank = mesh_->world().rank();
+  world_size = mesh_->world().size();
+  data_rank = mesh_->coord().dp;
+  data_world_size = mesh_->layout().dp();
+}
+
+TpShardContext::~TpShardContext() = default;
+
+void TpShardContext::after_backward(torch::nn::Module& model) {
+  ShardContext::after_backward(model);  // gradient shards: the data-parallel mean
+  auto& lm = tp_model_of(model);
+  lm.finish_gradients(shard_gradients(lm, *sharded()));
+}
+
+double TpShardContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
+  auto& lm = tp_model_of(model);
+  return lm.clip_grad_norm(shard_gradients(lm, *sharded()), max_norm, &mesh_->dp());
+}
+
+void TpShardContext::all_reduce_sum(torch::Tensor& t) {
+  mesh_->dp().allreduce_sum(t, "metric all-reduce (data parallel)");
+  mesh_->tp().allreduce_max(t, "metric all-reduce (tensor parallel)");
+}
+
+void TpShardContext::broadcast(torch::Tensor& t, int root) {
+  mesh_->world().broadcast(t, root);
+}
+
+void TpShardContext::barrier() {
+  mesh_->world().barrier();
+}
+
+std::shared_ptr<Sampler> TpShardContext::train_sampler(int64_t size, uint64_t seed) {
+  return std::make_shared<dist::DistributedSampler>(size, seed, data_rank, data_world_size, true,
+                                                    true);
+}
+
+std::shared_ptr<Sampler> TpShardContext::eval_sampler(int64_t size) {
+  return std::make_shared<dist::ShardSampler>(size, data_rank, data_world_size);
+}
+
+// After gather_parameters (the trainer's order for the final weights): every parameter present.
+StateDict TpShardContext::model_state(torch::nn::Module& model) {
+  auto& lm = tp_model_of(model);
+  return lm.gather(module_state_dict(lm));
+}
+
+bool TpShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,
+                                     torch::nn::Module& model, const torch::optim::Optimizer& opt,
+                                     int keep) {
+  save_tp_shard_checkpoint(dir, state, tp_model_of(model), *sharded(), opt, keep, is_main());
+  return true;
+}
+
+std::optional<Result<TrainState>> TpShardContext::load_checkpoint(const CheckpointInfo& ckpt,
+                                                                  torch::nn::Module& model,
+                                                                  torch::optim::Optimizer& opt) {
+  if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
+  return load_tp_shard_checkpoint(ckpt, tp_model_of(model), *sharded(), opt);
+}
+
+}  // namespace gpulab::train::parallel

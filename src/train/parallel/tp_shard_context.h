@@ -1,0 +1,47 @@
+// The DistContext of a rank under --tp with --shard optimizer|gradients|full: one device mesh
+// (tensor parallel innermost, data parallel outermost) whose data-parallel group shards the
+// rank's TP part as ZeRO-1/2/3 does a whole model (dist::ShardContext over that group). The TP
+// model's own gradient sums and the global gradient norm run on the pieces of the gradient
+// shards (the ranks of a TP group hold shards of one layout); checkpoints and the final weights
+// are written in the ordinary layout, so any TP size and any --shard resumes them.
+#pragma once
+
+#include <memory>
+
+#include "train/dist/shard_context.h"
+#include "train/parallel/device_mesh.h"
+#include "train/parallel/tp_group.h"
+
+namespace gpulab::train::parallel {
+
+class TpShardContext : public dist::ShardContext {
+ public:
+  // Every rank calls it together; throws what MeshLayout throws (tp not dividing the world).
+  TpShardContext(const launch::RankPlace& place, const dist::ShardContextOptions& opts, int tp);
+  ~TpShardContext() override;
+
+  void after_backward(torch::nn::Module& model) override;
+  double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
+  // As TpContext's: data-parallel sums, then the max over the TP group.
+  void all_reduce_sum(torch::Tensor& t) override;
+  void broadcast(torch::Tensor& t, int root) override;  // over the world
+  void barrier() override;
+  std::shared_ptr<Sampler> train_sampler(int64_t size, uint64_t seed) override;
+  std::shared_ptr<Sampler> eval_sampler(int64_t size) override;
+  TpGroup* tp_group() override { return group_.get(); }
+  StateDict model_state(torch::nn::Module& model) override;
+  bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,
+                       const torch::optim::Optimizer& opt, int keep) override;
+  std::optional<Result<TrainState>> load_checkpoint(const CheckpointInfo& ckpt,
+                                                    torch::nn::Module& model,
+                                                    torch::optim::Optimizer& opt) override;
+
+ private:
+  TpShardContext(std::shared_ptr<DeviceMesh> mesh, const launch::RankPlace& place,
+                 const dist::ShardContextOptions& opts);
+
+  std::shared_ptr<DeviceMesh> mesh_;
+  std::unique_ptr<TpGroup> group_;
+};
+
+}  // namespace gpulab::train::parallel
