@@ -71,13 +71,8 @@ Status check_tp_shape(const TrainOptions& o, int world_size) {
   return ok_status();
 }
 
-}  // namespace
-
-Status check_model_parallel_options(const TrainOptions& o, int world_size) {
-  if (o.pp > 1)
-    return refuse(fmt::format("--pp {}: pipeline parallelism is not wired into train yet", o.pp),
-                  "pass --pp 1 (the default); --tp and data parallelism are");
-  if (o.tp == 1) return ok_status();
+// Everything --tp asks of the job once a device mesh is built (any TP size, 1 included).
+Status check_tp_model(const TrainOptions& o, int world_size) {
   if (o.task == "grpo" || !is_language_model(o.model))
     return refuse(fmt::format("--tp {} splits a language model's layers; --model {}{} is not one "
                               "it trains",
@@ -87,15 +82,31 @@ Status check_model_parallel_options(const TrainOptions& o, int world_size) {
   return check_tp_shape(o, world_size);
 }
 
-Status check_tp_placement(const TrainOptions& o, const std::string& shard, int ranks_per_node,
-                          int nnodes) {
+}  // namespace
+
+Status check_model_parallel_options(const TrainOptions& o, int world_size) {
+  if (o.pp > 1)
+    return refuse(fmt::format("--pp {}: pipeline parallelism is not wired into train yet", o.pp),
+                  "pass --pp 1 (the default); --tp and data parallelism are");
   if (o.tp == 1) return ok_status();
+  return check_tp_model(o, world_size);
+}
+
+Status check_tp_mesh_options(const TrainOptions& o, const std::string& shard, int world_size) {
   if (shard != "none")
     return refuse(fmt::format("--tp {} with --shard {}: sharded data parallelism over the "
                               "data-parallel ranks of a device mesh is not wired yet",
                               o.tp, shard),
                   "drop --shard (--tp averages gradients over the data-parallel ranks, as DDP)");
-  if (nnodes <= 1 || ranks_per_node % o.tp == 0 || o.allow_tp_across_nodes) return ok_status();
+  return check_tp_model(o, world_size);
+}
+
+Status check_tp_placement(const TrainOptions& o, const std::string& shard, int ranks_per_node,
+                          int nnodes) {
+  if (o.tp == 1) return ok_status();
+  if (shard != "none") return check_tp_mesh_options(o, shard, ranks_per_node * nnodes);  // refused
+  if (tp_inside_node(static_cast<int>(o.tp), ranks_per_node, nnodes) || o.allow_tp_across_nodes)
+    return ok_status();
   const int fits = std::gcd(ranks_per_node, static_cast<int>(o.tp));
   return refuse(fmt::format("--tp {} spans nodes: {} ranks per node on {} nodes put a "
                             "tensor-parallel group (consecutive ranks) on more than one node, "

@@ -14,6 +14,11 @@ namespace gpulab::train::parallel {
 // (mixed precision, activation checkpointing, label smoothing). kInvalidArgument.
 Status check_model_parallel_options(const TrainOptions& o, int world_size);
 
+// --tp given as 1: the device mesh's degenerate case (the tensor-parallel model, every TP
+// collective over a group of one; `make gpu-check` runs it on one GPU). Checked as a TP size
+// above 1 is, --shard included. kInvalidArgument.
+Status check_tp_mesh_options(const TrainOptions& o, const std::string& shard, int world_size);
+
 // A TP group stays inside a node (ranks are numbered node by node, TP innermost) unless
 // --allow_tp_across_nodes; --shard with --tp is refused (ZeRO over the data-parallel subgroup is
 // not wired yet). `ranks_per_node` and `nnodes` as the launcher will start them.
