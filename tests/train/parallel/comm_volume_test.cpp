@@ -4,6 +4,7 @@
 // degenerate case, which `make gpu-check` runs on a GPU) trains as one process does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "train/dist/comm_volume.h"
@@ -135,10 +136,13 @@ TEST(CommVolumeCli, DdpStepMovesTheGradientsOnce) {
 // happens forward and transposed backward: as many reduce-scatters (Gloo has none: an
 // all-reduce of T H, N bytes sent at p = 2) as all-gathers (this rank's T H / 2 to the other);
 // (4 L + 2) T H (1 + 1/2) elements. The vocabulary-parallel loss all-reduces 3 T (max, target
-// logit, sum of exponentials); the norms' gradients, summed over the sequence halves, (2 L + 1)
-// H; replicated kv heads (fewer than 2) their k and v gradients; clipping the squared norm's
-// partial sums (1), and the stop flag over the TP group (2). tests/train/parallel/
-// tp_llama_test.cpp derives the same activation and loss terms for TpGroup's own count.
+// logit, sum of exponentials) and its next-token accuracy 2 T (the argmax's value, and its index
+// in int64: 8 bytes too);
+// the norms' gradients, summed over the sequence halves, (2 L + 1) H; replicated kv heads
+// (fewer than 2) their k and v gradients; clipping the squared norm's partial sums (1); the stop
+// flag over the TP group (2; over the data-parallel group of one it sends nothing).
+// tests/train/parallel/tp_llama_test.cpp derives the same activation and loss terms for
+// TpGroup's own count.
 TEST(CommVolumeCli, Tp2StepMovesWhatTheFormulaSays) {
   const fs::path run = temp_dir("comm_tp2");
   auto r = run_gpulab(run_args(run, {"--tp", "2", "--nproc_per_node", "2"}), 600);
@@ -147,7 +151,7 @@ TEST(CommVolumeCli, Tp2StepMovesWhatTheFormulaSays) {
   const int64_t t = 4 * 16, h = c.hidden_size, l = c.num_layers;
   const int64_t kv = c.num_kv_heads < 2 ? c.num_kv_heads * 2 * l * c.dim_per_head() * h : 0;
   const int64_t acts = (4 * l + 2) * t * h;
-  const int64_t elements = acts + acts / 2 + 3 * t + (2 * l + 1) * h + kv + 1 + 2;
+  const int64_t elements = acts + acts / 2 + 3 * t + 2 * t + (2 * l + 1) * h + kv + 1 + 2;
   const auto steps = step_volumes(run);
   ASSERT_EQ(steps.size(), 2u);
   for (const auto& v : steps) {
@@ -159,8 +163,13 @@ TEST(CommVolumeCli, Tp2StepMovesWhatTheFormulaSays) {
 }
 
 // --tp 1: the tensor-parallel model over a mesh of one rank (no launcher needed) trains as the
-// plain model does: the same sums in the same order, so the same losses and weights exactly.
+// plain model does. The same sums, but the vocabulary-parallel cross-entropy's gradient (softmax
+// from the shifted exponentials and their sum) is computed in another order than libtorch's
+// fused one: a few ulps (2.2e-16 relative) a step, carried linearly by SGD over two steps
+// (measured 1.7e-16 on the weights). kTol, as tp_train_cli_test.cpp's, is a thousand-fold margin;
+// a missing gradient sum or another batch shows at 1e-3 or more.
 TEST(CommVolumeCli, Tp1IsTheMeshDegenerateCase) {
+  constexpr double kTol = 1e-12;
   const fs::path one = temp_dir("comm_one"), mesh = temp_dir("comm_tp1");
   auto a = run_gpulab(run_args(one, {}), 600);
   ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
@@ -170,12 +179,19 @@ TEST(CommVolumeCli, Tp1IsTheMeshDegenerateCase) {
   const auto ea = testing::epoch_records(one), eb = testing::epoch_records(mesh);
   ASSERT_EQ(ea.size(), 2u);
   ASSERT_EQ(eb.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(ea[i]["test_loss"], eb[i]["test_loss"]) << i;
+  for (size_t i = 0; i < 2; ++i) {
+    const double x = ea[i]["test_loss"], y = eb[i]["test_loss"];
+    EXPECT_LE(std::abs(x - y), kTol * std::abs(x)) << "epoch " << i + 1;
+    EXPECT_FALSE(eb[i].contains("comm_per_step"));  // one process: nothing to count
+  }
   auto wa = read_safetensors(one / "model.safetensors").value().tensors;
   auto wb = read_safetensors(mesh / "model.safetensors").value().tensors;
   ASSERT_EQ(wa.size(), wb.size());
-  for (const auto& [name, w] : wa)
-    EXPECT_TRUE(wb.count(name) && torch::equal(w, wb.at(name))) << name;
+  for (const auto& [name, w] : wa) {
+    ASSERT_TRUE(wb.count(name)) << name;
+    const double scale = std::max(w.abs().max().item<double>(), 1e-300);
+    EXPECT_LE((w - wb.at(name)).abs().max().item<double>() / scale, kTol) << name;
+  }
   // Refused before training: what --tp above 1 refuses (here a family with no TP model).
   auto bad = run_gpulab({"train", "--model", "resnet18", "--tp", "1", "--dataset", "synthetic",
                          "--output_dir", (mesh / "bad").string()});
