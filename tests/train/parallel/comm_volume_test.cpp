@@ -33,7 +33,9 @@ TEST(CommVolume, GlooRingSendsTwoPMinusOneOverPOfTheBuffer) {
         int64_t sum = 0;
         for (int r = 0; r < p; ++r) sum += gloo_allreduce_sent(n, e, r, p);
         EXPECT_EQ(sum, 2 * (p - 1) * n) << "p " << p << " bytes " << n;
-        if (p == 2) EXPECT_EQ(gloo_allreduce_sent(n, e, 1, 2), n) << n;
+        if (p == 2) {
+          EXPECT_EQ(gloo_allreduce_sent(n, e, 1, 2), n) << n;
+        }
       }
     }
     const int64_t even = 2 * p * 1000 * 4;  // 2 p segments of 4000 bytes
@@ -116,9 +118,9 @@ TEST(CommVolumeCli, DdpStepMovesTheGradientsOnce) {
   const fs::path run = temp_dir("comm_ddp");
   auto r = run_gpulab(run_args(run, {"--nproc_per_node", "2"}), 600);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto weights = read_safetensors(run / "model.safetensors").value().tensors;
   int64_t params = 0;
-  for (const auto& [name, t] : read_safetensors(run / "model.safetensors").value().tensors)
-    params += t.numel();
+  for (const auto& [name, t] : weights) params += t.numel();
   const auto steps = step_volumes(run);
   ASSERT_EQ(steps.size(), 2u);
   for (const auto& v : steps) {

@@ -118,7 +118,9 @@ TEST(PipelineMemory, PlannerMatchesWhatStagesHold) {
     EXPECT_EQ(spans[static_cast<size_t>(s)].num_blocks, layers[static_cast<size_t>(s)]) << s;
     int64_t params = 0;
     for (const auto& p : stage.parameters()) params += p.numel();
-    if (s == fullest.stage) EXPECT_EQ(params, fullest.params_per_gpu) << "stage " << s;
+    if (s == fullest.stage) {
+      EXPECT_EQ(params, fullest.params_per_gpu) << "stage " << s;
+    }
     const Kept k = run_to_first_backward(stage, c);
     EXPECT_EQ(k.in_flight, std::min(kStages - s, kMicroBatches)) << "stage " << s;
     const double planned = static_cast<double>(k.in_flight * layers[static_cast<size_t>(s)] *
