@@ -89,6 +89,13 @@ rows.append({"case": "bench allreduce nccl (1 rank)", "metric": "algbw GB/s at t
 for name in ["ddp_nccl", "shard_full_nccl"]:
     rows.append({"case": name.replace("_", " "), "metric": "ran",
                  "met": None if name not in status else status[name]["exit"] == 0})
+# The tensor-parallel path on one GPU (--tp 1, the mesh's degenerate case): the needs-gpu case
+# prints its bench train JSON.
+tp = last_json("needs_gpu_tp_mesh")
+rows.append({"case": "TP 1 mesh llama-tiny seq128 b4 fp32 (NCCL)", "metric": "tokens/s",
+             "gpulab": get(tp, "tokens_per_second"),
+             "met": None if "needs_gpu_tp_mesh" not in status
+             else status["needs_gpu_tp_mesh"]["exit"] == 0 and get(tp, "tensor_parallel") == 1})
 
 hf = os.path.join(steps, "host.json")
 host = json.load(open(hf)) if os.path.exists(hf) else {}

@@ -22,13 +22,16 @@ def goal_for(case, metric):
 def fmt(metric, x):
     if x is None:
         return "-"
+    if metric.startswith("comm_"):  # bytes a step sends: exact, to compare with the formula
+        return f"{x:.0f}"
     return f"{x / 2**20:.0f} MiB" if "bytes" in metric else f"{x:.1f}"
 
 
 def rows_of(res):
     for row in res["rows"]:
         for m, v in row.items():
-            if not isinstance(v, dict) or v.get("gpulab") is None:
+            # A metric has a ratio; other figures of a row (a formula beside a count) do not.
+            if not isinstance(v, dict) or v.get("gpulab") is None or "ratio" not in v:
                 continue
             yield row["case"], m, v
 

@@ -6,7 +6,8 @@
 # 8192 vs torch.matmul; ResNet-50 224 px b256 bf16 channels-last vs bench/reference/train_ref.py;
 # llama-1b seq 2048 bf16 AdamW vs bench/reference/llm_gpu_ref.py; GPU-vs-CPU parity (llama-tiny,
 # resnet18); one NCCL rank of DDP and of --shard full; bench allreduce on NCCL; then the
-# needs-gpu tests (tests/integration/needs_gpu/). Every step has a
+# needs-gpu tests (tests/integration/needs_gpu/), tp_mesh among them: --tp 1 on one GPU, so every
+# check runs the tensor-parallel path. Every step has a
 # timeout and a failed step does not stop the others. Writes gpu-check.json, gpu-check.log and
 # each step's raw output to OUT (default out/gpu-check-DATE-HOST); commit them under
 # bench/results/. Exit 0 when every step ran, 1 when one failed, 3 before building when this host
@@ -112,7 +113,7 @@ step shard_full_nccl 120 "$G" train --model llama-tiny --dataset synthetic-text 
 step allreduce_nccl 60 "$G" bench allreduce --json --backend nccl --min_bytes 1048576 --max_bytes 268435456
 
 # --- The needs-gpu tests (ctest label needs-gpu; they skip on a machine without a GPU).
-for case in detect exit_path allocator nccl_allreduce parity; do
+for case in detect exit_path allocator nccl_allreduce parity tp_mesh; do
   step "needs_gpu_$case" 120 bash tests/integration/needs_gpu/needs_gpu_test.sh "$case" "$G"
 done
 

@@ -16,8 +16,10 @@
 
 #include "core/error.h"
 #include "core/flag_checks.h"
+#include "train/dist/comm_volume.h"
 #include "train/memory_stats.h"
 #include "train/models/decoder_config.h"
+#include "train/parallel/tp_group.h"
 #include "train/tasks/task_table.h"
 #include "train/thread_env.h"
 #include "train/trainer.h"
@@ -43,7 +45,11 @@ Status validate(const TrainBenchOptions& opts, int world_size) {
   return train::check_task_options(opts.train, world_size);
 }
 
-TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistContextPtr dist) {
+namespace {
+
+// The trainer's options for the bench: the user's model, data and precision, and the bench's
+// own run length, outputs and evaluation.
+train::TrainOptions bench_train_options(const TrainBenchOptions& opts) {
   train::TrainOptions t = opts.train;
   const int64_t total = opts.warmup + opts.steps;
   // As many epochs as needed (a small synthetic set may hold fewer batches than the run), ended
@@ -58,9 +64,16 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   t.no_report = true;
   t.no_weights = true;  // a 1B model's export is gigabytes written only to be deleted
   t.resume.clear();
-  const fs::path scratch = scratch_dir();
-  t.output_dir = scratch.string();
+  t.output_dir = scratch_dir().string();
+  return t;
+}
 
+}  // namespace
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistContextPtr dist) {
+  const train::TrainOptions t = bench_train_options(opts);
+  const int64_t total = opts.warmup + opts.steps;
+  const fs::path scratch = t.output_dir;
   train::Trainer trainer(t, dist);
   TrainBenchResult r;
   Clock::time_point step_end = Clock::now(), batch_in_hand;
@@ -68,10 +81,14 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   int64_t timed = 0;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
   const bool profile = !opts.profile.empty() && dist->is_main();
+  // Counted from the end of the last warm-up step (the timed steps' stop-flag all-reduces come
+  // before their batches); with no warm-up, from the first batch.
+  train::dist::CommVolume comm0, comm1;
 
   train::StepHooks hooks;
   hooks.batch_ready = [&](int64_t step) {
     if (step == opts.warmup) {
+      if (opts.warmup == 0) comm0 = train::dist::process_comm_counters().snapshot();
       train::reset_device_memory_peak(trainer.device());
       if (profile)
         profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(opts.profile);
@@ -82,6 +99,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
     // Kernels are asynchronous on a GPU: the step is done when the device is.
     if (trainer.device().is_cuda()) torch::cuda::synchronize(trainer.device().index());
     const auto now = Clock::now();
+    if (step + 1 == opts.warmup) comm0 = train::dist::process_comm_counters().snapshot();
+    if (step + 1 == total) comm1 = train::dist::process_comm_counters().snapshot();
     if (step >= opts.warmup && step < total) {
       data_s += std::chrono::duration<double>(batch_in_hand - step_end).count();
       compute_s += std::chrono::duration<double>(now - batch_in_hand).count();
@@ -112,7 +131,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   r.batch_size = t.batch_size;
   r.data_seconds = data_s;
   r.compute_seconds = compute_s;
-  r.images_per_second = static_cast<double>(timed * t.batch_size * dist->world_size) /
+  // Data-parallel replicas: the ranks of a tensor-parallel group train on the same batch.
+  r.images_per_second = static_cast<double>(timed * t.batch_size * dist->data_world_size) /
                         std::max(1e-9, data_s + compute_s);
   if (train::is_language_model(t.model))
     r.tokens_per_second = r.images_per_second * static_cast<double>(t.seq_len);
@@ -122,6 +142,9 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   r.memory_format = trainer.memory_format().name;
   r.memory_format_reason = trainer.memory_format().reason;
   r.peak_host_memory_bytes = train::peak_host_memory_bytes();
+  for (const auto& p : trainer.model().parameters()) r.parameters += p.numel();
+  if (auto* g = dist->tp_group()) r.tensor_parallel = g->size();
+  if (dist->world_size > 1) r.comm_per_step = (comm1 - comm0).to_json(static_cast<double>(timed));
   if (const auto peak = train::device_memory_peak(trainer.device())) {
     r.peak_device_memory_bytes = peak->allocated_bytes;
     r.peak_device_reserved_bytes = peak->reserved_bytes;
@@ -156,6 +179,9 @@ Json TrainBenchResult::to_json() const {
   if (tokens_per_second > 0) j["tokens_per_second"] = tokens_per_second;
   if (tflops_per_device) j["tflops_per_device"] = *tflops_per_device;
   if (mfu) j["mfu"] = *mfu;
+  j["parameters"] = parameters;
+  if (tensor_parallel > 0) j["tensor_parallel"] = tensor_parallel;
+  if (!comm_per_step.is_null()) j["comm_per_step"] = comm_per_step;
   if (!profile_file.empty()) {
     j["profile_file"] = profile_file;
     j["profile_top"] = profile_top;
@@ -183,6 +209,9 @@ std::string TrainBenchResult::summary() const {
   if (tokens_per_second > 0)
     s += fmt::format("Tokens: {:.1f} tokens/s (sequences counted as images above)\n",
                      tokens_per_second);
+  if (!comm_per_step.is_null())
+    s += fmt::format("Communication: {:.0f} bytes sent per step by rank 0\n",
+                     comm_per_step["sent_bytes"].get<double>());
   if (tflops_per_device)
     s += fmt::format("Model FLOPs: {:.1f} TFLOPS per device{}\n", *tflops_per_device,
                      mfu ? fmt::format(", MFU {:.1f}%", 100 * *mfu) : "");

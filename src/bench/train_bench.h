@@ -45,8 +45,13 @@ struct TrainBenchResult {
   std::optional<int64_t> peak_device_memory_bytes;    // CUDA builds: allocator peak (tensors)
   std::optional<int64_t> peak_device_reserved_bytes;  // and what it held from the driver
   std::optional<double> tflops_per_device, mfu;       // language models, when FLOPs are known
-  std::string profile_file;                           // written when asked
-  Json profile_top;                                   // heaviest ops of the trace (self time)
+  int64_t parameters = 0;                             // rank 0's model (its shard under --tp)
+  int tensor_parallel = 0;  // the TP group's size when the run had a device mesh (--tp), else 0
+  // Distributed runs: what rank 0's communicators sent per timed step (dist::CommVolume's
+  // JSON: bytes in all and by kind); null for one process.
+  Json comm_per_step;
+  std::string profile_file;  // written when asked
+  Json profile_top;          // heaviest ops of the trace (self time)
 
   Json to_json() const;
   std::string summary() const;  // the human-readable lines

@@ -37,6 +37,7 @@ Json EpochRecord::to_json() const {
     if (lm->val_bits_per_byte) j["val_bits_per_byte"] = *lm->val_bits_per_byte;
     if (lm->pipeline_idle_fraction) j["pipeline_idle_fraction"] = *lm->pipeline_idle_fraction;
   }
+  if (!comm_per_step.is_null()) j["comm_per_step"] = comm_per_step;
   for (const auto& [k, v] : task_figures.items()) j[k] = v;
   if (!task_figures.empty()) j["task_figures"] = task_figures;
   if (test_top1 && lm) {
@@ -66,6 +67,7 @@ EpochRecord EpochRecord::from_json(const Json& j) {
   r.images_per_s = j.value("images_per_s", 0.0);
   r.lr = j.value("lr", 0.0);
   r.skipped_steps = j.value("skipped_steps", int64_t{0});
+  if (j.contains("comm_per_step")) r.comm_per_step = j["comm_per_step"];
   if (j.contains("task_figures") && j["task_figures"].is_object())
     r.task_figures = j["task_figures"];
   if (j.contains("tokens_per_s")) {

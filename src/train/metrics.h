@@ -42,6 +42,9 @@ struct EpochRecord {
   // names, and their summary for the console line (empty: the loss and accuracy line).
   Json task_figures = Json::object();
   std::string task_summary;
+  // Distributed runs: what rank 0's communicators moved per optimizer step of the epoch
+  // (dist::CommVolume::to_json: sent bytes in all and by kind); null for one process.
+  Json comm_per_step;
 
   Json to_json() const;
   static EpochRecord from_json(const Json& j);

@@ -18,6 +18,7 @@
 #include "launch/slurm_script.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
+#include "train/dist/comm_volume.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/memory_format.h"
 #include "train/ops/cpu_kernels.h"
@@ -266,6 +267,8 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   int64_t items = 0;
   WarmStep warm;
   const auto t0 = Clock::now();
+  const dist::CommVolume comm0 = dist::process_comm_counters().snapshot();
+  const int64_t step0 = step_;
   for (int64_t b = first; b < train_batches_; ++b) {
     if (max_steps_reached()) break;
     if (b % opts_.grad_accum == 0 && stop_requested()) {
@@ -289,10 +292,16 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     after_micro_step(epoch, b, s.count, warm, t0);
   }
   bar.clear();
-  return epoch_record(epoch,
-                      {loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()),
-                       static_cast<double>(items)},
-                      seconds_since(t0), warm);
+  // The steps' own traffic: taken before the epoch's metric all-reduce below.
+  const dist::CommVolume comm = dist::process_comm_counters().snapshot() - comm0;
+  EpochRecord rec =
+      epoch_record(epoch,
+                   {loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()),
+                    static_cast<double>(items)},
+                   seconds_since(t0), warm);
+  if (dist_->world_size > 1 && step_ > step0)
+    rec.comm_per_step = comm.to_json(static_cast<double>(step_ - step0));
+  return rec;
 }
 
 // The epoch's line: sums over all ranks (mean loss and accuracy of every item trained on) and

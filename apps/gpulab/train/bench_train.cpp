@@ -1,5 +1,6 @@
 // `gpulab bench train`: steady-state training throughput of a model (bench::run_train_bench),
-// on one process or as DDP ranks (--nproc_per_node, through the same launcher as `gpulab train`).
+// on one process or as DDP ranks (--nproc_per_node, through the same launcher as `gpulab train`),
+// tensor parallel with --tp.
 #include <iostream>
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include "rank_launch.h"
 #include "train/data/datasets.h"
 #include "train/lm_batches.h"
+#include "train/parallel/tp_options.h"
 #include "train_flags.h"
 #include "usage.h"
 
@@ -31,10 +33,10 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   t.device = "auto";
   auto* cmd = bench->add_subcommand(
       "train", "training throughput after warm-up: images/s, data vs compute time, peak memory");
-  add_train_flags(
-      cmd, t,
-      {"model", "dataset", "data_dir", "device", "batch_size", "input_size", "seq_len", "attention",
-       "precision", "channels_last", "memory_format", "threads", "num_workers", "cpu_kernels"});
+  add_train_flags(cmd, t,
+                  {"model", "dataset", "data_dir", "device", "batch_size", "input_size", "seq_len",
+                   "attention", "precision", "channels_last", "memory_format", "threads",
+                   "num_workers", "cpu_kernels", "tp", "sequence_parallel"});
   cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
   cmd->add_option("--profile", o->profile,
@@ -49,8 +51,17 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
       o->train.dataset = train::canonical_dataset_name(o->train.dataset);
     // Every option check, once per process: before any rank starts, and in each rank.
     d->precision = o->train.precision;
+    d->tp = static_cast<int>(o->train.tp);
+    d->tp_mesh = cmd->count("--tp") > 0;
     throw_usage_error(train::dist::validate(*d), cmd);
-    throw_usage_error(bench::validate(*o, planned_world_size(*d)), cmd);
+    const int world = planned_world_size(*d);
+    throw_usage_error(bench::validate(*o, world), cmd);
+    if (d->tp_mesh && o->train.tp == 1)  // above 1, bench::validate checked it
+      throw_usage_error(train::parallel::check_tp_mesh_options(o->train, d->shard, world), cmd);
+    const PlannedNodes nodes = planned_nodes(*d);
+    throw_usage_error(
+        train::parallel::check_tp_placement(o->train, d->shard, nodes.ranks_per_node, nodes.nnodes),
+        cmd);
     if (auto code = launch_if_needed(*d)) {
       ctx.exit_code = *code;
       return;

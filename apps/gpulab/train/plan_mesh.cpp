@@ -26,7 +26,7 @@ std::string shard_label(int shard) {
 // "19/21/21/19": the layers of each pipeline stage (first and last also hold the embedding and
 // the output layer); "min-max" past four stages.
 std::string stage_split(const tp::MeshPlanQuery& q, const tp::LayoutPlan& p) {
-  const auto layers = tp::stage_layers(q.base.model, p.tp, p.pp);
+  const auto layers = tp::stage_layers(q.base.model, p.pp, q.base.seq_len);
   if (layers.size() > 4) {
     auto [lo, hi] = std::minmax_element(layers.begin(), layers.end());
     return fmt::format("{}-{}", *lo, *hi);

@@ -76,10 +76,14 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     dist_opts->precision = opts->precision;
     dist_opts->tp = static_cast<int>(opts->tp);
     dist_opts->pp = static_cast<int>(opts->pp);
+    dist_opts->tp_mesh = cmd->count("--tp") > 0;
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
     const int world = planned_world_size(*dist_opts);
     throw_usage_error(train::check_generation_split(*opts, *dist_opts, world), cmd);
     throw_usage_error(train::check_task_options(*opts, world - opts->generation_gpus), cmd);
+    if (dist_opts->tp_mesh && opts->tp == 1)  // above 1, check_task_options checked it
+      throw_usage_error(train::parallel::check_tp_mesh_options(*opts, dist_opts->shard, world),
+                        cmd);
     throw_usage_error(train::check_grpo_sharding(*opts, dist_opts->shard), cmd);
     const PlannedNodes nodes = planned_nodes(*dist_opts);
     throw_usage_error(train::parallel::check_tp_placement(*opts, dist_opts->shard,

@@ -193,7 +193,29 @@ void Communicator::fail(const std::string& what, const std::string& detail) {
                       : "another rank has probably died; see its output");
 }
 
+namespace {
+
+int64_t wire_bytes(const torch::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(t.element_size());
+}
+
+}  // namespace
+
+void Communicator::count(CommKind kind, int64_t payload, int64_t sent) {
+  counters_.add(kind, payload, sent);
+  process_comm_counters().add(kind, payload, sent);
+}
+
+// Gloo: its ring, segment by segment (gloo_allreduce_sent). NCCL: a ring's 2 (p - 1) / p of the
+// buffer (its tree algorithm, picked for some sizes and node counts, sends about as much).
+int64_t Communicator::allreduce_sent(const torch::Tensor& t) const {
+  if (backend_ == "gloo")
+    return gloo_allreduce_sent(wire_bytes(t), static_cast<int64_t>(t.element_size()), rank_, size_);
+  return 2 * wire_bytes(t) * (size_ - 1) / size_;
+}
+
 WorkPtr Communicator::allreduce_async(torch::Tensor& t, const std::string& what) {
+  count(CommKind::kAllReduce, wire_bytes(t), allreduce_sent(t));
   std::vector<at::Tensor> v{t};
   try {
     return pg_->allreduce(v, sum_options());
@@ -231,6 +253,9 @@ class AllWork : public ::c10d::Work {
 
 WorkPtr Communicator::allgather_async(torch::Tensor& out, torch::Tensor& in,
                                       const std::string& what) {
+  // Either way this rank's part goes to each peer once: NCCL's ring forwards p - 1 parts of
+  // that size, Gloo's point-to-point sends below do the same directly.
+  count(CommKind::kAllGather, wire_bytes(in), wire_bytes(in) * (size_ - 1));
   try {
     if (backend_ == "nccl") return pg_->_allgather_base(out, in);
   } catch (const std::exception& e) {
@@ -247,8 +272,8 @@ WorkPtr Communicator::allgather_async(torch::Tensor& out, torch::Tensor& in,
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     auto slot = out.narrow(0, r * n, n);
-    works.push_back(recv_async(slot, r, tag, what));
-    works.push_back(send_async(in, r, tag, what));
+    works.push_back(post_recv(slot, r, tag, what));
+    works.push_back(post_send(in, r, tag, what));
   }
   out.narrow(0, rank_ * n, n).copy_(in);
   return c10::make_intrusive<AllWork>(std::move(works));
@@ -258,6 +283,8 @@ WorkPtr Communicator::reduce_scatter_async(torch::Tensor& out, torch::Tensor& in
                                            const std::string& what) {
   ::c10d::ReduceScatterOptions o;
   o.reduceOp = ::c10d::ReduceOp(::c10d::ReduceOp::SUM);
+  count(CommKind::kReduceScatter, wire_bytes(in),
+        wire_bytes(in) * (size_ - 1) / size_);  // a ring's
   try {
     return pg_->_reduce_scatter_base(out, in, o);
   } catch (const std::exception& e) {
@@ -266,6 +293,17 @@ WorkPtr Communicator::reduce_scatter_async(torch::Tensor& out, torch::Tensor& in
 }
 
 WorkPtr Communicator::send_async(torch::Tensor& t, int to, uint32_t tag, const std::string& what) {
+  count(CommKind::kSend, wire_bytes(t), wire_bytes(t));
+  return post_send(t, to, tag, what);
+}
+
+WorkPtr Communicator::recv_async(torch::Tensor& t, int from, uint32_t tag,
+                                 const std::string& what) {
+  count(CommKind::kRecv, wire_bytes(t), 0);
+  return post_recv(t, from, tag, what);
+}
+
+WorkPtr Communicator::post_send(torch::Tensor& t, int to, uint32_t tag, const std::string& what) {
   std::vector<at::Tensor> v{backend_ == "nccl" ? t : gloo_wire(t)};
   try {
     return pg_->send(v, to, static_cast<int>(tag));
@@ -274,8 +312,7 @@ WorkPtr Communicator::send_async(torch::Tensor& t, int to, uint32_t tag, const s
   }
 }
 
-WorkPtr Communicator::recv_async(torch::Tensor& t, int from, uint32_t tag,
-                                 const std::string& what) {
+WorkPtr Communicator::post_recv(torch::Tensor& t, int from, uint32_t tag, const std::string& what) {
   std::vector<at::Tensor> v{backend_ == "nccl" ? t : gloo_wire(t)};
   try {
     return pg_->recv(v, from, static_cast<int>(tag));
@@ -300,6 +337,7 @@ void Communicator::allreduce(torch::Tensor& t, ::c10d::ReduceOp::RedOpType op,
   std::vector<at::Tensor> v{staged};
   ::c10d::AllreduceOptions o;
   o.reduceOp = ::c10d::ReduceOp(op);
+  count(CommKind::kAllReduce, wire_bytes(staged), allreduce_sent(staged));
   WorkPtr work;
   try {
     work = pg_->allreduce(v, o);
@@ -324,6 +362,8 @@ void Communicator::broadcast(torch::Tensor& t, int root, const std::string& what
   std::vector<at::Tensor> v{staged};
   ::c10d::BroadcastOptions o;
   o.rootRank = root;
+  count(CommKind::kBroadcast, wire_bytes(staged),
+        tree_broadcast_sent(wire_bytes(staged), rank_, root, size_));
   try {
     wait(pg_->broadcast(v, o), what);
   } catch (const Exception&) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "launch/rank_env.h"
+#include "train/dist/comm_volume.h"
 #include "train/dist/compat.h"
 
 namespace gpulab::train::dist {
@@ -64,11 +65,21 @@ class Communicator {
   void broadcast(torch::Tensor& t, int root, const std::string& what = "broadcast");
   void barrier(const std::string& what = "barrier");
 
+  // Bytes this communicator's operations have moved from this rank, by kind (comm_volume.h;
+  // process_comm_counters() sums every communicator of the process).
+  CommVolume volume() const { return counters_.snapshot(); }
+
   // Turns any collective failure into the run-ending error (used by wait and the helpers).
   [[noreturn]] void fail(const std::string& what, const std::string& detail);
 
  private:
   void allreduce(torch::Tensor& t, ::c10d::ReduceOp::RedOpType op, const std::string& what);
+  // Point to point without counting (all-gather over Gloo counts its sends as an all-gather).
+  WorkPtr post_send(torch::Tensor& t, int to, uint32_t tag, const std::string& what);
+  WorkPtr post_recv(torch::Tensor& t, int from, uint32_t tag, const std::string& what);
+  // What the backend sends from this rank for an all-reduce of `t` (comm_volume.h).
+  int64_t allreduce_sent(const torch::Tensor& t) const;
+  void count(CommKind kind, int64_t payload, int64_t sent);
 
   int rank_ = 0;
   int world_rank_ = 0;  // what failures name (a subgroup's rank_ is its own)
@@ -82,6 +93,7 @@ class Communicator {
   // subgroups reuse the world's.
   std::function<BackendPtr(c10::intrusive_ptr<::c10d::Store>, int, int)> make_backend_;
   uint32_t next_tag_ = 0;
+  CommCounters counters_;
 };
 
 // "gloo" or "nccl" for `requested` ("auto" picks NCCL when a GPU and NCCL are present);

@@ -77,6 +77,13 @@ ShardContextOptions shard_options(const DistOptions& o) {
   return so;
 }
 
+// One process that still runs every collective and hook: a world of one on a free local port.
+void solo_world(launch::RankPlace& place, CommOptions& comm) {
+  place.master_addr = "127.0.0.1";
+  place.master_port = launch::pick_free_port().value_or_throw();
+  comm.print_auto = false;
+}
+
 }  // namespace
 
 DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communicator> group) {
@@ -85,9 +92,11 @@ DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communica
   if (o.tp > 1 && o.shard != "none") {
     // ZeRO over the mesh's data-parallel group.
     ctx = std::make_shared<parallel::TpShardContext>(place, shard_options(o), o.tp);
-  } else if (o.tp > 1) {
+  } else if (o.tp > 1 || o.tp_mesh) {
     // check_tp_options refused a world that tp does not divide before any rank started.
-    ctx = std::make_shared<parallel::TpContext>(place, ddp_options(o), o.tp);
+    DdpOptions d = ddp_options(o);
+    if (!place.distributed()) solo_world(place, d.comm);
+    ctx = std::make_shared<parallel::TpContext>(place, d, o.tp);
   } else if (o.pp > 1) {
     // check_pipeline_options refused a world that pp does not divide before any rank started.
     ctx = std::make_shared<parallel::PipelineContext>(place, ddp_options(o), o.pp);
@@ -97,12 +106,7 @@ DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communica
     ctx = std::make_shared<DdpContext>(std::move(group), place, ddp_options(o));
   } else if (o.shard != "none") {
     ShardContextOptions so = shard_options(o);
-    if (!place.distributed()) {
-      // One rank still runs every collective and hook (a world of one).
-      place.master_addr = "127.0.0.1";
-      place.master_port = launch::pick_free_port().value_or_throw();
-      so.ddp.comm.print_auto = false;
-    }
+    if (!place.distributed()) solo_world(place, so.ddp.comm);
     ctx = std::make_shared<ShardContext>(place, so);
   } else if (!place.distributed()) {
     if (o.backend == "nccl" || o.backend == "gloo") (void)resolve_backend(o.backend);

@@ -36,6 +36,10 @@ struct DistOptions {
   int tp = 1;
   // The job's --pp (copied too): above 1, a device mesh (train/parallel/pipeline_context.h).
   int pp = 1;
+  // --tp given, even as 1: the device mesh and the tensor-parallel model at any size (tp 1 is
+  // the mesh's degenerate case, every TP collective over a group of one: a smoke test of the
+  // path, e.g. on one GPU).
+  bool tp_mesh = false;
   bool say_hello = true;  // "Hello from local_rank L, global_rank G"
 };
 

@@ -54,4 +54,8 @@ std::vector<int> MeshLayout::dp_group(int rank) const {
   return out;
 }
 
+bool tp_inside_node(int tp, int ranks_per_node, int nnodes) {
+  return nnodes <= 1 || ranks_per_node % tp == 0;
+}
+
 }  // namespace gpulab::train::parallel

@@ -39,4 +39,10 @@ class MeshLayout {
   int pp_;
 };
 
+// Whether every TP group (`tp` consecutive ranks) stays inside a node, with `ranks_per_node`
+// ranks on each of `nnodes` nodes: one node, or tp dividing a node's ranks. Where it does not,
+// every layer's all-reduces cross the network: gpulab train refuses such a layout and gpulab
+// plan leaves it out unless --allow_tp_across_nodes.
+bool tp_inside_node(int tp, int ranks_per_node, int nnodes);
+
 }  // namespace gpulab::train::parallel

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "train/parallel/pipeline_split.h"
 
 namespace gpulab::train::parallel {
 
@@ -90,46 +91,19 @@ StageExtras stage_extras(const DecoderShape& m, int tp, int pp) {
           m.hidden + (m.tied_embeddings && pp > 1 ? table : 0) + (m.tied_embeddings ? 0 : table)};
 }
 
-// Layers per stage when no stage may hold more than `cap` elements, filling stages from the last
-// (each keeps at least one layer and leaves one for every earlier stage): the first stages, which
-// keep the most micro-batches in flight under 1F1B, get the fewest. Empty if impossible.
-std::vector<int64_t> fill_stages(int64_t layers, int64_t per_layer, StageExtras x, int pp,
-                                 int64_t cap) {
-  std::vector<int64_t> out(static_cast<size_t>(pp));
-  int64_t left = layers;
-  for (int s = pp - 1; s >= 0; --s) {
-    const int64_t extra = (s == 0 ? x.first : 0) + (s == pp - 1 ? x.last : 0);
-    const int64_t room = cap >= extra ? (cap - extra) / per_layer : 0;
-    const int64_t n = s == 0 ? left : std::min(room, left - s);
-    if (n < 1 || n > room) return {};
-    out[static_cast<size_t>(s)] = n;
-    left -= n;
-  }
-  return out;
-}
-
 }  // namespace
 
-std::vector<int64_t> stage_layers(const DecoderShape& m, int tp, int pp) {
-  const int64_t w = layer_params(m, tp);
-  const StageExtras x = stage_extras(m, tp, pp);
-  if (pp <= 1) return {m.layers};
-  // The smallest cap on a stage's elements that a fill meets (a binary search: a larger cap
-  // never fails where a smaller one fits).
-  int64_t lo = 0, hi = x.first + x.last + m.layers * w;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (fill_stages(m.layers, w, x, pp, mid).empty())
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return fill_stages(m.layers, w, x, pp, lo);
+std::vector<int64_t> stage_layers(const DecoderShape& m, int pp, int64_t seq_len) {
+  const int64_t matrices = layer_params(m, 1) - 2 * m.hidden;  // a block less its two norms
+  const StageCosts costs = decoder_stage_costs(m.hidden, matrices, m.hidden, m.vocab, seq_len);
+  std::vector<int64_t> out;
+  for (const StageSpan& s : split_stages(m.layers, pp, 1, costs)) out.push_back(s.num_blocks);
+  return out;
 }
 
 MeshMemory mesh_memory(const MeshMemoryQuery& q) {
   const DecoderShape& m = q.model;
-  const std::vector<int64_t> layers = stage_layers(m, q.tp, q.pp);
+  const std::vector<int64_t> layers = stage_layers(m, q.pp, q.seq_len);
   GPULAB_ASSERT(static_cast<int64_t>(layers.size()) == q.pp, "pp above the layers");
   const StageExtras x = stage_extras(m, q.tp, q.pp);
   const int64_t per_layer = layer_activation_bytes(q);

@@ -68,11 +68,11 @@ int64_t model_params(const DecoderShape& m);
 // block's shape (exactly the paper's formula for GPT: a 4h GELU MLP, as many kv heads as heads,
 // dropout), scaled from its 2 bytes to activation_bytes.
 int64_t layer_activation_bytes(const MeshMemoryQuery& q);
-// Decoder layers per pipeline stage, balanced by the parameters each stage holds: the first
-// stage also holds the embedding, the last the final norm and the output layer (as Megatron-LM's
-// --account-for-embedding-in-pipeline-split), so they take fewer layers where those are large.
-// Every stage keeps at least one layer (pp <= layers).
-std::vector<int64_t> stage_layers(const DecoderShape& m, int tp, int pp);
+// Decoder layers per pipeline stage: the pipeline's own split (pipeline_split.h: training FLOPs
+// per token at seq_len, the first stage also doing the embedding and the last the output layer
+// and the loss, as Megatron-LM's --account-for-embedding-in-pipeline-split), so the planner
+// reasons about the stages the run will have. Every stage keeps at least one layer (pp <= layers).
+std::vector<int64_t> stage_layers(const DecoderShape& m, int pp, int64_t seq_len);
 // The rank that holds the most: every stage's parameters (stage_layers) and its 1F1B activations
 // (stage s keeps min(pp - s, micro_batches) micro-batches in flight), the largest total.
 MeshMemory mesh_memory(const MeshMemoryQuery& q);

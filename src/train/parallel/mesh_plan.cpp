@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "train/parallel/mesh_layout.h"
 #include "train/parallel/tp_llama_state.h"
 
 namespace gpulab::train::parallel {
@@ -27,11 +28,13 @@ std::string join_sizes(const std::vector<int>& v) {
   return s;
 }
 
-// TP sizes a layout may use: dividing the GPUs and a node's GPUs, and the shape's heads.
+// TP sizes a layout may use: dividing the GPUs, inside a node, and the shape's heads.
 std::vector<int> tp_sizes(const MeshPlanQuery& q) {
+  const int nodes = (q.gpus + q.gpus_per_node - 1) / q.gpus_per_node;
+  const int per_node = std::min(q.gpus, q.gpus_per_node);
   std::vector<int> out;
   for (int t : divisors(q.gpus))
-    if ((q.gpus_per_node % t == 0 || q.allow_tp_across_nodes) && tp_size_fits(q.model, t))
+    if ((tp_inside_node(t, per_node, nodes) || q.allow_tp_across_nodes) && tp_size_fits(q.model, t))
       out.push_back(t);
   return out;
 }

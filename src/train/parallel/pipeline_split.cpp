@@ -10,14 +10,19 @@
 namespace gpulab::train::parallel {
 
 StageCosts decoder_stage_costs(const formats::DecoderConfig& c, int64_t seq_len) {
-  const auto d = static_cast<double>(c.hidden_size);
+  return decoder_stage_costs(c.hidden_size, c.block_matrix_parameters(),
+                             c.num_heads * c.dim_per_head(), c.vocab_size, seq_len);
+}
+
+StageCosts decoder_stage_costs(int64_t hidden, int64_t block_matrix_parameters,
+                               int64_t attention_width, int64_t vocab, int64_t seq_len) {
+  const auto d = static_cast<double>(hidden);
   StageCosts s;
   s.embedding = 2.0 * d;
-  s.block =
-      6.0 * static_cast<double>(c.block_matrix_parameters()) +
-      12.0 * static_cast<double>(c.num_heads * c.dim_per_head()) * static_cast<double>(seq_len);
+  s.block = 6.0 * static_cast<double>(block_matrix_parameters) +
+            12.0 * static_cast<double>(attention_width) * static_cast<double>(seq_len);
   // Tied or not, the output layer is a product with vocab x hidden weights.
-  s.head = 6.0 * d * static_cast<double>(c.vocab_size);
+  s.head = 6.0 * d * static_cast<double>(vocab);
   return s;
 }
 

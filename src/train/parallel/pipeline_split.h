@@ -24,6 +24,10 @@ struct StageCosts {
 // lookup's 2·hidden (a row read forward, a row added backward). The loss's elementwise work (a few
 // operations per vocabulary entry, under 1/hidden of the output layer's) is left out.
 StageCosts decoder_stage_costs(const formats::DecoderConfig& c, int64_t seq_len);
+// The same from the pieces' sizes (the planner's shapes): the hidden width, one block's matrix
+// weights, its query heads x head size, and the vocabulary.
+StageCosts decoder_stage_costs(int64_t hidden, int64_t block_matrix_parameters,
+                               int64_t attention_width, int64_t vocab, int64_t seq_len);
 
 // One model chunk: blocks [first_block, first_block + num_blocks).
 struct StageSpan {

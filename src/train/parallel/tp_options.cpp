@@ -66,11 +66,8 @@ Status check_tp_shape(const TrainOptions& o, int world_size) {
   return ok_status();
 }
 
-}  // namespace
-
-Status check_model_parallel_options(const TrainOptions& o, int world_size) {
-  if (o.pp > 1) return check_pipeline_options(o, world_size);
-  if (o.tp == 1) return ok_status();
+// Everything --tp asks of the job once a device mesh is built (any TP size, 1 included).
+Status check_tp_model(const TrainOptions& o, int world_size) {
   if (o.task == "grpo" || !is_language_model(o.model))
     return refuse(fmt::format("--tp {} splits a language model's layers; --model {}{} is not one "
                               "it trains",
@@ -80,10 +77,28 @@ Status check_model_parallel_options(const TrainOptions& o, int world_size) {
   return check_tp_shape(o, world_size);
 }
 
+}  // namespace
+
+Status check_model_parallel_options(const TrainOptions& o, int world_size) {
+  if (o.pp > 1) return check_pipeline_options(o, world_size);
+  if (o.tp == 1) return ok_status();
+  return check_tp_model(o, world_size);
+}
+
+Status check_tp_mesh_options(const TrainOptions& o, const std::string& shard, int world_size) {
+  if (shard != "none")
+    return refuse(fmt::format("--tp {} with --shard {}: the one-rank mesh (--tp 1, the TP path's "
+                              "smoke test) runs over plain data parallelism",
+                              o.tp, shard),
+                  "drop --tp 1, or pass --tp 2 or more with --shard");
+  return check_tp_model(o, world_size);
+}
+
 Status check_tp_placement(const TrainOptions& o, const std::string& /*shard*/, int ranks_per_node,
                           int nnodes) {
   if (o.tp == 1) return ok_status();
-  if (nnodes <= 1 || ranks_per_node % o.tp == 0 || o.allow_tp_across_nodes) return ok_status();
+  if (tp_inside_node(static_cast<int>(o.tp), ranks_per_node, nnodes) || o.allow_tp_across_nodes)
+    return ok_status();
   const int fits = std::gcd(ranks_per_node, static_cast<int>(o.tp));
   return refuse(fmt::format("--tp {} spans nodes: {} ranks per node on {} nodes put a "
                             "tensor-parallel group (consecutive ranks) on more than one node, "

@@ -14,6 +14,12 @@ namespace gpulab::train::parallel {
 // honour (fp16, whose loss scaler decides per rank). kInvalidArgument.
 Status check_model_parallel_options(const TrainOptions& o, int world_size);
 
+// --tp given as 1: the device mesh's degenerate case (the tensor-parallel model, every TP
+// collective over a group of one; `make gpu-check` runs it on one GPU). Checked as a TP size
+// above 1 is; --shard is refused (the one-rank mesh runs over plain data parallelism).
+// kInvalidArgument.
+Status check_tp_mesh_options(const TrainOptions& o, const std::string& shard, int world_size);
+
 // A TP group stays inside a node (ranks are numbered node by node, TP innermost) unless
 // --allow_tp_across_nodes (--shard, ZeRO over the data-parallel group, places nothing else).
 // `ranks_per_node` and `nnodes` as the launcher will start them.

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The tests that need a GPU (ctest label needs-gpu): detect finds the GPUs the driver lists, the
 # GPU's float32 step matches the CPU's float64 one, NCCL all-reduces every element right, the CUDA
-# allocator's peaks are reported, and the wheel's process exits cleanly after GPU work. Without a
-# GPU each case skips with that reason; `make gpu-check` runs them all on a GPU host.
-# usage: needs_gpu_test.sh CASE GPULAB   (CASE: detect parity reference nccl_allreduce allocator exit_path)
+# allocator's peaks are reported, the wheel's process exits cleanly after GPU work, the
+# tensor-parallel path runs on one GPU (--tp 1), and PyTorch itself on the same GPU agrees
+# (reference). Without a GPU each case skips with that reason; `make gpu-check` runs them all on a
+# GPU host. NEEDS_GPU_DEVICE=cpu runs tp_mesh on the CPU (Gloo) instead, to check the case itself
+# on a machine without a GPU.
+# usage: needs_gpu_test.sh CASE GPULAB
+#   (CASE: detect parity reference nccl_allreduce allocator exit_path tp_mesh)
 set -uo pipefail
 CASE=$1 G=$2
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
@@ -17,7 +21,12 @@ driver_gpus() {
   else echo 0; fi
 }
 GPUS=$(driver_gpus)
-if [ "${GPUS:-0}" -eq 0 ]; then
+DEV=${NEEDS_GPU_DEVICE:-cuda}
+BACKEND=nccl
+if [ "$DEV" = cpu ] && [ "$CASE" = tp_mesh ]; then
+  BACKEND=gloo GPUS=0
+  echo "NEEDS_GPU_DEVICE=cpu: the case on the CPU over Gloo"
+elif [ "${GPUS:-0}" -eq 0 ]; then
   echo "SKIPPED: no GPU: this machine's driver lists none (nvidia-smi/rocm-smi); make gpu-check runs it on a GPU host"
   exit 77
 fi
@@ -79,6 +88,20 @@ case $CASE in
     code=$?
     tail -3 "$WORK/b"
     [ "$code" = 0 ] || fail "bench train on the GPU exited $code"
+    ;;
+  tp_mesh)
+    # --tp 1: the tensor-parallel model over a device mesh of one rank (its degenerate case, every
+    # TP collective over a group of one), so every GPU check runs the TP code path: llama-tiny on
+    # one rank over NCCL, fp32 (the TP layers refuse autocast). The JSON goes to stdout, where
+    # make gpu-check's report reads it.
+    "$G" bench train --json --model llama-tiny --dataset synthetic-text --seq_len 128 --batch_size 4 \
+      --tp 1 --nproc_per_node 1 --backend "$BACKEND" --device "$DEV" --precision fp32 --steps 3 \
+      --warmup 1 >"$WORK/t.json" 2>"$WORK/t.err" || { tail -5 "$WORK/t.err"; fail "bench train --tp 1 exited"; }
+    cat "$WORK/t.json"
+    [ "$(json_field "$WORK/t.json" '.get("tensor_parallel")')" = 1 ] || fail "the run had no device mesh"
+    tps=$(json_field "$WORK/t.json" '["tokens_per_second"]')
+    echo "tensor parallel 1 on $DEV: $tps tokens/s"
+    "$PY" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$tps" || fail "no tokens trained"
     ;;
   *) fail "unknown case" ;;
 esac

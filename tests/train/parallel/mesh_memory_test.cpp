@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "train/parallel/mesh_memory.h"
+#include "train/parallel/pipeline_split.h"
 
 using namespace gpulab::train::parallel;
 
@@ -39,36 +40,30 @@ TEST(MeshMemory, TensorParallelSplitsMatricesAndReplicatesNorms) {
   EXPECT_EQ(16 * layer_params(m, 16), layer_params(m, 1) + 15 * norms + kv);
 }
 
-TEST(MeshMemory, PipelineStagesBalanceTheEmbeddingAndTheOutputLayer) {
+TEST(MeshMemory, PipelineStagesAreThePipelinesOwnSplit) {
   const auto m = llama3_70b();
-  const int64_t w = layer_params(m, 8);
-  const int64_t table = 128256 / 8 * 8192;  // a TP rank's rows of the embedding (and the head)
-  const auto split = stage_layers(m, 8, 4);
+  const auto split = stage_layers(m, 4, 2048);
   ASSERT_EQ(split.size(), 4u);
+  // One home: the planner's stages are the pipeline library's (pipeline_split.h), costed by the
+  // training FLOPs of the same pieces (a block's matrices and attention, the lookup, the head).
+  const int64_t matrices = layer_params(m, 1) - 2 * m.hidden;
+  const auto spans =
+      split_stages(80, 4, 1, decoder_stage_costs(m.hidden, matrices, m.hidden, m.vocab, 2048));
+  for (size_t s = 0; s < 4; ++s) EXPECT_EQ(split[s], spans[s].num_blocks) << "stage " << s;
   int64_t sum = 0;
   for (int64_t n : split) sum += n;
   EXPECT_EQ(sum, 80);
-  // The embedding (1.23 layers' worth here) and the output layer push layers off the first and
-  // last stages: each holds fewer than the middle ones.
-  EXPECT_LT(split.front(), split[1]);
-  EXPECT_LT(split.back(), split[2]);
-  // No stage holds more than the uniform split's fullest (20 layers + the output layer), and no
-  // other split does better: moving one layer from the largest stage to a neighbour makes that
-  // neighbour the largest.
-  auto stage_params = [&](const std::vector<int64_t>& s, size_t i) {
-    return s[i] * w + (i == 0 ? table : 0) + (i + 1 == s.size() ? table + 8192 : 0);
-  };
-  int64_t most = 0;
-  for (size_t i = 0; i < 4; ++i) most = std::max(most, stage_params(split, i));
-  EXPECT_LT(most, 20 * w + table + 8192);
-  EXPECT_EQ(stage_layers(m, 8, 1), std::vector<int64_t>{80});
-  EXPECT_EQ(stage_layers(m, 1, 80), std::vector<int64_t>(80, 1));
+  // The output layer (6 h V = 6.3 GFLOPs per token, 1.2 blocks' worth here) pushes layers off the
+  // last stage; the lookup (2 h) is too cheap to move any off the first.
+  EXPECT_LT(split.back(), *std::max_element(split.begin(), split.end() - 1));
+  EXPECT_EQ(stage_layers(m, 1, 2048), std::vector<int64_t>{80});
+  EXPECT_EQ(stage_layers(m, 80, 2048), std::vector<int64_t>(80, 1));
 }
 
 TEST(MeshMemory, PipelineAndZeroStagesDivideWhatEachRankHolds) {
   MeshMemoryQuery q{.model = llama3_70b(), .tp = 8, .pp = 4, .dp = 2};
   // The rank that holds the most: the fullest stage of the balanced split.
-  const auto split = stage_layers(q.model, 8, 4);
+  const auto split = stage_layers(q.model, 4, q.seq_len);
   auto none = mesh_memory(q);
   const size_t s = static_cast<size_t>(none.stage);
   const int64_t held = split[s] * layer_params(q.model, 8) + (s == 0 ? 128256 / 8 * 8192 : 0) +

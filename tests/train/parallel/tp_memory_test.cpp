@@ -2,8 +2,7 @@
 // CPU (Gloo, fp64, 2 and 4 ranks started by the real launcher): parameters per rank exactly, and
 // the activations one decoder block keeps for the backward pass, measured as the growth of the
 // rank's heap over a forward pass, within 10 % of the formula, with and without sequence
-// parallelism. Pipeline stages are arithmetic only here: their memory is measured once the
-// pipeline runs (src/train/parallel/pipeline_*).
+// parallelism. Pipeline stages: pipeline_memory_test.cpp.
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <unistd.h>
