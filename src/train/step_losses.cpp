@@ -31,8 +31,9 @@ std::vector<Json> StepLosses::take_epoch(DistContext& dist) {
   dist.all_reduce_sum(both);
   std::vector<Json> out;
   for (int64_t i = 0; i < n; ++i)
-    out.push_back(Json{{"step", steps_[static_cast<size_t>(i)]},
-                       {"loss", both[i].item<double>() / std::max(1.0, both[n + i].item<double>())}});
+    out.push_back(
+        Json{{"step", steps_[static_cast<size_t>(i)]},
+             {"loss", both[i].item<double>() / std::max(1.0, both[n + i].item<double>())}});
   sums_.clear();
   items_of_.clear();
   steps_.clear();

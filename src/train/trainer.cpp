@@ -282,6 +282,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     launch::heartbeat(fmt::format("epoch {} batch {} of {}", epoch + 1, b + 1, train_batches_));
     const int64_t steps_before = step_;
     const StepLoss s = micro_step(*batch, b);
+    step_losses_.add(s);
     if (step_ != steps_before) after_optimizer_step(bar);
     items += s.count;
     loss_sum += s.loss.detach() * static_cast<double>(s.count);
@@ -294,6 +295,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   bar.clear();
   // The steps' own traffic: taken before the epoch's metric all-reduce below.
   const dist::CommVolume comm = dist::process_comm_counters().snapshot() - comm0;
+  write_step_losses();
   EpochRecord rec =
       epoch_record(epoch,
                    {loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()),
@@ -422,7 +424,9 @@ void Trainer::write_outputs(TrainResult& result) {
       {"memory format", memory_format_.name}};
   for (auto& fact : best_result_facts(history_)) info.facts.push_back(std::move(fact));
   info.facts.emplace_back("training time (this run)", fmt::format("{:.2f}s", result.train_seconds));
-  for (const auto& [key, title] : task_->step_charts()) {
+  auto charts = task_->step_charts();
+  if (charts.empty()) charts = {{"loss", "Training loss per step"}};
+  for (const auto& [key, title] : charts) {
     StepChart c{title, {}};
     for (const auto& r : step_records_)
       if (r.contains(key) && r[key].is_number())
@@ -436,6 +440,7 @@ void Trainer::write_outputs(TrainResult& result) {
 
 // A task's figures of the step just taken: its line, a "step" record in the log and the report.
 void Trainer::after_optimizer_step(ProgressBar& bar) {
+  step_losses_.end_step(step_);
   auto figures = task_->after_optimizer_step(step_);
   if (!figures) return;
   if (!figures->line.empty() && dist_->is_main()) {
@@ -446,6 +451,17 @@ void Trainer::after_optimizer_step(ProgressBar& bar) {
   figures->record["step"] = step_;
   if (log_) log_->append(figures->record);
   step_records_.push_back(std::move(figures->record));
+}
+
+// The epoch's per-step training loss as "step" records (log and report), for a task without
+// step figures of its own; every rank takes part (one all-reduce an epoch).
+void Trainer::write_step_losses() {
+  if (!task_->step_charts().empty()) return;
+  for (auto& rec : step_losses_.take_epoch(*dist_)) {
+    rec["type"] = "step";
+    if (log_) log_->append(rec);
+    step_records_.push_back(std::move(rec));
+  }
 }
 
 // metrics.jsonl (rank 0): the run's facts, then the records a resumed run already had (epochs,

@@ -23,6 +23,7 @@
 #include "train/phase_times.h"
 #include "train/precision.h"
 #include "train/progress.h"
+#include "train/step_losses.h"
 #include "train/tasks/train_task.h"
 #include "train/train_options.h"
 
@@ -85,6 +86,7 @@ class Trainer {
   void say_stopped(int64_t epoch, int64_t batch) const;
   void maybe_say_long_run(int64_t epoch, int64_t batch, double seconds_per_batch) const;
   void after_optimizer_step(ProgressBar& bar);
+  void write_step_losses();
   void open_metrics_log();
   void write_outputs(TrainResult& result);
   void say(const std::string& line) const;  // rank 0 only
@@ -120,6 +122,7 @@ class Trainer {
   PhaseTimes phases_;                // time outside the steady steps, printed at the end
   std::unique_ptr<MetricsLog> log_;  // rank 0
   std::vector<Json> step_records_;   // the task's per-step figures, resumed ones included
+  StepLosses step_losses_;           // the per-step loss, for a task without step figures
   std::chrono::steady_clock::time_point estimate_t0_;  // after the first step: run-time estimate
 };
 

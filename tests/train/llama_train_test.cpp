@@ -2,12 +2,13 @@
 // llama-tiny learns the synthetic token stream, the log line carries tokens/s, TFLOPS and MFU,
 // a resumed run continues bit for bit, the weights generate text, and bad input (too long a
 // sequence, a config.json missing fields, a vocabulary smaller than the data's, --init_weights
-// missing or of another shape) is one clear line, exit 2, nothing written. Also FusedAdamW against
-// libtorch's AdamW.
+// missing or of another shape); each step's loss in the log is one clear line, exit 2, nothing
+// written. Also FusedAdamW against libtorch's AdamW.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include "core/files.h"
 #include "core/json.h"
@@ -81,6 +82,21 @@ TEST(LlamaTrain, TinyLearnsAndLogsThroughput) {
   EXPECT_GT(epochs[2]["tflops_per_device"].get<double>(), 0);
   EXPECT_GT(epochs[2]["mfu"].get<double>(), 0);
   EXPECT_GT(epochs[2]["peak_host_memory_bytes"].get<double>(), 0);
+  // One "step" record an optimizer step with its training loss; an epoch's steps (equal batches)
+  // average to the epoch's train_loss. Both sum the same fp32 losses in other orders (the epoch
+  // on the device in fp32, the steps in fp64): 12 terms of ~4 differ by a few fp32 ulps, 1e-6.
+  std::ifstream log(out / "metrics.jsonl");
+  std::map<int64_t, double> step_loss;
+  for (std::string line; std::getline(log, line);)
+    if (auto j = Json::parse(line); j.value("type", "") == "step")
+      step_loss[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+  ASSERT_EQ(step_loss.size(), 36u);
+  for (int e = 0; e < 3; ++e) {
+    double sum = 0;
+    for (int s = e * 12 + 1; s <= e * 12 + 12; ++s) sum += step_loss.at(s);
+    EXPECT_NEAR(sum / 12, epochs[e]["train_loss"].get<double>(), 1e-6 * (sum / 12)) << e;
+  }
+  EXPECT_GT(step_loss.at(1), step_loss.at(36));  // it learns
   ASSERT_TRUE(fs::exists(out / "config.json"));
   // The weights generate: greedy is deterministic, and the learnt rule shows in it.
   auto g = run_gpulab({"generate", "--model", out.string(), "--weights",

@@ -1,6 +1,6 @@
 // `gpulab bench train`: steady-state training throughput of a model (bench::run_train_bench),
 // on one process or as DDP ranks (--nproc_per_node, through the same launcher as `gpulab train`),
-// tensor parallel with --tp.
+// tensor parallel with --tp, pipeline parallel with --pp.
 #include <iostream>
 #include <memory>
 
@@ -11,6 +11,7 @@
 #include "rank_launch.h"
 #include "train/data/datasets.h"
 #include "train/lm_batches.h"
+#include "train/parallel/pipeline_options.h"
 #include "train/parallel/tp_options.h"
 #include "train_flags.h"
 #include "usage.h"
@@ -36,7 +37,8 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   add_train_flags(cmd, t,
                   {"model", "dataset", "data_dir", "device", "batch_size", "input_size", "seq_len",
                    "attention", "precision", "channels_last", "memory_format", "threads",
-                   "num_workers", "cpu_kernels", "tp", "sequence_parallel"});
+                   "num_workers", "cpu_kernels", "tp", "sequence_parallel", "pp", "pp_schedule",
+                   "pp_virtual_stages", "pp_micro_batches"});
   cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
   cmd->add_option("--profile", o->profile,
@@ -53,6 +55,7 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
     d->precision = o->train.precision;
     d->tp = static_cast<int>(o->train.tp);
     d->tp_mesh = cmd->count("--tp") > 0;
+    d->pp = static_cast<int>(o->train.pp);
     throw_usage_error(train::dist::validate(*d), cmd);
     const int world = planned_world_size(*d);
     throw_usage_error(bench::validate(*o, world), cmd);
@@ -62,6 +65,7 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
     throw_usage_error(
         train::parallel::check_tp_placement(o->train, d->shard, nodes.ranks_per_node, nodes.nnodes),
         cmd);
+    throw_usage_error(train::parallel::check_pipeline_placement(o->train, d->shard), cmd);
     if (auto code = launch_if_needed(*d)) {
       ctx.exit_code = *code;
       return;
