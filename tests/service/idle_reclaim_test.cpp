@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "core/strings.h"
 #include "service/ops/containers/container_ops.h"
 #include "service/ops/policies/idle_reclaim.h"
 #include "service/ops/policies/proc_net.h"
@@ -167,22 +168,27 @@ TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
   ASSERT_TRUE(tcp.ok());
   ASSERT_EQ(ssh_sessions_in(tcp->out), 1) << "the test's SSH stand-in did not connect:\n"
                                           << tcp->out;
-  // net_a's traffic before each check: 40 pings of 30000 bytes to its gateway and back, 2.4 MB,
-  // over the 1 MiB a check calls traffic. Measured once here, so a ping that fails is told apart.
+  // net_a's traffic before each check: busy_a (busy anyway) fetches 2 MiB from a busybox httpd
+  // in net_a, twice the 1 MiB a check calls traffic. TCP, so nothing is lost or waited out (40
+  // fragmented pings to the gateway now and then waited out a lost reply, seconds a check).
+  auto serve = client_->exec(net_a.name, {"sh", "-c",
+                                          "mkdir -p /tmp/www && dd if=/dev/zero of=/tmp/www/f "
+                                          "bs=1024 count=2048 2>/dev/null && httpd -p 8080 -h "
+                                          "/tmp/www && hostname -i"});
+  ASSERT_TRUE(serve.ok() && serve->exit_code == 0) << (serve.ok() ? serve->err : "exec failed");
+  const std::string url = "http://" + trim(serve->out) + ":8080/f";
   auto net_bytes = [&] {
     auto dev = client_->exec(net_a.name, {"cat", "/proc/net/dev"});
     return dev.ok() ? net_bytes_in(dev->out).value_or(-1) : -1;
   };
   auto traffic = [&] {
-    auto ping = client_->exec(net_a.name, {"sh", "-c",
-                                           "gw=$(ip route | awk '/default/ {print $3}'); "
-                                           "for i in $(seq 40); do "
-                                           "ping -c 1 -W 2 -s 30000 $gw >/dev/null & done; wait"});
-    ASSERT_TRUE(ping.ok());
+    auto get = client_->exec(busy_a.name, {"wget", "-q", "-O", "/dev/null", url});
+    ASSERT_TRUE(get.ok() && get->exit_code == 0) << url << (get.ok() ? "\n" + get->err : "");
   };
+  // Measured once, so a stand-in that fails is told apart from a checker that misses traffic.
   const std::int64_t before = net_bytes();
   traffic();
-  ASSERT_GE(net_bytes() - before, 2 * 40 * 30000) << "the test's traffic stand-in sent nothing";
+  ASSERT_GE(net_bytes() - before, 2 << 20) << "the test's traffic stand-in sent too little";
 
   // Utilization: the busy container's GPU at 80 %, every other at 1 % (below the threshold).
   std::vector<GpuSample> samples;
