@@ -1,12 +1,17 @@
 // Idle reclaim on a real dockerd with an injected clock and GPU samples fed in by the test (on
 // declared GPUs): every container idle past the policy is warned, then stopped at the first
-// check past its deadline; busy ones, one with an open SSH connection and one whose owner's
-// policy is off keep running; "release_gpus" gives the GPUs back.
+// check past its deadline; busy ones (a GPU in use, network traffic), one with an open SSH
+// connection and one whose owner's policy is off keep running; "release_gpus" gives the GPUs back.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <limits>
+#include <random>
+
+#include "core/strings.h"
 #include "service/ops/containers/container_ops.h"
 #include "service/ops/policies/idle_reclaim.h"
+#include "service/ops/policies/proc_net.h"
 #include "service/ops/policies/quota.h"
 #include "service/ops/policies/usage_meter.h"
 #include "service/store/user_policy.h"
@@ -26,6 +31,54 @@ TEST(IdleReclaimParse, CountsEstablishedSessionsOnPort22) {
       "   3: 0100007F:1F90 0100007F:C000 01 00000000:00000000 00:00000000 00000000     0\n";
   EXPECT_EQ(ssh_sessions_in(tcp), 1);  // the listener (0A) and the client side do not count
   EXPECT_EQ(ssh_sessions_in(""), 0);
+}
+
+TEST(IdleReclaimParse, SumsNetworkBytesOfEveryInterfaceButLoopback) {
+  // /proc/net/dev as the idle check reads it: followed by /proc/net/tcp in the same output.
+  const std::string dev =
+      "Inter-|   Receive                                                |  Transmit\n"
+      " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs "
+      "drop fifo colls carrier compressed\n"
+      "    lo: 9000000     100    0    0    0     0          0         0  9000000     100    0 "
+      "   0    0     0       0          0\n"
+      "  eth0:    1000      10    0    0    0     0          0         0      200       2    0 "
+      "   0    0     0       0          0\n"
+      "  eth1:30 1 0 0 0 0 0 0 4 1 0 0 0 0 0 0\n"
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
+      "   0: 0100007F:0016 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0\n";
+  EXPECT_EQ(net_bytes_in(dev), 1000 + 200 + 30 + 4);  // lo left out, as the engine's stats do
+  EXPECT_EQ(ssh_sessions_in(dev), 1);                 // the dev rows are no TCP rows
+  EXPECT_EQ(net_bytes_in("  lo: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n"), 0);  // no network: 0
+  // Not /proc/net/dev: nothing known, so the checker asks the engine instead.
+  EXPECT_EQ(net_bytes_in(""), std::nullopt);
+  EXPECT_EQ(net_bytes_in("cat: can't open '/proc/net/dev': No such file or directory\n"),
+            std::nullopt);
+  EXPECT_EQ(net_bytes_in("eth0: 1 2 3\n"), std::nullopt);  // short
+  EXPECT_EQ(net_bytes_in("eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n"), std::nullopt);
+  EXPECT_EQ(net_bytes_in("eth0: -1 0 0 0 0 0 0 0 1 0 0 0 0 0 0 0\n"), std::nullopt);
+  // Counters past int64 saturate instead of overflowing.
+  const std::string huge =
+      "a: 9223372036854775807 0 0 0 0 0 0 0 9223372036854775807 0 0 0 0 0 0 0\n";
+  EXPECT_EQ(net_bytes_in(huge + huge), std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(net_bytes_in("a: 99999999999999999999 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"), std::nullopt);
+}
+
+TEST(IdleReclaimParse, GarbageNeverCrashes) {
+  // Random bytes, and random splices of real rows: any answer is fine, a crash is not (ASan and
+  // UBSan builds check the overflow paths too). Seeded: a failure repeats.
+  const std::string rows =
+      "  eth0: 1000 10 0 0 0 0 0 0 200 2 0 0 0 0 0 0\n   0: 0100007F:0016 0100007F:A1B2 01 0\n";
+  std::mt19937 rng(45);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text(rng() % 300, '\0');
+    for (auto& ch : text)
+      ch = rng() % 2 ? rows[rng() % rows.size()] : static_cast<char>(rng() % 256);
+    auto bytes = net_bytes_in(text);
+    if (bytes) {
+      EXPECT_GE(*bytes, 0);
+    }
+    EXPECT_GE(ssh_sessions_in(text), 0);
+  }
 }
 
 TEST(UsageMeter, ChargesHeldGpusByHourAndSurvivesReopening) {
@@ -101,6 +154,7 @@ TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
   auto idle_a = make("idle", "alice");
   auto busy_a = make("busy", "alice");
   auto ssh_a = make("ssh", "alice");
+  auto net_a = make("net", "alice");
   auto idle_b = make("bobidle", "bob");
   auto off_c = make("caroloff", "carol");
   // An established connection to port 22 inside ssh_a (busybox nc on both ends).
@@ -114,6 +168,27 @@ TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
   ASSERT_TRUE(tcp.ok());
   ASSERT_EQ(ssh_sessions_in(tcp->out), 1) << "the test's SSH stand-in did not connect:\n"
                                           << tcp->out;
+  // net_a's traffic before each check: busy_a (busy anyway) fetches 2 MiB from a busybox httpd
+  // in net_a, twice the 1 MiB a check calls traffic. TCP, so nothing is lost or waited out (40
+  // fragmented pings to the gateway now and then waited out a lost reply, seconds a check).
+  auto serve = client_->exec(net_a.name, {"sh", "-c",
+                                          "mkdir -p /tmp/www && dd if=/dev/zero of=/tmp/www/f "
+                                          "bs=1024 count=2048 2>/dev/null && httpd -p 8080 -h "
+                                          "/tmp/www && hostname -i"});
+  ASSERT_TRUE(serve.ok() && serve->exit_code == 0) << (serve.ok() ? serve->err : "exec failed");
+  const std::string url = "http://" + trim(serve->out) + ":8080/f";
+  auto net_bytes = [&] {
+    auto dev = client_->exec(net_a.name, {"cat", "/proc/net/dev"});
+    return dev.ok() ? net_bytes_in(dev->out).value_or(-1) : -1;
+  };
+  auto traffic = [&] {
+    auto get = client_->exec(busy_a.name, {"wget", "-q", "-O", "/dev/null", url});
+    ASSERT_TRUE(get.ok() && get->exit_code == 0) << url << (get.ok() ? "\n" + get->err : "");
+  };
+  // Measured once, so a stand-in that fails is told apart from a checker that misses traffic.
+  const std::int64_t before = net_bytes();
+  traffic();
+  ASSERT_GE(net_bytes() - before, 2 << 20) << "the test's traffic stand-in sent too little";
 
   // Utilization: the busy container's GPU at 80 %, every other at 1 % (below the threshold).
   std::vector<GpuSample> samples;
@@ -133,10 +208,11 @@ TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
   int warned_at = -1, stopped_at = -1;
   for (int k = 0; k <= 5; ++k) {
     clock->set(t0 + k * interval);
+    traffic();
     auto r = reclaimer.check(samples);
     std::printf("idle check %d at +%.0fs: checked %d, idle %d, warned %d, stopped %d\n", k,
                 k * interval, r.checked, r.idle, r.warned, r.stopped);
-    EXPECT_EQ(r.checked, k <= 3 ? 4 : 2);  // carol's is never looked at; stopped ones drop out
+    EXPECT_EQ(r.checked, k <= 3 ? 5 : 3);  // carol's is never looked at; stopped ones drop out
     if (r.warned) {
       EXPECT_EQ(r.warned, 2);
       warned_at = k;
@@ -155,6 +231,7 @@ TEST_F(IdleReclaim, StopsEveryIdleContainerWithinOneCheckAndNoOther) {
     EXPECT_EQ(running(idle_b), !past) << "check " << k;
     EXPECT_TRUE(running(busy_a));
     EXPECT_TRUE(running(ssh_a));
+    EXPECT_TRUE(running(net_a)) << "check " << k;
     EXPECT_TRUE(running(off_c));
   }
   EXPECT_EQ(warned_at, 2);   // at +600 s, the first check 10 min after idle began

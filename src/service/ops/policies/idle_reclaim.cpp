@@ -3,10 +3,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 
 #include "core/log.h"
-#include "core/strings.h"
 #include "service/base/api_error.h"
 #include "service/ops/containers/container_ops.h"
 #include "service/ops/policies/policy_request.h"
@@ -94,22 +92,6 @@ Json set_idle_policy(Store& store, const Json& req) {
   return save_policy(store, PolicyKind::kIdle, user, f, req.value("reset", false));
 }
 
-int ssh_sessions_in(const std::string& text) {
-  // "  sl  local_address rem_address   st ..." rows: local "HEX_ADDR:0016", state 01 established.
-  int n = 0;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream row(line);
-    std::string sl, local, remote, st;
-    if (!(row >> sl >> local >> remote >> st)) continue;
-    auto colon = local.rfind(':');
-    if (colon == std::string::npos || st != "01") continue;
-    if (to_lower(local.substr(colon + 1)) == "0016") ++n;
-  }
-  return n;
-}
-
 bool IdleReclaimer::busy(const ContainerRecord& c, const IdlePolicy& p,
                          const std::vector<GpuSample>& samples, Watch& w, std::string& why) {
   for (const auto& g : c.gpus) {
@@ -132,20 +114,24 @@ bool IdleReclaimer::busy(const ContainerRecord& c, const IdlePolicy& p,
   }
   const Engine& engine = s_.engine_of(c);
   const std::string id = c.engine_ref();
-  if (auto st = engine.usage(id); st) {
-    std::int64_t bytes = st->net_rx_bytes + st->net_tx_bytes;
-    bool traffic = w.net_bytes >= 0 && bytes - w.net_bytes >= p.network_bytes;
-    w.net_bytes = bytes;
+  // One exec reads both: the engine's stats call would cost a second or more per container.
+  auto ex = engine.exec(id, {"cat", "/proc/net/dev", "/proc/net/tcp", "/proc/net/tcp6"});
+  std::optional<std::int64_t> bytes;
+  if (ex) bytes = net_bytes_in(ex->out);
+  if (!bytes) {  // an image without cat: the engine's stats count the same bytes
+    if (auto st = engine.usage(id); st) bytes = st->net_rx_bytes + st->net_tx_bytes;
+  }
+  if (bytes) {
+    bool traffic = w.net_bytes >= 0 && *bytes - w.net_bytes >= p.network_bytes;
+    w.net_bytes = *bytes;
     if (traffic) {
       why = "network traffic";
       return true;
     }
   }
-  if (auto ex = engine.exec(id, {"cat", "/proc/net/tcp", "/proc/net/tcp6"}); ex) {
-    if (ssh_sessions_in(ex->out) > 0) {
-      why = "SSH session";
-      return true;
-    }
+  if (ex && ssh_sessions_in(ex->out) > 0) {
+    why = "SSH session";
+    return true;
   }
   return false;
 }

@@ -2,7 +2,7 @@
 // SSH session and (almost) no network traffic for a while is warned (audit event and a line in
 // its /etc/motd), then stopped, not deleted; the policy (default "*" and per user) says whether
 // its GPUs go back to the pool. Utilization comes from the GPU vendor table's samples, traffic
-// from the engine's stats, SSH sessions from the container's own TCP table.
+// and SSH sessions from the container's own /proc/net (one exec; proc_net.h).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "service/domain/validation.h"
 #include "service/engine/inventory.h"
+#include "service/ops/policies/proc_net.h"
 #include "service/ops/service.h"
 
 namespace gpulab::service {
@@ -53,8 +54,5 @@ class IdleReclaimer {
   Service& s_;
   std::map<std::int64_t, Watch> watch_;  // by container row id
 };
-
-// Established TCP connections to local port 22 in /proc/net/tcp{,6} text.
-int ssh_sessions_in(const std::string& proc_net_tcp);
 
 }  // namespace gpulab::service
