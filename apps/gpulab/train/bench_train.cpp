@@ -35,10 +35,26 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   auto* cmd = bench->add_subcommand(
       "train", "training throughput after warm-up: images/s, data vs compute time, peak memory");
   add_train_flags(cmd, t,
-                  {"model", "dataset", "data_dir", "device", "batch_size", "input_size", "seq_len",
-                   "attention", "precision", "channels_last", "memory_format", "threads",
-                   "num_workers", "cpu_kernels", "tp", "sequence_parallel", "pp", "pp_schedule",
-                   "pp_virtual_stages", "pp_micro_batches"});
+                  {"model",
+                   "dataset",
+                   "data_dir",
+                   "device",
+                   "batch_size",
+                   "input_size",
+                   "seq_len",
+                   "attention",
+                   "precision",
+                   "channels_last",
+                   "memory_format",
+                   "threads",
+                   "num_workers",
+                   "cpu_kernels",
+                   "tp",
+                   "sequence_parallel",
+                   "pp",
+                   "pp_schedule",
+                   "pp_virtual_stages",
+                   "pp_micro_batches"});
   cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
   cmd->add_option("--profile", o->profile,
