@@ -7,26 +7,12 @@
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
 #include "train/parallel/mesh_layout.h"
+#include "train/parallel/option_status.h"
 #include "train/parallel/pipeline_split.h"
 
 namespace gpulab::train::parallel {
 
 namespace {
-
-Status refuse(std::string message, std::string hint) {
-  return Error{Code::kInvalidArgument, std::move(message), std::move(hint)};
-}
-
-// A check that throws gpulab::Exception, as a Status of kInvalidArgument.
-template <class F>
-Status as_status(F&& check) {
-  try {
-    check();
-  } catch (const Exception& e) {
-    return refuse(e.error().message, e.error().hint);
-  }
-  return ok_status();
-}
 
 bool is_interleaved(const TrainOptions& o) {
   return o.pp_schedule == "interleaved";

@@ -9,6 +9,7 @@
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
 #include "train/parallel/mesh_layout.h"
+#include "train/parallel/option_status.h"
 #include "train/parallel/pipeline_options.h"
 #include "train/parallel/tp_families.h"
 #include "train/parallel/tp_llama_state.h"
@@ -16,21 +17,6 @@
 namespace gpulab::train::parallel {
 
 namespace {
-
-Status refuse(std::string message, std::string hint) {
-  return Error{Code::kInvalidArgument, std::move(message), std::move(hint)};
-}
-
-// A check that throws gpulab::Exception, as a Status of kInvalidArgument.
-template <class F>
-Status as_status(F&& check) {
-  try {
-    check();
-  } catch (const Exception& e) {
-    return refuse(e.error().message, e.error().hint);
-  }
-  return ok_status();
-}
 
 // Options the tensor-parallel run does not honour: refused rather than ignored.
 Status check_tp_combinations(const TrainOptions& o) {

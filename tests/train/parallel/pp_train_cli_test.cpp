@@ -40,49 +40,6 @@ constexpr double kTol = 1e-12;
 constexpr double kAdamTol = 1e-8;
 const double kFloatUlp = std::ldexp(1.0, -23);
 
-// 5 epochs of one step each (4 x 16 tokens), fp64, global-norm clipping; SGD with momentum
-// unless `adamw`.
-std::vector<std::string> tiny_run(const fs::path& out, int epochs, bool adamw = false,
-                                  const std::string& model = "llama-tiny") {
-  std::vector<std::string> args = {"train",
-                                   "--model",
-                                   model,
-                                   "--dataset",
-                                   "synthetic-text",
-                                   "--seq_len",
-                                   "16",
-                                   "--batch_size",
-                                   "4",
-                                   "--weight_decay",
-                                   "0.1",
-                                   "--lr_schedule",
-                                   "none",
-                                   "--clip_grad",
-                                   "1.0",
-                                   "--num_epochs",
-                                   std::to_string(epochs),
-                                   "--limit_train_batches",
-                                   "1",
-                                   "--limit_eval_batches",
-                                   "1",
-                                   "--device",
-                                   "cpu",
-                                   "--precision",
-                                   "fp64",
-                                   "--threads",
-                                   "1",
-                                   "--backend",
-                                   "gloo",
-                                   "--output_dir",
-                                   out.string(),
-                                   "--no_report"};
-  const std::vector<std::string> opt =
-      adamw ? std::vector<std::string>{"--optimizer", "adamw", "--learning_rate", "3e-3"}
-            : std::vector<std::string>{"--optimizer",     "sgd", "--momentum", "0.9",
-                                       "--learning_rate", "0.1"};
-  return with(args, opt);
-}
-
 const std::vector<std::string> kPp2 = {"--pp", "2", "--nproc_per_node", "2"};
 
 // "Pipeline parallel: ..., parameter bytes per stage: A (a%), B (b%)": every stage's bytes.

@@ -11,14 +11,21 @@
 #include <cmath>
 
 #include "train/checkpoint.h"
+#include "train/parallel/train_cli_compare.h"
 #include "train/trainer_test_util.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train {
 namespace {
 
+using testing::expect_same_weights;
+using testing::rel;
 using testing::run_gpulab;
+using testing::run_ok;
+using testing::set_flag;
 using testing::temp_dir;
+using testing::tiny_run;
+using testing::with;
 namespace fs = std::filesystem;
 
 // Tolerances. Both runs compute the same fp64 sums in another order (a row-parallel product
@@ -36,102 +43,10 @@ constexpr double kTol = 1e-12;
 constexpr double kAdamTol = 1e-8;
 const double kFloatUlp = std::ldexp(1.0, -23);
 
-// 5 epochs of one step each (4 x 16 tokens), fp64, global-norm clipping; SGD with momentum
-// unless `adamw`.
-std::vector<std::string> tiny_run(const fs::path& out, int epochs, bool adamw = false) {
-  std::vector<std::string> args = {"train",
-                                   "--model",
-                                   "llama-tiny",
-                                   "--dataset",
-                                   "synthetic-text",
-                                   "--seq_len",
-                                   "16",
-                                   "--batch_size",
-                                   "4",
-                                   "--weight_decay",
-                                   "0.1",
-                                   "--lr_schedule",
-                                   "none",
-                                   "--clip_grad",
-                                   "1.0",
-                                   "--num_epochs",
-                                   std::to_string(epochs),
-                                   "--limit_train_batches",
-                                   "1",
-                                   "--limit_eval_batches",
-                                   "1",
-                                   "--device",
-                                   "cpu",
-                                   "--precision",
-                                   "fp64",
-                                   "--threads",
-                                   "1",
-                                   "--backend",
-                                   "gloo",
-                                   "--output_dir",
-                                   out.string(),
-                                   "--no_report"};
-  const std::vector<std::string> opt =
-      adamw ? std::vector<std::string>{"--optimizer", "adamw", "--learning_rate", "3e-3"}
-            : std::vector<std::string>{"--optimizer",     "sgd", "--momentum", "0.9",
-                                       "--learning_rate", "0.1"};
-  args.insert(args.end(), opt.begin(), opt.end());
-  return args;
-}
-
-std::vector<std::string> with(std::vector<std::string> args, std::vector<std::string> more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-// The command line with --flag's value replaced (a flag given twice is refused).
-std::vector<std::string> set_flag(std::vector<std::string> args, const std::string& flag,
-                                  const std::string& value) {
-  for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == flag) args[i + 1] = value;
-  return args;
-}
-
-void run_ok(const std::vector<std::string>& args) {
-  auto r = run_gpulab(args, 600);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-}
-
-double rel(double a, double b) {
-  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300});
-}
-
 // Each epoch (one step each here) has the same validation loss within kTol and the same
 // training loss within a float ulp.
 void expect_same_losses(const fs::path& a, const fs::path& b, size_t epochs) {
-  const auto ea = testing::epoch_records(a), eb = testing::epoch_records(b);
-  ASSERT_EQ(ea.size(), epochs);
-  ASSERT_EQ(eb.size(), epochs);
-  double worst = 0;
-  for (size_t i = 0; i < epochs; ++i) {
-    const double x = ea[i]["test_loss"], y = eb[i]["test_loss"];
-    EXPECT_LT(rel(x, y), kTol) << "validation loss of step " << i + 1 << ": " << x << " vs " << y;
-    worst = std::max(worst, rel(x, y));
-    const double u = ea[i]["train_loss"], v = eb[i]["train_loss"];
-    EXPECT_LE(rel(u, v), kFloatUlp) << "training loss of step " << i + 1;
-  }
-  std::printf("largest relative validation-loss difference: %.3g\n", worst);
-}
-
-// Every tensor of the two exports within `tol` of its largest element.
-void expect_same_weights(const fs::path& a, const fs::path& b, double tol = kTol) {
-  auto wa = read_safetensors(a / "model.safetensors").value().tensors;
-  auto wb = read_safetensors(b / "model.safetensors").value().tensors;
-  ASSERT_EQ(wa.size(), wb.size());
-  double worst = 0;
-  for (const auto& [name, t] : wa) {
-    ASSERT_TRUE(wb.count(name)) << name;
-    ASSERT_EQ(t.sizes(), wb.at(name).sizes()) << name;
-    const double scale = std::max(t.abs().max().item<double>(), 1e-300);
-    worst = std::max(worst, (t - wb.at(name)).abs().max().item<double>() / scale);
-  }
-  EXPECT_LT(worst, tol);
-  std::printf("largest relative weight difference: %.3g\n", worst);
+  testing::expect_same_losses(a, b, epochs, kTol, kFloatUlp);
 }
 
 TEST(TpTrainCli, Tp2EqualsOneProcess) {
@@ -149,7 +64,7 @@ TEST(TpTrainCli, Tp2EqualsOneProcess) {
   ASSERT_NE(first, std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("Training took", first + 1), std::string::npos) << r.out;
   expect_same_losses(one, tp, 5);
-  expect_same_weights(one, tp);
+  expect_same_weights(one, tp, kTol);
   fs::remove_all(one);
   fs::remove_all(tp);
 }
@@ -160,7 +75,7 @@ TEST(TpTrainCli, Tp2TimesDp2EqualsDp2) {
   run_ok(with(tiny_run(mesh, 5), {"--no_checkpoints", "--tp", "2", "--nproc_per_node", "4",
                                   "--sequence_parallel", "off"}));
   expect_same_losses(dp, mesh, 5);
-  expect_same_weights(dp, mesh);
+  expect_same_weights(dp, mesh, kTol);
   fs::remove_all(dp);
   fs::remove_all(mesh);
 }
@@ -215,7 +130,7 @@ TEST(TpTrainCli, Qwen2Tp4EqualsOneProcess) {
   run_ok(run(one));
   run_ok(with(run(tp), {"--tp", "4", "--nproc_per_node", "4"}));
   expect_same_losses(one, tp, 3);
-  expect_same_weights(one, tp);
+  expect_same_weights(one, tp, kTol);
   fs::remove_all(one);
   fs::remove_all(tp);
 }
@@ -232,7 +147,7 @@ TEST(TpTrainCli, Tp2WithActivationCheckpointingEqualsOneProcess) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("activation checkpointing on"), std::string::npos) << r.out;
   expect_same_losses(one, tp, 3);
-  expect_same_weights(one, tp);
+  expect_same_weights(one, tp, kTol);
   fs::remove_all(one);
   fs::remove_all(tp);
 }
@@ -288,7 +203,7 @@ TEST(TpTrainCli, Tp2LabelSmoothingEqualsOneProcess) {
   run_ok(run(one));
   run_ok(with(run(tp), {"--tp", "2", "--nproc_per_node", "2"}));
   expect_same_losses(one, tp, 3);
-  expect_same_weights(one, tp);
+  expect_same_weights(one, tp, kTol);
   fs::remove_all(one);
   fs::remove_all(tp);
 }
@@ -310,7 +225,7 @@ TEST(TpTrainCli, Tp2TimesDp2Zero3EqualsOneProcess) {
       << r.out;
   EXPECT_NE(r.out.find("shard full"), std::string::npos) << r.out;
   expect_same_losses(one, mesh, 5);
-  expect_same_weights(one, mesh);
+  expect_same_weights(one, mesh, kTol);
   fs::remove_all(one);
   fs::remove_all(mesh);
 }

@@ -29,6 +29,49 @@ inline std::vector<std::string> set_flag(std::vector<std::string> args, const st
   return args;
 }
 
+// 5 epochs of one step each (4 x 16 tokens), fp64, global-norm clipping; SGD with momentum
+// unless `adamw`.
+inline std::vector<std::string> tiny_run(const fs::path& out, int epochs, bool adamw = false,
+                                         const std::string& model = "llama-tiny") {
+  std::vector<std::string> args = {"train",
+                                   "--model",
+                                   model,
+                                   "--dataset",
+                                   "synthetic-text",
+                                   "--seq_len",
+                                   "16",
+                                   "--batch_size",
+                                   "4",
+                                   "--weight_decay",
+                                   "0.1",
+                                   "--lr_schedule",
+                                   "none",
+                                   "--clip_grad",
+                                   "1.0",
+                                   "--num_epochs",
+                                   std::to_string(epochs),
+                                   "--limit_train_batches",
+                                   "1",
+                                   "--limit_eval_batches",
+                                   "1",
+                                   "--device",
+                                   "cpu",
+                                   "--precision",
+                                   "fp64",
+                                   "--threads",
+                                   "1",
+                                   "--backend",
+                                   "gloo",
+                                   "--output_dir",
+                                   out.string(),
+                                   "--no_report"};
+  const std::vector<std::string> opt =
+      adamw ? std::vector<std::string>{"--optimizer", "adamw", "--learning_rate", "3e-3"}
+            : std::vector<std::string>{"--optimizer",     "sgd", "--momentum", "0.9",
+                                       "--learning_rate", "0.1"};
+  return with(args, opt);
+}
+
 inline ProcessResult run_ok(const std::vector<std::string>& args) {
   auto r = run_gpulab(args, 600);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
