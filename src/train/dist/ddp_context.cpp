@@ -97,11 +97,11 @@ void DdpContext::barrier() {
 }
 
 std::shared_ptr<Sampler> DdpContext::train_sampler(int64_t size, uint64_t seed) {
-  return std::make_shared<DistributedSampler>(size, seed, rank, world_size, true, true);
+  return std::make_shared<DistributedSampler>(size, seed, data_rank, data_world_size, true, true);
 }
 
 std::shared_ptr<Sampler> DdpContext::eval_sampler(int64_t size) {
-  return std::make_shared<ShardSampler>(size, rank, world_size);
+  return std::make_shared<ShardSampler>(size, data_rank, data_world_size);
 }
 
 }  // namespace gpulab::train::dist

@@ -20,4 +20,10 @@ DeviceMesh::DeviceMesh(dist::Communicator& world, int tp, int pp)
       world, layout_.dp_group(r), "dp/" + std::to_string(c.tp) + "/" + std::to_string(c.pp));
 }
 
+void DeviceMesh::metric_sum(torch::Tensor& t) {
+  dp_->allreduce_sum(t, "metric all-reduce (data parallel)");
+  if (tp_->size() > 1) tp_->allreduce_max(t, "metric all-reduce (tensor parallel)");
+  if (pp_->size() > 1) pp_->allreduce_max(t, "metric all-reduce (pipeline)");
+}
+
 }  // namespace gpulab::train::parallel

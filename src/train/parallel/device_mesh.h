@@ -22,6 +22,12 @@ class DeviceMesh {
   dist::Communicator& pp() { return *pp_; }
   dist::Communicator& dp() { return *dp_; }
 
+  // A metric summed over the data-parallel group, then the max over the model-parallel groups
+  // (tensor, pipeline): each model replica's ranks hold its figure alike (the last stage's, which
+  // every stage receives), so the result is the data-parallel sum, and a stop flag raised on any
+  // rank reaches all of them.
+  void metric_sum(torch::Tensor& t);
+
  private:
   dist::Communicator& world_;
   MeshLayout layout_;

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "train/dist/distributed_sampler.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/models/causal_lm.h"
 #include "train/optim/optimizers.h"
@@ -130,8 +129,7 @@ void PipelineContext::after_backward(torch::nn::Module& model) {
 }
 
 void PipelineContext::all_reduce_sum(torch::Tensor& t) {
-  mesh_->dp().allreduce_sum(t, "metric all-reduce (data parallel)");
-  mesh_->pp().allreduce_max(t, "metric all-reduce (pipeline)");
+  mesh_->metric_sum(t);
 }
 
 std::vector<std::vector<torch::Tensor>> PipelineContext::optimizer_groups() {
@@ -159,15 +157,6 @@ double PipelineContext::clip_grad_norm(torch::nn::Module& model, double max_norm
   torch::NoGradGuard no_grad;
   for (auto& g : grads) g.mul_(coef);
   return total;
-}
-
-std::shared_ptr<Sampler> PipelineContext::train_sampler(int64_t size, uint64_t seed) {
-  return std::make_shared<dist::DistributedSampler>(size, seed, data_rank, data_world_size, true,
-                                                    true);
-}
-
-std::shared_ptr<Sampler> PipelineContext::eval_sampler(int64_t size) {
-  return std::make_shared<dist::ShardSampler>(size, data_rank, data_world_size);
 }
 
 StateDict PipelineContext::model_state(torch::nn::Module& model) {

@@ -21,14 +21,10 @@ class PipelineContext : public dist::DdpContext {
 
   void prepare_model(torch::nn::Module& model) override;
   void after_backward(torch::nn::Module& model) override;
-  // Summed over the data-parallel group, then the max over the pipeline group: a metric (the
-  // last stage's, which every stage receives) is its data-parallel sum, and a stop flag raised
-  // on any rank reaches all of them.
+  // DeviceMesh::metric_sum.
   void all_reduce_sum(torch::Tensor& t) override;
   std::vector<std::vector<torch::Tensor>> optimizer_groups() override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
-  std::shared_ptr<Sampler> train_sampler(int64_t size, uint64_t seed) override;
-  std::shared_ptr<Sampler> eval_sampler(int64_t size) override;
   DeviceMesh* pipeline_mesh() override { return mesh_.get(); }
   StateDict model_state(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "train/models/causal_lm.h"
 #include "train/parallel/tp_group.h"
 #include "train/weights/safetensors.h"
@@ -71,5 +72,12 @@ class TpCausalLm : public CausalLm {
   TpCausalLm(TpGroup& group, DecoderConfig c) : CausalLm(std::move(c)), group_(&group) {}
   TpGroup* group_;
 };
+
+// The model a tensor-parallel rank trains (the TP contexts' hooks receive it as a Module).
+inline TpCausalLm& tp_model_of(torch::nn::Module& model) {
+  auto* lm = dynamic_cast<TpCausalLm*>(&model);
+  GPULAB_ASSERT(lm != nullptr, "--tp trains a tensor-parallel model (the task builds it)");
+  return *lm;
+}
 
 }  // namespace gpulab::train::parallel

@@ -2,22 +2,11 @@
 #include "train/parallel/tp_context.h"
 
 #include "core/error.h"
-#include "train/dist/distributed_sampler.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_checkpoint.h"
 
 namespace gpulab::train::parallel {
-
-namespace {
-
-TpCausalLm& split_model(torch::nn::Module& model) {
-  auto* lm = dynamic_cast<TpCausalLm*>(&model);
-  GPULAB_ASSERT(lm != nullptr, "--tp trains a tensor-parallel model (the task builds it)");
-  return *lm;
-}
-
-}  // namespace
 
 TpContext::TpContext(const launch::RankPlace& place, const dist::DdpOptions& opts, int tp)
     : DdpContext(place, opts) {
@@ -40,36 +29,26 @@ void TpContext::prepare_model(torch::nn::Module& model) {
 
 void TpContext::after_backward(torch::nn::Module& model) {
   DdpContext::after_backward(model);  // the data-parallel mean, when there is more than one
-  split_model(model).finish_gradients();
+  tp_model_of(model).finish_gradients();
 }
 
 void TpContext::all_reduce_sum(torch::Tensor& t) {
-  mesh_->dp().allreduce_sum(t, "metric all-reduce (data parallel)");
-  mesh_->tp().allreduce_max(t, "metric all-reduce (tensor parallel)");
+  mesh_->metric_sum(t);
 }
 
 double TpContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
-  return split_model(model).clip_grad_norm(max_norm);
-}
-
-std::shared_ptr<Sampler> TpContext::train_sampler(int64_t size, uint64_t seed) {
-  return std::make_shared<dist::DistributedSampler>(size, seed, data_rank, data_world_size, true,
-                                                    true);
-}
-
-std::shared_ptr<Sampler> TpContext::eval_sampler(int64_t size) {
-  return std::make_shared<dist::ShardSampler>(size, data_rank, data_world_size);
+  return tp_model_of(model).clip_grad_norm(max_norm);
 }
 
 StateDict TpContext::model_state(torch::nn::Module& model) {
-  auto& lm = split_model(model);
+  auto& lm = tp_model_of(model);
   return lm.gather(module_state_dict(lm));
 }
 
 bool TpContext::save_checkpoint(const fs::path& dir, const TrainState& state,
                                 torch::nn::Module& model, const torch::optim::Optimizer& opt,
                                 int keep) {
-  save_tp_checkpoint(dir, state, split_model(model), opt, keep, is_main());
+  save_tp_checkpoint(dir, state, tp_model_of(model), opt, keep, is_main());
   return true;
 }
 
@@ -77,7 +56,7 @@ std::optional<Result<TrainState>> TpContext::load_checkpoint(const CheckpointInf
                                                              torch::nn::Module& model,
                                                              torch::optim::Optimizer& opt) {
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
-  return load_tp_checkpoint(ckpt, split_model(model), opt);
+  return load_tp_checkpoint(ckpt, tp_model_of(model), opt);
 }
 
 }  // namespace gpulab::train::parallel

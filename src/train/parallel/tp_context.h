@@ -21,13 +21,9 @@ class TpContext : public dist::DdpContext {
 
   void prepare_model(torch::nn::Module& model) override;
   void after_backward(torch::nn::Module& model) override;
-  // Summed over the data-parallel group, then the max over the TP group: a metric (the same on
-  // every rank of a TP group) is its data-parallel sum, and a stop flag raised on any rank
-  // reaches all of them.
+  // DeviceMesh::metric_sum.
   void all_reduce_sum(torch::Tensor& t) override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
-  std::shared_ptr<Sampler> train_sampler(int64_t size, uint64_t seed) override;
-  std::shared_ptr<Sampler> eval_sampler(int64_t size) override;
   TpGroup* tp_group() override { return group_.get(); }
   StateDict model_state(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,

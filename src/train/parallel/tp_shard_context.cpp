@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "train/dist/distributed_sampler.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_shard_checkpoint.h"
@@ -15,12 +14,6 @@
 namespace gpulab::train::parallel {
 
 namespace {
-
-TpCausalLm& tp_model_of(torch::nn::Module& model) {
-  auto* lm = dynamic_cast<TpCausalLm*>(&model);
-  GPULAB_ASSERT(lm != nullptr, "--tp trains a tensor-parallel model (the task builds it)");
-  return *lm;
-}
 
 // The world's communicator and a mesh over it; the mesh keeps the world alive.
 std::shared_ptr<DeviceMesh> mesh_over_world(const launch::RankPlace& place,
@@ -83,8 +76,7 @@ double TpShardContext::clip_grad_norm(torch::nn::Module& model, double max_norm)
 }
 
 void TpShardContext::all_reduce_sum(torch::Tensor& t) {
-  mesh_->dp().allreduce_sum(t, "metric all-reduce (data parallel)");
-  mesh_->tp().allreduce_max(t, "metric all-reduce (tensor parallel)");
+  mesh_->metric_sum(t);
 }
 
 void TpShardContext::broadcast(torch::Tensor& t, int root) {
@@ -93,15 +85,6 @@ void TpShardContext::broadcast(torch::Tensor& t, int root) {
 
 void TpShardContext::barrier() {
   mesh_->world().barrier();
-}
-
-std::shared_ptr<Sampler> TpShardContext::train_sampler(int64_t size, uint64_t seed) {
-  return std::make_shared<dist::DistributedSampler>(size, seed, data_rank, data_world_size, true,
-                                                    true);
-}
-
-std::shared_ptr<Sampler> TpShardContext::eval_sampler(int64_t size) {
-  return std::make_shared<dist::ShardSampler>(size, data_rank, data_world_size);
 }
 
 // After gather_parameters (the trainer's order for the final weights): every parameter present.

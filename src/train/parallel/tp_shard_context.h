@@ -22,12 +22,10 @@ class TpShardContext : public dist::ShardContext {
 
   void after_backward(torch::nn::Module& model) override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
-  // As TpContext's: data-parallel sums, then the max over the TP group.
+  // DeviceMesh::metric_sum.
   void all_reduce_sum(torch::Tensor& t) override;
   void broadcast(torch::Tensor& t, int root) override;  // over the world
   void barrier() override;
-  std::shared_ptr<Sampler> train_sampler(int64_t size, uint64_t seed) override;
-  std::shared_ptr<Sampler> eval_sampler(int64_t size) override;
   TpGroup* tp_group() override { return group_.get(); }
   StateDict model_state(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,
