@@ -93,6 +93,7 @@ void Trainer::setup_data() {
   train_batches_ = task_->open_data();
   if (opts_.limit_train_batches > 0)
     train_batches_ = std::min(train_batches_, opts_.limit_train_batches);
+  if (task_->step_charts().empty()) step_losses_.emplace();
 }
 
 // Step 3: the model, on its device, in its memory format, identical on every rank.
@@ -130,7 +131,7 @@ void Trainer::setup_optimizer() {
   ScheduleSpec s;
   s.kind = opts_.lr_schedule;
   s.base_lr = opts_.learning_rate;
-  s.steps_per_epoch = (train_batches_ + opts_.grad_accum - 1) / opts_.grad_accum;
+  s.steps_per_epoch = optimizer_steps_per_epoch(train_batches_, opts_.grad_accum);
   s.total_epochs = opts_.num_epochs;
   s.warmup_epochs = opts_.warmup_epochs;
   s.step_size = opts_.step_size;
@@ -282,7 +283,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
     launch::heartbeat(fmt::format("epoch {} batch {} of {}", epoch + 1, b + 1, train_batches_));
     const int64_t steps_before = step_;
     const StepLoss s = micro_step(*batch, b);
-    step_losses_.add(s);
+    if (step_losses_) step_losses_->add(s);
     if (step_ != steps_before) after_optimizer_step(bar);
     items += s.count;
     loss_sum += s.loss.detach() * static_cast<double>(s.count);
@@ -440,7 +441,7 @@ void Trainer::write_outputs(TrainResult& result) {
 
 // A task's figures of the step just taken: its line, a "step" record in the log and the report.
 void Trainer::after_optimizer_step(ProgressBar& bar) {
-  step_losses_.end_step(step_);
+  if (step_losses_) step_losses_->end_step(step_);
   auto figures = task_->after_optimizer_step(step_);
   if (!figures) return;
   if (!figures->line.empty() && dist_->is_main()) {
@@ -456,8 +457,8 @@ void Trainer::after_optimizer_step(ProgressBar& bar) {
 // The epoch's per-step training loss as "step" records (log and report), for a task without
 // step figures of its own; every rank takes part (one all-reduce an epoch).
 void Trainer::write_step_losses() {
-  if (!task_->step_charts().empty()) return;
-  for (auto& rec : step_losses_.take_epoch(*dist_)) {
+  if (!step_losses_) return;
+  for (auto& rec : step_losses_->take_epoch(*dist_)) {
     rec["type"] = "step";
     if (log_) log_->append(rec);
     step_records_.push_back(std::move(rec));

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "train/dist_hooks.h"
@@ -122,7 +123,8 @@ class Trainer {
   PhaseTimes phases_;                // time outside the steady steps, printed at the end
   std::unique_ptr<MetricsLog> log_;  // rank 0
   std::vector<Json> step_records_;   // the task's per-step figures, resumed ones included
-  StepLosses step_losses_;           // the per-step loss, for a task without step figures
+  // The per-step loss, kept only for a task without step figures of its own (GRPO has them).
+  std::optional<StepLosses> step_losses_;
   std::chrono::steady_clock::time_point estimate_t0_;  // after the first step: run-time estimate
 };
 
