@@ -150,13 +150,6 @@ void GrpoTask::sync_policy(RolloutSource& source, int64_t policy_step) {
     weight_hashes_["training"].push_back(hex(static_cast<uint64_t>(training[i].item<int64_t>())));
 }
 
-// Optimizer steps taken before micro-batch `index` of the run: the trainer groups each epoch's
-// micro-batches by --grad_accum, an epoch's last group possibly shorter (trainer.cpp).
-int64_t GrpoTask::optimizer_steps_before(int64_t index) const {
-  const int64_t per_epoch = steps_per_epoch_ * env_.opts.mu, accum = env_.opts.grad_accum;
-  return index / per_epoch * ((per_epoch + accum - 1) / accum) + index % per_epoch / accum;
-}
-
 // The step's completions: from this rank's generation rank when there are generation ranks (the
 // policy sent first: the optimizer steps of the `index` micro-batches trained so far, --grad_accum
 // a step, so every micro-batch of a step samples with the same policy), else sampled
@@ -164,7 +157,8 @@ int64_t GrpoTask::optimizer_steps_before(int64_t index) const {
 std::vector<std::vector<int64_t>> GrpoTask::completions_of(
     int64_t step, int64_t index, const std::vector<std::vector<int64_t>>& prompts, Rollout& r) {
   if (auto* source = env_.dist.rollout_source.get()) {
-    sync_policy(*source, optimizer_steps_before(index));
+    sync_policy(*source, optimizer_steps_before(index, steps_per_epoch_ * env_.opts.mu,
+                                                env_.opts.grad_accum));
     auto share = source->receive(step);
     r.sums.gen_seconds = share.generation_seconds;
     r.policy_step = share.policy_step;

@@ -62,7 +62,6 @@ class GrpoTask : public TrainTask {
                                                    const std::vector<std::vector<int64_t>>& prompts,
                                                    Rollout& r);
   void sync_policy(RolloutSource& source, int64_t policy_step);
-  int64_t optimizer_steps_before(int64_t index) const;
   rl::ResolvedRewards score(const std::vector<std::vector<int64_t>>& completions,
                             const std::vector<const rl::Prompt*>& sources, Sums& sums) const;
   torch::Tensor log_probs_of(CausalLm& model, const TaskBatch& batch) const;

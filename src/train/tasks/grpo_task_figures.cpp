@@ -100,7 +100,7 @@ std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
   if (!weight_hashes_.is_null()) rec["weight_hashes"] = std::exchange(weight_hashes_, Json());
   // Optimizer steps in the run: μ a rollout batch, --grad_accum micro-batches each.
   const int64_t per_epoch =
-      (steps_per_epoch_ * env_.opts.mu + env_.opts.grad_accum - 1) / env_.opts.grad_accum;
+      optimizer_steps_per_epoch(steps_per_epoch_ * env_.opts.mu, env_.opts.grad_accum);
   const int64_t total = per_epoch * env_.opts.num_epochs;
   std::string line = fmt::format(
       "Step {}/{}: reward {:.3f} ± {:.3f} || KL {:.4f} || clip {:.3f} || completion {:.1f} tok || "

@@ -43,6 +43,18 @@ struct TaskBatch {
   std::map<std::string, torch::Tensor> extra;
 };
 
+// How the loop groups an epoch's `micro_batches` into optimizer steps: --grad_accum at a time,
+// the epoch's last group possibly shorter (Trainer::micro_step).
+inline int64_t optimizer_steps_per_epoch(int64_t micro_batches, int64_t grad_accum) {
+  return (micro_batches + grad_accum - 1) / grad_accum;
+}
+// The optimizer steps taken before micro-batch `index` of the run (epoch x micro_batches +
+// batch), so that a task can tell which policy trained up to a micro-batch.
+inline int64_t optimizer_steps_before(int64_t index, int64_t micro_batches, int64_t grad_accum) {
+  return index / micro_batches * optimizer_steps_per_epoch(micro_batches, grad_accum) +
+         index % micro_batches / grad_accum;
+}
+
 // A micro-batch's loss and what the epoch's figures sum from it.
 struct StepLoss {
   torch::Tensor loss;     // the mean over `count` items: what backward runs on
