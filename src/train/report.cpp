@@ -44,6 +44,22 @@ std::string escape(const std::string& s) {
   return out;
 }
 
+// At most `most` points: consecutive runs of points averaged (x and y), so a per-step series of
+// a long run (a point per optimizer step) draws as a line a chart's width can show instead of
+// an SVG of every step.
+std::vector<std::pair<double, double>> thinned(const std::vector<std::pair<double, double>>& p,
+                                               size_t most) {
+  if (p.size() <= most) return p;
+  std::vector<std::pair<double, double>> out;
+  for (size_t b = 0; b < most; ++b) {
+    const size_t lo = b * p.size() / most, hi = (b + 1) * p.size() / most;
+    double x = 0, y = 0;
+    for (size_t i = lo; i < hi; ++i) x += p[i].first, y += p[i].second;
+    out.emplace_back(x / static_cast<double>(hi - lo), y / static_cast<double>(hi - lo));
+  }
+  return out;
+}
+
 // One line chart with axes, 5 y ticks, one polyline (and dots) per series, and a legend.
 std::string chart(const std::string& title, const std::vector<Series>& series,
                   const std::string& x_name = "epoch") {
@@ -85,13 +101,16 @@ std::string chart(const std::string& title, const std::vector<Series>& series,
   double legend_x = kL + 8;
   for (const auto& s : series) {
     if (s.points.empty()) continue;
+    // A point a pixel across at most; dots only where they stay apart.
+    const auto points = thinned(s.points, 400);
     std::string pts;
-    for (auto [x, y] : s.points) pts += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+    for (auto [x, y] : points) pts += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
     svg += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>)",
                        s.color, pts);
-    for (auto [x, y] : s.points)
-      svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="2.5" fill="{}"/>)", px(x), py(y),
-                         s.color);
+    if (points.size() <= 100)
+      for (auto [x, y] : points)
+        svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="2.5" fill="{}"/>)", px(x), py(y),
+                           s.color);
     svg += fmt::format(R"(<rect x="{:.1f}" y="{}" width="10" height="10" fill="{}"/>)"
                        R"(<text x="{:.1f}" y="{}" font-size="11">{}</text>)",
                        legend_x, kT + 6, s.color, legend_x + 14, kT + 15, escape(s.name));

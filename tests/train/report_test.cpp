@@ -1,6 +1,7 @@
 // The training report speaks each task's language: a language model's of tokens/s, perplexity,
 // bits per byte and MFU (no images, no top-5), an image classifier's of images and top-k; and a
-// learning rate that decays to 0 gets no axis below zero.
+// learning rate that decays to 0 gets no axis below zero; a per-step curve of a long run stays a
+// chart's worth of points.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,6 +64,32 @@ TEST(Report, ImageClassifierWords) {
   const auto facts = best_result_facts(epochs);
   ASSERT_EQ(facts.size(), 1u);
   EXPECT_EQ(facts[0], (std::pair<std::string, std::string>{"best test top-1", "0.6000"}));
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A training loss per optimizer step: 100,000 steps draw as at most 400 averaged points and no
+// dots (every step's own would make a 10 MB page), 50 steps as 50 points with their dots.
+TEST(Report, PerStepCurvesOfLongRunsAreThinned) {
+  StepChart long_run{"Training loss per step", {}}, short_run{"Short", {}};
+  for (int i = 1; i <= 100000; ++i) long_run.points.emplace_back(i, 5.0 / std::sqrt(i));
+  for (int i = 1; i <= 50; ++i) short_run.points.emplace_back(i, 1.0 / i);
+  const std::string many = render_report({"llama-tiny on text", {}, {long_run}}, lm_epochs());
+  const std::string few = render_report({"llama-tiny on text", {}, {short_run}}, lm_epochs());
+  EXPECT_NE(many.find("Training loss per step"), std::string::npos);
+  EXPECT_LT(many.size(), 100000u);
+  const std::string step_chart = many.substr(0, many.find("</svg>"));
+  EXPECT_EQ(count(step_chart, "<circle"), 0u);
+  const size_t polyline = step_chart.find("points=\"");
+  ASSERT_NE(polyline, std::string::npos);
+  const std::string pts =
+      step_chart.substr(polyline, step_chart.find('"', polyline + 8) - polyline);
+  EXPECT_EQ(count(pts, ","), 400u);  // one comma a point
+  EXPECT_EQ(count(few.substr(0, few.find("</svg>")), "<circle"), 50u);
 }
 
 }  // namespace
