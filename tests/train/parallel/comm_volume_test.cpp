@@ -9,6 +9,7 @@
 
 #include "train/dist/comm_volume.h"
 #include "train/models/decoder_config.h"
+#include "train/parallel/train_cli_compare.h"
 #include "train/trainer_test_util.h"
 #include "train/weights/safetensors.h"
 
@@ -56,42 +57,8 @@ TEST(CommVolume, TreeBroadcastReachesEveryOtherRankOnce) {
 }
 
 // Two epochs of one step each (4 x 16 tokens), fp64, SGD, global-norm clipping, on Gloo.
-std::vector<std::string> run_args(const fs::path& out, std::vector<std::string> more) {
-  std::vector<std::string> a = {"train",
-                                "--model",
-                                "llama-tiny",
-                                "--dataset",
-                                "synthetic-text",
-                                "--seq_len",
-                                "16",
-                                "--batch_size",
-                                "4",
-                                "--num_epochs",
-                                "2",
-                                "--limit_train_batches",
-                                "1",
-                                "--limit_eval_batches",
-                                "1",
-                                "--device",
-                                "cpu",
-                                "--precision",
-                                "fp64",
-                                "--threads",
-                                "1",
-                                "--backend",
-                                "gloo",
-                                "--optimizer",
-                                "sgd",
-                                "--lr_schedule",
-                                "none",
-                                "--clip_grad",
-                                "1.0",
-                                "--no_checkpoints",
-                                "--no_report",
-                                "--output_dir",
-                                out.string()};
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
+std::vector<std::string> run_args(const fs::path& out, const std::vector<std::string>& more) {
+  return testing::with(testing::with(testing::tiny_run(out, 2), {"--no_checkpoints"}), more);
 }
 
 // comm_per_step of each epoch record (one step each, so the figure is that step's).
@@ -186,14 +153,7 @@ TEST(CommVolumeCli, Tp1IsTheMeshDegenerateCase) {
     EXPECT_LE(std::abs(x - y), kTol * std::abs(x)) << "epoch " << i + 1;
     EXPECT_FALSE(eb[i].contains("comm_per_step"));  // one process: nothing to count
   }
-  auto wa = read_safetensors(one / "model.safetensors").value().tensors;
-  auto wb = read_safetensors(mesh / "model.safetensors").value().tensors;
-  ASSERT_EQ(wa.size(), wb.size());
-  for (const auto& [name, w] : wa) {
-    ASSERT_TRUE(wb.count(name)) << name;
-    const double scale = std::max(w.abs().max().item<double>(), 1e-300);
-    EXPECT_LE((w - wb.at(name)).abs().max().item<double>() / scale, kTol) << name;
-  }
+  testing::expect_same_weights(one, mesh, kTol);
   // Refused before training: what --tp above 1 refuses (here a family with no TP model).
   auto bad = run_gpulab({"train", "--model", "resnet18", "--tp", "1", "--dataset", "synthetic",
                          "--output_dir", (mesh / "bad").string()});

@@ -114,13 +114,6 @@ TEST(PpTrainCli, Pp2TimesDp2EqualsDp2) {
   fs::remove_all(mesh);
 }
 
-StateDict newest_checkpoint_weights(const fs::path& run) {
-  auto ckpt = find_resumable(run / "checkpoints");
-  EXPECT_TRUE(ckpt.has_value());
-  if (!ckpt) return {};
-  return read_checkpoint_weights(*ckpt).value().tensors;
-}
-
 // Saved at PP 2 after 3 of 5 epochs (AdamW, whose moments the checkpoint carries; a constant
 // learning rate): resumed at PP 2 it is the uninterrupted PP 2 run bit for bit; resumed at PP 1
 // it is the one-process run; and a one-process checkpoint resumes at PP 2. Eight trainer runs,

@@ -19,6 +19,7 @@ namespace gpulab::train {
 namespace {
 
 using testing::expect_same_weights;
+using testing::newest_checkpoint_weights;
 using testing::rel;
 using testing::run_gpulab;
 using testing::run_ok;
@@ -78,14 +79,6 @@ TEST(TpTrainCli, Tp2TimesDp2EqualsDp2) {
   expect_same_weights(dp, mesh, kTol);
   fs::remove_all(dp);
   fs::remove_all(mesh);
-}
-
-// The newest checkpoint's model tensors (the ordinary layout, whatever the run's TP size).
-StateDict newest_checkpoint_weights(const fs::path& run) {
-  auto ckpt = find_resumable(run / "checkpoints");
-  EXPECT_TRUE(ckpt.has_value());
-  if (!ckpt) return {};
-  return read_checkpoint_weights(*ckpt).value().tensors;
 }
 
 // Saved at one TP size after 3 of 5 epochs, resumed at another: the same run as one process

@@ -1,5 +1,6 @@
-// What the model-parallel CLI tests (`gpulab train --pp`, ...) compare: two run folders' epoch
-// losses and exported weights, relative to the values' own size, and the command lines they run.
+// What the model-parallel CLI tests (`gpulab train --pp`, --tp) compare: two run folders' epoch
+// losses, exported and checkpointed weights, relative to the values' own size, and the command
+// lines they run.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "train/checkpoint.h"
 #include "train/trainer_test_util.h"
 #include "train/weights/safetensors.h"
 
@@ -70,6 +72,14 @@ inline std::vector<std::string> tiny_run(const fs::path& out, int epochs, bool a
             : std::vector<std::string>{"--optimizer",     "sgd", "--momentum", "0.9",
                                        "--learning_rate", "0.1"};
   return with(args, opt);
+}
+
+// The newest checkpoint's model tensors (the ordinary layout, whatever the run's layout).
+inline StateDict newest_checkpoint_weights(const fs::path& run) {
+  auto ckpt = find_resumable(run / "checkpoints");
+  EXPECT_TRUE(ckpt.has_value());
+  if (!ckpt) return {};
+  return read_checkpoint_weights(*ckpt).value().tensors;
 }
 
 inline ProcessResult run_ok(const std::vector<std::string>& args) {
