@@ -36,6 +36,16 @@ torch::Tensor CausalLm::head_input(const torch::Tensor& h, const KvCache* cache)
   return h.narrow(1, h.size(1) - 1, 1);
 }
 
+void CausalLm::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (auto& p : named_parameters()) init_parameter(p.key(), p.value());
+}
+
+void CausalLm::init_parameter(const std::string& name, torch::Tensor& /*p*/) const {
+  throw Exception(Code::kUnsupported, "this model cannot initialise " + name + " on its own",
+                  "initialise the family's ordinary model");
+}
+
 void CausalLm::init_normal(torch::Tensor& p, double std) const {
   if (!p.is_meta()) {
     p.normal_(0.0, std);

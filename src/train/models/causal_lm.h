@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "train/models/classifier.h"
@@ -37,8 +38,14 @@ class CausalLm : public Classifier {
   // gpulab's CPU attention kernel (train/ops/causal_attention.h) where it applies, or always
   // at::scaled_dot_product_attention (the default).
   virtual void set_fused_attention(bool on) = 0;
-  // Weights as the family's reference implementation initialises them.
-  virtual void reset_parameters() = 0;
+  // Weights as the family's reference implementation initialises them: init_parameter on each
+  // parameter in named_parameters() order, the order its random numbers are drawn in.
+  virtual void reset_parameters();
+  // Fills p, the parameter `name` or a tensor of its shape on the model's device, as
+  // reset_parameters does (drawing from p's device's generator): a tensor-parallel rank draws
+  // the whole model's values one tensor at a time and keeps its shard of each. kUnsupported for
+  // a model without it.
+  virtual void init_parameter(const std::string& name, torch::Tensor& p) const;
   // Recompute each block in the backward pass instead of keeping its activations.
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
   bool activation_checkpointing() const { return checkpointing_; }

@@ -70,6 +70,21 @@ class TpCausalLm : public CausalLm {
 
  protected:
   TpCausalLm(TpGroup& group, DecoderConfig c) : CausalLm(std::move(c)), group_(&group) {}
+  // Refuses a sequence of t positions longer than the shape's, or one that sequence parallelism
+  // cannot split evenly over the group.
+  void check_sequence(int64_t t) const {
+    if (t > config_.max_positions)
+      throw Exception(Code::kInvalidArgument,
+                      "a sequence of " + std::to_string(t) + " tokens is longer than the model's " +
+                          std::to_string(config_.max_positions) + " positions",
+                      "use a shorter --seq_len");
+    if (sequence_parallel && t % group_->size() != 0)
+      throw Exception(Code::kInvalidArgument,
+                      "sequence parallelism splits a sequence over the " +
+                          std::to_string(group_->size()) + " tensor-parallel ranks, and " +
+                          std::to_string(t) + " positions do not split evenly",
+                      "use a --seq_len that is a multiple of --tp");
+  }
   TpGroup* group_;
 };
 

@@ -12,7 +12,7 @@
 
 namespace gpulab::train::parallel {
 
-// Whether `family` has a tensor-parallel model, and the families that do ("llama, qwen2").
+// Whether `family` has a tensor-parallel model, and the families that do ("llama, qwen2, gpt2").
 bool has_tp_model(const std::string& family);
 std::string tp_families();
 
@@ -21,5 +21,12 @@ std::string tp_families();
 // without one, kInvalidArgument for a TP size the shape does not fit.
 std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
                                                const StateDict& full);
+
+// The same model, from the weights one process initialises on `device` from the same seed,
+// without ever holding them all: the model is made first (its parameters allocated), then each
+// ordinary tensor is drawn whole (the generator moves as for the whole model), cut to this rank's
+// shard, copied in and freed. Peak memory: the rank's parameters and the largest single tensor.
+std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
+                                               torch::Device device);
 
 }  // namespace gpulab::train::parallel

@@ -40,6 +40,15 @@ torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int rank, int par
   return full.narrow(dim, rank * n, n).clone();
 }
 
+std::vector<torch::Tensor> all_shards_of(const torch::Tensor& mine, TpGroup& group,
+                                         const char* what) {
+  // [1, n] gathered along its last dimension is every rank's n elements in rank order.
+  auto per = group.gather_last_dim(mine.contiguous().view({1, -1}), what).view({group.size(), -1});
+  std::vector<torch::Tensor> out;
+  for (int r = 0; r < group.size(); ++r) out.push_back(per[r].view(mine.sizes()));
+  return out;
+}
+
 ColumnParallelLinearImpl::ColumnParallelLinearImpl(TpGroup& g, int64_t in, int64_t out,
                                                    bool with_bias, bool gather)
     : group(&g), gather_output(gather) {

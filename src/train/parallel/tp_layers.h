@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "train/parallel/tp_group.h"
 
@@ -15,6 +16,9 @@ namespace gpulab::train::parallel {
 int64_t padded_to(int64_t n, int64_t parts);
 // Rank `rank`'s slice of `full` along `dim` split in `parts` (the dimension must divide).
 torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int rank, int parts);
+// Every rank's `mine` (one shape on every rank), in rank order: collective over the group.
+std::vector<torch::Tensor> all_shards_of(const torch::Tensor& mine, TpGroup& group,
+                                         const char* what);
 
 // y = x W^T + b with W's output rows split: this rank computes its out/tp outputs. The input
 // is replicated (its gradient is summed over the group); the output stays split unless

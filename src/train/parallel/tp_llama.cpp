@@ -8,42 +8,12 @@
 
 #include "core/error.h"
 #include "train/ops/swiglu.h"
+#include "train/parallel/tp_gradients.h"
 #include "train/parallel/tp_llama_state.h"
 #include "train/parallel/tp_regions.h"
 #include "train/parallel/vocab_parallel_cross_entropy.h"
 
 namespace gpulab::train::parallel {
-
-namespace {
-
-// Into column-parallel work: a copy of the replicated input, or (sequence parallel) the whole
-// sequence gathered from the ranks' parts.
-torch::Tensor enter_tp(const torch::Tensor& x, TpGroup& g, bool sp) {
-  return sp ? gather_sequence(x, g) : copy_to_tp(x, g);
-}
-
-// Out of a row-parallel layer: the sum of the partial products, or (sequence parallel) this
-// rank's positions of it.
-torch::Tensor leave_tp(const torch::Tensor& partial, TpGroup& g, bool sp) {
-  return sp ? reduce_scatter_sequence(partial, g) : reduce_from_tp(partial, g);
-}
-
-// The tensors flattened into one (one collective for all of them), and back.
-torch::Tensor flat_cat(const std::vector<torch::Tensor>& ts) {
-  std::vector<torch::Tensor> flat;
-  for (const auto& t : ts) flat.push_back(t.reshape({-1}));
-  return torch::cat(flat);
-}
-
-void copy_back(const torch::Tensor& flat, std::vector<torch::Tensor>& ts) {
-  int64_t offset = 0;
-  for (auto& t : ts) {
-    t.copy_(flat.narrow(0, offset, t.numel()).view_as(t));
-    offset += t.numel();
-  }
-}
-
-}  // namespace
 
 TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
     : group_(&g),
@@ -126,6 +96,7 @@ TpLlamaForCausalLM::TpLlamaForCausalLM(TpGroup& g, DecoderConfig c, const StateD
       break;
     }
   }
+  if (shard.empty()) return;  // filled by the caller (build_tp_causal_lm)
   if (auto st = load_state_dict(*this, shard, "the tensor-parallel shard"); !st)
     throw Exception(st.error());
 }
@@ -153,19 +124,8 @@ torch::Tensor TpLlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* 
 }
 
 torch::Tensor TpLlamaForCausalLM::embed(const torch::Tensor& tokens) {
-  const int64_t t = tokens.size(1);
-  if (t > config_.max_positions)
-    throw Exception(Code::kInvalidArgument,
-                    "a sequence of " + std::to_string(t) + " tokens is longer than the model's " +
-                        std::to_string(config_.max_positions) + " positions",
-                    "use a shorter --seq_len");
+  check_sequence(tokens.size(1));
   const bool sp = sequence_parallel;
-  if (sp && t % group_->size() != 0)
-    throw Exception(Code::kInvalidArgument,
-                    "sequence parallelism splits a sequence over the " +
-                        std::to_string(group_->size()) + " tensor-parallel ranks, and " +
-                        std::to_string(t) + " positions do not split evenly",
-                    "use a --seq_len that is a multiple of --tp");
   return sp ? reduce_scatter_sequence(model->embed_tokens->forward_partial(tokens), *group_)
             : model->embed_tokens(tokens);
 }
@@ -207,55 +167,41 @@ void TpLlamaForCausalLM::finish_gradients(const std::vector<NamedGrad>& grads) {
     if (tp_kv_rows(g.name)) kv.push_back(g.grad);
   }
   // Under sequence parallelism each rank's norm gradients cover its own positions only.
-  if (sequence_parallel && !norms.empty()) {
-    auto sum = flat_cat(norms);
-    group_->allreduce_sum(sum, "sequence-parallel norm gradients");
-    copy_back(sum, norms);
-  }
+  if (sequence_parallel) allreduce_sum_together(norms, *group_, "sequence-parallel norm gradients");
   // A kv head kept by several ranks has, on each, the gradient of that rank's query heads only;
   // the head's gradient is their sum. One all-reduce of a slot per kv head (this rank's in its
   // head's slot, zeros elsewhere) sums each slot over its holders.
   const int replicas = kv_replicas(config_, group_->size());
   if (replicas > 1 && !kv.empty()) {
-    auto mine = flat_cat(kv);
+    auto mine = flatten_together(kv);
     auto slots = torch::zeros({config_.num_kv_heads, mine.numel()}, mine.options());
     const int64_t head = group_->rank() / replicas;
     slots[head].copy_(mine);
     group_->allreduce_sum(slots, "replicated key/value-head gradients");
-    copy_back(slots[head], kv);
+    unflatten_into(slots[head], kv);
   }
 }
 
 double TpLlamaForCausalLM::clip_grad_norm(const std::vector<NamedGrad>& grads, double max_norm,
                                           dist::Communicator* disjoint) {
-  // Squared norms: split gradients summed over the group (a replicated kv head by its first
-  // holder alone), replicated ones (the norms, equal on every rank) added once after.
+  // Split gradients summed over the group (a replicated kv head by its first holder alone),
+  // replicated ones (the norms, equal on every rank) added once.
   const int replicas = kv_replicas(config_, group_->size());
-  auto sums = torch::zeros({2}, torch::kDouble);  // split, replicated
+  std::vector<torch::Tensor> split, replicated, all;
   for (const auto& g : grads) {
-    const auto sq = g.grad.to(torch::kDouble).square().sum();
+    all.push_back(g.grad);
     if (tp_split_dim(g.name) < 0)
-      sums[1] += sq;
+      replicated.push_back(g.grad);
     else if (!tp_kv_rows(g.name) || replicas == 1 || group_->rank() % replicas == 0)
-      sums[0] += sq;
+      split.push_back(g.grad);
   }
-  if (disjoint != nullptr) disjoint->allreduce_sum(sums, "gradient norm (data-parallel shards)");
-  auto split = sums.narrow(0, 0, 1).clone();
-  group_->allreduce_sum(split, "gradient norm");
-  const double norm = std::sqrt((split.sum() + sums[1]).item<double>());
-  // torch::nn::utils::clip_grad_norm_'s coefficient, clamped at 1.
-  const double coef = std::min(1.0, max_norm / (norm + 1e-6));
-  for (const auto& g : grads) g.grad.mul_(coef);
-  return norm;
+  return clip_tp_gradients(split, replicated, all, max_norm, disjoint, *group_);
 }
 
 torch::Tensor TpLlamaForCausalLM::mean_loss(const torch::Tensor& logits,
                                             const torch::Tensor& targets) {
-  const auto items = logits.reshape({-1, logits.size(-1)});
-  const auto y = targets.reshape({-1});
-  auto per = vocab_parallel_cross_entropy(items, y, *group_, vocab_start(), config_.vocab_size,
-                                          label_smoothing);
-  return per.sum() / (y != kIgnoreIndex).sum().clamp_min(1);
+  return vocab_parallel_mean_loss(logits, targets, *group_, vocab_start(), config_.vocab_size,
+                                  label_smoothing);
 }
 
 std::pair<torch::Tensor, torch::Tensor> TpLlamaForCausalLM::loss_of(const torch::Tensor& logits,

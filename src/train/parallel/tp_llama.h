@@ -75,6 +75,7 @@ class TpLlamaForCausalLM : public TpCausalLm {
  public:
   // Every rank of `group` builds its part from its shard (shard_state of the ordinary weights):
   // refuses a TP size the shape does not fit (check_tp_layout) and a shard that does not fit.
+  // An empty shard leaves the parameters (float) for the caller to fill.
   TpLlamaForCausalLM(TpGroup& group, DecoderConfig c, const StateDict& shard);
   using CausalLm::forward;
   // Tokens B x T -> while training, this rank's logits B x T x (padded vocabulary / TP), columns

@@ -121,11 +121,8 @@ StateDict gather_state(const DecoderConfig& c, const StateDict& mine, TpGroup& g
       for (auto& s : shards) s[name] = t;
       continue;
     }
-    // [1, n] gathered along its last dimension is every rank's n elements in rank order.
-    auto all = group.gather_last_dim(t.contiguous().view({1, -1}), "gather of a TP checkpoint");
-    auto per = all.view({group.size(), -1});
-    for (int r = 0; r < group.size(); ++r)
-      shards[static_cast<size_t>(r)][name] = per[r].view(t.sizes());
+    const auto per = all_shards_of(t, group, "gather of a TP checkpoint");
+    for (size_t r = 0; r < shards.size(); ++r) shards[r][name] = per[r];
   }
   return gather_state(c, shards);
 }

@@ -120,4 +120,12 @@ torch::Tensor scatter_to_tp(const torch::Tensor& x, TpGroup& group) {
   return group.size() == 1 ? x : ScatterToTp::apply(x, group.id());
 }
 
+torch::Tensor enter_tp(const torch::Tensor& x, TpGroup& group, bool sp) {
+  return sp ? gather_sequence(x, group) : copy_to_tp(x, group);
+}
+
+torch::Tensor leave_tp(const torch::Tensor& partial, TpGroup& group, bool sp) {
+  return sp ? reduce_scatter_sequence(partial, group) : reduce_from_tp(partial, group);
+}
+
 }  // namespace gpulab::train::parallel

@@ -30,4 +30,10 @@ torch::Tensor gather_sequence(const torch::Tensor& x, TpGroup& group);
 // row-parallel partial sums return to the split sequence (it takes reduce_from_tp's place).
 torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, TpGroup& group);
 
+// A sublayer's two crossings, with or without sequence parallelism (`sp`): into column-parallel
+// work, a copy of the replicated input or the whole sequence gathered from the ranks' parts; out
+// of a row-parallel layer, the sum of the partial products or this rank's positions of it.
+torch::Tensor enter_tp(const torch::Tensor& x, TpGroup& group, bool sp);
+torch::Tensor leave_tp(const torch::Tensor& partial, TpGroup& group, bool sp);
+
 }  // namespace gpulab::train::parallel

@@ -96,6 +96,15 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const to
 
 namespace gpulab::train::parallel {
 
+torch::Tensor vocab_parallel_mean_loss(const torch::Tensor& logits, const torch::Tensor& target,
+                                       TpGroup& group, int64_t vocab_start, int64_t vocab_size,
+                                       double smoothing) {
+  const auto items = logits.reshape({-1, logits.size(-1)});
+  const auto y = target.reshape({-1});
+  auto per = vocab_parallel_cross_entropy(items, y, group, vocab_start, vocab_size, smoothing);
+  return per.sum() / (y != kIgnoreIndex).sum().clamp_min(1);
+}
+
 torch::Tensor vocab_parallel_argmax(const torch::Tensor& logits, TpGroup& group,
                                     int64_t vocab_start, int64_t vocab_size) {
   const int64_t cols = logits.size(-1);

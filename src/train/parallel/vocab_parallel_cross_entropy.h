@@ -23,6 +23,12 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const to
                                            TpGroup& group, int64_t vocab_start, int64_t vocab_size,
                                            double smoothing = 0.0);
 
+// The mean of vocab_parallel_cross_entropy over the positions whose target is not kIgnoreIndex
+// (logits [..., V_local], target [...]): a tensor-parallel model's training loss.
+torch::Tensor vocab_parallel_mean_loss(const torch::Tensor& logits, const torch::Tensor& target,
+                                       TpGroup& group, int64_t vocab_start, int64_t vocab_size,
+                                       double smoothing = 0.0);
+
 // The whole vocabulary's argmax of each position of `logits` [..., V_local] (as above), without
 // gathering the logits: the lowest global index among the maxima, as torch's argmax; the same on
 // every rank. Two small reductions.

@@ -23,6 +23,16 @@
 
 namespace gpulab::train {
 
+namespace {
+
+int64_t parameter_bytes(torch::nn::Module& m) {
+  int64_t bytes = 0;
+  for (const auto& t : m.parameters()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  return bytes;
+}
+
+}  // namespace
+
 LmTask::LmTask(const TaskEnv& env) : env_(env) {}
 
 LmTask::~LmTask() = default;
@@ -55,16 +65,18 @@ ClassifierPtr LmTask::build_model() {
   }
   if (auto* mesh = env_.dist.pipeline_mesh()) {
     model_ = build_stage(cfg, *mesh);
-  } else {
-    model_ = build_causal_lm(cfg, env_.device);  // built where it trains
-  }
-  if (auto* group = env_.dist.tp_group()) {
-    // This rank's shard of the very weights the one-process run starts from (same seed).
-    auto tp = parallel::build_tp_causal_lm(cfg, *group, module_state_dict(*model_));
+  } else if (auto* group = env_.dist.tp_group()) {
+    // This rank's shard of the very weights the one-process run starts from (same seed), drawn
+    // a tensor at a time: the whole model is never held.
+    auto tp = parallel::build_tp_causal_lm(cfg, *group, env_.device);
     tp->sequence_parallel = o.sequence_parallel == "on";
     tp->label_smoothing = o.label_smoothing;
     tp_ = tp.get();
+    const auto element = static_cast<int64_t>(tp->parameters().front().element_size());
+    tp_bytes_ = {parameter_bytes(*tp), cfg.num_parameters() * element};  // this rank's, the whole's
     model_ = std::move(tp);
+  } else {
+    model_ = build_causal_lm(cfg, env_.device);  // built where it trains
   }
   model_->set_activation_checkpointing(o.activation_checkpointing);
   model_->set_fused_attention(o.attention == "gpulab");
@@ -196,8 +208,12 @@ std::vector<std::string> LmTask::header(const RunFacts& facts) const {
   if (!o.init_weights.empty()) lines.push_back("Initial weights: " + o.init_weights);
   if (tp_)
     lines.push_back(fmt::format(
-        "Tensor parallel: {} ranks per model replica (sequence parallel {}), data parallel {}",
-        tp_->group().size(), tp_->sequence_parallel ? "on" : "off", env_.dist.data_world_size));
+        "Tensor parallel: {} ranks per model replica (sequence parallel {}), data parallel {}; "
+        "parameter bytes per rank {} of the model's {} ({:.1f}%)",
+        tp_->group().size(), tp_->sequence_parallel ? "on" : "off", env_.dist.data_world_size,
+        tp_bytes_.first, tp_bytes_.second,
+        100.0 * static_cast<double>(tp_bytes_.first) /
+            static_cast<double>(std::max<int64_t>(1, tp_bytes_.second))));
   if (pipe_) lines.push_back(pipeline_line());
   lines.push_back(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
                               env_.device.str(), env_.threads, o.precision, env_.dist.world_size,

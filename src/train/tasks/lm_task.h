@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "train/lm_batches.h"
 #include "train/models/causal_lm.h"
@@ -55,7 +56,8 @@ class LmTask : public TrainTask {
   TaskEnv env_;
   std::unique_ptr<LmBatches> data_;
   CausalLmPtr model_;
-  parallel::TpCausalLm* tp_ = nullptr;  // model_, when it is split over a tensor-parallel group
+  parallel::TpCausalLm* tp_ = nullptr;    // model_, when it is split over a tensor-parallel group
+  std::pair<int64_t, int64_t> tp_bytes_;  // parameter bytes: this TP rank's, the whole model's
   // --pp: model_ is the stage's model; the executor runs the schedule over the pp group.
   std::unique_ptr<parallel::PipelineStage> stage_;
   std::unique_ptr<parallel::PipelineExecutor> pipe_;

@@ -126,4 +126,33 @@ inline void expect_same_weights(const fs::path& a, const fs::path& b, double tol
   std::printf("largest relative weight difference: %.3g\n", worst);
 }
 
+// A bf16 model-parallel run (`split`) against fp32 (`f32`) and one-process bf16 (`b16`) runs of
+// `epochs` epochs: its validation losses track fp32's within bf16's own rounding noise. One
+// process in bf16 deviates from fp32 by d (bf16 keeps 8 significant bits; every product's output
+// is rounded to 2^-9 relative). The split run is another draw of the same noise (its sums are
+// rounded in other places), so it lies within d of one-process bf16 give or take its own d: 3 d
+// covers both draws with a margin, and at least one bf16 ulp of the loss (2^-8 relative) so that
+// a lucky small d does not make it flaky. A missing gradient sum or a wrong shard moves the loss
+// far more.
+inline void expect_bf16_tracks_fp32(const fs::path& f32, const fs::path& b16, const fs::path& split,
+                                    size_t epochs, const char* what) {
+  const auto ef = epoch_records(f32), eb = epoch_records(b16), et = epoch_records(split);
+  ASSERT_EQ(ef.size(), epochs);
+  ASSERT_EQ(eb.size(), epochs);
+  ASSERT_EQ(et.size(), epochs);
+  double d = 0;
+  for (size_t i = 0; i < epochs; ++i) d = std::max(d, rel(eb[i]["test_loss"], ef[i]["test_loss"]));
+  const double bound = std::max(3 * d, std::ldexp(1.0, -8));
+  double worst = 0;
+  for (size_t i = 0; i < epochs; ++i) {
+    const double x = et[i]["test_loss"], y = ef[i]["test_loss"];
+    EXPECT_LT(rel(x, y), bound) << "validation loss of step " << i + 1 << ": " << x << " vs " << y;
+    worst = std::max(worst, rel(x, y));
+  }
+  std::printf(
+      "bf16 vs fp32, largest relative validation-loss difference: one process %.3g, %s %.3g "
+      "(bound %.3g)\n",
+      d, what, worst, bound);
+}
+
 }  // namespace gpulab::train::testing

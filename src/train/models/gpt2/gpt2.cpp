@@ -54,23 +54,34 @@ torch::Tensor Gpt2EmbeddingImpl::forward(const torch::Tensor& index) {
 }
 
 Gpt2AttentionImpl::Gpt2AttentionImpl(const DecoderConfig& c, const torch::TensorOptions& o)
-    : heads_(c.num_heads), head_dim_(c.dim_per_head()) {
-  c_attn = register_module("c_attn", Gpt2Linear(c.hidden_size, 3 * heads_ * head_dim_, o));
-  c_proj = register_module("c_proj", Gpt2Linear(heads_ * head_dim_, c.hidden_size, o));
+    : heads_(c.num_heads) {
+  const int64_t width = heads_ * c.dim_per_head();
+  c_attn = register_module("c_attn", Gpt2Linear(c.hidden_size, 3 * width, o));
+  c_proj = register_module("c_proj", Gpt2Linear(width, c.hidden_size, o));
 }
 
 torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x, const NoRotation& still,
                                          KvCache* cache, int64_t layer) {
-  const int64_t b = x.size(0), t = x.size(1);
   auto qkv = c_attn(x).chunk(3, -1);
-  if (fused && cache == nullptr && still.cos.defined() && head_dim_ % 2 == 0 &&
-      fused_causal_attention_applies(qkv[0]))
-    return c_proj(
-        fused_causal_attention(qkv[0], qkv[1], qkv[2], still.cos, still.sin, heads_, heads_));
-  const auto heads = [&](const torch::Tensor& p) {
-    return p.reshape({b, t, heads_, head_dim_}).transpose(1, 2);
+  return c_proj(gpt2_attention(qkv[0], qkv[1], qkv[2], heads_, still, fused, cache, layer));
+}
+
+NoRotation still_rotation(int64_t t, int64_t head_dim, torch::Device device) {
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  return {torch::ones({t, head_dim}, f32), torch::zeros({t, head_dim}, f32)};
+}
+
+torch::Tensor gpt2_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             int64_t heads, const NoRotation& still, bool fused, KvCache* cache,
+                             int64_t layer) {
+  const int64_t b = q.size(0), t = q.size(1), head_dim = q.size(2) / heads;
+  if (fused && cache == nullptr && still.cos.defined() && head_dim % 2 == 0 &&
+      fused_causal_attention_applies(q))
+    return fused_causal_attention(q, k, v, still.cos, still.sin, heads, heads);
+  const auto split = [&](const torch::Tensor& p) {
+    return p.reshape({b, t, heads, head_dim}).transpose(1, 2);
   };
-  return c_proj(causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), cache, layer));
+  return causal_attention(split(q), split(k), split(v), cache, layer);
 }
 
 Gpt2MlpImpl::Gpt2MlpImpl(const DecoderConfig& c, const torch::TensorOptions& o) {
@@ -121,17 +132,13 @@ void Gpt2LMHeadModel::set_fused_attention(bool on) {
   for (auto& block : *transformer->h) block->as<Gpt2BlockImpl>()->attn->fused = on;
 }
 
-void Gpt2LMHeadModel::reset_parameters() {
-  torch::NoGradGuard no_grad;
+void Gpt2LMHeadModel::init_parameter(const std::string& name, torch::Tensor& p) const {
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.num_layers));
-  for (auto& p : named_parameters()) {
-    const std::string& name = p.key();
-    const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
-    if (p.value().dim() >= 2)
-      init_normal(p.value(), name.find("c_proj.weight") != std::string::npos ? residual_std : 0.02);
-    else
-      p.value().fill_(is_bias ? 0.0 : 1.0);  // biases, LayerNorm scales
-  }
+  const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+  if (p.dim() >= 2)
+    init_normal(p, name.find("c_proj.weight") != std::string::npos ? residual_std : 0.02);
+  else
+    p.fill_(is_bias ? 0.0 : 1.0);  // biases, LayerNorm scales
 }
 
 torch::Tensor Gpt2LMHeadModel::forward(const torch::Tensor& tokens, KvCache* cache) {
@@ -139,17 +146,12 @@ torch::Tensor Gpt2LMHeadModel::forward(const torch::Tensor& tokens, KvCache* cac
   const int64_t t = tokens.size(1);
   auto h = transformer->wte(tokens) + transformer->wpe(positions);
   // The fused kernel's identity rotation, once for every block (without a cache only).
-  const NoRotation still = cache == nullptr ? still_rotation(t, tokens.device()) : NoRotation{};
+  const NoRotation still =
+      cache == nullptr ? still_rotation(t, config_.dim_per_head(), tokens.device()) : NoRotation{};
   for (int64_t i = 0; i < config_.num_layers; ++i) h = run_layer(i, h, still, cache);
   h = head(head_input(h, cache));
   if (cache) cache->length += t;
   return h;
-}
-
-NoRotation Gpt2LMHeadModel::still_rotation(int64_t t, torch::Device device) const {
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  return {torch::ones({t, config_.dim_per_head()}, f32),
-          torch::zeros({t, config_.dim_per_head()}, f32)};
 }
 
 torch::Tensor Gpt2LMHeadModel::run_layer(int64_t i, const torch::Tensor& h, const NoRotation& still,
@@ -167,7 +169,7 @@ torch::Tensor Gpt2LMHeadModel::embed(const torch::Tensor& tokens) {
 }
 
 torch::Tensor Gpt2LMHeadModel::block(int64_t i, const torch::Tensor& h) {
-  return run_layer(i, h, still_rotation(h.size(1), h.device()), nullptr);
+  return run_layer(i, h, still_rotation(h.size(1), config_.dim_per_head(), h.device()), nullptr);
 }
 
 torch::Tensor Gpt2LMHeadModel::head(const torch::Tensor& h) {

@@ -16,6 +16,16 @@ namespace gpulab::train {
 struct NoRotation {
   torch::Tensor cos, sin;
 };
+// The identity rotation for t positions of head_dim (cos 1, sin 0, float32).
+NoRotation still_rotation(int64_t t, int64_t head_dim, torch::Device device);
+
+// Causal attention of q, k, v (B x T x heads * head_dim, the heads side by side, as c_attn's
+// thirds hold them) to B x T x heads * head_dim, before c_proj: gpulab's fused CPU kernel where
+// `fused` and it applies (`still` defined, no cache), else the attention core (with the cache).
+// The heads are independent, so a tensor-parallel rank runs it on its own heads.
+torch::Tensor gpt2_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             int64_t heads, const NoRotation& still, bool fused,
+                             KvCache* cache = nullptr, int64_t layer = 0);
 
 // y = x @ weight + bias with weight in x out (transformers' Conv1D).
 class Gpt2LinearImpl : public torch::nn::Module {
@@ -58,7 +68,7 @@ class Gpt2AttentionImpl : public torch::nn::Module {
   bool fused = true;  // gpulab's CPU kernel where it applies
 
  private:
-  int64_t heads_, head_dim_;
+  int64_t heads_;
 };
 TORCH_MODULE(Gpt2Attention);
 
@@ -108,7 +118,7 @@ class Gpt2LMHeadModel : public CausalLm {
   void set_fused_attention(bool on) override;
   // As transformers initialises GPT-2: normal(0, 0.02) matrices and embeddings, the residual
   // projections (c_proj) scaled by 1 / sqrt(2 x layers), zero biases, unit LayerNorm scales.
-  void reset_parameters() override;
+  void init_parameter(const std::string& name, torch::Tensor& p) const override;
 
   Gpt2Model transformer{nullptr};
   // vocab x dim like wte (logits = h @ weight^T); null when tied to transformer->wte.
@@ -118,8 +128,6 @@ class Gpt2LMHeadModel : public CausalLm {
   // Block i on h (recomputed under activation checkpointing).
   torch::Tensor run_layer(int64_t i, const torch::Tensor& h, const NoRotation& still,
                           KvCache* cache);
-  // The fused kernel's identity rotation for t positions.
-  NoRotation still_rotation(int64_t t, torch::Device device) const;
 };
 
 // A GPT-2 file of the Hugging Face hub (OpenAI's weights as transformers' GPT2Model names them)

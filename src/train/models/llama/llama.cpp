@@ -167,16 +167,12 @@ void LlamaForCausalLM::set_fused_attention(bool on) {
   for (auto& layer : *model->layers) layer->as<LlamaBlockImpl>()->self_attn->fused = on;
 }
 
-void LlamaForCausalLM::reset_parameters() {
-  torch::NoGradGuard no_grad;
-  for (auto& p : named_parameters()) {
-    const std::string& name = p.key();
-    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    if (p.value().dim() >= 2)
-      init_normal(p.value(), 0.02);
-    else
-      p.value().fill_(is_bias ? 0.0 : 1.0);  // Qwen2's q/k/v biases; RMSNorm scales
-  }
+void LlamaForCausalLM::init_parameter(const std::string& name, torch::Tensor& p) const {
+  const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  if (p.dim() >= 2)
+    init_normal(p, 0.02);
+  else
+    p.fill_(is_bias ? 0.0 : 1.0);  // Qwen2's q/k/v biases; RMSNorm scales
 }
 
 torch::Tensor LlamaForCausalLM::forward(const torch::Tensor& tokens, KvCache* cache) {

@@ -115,7 +115,7 @@ class LlamaForCausalLM : public CausalLm {
   void set_fused_attention(bool on) override;
   // Weights as Hugging Face initialises them: normal(0, 0.02) matrices, unit norm scales, zero
   // biases.
-  void reset_parameters() override;
+  void init_parameter(const std::string& name, torch::Tensor& p) const override;
 
   LlamaModel model{nullptr};
   Projection lm_head{nullptr};  // null when tied to model->embed_tokens
