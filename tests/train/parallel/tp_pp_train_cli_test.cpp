@@ -2,10 +2,10 @@
 // parallelism inside pipeline stages. TP 2 x PP 2 on 4 ranks equals one process step for step
 // and in its final weights (llama-tiny, 1F1B; qwen2-tiny, whose tied embedding and q/k/v biases
 // are split over the TP group on the first and the last stage, interleaved), each rank holding a
-// quarter of the parameters (measured); a checkpoint saved at TP 2 x PP 2 is the gathered model
-// in the Hugging Face layout and resumes at one process, TP 2 and PP 2 with the same model to the
-// last bit, and checkpoints saved at PP 2 and TP 2 resume at TP 2 x PP 2; bad layouts are refused
-// in the launching process.
+// quarter of the parameters (measured); TP 2 x PP 2 x DP 2 on 8 ranks equals DP 2; a checkpoint
+// saved at TP 2 x PP 2 is the gathered model in the Hugging Face layout and resumes at one process,
+// TP 2 and PP 2 with the same model to the last bit, and checkpoints saved at PP 2 and TP 2 resume
+// at TP 2 x PP 2; bad layouts are refused in the launching process.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -87,6 +87,23 @@ TEST(TpPpTrainCli, Tp2Pp2EqualsOneProcessLlama) {
 // head per rank, and the interleaved schedule (4 chunks of one block).
 TEST(TpPpTrainCli, Qwen2Tp2Pp2InterleavedEqualsOneProcess) {
   expect_mesh_equals_one_process("qwen2-tiny", 3, {"--pp_schedule", "interleaved"}, "interleaved");
+}
+
+// TP 2 x PP 2 x DP 2 on 8 ranks against DP 2: each data-parallel rank's replica is a 2 x 2 mesh,
+// its stages' gradients averaged over the data-parallel pair (about 15 s on 2 cores).
+TEST(TpPpTrainCli, Tp2Pp2TimesDp2EqualsDp2) {
+  const fs::path dp = temp_dir("tppp_dp2"), mesh = temp_dir("tppp_dp2_mesh");
+  run_ok(with(tiny_run(dp, 3), {"--no_checkpoints", "--nproc_per_node", "2"}));
+  auto r = run_ok(with(tiny_run(mesh, 3),
+                       {"--no_checkpoints", "--tp", "2", "--pp", "2", "--nproc_per_node", "8"}));
+  EXPECT_NE(r.out.find("Pipeline parallel: 2 stages, 1F1B schedule, 4 micro-batches of 1 "
+                       "sequences, data parallel 2"),
+            std::string::npos)
+      << r.out;
+  expect_same_losses(dp, mesh, 3, kTol, kFloatUlp);
+  expect_same_weights(dp, mesh, kTol);
+  fs::remove_all(dp);
+  fs::remove_all(mesh);
 }
 
 // The run's exported weights (rewritten by a resume that has nothing left to train) equal the
