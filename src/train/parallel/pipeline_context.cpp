@@ -92,8 +92,12 @@ StateDict held_state(torch::nn::Module& model) {
 
 PipelineContext::PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts,
                                  int pp)
+    : PipelineContext(place, opts, 1, pp) {}
+
+PipelineContext::PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts,
+                                 int tp, int pp)
     : DdpContext(place, opts) {
-  mesh_ = std::make_shared<DeviceMesh>(*comm_, 1, pp);
+  mesh_ = std::make_shared<DeviceMesh>(*comm_, tp, pp);
   data_rank = mesh_->coord().dp;
   data_world_size = mesh_->layout().dp();
 }
@@ -160,15 +164,16 @@ double PipelineContext::clip_grad_norm(torch::nn::Module& model, double max_norm
 }
 
 StateDict PipelineContext::model_state(torch::nn::Module& model) {
-  return gather_stages(mesh_->pp(), module_state_dict(model), held_state(model));
+  return gather_stages(mesh_->pp(), ordinary_layout(model), to_ordinary(model, held_state(model)));
 }
 
 bool PipelineContext::save_checkpoint(const fs::path& dir, const TrainState& state,
                                       torch::nn::Module& model, const o::Optimizer& opt, int keep) {
-  const StateDict all = module_state_dict(model);
-  const StateDict params = gather_stages(mesh_->pp(), all, held_state(model));
+  const StateDict all = ordinary_layout(model);
+  const StateDict params = gather_stages(mesh_->pp(), all, to_ordinary(model, held_state(model)));
   Moments moments = state_moments(model, opt);
-  for (auto& [field, tensors] : moments) tensors = gather_stages(mesh_->pp(), all, tensors);
+  for (auto& [field, tensors] : moments)
+    tensors = gather_stages(mesh_->pp(), all, to_ordinary(model, tensors));
   if (!is_main()) return true;
   auto twin = ordinary_twin(stage_model(model).config(), params.begin()->second.scalar_type());
   if (auto st = load_state_dict(*twin, params, "the gathered pipeline stages"); !st)
@@ -189,12 +194,14 @@ std::optional<Result<TrainState>> PipelineContext::load_checkpoint(const Checkpo
   auto twin_opt = same_kind_optimizer(opt, decay_groups(*twin));
   auto s = gpulab::train::load_checkpoint(ckpt, *twin, *twin_opt);
   if (!s) return s;
-  const StateDict whole = module_state_dict(*twin);
+  const StateDict whole = to_local(model, module_state_dict(*twin));
   {
     torch::NoGradGuard no_grad;
     for (auto& [name, t] : held_state(model)) t.copy_(whole.at(name));
   }
-  copy_state(*twin_opt, *twin, opt, model, state_moments(*twin, *twin_opt));
+  Moments moments = state_moments(*twin, *twin_opt);
+  for (auto& [field, tensors] : moments) tensors = to_local(model, tensors);
+  copy_state(*twin_opt, *twin, opt, model, moments);
   return s;
 }
 

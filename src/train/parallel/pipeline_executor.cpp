@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/vocab_parallel_cross_entropy.h"
 
 namespace gpulab::train::parallel {
@@ -79,7 +80,10 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
                 .requires_grad_(true);
   }
   auto out = stage_.forward(a.chunk, input);
-  if (span.head) {
+  auto* tp = dynamic_cast<TpCausalLm*>(&stage_.model());  // TP x PP
+  if (span.head && tp != nullptr) {
+    out = tp_loss(*tp, out, targets[mb], count);
+  } else if (span.head) {
     // This micro-batch's share of the batch mean: its summed loss over the batch's count.
     const int64_t vocab = out.size(-1);
     const auto hits = out.detach().argmax(-1).eq(targets[mb]).sum().to(torch::kDouble);
@@ -94,6 +98,20 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
          "sending " + micro_text(a.micro_batch) + "'s activations");
   }
   saved_[{a.micro_batch, a.chunk}] = {input, out};
+}
+
+// A tensor-parallel last stage's logits are its vocabulary columns: the vocabulary-parallel loss
+// (its mean over the micro-batch's targets, made this micro-batch's share of the batch mean) and
+// argmax, both reduced over the TP group.
+torch::Tensor PipelineExecutor::tp_loss(TpCausalLm& tp, const torch::Tensor& logits,
+                                        const torch::Tensor& targets, double count) {
+  auto [mean, hits] = tp.loss_of(logits, targets);
+  const double valid = std::max(1.0, (targets != kIgnoreIndex).sum().item<double>());
+  const auto h = hits.to(torch::kDouble);
+  correct_ = correct_.defined() ? correct_ + h : h;
+  auto out = mean * (valid / count);
+  loss_sum_ = loss_sum_.defined() ? loss_sum_ + out.detach() : out.detach();
+  return out;
 }
 
 void PipelineExecutor::backward(const PipeAction& a) {
@@ -155,7 +173,7 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens,
                     "a batch of " + std::to_string(b) + " rows does not split into " +
                         std::to_string(m) + " micro-batches",
                     "use a batch size that is a multiple of the micro-batches");
-  hidden_shape_ = {b / m, tokens.size(1), stage_.config().hidden_size};
+  hidden_shape_ = {b / m, stage_.crossing_positions(tokens.size(1)), stage_.config().hidden_size};
   const auto micro_tokens = tokens.chunk(m, 0), micro_targets = targets.chunk(m, 0);
   const double count = std::max<double>(1.0, (targets != kIgnoreIndex).sum().item<double>());
   PipelineStepResult r;
@@ -189,7 +207,8 @@ PipelineEvalSums PipelineExecutor::evaluate(const torch::Tensor& tokens,
                                             const torch::Tensor& targets) {
   torch::NoGradGuard no_grad;
   const PipelineShape& s = stage_.shape();
-  hidden_shape_ = {tokens.size(0), tokens.size(1), stage_.config().hidden_size};
+  hidden_shape_ = {tokens.size(0), stage_.crossing_positions(tokens.size(1)),
+                   stage_.config().hidden_size};
   const uint32_t base = tag(s.micro_batches, 0, 0);  // past every training tag
   auto sums = torch::zeros({4}, torch::kDouble);
   for (int chunk = 0; chunk < s.chunks(); ++chunk) {

@@ -19,6 +19,8 @@
 
 namespace gpulab::train::parallel {
 
+class TpCausalLm;
+
 struct PipelineStepResult {
   double loss = 0;     // the batch's mean cross-entropy over targets that are not ignored
   double correct = 0;  // positions whose argmax is the target
@@ -55,6 +57,8 @@ class PipelineExecutor {
   void forward(const PipeAction& a, const std::vector<torch::Tensor>& tokens,
                const std::vector<torch::Tensor>& targets, double count);
   void backward(const PipeAction& a);
+  torch::Tensor tp_loss(TpCausalLm& tp, const torch::Tensor& logits, const torch::Tensor& targets,
+                        double count);
   // The activation (dir 0) or gradient (dir 1) crossing between chunks c and c+1.
   uint32_t tag(int micro_batch, int chunk, int dir) const;
   torch::Tensor receive(int from_stage, uint32_t tag, const std::string& what);

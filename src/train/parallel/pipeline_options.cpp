@@ -21,11 +21,6 @@ bool is_interleaved(const TrainOptions& o) {
 // Options the pipeline does not honour yet: refused rather than ignored.
 Status check_pipeline_combinations(const TrainOptions& o) {
   const std::string pp = fmt::format("--pp {}", o.pp);
-  if (o.tp > 1)
-    return refuse(fmt::format("{} with --tp {}: tensor parallelism inside pipeline stages is not "
-                              "wired yet",
-                              pp, o.tp),
-                  "use --tp or --pp (each composes with data parallelism)");
   if (o.precision == "bf16" || o.precision == "fp16")
     return refuse(pp + " with --precision " + o.precision +
                       ": the pipeline's stages do not run under autocast yet",
@@ -76,8 +71,10 @@ Status check_pipeline_options(const TrainOptions& o, int world_size) {
   const int pp = static_cast<int>(o.pp);
   const int v = is_interleaved(o) ? static_cast<int>(o.pp_virtual_stages) : 1;
   if (auto st = as_status([&] { check_pipeline_split(cfg->num_layers, pp, v); }); !st) return st;
-  if (auto st = as_status([&] { (void)MeshLayout(world_size, 1, pp); }); !st) return st;
-  const int64_t batch = batch_per_process(o, world_size / pp);
+  // Tensor-parallel groups inside the stages (--tp): the data-parallel ranks are the rest.
+  const int tp = static_cast<int>(o.tp);
+  if (auto st = as_status([&] { (void)MeshLayout(world_size, tp, pp); }); !st) return st;
+  const int64_t batch = batch_per_process(o, world_size / (tp * pp));
   const PipelineShape s = pipeline_shape(o, batch);
   if (s.micro_batches == 0 || batch % s.micro_batches != 0)
     return refuse(

@@ -12,9 +12,9 @@
 namespace gpulab::train::parallel {
 
 // --pp above 1: a language model (llama, qwen2, gpt2) with at least one block per model chunk,
-// a world size pp divides, a batch per process the micro-batches divide, and no option the
-// pipeline does not honour yet (--tp, mixed precision, --grad_accum, --label_smoothing,
-// --init_weights). kInvalidArgument.
+// a world size tp x pp divides, a batch per process the micro-batches divide, and no option the
+// pipeline does not honour yet (mixed precision, --grad_accum, --label_smoothing,
+// --init_weights). kInvalidArgument. (--tp inside the stages: check_model_parallel_options.)
 Status check_pipeline_options(const TrainOptions& o, int world_size);
 
 // --shard with --pp is refused (ZeRO over the data-parallel ranks of a pipeline is not wired).

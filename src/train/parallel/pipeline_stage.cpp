@@ -40,11 +40,11 @@ PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
   GPULAB_ASSERT(
       static_cast<int>(spans_.size()) == shape_.chunks() && stage >= 0 && stage < shape_.stages,
       "pipeline spans do not fit the shape");
-  const ModelPart part = stage_part(c, shape_, spans_, stage);
-  model_ = build_causal_lm(c, device, part);
+  part_ = stage_part(c, shape_, spans_, stage);
+  model_ = build_causal_lm(c, device, part_);
   model_->to(dtype_);
   // Tied weights over several stages: the first stage's input and the last stage's output.
-  if (c.tie_word_embeddings && shape_.stages > 1 && (part.embedding || part.head))
+  if (c.tie_word_embeddings && shape_.stages > 1 && (part_.embedding || part_.head))
     shared_ = std::string(c.traits().token_embedding);
 }
 
@@ -63,6 +63,12 @@ PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
                       "give the stage the whole model's ordinary state dict");
     p.value().copy_(it->second);
   }
+}
+
+void PipelineStage::use_split_model(CausalLmPtr split, int seq_parts) {
+  GPULAB_ASSERT(split && seq_parts >= 1, "a tensor-parallel stage needs its model");
+  model_ = std::move(split);
+  seq_parts_ = seq_parts;
 }
 
 torch::Tensor PipelineStage::forward(int chunk, const torch::Tensor& input) {

@@ -38,6 +38,16 @@ class PipelineStage {
   torch::ScalarType dtype() const { return dtype_; }
   CausalLm& model() { return *model_; }
   const CausalLmPtr& model_ptr() const { return model_; }
+  const ModelPart& part() const { return part_; }  // the pieces this stage's chunks run
+
+  // Tensor parallelism inside the stage (TP x PP): `split` (the family's tensor-parallel model of
+  // this stage's part, from its weights) runs the chunks instead. Its crossings carry
+  // 1/seq_parts of the positions: with sequence parallelism each TP rank sends its own shard of
+  // the sequence to the same TP rank of the next stage (no gather before a send, no scatter
+  // after a receive, 1/TP of the bytes per rank), and without it each sends its whole copy.
+  void use_split_model(CausalLmPtr split, int seq_parts);
+  // The positions of one crossing's activations for sequences of `seq_len`.
+  int64_t crossing_positions(int64_t seq_len) const { return seq_len / seq_parts_; }
 
   // Chunk `chunk` (one of this stage's) on `input`: tokens (B x T) for the first chunk, hidden
   // states (B x T x hidden) otherwise; returns hidden states, or the logits from the last chunk.
@@ -57,6 +67,8 @@ class PipelineStage {
   int stage_;
   torch::ScalarType dtype_ = torch::kFloat;
   CausalLmPtr model_;
+  ModelPart part_;
+  int seq_parts_ = 1;
   std::string shared_;
 };
 

@@ -20,19 +20,29 @@ struct TpFamily {
   const char* name;  // DecoderConfig::family
   // Rank `rank`'s shard of (part of) the ordinary state dict, and the model built from a shard.
   StateDict (*shard)(const DecoderConfig&, const StateDict&, int rank, int tp);
-  std::shared_ptr<TpCausalLm> (*build)(const DecoderConfig&, TpGroup&, const StateDict& shard);
+  // A ModelPart with blocks names a pipeline stage's pieces (only for `stages` families).
+  std::shared_ptr<TpCausalLm> (*build)(const DecoderConfig&, TpGroup&, const StateDict& shard,
+                                       const ModelPart& part);
+  bool stages;  // its TP model takes a ModelPart: --tp with --pp
 };
 
 template <class Model>
-std::shared_ptr<TpCausalLm> make(const DecoderConfig& c, TpGroup& g, const StateDict& shard) {
+std::shared_ptr<TpCausalLm> make_part(const DecoderConfig& c, TpGroup& g, const StateDict& shard,
+                                      const ModelPart& part) {
+  return std::make_shared<Model>(g, c, shard, part);
+}
+
+template <class Model>
+std::shared_ptr<TpCausalLm> make_whole(const DecoderConfig& c, TpGroup& g, const StateDict& shard,
+                                       const ModelPart& /*part*/) {
   return std::make_shared<Model>(g, c, shard);
 }
 
 // Qwen2 is Llama's block with q/k/v biases, which split with their rows.
 const TpFamily kTpFamilies[] = {
-    {"llama", &shard_state, &make<TpLlamaForCausalLM>},
-    {"qwen2", &shard_state, &make<TpLlamaForCausalLM>},
-    {"gpt2", &gpt2_shard_state, &make<TpGpt2LMHeadModel>},
+    {"llama", &shard_state, &make_part<TpLlamaForCausalLM>, true},
+    {"qwen2", &shard_state, &make_part<TpLlamaForCausalLM>, true},
+    {"gpt2", &gpt2_shard_state, &make_whole<TpGpt2LMHeadModel>, false},
 };
 
 // The family's TP model with its parameters allocated but not yet filled. Its layers' own random
@@ -45,7 +55,7 @@ std::shared_ptr<TpCausalLm> unfilled_model(const TpFamily& f, const DecoderConfi
     std::lock_guard<std::mutex> lock(generator.mutex());
     state = generator.get_state();
   }
-  auto model = f.build(c, g, StateDict{});
+  auto model = f.build(c, g, StateDict{}, ModelPart{});
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
   return model;
@@ -69,8 +79,20 @@ std::string tp_families() {
   return out;
 }
 
+bool has_tp_stage_model(const std::string& family) {
+  const TpFamily* f = find_tp_family(family);
+  return f != nullptr && f->stages;
+}
+
+std::string tp_stage_families() {
+  std::string out;
+  for (const auto& f : kTpFamilies)
+    if (f.stages) out += (out.empty() ? "" : ", ") + std::string(f.name);
+  return out;
+}
+
 std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
-                                               const StateDict& full) {
+                                               const StateDict& full, const ModelPart& part) {
   const TpFamily* family = find_tp_family(c.family);
   if (family == nullptr)
     throw Exception(Code::kUnsupported,
@@ -78,7 +100,9 @@ std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& 
                     "train it without --tp (data parallel or --shard), or pick a model of a "
                     "family with one: " +
                         tp_families());
-  return family->build(c, group, family->shard(c, full, group.rank(), group.size()));
+  GPULAB_ASSERT(part.blocks.empty() || family->stages,
+                "a pipeline stage of a family whose tensor-parallel model takes no ModelPart");
+  return family->build(c, group, family->shard(c, full, group.rank(), group.size()), part);
 }
 
 std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,

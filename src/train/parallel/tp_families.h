@@ -15,12 +15,17 @@ namespace gpulab::train::parallel {
 // Whether `family` has a tensor-parallel model, and the families that do ("llama, qwen2, gpt2").
 bool has_tp_model(const std::string& family);
 std::string tp_families();
+// Whether the family's tensor-parallel model builds a pipeline stage's pieces alone (--tp with
+// --pp), and the families whose does.
+bool has_tp_stage_model(const std::string& family);
+std::string tp_stage_families();
 
 // The family's tensor-parallel model of `full` (the ordinary state dict, as the one-process
 // model of the same seed holds it), this rank's shard of it. Throws kUnsupported for a family
-// without one, kInvalidArgument for a TP size the shape does not fit.
+// without one, kInvalidArgument for a TP size the shape does not fit. With a `part` (a pipeline
+// stage's pieces; `full` then holds those alone) the rest are shapes on the meta device.
 std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
-                                               const StateDict& full);
+                                               const StateDict& full, const ModelPart& part = {});
 
 // The same model, from the weights one process initialises on `device` from the same seed,
 // without ever holding them all: the model is made first (its parameters allocated), then each

@@ -23,9 +23,9 @@ int64_t split_size(int64_t n, TpGroup& g, const char* what) {
 
 // nn::Linear's default (uniform in +-1/sqrt(fan_in) of the full layer): a slice of it has the
 // distribution of the same slice of an unsplit layer.
-torch::Tensor uniform(std::vector<int64_t> shape, int64_t fan_in) {
+torch::Tensor uniform(std::vector<int64_t> shape, int64_t fan_in, const torch::TensorOptions& o) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-  return torch::empty(shape).uniform_(-bound, bound);
+  return torch::empty(shape, o).uniform_(-bound, bound);
 }
 
 }  // namespace
@@ -50,11 +50,12 @@ std::vector<torch::Tensor> all_shards_of(const torch::Tensor& mine, TpGroup& gro
 }
 
 ColumnParallelLinearImpl::ColumnParallelLinearImpl(TpGroup& g, int64_t in, int64_t out,
-                                                   bool with_bias, bool gather)
+                                                   bool with_bias, bool gather,
+                                                   const torch::TensorOptions& o)
     : group(&g), gather_output(gather) {
   const int64_t local = split_size(out, g, "the output width");
-  weight = register_parameter("weight", uniform({local, in}, in));
-  if (with_bias) bias = register_parameter("bias", uniform({local}, in));
+  weight = register_parameter("weight", uniform({local, in}, in, o));
+  if (with_bias) bias = register_parameter("bias", uniform({local}, in, o));
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
@@ -67,11 +68,11 @@ torch::Tensor ColumnParallelLinearImpl::forward_in_region(const torch::Tensor& x
 }
 
 RowParallelLinearImpl::RowParallelLinearImpl(TpGroup& g, int64_t in, int64_t out, bool with_bias,
-                                             bool parallel_in)
+                                             bool parallel_in, const torch::TensorOptions& o)
     : group(&g), input_is_parallel(parallel_in) {
   const int64_t local = split_size(in, g, "the input width");
-  weight = register_parameter("weight", uniform({out, local}, in));
-  if (with_bias) bias = register_parameter("bias", uniform({out}, in));
+  weight = register_parameter("weight", uniform({out, local}, in, o));
+  if (with_bias) bias = register_parameter("bias", uniform({out}, in, o));
 }
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
@@ -84,10 +85,11 @@ torch::Tensor RowParallelLinearImpl::forward_partial(const torch::Tensor& x_spli
   return torch::nn::functional::linear(x_split, weight);
 }
 
-VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(TpGroup& g, int64_t vocab_size, int64_t dim)
+VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(TpGroup& g, int64_t vocab_size, int64_t dim,
+                                                       const torch::TensorOptions& o)
     : group(&g), vocab(vocab_size) {
   const int64_t local = padded_to(vocab_size, g.size()) / g.size();
-  weight = register_parameter("weight", torch::randn({local, dim}));
+  weight = register_parameter("weight", torch::randn({local, dim}, o));
 }
 
 torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& ids) {

@@ -24,7 +24,9 @@ std::vector<torch::Tensor> all_shards_of(const torch::Tensor& mine, TpGroup& gro
 // is replicated (its gradient is summed over the group); the output stays split unless
 // gather_output.
 struct ColumnParallelLinearImpl : torch::nn::Module {
-  ColumnParallelLinearImpl(TpGroup& group, int64_t in, int64_t out, bool bias, bool gather_output);
+  // `o`: where the weights are made (the meta device for another pipeline stage's layer).
+  ColumnParallelLinearImpl(TpGroup& group, int64_t in, int64_t out, bool bias, bool gather_output,
+                           const torch::TensorOptions& o = {});
   torch::Tensor forward(const torch::Tensor& x);
   // The product alone, for an input already copied into the TP region: column layers that read
   // one input share one copy (Megatron's fused QKV and gate/up), so its gradient is all-reduced
@@ -41,7 +43,8 @@ TORCH_MODULE(ColumnParallelLinear);
 // y = x W^T + b with W's input columns split: this rank multiplies its in/tp inputs and the
 // partial outputs are summed over the group. The bias is replicated and added once, after.
 struct RowParallelLinearImpl : torch::nn::Module {
-  RowParallelLinearImpl(TpGroup& group, int64_t in, int64_t out, bool bias, bool input_is_parallel);
+  RowParallelLinearImpl(TpGroup& group, int64_t in, int64_t out, bool bias, bool input_is_parallel,
+                        const torch::TensorOptions& o = {});
   torch::Tensor forward(const torch::Tensor& x);
   // This rank's partial product of a split input, before the sum and without the bias: sequence
   // parallelism reduce-scatters it instead of all-reducing it.
@@ -57,7 +60,8 @@ TORCH_MODULE(RowParallelLinear);
 // An embedding whose rows (the vocabulary, padded to a multiple of tp) are split: a rank looks
 // up the ids it holds, zeroes the others, and the group sums the rows.
 struct VocabParallelEmbeddingImpl : torch::nn::Module {
-  VocabParallelEmbeddingImpl(TpGroup& group, int64_t vocab, int64_t dim);
+  VocabParallelEmbeddingImpl(TpGroup& group, int64_t vocab, int64_t dim,
+                             const torch::TensorOptions& o = {});
   torch::Tensor forward(const torch::Tensor& ids);
   // This rank's rows looked up (zeros for ids it does not hold), before the sum over the group.
   torch::Tensor forward_partial(const torch::Tensor& ids);

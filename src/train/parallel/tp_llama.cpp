@@ -15,7 +15,8 @@
 
 namespace gpulab::train::parallel {
 
-TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
+TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c,
+                                           const torch::TensorOptions& o)
     : group_(&g),
       local_heads_(c.num_heads / g.size()),
       local_kv_heads_(kv_replicas(c, g.size()) > 1 ? 1 : c.num_kv_heads / g.size()) {
@@ -25,10 +26,10 @@ TpLlamaAttentionImpl::TpLlamaAttentionImpl(TpGroup& g, const DecoderConfig& c)
   const int64_t kv_width = local_kv_heads_ * d * g.size();
   // Qwen2's q/k/v biases split with their rows (a bias is one value per output row).
   const bool bias = c.traits().qkv_biases;
-  q_proj = register_module("q_proj", ColumnParallelLinear(g, h, c.num_heads * d, bias, false));
-  k_proj = register_module("k_proj", ColumnParallelLinear(g, h, kv_width, bias, false));
-  v_proj = register_module("v_proj", ColumnParallelLinear(g, h, kv_width, bias, false));
-  o_proj = register_module("o_proj", RowParallelLinear(g, c.num_heads * d, h, false, true));
+  q_proj = register_module("q_proj", ColumnParallelLinear(g, h, c.num_heads * d, bias, false, o));
+  k_proj = register_module("k_proj", ColumnParallelLinear(g, h, kv_width, bias, false, o));
+  v_proj = register_module("v_proj", ColumnParallelLinear(g, h, kv_width, bias, false, o));
+  o_proj = register_module("o_proj", RowParallelLinear(g, c.num_heads * d, h, false, true, o));
 }
 
 torch::Tensor TpLlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
@@ -46,11 +47,12 @@ torch::Tensor TpLlamaAttentionImpl::forward(const torch::Tensor& x, const torch:
   return leave_tp(o_proj->forward_partial(heads), *group_, sp);
 }
 
-TpLlamaMlpImpl::TpLlamaMlpImpl(TpGroup& g, const DecoderConfig& c) : group_(&g) {
+TpLlamaMlpImpl::TpLlamaMlpImpl(TpGroup& g, const DecoderConfig& c, const torch::TensorOptions& o)
+    : group_(&g) {
   const int64_t h = c.hidden_size, f = c.intermediate_size;
-  gate_proj = register_module("gate_proj", ColumnParallelLinear(g, h, f, false, false));
-  up_proj = register_module("up_proj", ColumnParallelLinear(g, h, f, false, false));
-  down_proj = register_module("down_proj", RowParallelLinear(g, f, h, false, true));
+  gate_proj = register_module("gate_proj", ColumnParallelLinear(g, h, f, false, false, o));
+  up_proj = register_module("up_proj", ColumnParallelLinear(g, h, f, false, false, o));
+  down_proj = register_module("down_proj", RowParallelLinear(g, f, h, false, true, o));
 }
 
 torch::Tensor TpLlamaMlpImpl::forward(const torch::Tensor& x, bool sp) {
@@ -60,12 +62,13 @@ torch::Tensor TpLlamaMlpImpl::forward(const torch::Tensor& x, bool sp) {
   return leave_tp(down_proj->forward_partial(act), *group_, sp);
 }
 
-TpLlamaBlockImpl::TpLlamaBlockImpl(TpGroup& g, const DecoderConfig& c) {
-  self_attn = register_module("self_attn", TpLlamaAttention(g, c));
-  mlp = register_module("mlp", TpLlamaMlp(g, c));
-  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.norm_eps));
+TpLlamaBlockImpl::TpLlamaBlockImpl(TpGroup& g, const DecoderConfig& c,
+                                   const torch::TensorOptions& o) {
+  self_attn = register_module("self_attn", TpLlamaAttention(g, c, o));
+  mlp = register_module("mlp", TpLlamaMlp(g, c, o));
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.norm_eps, o));
   post_attention_layernorm =
-      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.norm_eps));
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.norm_eps, o));
 }
 
 torch::Tensor TpLlamaBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
@@ -74,22 +77,29 @@ torch::Tensor TpLlamaBlockImpl::forward(const torch::Tensor& x, const torch::Ten
   return h + mlp(post_attention_layernorm(h), sp);
 }
 
-TpLlamaModelImpl::TpLlamaModelImpl(TpGroup& g, const DecoderConfig& c) {
-  embed_tokens =
-      register_module("embed_tokens", VocabParallelEmbedding(g, c.vocab_size, c.hidden_size));
+TpLlamaModelImpl::TpLlamaModelImpl(TpGroup& g, const DecoderConfig& c, const ModelPart& part) {
+  const auto on = [](bool here) {
+    return here ? torch::TensorOptions() : torch::device(torch::kMeta);
+  };
+  embed_tokens = register_module(
+      "embed_tokens", VocabParallelEmbedding(g, c.vocab_size, c.hidden_size,
+                                             on(part.has_token_embedding(c.tie_word_embeddings))));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(TpLlamaBlock(g, c));
-  norm = register_module("norm", RmsNorm(c.hidden_size, c.norm_eps));
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    layers->push_back(TpLlamaBlock(g, c, on(part.has_block(i))));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.norm_eps, on(part.head)));
 }
 
-TpLlamaForCausalLM::TpLlamaForCausalLM(TpGroup& g, DecoderConfig c, const StateDict& shard)
+TpLlamaForCausalLM::TpLlamaForCausalLM(TpGroup& g, DecoderConfig c, const StateDict& shard,
+                                       const ModelPart& part)
     : TpCausalLm(g, std::move(c)) {
   check_tp_layout(config_, g.size());
-  model = register_module("model", TpLlamaModel(g, config_));
+  model = register_module("model", TpLlamaModel(g, config_, part));
   if (!config_.tie_word_embeddings)
     lm_head = register_module(
-        "lm_head", ColumnParallelLinear(g, config_.hidden_size,
-                                        padded_to(config_.vocab_size, g.size()), false, false));
+        "lm_head", ColumnParallelLinear(
+                       g, config_.hidden_size, padded_to(config_.vocab_size, g.size()), false,
+                       false, part.head ? torch::TensorOptions() : torch::device(torch::kMeta)));
   for (const auto& [name, t] : shard) {
     if (t.is_floating_point()) {
       to(t.scalar_type());  // the shard's precision (fp64 for the numerics checks)
@@ -97,7 +107,11 @@ TpLlamaForCausalLM::TpLlamaForCausalLM(TpGroup& g, DecoderConfig c, const StateD
     }
   }
   if (shard.empty()) return;  // filled by the caller (build_tp_causal_lm)
-  if (auto st = load_state_dict(*this, shard, "the tensor-parallel shard"); !st)
+  // Another stage's pieces take no weights: they stay shapes.
+  StateDict weights = shard;
+  for (const auto& p : named_parameters())
+    if (p.value().is_meta()) weights.emplace(p.key(), p.value());
+  if (auto st = load_state_dict(*this, weights, "the tensor-parallel shard"); !st)
     throw Exception(st.error());
 }
 

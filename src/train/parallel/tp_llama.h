@@ -23,7 +23,8 @@ namespace gpulab::train::parallel {
 
 class TpLlamaAttentionImpl : public torch::nn::Module {
  public:
-  TpLlamaAttentionImpl(TpGroup& group, const DecoderConfig& c);
+  // `o`: where the weights are made (the meta device for another pipeline stage's block).
+  TpLlamaAttentionImpl(TpGroup& group, const DecoderConfig& c, const torch::TensorOptions& o = {});
   // x: B x T x hidden, replicated (B x T/tp x hidden under sequence parallelism, `sp`);
   // cos, sin: T x head_dim. Returns the same shape as x.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
@@ -40,7 +41,7 @@ TORCH_MODULE(TpLlamaAttention);
 
 class TpLlamaMlpImpl : public torch::nn::Module {
  public:
-  TpLlamaMlpImpl(TpGroup& group, const DecoderConfig& c);
+  TpLlamaMlpImpl(TpGroup& group, const DecoderConfig& c, const torch::TensorOptions& o = {});
   torch::Tensor forward(const torch::Tensor& x, bool sp = false);
   ColumnParallelLinear gate_proj{nullptr}, up_proj{nullptr};
   RowParallelLinear down_proj{nullptr};
@@ -53,7 +54,7 @@ TORCH_MODULE(TpLlamaMlp);
 // LlamaBlock with the two sublayers split: two all-reduces forward, two backward.
 class TpLlamaBlockImpl : public torch::nn::Module {
  public:
-  TpLlamaBlockImpl(TpGroup& group, const DecoderConfig& c);
+  TpLlamaBlockImpl(TpGroup& group, const DecoderConfig& c, const torch::TensorOptions& o = {});
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         bool sp = false);
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -64,7 +65,7 @@ TORCH_MODULE(TpLlamaBlock);
 
 class TpLlamaModelImpl : public torch::nn::Module {
  public:
-  TpLlamaModelImpl(TpGroup& group, const DecoderConfig& c);
+  TpLlamaModelImpl(TpGroup& group, const DecoderConfig& c, const ModelPart& part = {});
   VocabParallelEmbedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RmsNorm norm{nullptr};
@@ -75,8 +76,11 @@ class TpLlamaForCausalLM : public TpCausalLm {
  public:
   // Every rank of `group` builds its part from its shard (shard_state of the ordinary weights):
   // refuses a TP size the shape does not fit (check_tp_layout) and a shard that does not fit.
+  // Only `part`'s pieces are made (a pipeline stage's, each split over the group; the shard then
+  // holds those alone); the rest are shapes on the meta device, as build_causal_lm makes them.
   // An empty shard leaves the parameters (float) for the caller to fill.
-  TpLlamaForCausalLM(TpGroup& group, DecoderConfig c, const StateDict& shard);
+  TpLlamaForCausalLM(TpGroup& group, DecoderConfig c, const StateDict& shard,
+                     const ModelPart& part = {});
   using CausalLm::forward;
   // Tokens B x T -> while training, this rank's logits B x T x (padded vocabulary / TP), columns
   // from vocab_start(); in eval mode the whole vocabulary's, gathered (evaluation's top-k).

@@ -63,10 +63,29 @@ Status check_tp_model(const TrainOptions& o, int world_size) {
   return check_tp_shape(o, world_size);
 }
 
+// --tp inside --pp's stages: a family whose tensor-parallel model builds a stage's part, then
+// everything --tp asks alone (the pipeline's checks passed: the world is tp x pp x dp).
+Status check_tp_in_stages(const TrainOptions& o, int world_size) {
+  auto cfg = find_decoder_config(o.model);
+  if (!cfg) return cfg.error();
+  if (!has_tp_stage_model(cfg->family))
+    return refuse(fmt::format("--tp {} with --pp {}: the {} family ({}) has no tensor-parallel "
+                              "model of a pipeline stage",
+                              o.tp, o.pp, cfg->family, o.model),
+                  fmt::format("drop --tp (--pp {} alone splits {}'s blocks over stages, with data "
+                              "parallelism over the other ranks), or pick a model of a family "
+                              "with one: {}",
+                              o.pp, o.model, tp_stage_families()));
+  return check_tp_model(o, world_size);
+}
+
 }  // namespace
 
 Status check_model_parallel_options(const TrainOptions& o, int world_size) {
-  if (o.pp > 1) return check_pipeline_options(o, world_size);
+  if (o.pp > 1) {
+    if (auto st = check_pipeline_options(o, world_size); !st) return st;
+    return o.tp > 1 ? check_tp_in_stages(o, world_size) : ok_status();
+  }
   if (o.tp == 1) return ok_status();
   return check_tp_model(o, world_size);
 }

@@ -11,7 +11,8 @@ namespace gpulab::train::parallel {
 // --pp above 1: check_pipeline_options (pipeline_options.h); with --tp above 1: a language model of
 // a family with a tensor-parallel model, a TP size its heads, kv heads and FFN width allow, a world
 // size it divides, a sequence it splits (sequence parallelism), and no option the TP model cannot
-// honour (fp16, whose loss scaler decides per rank). kInvalidArgument.
+// honour (fp16, whose loss scaler decides per rank); both: each, and a family whose TP model builds
+// a pipeline stage (tp_families.h). kInvalidArgument.
 Status check_model_parallel_options(const TrainOptions& o, int world_size);
 
 // --tp given as 1: the device mesh's degenerate case (the tensor-parallel model, every TP

@@ -91,14 +91,33 @@ ClassifierPtr LmTask::build_model() {
   return model_;
 }
 
-// The stage's pieces alone, initialised as the whole model would be from the same seed; the
-// blocks split by the FLOPs cost model, the embedding and the head counted.
+// This rank's shard of the very weights the one-process run starts from (same seed): of the
+// whole model, or of a pipeline stage's pieces (`part`; the rest of `model` is on the meta device).
+CausalLmPtr LmTask::split_over_tp(const DecoderConfig& cfg, parallel::TpGroup& group,
+                                  CausalLm& model, const ModelPart& part) {
+  StateDict held;
+  for (const auto& [name, t] : module_state_dict(model))
+    if (!t.is_meta()) held[name] = t;
+  auto tp = parallel::build_tp_causal_lm(cfg, group, held, part);
+  tp->sequence_parallel = env_.opts.sequence_parallel == "on";
+  tp->label_smoothing = env_.opts.label_smoothing;
+  tp_ = tp.get();
+  return tp;
+}
+
+// The stage's pieces alone, initialised as the whole model would be from the same seed (then,
+// under --tp, split over the TP group); the blocks split by the FLOPs cost model, the embedding
+// and the head counted.
 CausalLmPtr LmTask::build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& mesh) {
   const parallel::PipelineShape shape = parallel::pipeline_shape(env_.opts, env_.batch_per_process);
   auto spans = parallel::split_stages(cfg.num_layers, shape.stages, shape.virtual_stages,
                                       parallel::decoder_stage_costs(cfg, env_.opts.seq_len));
   stage_ = std::make_unique<parallel::PipelineStage>(cfg, shape, std::move(spans), mesh.coord().pp,
                                                      env_.device, env_.compute_dtype);
+  if (auto* group = env_.dist.tp_group()) {
+    auto split = split_over_tp(cfg, *group, stage_->model(), stage_->part());
+    stage_->use_split_model(std::move(split), tp_->sequence_parallel ? group->size() : 1);
+  }
   pipe_ = std::make_unique<parallel::PipelineExecutor>(*stage_, mesh.pp());
   auto bytes = torch::zeros({shape.stages}, torch::kDouble);
   bytes[mesh.coord().pp] = static_cast<double>(stage_->parameter_bytes());
@@ -106,6 +125,13 @@ CausalLmPtr LmTask::build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& 
   mesh.pp().allreduce_sum(bytes, "every pipeline stage's parameter bytes");
   bytes = bytes.cpu();
   for (int64_t s = 0; s < shape.stages; ++s) stage_bytes_.push_back(bytes[s].item<double>());
+  if (tp_) {
+    // The largest share any rank of the mesh holds.
+    auto most = torch::full({1}, static_cast<double>(stage_->parameter_bytes()), torch::kDouble);
+    most = most.to(mesh.world().device());
+    mesh.world().allreduce_max(most, "the largest parameter bytes of a rank");
+    rank_bytes_max_ = most.cpu().item<double>();
+  }
   return stage_->model_ptr();
 }
 
@@ -206,15 +232,29 @@ std::vector<std::string> LmTask::header(const RunFacts& facts) const {
     lines.push_back(fmt::format("Language-model defaults for flags not passed: {}",
                                 join(o.model_defaults, ", ")));
   if (!o.init_weights.empty()) lines.push_back("Initial weights: " + o.init_weights);
-  if (tp_)
+  if (tp_) {
+    // Under --pp the bytes are the TP x PP line's (a stage holds part of the model).
+    const std::string bytes =
+        pipe_ ? ""
+              : fmt::format("; parameter bytes per rank {} of the model's {} ({:.1f}%)",
+                            tp_bytes_.first, tp_bytes_.second,
+                            100.0 * static_cast<double>(tp_bytes_.first) /
+                                static_cast<double>(std::max<int64_t>(1, tp_bytes_.second)));
     lines.push_back(fmt::format(
-        "Tensor parallel: {} ranks per model replica (sequence parallel {}), data parallel {}; "
-        "parameter bytes per rank {} of the model's {} ({:.1f}%)",
+        "Tensor parallel: {} ranks per model replica (sequence parallel {}), data parallel {}{}",
         tp_->group().size(), tp_->sequence_parallel ? "on" : "off", env_.dist.data_world_size,
-        tp_bytes_.first, tp_bytes_.second,
-        100.0 * static_cast<double>(tp_bytes_.first) /
-            static_cast<double>(std::max<int64_t>(1, tp_bytes_.second))));
+        bytes));
+  }
   if (pipe_) lines.push_back(pipeline_line());
+  if (pipe_ && tp_) {
+    const double model_bytes = static_cast<double>(c.num_parameters()) *
+                               static_cast<double>(c10::elementSize(stage_->dtype()));
+    lines.push_back(fmt::format(
+        "Tensor x pipeline parallel: {} x {} ranks per model replica; parameter bytes per rank: "
+        "largest {:.0f}, {:.1f}% of the one-process model's {:.0f}",
+        tp_->group().size(), stage_->shape().stages, rank_bytes_max_,
+        100 * rank_bytes_max_ / std::max(1.0, model_bytes), model_bytes));
+  }
   lines.push_back(fmt::format("Device: {}, Threads: {}, Precision: {}, World size: {}, Backend: {}",
                               env_.device.str(), env_.threads, o.precision, env_.dist.world_size,
                               env_.dist.backend()));

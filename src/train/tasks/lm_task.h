@@ -18,6 +18,7 @@ class TpCausalLm;
 class PipelineStage;
 class PipelineExecutor;
 class DeviceMesh;
+class TpGroup;
 }  // namespace parallel
 
 class LmTask : public TrainTask {
@@ -51,6 +52,9 @@ class LmTask : public TrainTask {
   TaskBatch to_device(LmBatch batch) const;
   // --pp: this rank's stage of `cfg` (the mesh's pp coordinate) and its executor.
   CausalLmPtr build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& mesh);
+  // --tp: `model` (or `part` of it, a pipeline stage's) split over the TP group; sets tp_.
+  CausalLmPtr split_over_tp(const DecoderConfig& cfg, parallel::TpGroup& group, CausalLm& model,
+                            const ModelPart& part);
   std::string pipeline_line() const;
 
   TaskEnv env_;
@@ -62,6 +66,7 @@ class LmTask : public TrainTask {
   std::unique_ptr<parallel::PipelineStage> stage_;
   std::unique_ptr<parallel::PipelineExecutor> pipe_;
   std::vector<double> stage_bytes_;           // every stage's parameter bytes
+  double rank_bytes_max_ = 0;                 // TP x PP: the most any rank holds
   double pipe_wait_s_ = 0, pipe_wall_s_ = 0;  // this epoch's steps, on this stage
   double flops_per_token_ = 0;
   PeakFlops peak_;

@@ -190,8 +190,6 @@ TEST(PpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
       "--pp_micro_batches that divides 4");
   bad({"--pp", "2", "--nproc_per_node", "2", "--shard", "full"}, "--pp 2 with --shard full",
       "drop --shard");
-  bad({"--pp", "2", "--tp", "2", "--nproc_per_node", "4"}, "--pp 2 with --tp 2",
-      "use --tp or --pp");
   bad({"--pp", "2", "--nproc_per_node", "2", "--grad_accum", "2"}, "--grad_accum",
       "drop --grad_accum");
   fs::remove_all(dir);

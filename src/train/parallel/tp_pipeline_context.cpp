@@ -1,0 +1,80 @@
+// TpPipelineContext: the trainer's hooks for a rank of a tensor-parallel pipeline stage.
+#include "train/parallel/tp_pipeline_context.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "train/models/lm_families.h"
+#include "train/parallel/tp_causal_lm.h"
+
+namespace gpulab::train::parallel {
+
+TpPipelineContext::TpPipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts,
+                                     int tp, int pp)
+    : PipelineContext(place, opts, tp, pp) {
+  group_ = std::make_unique<TpGroup>(pipeline_mesh()->tp());
+}
+
+TpPipelineContext::~TpPipelineContext() = default;
+
+// The data-parallel mean (the pipeline's flat all-reduce of the stage's gradients), then the
+// sums over the TP group of what each rank holds part of (sequence-parallel norms, shared kv
+// heads). Both are linear, so their order does not matter.
+void TpPipelineContext::after_backward(torch::nn::Module& model) {
+  PipelineContext::after_backward(model);
+  tp_model_of(model).finish_gradients();
+}
+
+// torch's clip_grad_norm_ over the whole model: the TP model's squared norms (split gradients
+// summed over the TP group, replicated ones counted once) summed over the stages too, which hold
+// disjoint parameters, but for the tied embedding: the last stage's copy (the first stage's
+// gradient, summed between them) is scaled but not counted.
+double TpPipelineContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
+  auto& lm = tp_model_of(model);
+  auto grads = lm.whole_gradients();
+  std::vector<torch::Tensor> uncounted;
+  if (lm.config().tie_word_embeddings && pipeline_mesh()->coord().pp > 0) {
+    const std::string tied(lm.config().traits().token_embedding);
+    for (const auto& g : grads)
+      if (g.name == tied) uncounted.push_back(g.grad);
+    std::erase_if(grads, [&](const auto& g) { return g.name == tied; });
+  }
+  const double norm = lm.clip_grad_norm(grads, max_norm, &pipeline_mesh()->pp());
+  // The coefficient TpLlamaForCausalLM::clip_grad_norm applied (torch's, clamped at 1).
+  const double coef = std::min(1.0, max_norm / (norm + 1e-6));
+  torch::NoGradGuard no_grad;
+  for (auto& g : uncounted) g.mul_(coef);
+  return norm;
+}
+
+// Gathered over the TP group: every rank of a stage holds the same names.
+StateDict TpPipelineContext::to_ordinary(torch::nn::Module& model, const StateDict& held) {
+  return tp_model_of(model).gather(held);
+}
+
+// This rank's shard of the stage's tensors (the other stages' are left to them).
+StateDict TpPipelineContext::to_local(torch::nn::Module& model, const StateDict& whole) {
+  StateDict stage;
+  for (const auto& p : model.named_parameters())
+    if (!p.value().is_meta() && whole.count(p.key())) stage[p.key()] = whole.at(p.key());
+  return tp_model_of(model).shard(stage);
+}
+
+// The one-process model built wholly on the meta device: shapes without memory or a draw from
+// the generator (nothing to initialise), in the stage's dtype.
+StateDict TpPipelineContext::ordinary_layout(torch::nn::Module& model) {
+  const auto& lm = tp_model_of(model);
+  ModelPart none;
+  none.blocks.assign(static_cast<size_t>(lm.config().num_layers), false);
+  none.embedding = none.head = false;
+  auto shapes = build_causal_lm(lm.config(), torch::kCPU, none);
+  for (const auto& p : model.named_parameters())
+    if (!p.value().is_meta()) {
+      shapes->to(p.value().scalar_type());
+      break;
+    }
+  return module_state_dict(*shapes);
+}
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,204 @@
+// `gpulab train --tp T --pp P` end to end (the built CLI, real ranks over Gloo, fp64): tensor
+// parallelism inside pipeline stages. TP 2 x PP 2 on 4 ranks equals one process step for step
+// and in its final weights (llama-tiny, 1F1B; qwen2-tiny, whose tied embedding and q/k/v biases
+// are split over the TP group on the first and the last stage, interleaved), each rank holding a
+// quarter of the parameters (measured); TP 2 x PP 2 x DP 2 on 8 ranks equals DP 2; a checkpoint
+// saved at TP 2 x PP 2 is the gathered model in the Hugging Face layout and resumes at one process,
+// TP 2 and PP 2 with the same model to the last bit, and checkpoints saved at PP 2 and TP 2 resume
+// at TP 2 x PP 2; bad layouts are refused in the launching process.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+
+#include "train/checkpoint.h"
+#include "train/parallel/train_cli_compare.h"
+
+namespace gpulab::train {
+namespace {
+
+using namespace testing;  // NOLINT: the comparison helpers
+
+// Tolerances, as pp_train_cli_test.cpp and tp_train_cli_test.cpp derive them: the same fp64
+// operations with a few sums in another order (row-parallel half-sums, the vocabulary-parallel
+// loss, per-micro-batch gradients and losses), each a few ulps (2.2e-16 relative), carried
+// linearly by SGD over five steps (kTol: a thousand-fold margin; a lost gradient sum moves
+// weights by ~1e-3); Adam's first update turns a gradient difference d into lr/eps·d, so runs
+// resumed across layouts with AdamW use kAdamTol. Training losses pass a float32 accumulator.
+constexpr double kTol = 1e-12;
+constexpr double kAdamTol = 1e-8;
+const double kFloatUlp = std::ldexp(1.0, -23);
+
+const std::vector<std::string> kTp2Pp2 = {"--tp", "2", "--pp", "2", "--nproc_per_node", "4"};
+const std::vector<std::string> kTp2 = {"--tp", "2", "--nproc_per_node", "2"};
+const std::vector<std::string> kPp2 = {"--pp", "2", "--nproc_per_node", "2"};
+
+// "...; parameter bytes per rank: largest N, P% of the one-process model's M": (N, M).
+std::pair<double, double> rank_bytes(const std::string& out) {
+  static const std::regex line(R"(parameter bytes per rank: largest (\d+), [0-9.]+% of the )"
+                               R"(one-process model's (\d+))");
+  std::smatch m;
+  if (!std::regex_search(out, m, line)) return {0, 0};
+  return {std::stod(m[1].str()), std::stod(m[2].str())};
+}
+
+// TP 2 x PP 2 equal to one process over `epochs` steps; reported once; each rank holds about a
+// quarter of the model.
+void expect_mesh_equals_one_process(const std::string& model, int epochs,
+                                    const std::vector<std::string>& more,
+                                    const std::string& schedule) {
+  const fs::path one = temp_dir("tppp_one_" + model), mesh = temp_dir("tppp_mesh_" + model);
+  run_ok(with(tiny_run(one, epochs, false, model), {"--no_checkpoints"}));
+  auto r = run_ok(
+      with(with(tiny_run(mesh, epochs, false, model), {"--no_checkpoints"}), with(kTp2Pp2, more)));
+  EXPECT_NE(r.out.find("Pipeline parallel: 2 stages, " + schedule), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Tensor parallel: 2 ranks per model replica (sequence parallel on)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Tensor x pipeline parallel: 2 x 2 ranks per model replica"),
+            std::string::npos)
+      << r.out;
+  const auto first = r.out.find("Training took");  // rank 0 alone prints the run's lines
+  ASSERT_NE(first, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Training took", first + 1), std::string::npos) << r.out;
+  expect_same_losses(one, mesh, static_cast<size_t>(epochs), kTol, kFloatUlp);
+  expect_same_weights(one, mesh, kTol);
+  // Measured: the bytes of the parameters each rank materialised, the largest of the four. Each
+  // holds half of its stage's blocks and vocabulary rows (the stages balanced by FLOPs) and a
+  // whole copy of its norms, so a little over a quarter; TP or PP left out would be a half.
+  const auto [most, whole] = rank_bytes(r.out);
+  ASSERT_GT(whole, 0) << r.out;
+  std::printf(
+      "%s TP 2 x PP 2: at most %.0f parameter bytes on a rank, %.2f%% of the one-process "
+      "model's %.0f (1/4 = 25%%)\n",
+      model.c_str(), most, 100 * most / whole, whole);
+  EXPECT_GT(most / whole, 0.2);
+  EXPECT_LT(most / whole, 0.3);
+  fs::remove_all(one);
+  fs::remove_all(mesh);
+}
+
+TEST(TpPpTrainCli, Tp2Pp2EqualsOneProcessLlama) {
+  expect_mesh_equals_one_process("llama-tiny", 5, {}, "1F1B");
+}
+
+// Tied embeddings (the vocabulary-parallel embedding on the first stage, the same shard as the
+// last stage's output layer, their gradients summed between the stages), q/k/v biases, one kv
+// head per rank, and the interleaved schedule (4 chunks of one block).
+TEST(TpPpTrainCli, Qwen2Tp2Pp2InterleavedEqualsOneProcess) {
+  expect_mesh_equals_one_process("qwen2-tiny", 3, {"--pp_schedule", "interleaved"}, "interleaved");
+}
+
+// TP 2 x PP 2 x DP 2 on 8 ranks against DP 2: each data-parallel rank's replica is a 2 x 2 mesh,
+// its stages' gradients averaged over the data-parallel pair (about 15 s on 2 cores).
+TEST(TpPpTrainCli, Tp2Pp2TimesDp2EqualsDp2) {
+  const fs::path dp = temp_dir("tppp_dp2"), mesh = temp_dir("tppp_dp2_mesh");
+  run_ok(with(tiny_run(dp, 3), {"--no_checkpoints", "--nproc_per_node", "2"}));
+  auto r = run_ok(with(tiny_run(mesh, 3),
+                       {"--no_checkpoints", "--tp", "2", "--pp", "2", "--nproc_per_node", "8"}));
+  EXPECT_NE(r.out.find("Pipeline parallel: 2 stages, 1F1B schedule, 4 micro-batches of 1 "
+                       "sequences, data parallel 2"),
+            std::string::npos)
+      << r.out;
+  expect_same_losses(dp, mesh, 3, kTol, kFloatUlp);
+  expect_same_weights(dp, mesh, kTol);
+  fs::remove_all(dp);
+  fs::remove_all(mesh);
+}
+
+// The run's exported weights (rewritten by a resume that has nothing left to train) equal the
+// newest checkpoint's tensors bit for bit.
+void expect_export_is_checkpoint(const fs::path& run) {
+  const auto exported = read_safetensors(run / "model.safetensors").value().tensors;
+  const auto saved = newest_checkpoint_weights(run);
+  ASSERT_EQ(saved.size(), exported.size());
+  for (const auto& [name, t] : exported)
+    EXPECT_TRUE(saved.count(name) && torch::equal(saved.at(name), t)) << run << ": " << name;
+}
+
+// Saved at TP 2 x PP 2 after 3 of 5 epochs (AdamW, whose moments the checkpoint carries; a
+// constant learning rate): the checkpoint is the gathered model, bit for bit the export, under
+// the one-process model's names and shapes (the Hugging Face layout); read at one process, TP 2
+// and PP 2 it is the same model to the last bit (a resume with nothing left to train writes it
+// back out); resumed at one process to epoch 5 it is the one-process run. Checkpoints saved at PP
+// 2 and at TP 2 resume at TP 2 x PP 2, equal to the one-process run.
+TEST(TpPpTrainCli, CheckpointsResumeAcrossLayouts) {
+  const fs::path straight = temp_dir("tppp_straight"), mesh = temp_dir("tppp_save_mesh"),
+                 from_pp = temp_dir("tppp_save_pp2"), from_tp = temp_dir("tppp_save_tp2");
+  run_ok(with(tiny_run(straight, 5, true), {"--no_checkpoints"}));
+  run_ok(with(tiny_run(mesh, 3, true), kTp2Pp2));
+  expect_export_is_checkpoint(mesh);
+  const auto plain = read_safetensors(straight / "model.safetensors").value().tensors;
+  const auto saved = newest_checkpoint_weights(mesh);
+  ASSERT_EQ(saved.size(), plain.size());
+  for (const auto& [name, t] : plain)
+    EXPECT_TRUE(saved.count(name) && saved.at(name).sizes() == t.sizes()) << name;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
+      {"one", {}}, {"tp2", kTp2}, {"pp2", kPp2}};
+  for (const auto& [name, flags] : layouts) {
+    const fs::path copy = temp_dir("tppp_read_" + name);
+    fs::copy(mesh, copy, fs::copy_options::recursive);
+    fs::remove(copy / "model.safetensors");
+    auto r = run_ok(with(with(tiny_run(copy, 3, true), {"--resume", "auto"}), flags));
+    EXPECT_NE(r.out.find("Nothing to train"), std::string::npos) << r.out;
+    expect_export_is_checkpoint(copy);
+    fs::remove_all(copy);
+  }
+  auto r = run_ok(with(tiny_run(mesh, 5, true), {"--resume", "auto"}));
+  EXPECT_NE(r.out.find("Resumed from"), std::string::npos) << r.out;
+  expect_same_losses(straight, mesh, 5, kAdamTol, kFloatUlp);
+  expect_same_weights(straight, mesh, kAdamTol);
+  for (const auto& [run, flags] : {std::pair{from_pp, kPp2}, std::pair{from_tp, kTp2}}) {
+    run_ok(with(tiny_run(run, 3, true), flags));
+    auto resumed = run_ok(with(with(tiny_run(run, 5, true), {"--resume", "auto"}), kTp2Pp2));
+    EXPECT_NE(resumed.out.find("Resumed from"), std::string::npos) << resumed.out;
+    expect_same_losses(straight, run, 5, kAdamTol, kFloatUlp);
+    expect_same_weights(straight, run, kAdamTol);
+  }
+  for (const auto& d : {straight, mesh, from_pp, from_tp}) fs::remove_all(d);
+}
+
+// Refused before any rank starts: exit 2, the message and its hint, no run folder.
+void expect_refused(const std::vector<std::string>& args, const fs::path& out,
+                    const std::string& says, const std::string& hint) {
+  auto r = run_gpulab(args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("Hello from"), std::string::npos) << "a rank started: " << r.out;
+  EXPECT_FALSE(fs::exists(out)) << "bad input wrote " << out;
+  const auto at = r.err.find("error:");
+  if (at != std::string::npos)
+    std::printf("refused: %s\n", r.err.substr(at, r.err.find('\n', at) - at).c_str());
+}
+
+TEST(TpPpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
+  const fs::path dir = temp_dir("tppp_bad");
+  const fs::path out = dir / "run";
+  const auto base = tiny_run(out, 1);
+  const auto bad = [&](const std::vector<std::string>& more, const std::string& says,
+                       const std::string& hint) {
+    expect_refused(with(base, more), out, says, hint);
+  };
+  // llama-tiny: 4 blocks, 8 query and 8 kv heads, FFN 688.
+  bad({"--tp", "2", "--pp", "2", "--nproc_per_node", "6"},
+      "tp x pp = 4 does not divide the world size 6", "--tp 2 --pp 1");
+  bad({"--tp", "3", "--pp", "2", "--nproc_per_node", "6"},
+      "tensor-parallel size 3 does not fit llama-tiny", "use --tp 2");
+  bad({"--tp", "2", "--pp", "8", "--nproc_per_node", "16"}, "--pp 8 needs 8 blocks", "--pp 4");
+  bad({"--tp", "2", "--pp", "2", "--nproc_per_node", "4", "--shard", "full"},
+      "--pp 2 with --shard full", "drop --shard");
+  bad({"--tp", "2", "--pp", "2", "--nproc_per_node", "1", "--nnodes", "4", "--master_addr",
+       "127.0.0.1", "--node_rank", "0"},
+      "--tp 2 spans nodes", "--allow_tp_across_nodes");
+  expect_refused(with(set_flag(base, "--seq_len", "15"), kTp2Pp2), out,
+                 "--seq_len 15 does not split over --tp 2", "--seq_len 16");
+  expect_refused(with(set_flag(base, "--model", "gpt2-tiny"), kTp2Pp2), out,
+                 "--tp 2 with --pp 2: the gpt2 family (gpt2-tiny) has no tensor-parallel model of "
+                 "a pipeline stage",
+                 "drop --tp (--pp 2 alone splits gpt2-tiny's blocks over stages");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpulab::train
