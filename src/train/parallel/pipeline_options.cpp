@@ -26,22 +26,10 @@ Status check_pipeline_combinations(const TrainOptions& o) {
                               "wired yet",
                               pp, o.tp),
                   "use --tp or --pp (each composes with data parallelism)");
-  if (o.precision == "bf16" || o.precision == "fp16")
-    return refuse(pp + " with --precision " + o.precision +
-                      ": the pipeline's stages do not run under autocast yet",
-                  "use --precision fp32 (or tf32 on a GPU, fp64 for numerics checks), or "
-                  "train without --pp");
-  if (o.grad_accum > 1)
-    return refuse(pp + " with --grad_accum: the pipeline's micro-batches already accumulate "
-                       "gradients within a step",
-                  "drop --grad_accum and raise --batch_size (and --pp_micro_batches)");
-  if (o.label_smoothing > 0)
-    return refuse(pp + " with --label_smoothing: the last stage's loss has none",
-                  "drop --label_smoothing, or train without --pp");
-  if (!o.init_weights.empty())
-    return refuse(pp + " with --init_weights: each stage starts from the seed's weights",
-                  "start the run without --pp, then resume its checkpoint with --pp (--resume "
-                  "takes any --pp)");
+  if (o.precision == "fp16")
+    return refuse(pp + " with --precision fp16: the pipeline's stages have no loss scaling (fp16 "
+                       "gradients need one, and its overflow check would span every stage)",
+                  "use --precision bf16 (no loss scaling needed), fp32, or tf32 on a GPU");
   return ok_status();
 }
 
@@ -90,14 +78,6 @@ Status check_pipeline_options(const TrainOptions& o, int world_size) {
                     "divides {}",
                     is_interleaved(o) ? pp : 2 * pp, batch));
   return as_status([&] { check_pipeline_shape(s); });
-}
-
-Status check_pipeline_placement(const TrainOptions& o, const std::string& shard) {
-  if (o.pp == 1 || shard == "none") return ok_status();
-  return refuse(fmt::format("--pp {} with --shard {}: sharded data parallelism over the "
-                            "data-parallel ranks of a pipeline is not wired yet",
-                            o.pp, shard),
-                "drop --shard (--pp averages gradients over the data-parallel ranks, as DDP)");
 }
 
 }  // namespace gpulab::train::parallel

@@ -13,12 +13,8 @@ namespace gpulab::train::parallel {
 
 // --pp above 1: a language model (llama, qwen2, gpt2) with at least one block per model chunk,
 // a world size pp divides, a batch per process the micro-batches divide, and no option the
-// pipeline does not honour yet (--tp, mixed precision, --grad_accum, --label_smoothing,
-// --init_weights). kInvalidArgument.
+// pipeline does not honour yet (--tp, --precision fp16). kInvalidArgument.
 Status check_pipeline_options(const TrainOptions& o, int world_size);
-
-// --shard with --pp is refused (ZeRO over the data-parallel ranks of a pipeline is not wired).
-Status check_pipeline_placement(const TrainOptions& o, const std::string& shard);
 
 // The run's schedule shape: --pp stages, the interleaved schedule's chunks per stage, and the
 // micro-batches (--pp_micro_batches, or 0 when none of the defaults divides `batch`).
