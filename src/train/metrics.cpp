@@ -36,6 +36,7 @@ Json EpochRecord::to_json() const {
     }
     if (lm->val_bits_per_byte) j["val_bits_per_byte"] = *lm->val_bits_per_byte;
     if (lm->pipeline_idle_fraction) j["pipeline_idle_fraction"] = *lm->pipeline_idle_fraction;
+    if (lm->pipeline_bubble_fraction) j["pipeline_bubble_fraction"] = *lm->pipeline_bubble_fraction;
   }
   if (!comm_per_step.is_null()) j["comm_per_step"] = comm_per_step;
   for (const auto& [k, v] : task_figures.items()) j[k] = v;
@@ -86,6 +87,8 @@ EpochRecord EpochRecord::from_json(const Json& j) {
     if (j.contains("val_bits_per_byte")) lm.val_bits_per_byte = j.value("val_bits_per_byte", 0.0);
     if (j.contains("pipeline_idle_fraction"))
       lm.pipeline_idle_fraction = j.value("pipeline_idle_fraction", 0.0);
+    if (j.contains("pipeline_bubble_fraction"))
+      lm.pipeline_bubble_fraction = j.value("pipeline_bubble_fraction", 0.0);
     r.lm = lm;
   }
   if (r.lm) {  // a language model's record (older logs held the image names too)
@@ -124,9 +127,10 @@ std::string EpochRecord::line() const {
         "{:.3f} TFLOPS/device || MFU {:.1f}% || {}{} || lr={:.6g}",
         epoch, num_epochs, step, time_s, train_loss, lm->tokens_per_s, lm->tokens_per_s_per_device,
         lm->tflops_per_device, 100 * lm->mfu, memory,
-        lm->pipeline_idle_fraction
-            ? fmt::format(" || pipeline idle {:.1f}%", 100 * *lm->pipeline_idle_fraction)
-            : "",
+        lm->pipeline_idle_fraction ? fmt::format(" || pipeline idle {:.1f}% (bubble {:.1f}%)",
+                                                 100 * *lm->pipeline_idle_fraction,
+                                                 100 * lm->pipeline_bubble_fraction.value_or(0.0))
+                                   : "",
         lr);
   }
   return fmt::format(

@@ -34,8 +34,11 @@ struct EpochRecord {
     // The CUDA caching allocator's peaks (tensors, and held from the driver); GPU runs only.
     std::optional<double> peak_device_allocated_bytes, peak_device_reserved_bytes;
     std::optional<double> val_bits_per_byte;  // when the data knows its bytes per token
-    // --pp: the share of rank 0's step time its stage waited (the pipeline's bubble, measured).
+    // --pp: the share of rank 0's step time its stage waited (every wait, measured).
     std::optional<double> pipeline_idle_fraction;
+    // --pp: rank 0's timed waits in its schedule's fill and drain over those and its compute,
+    // the median flush of the epoch (PipelineStepResult::bubble_fraction): the bubble.
+    std::optional<double> pipeline_bubble_fraction;
   };
   std::optional<Lm> lm;
   // A task's own figures of the epoch (GRPO: rewards, KL, ...), kept in the log under their

@@ -221,8 +221,8 @@ StepLoss Trainer::micro_step(const TaskBatch& batch, int64_t b) {
   const bool last_micro = b == group_start + group_size - 1;
   if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
   dist_->before_backward(*model_, last_micro);
-  // A pipeline stage's schedule (one step per batch: --grad_accum is refused with --pp).
-  if (auto s = task_->forward_backward(batch)) {
+  // A pipeline stage's schedule: one flush per micro-batch, --grad_accum flushes per step.
+  if (auto s = task_->forward_backward(batch, {group_size, last_micro})) {
     if (last_micro) optimizer_step();
     return *s;
   }

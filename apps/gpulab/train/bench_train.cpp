@@ -11,7 +11,6 @@
 #include "rank_launch.h"
 #include "train/data/datasets.h"
 #include "train/lm_batches.h"
-#include "train/parallel/pipeline_options.h"
 #include "train/parallel/tp_options.h"
 #include "train_flags.h"
 #include "usage.h"
@@ -81,7 +80,6 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
     throw_usage_error(
         train::parallel::check_tp_placement(o->train, d->shard, nodes.ranks_per_node, nodes.nnodes),
         cmd);
-    throw_usage_error(train::parallel::check_pipeline_placement(o->train, d->shard), cmd);
     if (auto code = launch_if_needed(*d)) {
       ctx.exit_code = *code;
       return;

@@ -15,7 +15,6 @@
 #include "train/model_defaults.h"
 #include "train/models/recommendations.h"
 #include "train/models/registry.h"
-#include "train/parallel/pipeline_options.h"
 #include "train/parallel/tp_options.h"
 #include "train/tasks/grpo_setup.h"
 #include "train/tasks/grpo_split.h"
@@ -89,7 +88,6 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     throw_usage_error(train::parallel::check_tp_placement(*opts, dist_opts->shard,
                                                           nodes.ranks_per_node, nodes.nnodes),
                       cmd);
-    throw_usage_error(train::parallel::check_pipeline_placement(*opts, dist_opts->shard), cmd);
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = launch_if_needed(*dist_opts)) {
       ctx.exit_code = *code;

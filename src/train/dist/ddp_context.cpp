@@ -34,7 +34,8 @@ DdpContext::~DdpContext() = default;
 void DdpContext::broadcast_tensors(std::vector<torch::Tensor> tensors, const std::string& what) {
   std::map<std::pair<int, int>, std::vector<torch::Tensor>> groups;
   for (auto& t : tensors) {
-    if (!t.defined() || t.numel() == 0) continue;
+    // A pipeline stage's other pieces are shapes on the meta device: nothing to send.
+    if (!t.defined() || t.numel() == 0 || t.is_meta()) continue;
     groups[{static_cast<int>(t.scalar_type()), static_cast<int>(t.device().type())}].push_back(t);
   }
   torch::NoGradGuard no_grad;

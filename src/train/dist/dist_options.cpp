@@ -17,6 +17,7 @@
 #include "train/dist/sharded_model.h"
 #include "train/dist/wrap_policy.h"
 #include "train/parallel/pipeline_context.h"
+#include "train/parallel/pipeline_shard_context.h"
 #include "train/parallel/tp_context.h"
 #include "train/parallel/tp_pipeline_context.h"
 #include "train/parallel/tp_shard_context.h"
@@ -43,6 +44,17 @@ Status validate(const DistOptions& o) {
                              "(--shard_param_dtype {}, --precision {}): tensor-parallel "
                              "checkpoints are not written from bf16 copies yet",
                              o.tp, o.shard, o.shard_param_dtype, o.precision),
+                 "pass --shard_param_dtype fp32 (bf16 autocast still runs the products), or "
+                 "--shard none"};
+  // Pipeline stages hold fp32 parameters (their crossings and checkpoints are in that dtype).
+  if (o.pp > 1 && o.shard != "none" &&
+      resolve_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype).param ==
+          torch::kBFloat16)
+    return Error{Code::kInvalidArgument,
+                 fmt::format("--pp {} with --shard {} and bf16 parameter copies "
+                             "(--shard_param_dtype {}, --precision {}): pipeline stages train "
+                             "on the master dtype",
+                             o.pp, o.shard, o.shard_param_dtype, o.precision),
                  "pass --shard_param_dtype fp32 (bf16 autocast still runs the products), or "
                  "--shard none"};
   return ok_status();
@@ -102,6 +114,9 @@ DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communica
     DdpOptions d = ddp_options(o);
     if (!place.distributed()) solo_world(place, d.comm);
     ctx = std::make_shared<parallel::TpContext>(place, d, o.tp);
+  } else if (o.pp > 1 && o.shard != "none") {
+    // ZeRO over the data-parallel group of each pipeline stage.
+    ctx = std::make_shared<parallel::PipelineShardContext>(place, shard_options(o), o.pp);
   } else if (o.pp > 1) {
     // check_pipeline_options refused a world that pp does not divide before any rank started.
     ctx = std::make_shared<parallel::PipelineContext>(place, ddp_options(o), o.pp);

@@ -72,7 +72,8 @@ void ShardedModel::build(torch::nn::Module& model) {
       opts_.param_dtype ? master_dtype_params(model) : std::set<const void*>();
   for (auto& item : model.named_parameters()) {
     const auto& p = item.value();
-    if (!p.requires_grad() || index.count(p.unsafeGetTensorImpl())) continue;
+    // A pipeline stage shards the pieces it holds (the rest are shapes on the meta device).
+    if (!p.requires_grad() || p.is_meta() || index.count(p.unsafeGetTensorImpl())) continue;
     index[p.unsafeGetTensorImpl()] = params_.size();
     params_.push_back(p);
     decays.push_back(takes_weight_decay(model, item.key(), p));

@@ -26,4 +26,11 @@ void DeviceMesh::metric_sum(torch::Tensor& t) {
   if (pp_->size() > 1) pp_->allreduce_max(t, "metric all-reduce (pipeline)");
 }
 
+std::shared_ptr<DeviceMesh> mesh_over_world(const launch::RankPlace& place,
+                                            const dist::CommOptions& comm, int tp, int pp) {
+  auto world = std::make_shared<dist::Communicator>(place, comm);
+  return std::shared_ptr<DeviceMesh>(new DeviceMesh(*world, tp, pp),
+                                     [world](DeviceMesh* m) { delete m; });
+}
+
 }  // namespace gpulab::train::parallel

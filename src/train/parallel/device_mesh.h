@@ -35,4 +35,9 @@ class DeviceMesh {
   std::unique_ptr<dist::Communicator> tp_, pp_, dp_;
 };
 
+// The world's communicator (connected from `place`) and a mesh over it, which keeps the world
+// alive: for a context whose base class is given one of the mesh's groups.
+std::shared_ptr<DeviceMesh> mesh_over_world(const launch::RankPlace& place,
+                                            const dist::CommOptions& comm, int tp, int pp);
+
 }  // namespace gpulab::train::parallel

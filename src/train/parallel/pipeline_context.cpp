@@ -6,89 +6,11 @@
 
 #include "core/error.h"
 #include "train/dist/sharded_checkpoint.h"
-#include "train/models/causal_lm.h"
-#include "train/optim/optimizers.h"
-#include "train/parallel/ordinary_checkpoint.h"
+#include "train/parallel/pipeline_checkpoint.h"
 
 namespace gpulab::train::parallel {
 
-namespace {
-
 namespace o = torch::optim;
-
-const CausalLm& stage_model(const torch::nn::Module& model) {
-  const auto* lm = dynamic_cast<const CausalLm*>(&model);
-  GPULAB_ASSERT(lm != nullptr,
-                "--pp trains a language model's pipeline stage (the task builds it)");
-  return *lm;
-}
-
-// The parameters this stage holds (the rest are on the meta device), by name.
-std::vector<std::pair<std::string, torch::Tensor>> held_parameters(torch::nn::Module& model) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& p : model.named_parameters())
-    if (!p.value().is_meta()) out.emplace_back(p.key(), p.value());
-  return out;
-}
-
-// make_optimizer's decay and no-decay groups over the parameters `model` holds, in its order:
-// the stage's optimizer, and the ordinary twin's for checkpoints (as one process groups them).
-std::vector<std::vector<torch::Tensor>> decay_groups(torch::nn::Module& model) {
-  std::vector<std::vector<torch::Tensor>> g(2);
-  for (const auto& [name, p] : held_parameters(model))
-    if (p.requires_grad()) g[takes_weight_decay(model, name, p) ? 0 : 1].push_back(p);
-  return g;
-}
-
-// Every stage's `held` tensors (names of `all`, whose other entries give shapes and dtypes) on
-// every stage: each name's owner is the last stage holding it (a tied weight's copies are
-// equal), and each stage's tensors cross in one broadcast. Names no stage holds are left out.
-StateDict gather_stages(dist::Communicator& pp, const StateDict& all, const StateDict& held) {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : all) names.push_back(name);
-  auto owner = torch::full({static_cast<int64_t>(names.size())}, -1.0, torch::kDouble);
-  for (size_t i = 0; i < names.size(); ++i)
-    if (held.count(names[i])) owner[static_cast<int64_t>(i)] = pp.rank();
-  owner = owner.to(pp.device());
-  pp.allreduce_max(owner, "which pipeline stage holds each tensor");
-  owner = owner.cpu();
-  StateDict out;
-  for (int s = 0; s < pp.size(); ++s) {
-    std::vector<std::string> mine;
-    std::vector<torch::Tensor> parts;
-    int64_t numel = 0;
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (owner[static_cast<int64_t>(i)].item<double>() != s) continue;
-      mine.push_back(names[i]);
-      numel += all.at(names[i]).numel();
-      if (s == pp.rank()) parts.push_back(held.at(names[i]).detach().reshape({-1}));
-    }
-    if (mine.empty()) continue;
-    const auto dtype = all.at(mine.front()).scalar_type();
-    auto flat =
-        s == pp.rank()
-            ? torch::cat(parts).to(pp.device())
-            : torch::empty({numel}, torch::TensorOptions().dtype(dtype).device(pp.device()));
-    pp.broadcast(flat, s, "pipeline stage " + std::to_string(s) + "'s tensors");
-    flat = flat.cpu();
-    int64_t at = 0;
-    for (const auto& name : mine) {
-      const auto& like = all.at(name);
-      out[name] = flat.narrow(0, at, like.numel()).view(like.sizes()).clone();
-      at += like.numel();
-    }
-  }
-  return out;
-}
-
-StateDict held_state(torch::nn::Module& model) {
-  StateDict out;
-  for (const auto& [name, t] : module_state_dict(model))
-    if (!t.is_meta()) out[name] = t;
-  return out;
-}
-
-}  // namespace
 
 PipelineContext::PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts,
                                  int pp)
@@ -164,24 +86,12 @@ double PipelineContext::clip_grad_norm(torch::nn::Module& model, double max_norm
 }
 
 StateDict PipelineContext::model_state(torch::nn::Module& model) {
-  return gather_stages(mesh_->pp(), ordinary_layout(model), to_ordinary(model, held_state(model)));
+  return gather_pipeline_model(mesh_->pp(), model, *this);
 }
 
 bool PipelineContext::save_checkpoint(const fs::path& dir, const TrainState& state,
                                       torch::nn::Module& model, const o::Optimizer& opt, int keep) {
-  const StateDict all = ordinary_layout(model);
-  const StateDict params = gather_stages(mesh_->pp(), all, to_ordinary(model, held_state(model)));
-  Moments moments = state_moments(model, opt);
-  for (auto& [field, tensors] : moments)
-    tensors = gather_stages(mesh_->pp(), all, to_ordinary(model, tensors));
-  if (!is_main()) return true;
-  auto twin = ordinary_twin(stage_model(model).config(), params.begin()->second.scalar_type());
-  if (auto st = load_state_dict(*twin, params, "the gathered pipeline stages"); !st)
-    throw Exception(st.error());
-  auto twin_opt = same_kind_optimizer(opt, decay_groups(*twin));
-  auto& states = const_cast<o::Optimizer&>(opt).state();
-  if (!states.empty()) fill_state(*twin_opt, *twin, *states.begin()->second, moments);
-  (void)gpulab::train::save_checkpoint(dir, state, *twin, *twin_opt, keep);
+  save_pipeline_checkpoint(dir, state, mesh_->pp(), model, opt, keep, is_main(), *this);
   return true;
 }
 
@@ -189,20 +99,7 @@ std::optional<Result<TrainState>> PipelineContext::load_checkpoint(const Checkpo
                                                                    torch::nn::Module& model,
                                                                    o::Optimizer& opt) {
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
-  const auto dtype = held_parameters(model).front().second.scalar_type();
-  auto twin = ordinary_twin(stage_model(model).config(), dtype);
-  auto twin_opt = same_kind_optimizer(opt, decay_groups(*twin));
-  auto s = gpulab::train::load_checkpoint(ckpt, *twin, *twin_opt);
-  if (!s) return s;
-  const StateDict whole = to_local(model, module_state_dict(*twin));
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& [name, t] : held_state(model)) t.copy_(whole.at(name));
-  }
-  Moments moments = state_moments(*twin, *twin_opt);
-  for (auto& [field, tensors] : moments) tensors = to_local(model, tensors);
-  copy_state(*twin_opt, *twin, opt, model, moments);
-  return s;
+  return load_pipeline_checkpoint(ckpt, model, opt, *this);
 }
 
 }  // namespace gpulab::train::parallel

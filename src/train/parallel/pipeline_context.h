@@ -10,10 +10,12 @@
 
 #include "train/dist/ddp_context.h"
 #include "train/parallel/device_mesh.h"
+#include "train/parallel/pipeline_checkpoint.h"
 
 namespace gpulab::train::parallel {
 
-class PipelineContext : public dist::DdpContext {
+// StageLayout: the ordinary layout as it is; TpPipelineContext gathers its TP shards into it.
+class PipelineContext : public dist::DdpContext, protected StageLayout {
  public:
   // Every rank calls it together; throws what MeshLayout throws (pp not dividing the world).
   PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts, int pp);
@@ -36,17 +38,6 @@ class PipelineContext : public dist::DdpContext {
  protected:
   // A mesh of `tp`-rank tensor-parallel groups inside the stages (TpPipelineContext).
   PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts, int tp, int pp);
-  // Where checkpoints and the final weights meet the ordinary layout. `held`: tensors of the
-  // stage's `model` by name (parameters, or one optimizer moment each); `whole`: the ordinary
-  // model's. Identities for a stage of the ordinary model; a tensor-parallel stage gathers its
-  // group's shards (collective) and takes its shard back.
-  virtual StateDict to_ordinary(torch::nn::Module& /*model*/, const StateDict& held) {
-    return held;
-  }
-  virtual StateDict to_local(torch::nn::Module& /*model*/, const StateDict& whole) { return whole; }
-  // Every tensor of the ordinary model (another stage's on the meta device): names, shapes and
-  // dtypes for gathering the stages.
-  virtual StateDict ordinary_layout(torch::nn::Module& model) { return module_state_dict(model); }
 
  private:
   std::shared_ptr<DeviceMesh> mesh_;

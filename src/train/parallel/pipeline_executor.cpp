@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "train/parallel/tp_causal_lm.h"
@@ -24,10 +26,23 @@ std::string micro_text(int m) {
   return "micro-batch " + std::to_string(m);
 }
 
+// A stage's schedule is warm-up forwards, forward / backward pairs, cool-down backwards: the fill
+// ends with its first backward (index returned first), the drain starts after the backward of
+// its last pair (index returned second).
+std::pair<size_t, size_t> bubble_phases(const std::vector<PipeAction>& actions) {
+  size_t first_backward = actions.size(), last_forward = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (actions[i].op == PipeOp::kBackward && first_backward == actions.size()) first_backward = i;
+    if (actions[i].op == PipeOp::kForward) last_forward = i;
+  }
+  return {first_backward, last_forward + 2};
+}
+
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(PipelineStage& stage, dist::Communicator& pp)
-    : stage_(stage), pp_(pp) {
+PipelineExecutor::PipelineExecutor(PipelineStage& stage, dist::Communicator& pp,
+                                   PipelineRunOptions run)
+    : stage_(stage), pp_(pp), run_(run) {
   GPULAB_ASSERT(pp.size() == stage.shape().stages && pp.rank() == stage.stage(),
                 "the pipeline group is not the stage's");
 }
@@ -59,14 +74,16 @@ void PipelineExecutor::send(const torch::Tensor& t, int to_stage, uint32_t tg,
     local_[tg] = t;
     return;
   }
-  auto out = t.to(pp_.device()).contiguous();
+  // Autocast may leave a chunk's output in its product dtype; the crossing is in the stage's.
+  auto out = t.to(pp_.device(), stage_.dtype()).contiguous();
   sends_.emplace_back(
       pp_.send_async(out, to_stage, tg, what + " to pipeline stage " + std::to_string(to_stage)),
       out);
 }
 
 void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Tensor>& tokens,
-                               const std::vector<torch::Tensor>& targets, double count) {
+                               const std::vector<torch::Tensor>& targets, double count,
+                               double group_size) {
   const PipelineShape& s = stage_.shape();
   const StageSpan& span = stage_.span(a.chunk);
   const auto mb = static_cast<size_t>(a.micro_batch);
@@ -79,20 +96,30 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
                 .to(tokens[mb].device())
                 .requires_grad_(true);
   }
-  auto out = stage_.forward(a.chunk, input);
+  torch::Tensor out;
+  {
+    AutocastGuard autocast(run_.precision, input.device());
+    out = stage_.forward(a.chunk, input);
+  }
   auto* tp = dynamic_cast<TpCausalLm*>(&stage_.model());  // TP x PP
   if (span.head && tp != nullptr) {
     out = tp_loss(*tp, out, targets[mb], count);
+    if (group_size > 1) out = out / group_size;
   } else if (span.head) {
-    // This micro-batch's share of the batch mean: its summed loss over the batch's count.
+    // This micro-batch's share of the batch mean: its summed loss over the batch's count (in the
+    // stage's dtype, outside autocast, as the one-process loss); backward runs on its share of
+    // the optimizer step's mean over the group's flushes.
     const int64_t vocab = out.size(-1);
     const auto hits = out.detach().argmax(-1).eq(targets[mb]).sum().to(torch::kDouble);
     correct_ = correct_.defined() ? correct_ + hits : hits;
-    out = F::cross_entropy(
-              out.reshape({-1, vocab}), targets[mb].reshape({-1}),
-              F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).reduction(torch::kSum)) /
+    out = F::cross_entropy(out.reshape({-1, vocab}).to(stage_.dtype()), targets[mb].reshape({-1}),
+                           F::CrossEntropyFuncOptions()
+                               .ignore_index(kIgnoreIndex)
+                               .reduction(torch::kSum)
+                               .label_smoothing(run_.label_smoothing)) /
           count;
     loss_sum_ = loss_sum_.defined() ? loss_sum_ + out.detach() : out.detach();
+    if (group_size > 1) out = out / group_size;
   } else {
     send(out.detach(), s.stage_of(a.chunk + 1), tag(a.micro_batch, a.chunk, 0),
          "sending " + micro_text(a.micro_batch) + "'s activations");
@@ -164,8 +191,8 @@ void PipelineExecutor::sum_shared_gradient() {
   grad.add_(theirs.to(grad.device()));
 }
 
-PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens,
-                                          const torch::Tensor& targets) {
+PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens, const torch::Tensor& targets,
+                                          int64_t group_size, bool last) {
   const PipelineShape& s = stage_.shape();
   const int64_t b = tokens.size(0), m = s.micro_batches;
   if (b % m != 0)
@@ -179,12 +206,19 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens,
   PipelineStepResult r;
   wait_s_ = 0;
   loss_sum_ = correct_ = torch::Tensor();
+  const auto actions = pipeline_schedule(s, stage_.stage());
+  const auto [fill_end, drain_start] = bubble_phases(actions);
   const auto start = Clock::now();
-  for (const PipeAction& a : pipeline_schedule(s, stage_.stage())) {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const PipeAction& a = actions[i];
+    const double waited = wait_s_;
+    const auto t = Clock::now();
     if (a.op == PipeOp::kForward)
-      forward(a, micro_tokens, micro_targets, count);
+      forward(a, micro_tokens, micro_targets, count, static_cast<double>(group_size));
     else
       backward(a);
+    r.compute_s += seconds_since(t) - (wait_s_ - waited);
+    if (i <= fill_end || i >= drain_start) r.bubble_s += wait_s_ - waited;
     r.executed.push_back(a);
   }
   finish_sends();
@@ -195,8 +229,10 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens,
   const auto before = Clock::now();
   pp_.broadcast(loss, s.stages - 1, "the pipeline's loss");
   wait_s_ += seconds_since(before);
+  r.bubble_s += seconds_since(before);
   r.wall_s = seconds_since(start);
-  sum_shared_gradient();
+  // Each stage's copy holds its own part of the whole group's gradient by now.
+  if (last) sum_shared_gradient();
   r.loss = loss[0].item<double>();
   r.correct = loss[1].item<double>();
   r.wait_s = wait_s_;
@@ -219,13 +255,16 @@ PipelineEvalSums PipelineExecutor::evaluate(const torch::Tensor& tokens,
                           : receive(s.stage_of(chunk - 1), base + static_cast<uint32_t>(chunk - 1),
                                     "receiving an evaluation batch's activations")
                                 .to(tokens.device());
-    h = stage_.forward(chunk, h);
+    {
+      AutocastGuard autocast(run_.precision, tokens.device());
+      h = stage_.forward(chunk, h);
+    }
     if (!span.head) {
       send(h, s.stage_of(chunk + 1), base + static_cast<uint32_t>(chunk),
            "sending an evaluation batch's activations");
       continue;
     }
-    const auto logits = h.reshape({-1, h.size(-1)});
+    const auto logits = h.reshape({-1, h.size(-1)}).to(stage_.dtype());
     const auto y = targets.reshape({-1});
     const auto hits =
         std::get<1>(logits.topk(std::min<int64_t>(5, logits.size(1)), 1)).eq(y.unsqueeze(1));

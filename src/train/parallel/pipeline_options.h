@@ -13,12 +13,10 @@ namespace gpulab::train::parallel {
 
 // --pp above 1: a language model (llama, qwen2, gpt2) with at least one block per model chunk,
 // a world size tp x pp divides, a batch per process the micro-batches divide, and no option the
-// pipeline does not honour yet (mixed precision, --grad_accum, --label_smoothing,
-// --init_weights). kInvalidArgument. (--tp inside the stages: check_model_parallel_options.)
+// pipeline does not honour yet (--precision fp16; with --tp: --shard, bf16, --grad_accum,
+// --label_smoothing, --init_weights). kInvalidArgument. (--tp's own checks:
+// check_model_parallel_options.)
 Status check_pipeline_options(const TrainOptions& o, int world_size);
-
-// --shard with --pp is refused (ZeRO over the data-parallel ranks of a pipeline is not wired).
-Status check_pipeline_placement(const TrainOptions& o, const std::string& shard);
 
 // The run's schedule shape: --pp stages, the interleaved schedule's chunks per stage, and the
 // micro-batches (--pp_micro_batches, or 0 when none of the defaults divides `batch`).

@@ -15,14 +15,6 @@ namespace gpulab::train::parallel {
 
 namespace {
 
-// The world's communicator and a mesh over it; the mesh keeps the world alive.
-std::shared_ptr<DeviceMesh> mesh_over_world(const launch::RankPlace& place,
-                                            const dist::CommOptions& comm, int tp) {
-  auto world = std::make_shared<dist::Communicator>(place, comm);
-  return std::shared_ptr<DeviceMesh>(new DeviceMesh(*world, tp, 1),
-                                     [world](DeviceMesh* m) { delete m; });
-}
-
 // The pieces of this rank's gradient shards, each under the name of the parameter it belongs
 // to (a shard may hold the end of one parameter and the start of the next; padding is none).
 std::vector<TpCausalLm::NamedGrad> shard_gradients(TpCausalLm& lm, dist::ShardedModel& sharded) {
@@ -48,7 +40,7 @@ std::vector<TpCausalLm::NamedGrad> shard_gradients(TpCausalLm& lm, dist::Sharded
 
 TpShardContext::TpShardContext(const launch::RankPlace& place,
                                const dist::ShardContextOptions& opts, int tp)
-    : TpShardContext(mesh_over_world(place, opts.ddp.comm, tp), place, opts) {}
+    : TpShardContext(mesh_over_world(place, opts.ddp.comm, tp, 1), place, opts) {}
 
 TpShardContext::TpShardContext(std::shared_ptr<DeviceMesh> mesh, const launch::RankPlace& place,
                                const dist::ShardContextOptions& opts)

@@ -118,7 +118,8 @@ CausalLmPtr LmTask::build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& 
     auto split = split_over_tp(cfg, *group, stage_->model(), stage_->part());
     stage_->use_split_model(std::move(split), tp_->sequence_parallel ? group->size() : 1);
   }
-  pipe_ = std::make_unique<parallel::PipelineExecutor>(*stage_, mesh.pp());
+  pipe_ = std::make_unique<parallel::PipelineExecutor>(
+      *stage_, mesh.pp(), parallel::PipelineRunOptions{env_.precision, env_.opts.label_smoothing});
   auto bytes = torch::zeros({shape.stages}, torch::kDouble);
   bytes[mesh.coord().pp] = static_cast<double>(stage_->parameter_bytes());
   bytes = bytes.to(mesh.pp().device());
@@ -137,14 +138,17 @@ CausalLmPtr LmTask::build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& 
 
 void LmTask::start_epoch(int64_t /*epoch*/, int64_t /*skip*/) {
   pipe_wait_s_ = pipe_wall_s_ = 0;
+  pipe_bubbles_.clear();
 }
 
 // The pipeline's step: every stage runs its schedule; the loss and hits are the last stage's.
-std::optional<StepLoss> LmTask::forward_backward(const TaskBatch& batch) {
+std::optional<StepLoss> LmTask::forward_backward(const TaskBatch& batch, const AccumPlace& place) {
   if (!pipe_) return std::nullopt;
-  const auto r = pipe_->step(batch.inputs, batch.targets.reshape(batch.inputs.sizes()));
+  const auto r = pipe_->step(batch.inputs, batch.targets.reshape(batch.inputs.sizes()),
+                             place.group_size, place.last);
   pipe_wait_s_ += r.wait_s;
   pipe_wall_s_ += r.wall_s;
+  pipe_bubbles_.push_back(r.bubble_fraction());
   const auto on = torch::TensorOptions().device(env_.device);
   return StepLoss{torch::tensor(r.loss, on.dtype(env_.compute_dtype)),
                   torch::tensor(static_cast<int64_t>(r.correct), on.dtype(torch::kLong)),
@@ -184,7 +188,15 @@ void LmTask::add_epoch_figures(EpochRecord& rec) const {
   s.tflops_per_device = s.tokens_per_s_per_device * flops_per_token_ / 1e12;
   s.mfu = peak_.flops > 0 ? s.tflops_per_device * 1e12 / peak_.flops : 0;
   s.peak_host_memory_bytes = static_cast<double>(peak_host_memory_bytes());
-  if (pipe_) s.pipeline_idle_fraction = pipe_wall_s_ > 0 ? pipe_wait_s_ / pipe_wall_s_ : 0;
+  if (pipe_) {
+    s.pipeline_idle_fraction = pipe_wall_s_ > 0 ? pipe_wait_s_ / pipe_wall_s_ : 0;
+    // The median flush: a flush in which the OS held a rank back (a loaded machine) waits longer.
+    if (!pipe_bubbles_.empty()) {
+      auto b = pipe_bubbles_;
+      std::nth_element(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(b.size() / 2), b.end());
+      s.pipeline_bubble_fraction = b[b.size() / 2];
+    }
+  }
   if (const auto peak = device_memory_peak(env_.device)) {
     s.peak_device_allocated_bytes = static_cast<double>(peak->allocated_bytes);
     s.peak_device_reserved_bytes = static_cast<double>(peak->reserved_bytes);

@@ -33,7 +33,8 @@ class LmTask : public TrainTask {
   void start_epoch(int64_t epoch, int64_t skip) override;  // batches go by index
   std::optional<TaskBatch> next_batch(int64_t index) override;
   StepLoss loss(const torch::Tensor& outputs, const TaskBatch& batch) const override;
-  std::optional<StepLoss> forward_backward(const TaskBatch& batch) override;
+  std::optional<StepLoss> forward_backward(const TaskBatch& batch,
+                                           const AccumPlace& place) override;
   void add_epoch_figures(EpochRecord& rec) const override;
   void evaluate(Classifier& model, EpochRecord& rec) override;
   std::vector<std::string> header(const RunFacts& facts) const override;
@@ -68,6 +69,7 @@ class LmTask : public TrainTask {
   std::vector<double> stage_bytes_;           // every stage's parameter bytes
   double rank_bytes_max_ = 0;                 // TP x PP: the most any rank holds
   double pipe_wait_s_ = 0, pipe_wall_s_ = 0;  // this epoch's steps, on this stage
+  std::vector<double> pipe_bubbles_;          // this epoch's flushes' bubble fractions
   double flops_per_token_ = 0;
   PeakFlops peak_;
 };

@@ -55,6 +55,13 @@ inline int64_t optimizer_steps_before(int64_t index, int64_t micro_batches, int6
          index % micro_batches / grad_accum;
 }
 
+// Where a micro-batch sits in its optimizer step: the group's size (its gradient is the mean of
+// the group's micro-batch means) and whether it is the group's last.
+struct AccumPlace {
+  int64_t group_size = 1;
+  bool last = true;
+};
+
 // A micro-batch's loss and what the epoch's figures sum from it.
 struct StepLoss {
   torch::Tensor loss;     // the mean over `count` items: what backward runs on
@@ -99,9 +106,11 @@ class TrainTask {
   // The loss of the model's outputs (the forward ran under the loop's autocast).
   virtual StepLoss loss(const torch::Tensor& outputs, const TaskBatch& batch) const = 0;
   // A model that runs its own forward and backward passes over a micro-batch (a pipeline stage's
-  // schedule, which interleaves them across ranks): the batch's loss, its gradients accumulated
-  // into the parameters when this returns. nullopt: the loop runs forward, loss and backward.
-  virtual std::optional<StepLoss> forward_backward(const TaskBatch& /*batch*/) {
+  // schedule, which interleaves them across ranks): the batch's loss, its gradients (scaled by
+  // 1 / group_size) accumulated into the parameters when this returns. nullopt: the loop runs
+  // forward, loss and backward.
+  virtual std::optional<StepLoss> forward_backward(const TaskBatch& /*batch*/,
+                                                   const AccumPlace& /*place*/) {
     return std::nullopt;
   }
 

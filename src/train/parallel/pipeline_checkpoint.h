@@ -1,0 +1,63 @@
+// What a pipeline stage's rank needs to read its model whole: the stage's own parameters (the
+// rest are on the meta device) and their optimizer groups, every stage's tensors gathered over
+// the pipeline group, and checkpoints in the ordinary layout (the one-process model as a twin,
+// ordinary_checkpoint.h), so any --pp (one included) and any --shard resumes them.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/checkpoint.h"
+#include "train/dist/communicator.h"
+#include "train/models/causal_lm.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train::parallel {
+
+// Where a stage's tensors meet the ordinary layout. The identities serve a stage of the ordinary
+// model; a tensor-parallel stage gathers its group's shards and takes its shard back
+// (TpPipelineContext overrides them; collective over its TP group).
+class StageLayout {
+ public:
+  virtual ~StageLayout() = default;
+  // `held`: tensors of the stage's `model` by name (parameters, or one optimizer moment each).
+  virtual StateDict to_ordinary(torch::nn::Module& /*model*/, const StateDict& held) {
+    return held;
+  }
+  // `whole`: the ordinary model's tensors, to this stage's own.
+  virtual StateDict to_local(torch::nn::Module& /*model*/, const StateDict& whole) { return whole; }
+  // Every tensor of the ordinary model (another stage's on the meta device): names, shapes and
+  // dtypes for gathering the stages.
+  virtual StateDict ordinary_layout(torch::nn::Module& model) { return module_state_dict(model); }
+};
+
+// The stage's model (a CausalLm with the other stages' pieces on the meta device).
+const CausalLm& stage_model(const torch::nn::Module& model);
+
+// The parameters this stage holds, by name, in the model's order.
+std::vector<std::pair<std::string, torch::Tensor>> held_parameters(torch::nn::Module& model);
+
+// make_optimizer's decay and no-decay groups over the parameters `model` holds, in its order:
+// the stage's optimizer, and the ordinary twin's for checkpoints (as one process groups them).
+std::vector<std::vector<torch::Tensor>> decay_groups(torch::nn::Module& model);
+
+// The whole model's state dict on every stage, each tensor from the stage that holds it
+// (collective over the pipeline group `pp`; every parameter present).
+StateDict gather_pipeline_model(dist::Communicator& pp, torch::nn::Module& model,
+                                StageLayout& layout);
+
+// The ordinary checkpoint of the whole model and of opt (a per-parameter optimizer over the
+// stage's parameters), gathered over `pp`; `writer` writes it. Collective over `pp`.
+void save_pipeline_checkpoint(const fs::path& dir, const TrainState& state, dist::Communicator& pp,
+                              torch::nn::Module& model, const torch::optim::Optimizer& opt,
+                              int keep, bool writer, StageLayout& layout);
+
+// An ordinary checkpoint into the stage: its parameters and opt's state of them (opt over the
+// stage's parameters, as decay_groups groups them). A file that does not load changes nothing.
+Result<TrainState> load_pipeline_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                            torch::optim::Optimizer& opt, StageLayout& layout);
+
+}  // namespace gpulab::train::parallel

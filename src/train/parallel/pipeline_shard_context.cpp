@@ -1,0 +1,135 @@
+// PipelineShardContext: ZeRO over the data-parallel group of each pipeline stage.
+#include "train/parallel/pipeline_shard_context.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "train/dist/sharded_checkpoint.h"
+#include "train/parallel/pipeline_checkpoint.h"
+#include "train/parallel/zero_state.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+// The tied embedding's copy on a stage after the first (its gradient is the first stage's, which
+// counts it), or an undefined tensor.
+torch::Tensor tied_copy(torch::nn::Module& model, int stage) {
+  const auto& c = stage_model(model).config();
+  if (!c.tie_word_embeddings || stage == 0) return {};
+  const std::string name(c.traits().token_embedding);
+  for (const auto& [n, p] : held_parameters(model))
+    if (n == name) return p;
+  return {};
+}
+
+// The squared 2-norm of this rank's gradient shards, `skip`'s elements left out (in double).
+torch::Tensor shard_sum_of_squares(dist::ShardedModel& sharded, const torch::Tensor& skip) {
+  torch::NoGradGuard no_grad;
+  auto total = torch::zeros({1}, torch::kDouble);
+  for (auto* g : sharded.groups()) {
+    torch::Tensor grad = g->shard().grad();
+    if (!grad.defined()) continue;
+    const int64_t lo = g->shard_numel() * g->rank(), hi = lo + g->shard_numel();
+    for (size_t i = 0; i < g->params().size(); ++i) {
+      if (!skip.defined() || !g->params()[i].is_same(skip)) continue;
+      const int64_t a = std::max(lo, g->offset_of(i)),
+                    b = std::min(hi, g->offset_of(i) + skip.numel());
+      if (a < b) {
+        grad = grad.clone();
+        grad.narrow(0, a - lo, b - a).zero_();
+      }
+    }
+    total += grad.to(torch::kDouble).pow(2).sum().cpu();
+  }
+  return total;
+}
+
+}  // namespace
+
+PipelineShardContext::PipelineShardContext(const launch::RankPlace& place,
+                                           const dist::ShardContextOptions& opts, int pp)
+    : PipelineShardContext(mesh_over_world(place, opts.ddp.comm, 1, pp), place, opts) {}
+
+PipelineShardContext::PipelineShardContext(std::shared_ptr<DeviceMesh> mesh,
+                                           const launch::RankPlace& place,
+                                           const dist::ShardContextOptions& opts)
+    : ShardContext(std::shared_ptr<dist::Communicator>(mesh, &mesh->dp()), place, opts),
+      mesh_(std::move(mesh)) {
+  // The base took the data-parallel group's numbering; the run is reported by world rank 0.
+  rank = mesh_->world().rank();
+  world_size = mesh_->world().size();
+  data_rank = mesh_->coord().dp;
+  data_world_size = mesh_->layout().dp();
+}
+
+PipelineShardContext::~PipelineShardContext() = default;
+
+// The schedule runs several backward passes per flush (and --grad_accum several flushes per
+// step): each adds to the stage's whole gradients, without communication.
+void PipelineShardContext::before_backward(torch::nn::Module& model, bool /*sync*/) {
+  ShardContext::before_backward(model, false);
+}
+
+// After the step's last flush (the tied embedding's gradient summed between its stages): every
+// unit's gradient reduce-scattered into the data-parallel mean of this rank's shard.
+void PipelineShardContext::after_backward(torch::nn::Module& model) {
+  sharded()->prepare(true);
+  ShardContext::after_backward(model);
+}
+
+// torch's clip_grad_norm_ over the whole model: every shard of every stage once.
+double PipelineShardContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
+  auto sum_sq = shard_sum_of_squares(*sharded(), tied_copy(model, mesh_->coord().pp));
+  sum_sq = sum_sq.to(mesh_->world().device());
+  mesh_->world().allreduce_sum(sum_sq, "gradient norm (pipeline x data parallel)");
+  const double total = std::sqrt(sum_sq.cpu().item<double>());
+  const double coef = max_norm / (total + 1e-6);
+  torch::NoGradGuard no_grad;
+  if (coef < 1.0)
+    for (const auto& s : sharded()->all_shards())
+      if (s.grad().defined()) s.grad().mul_(coef);
+  return total;
+}
+
+void PipelineShardContext::all_reduce_sum(torch::Tensor& t) {
+  mesh_->metric_sum(t);
+}
+
+void PipelineShardContext::broadcast(torch::Tensor& t, int root) {
+  mesh_->world().broadcast(t, root);
+}
+
+void PipelineShardContext::barrier() {
+  mesh_->world().barrier();
+}
+
+// After gather_parameters (the trainer's order for the final weights): every parameter present.
+StateDict PipelineShardContext::model_state(torch::nn::Module& model) {
+  return gather_pipeline_model(mesh_->pp(), model, ordinary_);
+}
+
+bool PipelineShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,
+                                           torch::nn::Module& model,
+                                           const torch::optim::Optimizer& opt, int keep) {
+  sharded()->gather_all();  // ZeRO-3: every parameter present to be gathered over the stages
+  auto per = per_parameter_optimizer(*sharded(), opt);
+  unflatten_state(*sharded(), const_cast<torch::optim::Optimizer&>(opt), *per);
+  save_pipeline_checkpoint(dir, state, mesh_->pp(), model, *per, keep, is_main(), ordinary_);
+  return true;
+}
+
+std::optional<Result<TrainState>> PipelineShardContext::load_checkpoint(
+    const CheckpointInfo& ckpt, torch::nn::Module& model, torch::optim::Optimizer& opt) {
+  if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
+  sharded()->gather_all();                                     // the parameters are loaded in place
+  auto per = per_parameter_optimizer(*sharded(), opt);
+  auto s = load_pipeline_checkpoint(ckpt, model, *per, ordinary_);
+  if (!s) return s;
+  flatten_state(*sharded(), *per, opt);
+  return s;
+}
+
+}  // namespace gpulab::train::parallel
