@@ -11,6 +11,9 @@ BUILD=${1:-build-asan-train}
 # signal, a checkpoint write or a collective meets the heap (CI's one unexplained abort was there).
 TESTS=${TESTS:-}
 LABELS=${LABELS:-'^(train|launch|bench)$'}
+# Left to make test: the pipeline bubble's timing (ASan's slowdown is not the schedule's) and the
+# heaviest TP x PP case (six runs of four ranks; its code paths run under ASan in the others).
+EXCLUDE=${EXCLUDE:-'^(PpTrainCli\.MeasuredBubbleIsTheScheduleFormula|TpPpTrainCli\.CheckpointsResumeAcrossLayouts)$'}
 # Not cli.crash_report: a sanitized gpulab leaves fatal signals to ASan (core/crash_report.cpp).
 INTEGRATION=${INTEGRATION:-'^integration\.(cli\.interrupt|ddp\.(kill|shard|restart|disk_full)|stress\.signals_short)$'}
 t0=$(date +%s)
@@ -40,8 +43,8 @@ if [ -n "$TESTS" ]; then
     --timeout 1800 --output-junit "$junit-tests.xml"
   rc=$?
 else
-  ctest --test-dir "$BUILD" -L "$LABELS" --output-on-failure --parallel "${CTEST_PARALLEL:-2}" \
-    --timeout 1800 --output-junit "$junit-unit.xml"
+  ctest --test-dir "$BUILD" -L "$LABELS" -E "$EXCLUDE" --output-on-failure \
+    --parallel "${CTEST_PARALLEL:-2}" --timeout 1800 --output-junit "$junit-unit.xml"
   rc=$?
   ctest --test-dir "$BUILD" -R "$INTEGRATION" --output-on-failure --timeout 1800 \
     --output-junit "$junit-integration.xml"
