@@ -24,6 +24,19 @@
 
 namespace gpulab::train::dist {
 
+namespace {
+// --shard with bf16 parameter copies under a model-parallel flag (`what`: "--tp 2").
+Status refuse_bf16_copies(const DistOptions& o, const std::string& what, const std::string& why) {
+  return Error{Code::kInvalidArgument,
+               fmt::format("{} with --shard {} and bf16 parameter copies (--shard_param_dtype {}, "
+                           "--precision {}): {}",
+                           what, o.shard, o.shard_param_dtype, o.precision, why),
+               "pass --shard_param_dtype fp32 (bf16 autocast still runs the products), or "
+               "--shard none"};
+}
+
+}  // namespace
+
 Status validate(const DistOptions& o) {
   for (const Status& s :
        {launch::validate(o.launch), flag_one_of("backend", o.backend, {"auto", "nccl", "gloo"}),
@@ -34,29 +47,18 @@ Status validate(const DistOptions& o) {
         flag_one_of("grad_compression", o.grad_compression, {"none", "fp16", "bf16"}),
         check_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype)})
     if (!s) return s;
-  // A TP checkpoint is gathered from the parameters; bf16 compute copies would lose the fp32
-  // masters' bits (tp_shard_checkpoint.h).
-  if (o.tp > 1 && o.shard != "none" &&
+  // Model-parallel runs checkpoint and cross stages from the parameters: bf16 compute copies
+  // would lose the fp32 masters' bits (tp_shard_checkpoint.h, pipeline_shard_context.h).
+  const bool bf16_copies =
+      o.shard != "none" &&
       resolve_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype).param ==
-          torch::kBFloat16)
-    return Error{Code::kInvalidArgument,
-                 fmt::format("--tp {} with --shard {} and bf16 parameter copies "
-                             "(--shard_param_dtype {}, --precision {}): tensor-parallel "
-                             "checkpoints are not written from bf16 copies yet",
-                             o.tp, o.shard, o.shard_param_dtype, o.precision),
-                 "pass --shard_param_dtype fp32 (bf16 autocast still runs the products), or "
-                 "--shard none"};
-  // Pipeline stages hold fp32 parameters (their crossings and checkpoints are in that dtype).
-  if (o.pp > 1 && o.shard != "none" &&
-      resolve_shard_dtypes(o.precision, o.shard_param_dtype, o.shard_reduce_dtype).param ==
-          torch::kBFloat16)
-    return Error{Code::kInvalidArgument,
-                 fmt::format("--pp {} with --shard {} and bf16 parameter copies "
-                             "(--shard_param_dtype {}, --precision {}): pipeline stages train "
-                             "on the master dtype",
-                             o.pp, o.shard, o.shard_param_dtype, o.precision),
-                 "pass --shard_param_dtype fp32 (bf16 autocast still runs the products), or "
-                 "--shard none"};
+          torch::kBFloat16;
+  if (bf16_copies && o.tp > 1)
+    return refuse_bf16_copies(o, fmt::format("--tp {}", o.tp),
+                              "tensor-parallel checkpoints are not written from bf16 copies yet");
+  if (bf16_copies && o.pp > 1)
+    return refuse_bf16_copies(o, fmt::format("--pp {}", o.pp),
+                              "pipeline stages train on the master dtype");
   return ok_status();
 }
 

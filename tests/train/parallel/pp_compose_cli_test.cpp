@@ -21,12 +21,6 @@ using namespace testing;  // NOLINT: the comparison helpers
 // (kTol), or AdamW's amplification of them near eps when runs resume across layouts (kAdamTol);
 // a lost gradient (a micro-batch's, a tied embedding's half, a data-parallel mean, a clipping
 // norm's term) moves weights by ~1e-3.
-constexpr double kTol = 1e-12;
-constexpr double kAdamTol = 1e-8;
-const double kFloatUlp = std::ldexp(1.0, -23);
-
-const std::vector<std::string> kPp2 = {"--pp", "2", "--nproc_per_node", "2"};
-
 void remove_all(std::initializer_list<fs::path> dirs) {
   for (const auto& d : dirs) fs::remove_all(d);
 }

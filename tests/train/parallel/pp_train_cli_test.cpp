@@ -32,15 +32,15 @@ using namespace testing;  // NOLINT: the comparison helpers
 // is off by a few fp64 ulps (2.2e-16 relative); SGD with momentum carries such differences
 // through five steps about linearly, so kTol = 1e-12 leaves a thousand-fold margin, while a lost
 // gradient (a tied embedding's half, a missing DP mean) moves weights by ~1e-3. Adam turns an
-// absolute gradient difference d into lr / eps d where |g| is near eps (tp_train_cli_test.cpp
+// absolute gradient difference d into lr / eps d where |g| is near eps (train_cli_compare.h
 // derives ~1e-10 after five steps), so runs resumed across layouts with AdamW use kAdamTol =
 // 1e-8, far below what a lost moment does (~lr = 3e-3). A resume at the same layout is bit for
 // bit (tolerance 0): the same operations in the same order.
-constexpr double kTol = 1e-12;
-constexpr double kAdamTol = 1e-8;
-const double kFloatUlp = std::ldexp(1.0, -23);
+using testing::kAdamTol;
+using testing::kFloatUlp;
+using testing::kTol;
 
-const std::vector<std::string> kPp2 = {"--pp", "2", "--nproc_per_node", "2"};
+using testing::kPp2;
 
 // "Pipeline parallel: ..., parameter bytes per stage: A (a%), B (b%)": every stage's bytes.
 std::vector<double> stage_bytes(const std::string& out) {

@@ -31,11 +31,10 @@ using testing::tiny_run;
 using testing::with;
 namespace fs = std::filesystem;
 
-// The tolerances of tp_train_cli_test.cpp (and why): fp64 sums in another order, carried
-// through five steps (kTol); Adam's division by sqrt(v) + eps amplifies them (kAdamTol).
-constexpr double kTol = 1e-12;
-constexpr double kAdamTol = 1e-8;
-const double kFloatUlp = std::ldexp(1.0, -23);
+// The tolerances and why: train_cli_compare.h.
+using testing::kAdamTol;
+using testing::kFloatUlp;
+using testing::kTol;
 
 void expect_same_losses(const fs::path& a, const fs::path& b, size_t epochs) {
   testing::expect_same_losses(a, b, epochs, kTol, kFloatUlp);

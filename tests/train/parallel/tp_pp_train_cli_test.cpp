@@ -25,9 +25,9 @@ using namespace testing;  // NOLINT: the comparison helpers
 // linearly by SGD over five steps (kTol: a thousand-fold margin; a lost gradient sum moves
 // weights by ~1e-3); Adam's first update turns a gradient difference d into lr/eps·d, so runs
 // resumed across layouts with AdamW use kAdamTol. Training losses pass a float32 accumulator.
-constexpr double kTol = 1e-12;
-constexpr double kAdamTol = 1e-8;
-const double kFloatUlp = std::ldexp(1.0, -23);
+using testing::kAdamTol;
+using testing::kFloatUlp;
+using testing::kTol;
 
 const std::vector<std::string> kTp2Pp2 = {"--tp", "2", "--pp", "2", "--nproc_per_node", "4"};
 const std::vector<std::string> kTp2 = {"--tp", "2", "--nproc_per_node", "2"};

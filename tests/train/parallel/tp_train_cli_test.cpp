@@ -29,20 +29,10 @@ using testing::tiny_run;
 using testing::with;
 namespace fs = std::filesystem;
 
-// Tolerances. Both runs compute the same fp64 sums in another order (a row-parallel product
-// adds two half-sums, the vocabulary-parallel loss sums exponentials per rank before the
-// all-reduce), each off by a few ulps (2.2e-16 relative); the library's own TP test sees 3e-15 on
-// the loss and every gradient of one step. SGD carries such differences through five steps
-// linearly (kTol: a thousand-fold margin; a missing gradient sum, a wrong shard or other data
-// shows at 1e-3 or more). Adam does not: its first update lr g / (|g| + eps) turns an absolute
-// gradient difference d into lr / eps d = 3e5 d where |g| is near eps = 1e-8, so reordered sums
-// (d ~ 1e-16) move such weights by ~3e-11 per step, ~1e-10 after five (measured: 1.2e-10
-// relative to the largest weight); kAdamTol is 1e-8, still far below what a lost moment does
-// (a different update, ~lr = 3e-3). Training losses are summed in the loop's float32
-// accumulator (trainer.cpp), so equal runs differ there by at most one float ulp.
-constexpr double kTol = 1e-12;
-constexpr double kAdamTol = 1e-8;
-const double kFloatUlp = std::ldexp(1.0, -23);
+// The tolerances and why (the same sums in another order; Adam's eps): train_cli_compare.h.
+using testing::kAdamTol;
+using testing::kFloatUlp;
+using testing::kTol;
 
 // Each epoch (one step each here) has the same validation loss within kTol and the same
 // training loss within a float ulp.

@@ -88,6 +88,21 @@ inline ProcessResult run_ok(const std::vector<std::string>& args) {
   return r;
 }
 
+// The model-parallel CLI tests' bounds against one process. Both runs compute the same fp64 sums
+// in another order (a row-parallel product adds partial sums, a vocabulary-parallel loss sums
+// exponentials per rank, stages meet over messages), each off by a few ulps (2.2e-16 relative);
+// SGD carries that through five steps about linearly (kTol: a thousand-fold margin; a missing
+// gradient sum, a wrong shard or other data shows at 1e-3 or more). Adam's first update
+// lr g / (|g| + eps) turns a gradient difference d into lr / eps d = 3e5 d where |g| is near eps,
+// ~1e-10 after five steps (measured 1.2e-10): kAdamTol 1e-8, far below a lost moment (~lr).
+// Training losses are summed in the loop's float32 accumulator: kFloatUlp.
+inline constexpr double kTol = 1e-12;
+inline constexpr double kAdamTol = 1e-8;
+inline const double kFloatUlp = std::ldexp(1.0, -23);
+
+// Two pipeline stages, one rank each.
+inline const std::vector<std::string> kPp2 = {"--pp", "2", "--nproc_per_node", "2"};
+
 inline double rel(double a, double b) {
   return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300});
 }
