@@ -42,7 +42,7 @@ std::pair<size_t, size_t> bubble_phases(const std::vector<PipeAction>& actions) 
 
 PipelineExecutor::PipelineExecutor(PipelineStage& stage, dist::Communicator& pp,
                                    PipelineRunOptions run)
-    : stage_(stage), pp_(pp), run_(run) {
+    : stage_(stage), pp_(pp), run_(run), tp_(dynamic_cast<TpCausalLm*>(&stage.model())) {
   GPULAB_ASSERT(pp.size() == stage.shape().stages && pp.rank() == stage.stage(),
                 "the pipeline group is not the stage's");
 }
@@ -101,10 +101,8 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
     AutocastGuard autocast(run_.precision, input.device());
     out = stage_.forward(a.chunk, input);
   }
-  auto* tp = dynamic_cast<TpCausalLm*>(&stage_.model());  // TP x PP
-  if (span.head && tp != nullptr) {
-    out = tp_loss(*tp, out, targets[mb], count);
-    if (group_size > 1) out = out / group_size;
+  if (span.head && tp_ != nullptr) {
+    out = tp_loss(*tp_, out, targets[mb], count);
   } else if (span.head) {
     // This micro-batch's share of the batch mean: its summed loss over the batch's count (in the
     // stage's dtype, outside autocast, as the one-process loss); backward runs on its share of
@@ -119,11 +117,11 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
                                .label_smoothing(run_.label_smoothing)) /
           count;
     loss_sum_ = loss_sum_.defined() ? loss_sum_ + out.detach() : out.detach();
-    if (group_size > 1) out = out / group_size;
   } else {
     send(out.detach(), s.stage_of(a.chunk + 1), tag(a.micro_batch, a.chunk, 0),
          "sending " + micro_text(a.micro_batch) + "'s activations");
   }
+  if (span.head && group_size > 1) out = out / group_size;
   saved_[{a.micro_batch, a.chunk}] = {input, out};
 }
 
@@ -133,10 +131,11 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
 torch::Tensor PipelineExecutor::tp_loss(TpCausalLm& tp, const torch::Tensor& logits,
                                         const torch::Tensor& targets, double count) {
   auto [mean, hits] = tp.loss_of(logits, targets);
-  const double valid = std::max(1.0, (targets != kIgnoreIndex).sum().item<double>());
+  // Counted on the device: no host sync per micro-batch.
+  const auto valid = (targets != kIgnoreIndex).sum().clamp_min(1).to(mean.scalar_type());
   const auto h = hits.to(torch::kDouble);
   correct_ = correct_.defined() ? correct_ + h : h;
-  auto out = mean * (valid / count);
+  auto out = mean * valid / count;
   loss_sum_ = loss_sum_.defined() ? loss_sum_ + out.detach() : out.detach();
   return out;
 }

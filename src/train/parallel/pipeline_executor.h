@@ -92,6 +92,7 @@ class PipelineExecutor {
   PipelineStage& stage_;
   dist::Communicator& pp_;
   PipelineRunOptions run_;
+  TpCausalLm* tp_;  // the stage's model under TP x PP (its loss is vocabulary-parallel), or null
   std::vector<int64_t> hidden_shape_;  // a micro-batch's activations
   // This step's saved tensors, by (micro-batch, chunk): the chunk's input (with its gradient to
   // send back) and output, and the last chunk's loss.
