@@ -11,6 +11,13 @@
 
 namespace gpulab::train {
 
+int64_t held_parameter_bytes(const torch::nn::Module& m) {
+  int64_t bytes = 0;
+  for (const auto& t : m.parameters())
+    if (!t.is_meta()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  return bytes;
+}
+
 int64_t peak_host_memory_bytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

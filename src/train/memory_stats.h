@@ -3,12 +3,17 @@
 // driver, which is what nvidia-smi shows and what runs out).
 #pragma once
 
+#include <torch/nn/module.h>
 #include <torch/types.h>
 
 #include <cstdint>
 #include <optional>
 
 namespace gpulab::train {
+
+// The bytes `m`'s parameters occupy (those on the meta device are shapes: another pipeline
+// stage's pieces).
+int64_t held_parameter_bytes(const torch::nn::Module& m);
 
 // Peak resident memory of this process (host), bytes.
 int64_t peak_host_memory_bytes();

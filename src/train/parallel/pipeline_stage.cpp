@@ -2,6 +2,7 @@
 #include "train/parallel/pipeline_stage.h"
 
 #include "core/error.h"
+#include "train/memory_stats.h"
 #include "train/models/lm_families.h"
 
 namespace gpulab::train::parallel {
@@ -94,9 +95,7 @@ StateDict PipelineStage::state_dict() const {
 }
 
 int64_t PipelineStage::parameter_bytes() const {
-  int64_t bytes = 0;
-  for (const auto& t : parameters()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
-  return bytes;
+  return held_parameter_bytes(*model_);
 }
 
 StateDict gather_pipeline_state(const std::vector<StateDict>& stages) {

@@ -23,16 +23,6 @@
 
 namespace gpulab::train {
 
-namespace {
-
-int64_t parameter_bytes(torch::nn::Module& m) {
-  int64_t bytes = 0;
-  for (const auto& t : m.parameters()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
-  return bytes;
-}
-
-}  // namespace
-
 LmTask::LmTask(const TaskEnv& env) : env_(env) {}
 
 LmTask::~LmTask() = default;
@@ -73,7 +63,8 @@ ClassifierPtr LmTask::build_model() {
     tp->label_smoothing = o.label_smoothing;
     tp_ = tp.get();
     const auto element = static_cast<int64_t>(tp->parameters().front().element_size());
-    tp_bytes_ = {parameter_bytes(*tp), cfg.num_parameters() * element};  // this rank's, the whole's
+    tp_bytes_ = {held_parameter_bytes(*tp),
+                 cfg.num_parameters() * element};  // this rank's, the whole's
     model_ = std::move(tp);
   } else {
     model_ = build_causal_lm(cfg, env_.device);  // built where it trains
