@@ -126,11 +126,7 @@ TEST(PpTrainCli, CheckpointsResumeAtAnotherPipelineSize) {
   run_ok(with(with(tiny_run(two, 5, true), {"--no_checkpoints"}), kPp2));
   // PP 2 -> PP 2, and the checkpoint holds the gathered model, bit for bit the export.
   run_ok(with(tiny_run(a, 3, true), kPp2));
-  const auto exported = read_safetensors(a / "model.safetensors").value().tensors;
-  const auto saved = newest_checkpoint_weights(a);
-  ASSERT_EQ(saved.size(), exported.size());
-  for (const auto& [name, t] : exported)
-    EXPECT_TRUE(saved.count(name) && torch::equal(saved.at(name), t)) << name;
+  expect_export_is_checkpoint(a);
   fs::copy(a, b, fs::copy_options::recursive);
   auto r = run_ok(with(with(tiny_run(a, 5, true), {"--resume", "auto"}), kPp2));
   EXPECT_NE(r.out.find("Resumed from"), std::string::npos) << r.out;

@@ -106,16 +106,6 @@ TEST(TpPpTrainCli, Tp2Pp2TimesDp2EqualsDp2) {
   fs::remove_all(mesh);
 }
 
-// The run's exported weights (rewritten by a resume that has nothing left to train) equal the
-// newest checkpoint's tensors bit for bit.
-void expect_export_is_checkpoint(const fs::path& run) {
-  const auto exported = read_safetensors(run / "model.safetensors").value().tensors;
-  const auto saved = newest_checkpoint_weights(run);
-  ASSERT_EQ(saved.size(), exported.size());
-  for (const auto& [name, t] : exported)
-    EXPECT_TRUE(saved.count(name) && torch::equal(saved.at(name), t)) << run << ": " << name;
-}
-
 // Saved at TP 2 x PP 2 after 3 of 5 epochs (AdamW, whose moments the checkpoint carries; a
 // constant learning rate): the checkpoint is the gathered model, bit for bit the export, under
 // the one-process model's names and shapes (the Hugging Face layout); read at one process, TP 2

@@ -18,6 +18,7 @@
 namespace gpulab::train {
 namespace {
 
+using testing::expect_export_is_checkpoint;
 using testing::expect_same_weights;
 using testing::newest_checkpoint_weights;
 using testing::rel;
@@ -83,11 +84,7 @@ TEST(TpTrainCli, CheckpointsResumeAtAnotherTpSize) {
   run_ok(with(tiny_run(straight, 5, true), {"--no_checkpoints"}));
   // TP 2 -> TP 1. The checkpoint holds the gathered model, bit for bit what the run exported.
   run_ok(with(tiny_run(a, 3, true), tp2));
-  const auto exported = read_safetensors(a / "model.safetensors").value().tensors;
-  const auto saved = newest_checkpoint_weights(a);
-  ASSERT_EQ(saved.size(), exported.size());
-  for (const auto& [name, t] : exported)
-    EXPECT_TRUE(saved.count(name) && torch::equal(saved.at(name), t)) << name;
+  expect_export_is_checkpoint(a);
   auto r = run_gpulab(with(tiny_run(a, 5, true), {"--resume", "auto"}), 600);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Resumed from"), std::string::npos) << r.out;
@@ -203,11 +200,7 @@ TEST(TpTrainCli, Zero3CheckpointsResumeAtTp1AndBack) {
   const std::vector<std::string> dp2 = {"--nproc_per_node", "2"};
   run_ok(with(set_flag(tiny_run(straight, 5, true), "--batch_size", "8"), {"--no_checkpoints"}));
   run_ok(with(tiny_run(a, 3, true), mesh));
-  const auto exported = read_safetensors(a / "model.safetensors").value().tensors;
-  const auto saved = newest_checkpoint_weights(a);
-  ASSERT_EQ(saved.size(), exported.size());
-  for (const auto& [name, t] : exported)
-    EXPECT_TRUE(saved.count(name) && torch::equal(saved.at(name), t)) << name;
+  expect_export_is_checkpoint(a);
   auto r = run_gpulab(with(tiny_run(a, 5, true), with(dp2, {"--resume", "auto"})), 600);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Resumed from"), std::string::npos) << r.out;

@@ -170,4 +170,14 @@ inline void expect_bf16_tracks_fp32(const fs::path& f32, const fs::path& b16, co
       d, what, worst, bound);
 }
 
+// The run's exported weights (rewritten by a resume that has nothing left to train) equal the
+// newest checkpoint's tensors bit for bit.
+inline void expect_export_is_checkpoint(const fs::path& run) {
+  const auto exported = read_safetensors(run / "model.safetensors").value().tensors;
+  const auto saved = newest_checkpoint_weights(run);
+  ASSERT_EQ(saved.size(), exported.size());
+  for (const auto& [name, t] : exported)
+    EXPECT_TRUE(saved.count(name) && torch::equal(saved.at(name), t)) << run << ": " << name;
+}
+
 }  // namespace gpulab::train::testing
