@@ -99,8 +99,10 @@ void Trainer::setup_data() {
 // Step 3: the model, on its device, in its memory format, identical on every rank.
 void Trainer::setup_model() {
   model_ = task_->build_model();
-  load_init_weights();
+  // Loaded after the move: an fp64 file reaches an fp64 model unrounded (loaded into the fp32
+  // build first, it went through fp32 on the way), and a GPU run copies it straight to the device.
   move_module(*model_, device_, compute_dtype_);
+  load_init_weights();
   memory_format_ = task_->memory_format(*model_);
   dist_->prepare_model(*model_);
 }

@@ -48,22 +48,29 @@ TEST(PpTrainCli, Pp2GradAccumEqualsOneProcessGradAccum) {
   remove_all({one, pp});
 }
 
-// PP 2 x DP 2 with ZeRO-3 over each stage's data-parallel pair (4 ranks) against one process
-// that takes both data-parallel ranks' rows in one batch (--batch_size is per rank): each stage's
-// gradients are reduce-scattered once per step after its flush; the clipping norm sums every
-// stage's shards once (gpt2-tiny: the tied embedding's copy on the last stage left out).
-TEST(PpTrainCli, Pp2TimesDp2Zero3EqualsOneProcess) {
-  const fs::path one = temp_dir("ppc_z3_one"), mesh = temp_dir("ppc_z3_mesh");
+// PP 2 x DP 2 with each ZeRO stage over each stage's data-parallel pair (4 ranks) against one
+// process that takes both data-parallel ranks' rows in one batch (--batch_size is per rank): each
+// stage's gradients are reduced over its pair once per step after its flush; the clipping norm sums
+// every stage's shards once (gpt2-tiny: the tied embedding's copy on the last stage left out).
+TEST(PpTrainCli, Pp2TimesDp2EveryZeroStageEqualsOneProcess) {
+  const fs::path one = temp_dir("ppc_z_one");
   run_ok(with(set_flag(tiny_run(one, 5, false, "gpt2-tiny"), "--batch_size", "8"),
               {"--no_checkpoints"}));
-  auto r =
-      run_ok(with(tiny_run(mesh, 5, false, "gpt2-tiny"),
-                  {"--no_checkpoints", "--pp", "2", "--nproc_per_node", "4", "--shard", "full"}));
-  EXPECT_NE(r.out.find("data parallel 2"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("shard full"), std::string::npos) << r.out;
-  expect_same_losses(one, mesh, 5, kTol, kFloatUlp);
-  expect_same_weights(one, mesh, kTol);
-  remove_all({one, mesh});
+  // ZeRO-1 and -2 keep each stage's parameters whole and shard its optimizer state (and, at 2,
+  // its gradients); ZeRO-3 shards the parameters too: three update paths, one answer.
+  for (const char* stage : {"optimizer", "gradients", "full"}) {
+    SCOPED_TRACE(stage);
+    const fs::path mesh = temp_dir(std::string("ppc_z_mesh_") + stage);
+    auto r =
+        run_ok(with(tiny_run(mesh, 5, false, "gpt2-tiny"),
+                    {"--no_checkpoints", "--pp", "2", "--nproc_per_node", "4", "--shard", stage}));
+    EXPECT_NE(r.out.find("data parallel 2"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(std::string("shard ") + stage), std::string::npos) << r.out;
+    expect_same_losses(one, mesh, 5, kTol, kFloatUlp);
+    expect_same_weights(one, mesh, kTol);
+    remove_all({mesh});
+  }
+  remove_all({one});
 }
 
 // Checkpoints stay in the ordinary layout under PP x ZeRO: saved at PP 2 x DP 2 with ZeRO-3
@@ -111,10 +118,9 @@ TEST(PpTrainCli, Pp2LabelSmoothingEqualsOneProcess) {
 TEST(PpTrainCli, Pp2InitWeightsEqualsOneProcess) {
   const fs::path first = temp_dir("ppc_init_first"), one = temp_dir("ppc_init_one"),
                  pp = temp_dir("ppc_init_pp2"), seed = temp_dir("ppc_init_seed");
-  // fp32 weights: the one-process model is built in fp32 and loads the file before it moves to
-  // fp64 (an fp64 file would be rounded there, a PP stage is built in fp64 and would not be).
-  run_ok(with(set_flag(tiny_run(first, 2, false, "gpt2-tiny"), "--precision", "fp32"),
-              {"--no_checkpoints"}));
+  // An fp64 file: both runs must take it unrounded (the one-process trainer once loaded it into
+  // its fp32 build before the move to fp64, a PP stage into its fp64 stage: losses 1e-8 apart).
+  run_ok(with(tiny_run(first, 2, false, "gpt2-tiny"), {"--no_checkpoints"}));
   const auto run = [&](const fs::path& out) {
     return with(tiny_run(out, 3, false, "gpt2-tiny"),
                 {"--no_checkpoints", "--init_weights", (first / "model.safetensors").string()});
