@@ -50,14 +50,16 @@ ClassifierPtr GrpoTask::build_model() {
 // A frozen copy of the policy as it starts (its --weights, or --init_weights' file, else its
 // seeded initialisation), so a resumed run's reference is the same as the first run's.
 void GrpoTask::build_reference() {
+  // In the compute dtype before anything is loaded, as the trainer does for the policy: an fp64
+  // --init_weights file reaches both unrounded, so the reference starts equal to the policy.
   ref_ = build_causal_lm(in_.config, env_.device);
+  ref_->to(env_.device, env_.compute_dtype);
   load_state_dict(*ref_, module_state_dict(*model_), "the reference copy").value_or_throw();
   if (!env_.opts.init_weights.empty()) {
     auto files = locate_model_files(env_.opts.init_weights).value_or_throw();
     auto tensors = from_hf_names(in_.config, read_model_weights(files).value_or_throw());
     load_state_dict(*ref_, tensors, "--init_weights " + env_.opts.init_weights).value_or_throw();
   }
-  ref_->to(env_.device, env_.compute_dtype);
   for (auto& p : ref_->parameters()) p.set_requires_grad(false);
   ref_->eval();
 }
