@@ -51,6 +51,15 @@ void move_module(torch::nn::Module& m, torch::Device device, torch::ScalarType d
   for (auto& t : m.parameters()) t.set_data(moved(t));
   for (auto& t : m.buffers()) t.set_data(moved(t));
 }
+
+// Micro-batches the run still trains, `done` batches into epoch `epoch`: the epochs' batches, or
+// fewer where --max_steps ends it first (its optimizer steps left, each --grad_accum batches).
+int64_t batches_left(const TrainOptions& o, int64_t train_batches, int64_t step, int64_t epoch,
+                     int64_t done) {
+  int64_t left = (o.num_epochs - epoch) * train_batches - done;
+  if (o.max_steps > 0) left = std::min(left, (o.max_steps - step) * o.grad_accum);
+  return std::max<int64_t>(left, 0);
+}
 }  // namespace
 
 Trainer::Trainer(TrainOptions opts, DistContextPtr dist)
@@ -261,9 +270,12 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   // A run stopped inside this epoch resumes after the batches it trained (same data order).
   const int64_t first = epoch == start_epoch_ ? std::min(resume_batches_, train_batches_) : 0;
   task_->start_epoch(epoch, first);
-  ProgressBar bar(dist_->is_main(), train_batches_,
-                  fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
-  bar.set_later_batches((opts_.num_epochs - epoch - 1) * train_batches_);
+  // The bar ends where the epoch does, or where --max_steps stops the run inside it; its run ETA
+  // counts the batches after it up to the run's end (--max_steps included).
+  const int64_t run_left = batches_left(opts_, train_batches_, step_, epoch, first);
+  const int64_t last = std::min(train_batches_, first + run_left);
+  ProgressBar bar(dist_->is_main(), last, fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
+  bar.set_later_batches(run_left - (last - first));
   const auto on_device = torch::TensorOptions().device(device_);
   torch::Tensor loss_sum = torch::zeros({}, on_device);
   torch::Tensor correct = torch::zeros({}, on_device.dtype(torch::kLong));
@@ -368,8 +380,7 @@ void Trainer::say_stopped(int64_t epoch, int64_t batch) const {
 void Trainer::maybe_say_long_run(int64_t epoch, int64_t batches_done,
                                  double seconds_per_batch) const {
   if (!dist_->is_main()) return;
-  int64_t left = (opts_.num_epochs - epoch) * train_batches_ - batches_done;
-  if (opts_.max_steps > 0) left = std::min(left, (opts_.max_steps - step_) * opts_.grad_accum);
+  const int64_t left = batches_left(opts_, train_batches_, step_, epoch, batches_done);
   const double seconds = seconds_per_batch * static_cast<double>(left);
   if (const auto job_left = launch::slurm_job_seconds_left(); job_left && seconds > *job_left)
     say(

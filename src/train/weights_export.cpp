@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "train/data/hf_byte_map.h"
+#include "train/data/hf_sentencepiece.h"
 #include "train/data/tokenizer.h"
 
 namespace gpulab::train {
@@ -77,8 +78,13 @@ std::pair<Json, Json> write_tokenizer_files(const std::filesystem::path& dir,
     // A SentencePiece model (also where this build cannot open it: the file is copied as is).
     const auto files = tok ? (*tok)->files() : std::vector<std::filesystem::path>{};
     copy_into(dir, files.empty() ? std::filesystem::path(spec) : files.front(), "tokenizer.model");
+    // Its tokenizer.json form, where one encodes as the model does: transformers then reads it
+    // as it is (no sentencepiece package, no Llama-specific rewriting of its spaces).
+    auto model = read_file(dir / "tokenizer.model");
+    auto form = model ? hf::sentencepiece_tokenizer_json(*model) : Result<Json>(model.error());
+    if (form) write_or_throw(dir / "tokenizer.json", form->dump() + "\n");
     // gpulab's SentencePiece ids: 0 <unk>, 1 <s>, 2 </s>; encode adds neither bos nor eos.
-    config.update({{"tokenizer_class", "LlamaTokenizer"},
+    config.update({{"tokenizer_class", form ? "PreTrainedTokenizerFast" : "LlamaTokenizer"},
                    {"unk_token", "<unk>"},
                    {"bos_token", "<s>"},
                    {"eos_token", "</s>"},

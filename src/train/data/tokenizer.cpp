@@ -46,6 +46,9 @@ Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& spec) {
                  ".model file");
   std::error_code ec;
   const std::filesystem::path p(spec);
+  // A folder gpulab exported holds tokenizer.model and its tokenizer.json form: the model rules.
+  if (std::filesystem::is_regular_file(p / "tokenizer.model", ec))
+    return open_sentencepiece(p / "tokenizer.model");
   if (p.extension() == ".json" || std::filesystem::is_directory(p, ec)) return open_hf_tokenizer(p);
   return open_sentencepiece(spec);
 }
