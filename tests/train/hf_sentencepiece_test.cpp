@@ -209,6 +209,12 @@ TEST(HfSentencePieceForm, RefusesWhatItCannotSayAndNamesDamage) {
   // Damage anywhere in a real model is an answer, never a crash.
   if (!sentencepiece_available()) return;
   gpulab::testing::TempDir dir{"hf_spm_bad"};
+  // A file of another kind passed as the model is named for what it looks like.
+  ASSERT_TRUE(write_file_atomic(dir.path / "ckpt.pt", std::string("PK\x03\x04rest", 8)).ok());
+  auto wrong = open_tokenizer((dir.path / "ckpt.pt").string());
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message.find("a PyTorch checkpoint"), std::string::npos)
+      << wrong.error().message;
   TokenizerTrainOptions o;
   o.inputs = {kFortunes / "love"};
   o.vocab_size = 400;

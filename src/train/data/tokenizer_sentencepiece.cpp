@@ -148,6 +148,19 @@ class SentencePieceTokenizer : public Tokenizer {
   void* model_;
 };
 
+// What a file SentencePiece cannot parse looks like instead, for its error (its parser's own
+// message names only a line of its source).
+std::string what_it_looks_like(const std::string& bytes) {
+  if (bytes.rfind("PK\x03\x04", 0) == 0)
+    return "it is a zip archive: a PyTorch checkpoint or weights file?";
+  if (bytes.size() > 9 && bytes[8] == '{' && bytes.find("\"dtype\"") != std::string::npos)
+    return "it is a safetensors weights file";
+  const size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && bytes[first] == '{')
+    return "it is JSON: a tokenizer.json is passed as itself, or its folder";
+  return "SentencePiece cannot parse it";
+}
+
 Result<std::unique_ptr<SentencePieceTokenizer>> load_model(const std::string& bytes,
                                                            const std::string& what) {
   const SpmApi& api = spm_api();
@@ -155,8 +168,10 @@ Result<std::unique_ptr<SentencePieceTokenizer>> load_model(const std::string& by
   char err[512] = {0};
   void* model = api.load(bytes.data(), bytes.size(), err, sizeof err);
   if (!model)
-    return Error(Code::kDataError, fmt::format("{} is not a SentencePiece model: {}", what, err),
-                 "train one with: gpulab tokenizer train --input FILES --vocab_size N --out DIR");
+    return Error(Code::kDataError,
+                 fmt::format("{} is not a SentencePiece model ({})", what, what_it_looks_like(bytes)),
+                 "pass the tokenizer.model of the run or data folder (--tokenizer), or train one: "
+                 "gpulab tokenizer train --input FILES --vocab_size N --out DIR");
   return std::make_unique<SentencePieceTokenizer>(api, model);
 }
 
