@@ -51,10 +51,11 @@ std::vector<std::string> texts() {
 }
 
 Json reference(const std::vector<std::string>& args, const fs::path& texts_file) {
-  const std::string py = testing::python_with(args[0] == "--folder" ? "transformers" : "tokenizers");
+  const std::string py =
+      testing::python_with(args[0] == "--folder" ? "transformers" : "tokenizers");
   if (py.empty()) ADD_FAILURE() << testing::reference_missing("tokenizers and transformers");
-  std::vector<std::string> argv{py, std::string(GPULAB_SOURCE_DIR) +
-                                        "/tests/parity/hf_sentencepiece.py"};
+  std::vector<std::string> argv{
+      py, std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_sentencepiece.py"};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.insert(argv.end(), {"--texts", texts_file.string()});
   auto r = run_process(argv, testing::reference_run());
@@ -73,8 +74,8 @@ void expect_same_as_sentencepiece(const Tokenizer& tok, const Json& theirs,
     const auto hf_ids = theirs["ids"][i].get<std::vector<int32_t>>();
     const bool same = hf_ids == ids && (!byte_fallback || theirs["decoded"][i] == all[i]);
     if (!same && ++differ <= 3)
-      ADD_FAILURE() << theirs["reader"] << " differs on \"" << all[i].substr(0, 80) << "\": "
-                    << Json(hf_ids).dump().substr(0, 200) << " against SentencePiece's "
+      ADD_FAILURE() << theirs["reader"] << " differs on \"" << all[i].substr(0, 80)
+                    << "\": " << Json(hf_ids).dump().substr(0, 200) << " against SentencePiece's "
                     << Json(ids).dump().substr(0, 200) << ", decoded " << theirs["decoded"][i];
   }
   EXPECT_EQ(differ, 0U) << "of " << all.size() << " texts";
@@ -88,7 +89,9 @@ struct SpCase {
   bool byte_fallback;
 };
 
-void PrintTo(const SpCase& c, std::ostream* os) { *os << c.name; }  // ctest's name: no addresses
+void PrintTo(const SpCase& c, std::ostream* os) {
+  *os << c.name;
+}  // ctest's name: no addresses
 
 class HfSentencePiece : public ::testing::TestWithParam<SpCase> {};
 
@@ -108,36 +111,52 @@ TEST_P(HfSentencePiece, TokenizersEncodesAsSentencePiece) {
   const std::vector<std::string> all = texts();
   ASSERT_GT(all.size(), 300U);
   ASSERT_TRUE(write_file_atomic(dir.path / "texts.json", Json(all).dump()).ok());
-  const Json theirs =
-      reference({"--tokenizer_json", (dir.path / "tokenizer.json").string()}, dir.path / "texts.json");
+  const Json theirs = reference({"--tokenizer_json", (dir.path / "tokenizer.json").string()},
+                                dir.path / "texts.json");
   const auto tok = open_tokenizer(model.string()).value_or_throw();
   expect_same_as_sentencepiece(*tok, theirs, all, o.byte_fallback);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, HfSentencePiece,
-    ::testing::Values(SpCase{"Bpe", "bpe", true}, SpCase{"BpeNoByteFallback", "bpe", false},
-                      SpCase{"Unigram", "unigram", true}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Models, HfSentencePiece,
+                         ::testing::Values(SpCase{"Bpe", "bpe", true},
+                                           SpCase{"BpeNoByteFallback", "bpe", false},
+                                           SpCase{"Unigram", "unigram", true}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // The user's path: a run trained on SentencePiece tokens; its folder loads in AutoTokenizer (the
 // pinned environment has no sentencepiece or protobuf package) and encodes as gpulab does.
 TEST(HfSentencePieceRun, RunFolderLoadsInAutoTokenizer) {
   if (!sentencepiece_available()) GTEST_SKIP() << open_tokenizer("any.model").error().message;
   gpulab::testing::TempDir dir{"hf_spm_run"};
-  auto t = testing::run_gpulab({"tokenizer", "train", "--input", (kFortunes / "literature").string(),
-                                "--input", (kFortunes / "love").string(), "--vocab_size", "800",
-                                "--out", (dir.path / "tok").string()});
+  auto t = testing::run_gpulab(
+      {"tokenizer", "train", "--input", (kFortunes / "literature").string(), "--input",
+       (kFortunes / "love").string(), "--vocab_size", "800", "--out", (dir.path / "tok").string()});
   ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
   t = testing::run_gpulab({"data", "tokenize", "--input", (kFortunes / "literature").string(),
                            "--tokenizer", (dir.path / "tok" / "tokenizer.model").string(),
                            "--block_bytes", "256", "--out", (dir.path / "data").string()});
   ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
   const fs::path run = dir.path / "run";
-  t = testing::run_gpulab({"train", "--model", "llama-tiny", "--dataset", "text", "--data_dir",
-                           (dir.path / "data").string(), "--seq_len", "32", "--batch_size", "4",
-                           "--max_steps", "2", "--device", "cpu", "--threads", "2", "--no_report",
-                           "--output_dir", run.string()});
+  t = testing::run_gpulab({"train",
+                           "--model",
+                           "llama-tiny",
+                           "--dataset",
+                           "text",
+                           "--data_dir",
+                           (dir.path / "data").string(),
+                           "--seq_len",
+                           "32",
+                           "--batch_size",
+                           "4",
+                           "--max_steps",
+                           "2",
+                           "--device",
+                           "cpu",
+                           "--threads",
+                           "2",
+                           "--no_report",
+                           "--output_dir",
+                           run.string()});
   ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
   ASSERT_TRUE(fs::exists(run / "tokenizer.json") && fs::exists(run / "tokenizer.model"));
   const std::vector<std::string> all = texts();
@@ -169,7 +188,8 @@ std::string piece(const std::string& text, float score, int type = 1) {
 // <unk>, a, b, c, ab, bc, abc in SentencePiece BPE's order (a later piece, a lower score).
 std::string abc_model(const std::string& trainer, const std::string& normalizer) {
   return piece("<unk>", 0, 2) + piece("ab", -1) + piece("bc", -2) + piece("abc", -3) +
-         piece("a", -4) + piece("b", -5) + piece("c", -6) + field(2, trainer) + field(3, normalizer);
+         piece("a", -4) + piece("b", -5) + piece("c", -6) + field(2, trainer) +
+         field(3, normalizer);
 }
 const std::string kBpe = field(3, uint64_t(2));
 const std::string kKeepSpaces = field(1, std::string("identity")) + field(4, uint64_t(0));
@@ -177,8 +197,7 @@ const std::string kKeepSpaces = field(1, std::string("identity")) + field(4, uin
 TEST(HfSentencePieceForm, MergesFollowTheWholePiecesScore) {
   const Json form = hf::sentencepiece_tokenizer_json(abc_model(kBpe, kKeepSpaces)).value_or_throw();
   // ab, then bc, then abc's two splits (its score; then the left part's id: ab before a).
-  EXPECT_EQ(form["model"]["merges"],
-            Json::parse(R"([["a","b"],["b","c"],["ab","c"],["a","bc"]])"));
+  EXPECT_EQ(form["model"]["merges"], Json::parse(R"([["a","b"],["b","c"],["ab","c"],["a","bc"]])"));
   EXPECT_EQ(form["model"]["vocab"]["abc"], 3);
   EXPECT_EQ(form["model"]["unk_token"], "<unk>");
   EXPECT_EQ(form["added_tokens"].size(), 1U);

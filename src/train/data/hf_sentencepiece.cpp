@@ -38,11 +38,16 @@ class Wire {
     return f;
   }
   void skip(uint64_t wire_type) {
-    if (wire_type == 0) varint();
-    else if (wire_type == 1) take(8);
-    else if (wire_type == 2) bytes();
-    else if (wire_type == 5) take(4);
-    else throw std::runtime_error(fmt::format("wire type {} is not protobuf's", wire_type));
+    if (wire_type == 0)
+      varint();
+    else if (wire_type == 1)
+      take(8);
+    else if (wire_type == 2)
+      bytes();
+    else if (wire_type == 5)
+      take(4);
+    else
+      throw std::runtime_error(fmt::format("wire type {} is not protobuf's", wire_type));
   }
 
  private:
@@ -81,10 +86,14 @@ Piece read_piece(std::string_view m) {
   Piece p;
   for (Wire w(m); !w.done();) {
     const uint64_t tag = w.varint();
-    if (tag == (1 << 3 | 2)) p.text = w.bytes();
-    else if (tag == (2 << 3 | 5)) p.score = w.fixed32();
-    else if (tag == (3 << 3 | 0)) p.type = static_cast<int>(w.varint());
-    else w.skip(tag & 7);
+    if (tag == (1 << 3 | 2))
+      p.text = w.bytes();
+    else if (tag == (2 << 3 | 5))
+      p.score = w.fixed32();
+    else if (tag == (3 << 3 | 0))
+      p.type = static_cast<int>(w.varint());
+    else
+      w.skip(tag & 7);
   }
   return p;
 }
@@ -92,10 +101,14 @@ Piece read_piece(std::string_view m) {
 void read_trainer_spec(std::string_view m, SpModel& sp) {
   for (Wire w(m); !w.done();) {
     const uint64_t tag = w.varint();
-    if (tag == (3 << 3 | 0)) sp.model_type = static_cast<int>(w.varint());
-    else if (tag == (35 << 3 | 0)) sp.byte_fallback = w.varint() != 0;
-    else if (tag == (24 << 3 | 0)) sp.whitespace_as_suffix = w.varint() != 0;
-    else w.skip(tag & 7);
+    if (tag == (3 << 3 | 0))
+      sp.model_type = static_cast<int>(w.varint());
+    else if (tag == (35 << 3 | 0))
+      sp.byte_fallback = w.varint() != 0;
+    else if (tag == (24 << 3 | 0))
+      sp.whitespace_as_suffix = w.varint() != 0;
+    else
+      w.skip(tag & 7);
   }
 }
 
@@ -103,11 +116,16 @@ void read_normalizer_spec(std::string_view m, SpModel& sp) {
   for (Wire w(m); !w.done();) {
     const uint64_t tag = w.varint();
     const uint64_t field = tag >> 3;
-    if ((field == 2 || field == 6) && (tag & 7) == 2) sp.has_rules |= !w.bytes().empty();
-    else if (field == 3 && (tag & 7) == 0) sp.add_dummy_prefix = w.varint() != 0;
-    else if (field == 4 && (tag & 7) == 0) sp.remove_extra_whitespaces = w.varint() != 0;
-    else if (field == 5 && (tag & 7) == 0) sp.escape_whitespaces = w.varint() != 0;
-    else w.skip(tag & 7);
+    if ((field == 2 || field == 6) && (tag & 7) == 2)
+      sp.has_rules |= !w.bytes().empty();
+    else if (field == 3 && (tag & 7) == 0)
+      sp.add_dummy_prefix = w.varint() != 0;
+    else if (field == 4 && (tag & 7) == 0)
+      sp.remove_extra_whitespaces = w.varint() != 0;
+    else if (field == 5 && (tag & 7) == 0)
+      sp.escape_whitespaces = w.varint() != 0;
+    else
+      w.skip(tag & 7);
   }
 }
 
@@ -115,10 +133,14 @@ SpModel read_model(std::string_view bytes) {
   SpModel sp;
   for (Wire w(bytes); !w.done();) {
     const uint64_t tag = w.varint();
-    if (tag == (1 << 3 | 2)) sp.pieces.push_back(read_piece(w.bytes()));
-    else if (tag == (2 << 3 | 2)) read_trainer_spec(w.bytes(), sp);
-    else if (tag == (3 << 3 | 2)) read_normalizer_spec(w.bytes(), sp);
-    else w.skip(tag & 7);
+    if (tag == (1 << 3 | 2))
+      sp.pieces.push_back(read_piece(w.bytes()));
+    else if (tag == (2 << 3 | 2))
+      read_trainer_spec(w.bytes(), sp);
+    else if (tag == (3 << 3 | 2))
+      read_normalizer_spec(w.bytes(), sp);
+    else
+      w.skip(tag & 7);
   }
   return sp;
 }
@@ -172,7 +194,8 @@ Json normalizer(const SpModel& sp) {
 
 Json decoder(const SpModel& sp) {
   Json steps = {replace(kSpace, " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
-  if (sp.add_dummy_prefix) steps.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  if (sp.add_dummy_prefix)
+    steps.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
   return {{"type", "Sequence"}, {"decoders", steps}};
 }
 
@@ -267,10 +290,14 @@ Result<Json> sentencepiece_tokenizer_json(std::string_view bytes) {
     return Error(Code::kUnsupported,
                  "this SentencePiece model " + why + ", which tokenizer.json cannot say",
                  "read it with its tokenizer.model (transformers: the sentencepiece package)");
-  return Json{{"version", "1.0"},          {"truncation", nullptr},
-              {"padding", nullptr},        {"added_tokens", added_tokens(sp)},
-              {"normalizer", normalizer(sp)}, {"pre_tokenizer", nullptr},
-              {"post_processor", nullptr}, {"decoder", decoder(sp)},
+  return Json{{"version", "1.0"},
+              {"truncation", nullptr},
+              {"padding", nullptr},
+              {"added_tokens", added_tokens(sp)},
+              {"normalizer", normalizer(sp)},
+              {"pre_tokenizer", nullptr},
+              {"post_processor", nullptr},
+              {"decoder", decoder(sp)},
               {"model", model(sp)}};
 }
 

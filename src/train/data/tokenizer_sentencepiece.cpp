@@ -168,10 +168,11 @@ Result<std::unique_ptr<SentencePieceTokenizer>> load_model(const std::string& by
   char err[512] = {0};
   void* model = api.load(bytes.data(), bytes.size(), err, sizeof err);
   if (!model)
-    return Error(Code::kDataError,
-                 fmt::format("{} is not a SentencePiece model ({})", what, what_it_looks_like(bytes)),
-                 "pass the tokenizer.model of the run or data folder (--tokenizer), or train one: "
-                 "gpulab tokenizer train --input FILES --vocab_size N --out DIR");
+    return Error(
+        Code::kDataError,
+        fmt::format("{} is not a SentencePiece model ({})", what, what_it_looks_like(bytes)),
+        "pass the tokenizer.model of the run or data folder (--tokenizer), or train one: "
+        "gpulab tokenizer train --input FILES --vocab_size N --out DIR");
   return std::make_unique<SentencePieceTokenizer>(api, model);
 }
 
