@@ -102,7 +102,9 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
     out = stage_.forward(a.chunk, input);
   }
   if (span.head && tp_ != nullptr) {
-    out = tp_loss(*tp_, out, targets[mb], count);
+    // In the stage's dtype, as below: under bf16 autocast the logits are bf16, and a loss taken
+    // in bf16 rounds the figure (5.625 for 5.6029) and its softmax's gradient.
+    out = tp_loss(*tp_, out.to(stage_.dtype()), targets[mb], count);
   } else if (span.head) {
     // This micro-batch's share of the batch mean: its summed loss over the batch's count (in the
     // stage's dtype, outside autocast, as the one-process loss); backward runs on its share of

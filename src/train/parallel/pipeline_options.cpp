@@ -18,24 +18,6 @@ bool is_interleaved(const TrainOptions& o) {
   return o.pp_schedule == "interleaved";
 }
 
-// What --pp composes with but TP inside the stages has not been proven with (no test runs the
-// pair): refused rather than trusted. (--shard: check_tp_placement.)
-Status check_tp_stage_combinations(const TrainOptions& o, const std::string& pp) {
-  const std::string both = fmt::format("{} with --tp {}", pp, o.tp);
-  const std::string hint = "drop it, or train with --pp alone (which takes it) or --tp alone";
-  if (o.precision == "bf16")
-    return refuse(both + " and --precision bf16: not yet proven against one process", hint);
-  if (o.grad_accum > 1)
-    return refuse(both + " and --grad_accum: not yet proven against one process", hint);
-  if (o.label_smoothing > 0)
-    return refuse(both + " and --label_smoothing: not yet proven against one process", hint);
-  if (!o.init_weights.empty())
-    return refuse(both + " and --init_weights: a TP stage does not read initial weights yet",
-                  "start the run without --tp --pp, then resume its checkpoint with them "
-                  "(--resume takes any layout)");
-  return ok_status();
-}
-
 // Options the pipeline does not honour yet: refused rather than ignored.
 Status check_pipeline_combinations(const TrainOptions& o) {
   const std::string pp = fmt::format("--pp {}", o.pp);
@@ -43,7 +25,6 @@ Status check_pipeline_combinations(const TrainOptions& o) {
     return refuse(pp + " with --precision fp16: the pipeline's stages have no loss scaling (fp16 "
                        "gradients need one, and its overflow check would span every stage)",
                   "use --precision bf16 (no loss scaling needed), fp32, or tf32 on a GPU");
-  if (o.tp > 1) return check_tp_stage_combinations(o, pp);
   return ok_status();
 }
 

@@ -5,7 +5,8 @@
 // quarter of the parameters (measured); TP 2 x PP 2 x DP 2 on 8 ranks equals DP 2; a checkpoint
 // saved at TP 2 x PP 2 is the gathered model in the Hugging Face layout and resumes at one process,
 // TP 2 and PP 2 with the same model to the last bit, and checkpoints saved at PP 2 and TP 2 resume
-// at TP 2 x PP 2; bad layouts are refused in the launching process.
+// at TP 2 x PP 2; --grad_accum with --label_smoothing and --init_weights equal one process with
+// the same flags, bf16 tracks fp32; bad layouts are refused in the launching process.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -146,6 +147,72 @@ TEST(TpPpTrainCli, CheckpointsResumeAcrossLayouts) {
     expect_same_weights(straight, run, kAdamTol);
   }
   for (const auto& d : {straight, mesh, from_pp, from_tp}) fs::remove_all(d);
+}
+
+// --grad_accum and --label_smoothing inside TP stages (qwen2-tiny: its tied embedding's gradient
+// crosses between the first and last stage once per step, after the accumulation group; 3
+// micro-batches an epoch end in a group of one): TP 2 x PP 2 equals one process.
+TEST(TpPpTrainCli, GradAccumAndLabelSmoothingEqualOneProcess) {
+  const fs::path one = temp_dir("tppp_accum_one"), mesh = temp_dir("tppp_accum_mesh");
+  const auto run = [](const fs::path& out) {
+    return with(set_flag(tiny_run(out, 3, false, "qwen2-tiny"), "--limit_train_batches", "3"),
+                {"--no_checkpoints", "--grad_accum", "2", "--label_smoothing", "0.1"});
+  };
+  run_ok(run(one));
+  auto r = run_ok(with(run(mesh), kTp2Pp2));
+  EXPECT_NE(r.out.find("grad_accum 2"), std::string::npos) << r.out;
+  const auto recs = epoch_records(mesh);
+  ASSERT_EQ(recs.size(), 3u);
+  EXPECT_EQ(recs.back()["step"].get<int64_t>(), 6);
+  expect_same_losses(one, mesh, 3, kTol, kFloatUlp);
+  expect_same_weights(one, mesh, kTol);
+  for (const auto& d : {one, mesh}) fs::remove_all(d);
+}
+
+// --precision bf16 inside TP stages: the validation losses track fp32's within bf16's own noise
+// (expect_bf16_tracks_fp32), and the training loss is summed in the stage's dtype as one process
+// sums it: a loss taken from the bf16 logits is a bf16 number (it printed 5.625 for 5.6029), which
+// three fp32 sums in a row are not but by a chance of about 2^-48.
+TEST(TpPpTrainCli, Bf16TracksFp32) {
+  const fs::path f32 = temp_dir("tppp_bf_fp32"), b16 = temp_dir("tppp_bf_one"),
+                 mesh = temp_dir("tppp_bf_mesh");
+  const auto run = [](const fs::path& out, const char* precision) {
+    return with(set_flag(tiny_run(out, 3), "--precision", precision), {"--no_checkpoints"});
+  };
+  run_ok(run(f32, "fp32"));
+  run_ok(run(b16, "bf16"));
+  auto r = run_ok(with(run(mesh, "bf16"), kTp2Pp2));
+  EXPECT_NE(r.out.find("Precision: bf16"), std::string::npos) << r.out;
+  expect_bf16_tracks_fp32(f32, b16, mesh, 3, "TP 2 x PP 2");
+  int in_bf16 = 0;
+  for (const auto& rec : epoch_records(mesh)) {
+    const double x = rec["train_loss"];
+    in_bf16 += torch::tensor(x, torch::kDouble).to(torch::kBFloat16).item<double>() == x;
+  }
+  EXPECT_LT(in_bf16, 3) << "every training loss is a bf16 number: the loss was taken in bf16";
+  for (const auto& d : {f32, b16, mesh}) fs::remove_all(d);
+}
+
+// --init_weights: each TP rank of each stage takes its shard of its stage's tensors from the file
+// (fp64, another run's export); TP 2 x PP 2 equals one process started from the same file, and
+// both differ from a run from the seed's weights.
+TEST(TpPpTrainCli, InitWeightsEqualsOneProcess) {
+  const fs::path first = temp_dir("tppp_init_first"), one = temp_dir("tppp_init_one"),
+                 mesh = temp_dir("tppp_init_mesh"), seed = temp_dir("tppp_init_seed");
+  run_ok(with(tiny_run(first, 2), {"--no_checkpoints"}));
+  const auto run = [&](const fs::path& out) {
+    return with(tiny_run(out, 3), {"--no_checkpoints", "--init_weights", first.string()});
+  };
+  run_ok(run(one));
+  auto r = run_ok(with(run(mesh), kTp2Pp2));
+  EXPECT_NE(r.out.find("Initial weights: "), std::string::npos) << r.out;
+  expect_same_losses(one, mesh, 3, kTol, kFloatUlp);
+  expect_same_weights(one, mesh, kTol);
+  run_ok(with(with(tiny_run(seed, 3), {"--no_checkpoints"}), kTp2Pp2));
+  const double from_file = epoch_records(mesh)[0]["test_loss"],
+               from_seed = epoch_records(seed)[0]["test_loss"];
+  EXPECT_GT(rel(from_file, from_seed), 1e-6) << "--init_weights changed nothing";
+  for (const auto& d : {first, one, mesh, seed}) fs::remove_all(d);
 }
 
 // Refused before any rank starts: exit 2, the message and its hint, no run folder.
