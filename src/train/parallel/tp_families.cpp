@@ -32,17 +32,12 @@ std::shared_ptr<TpCausalLm> make_part(const DecoderConfig& c, TpGroup& g, const 
   return std::make_shared<Model>(g, c, shard, part);
 }
 
-template <class Model>
-std::shared_ptr<TpCausalLm> make_whole(const DecoderConfig& c, TpGroup& g, const StateDict& shard,
-                                       const ModelPart& /*part*/) {
-  return std::make_shared<Model>(g, c, shard);
-}
-
-// Qwen2 is Llama's block with q/k/v biases, which split with their rows.
+// Qwen2 is Llama's block with q/k/v biases, which split with their rows. Every family's TP model
+// takes a ModelPart (a pipeline stage's pieces): --tp with --pp.
 const TpFamily kTpFamilies[] = {
     {"llama", &shard_state, &make_part<TpLlamaForCausalLM>, true},
     {"qwen2", &shard_state, &make_part<TpLlamaForCausalLM>, true},
-    {"gpt2", &gpt2_shard_state, &make_whole<TpGpt2LMHeadModel>, false},
+    {"gpt2", &gpt2_shard_state, &make_part<TpGpt2LMHeadModel>, true},
 };
 
 // The family's TP model with its parameters allocated but not yet filled. Its layers' own random

@@ -76,27 +76,39 @@ torch::Tensor TpGpt2BlockImpl::forward(const torch::Tensor& x, const NoRotation&
   return h + mlp(ln_2(h), sp);
 }
 
-TpGpt2ModelImpl::TpGpt2ModelImpl(TpGroup& g, const DecoderConfig& c,
-                                 const torch::TensorOptions& o) {
-  wte = register_module("wte", VocabParallelEmbedding(g, c.vocab_size, c.hidden_size));
-  wpe = register_module("wpe", Gpt2Embedding(c.max_positions, c.hidden_size, o));
+TpGpt2ModelImpl::TpGpt2ModelImpl(TpGroup& g, const DecoderConfig& c, const torch::TensorOptions& o,
+                                 const ModelPart& part) {
+  const auto on = [&o](bool here) { return here ? o : o.device(torch::kMeta); };
+  const auto meta = [](bool here) {
+    return here ? torch::TensorOptions() : torch::device(torch::kMeta);
+  };
+  wte = register_module(
+      "wte", VocabParallelEmbedding(g, c.vocab_size, c.hidden_size,
+                                    meta(part.has_token_embedding(c.tie_word_embeddings))));
+  wpe = register_module("wpe", Gpt2Embedding(c.max_positions, c.hidden_size, on(part.embedding)));
   h = register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_layers; ++i) h->push_back(TpGpt2Block(g, c, o));
-  ln_f = register_module("ln_f", Gpt2LayerNorm(c.hidden_size, c.norm_eps, o));
+  for (int64_t i = 0; i < c.num_layers; ++i) h->push_back(TpGpt2Block(g, c, on(part.has_block(i))));
+  ln_f = register_module("ln_f", Gpt2LayerNorm(c.hidden_size, c.norm_eps, on(part.head)));
 }
 
-TpGpt2LMHeadModel::TpGpt2LMHeadModel(TpGroup& g, DecoderConfig c, const StateDict& shard)
+TpGpt2LMHeadModel::TpGpt2LMHeadModel(TpGroup& g, DecoderConfig c, const StateDict& shard,
+                                     const ModelPart& part)
     : TpCausalLm(g, std::move(c)) {
   check_tp_layout(config_, g.size());
   const auto o = torch::TensorOptions().dtype(dtype_of(shard));
-  transformer = register_module("transformer", TpGpt2Model(g, config_, o));
+  transformer = register_module("transformer", TpGpt2Model(g, config_, o, part));
   if (!config_.tie_word_embeddings)
     lm_head = register_module(
-        "lm_head", ColumnParallelLinear(g, config_.hidden_size,
-                                        padded_to(config_.vocab_size, g.size()), false, false));
+        "lm_head", ColumnParallelLinear(
+                       g, config_.hidden_size, padded_to(config_.vocab_size, g.size()), false,
+                       false, part.head ? torch::TensorOptions() : torch::device(torch::kMeta)));
   to(o.dtype().toScalarType());  // the vocabulary-parallel layers are made in float
   if (shard.empty()) return;     // filled by the caller (build_tp_causal_lm)
-  if (auto st = load_state_dict(*this, shard, "the tensor-parallel shard"); !st)
+  // Another stage's pieces take no weights: they stay shapes.
+  StateDict weights = shard;
+  for (const auto& p : named_parameters())
+    if (p.value().is_meta()) weights.emplace(p.key(), p.value());
+  if (auto st = load_state_dict(*this, weights, "the tensor-parallel shard"); !st)
     throw Exception(st.error());
 }
 

@@ -61,7 +61,9 @@ TORCH_MODULE(TpGpt2Block);
 
 class TpGpt2ModelImpl : public torch::nn::Module {
  public:
-  TpGpt2ModelImpl(TpGroup& group, const DecoderConfig& c, const torch::TensorOptions& o);
+  // Only `part`'s pieces are made (a pipeline stage's); the others are shapes on the meta device.
+  TpGpt2ModelImpl(TpGroup& group, const DecoderConfig& c, const torch::TensorOptions& o,
+                  const ModelPart& part = {});
   VocabParallelEmbedding wte{nullptr};
   Gpt2Embedding wpe{nullptr};
   torch::nn::ModuleList h{nullptr};
@@ -73,8 +75,10 @@ class TpGpt2LMHeadModel : public TpCausalLm {
  public:
   // Every rank of `group` builds its part from its shard (gpt2_shard_state of the ordinary
   // weights, in their dtype): refuses a TP size the shape does not fit and a shard that does not.
-  // An empty shard leaves the parameters (float) for the caller to fill.
-  TpGpt2LMHeadModel(TpGroup& group, DecoderConfig c, const StateDict& shard);
+  // An empty shard leaves the parameters (float) for the caller to fill. With a `part` (a
+  // pipeline stage's pieces) the other stages' pieces stay shapes and take no weights.
+  TpGpt2LMHeadModel(TpGroup& group, DecoderConfig c, const StateDict& shard,
+                    const ModelPart& part = {});
   using CausalLm::forward;
   // Tokens B x T -> while training, this rank's logits B x T x (padded vocabulary / TP), columns
   // from vocab_start(); in eval mode the whole vocabulary's, gathered. No KV cache.

@@ -5,12 +5,14 @@
 // quarter of the parameters (measured); TP 2 x PP 2 x DP 2 on 8 ranks equals DP 2; a checkpoint
 // saved at TP 2 x PP 2 is the gathered model in the Hugging Face layout and resumes at one process,
 // TP 2 and PP 2 with the same model to the last bit, and checkpoints saved at PP 2 and TP 2 resume
-// at TP 2 x PP 2; --grad_accum with --label_smoothing and --init_weights equal one process with
-// the same flags, bf16 tracks fp32; bad layouts are refused in the launching process.
+// at TP 2 x PP 2; gpt2-tiny likewise (interleaved, and its checkpoints both ways); --grad_accum
+// with --label_smoothing and --init_weights equal one process with the same flags, bf16 tracks
+// fp32; bad layouts are refused in the launching process.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <regex>
+#include <tuple>
 
 #include "train/checkpoint.h"
 #include "train/parallel/train_cli_compare.h"
@@ -44,10 +46,10 @@ std::pair<double, double> rank_bytes(const std::string& out) {
 }
 
 // TP 2 x PP 2 equal to one process over `epochs` steps; reported once; each rank holds about a
-// quarter of the model.
+// quarter of the model (`extra`: the share of it that a rank holds whole, beyond a quarter).
 void expect_mesh_equals_one_process(const std::string& model, int epochs,
                                     const std::vector<std::string>& more,
-                                    const std::string& schedule) {
+                                    const std::string& schedule, double extra = 0) {
   const fs::path one = temp_dir("tppp_one_" + model), mesh = temp_dir("tppp_mesh_" + model);
   run_ok(with(tiny_run(one, epochs, false, model), {"--no_checkpoints"}));
   auto r = run_ok(
@@ -73,8 +75,8 @@ void expect_mesh_equals_one_process(const std::string& model, int epochs,
       "%s TP 2 x PP 2: at most %.0f parameter bytes on a rank, %.2f%% of the one-process "
       "model's %.0f (1/4 = 25%%)\n",
       model.c_str(), most, 100 * most / whole, whole);
-  EXPECT_GT(most / whole, 0.2);
-  EXPECT_LT(most / whole, 0.3);
+  EXPECT_GT(most / whole, 0.2 + extra);
+  EXPECT_LT(most / whole, 0.3 + extra);
   fs::remove_all(one);
   fs::remove_all(mesh);
 }
@@ -88,6 +90,34 @@ TEST(TpPpTrainCli, Tp2Pp2EqualsOneProcessLlama) {
 // head per rank, and the interleaved schedule (4 chunks of one block).
 TEST(TpPpTrainCli, Qwen2Tp2Pp2InterleavedEqualsOneProcess) {
   expect_mesh_equals_one_process("qwen2-tiny", 3, {"--pp_schedule", "interleaved"}, "interleaved");
+}
+
+// GPT-2 through the same family seam: its fused c_attn split by heads, Conv1D's in x out
+// layout, the tied embedding on both end stages, the learned position table (1024 x 256 fp64,
+// 7.5 % of the model, held whole by the first stage's ranks: the `extra`), interleaved.
+TEST(TpPpTrainCli, Gpt2Tp2Pp2InterleavedEqualsOneProcess) {
+  expect_mesh_equals_one_process("gpt2-tiny", 3, {"--pp_schedule", "interleaved"}, "interleaved",
+                                 0.075);
+}
+
+// A gpt2 checkpoint saved at TP 2 x PP 2 resumes at one process, and one saved at one process
+// resumes at TP 2 x PP 2 (AdamW, 2 of 4 epochs), each equal to the run that went straight.
+TEST(TpPpTrainCli, Gpt2CheckpointsResumeAcrossLayouts) {
+  const fs::path straight = temp_dir("tppp_g_straight"), mesh = temp_dir("tppp_g_mesh"),
+                 one = temp_dir("tppp_g_one");
+  const auto run = [](const fs::path& out, int epochs) {
+    return tiny_run(out, epochs, true, "gpt2-tiny");
+  };
+  run_ok(with(run(straight, 4), {"--no_checkpoints"}));
+  for (const auto& [dir, first, then] : {std::tuple{mesh, kTp2Pp2, std::vector<std::string>{}},
+                                         std::tuple{one, std::vector<std::string>{}, kTp2Pp2}}) {
+    run_ok(with(run(dir, 2), first));
+    auto r = run_ok(with(with(run(dir, 4), {"--resume", "auto"}), then));
+    EXPECT_NE(r.out.find("Resumed from"), std::string::npos) << r.out;
+    expect_same_losses(straight, dir, 4, kAdamTol, kFloatUlp);
+    expect_same_weights(straight, dir, kAdamTol);
+  }
+  for (const auto& d : {straight, mesh, one}) fs::remove_all(d);
 }
 
 // TP 2 x PP 2 x DP 2 on 8 ranks against DP 2: each data-parallel rank's replica is a 2 x 2 mesh,
@@ -250,10 +280,6 @@ TEST(TpPpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
       "--tp 2 spans nodes", "--allow_tp_across_nodes");
   expect_refused(with(set_flag(base, "--seq_len", "15"), kTp2Pp2), out,
                  "--seq_len 15 does not split over --tp 2", "--seq_len 16");
-  expect_refused(with(set_flag(base, "--model", "gpt2-tiny"), kTp2Pp2), out,
-                 "--tp 2 with --pp 2: the gpt2 family (gpt2-tiny) has no tensor-parallel model of "
-                 "a pipeline stage",
-                 "drop --tp (--pp 2 alone splits gpt2-tiny's blocks over stages");
   fs::remove_all(dir);
 }
 
