@@ -19,7 +19,7 @@ LABELS=${LABELS:-'^(train|launch|bench)$'}
 # Left to make test: the pipeline bubble's timing (ASan's slowdown is not the schedule's) and the
 # heaviest checkpoint-across-layouts cases of sessions 31 and 33 (several multi-rank runs each; the
 # same gathers and loads run under ASan in the older PpTrainCli/TpTrainCli checkpoint tests).
-EXCLUDE=${EXCLUDE:-'^(PpTrainCli\.(MeasuredBubbleIsTheScheduleFormula|Zero3CheckpointsResumeAtPp1WithoutShardAndBack)|TpPpTrainCli\.(Gpt2)?CheckpointsResumeAcrossLayouts|TpGpt2TrainCli\.CheckpointSavedAtTp2ResumesAtTp1)$'}
+EXCLUDE=${EXCLUDE:-'^(PpTrainCli\.(MeasuredBubbleIsTheScheduleFormula|Zero3CheckpointsResumeAtPp1WithoutShardAndBack)|TpPpTrainCli\.(Gpt2|Zero)?CheckpointsResumeAcrossLayouts|TpGpt2TrainCli\.CheckpointSavedAtTp2ResumesAtTp1)$'}
 # Not cli.crash_report: a sanitized gpulab leaves fatal signals to ASan (core/crash_report.cpp).
 INTEGRATION=${INTEGRATION:-'^integration\.(cli\.interrupt|ddp\.(kill|shard|restart|disk_full)|stress\.signals_short)$'}
 # Each group's time on the 2-core VM with a little room (docs/benchmarks.md, session 32).

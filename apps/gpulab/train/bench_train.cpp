@@ -78,8 +78,7 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
       throw_usage_error(train::parallel::check_tp_mesh_options(o->train, d->shard, world), cmd);
     const PlannedNodes nodes = planned_nodes(*d);
     throw_usage_error(
-        train::parallel::check_tp_placement(o->train, d->shard, nodes.ranks_per_node, nodes.nnodes),
-        cmd);
+        train::parallel::check_tp_placement(o->train, nodes.ranks_per_node, nodes.nnodes), cmd);
     if (auto code = launch_if_needed(*d)) {
       ctx.exit_code = *code;
       return;

@@ -85,9 +85,8 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
                         cmd);
     throw_usage_error(train::check_grpo_sharding(*opts, dist_opts->shard), cmd);
     const PlannedNodes nodes = planned_nodes(*dist_opts);
-    throw_usage_error(train::parallel::check_tp_placement(*opts, dist_opts->shard,
-                                                          nodes.ranks_per_node, nodes.nnodes),
-                      cmd);
+    throw_usage_error(
+        train::parallel::check_tp_placement(*opts, nodes.ranks_per_node, nodes.nnodes), cmd);
     // Asked for N ranks and not a rank yet: relaunch this command line as N ranks.
     if (auto code = launch_if_needed(*dist_opts)) {
       ctx.exit_code = *code;

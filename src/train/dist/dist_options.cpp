@@ -20,6 +20,7 @@
 #include "train/parallel/pipeline_shard_context.h"
 #include "train/parallel/tp_context.h"
 #include "train/parallel/tp_pipeline_context.h"
+#include "train/parallel/tp_pipeline_shard_context.h"
 #include "train/parallel/tp_shard_context.h"
 
 namespace gpulab::train::dist {
@@ -104,9 +105,12 @@ void solo_world(launch::RankPlace& place, CommOptions& comm) {
 DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communicator> group) {
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
   DistContextPtr ctx;
-  if (o.pp > 1 && (o.tp > 1 || o.tp_mesh)) {
+  if (o.pp > 1 && (o.tp > 1 || o.tp_mesh) && o.shard != "none") {
+    // ZeRO over the data-parallel group of a TP x PP mesh.
+    ctx = std::make_shared<parallel::TpPipelineShardContext>(place, shard_options(o), o.tp, o.pp);
+  } else if (o.pp > 1 && (o.tp > 1 || o.tp_mesh)) {
     // Tensor-parallel groups inside pipeline stages (--tp 1: groups of one); the checks refused
-    // a world that tp x pp does not divide, and --shard, before any rank started.
+    // a world that tp x pp does not divide before any rank started.
     ctx = std::make_shared<parallel::TpPipelineContext>(place, ddp_options(o), o.tp, o.pp);
   } else if (o.tp > 1 && o.shard != "none") {
     // ZeRO over the mesh's data-parallel group.

@@ -99,15 +99,8 @@ Status check_tp_mesh_options(const TrainOptions& o, const std::string& shard, in
   return check_tp_model(o, world_size);
 }
 
-Status check_tp_placement(const TrainOptions& o, const std::string& shard, int ranks_per_node,
-                          int nnodes) {
+Status check_tp_placement(const TrainOptions& o, int ranks_per_node, int nnodes) {
   if (o.tp == 1) return ok_status();
-  if (o.pp > 1 && shard != "none")
-    return refuse(fmt::format("--tp {} --pp {} with --shard {}: ZeRO over the data-parallel ranks "
-                              "of a TP x PP mesh is not wired",
-                              o.tp, o.pp, shard),
-                  "drop --shard (TP x PP averages gradients over the data-parallel ranks, as "
-                  "DDP), or use --shard with --tp alone or --pp alone");
   if (tp_inside_node(static_cast<int>(o.tp), ranks_per_node, nnodes) || o.allow_tp_across_nodes)
     return ok_status();
   const int fits = std::gcd(ranks_per_node, static_cast<int>(o.tp));

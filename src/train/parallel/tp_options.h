@@ -22,10 +22,8 @@ Status check_model_parallel_options(const TrainOptions& o, int world_size);
 Status check_tp_mesh_options(const TrainOptions& o, const std::string& shard, int world_size);
 
 // A TP group stays inside a node (ranks are numbered node by node, TP innermost) unless
-// --allow_tp_across_nodes (--shard, ZeRO over the data-parallel group, places nothing else); and
-// --shard is refused with --tp and --pp together (no ZeRO over a TP x PP mesh's data ranks).
+// --allow_tp_across_nodes (--shard, ZeRO over the data-parallel group, places nothing else).
 // `ranks_per_node` and `nnodes` as the launcher will start them.
-Status check_tp_placement(const TrainOptions& o, const std::string& shard, int ranks_per_node,
-                          int nnodes);
+Status check_tp_placement(const TrainOptions& o, int ranks_per_node, int nnodes);
 
 }  // namespace gpulab::train::parallel

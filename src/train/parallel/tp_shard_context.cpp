@@ -13,10 +13,6 @@
 
 namespace gpulab::train::parallel {
 
-namespace {
-
-// The pieces of this rank's gradient shards, each under the name of the parameter it belongs
-// to (a shard may hold the end of one parameter and the start of the next; padding is none).
 std::vector<TpCausalLm::NamedGrad> shard_gradients(TpCausalLm& lm, dist::ShardedModel& sharded) {
   std::map<const void*, std::string> name_of;
   for (const auto& p : lm.named_parameters()) name_of[p.value().unsafeGetTensorImpl()] = p.key();
@@ -35,8 +31,6 @@ std::vector<TpCausalLm::NamedGrad> shard_gradients(TpCausalLm& lm, dist::Sharded
   }
   return out;
 }
-
-}  // namespace
 
 TpShardContext::TpShardContext(const launch::RankPlace& place,
                                const dist::ShardContextOptions& opts, int tp)

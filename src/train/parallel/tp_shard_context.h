@@ -7,12 +7,19 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "train/dist/shard_context.h"
 #include "train/parallel/device_mesh.h"
+#include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_group.h"
 
 namespace gpulab::train::parallel {
+
+// The pieces of this rank's gradient shards, each under the name of the parameter it belongs to
+// (a shard may hold the end of one parameter and the start of the next; padding is none): what
+// the TP model's gradient sums and norm take under ZeRO (here and with --pp).
+std::vector<TpCausalLm::NamedGrad> shard_gradients(TpCausalLm& lm, dist::ShardedModel& sharded);
 
 class TpShardContext : public dist::ShardContext {
  public:

@@ -184,9 +184,6 @@ TEST(PpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
   bad({"--pp", "2", "--nproc_per_node", "2", "--pp_micro_batches", "3"},
       "a batch of 4 sequences per process does not split into 3 micro-batches",
       "--pp_micro_batches that divides 4");
-  // What TP inside the stages does not take yet.
-  bad({"--pp", "2", "--tp", "2", "--nproc_per_node", "4", "--shard", "full"},
-      "--tp 2 --pp 2 with --shard full", "drop --shard");
   fs::remove_all(dir);
 }
 
