@@ -36,13 +36,21 @@ torch::ScalarType floating_dtype(const StateDict& full) {
 PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
                              std::vector<StageSpan> spans, int stage, torch::Device device,
                              torch::ScalarType dtype)
-    : shape_(shape), spans_(std::move(spans)), stage_(stage), dtype_(dtype) {
+    : PipelineStage(
+          c, shape, std::move(spans), stage, dtype,
+          [&c, device](const ModelPart& part) { return build_causal_lm(c, device, part); }, 1) {}
+
+PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
+                             std::vector<StageSpan> spans, int stage, torch::ScalarType dtype,
+                             const std::function<CausalLmPtr(const ModelPart&)>& build,
+                             int seq_parts)
+    : shape_(shape), spans_(std::move(spans)), stage_(stage), dtype_(dtype), seq_parts_(seq_parts) {
   check_pipeline_shape(shape_);
-  GPULAB_ASSERT(
-      static_cast<int>(spans_.size()) == shape_.chunks() && stage >= 0 && stage < shape_.stages,
-      "pipeline spans do not fit the shape");
+  GPULAB_ASSERT(static_cast<int>(spans_.size()) == shape_.chunks() && stage >= 0 &&
+                    stage < shape_.stages && seq_parts >= 1,
+                "pipeline spans do not fit the shape");
   part_ = stage_part(c, shape_, spans_, stage);
-  model_ = build_causal_lm(c, device, part_);
+  model_ = build(part_);
   model_->to(dtype_);
   // Tied weights over several stages: the first stage's input and the last stage's output.
   if (c.tie_word_embeddings && shape_.stages > 1 && (part_.embedding || part_.head))
@@ -64,12 +72,6 @@ PipelineStage::PipelineStage(const DecoderConfig& c, const PipelineShape& shape,
                       "give the stage the whole model's ordinary state dict");
     p.value().copy_(it->second);
   }
-}
-
-void PipelineStage::use_split_model(CausalLmPtr split, int seq_parts) {
-  GPULAB_ASSERT(split && seq_parts >= 1, "a tensor-parallel stage needs its model");
-  model_ = std::move(split);
-  seq_parts_ = seq_parts;
 }
 
 torch::Tensor PipelineStage::forward(int chunk, const torch::Tensor& input) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <torch/torch.h>
+#include <functional>
 
 #include <string>
 #include <vector>
@@ -30,6 +31,15 @@ class PipelineStage {
   // than the stage's pieces and the largest one of the rest.
   PipelineStage(const DecoderConfig& c, const PipelineShape& shape, std::vector<StageSpan> spans,
                 int stage, torch::Device device, torch::ScalarType dtype);
+  // Tensor parallelism inside the stage (TP x PP): the family's tensor-parallel model of this
+  // stage's part, as `build` makes it from the part (build_tp_causal_lm, a tensor at a time: the
+  // stage is never held whole), runs the chunks, in `dtype`. Its crossings carry 1/seq_parts of
+  // the positions: with sequence parallelism each TP rank sends its own shard of the sequence to
+  // the same TP rank of the next stage (no gather before a send, no scatter after a receive, 1/TP
+  // of the bytes per rank), and without it each sends its whole copy.
+  PipelineStage(const DecoderConfig& c, const PipelineShape& shape, std::vector<StageSpan> spans,
+                int stage, torch::ScalarType dtype,
+                const std::function<CausalLmPtr(const ModelPart&)>& build, int seq_parts);
 
   int stage() const { return stage_; }
   const PipelineShape& shape() const { return shape_; }
@@ -40,12 +50,6 @@ class PipelineStage {
   const CausalLmPtr& model_ptr() const { return model_; }
   const ModelPart& part() const { return part_; }  // the pieces this stage's chunks run
 
-  // Tensor parallelism inside the stage (TP x PP): `split` (the family's tensor-parallel model of
-  // this stage's part, from its weights) runs the chunks instead. Its crossings carry
-  // 1/seq_parts of the positions: with sequence parallelism each TP rank sends its own shard of
-  // the sequence to the same TP rank of the next stage (no gather before a send, no scatter
-  // after a receive, 1/TP of the bytes per rank), and without it each sends its whole copy.
-  void use_split_model(CausalLmPtr split, int seq_parts);
   // The positions of one crossing's activations for sequences of `seq_len`.
   int64_t crossing_positions(int64_t seq_len) const { return seq_len / seq_parts_; }
 

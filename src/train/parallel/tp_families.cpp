@@ -43,14 +43,15 @@ const TpFamily kTpFamilies[] = {
 // The family's TP model with its parameters allocated but not yet filled. Its layers' own random
 // initialisation, which the filled weights replace, is undone on the CPU generator, so the
 // weights are drawn from where one process draws them.
-std::shared_ptr<TpCausalLm> unfilled_model(const TpFamily& f, const DecoderConfig& c, TpGroup& g) {
+std::shared_ptr<TpCausalLm> unfilled_model(const TpFamily& f, const DecoderConfig& c, TpGroup& g,
+                                           const ModelPart& part) {
   auto generator = at::detail::getDefaultCPUGenerator();
   torch::Tensor state;
   {
     std::lock_guard<std::mutex> lock(generator.mutex());
     state = generator.get_state();
   }
-  auto model = f.build(c, g, StateDict{}, ModelPart{});
+  auto model = f.build(c, g, StateDict{}, part);
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
   return model;
@@ -101,11 +102,15 @@ std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& 
 }
 
 std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
-                                               torch::Device device) {
+                                               torch::Device device, const ModelPart& part) {
   const TpFamily* family = find_tp_family(c.family);
   if (family == nullptr) return build_tp_causal_lm(c, group, StateDict{});  // the refusal
-  auto model = unfilled_model(*family, c, group);
+  GPULAB_ASSERT(part.blocks.empty() || family->stages,
+                "a pipeline stage of a family whose tensor-parallel model takes no ModelPart");
+  auto model = unfilled_model(*family, c, group, part);
   auto params = model->named_parameters();
+  size_t held = 0;
+  for (const auto& p : params) held += p.value().is_meta() ? 0 : 1;
   // The ordinary model as shapes alone (every piece on the meta device: no memory, no draws).
   ModelPart none;
   none.blocks.assign(static_cast<size_t>(c.num_layers), false);
@@ -122,11 +127,12 @@ std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& 
       auto* mine = params.find(name);
       GPULAB_ASSERT(mine != nullptr && mine->sizes() == piece.sizes(),
                     "a shard tensor the tensor-parallel model does not hold");
+      if (mine->is_meta()) continue;  // another pipeline stage's
       mine->copy_(piece);
       ++filled;
     }
   }
-  GPULAB_ASSERT(filled == params.size(), "a tensor-parallel parameter left unfilled");
+  GPULAB_ASSERT(filled == held, "a tensor-parallel parameter left unfilled");
   return model;
 }
 

@@ -31,7 +31,9 @@ std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& 
 // without ever holding them all: the model is made first (its parameters allocated), then each
 // ordinary tensor is drawn whole (the generator moves as for the whole model), cut to this rank's
 // shard, copied in and freed. Peak memory: the rank's parameters and the largest single tensor.
+// With a `part` (a pipeline stage's pieces) only those are allocated and filled; every tensor is
+// still drawn, so the stage's values are the one-process model's.
 std::shared_ptr<TpCausalLm> build_tp_causal_lm(const DecoderConfig& c, TpGroup& group,
-                                               torch::Device device);
+                                               torch::Device device, const ModelPart& part = {});
 
 }  // namespace gpulab::train::parallel

@@ -82,20 +82,6 @@ ClassifierPtr LmTask::build_model() {
   return model_;
 }
 
-// This rank's shard of the very weights the one-process run starts from (same seed): of the
-// whole model, or of a pipeline stage's pieces (`part`; the rest of `model` is on the meta device).
-CausalLmPtr LmTask::split_over_tp(const DecoderConfig& cfg, parallel::TpGroup& group,
-                                  CausalLm& model, const ModelPart& part) {
-  StateDict held;
-  for (const auto& [name, t] : module_state_dict(model))
-    if (!t.is_meta()) held[name] = t;
-  auto tp = parallel::build_tp_causal_lm(cfg, group, held, part);
-  tp->sequence_parallel = env_.opts.sequence_parallel == "on";
-  tp->label_smoothing = env_.opts.label_smoothing;
-  tp_ = tp.get();
-  return tp;
-}
-
 // The stage's pieces alone, initialised as the whole model would be from the same seed (then,
 // under --tp, split over the TP group); the blocks split by the FLOPs cost model, the embedding
 // and the head counted.
@@ -103,11 +89,23 @@ CausalLmPtr LmTask::build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& 
   const parallel::PipelineShape shape = parallel::pipeline_shape(env_.opts, env_.batch_per_process);
   auto spans = parallel::split_stages(cfg.num_layers, shape.stages, shape.virtual_stages,
                                       parallel::decoder_stage_costs(cfg, env_.opts.seq_len));
-  stage_ = std::make_unique<parallel::PipelineStage>(cfg, shape, std::move(spans), mesh.coord().pp,
-                                                     env_.device, env_.compute_dtype);
   if (auto* group = env_.dist.tp_group()) {
-    auto split = split_over_tp(cfg, *group, stage_->model(), stage_->part());
-    stage_->use_split_model(std::move(split), tp_->sequence_parallel ? group->size() : 1);
+    // This rank's shard of the stage's pieces of the very weights the one-process run starts
+    // from (same seed), drawn a tensor at a time: neither the model nor the stage is held whole.
+    const bool sp = env_.opts.sequence_parallel == "on";
+    const auto build = [&](const ModelPart& part) -> CausalLmPtr {
+      auto tp = parallel::build_tp_causal_lm(cfg, *group, env_.device, part);
+      tp->sequence_parallel = sp;
+      tp->label_smoothing = env_.opts.label_smoothing;
+      tp_ = tp.get();
+      return tp;
+    };
+    stage_ = std::make_unique<parallel::PipelineStage>(cfg, shape, std::move(spans),
+                                                       mesh.coord().pp, env_.compute_dtype, build,
+                                                       sp ? group->size() : 1);
+  } else {
+    stage_ = std::make_unique<parallel::PipelineStage>(
+        cfg, shape, std::move(spans), mesh.coord().pp, env_.device, env_.compute_dtype);
   }
   pipe_ = std::make_unique<parallel::PipelineExecutor>(
       *stage_, mesh.pp(), parallel::PipelineRunOptions{env_.precision, env_.opts.label_smoothing});

@@ -53,9 +53,6 @@ class LmTask : public TrainTask {
   TaskBatch to_device(LmBatch batch) const;
   // --pp: this rank's stage of `cfg` (the mesh's pp coordinate) and its executor.
   CausalLmPtr build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& mesh);
-  // --tp: `model` (or `part` of it, a pipeline stage's) split over the TP group; sets tp_.
-  CausalLmPtr split_over_tp(const DecoderConfig& cfg, parallel::TpGroup& group, CausalLm& model,
-                            const ModelPart& part);
   std::string pipeline_line() const;
 
   TaskEnv env_;
