@@ -51,19 +51,13 @@ torch::Tensor shard_sum_of_squares(dist::ShardedModel& sharded, const torch::Ten
 
 PipelineShardContext::PipelineShardContext(const launch::RankPlace& place,
                                            const dist::ShardContextOptions& opts, int pp)
-    : PipelineShardContext(mesh_over_world(place, opts.ddp.comm, 1, pp), place, opts) {}
+    : PipelineShardContext(place, opts, 1, pp, std::make_unique<StageLayout>()) {}
 
-PipelineShardContext::PipelineShardContext(std::shared_ptr<DeviceMesh> mesh,
-                                           const launch::RankPlace& place,
-                                           const dist::ShardContextOptions& opts)
-    : ShardContext(std::shared_ptr<dist::Communicator>(mesh, &mesh->dp()), place, opts),
-      mesh_(std::move(mesh)) {
-  // The base took the data-parallel group's numbering; the run is reported by world rank 0.
-  rank = mesh_->world().rank();
-  world_size = mesh_->world().size();
-  data_rank = mesh_->coord().dp;
-  data_world_size = mesh_->layout().dp();
-}
+PipelineShardContext::PipelineShardContext(const launch::RankPlace& place,
+                                           const dist::ShardContextOptions& opts, int tp, int pp,
+                                           std::unique_ptr<StageLayout> layout)
+    : MeshShardContext(mesh_over_world(place, opts.ddp.comm, tp, pp), place, opts),
+      layout_(std::move(layout)) {}
 
 PipelineShardContext::~PipelineShardContext() = default;
 
@@ -85,30 +79,12 @@ double PipelineShardContext::clip_grad_norm(torch::nn::Module& model, double max
   auto sum_sq = shard_sum_of_squares(*sharded(), tied_copy(model, mesh_->coord().pp));
   sum_sq = sum_sq.to(mesh_->world().device());
   mesh_->world().allreduce_sum(sum_sq, "gradient norm (pipeline x data parallel)");
-  const double total = std::sqrt(sum_sq.cpu().item<double>());
-  const double coef = max_norm / (total + 1e-6);
-  torch::NoGradGuard no_grad;
-  if (coef < 1.0)
-    for (const auto& s : sharded()->all_shards())
-      if (s.grad().defined()) s.grad().mul_(coef);
-  return total;
-}
-
-void PipelineShardContext::all_reduce_sum(torch::Tensor& t) {
-  mesh_->metric_sum(t);
-}
-
-void PipelineShardContext::broadcast(torch::Tensor& t, int root) {
-  mesh_->world().broadcast(t, root);
-}
-
-void PipelineShardContext::barrier() {
-  mesh_->world().barrier();
+  return clip_shards(std::sqrt(sum_sq.cpu().item<double>()), max_norm);
 }
 
 // After gather_parameters (the trainer's order for the final weights): every parameter present.
 StateDict PipelineShardContext::model_state(torch::nn::Module& model) {
-  return gather_pipeline_model(mesh_->pp(), model, ordinary_);
+  return gather_pipeline_model(mesh_->pp(), model, *layout_);
 }
 
 bool PipelineShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,
@@ -117,7 +93,7 @@ bool PipelineShardContext::save_checkpoint(const fs::path& dir, const TrainState
   sharded()->gather_all();  // ZeRO-3: every parameter present to be gathered over the stages
   auto per = per_parameter_optimizer(*sharded(), opt);
   unflatten_state(*sharded(), const_cast<torch::optim::Optimizer&>(opt), *per);
-  save_pipeline_checkpoint(dir, state, mesh_->pp(), model, *per, keep, is_main(), ordinary_);
+  save_pipeline_checkpoint(dir, state, mesh_->pp(), model, *per, keep, is_main(), *layout_);
   return true;
 }
 
@@ -126,7 +102,7 @@ std::optional<Result<TrainState>> PipelineShardContext::load_checkpoint(
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
   sharded()->gather_all();                                     // the parameters are loaded in place
   auto per = per_parameter_optimizer(*sharded(), opt);
-  auto s = load_pipeline_checkpoint(ckpt, model, *per, ordinary_);
+  auto s = load_pipeline_checkpoint(ckpt, model, *per, *layout_);
   if (!s) return s;
   flatten_state(*sharded(), *per, opt);
   return s;

@@ -10,13 +10,12 @@
 
 #include <memory>
 
-#include "train/dist/shard_context.h"
-#include "train/parallel/device_mesh.h"
+#include "train/parallel/mesh_shard_context.h"
 #include "train/parallel/pipeline_checkpoint.h"
 
 namespace gpulab::train::parallel {
 
-class PipelineShardContext : public dist::ShardContext {
+class PipelineShardContext : public MeshShardContext {
  public:
   // Every rank calls it together; throws what MeshLayout throws (pp not dividing the world).
   PipelineShardContext(const launch::RankPlace& place, const dist::ShardContextOptions& opts,
@@ -26,10 +25,6 @@ class PipelineShardContext : public dist::ShardContext {
   void before_backward(torch::nn::Module& model, bool sync) override;
   void after_backward(torch::nn::Module& model) override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
-  // DeviceMesh::metric_sum.
-  void all_reduce_sum(torch::Tensor& t) override;
-  void broadcast(torch::Tensor& t, int root) override;  // over the world
-  void barrier() override;
   DeviceMesh* pipeline_mesh() override { return mesh_.get(); }
   StateDict model_state(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,
@@ -38,12 +33,14 @@ class PipelineShardContext : public dist::ShardContext {
                                                     torch::nn::Module& model,
                                                     torch::optim::Optimizer& opt) override;
 
- private:
-  PipelineShardContext(std::shared_ptr<DeviceMesh> mesh, const launch::RankPlace& place,
-                       const dist::ShardContextOptions& opts);
+ protected:
+  // TP groups of `tp` ranks inside the stages (TpPipelineShardContext), whose tensors meet the
+  // ordinary layout through `layout`.
+  PipelineShardContext(const launch::RankPlace& place, const dist::ShardContextOptions& opts,
+                       int tp, int pp, std::unique_ptr<StageLayout> layout);
 
-  std::shared_ptr<DeviceMesh> mesh_;
-  StageLayout ordinary_;  // a stage of the ordinary model (no TP inside)
+ private:
+  std::unique_ptr<StageLayout> layout_;  // the identity for a stage of the ordinary model
 };
 
 }  // namespace gpulab::train::parallel

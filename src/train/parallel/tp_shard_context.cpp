@@ -34,19 +34,8 @@ std::vector<TpCausalLm::NamedGrad> shard_gradients(TpCausalLm& lm, dist::Sharded
 
 TpShardContext::TpShardContext(const launch::RankPlace& place,
                                const dist::ShardContextOptions& opts, int tp)
-    : TpShardContext(mesh_over_world(place, opts.ddp.comm, tp, 1), place, opts) {}
-
-TpShardContext::TpShardContext(std::shared_ptr<DeviceMesh> mesh, const launch::RankPlace& place,
-                               const dist::ShardContextOptions& opts)
-    : ShardContext(std::shared_ptr<dist::Communicator>(mesh, &mesh->dp()), place, opts),
-      mesh_(std::move(mesh)) {
-  group_ = std::make_unique<TpGroup>(mesh_->tp());
-  // The base took the data-parallel group's numbering; the run is reported by world rank 0.
-  rank = mesh_->world().rank();
-  world_size = mesh_->world().size();
-  data_rank = mesh_->coord().dp;
-  data_world_size = mesh_->layout().dp();
-}
+    : MeshShardContext(mesh_over_world(place, opts.ddp.comm, tp, 1), place, opts),
+      group_(std::make_unique<TpGroup>(mesh_->tp())) {}
 
 TpShardContext::~TpShardContext() = default;
 
@@ -59,18 +48,6 @@ void TpShardContext::after_backward(torch::nn::Module& model) {
 double TpShardContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
   auto& lm = tp_model_of(model);
   return lm.clip_grad_norm(shard_gradients(lm, *sharded()), max_norm, &mesh_->dp());
-}
-
-void TpShardContext::all_reduce_sum(torch::Tensor& t) {
-  mesh_->metric_sum(t);
-}
-
-void TpShardContext::broadcast(torch::Tensor& t, int root) {
-  mesh_->world().broadcast(t, root);
-}
-
-void TpShardContext::barrier() {
-  mesh_->world().barrier();
 }
 
 // After gather_parameters (the trainer's order for the final weights): every parameter present.

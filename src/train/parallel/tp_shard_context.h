@@ -9,8 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "train/dist/shard_context.h"
-#include "train/parallel/device_mesh.h"
+#include "train/parallel/mesh_shard_context.h"
 #include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_group.h"
 
@@ -21,7 +20,7 @@ namespace gpulab::train::parallel {
 // the TP model's gradient sums and norm take under ZeRO (here and with --pp).
 std::vector<TpCausalLm::NamedGrad> shard_gradients(TpCausalLm& lm, dist::ShardedModel& sharded);
 
-class TpShardContext : public dist::ShardContext {
+class TpShardContext : public MeshShardContext {
  public:
   // Every rank calls it together; throws what MeshLayout throws (tp not dividing the world).
   TpShardContext(const launch::RankPlace& place, const dist::ShardContextOptions& opts, int tp);
@@ -29,10 +28,6 @@ class TpShardContext : public dist::ShardContext {
 
   void after_backward(torch::nn::Module& model) override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
-  // DeviceMesh::metric_sum.
-  void all_reduce_sum(torch::Tensor& t) override;
-  void broadcast(torch::Tensor& t, int root) override;  // over the world
-  void barrier() override;
   TpGroup* tp_group() override { return group_.get(); }
   StateDict model_state(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,
@@ -42,10 +37,6 @@ class TpShardContext : public dist::ShardContext {
                                                     torch::optim::Optimizer& opt) override;
 
  private:
-  TpShardContext(std::shared_ptr<DeviceMesh> mesh, const launch::RankPlace& place,
-                 const dist::ShardContextOptions& opts);
-
-  std::shared_ptr<DeviceMesh> mesh_;
   std::unique_ptr<TpGroup> group_;
 };
 
