@@ -46,13 +46,13 @@ void write_or_throw(const std::filesystem::path& file, const std::string& text) 
   if (auto st = write_file_atomic(file, text); !st) throw Exception(st.error());
 }
 
-// A file into dir under its own name (nothing when it is there already).
-void copy_into(const std::filesystem::path& dir, const std::filesystem::path& file,
-               const std::string& name) {
-  if (std::filesystem::path(file) == dir / name) return;
+// A file into dir under `name` (not written again when it is there already); returns its bytes.
+std::string copy_into(const std::filesystem::path& dir, const std::filesystem::path& file,
+                      const std::string& name) {
   auto bytes = read_file(file);
   if (!bytes) throw Exception(bytes.error());
-  write_or_throw(dir / name, *bytes);
+  if (std::filesystem::path(file) != dir / name) write_or_throw(dir / name, *bytes);
+  return std::move(*bytes);
 }
 
 // The tokenizer's files; returns its (bos, eos) ids, null where it has none or is unknown.
@@ -77,11 +77,11 @@ std::pair<Json, Json> write_tokenizer_files(const std::filesystem::path& dir,
   } else {
     // A SentencePiece model (also where this build cannot open it: the file is copied as is).
     const auto files = tok ? (*tok)->files() : std::vector<std::filesystem::path>{};
-    copy_into(dir, files.empty() ? std::filesystem::path(spec) : files.front(), "tokenizer.model");
+    const std::string model = copy_into(
+        dir, files.empty() ? std::filesystem::path(spec) : files.front(), "tokenizer.model");
     // Its tokenizer.json form, where one encodes as the model does: transformers then reads it
     // as it is (no sentencepiece package, no Llama-specific rewriting of its spaces).
-    auto model = read_file(dir / "tokenizer.model");
-    auto form = model ? hf::sentencepiece_tokenizer_json(*model) : Result<Json>(model.error());
+    const auto form = hf::sentencepiece_tokenizer_json(model);
     if (form) write_or_throw(dir / "tokenizer.json", form->dump() + "\n");
     // gpulab's SentencePiece ids: 0 <unk>, 1 <s>, 2 </s>; encode adds neither bos nor eos.
     config.update({{"tokenizer_class", form ? "PreTrainedTokenizerFast" : "LlamaTokenizer"},

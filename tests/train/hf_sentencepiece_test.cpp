@@ -217,9 +217,11 @@ TEST(HfSentencePieceForm, RefusesWhatItCannotSayAndNamesDamage) {
   // A user-defined symbol ("<|im_end|>", type 4) beside the dummy prefix (on by default).
   refused(piece("<|im_end|>", 0, 4) + abc_model(kBpe, kKeepSpaces), "user-defined symbols");
   const std::string good = abc_model(kBpe, kKeepSpaces);
-  for (const std::string& bad : {good.substr(0, good.size() - 1), std::string("not a model"),
-                                 piece("a", 0) + piece("a", 0) + field(3, kKeepSpaces),
-                                 piece("\xff", 0) + field(3, kKeepSpaces)}) {
+  // Cut inside a field, not protobuf, no pieces at all, a piece twice, a piece that is no UTF-8.
+  for (const std::string& bad :
+       {good.substr(0, good.size() - 1), std::string("not a model"), std::string(),
+        piece("a", 0) + piece("a", 0) + field(3, kKeepSpaces),
+        piece("\xff", 0) + field(3, kKeepSpaces)}) {
     auto r = hf::sentencepiece_tokenizer_json(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, Code::kDataError) << r.error().message;

@@ -62,7 +62,7 @@ class Wire {
 };
 
 // SentencePiece's piece types (sentencepiece_model.proto).
-enum PieceType : int { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kByte = 6 };
+enum PieceType : int { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4 };
 enum ModelType : int { kUnigram = 1, kBpe = 2 };
 
 struct Piece {
@@ -147,6 +147,7 @@ SpModel read_model(std::string_view bytes) {
 
 // What makes the file no SentencePiece model SentencePiece would load; empty when nothing does.
 std::string damage(const SpModel& sp) {
+  if (sp.pieces.empty()) return "it has no pieces";
   std::unordered_map<std::string_view, size_t> seen;
   for (size_t id = 0; id < sp.pieces.size(); ++id) {
     const std::string& t = sp.pieces[id].text;
@@ -166,7 +167,6 @@ std::string mismatch(const SpModel& sp) {
   if (sp.remove_extra_whitespaces) return "collapses runs of whitespace";
   if (!sp.escape_whitespaces || sp.whitespace_as_suffix)
     return "does not mark spaces as a prefix U+2581";
-  if (sp.pieces.empty()) return "has no pieces";
   // tokenizers normalizes an added token's own text too, so with the dummy prefix "<x>" would
   // only match as "\u2581<x>"; unnormalized, each text after one would get a prefix of its own.
   for (const Piece& p : sp.pieces)
@@ -218,10 +218,6 @@ Json added_tokens(const SpModel& sp) {
   return out;
 }
 
-size_t utf8_length(unsigned char lead) {
-  return lead < 0x80 ? 1 : lead >> 5 == 6 ? 2 : lead >> 4 == 14 ? 3 : lead >> 3 == 30 ? 4 : 1;
-}
-
 // BPE merges: every split of a normal piece into two normal pieces, in the order SentencePiece
 // merges (the whole piece's score, highest first; then its id, then the left part's).
 Json bpe_merges(const SpModel& sp) {
@@ -230,7 +226,9 @@ Json bpe_merges(const SpModel& sp) {
     if (sp.pieces[id].type == kNormal) normal.emplace(sp.pieces[id].text, id);
   std::vector<std::tuple<float, size_t, size_t, size_t>> merges;  // -score, whole, left, right
   for (const auto& [text, id] : normal) {
-    for (size_t cut = utf8_length(text[0]); cut < text.size(); cut += utf8_length(text[cut])) {
+    // Cut between characters (damage() checked that every piece is UTF-8).
+    size_t cut = 0;
+    for (decode_utf8(text, cut); cut < text.size(); decode_utf8(text, cut)) {
       const auto left = normal.find(text.substr(0, cut));
       const auto right = normal.find(text.substr(cut));
       if (left != normal.end() && right != normal.end())

@@ -19,7 +19,7 @@ namespace gpulab::train::parallel {
 
 // Where a stage's tensors meet the ordinary layout. The identities serve a stage of the ordinary
 // model; a tensor-parallel stage gathers its group's shards and takes its shard back
-// (TpPipelineContext overrides them; collective over its TP group).
+// (TpStageLayout overrides them; collective over its TP group).
 class StageLayout {
  public:
   virtual ~StageLayout() = default;

@@ -14,11 +14,11 @@ namespace o = torch::optim;
 
 PipelineContext::PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts,
                                  int pp)
-    : PipelineContext(place, opts, 1, pp) {}
+    : PipelineContext(place, opts, 1, pp, std::make_unique<StageLayout>()) {}
 
 PipelineContext::PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts,
-                                 int tp, int pp)
-    : DdpContext(place, opts) {
+                                 int tp, int pp, std::unique_ptr<StageLayout> layout)
+    : DdpContext(place, opts), layout_(std::move(layout)) {
   mesh_ = std::make_shared<DeviceMesh>(*comm_, tp, pp);
   data_rank = mesh_->coord().dp;
   data_world_size = mesh_->layout().dp();
@@ -86,12 +86,12 @@ double PipelineContext::clip_grad_norm(torch::nn::Module& model, double max_norm
 }
 
 StateDict PipelineContext::model_state(torch::nn::Module& model) {
-  return gather_pipeline_model(mesh_->pp(), model, *this);
+  return gather_pipeline_model(mesh_->pp(), model, *layout_);
 }
 
 bool PipelineContext::save_checkpoint(const fs::path& dir, const TrainState& state,
                                       torch::nn::Module& model, const o::Optimizer& opt, int keep) {
-  save_pipeline_checkpoint(dir, state, mesh_->pp(), model, opt, keep, is_main(), *this);
+  save_pipeline_checkpoint(dir, state, mesh_->pp(), model, opt, keep, is_main(), *layout_);
   return true;
 }
 
@@ -99,7 +99,7 @@ std::optional<Result<TrainState>> PipelineContext::load_checkpoint(const Checkpo
                                                                    torch::nn::Module& model,
                                                                    o::Optimizer& opt) {
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
-  return load_pipeline_checkpoint(ckpt, model, opt, *this);
+  return load_pipeline_checkpoint(ckpt, model, opt, *layout_);
 }
 
 }  // namespace gpulab::train::parallel

@@ -14,8 +14,7 @@
 
 namespace gpulab::train::parallel {
 
-// StageLayout: the ordinary layout as it is; TpPipelineContext gathers its TP shards into it.
-class PipelineContext : public dist::DdpContext, protected StageLayout {
+class PipelineContext : public dist::DdpContext {
  public:
   // Every rank calls it together; throws what MeshLayout throws (pp not dividing the world).
   PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts, int pp);
@@ -36,12 +35,15 @@ class PipelineContext : public dist::DdpContext, protected StageLayout {
                                                     torch::optim::Optimizer& opt) override;
 
  protected:
-  // A mesh of `tp`-rank tensor-parallel groups inside the stages (TpPipelineContext).
-  PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts, int tp, int pp);
+  // A mesh of `tp`-rank tensor-parallel groups inside the stages (TpPipelineContext), whose
+  // tensors meet the ordinary layout through `layout`.
+  PipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts, int tp, int pp,
+                  std::unique_ptr<StageLayout> layout);
 
  private:
   std::shared_ptr<DeviceMesh> mesh_;
-  torch::nn::Module* model_ = nullptr;  // the stage's model (prepare_model)
+  std::unique_ptr<StageLayout> layout_;  // the identity for a stage of the ordinary model
+  torch::nn::Module* model_ = nullptr;   // the stage's model (prepare_model)
 };
 
 }  // namespace gpulab::train::parallel

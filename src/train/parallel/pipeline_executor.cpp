@@ -101,24 +101,26 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
     AutocastGuard autocast(run_.precision, input.device());
     out = stage_.forward(a.chunk, input);
   }
-  if (span.head && tp_ != nullptr) {
-    // In the stage's dtype, as below: under bf16 autocast the logits are bf16, and a loss taken
-    // in bf16 rounds the figure (5.625 for 5.6029) and its softmax's gradient.
-    out = tp_loss(*tp_, out.to(stage_.dtype()), targets[mb], count);
-  } else if (span.head) {
-    // This micro-batch's share of the batch mean: its summed loss over the batch's count (in the
-    // stage's dtype, outside autocast, as the one-process loss); backward runs on its share of
+  if (span.head) {
+    // This micro-batch's share of the batch mean: its summed loss over the batch's count, taken
+    // in the stage's dtype outside autocast as the one-process loss is (bf16 logits rounded the
+    // loss and its softmax's gradient: 5.625 printed for 5.6029); backward runs on its share of
     // the optimizer step's mean over the group's flushes.
-    const int64_t vocab = out.size(-1);
-    const auto hits = out.detach().argmax(-1).eq(targets[mb]).sum().to(torch::kDouble);
-    correct_ = correct_.defined() ? correct_ + hits : hits;
-    out = F::cross_entropy(out.reshape({-1, vocab}).to(stage_.dtype()), targets[mb].reshape({-1}),
-                           F::CrossEntropyFuncOptions()
-                               .ignore_index(kIgnoreIndex)
-                               .reduction(torch::kSum)
-                               .label_smoothing(run_.label_smoothing)) /
-          count;
-    loss_sum_ = loss_sum_.defined() ? loss_sum_ + out.detach() : out.detach();
+    const auto logits = out.to(stage_.dtype());
+    if (tp_ != nullptr) {
+      out = tp_loss(*tp_, logits, targets[mb], count);
+    } else {
+      const int64_t vocab = logits.size(-1);
+      const auto hits = logits.detach().argmax(-1).eq(targets[mb]).sum().to(torch::kDouble);
+      correct_ = correct_.defined() ? correct_ + hits : hits;
+      out = F::cross_entropy(logits.reshape({-1, vocab}), targets[mb].reshape({-1}),
+                             F::CrossEntropyFuncOptions()
+                                 .ignore_index(kIgnoreIndex)
+                                 .reduction(torch::kSum)
+                                 .label_smoothing(run_.label_smoothing)) /
+            count;
+      loss_sum_ = loss_sum_.defined() ? loss_sum_ + out.detach() : out.detach();
+    }
   } else {
     send(out.detach(), s.stage_of(a.chunk + 1), tag(a.micro_batch, a.chunk, 0),
          "sending " + micro_text(a.micro_batch) + "'s activations");

@@ -38,9 +38,11 @@ double clip_tp_gradients(const std::vector<torch::Tensor>& split,
   auto whole = sums.narrow(0, 0, 1).clone();
   group.allreduce_sum(whole, "gradient norm");
   const double norm = std::sqrt((whole.sum() + sums[1]).item<double>());
-  // torch::nn::utils::clip_grad_norm_'s coefficient, clamped at 1.
+  // torch::nn::utils::clip_grad_norm_'s coefficient, clamped at 1 (a product by 1 changes no
+  // bit, so that pass is skipped: an unbounded call measures the norm alone).
   const double coef = std::min(1.0, max_norm / (norm + 1e-6));
-  for (const auto& g : scaled) g.mul_(coef);
+  if (coef < 1.0)
+    for (const auto& g : scaled) g.mul_(coef);
   return norm;
 }
 

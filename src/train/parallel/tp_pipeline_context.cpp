@@ -10,9 +10,20 @@
 
 namespace gpulab::train::parallel {
 
+std::vector<torch::Tensor> take_tied_copy(const TpCausalLm& lm, int stage,
+                                          std::vector<TpCausalLm::NamedGrad>& grads) {
+  std::vector<torch::Tensor> copy;
+  if (!lm.config().tie_word_embeddings || stage == 0) return copy;
+  const std::string tied(lm.config().traits().token_embedding);
+  for (const auto& g : grads)
+    if (g.name == tied) copy.push_back(g.grad);
+  std::erase_if(grads, [&](const auto& g) { return g.name == tied; });
+  return copy;
+}
+
 TpPipelineContext::TpPipelineContext(const launch::RankPlace& place, const dist::DdpOptions& opts,
                                      int tp, int pp)
-    : PipelineContext(place, opts, tp, pp) {
+    : PipelineContext(place, opts, tp, pp, std::make_unique<TpStageLayout>()) {
   group_ = std::make_unique<TpGroup>(pipeline_mesh()->tp());
 }
 
@@ -33,32 +44,13 @@ void TpPipelineContext::after_backward(torch::nn::Module& model) {
 double TpPipelineContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
   auto& lm = tp_model_of(model);
   auto grads = lm.whole_gradients();
-  std::vector<torch::Tensor> uncounted;
-  if (lm.config().tie_word_embeddings && pipeline_mesh()->coord().pp > 0) {
-    const std::string tied(lm.config().traits().token_embedding);
-    for (const auto& g : grads)
-      if (g.name == tied) uncounted.push_back(g.grad);
-    std::erase_if(grads, [&](const auto& g) { return g.name == tied; });
-  }
+  const auto uncounted = take_tied_copy(lm, pipeline_mesh()->coord().pp, grads);
   const double norm = lm.clip_grad_norm(grads, max_norm, &pipeline_mesh()->pp());
   // The coefficient TpLlamaForCausalLM::clip_grad_norm applied (torch's, clamped at 1).
   const double coef = std::min(1.0, max_norm / (norm + 1e-6));
   torch::NoGradGuard no_grad;
-  for (auto& g : uncounted) g.mul_(coef);
+  for (const auto& g : uncounted) g.mul_(coef);
   return norm;
-}
-
-// The TP stage's layout (tp_stage_layout.h).
-StateDict TpPipelineContext::to_ordinary(torch::nn::Module& model, const StateDict& held) {
-  return TpStageLayout().to_ordinary(model, held);
-}
-
-StateDict TpPipelineContext::to_local(torch::nn::Module& model, const StateDict& whole) {
-  return TpStageLayout().to_local(model, whole);
-}
-
-StateDict TpPipelineContext::ordinary_layout(torch::nn::Module& model) {
-  return TpStageLayout().ordinary_layout(model);
 }
 
 }  // namespace gpulab::train::parallel

@@ -10,9 +10,16 @@
 #include <memory>
 
 #include "train/parallel/pipeline_context.h"
+#include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_group.h"
 
 namespace gpulab::train::parallel {
+
+// On a stage after the first, the copy of a tied embedding (its gradient is the first stage's,
+// summed between them): taken out of `grads` and returned, to be scaled with the rest but not
+// counted in the norm. Empty elsewhere. Both TP x PP contexts' clipping.
+std::vector<torch::Tensor> take_tied_copy(const TpCausalLm& lm, int stage,
+                                          std::vector<TpCausalLm::NamedGrad>& grads);
 
 class TpPipelineContext : public PipelineContext {
  public:
@@ -23,11 +30,6 @@ class TpPipelineContext : public PipelineContext {
   void after_backward(torch::nn::Module& model) override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
   TpGroup* tp_group() override { return group_.get(); }
-
- protected:
-  StateDict to_ordinary(torch::nn::Module& model, const StateDict& held) override;
-  StateDict to_local(torch::nn::Module& model, const StateDict& whole) override;
-  StateDict ordinary_layout(torch::nn::Module& model) override;
 
  private:
   std::unique_ptr<TpGroup> group_;

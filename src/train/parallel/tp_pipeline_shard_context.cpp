@@ -6,6 +6,7 @@
 #include <string>
 
 #include "train/parallel/tp_causal_lm.h"
+#include "train/parallel/tp_pipeline_context.h"
 #include "train/parallel/tp_shard_context.h"
 #include "train/parallel/tp_stage_layout.h"
 
@@ -34,10 +35,8 @@ void TpPipelineShardContext::after_backward(torch::nn::Module& model) {
 double TpPipelineShardContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
   auto& lm = tp_model_of(model);
   auto grads = shard_gradients(lm, *sharded());
-  if (lm.config().tie_word_embeddings && mesh_->coord().pp > 0) {
-    const std::string tied(lm.config().traits().token_embedding);
-    std::erase_if(grads, [&](const auto& g) { return g.name == tied; });
-  }
+  (void)take_tied_copy(lm, mesh_->coord().pp, grads);  // clip_shards scales every shard
+  // Unbounded: the TP model measures the norm and scales nothing.
   const double stage =
       lm.clip_grad_norm(grads, std::numeric_limits<double>::infinity(), &mesh_->dp());
   auto sum_sq = torch::full({1}, stage * stage, torch::kDouble).to(mesh_->pp().device());
