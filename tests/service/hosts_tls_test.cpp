@@ -48,7 +48,7 @@ TEST_F(ServiceHostsTls, EachRefusalSaysWhichSideRefused) {
       << lab3.dump();
   const std::string log = read_file(dir_ / "svc" / "service.log").value_or("");
   EXPECT_NE(log.find("--tlscacert"), std::string::npos) << log;  // lab2's hint: the engine's CA
-  auto asked = create(c, "x", 0, "lab2");
+  auto asked = create(c, "x1", 0, "lab2");
   EXPECT_EQ(asked.status, 503) << asked.body;
   EXPECT_NE(asked.body.find("refused our client certificate"), std::string::npos) << asked.body;
 }

@@ -217,6 +217,12 @@ TEST_F(ServiceApi, RefusalsCreateNothing) {
     j["name"] = bad_name;
     expect(c.post_json(create, j), "INVALID_REQUEST");
   }
+  // One character: Docker's names need two; refused before anything is booked, saying so.
+  j = good;
+  j["name"] = "z";
+  auto one = c.post_json(create, j);
+  expect(one, "INVALID_REQUEST");
+  EXPECT_NE(one.body.find("2-64"), std::string::npos) << one.body;
   for (std::string bad_port : {"70000:22", "0:22", "22:99999", "x:y"}) {
     j = good;
     j["port"] = {bad_port};

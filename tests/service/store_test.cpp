@@ -30,12 +30,13 @@ TEST(Store, MigratesAndUsesWal) {
   TempDir d;
   auto s = Store::open((d.path / "a.db").string());
   ASSERT_TRUE(s.ok()) << s.error().to_string();
-  EXPECT_EQ((*s)->schema_version(), 4);  // 2: quotas, idle reclaim, metering; 3: hosts; 4: moves
+  EXPECT_EQ((*s)->schema_version(), 5);  // 2: quotas, idle reclaim, metering; 3: hosts; 4: moves;
+  // 5: ports an engine refused
   EXPECT_EQ((*s)->db().query("PRAGMA journal_mode")[0].str(0), "wal");
   // Opening again does not re-run migrations.
   auto again = Store::open((d.path / "a.db").string());
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ((*again)->schema_version(), 4);
+  EXPECT_EQ((*again)->schema_version(), 5);
 }
 
 // A book from before hosts (version 2) keeps its rows: they belong to the first host, and host
@@ -69,7 +70,7 @@ TEST(Store, HostsMigrationKeepsAnOlderBook) {
   }
   auto s = Store::open(path);
   ASSERT_TRUE(s.ok()) << s.error().to_string();
-  EXPECT_EQ((*s)->schema_version(), 4);
+  EXPECT_EQ((*s)->schema_version(), 5);
   (*s)->adopt_default_host("gpu1");
   auto c = (*s)->find_container("old");
   ASSERT_TRUE(c);

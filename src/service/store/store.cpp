@@ -83,6 +83,11 @@ const char* const kMigrations[] = {
       prev_state TEXT NOT NULL, old_image TEXT NOT NULL, state TEXT NOT NULL,
       started_at TEXT NOT NULL);
     )sql",
+    // Host ports an engine refused while the book had them free (refused_ports.h).
+    R"sql(
+    CREATE TABLE port_refused(
+      host TEXT NOT NULL, port INTEGER NOT NULL, until REAL NOT NULL, PRIMARY KEY(host, port));
+    )sql",
 };
 
 }  // namespace

@@ -39,6 +39,7 @@ void Store::forget_host_rows(const std::string& host) {
     // Another container's pending booking there (a move's target) goes with the host.
     db_->exec("DELETE FROM port_allocations WHERE host=?", {host});
     db_->exec("DELETE FROM port_rest WHERE host=?", {host});
+    db_->exec("DELETE FROM port_refused WHERE host=?", {host});
   });
 }
 

@@ -65,6 +65,13 @@ stop_one() {
   for cpid in $(pgrep -f -- "--config $root/exec/containerd/containerd.toml" || true); do
     kill -TERM "$cpid" 2>/dev/null || true
   done
+  # A shim whose dockerd was SIGKILLed mid-start (SoakHosts) can outlive the engine, its
+  # container's processes with it: end this engine's shims, found by their containerd address.
+  local spid
+  for spid in $(pgrep -f -- "containerd-shim.* -address $root/exec/containerd/containerd.sock" || true); do
+    pkill -KILL -P "$spid" 2>/dev/null
+    kill -KILL "$spid" 2>/dev/null && log "$name" "ended a shim its engine left ($spid)"
+  done
   # Mounts left under the root (overlay layers, netns, shm) block a purge.
   grep -o " $root/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
   rm -f "$sock" "$root/dockerd.pid" "$root/exec/containerd/containerd.pid"

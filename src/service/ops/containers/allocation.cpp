@@ -5,10 +5,12 @@
 
 #include "core/strings.h"
 #include "service/base/api_error.h"
+#include "service/base/clock.h"
 #include "service/domain/port_allocator.h"
 #include "service/ops/hosts/host_fanout.h"
 #include "service/ops/policies/quota.h"
 #include "service/ops/policies/usage_meter.h"
+#include "service/store/refused_ports.h"
 
 namespace gpulab::service {
 
@@ -114,6 +116,8 @@ int choose_host_ports(Service& s, const Host& h, const std::vector<PortMapping>&
   // A port free on this machine says nothing of another host's: probe only the local one.
   const PortProbe probe = h.local() ? PortProbe(host_port_bindable) : PortProbe();
   std::set<int> unavailable = s.store->unavailable_ports(s.config.port_rest_seconds, host);
+  // Ports the engine refused lately are taken there, whatever the book says.
+  unavailable.merge(refused_ports(*s.store, host, unix_now_precise()));
   std::vector<int> wanted;
   for (const auto& p : ports) wanted.push_back(p.host_port);
   auto taken = taken_ports(wanted, unavailable, probe);

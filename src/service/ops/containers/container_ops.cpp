@@ -2,6 +2,7 @@
 #include "service/ops/containers/container_ops.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/log.h"
 #include "core/strings.h"
@@ -16,6 +17,7 @@
 #include "service/ops/policies/quota.h"
 #include "service/ops/policies/usage_meter.h"
 #include "service/store/book_id.h"
+#include "service/store/refused_ports.h"
 
 namespace gpulab::service {
 
@@ -58,6 +60,15 @@ void check_image_allowed(Service& s, const std::string& image, bool internal) {
   if (!image_allowed(image, s.config.image_allowlist))
     throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not in the allowlist",
                    "allowed: " + join(s.config.image_allowlist, ", "));
+}
+
+// A new container's name: an object name (check_name) of two characters or more, as Docker's
+// rule ([a-zA-Z0-9][a-zA-Z0-9_.-]+) needs; refused here rather than by the engine after booking.
+void check_container_name(const std::string& name) {
+  check_name(name, "container name");
+  if (name.size() < 2)
+    throw ApiError(ApiCode::kInvalidRequest, "Invalid container name '" + name + "'",
+                   "use 2-64 letters, digits, '_', '.', '-', starting with a letter or digit");
 }
 
 // `with_image`: the hosts that hold the image (hosts_with_image); none: the create is refused.
@@ -134,6 +145,49 @@ void free_engine_name(Service& s, const std::string& name) {
   }
 }
 
+// A failed create's engine container and row go; nothing was given out, so its ports go back
+// without resting. `final`: the failure is the create's answer (audited and logged); else the
+// create tries again. Called inside the catch block.
+void undo_create(Service& s, const CreateOptions& o, const Allocation& a, bool final) {
+  std::string why = current_error_message();
+  try {
+    remove_leftover(s, a.host, o.name);
+  } catch (const ApiError&) {  // its host went down meanwhile: the reconciler removes it
+  }
+  s.store->remove_container(a.id, false);
+  if (!final) return;
+  s.store->audit(o.owner, "create", o.name, "failed", why);
+  spdlog::warn("create {} for {} failed: {}", o.name, o.owner, why);
+}
+
+// How many SSH ports one create tries, and how long a port its engine refused is held back (an
+// engine's stale allocation lasts until that engine forgets it; after this the port is offered
+// again, at the cost of one more refusal if it is still taken).
+constexpr int kSshPortTries = 3;
+constexpr double kRefusedPortHoldSeconds = 600;
+
+// Whether an engine's port refusal names `port` (":20222" in "Bind for 10.0.0.2:20222 failed:
+// port is already allocated"): then it is the SSH port the service chose, not the user's.
+bool names_port(const std::string& why, int port) {
+  if (port == 0) return false;
+  const std::string p = ":" + std::to_string(port);
+  for (size_t at = why.find(p); at != std::string::npos; at = why.find(p, at + 1)) {
+    const size_t end = at + p.size();
+    if (end == why.size() || !std::isdigit(static_cast<unsigned char>(why[end]))) return true;
+  }
+  return false;
+}
+
+// The SSH port the engine refused is held back on that host, so the next choice skips it.
+void hold_back_refused_ssh_port(Service& s, const Allocation& a) {
+  hold_refused_port(*s.store, a.host, a.ssh_port, unix_now_precise() + kRefusedPortHoldSeconds);
+  spdlog::warn(
+      "host '{}' refused SSH port {} as taken while the book has it free (a stale allocation "
+      "of its engine, or a container started there outside the service): not offered there for "
+      "{:.0f} s; choosing another",
+      a.host, a.ssh_port, kRefusedPortHoldSeconds);
+}
+
 }  // namespace
 
 CreateOutcome create_container(Service& s, const CreateOptions& o) {
@@ -141,7 +195,7 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
   // engines, placement and booking, the engine's create + start, the final book write. The
   // scaling figures in docs/engines.md come from it.
   PhaseTimer phases(s.metrics, "create_phase", "phase");
-  check_name(o.name, "container name");
+  check_container_name(o.name);
   check_image_allowed(s, o.spec.image, o.internal_image);
   // Each host asked about the image once; the asked host resolved once, here.
   const std::vector<Host*> with_image = hosts_with_image(s, o);
@@ -149,30 +203,32 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
   auto lock = s.lock_container(o.name);
   if (!s.store->find_container(o.name)) free_engine_name(s, o.name);
   phases.lap("check");
-  Allocation a = allocate(s, o, state::kCreating, true, &with_image);
-  phases.lap("place");
   CreateOutcome out;
   out.ssh_password = o.spec.ssh_public_key.empty() ? random_secret(20) : std::string();
-  try {
-    auto cs = engine_spec(s, o.name, o.owner, o.spec, a.gpus, a.ssh_port, a.id);
-    std::string id = engine_create_start(s, a.host, cs, out.ssh_password);
-    phases.lap("engine");
-    s.store->transaction([&] {
-      s.store->set_docker_id(a.id, id);
-      s.store->set_state(a.id, state::kRunning);
-    });
-    phases.lap("book");
-  } catch (...) {
-    // Nothing was given out: ports go back without resting.
-    std::string why = current_error_message();
+  Allocation a;
+  for (int attempt = 1;; ++attempt) {
+    a = allocate(s, o, state::kCreating, true, &with_image);
+    phases.lap("place");
     try {
-      remove_leftover(s, a.host, o.name);
-    } catch (const ApiError&) {  // its host went down meanwhile: the reconciler removes it
+      auto cs = engine_spec(s, o.name, o.owner, o.spec, a.gpus, a.ssh_port, a.id);
+      std::string id = engine_create_start(s, a.host, cs, out.ssh_password);
+      phases.lap("engine");
+      s.store->transaction([&] {
+        s.store->set_docker_id(a.id, id);
+        s.store->set_state(a.id, state::kRunning);
+      });
+      phases.lap("book");
+      break;
+    } catch (const ApiError& e) {
+      const bool retry = attempt < kSshPortTries && e.api_code() == ApiCode::kPortConflict &&
+                         names_port(e.error().message, a.ssh_port);
+      undo_create(s, o, a, !retry);
+      if (!retry) throw;
+      hold_back_refused_ssh_port(s, a);
+    } catch (...) {
+      undo_create(s, o, a, true);
+      throw;
     }
-    s.store->remove_container(a.id, false);
-    s.store->audit(o.owner, "create", o.name, "failed", why);
-    spdlog::warn("create {} for {} failed: {}", o.name, o.owner, why);
-    throw;
   }
   s.store->audit(o.owner, "create", o.name, "ok",
                  "host=" + a.host + " gpus=" + std::to_string(a.gpus.size()) +

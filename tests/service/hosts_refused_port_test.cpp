@@ -1,0 +1,100 @@
+// A host port its engine holds while the book has it free (a stale allocation a dockerd kept
+// after a crash, as SoakHosts' kills leave; here a container started on lab3 outside the
+// service): a create whose SSH port the service chose gets another one, the refused port is not
+// offered again, and a user's own host port there is refused naming it, leaving nothing behind.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/strings.h"
+#include "docker/client.h"
+#include "lab_hosts.h"
+#include "support/docker_fixture.h"
+
+namespace gpulab::service::testing {
+namespace {
+
+class ServiceHostsRefusedPort : public LabHostsTest {
+ protected:
+  // The list row of `name` (null if none).
+  Json row(HttpClient& c, const std::string& name) {
+    const Json list = c.get(kApi + "/list").json();  // held: the loop reads inside it
+    for (const auto& x : list["data"]["containers"])
+      if (x["name"] == name) return x;
+    return Json();
+  }
+  // How many lines of the service log say `what`.
+  int log_count(const std::string& what) const {
+    auto text = read_file(dir_ / "svc" / "service.log");
+    int n = 0;
+    for (const auto& l : split(text.value_or(""), '\n')) n += l.find(what) != std::string::npos;
+    return n;
+  }
+};
+
+TEST_F(ServiceHostsRefusedPort, AnSshPortTheEngineRefusesIsReplacedAndAUserPortIsRefused) {
+  Json cfg = lab_config();
+  const int base = cfg["ssh_port_base"].get<int>();
+  start(cfg);
+  if (HasFatalFailure()) return;
+  // SSH ports are base + 11, + 22, ...: lab3's engine holds the first two and base + 50 at its
+  // address, outside the book.
+  const auto& lab3 = engines_[2];
+  docker::CreateSpec squatter;
+  squatter.name = "squatter";
+  squatter.image = kBoxImage;
+  for (int p : {base + 11, base + 22, base + 50})
+    squatter.ports.push_back({p - base + 80, "tcp", p, lab3.address});
+  auto id = lab3.client->create_container(squatter);
+  ASSERT_TRUE(id.ok()) << id.error().to_string();
+  gpulab::testing::ContainerCleanup gone{*lab3.client, *id};
+  ASSERT_TRUE(lab3.client->start_container(*id).ok());
+
+  HttpClient c(svc_->url());
+  auto a = create(c, "a1", 0, "lab3");
+  ASSERT_TRUE(ok(a)) << a.body << log_lines();
+  EXPECT_EQ(row(c, "a1")["ssh_port"], base + 33) << "both refused ports are passed over";
+  EXPECT_EQ(log_count("refused SSH port " + std::to_string(base + 11) + " "), 1);
+  EXPECT_EQ(log_count("refused SSH port " + std::to_string(base + 22) + " "), 1);
+  // Held back: the next create is not refused again.
+  auto b = create(c, "b1", 0, "lab3");
+  ASSERT_TRUE(ok(b)) << b.body;
+  EXPECT_EQ(row(c, "b1")["ssh_port"], base + 44);
+  EXPECT_EQ(log_count("refused SSH port"), 2) << log_lines();
+
+  // A user's own port the engine refuses is the user's answer, not replaced.
+  Json body = {{"name", "u1"},
+               {"image", kBoxImage},
+               {"gpu_count", 0},
+               {"host", "lab3"},
+               {"port", Json::array({std::to_string(base + 50) + ":80"})}};
+  auto u = c.post_json(kApi + "/create", body);
+  EXPECT_EQ(code(u), "PORT_CONFLICT") << u.body;
+  EXPECT_NE(u.body.find(":" + std::to_string(base + 50) + " "), std::string::npos) << u.body;
+  EXPECT_TRUE(row(c, "u1").is_null());
+  EXPECT_FALSE(on_engine(2, "u1"));
+  // ... and a port the engine refused before is refused at once, naming it.
+  body["name"] = "v1";
+  body["port"] = Json::array({std::to_string(base + 11) + ":80"});
+  auto v = c.post_json(kApi + "/create", body);
+  EXPECT_EQ(code(v), "PORT_CONFLICT") << v.body;
+  EXPECT_NE(v.body.find(std::to_string(base + 11)), std::string::npos) << v.body;
+  // Neither held the SSH port it had booked: the next create takes it.
+  auto d = create(c, "d1", 0, "lab3");
+  ASSERT_TRUE(ok(d)) << d.body;
+  EXPECT_EQ(row(c, "d1")["ssh_port"], base + 55);
+  EXPECT_EQ(log_count("refused SSH port"), 2);
+  // A create that tried again is audited once, as ok; u1's engine refusal once, as failed.
+  Json audit = c.get(kApi + "/audit?limit=100").json()["data"]["entries"];
+  std::map<std::string, std::string> outcomes;
+  for (const auto& e : audit)
+    if (e["action"] == "create") outcomes[e["target"]] += e["outcome"].get<std::string>() + " ";
+  EXPECT_EQ(outcomes["a1"], "ok ") << audit.dump();
+  EXPECT_EQ(outcomes["b1"], "ok ") << audit.dump();
+  EXPECT_EQ(outcomes["d1"], "ok ") << audit.dump();
+  EXPECT_EQ(outcomes["u1"], "failed ") << audit.dump();
+}
+
+}  // namespace
+}  // namespace gpulab::service::testing
