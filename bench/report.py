@@ -9,7 +9,9 @@ GOALS = [("cpu 1 process", "images_per_second", 1.15), ("cpu 2 ranks", "images_p
          ("gemm", "average_gflops", 0.95), ("gpu", "images_per_second", 1.30),
          # Language models (issue 14): tokens/s in one process and with 2 ranks.
          ("cpu 1 process", "tokens_per_second", 1.15), ("cpu 2 ranks", "tokens_per_second", 1.10),
-         ("", "peak_host_memory_bytes", 1.0), ("", "peak_device_memory_bytes", 1.0)]
+         ("", "peak_host_memory_bytes", 1.0), ("", "peak_device_memory_bytes", 1.0),
+         # Pipeline parallelism (issue 41): the measured bubble within 10 % of the formula.
+         ("PP 2", "pipeline_bubble_fraction", 1.10), ("PP 2", "pipeline_idle_fraction", 1.10)]
 
 
 def goal_for(case, metric):
@@ -24,6 +26,8 @@ def fmt(metric, x):
         return "-"
     if metric.startswith("comm_"):  # bytes a step sends: exact, to compare with the formula
         return f"{x:.0f}"
+    if "fraction" in metric:  # a pipeline's idle or bubble share, beside its formula
+        return f"{x:.4f}"
     return f"{x / 2**20:.0f} MiB" if "bytes" in metric else f"{x:.1f}"
 
 

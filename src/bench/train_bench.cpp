@@ -110,8 +110,9 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
     step_end = now;
   };
   trainer.set_step_hooks(std::move(hooks));
+  train::TrainResult run;
   try {
-    trainer.run();
+    run = trainer.run();
   } catch (...) {
     std::error_code ec;
     fs::remove_all(scratch, ec);
@@ -144,6 +145,10 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   r.peak_host_memory_bytes = train::peak_host_memory_bytes();
   for (const auto& p : trainer.model().parameters()) r.parameters += p.numel();
   if (auto* g = dist->tp_group()) r.tensor_parallel = g->size();
+  if (!run.epochs.empty() && run.epochs.back().lm) {
+    r.pipeline_idle_fraction = run.epochs.back().lm->pipeline_idle_fraction;
+    r.pipeline_bubble_fraction = run.epochs.back().lm->pipeline_bubble_fraction;
+  }
   if (dist->world_size > 1) r.comm_per_step = (comm1 - comm0).to_json(static_cast<double>(timed));
   if (const auto peak = train::device_memory_peak(trainer.device())) {
     r.peak_device_memory_bytes = peak->allocated_bytes;
@@ -182,6 +187,8 @@ Json TrainBenchResult::to_json() const {
   j["parameters"] = parameters;
   if (tensor_parallel > 0) j["tensor_parallel"] = tensor_parallel;
   if (!comm_per_step.is_null()) j["comm_per_step"] = comm_per_step;
+  if (pipeline_idle_fraction) j["pipeline_idle_fraction"] = *pipeline_idle_fraction;
+  if (pipeline_bubble_fraction) j["pipeline_bubble_fraction"] = *pipeline_bubble_fraction;
   if (!profile_file.empty()) {
     j["profile_file"] = profile_file;
     j["profile_top"] = profile_top;
@@ -212,6 +219,9 @@ std::string TrainBenchResult::summary() const {
   if (!comm_per_step.is_null())
     s += fmt::format("Communication: {:.0f} bytes sent per step by rank 0\n",
                      comm_per_step["sent_bytes"].get<double>());
+  if (pipeline_idle_fraction)
+    s += fmt::format("Pipeline: rank 0 idle {:.1f}% of its steps (bubble {:.1f}%)\n",
+                     100 * *pipeline_idle_fraction, 100 * pipeline_bubble_fraction.value_or(0));
   if (tflops_per_device)
     s += fmt::format("Model FLOPs: {:.1f} TFLOPS per device{}\n", *tflops_per_device,
                      mfu ? fmt::format(", MFU {:.1f}%", 100 * *mfu) : "");

@@ -47,6 +47,9 @@ struct TrainBenchResult {
   std::optional<double> tflops_per_device, mfu;       // language models, when FLOPs are known
   int64_t parameters = 0;                             // rank 0's model (its shard under --tp)
   int tensor_parallel = 0;  // the TP group's size when the run had a device mesh (--tp), else 0
+  // --pp: rank 0's share of step time spent waiting (the epoch's first step left out) and its
+  // median flush's bubble (train::EpochRecord::Lm), for the formula (P-1)/(V*M+P-1).
+  std::optional<double> pipeline_idle_fraction, pipeline_bubble_fraction;
   // Distributed runs: what rank 0's communicators sent per timed step (dist::CommVolume's
   // JSON: bytes in all and by kind); null for one process.
   Json comm_per_step;

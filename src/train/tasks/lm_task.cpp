@@ -126,7 +126,7 @@ CausalLmPtr LmTask::build_stage(const DecoderConfig& cfg, parallel::DeviceMesh& 
 }
 
 void LmTask::start_epoch(int64_t /*epoch*/, int64_t /*skip*/) {
-  pipe_wait_s_ = pipe_wall_s_ = 0;
+  pipe_wait_s_ = pipe_wall_s_ = pipe_first_wait_s_ = pipe_first_wall_s_ = 0;
   pipe_bubbles_.clear();
 }
 
@@ -135,6 +135,10 @@ std::optional<StepLoss> LmTask::forward_backward(const TaskBatch& batch, const A
   if (!pipe_) return std::nullopt;
   const auto r = pipe_->step(batch.inputs, batch.targets.reshape(batch.inputs.sizes()),
                              place.group_size, place.last);
+  if (pipe_bubbles_.empty()) {
+    pipe_first_wait_s_ = r.wait_s;
+    pipe_first_wall_s_ = r.wall_s;
+  }
   pipe_wait_s_ += r.wait_s;
   pipe_wall_s_ += r.wall_s;
   pipe_bubbles_.push_back(r.bubble_fraction());
@@ -178,7 +182,10 @@ void LmTask::add_epoch_figures(EpochRecord& rec) const {
   s.mfu = peak_.flops > 0 ? s.tflops_per_device * 1e12 / peak_.flops : 0;
   s.peak_host_memory_bytes = static_cast<double>(peak_host_memory_bytes());
   if (pipe_) {
-    s.pipeline_idle_fraction = pipe_wall_s_ > 0 ? pipe_wait_s_ / pipe_wall_s_ : 0;
+    const bool more = pipe_bubbles_.size() > 1;  // the first step left out where there are more
+    const double wait = pipe_wait_s_ - (more ? pipe_first_wait_s_ : 0);
+    const double wall = pipe_wall_s_ - (more ? pipe_first_wall_s_ : 0);
+    s.pipeline_idle_fraction = wall > 0 ? wait / wall : 0;
     // The median flush: a flush in which the OS held a rank back (a loaded machine) waits longer.
     if (!pipe_bubbles_.empty()) {
       auto b = pipe_bubbles_;

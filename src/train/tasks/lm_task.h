@@ -66,6 +66,9 @@ class LmTask : public TrainTask {
   std::vector<double> stage_bytes_;           // every stage's parameter bytes
   double rank_bytes_max_ = 0;                 // TP x PP: the most any rank holds
   double pipe_wait_s_ = 0, pipe_wall_s_ = 0;  // this epoch's steps, on this stage
+  // Its first step apart: that step's waits are the ranks' lazy set-up (allocations, the first
+  // connections), not the schedule's; left out of the idle fraction when the epoch has more.
+  double pipe_first_wait_s_ = 0, pipe_first_wall_s_ = 0;
   std::vector<double> pipe_bubbles_;          // this epoch's flushes' bubble fractions
   double flops_per_token_ = 0;
   PeakFlops peak_;
