@@ -35,9 +35,9 @@ bool ProgressBar::due(int64_t done) const {
 }
 
 std::string ProgressBar::eta(int64_t done) const {
-  if (done <= 0) return "ETA ?";
-  const double per_batch =
-      std::chrono::duration<double>(Clock::now() - start_).count() / static_cast<double>(done);
+  if (done <= first_) return "ETA ?";
+  const double per_batch = std::chrono::duration<double>(Clock::now() - start_).count() /
+                           static_cast<double>(done - first_);
   std::string s = "ETA " + human_duration(per_batch * static_cast<double>(total_ - done));
   if (later_ > 0)  // evaluation and checkpoints between epochs are not counted
     s += ", run " + human_duration(per_batch * static_cast<double>(total_ - done + later_));

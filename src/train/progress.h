@@ -21,6 +21,9 @@ class ProgressBar {
   void update(int64_t done, const std::string& extra);
   // Batches of the run's epochs after this one: the ETA then reads "ETA 2m12s, run 20m5s".
   void set_later_batches(int64_t later) { later_ = later; }
+  // A resumed epoch's first batch: the ones before it were trained by an earlier run, so the
+  // rate counts from here (the count shown stays the epoch's).
+  void start_at(int64_t first) { first_ = first; }
   // Erases the bar so the next line starts clean.
   void clear();
 
@@ -33,6 +36,7 @@ class ProgressBar {
   bool tty_;
   int64_t total_;
   int64_t later_ = 0;
+  int64_t first_ = 0;
   std::string label_;
   std::chrono::steady_clock::duration interval_;
   std::chrono::steady_clock::time_point start_;

@@ -276,6 +276,7 @@ EpochRecord Trainer::train_one_epoch(int64_t epoch) {
   const int64_t last = std::min(train_batches_, first + run_left);
   ProgressBar bar(dist_->is_main(), last, fmt::format("Epoch {}/{}", epoch + 1, opts_.num_epochs));
   bar.set_later_batches(run_left - (last - first));
+  bar.start_at(first);
   const auto on_device = torch::TensorOptions().device(device_);
   torch::Tensor loss_sum = torch::zeros({}, on_device);
   torch::Tensor correct = torch::zeros({}, on_device.dtype(torch::kLong));

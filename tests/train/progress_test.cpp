@@ -48,6 +48,26 @@ TEST(Progress, RunEtaCountsTheLaterEpochs) {
   EXPECT_TRUE(eta.find('m') != std::string::npos) << out;
 }
 
+// A resumed epoch (batches 0-89 trained before): 2 batches in >= 50 ms leave 99,908, so its ETA
+// is at least 41m37s. Counted from batch 0, the rate was 92 batches in that time and the ETA
+// about 54 s. The count shown stays the epoch's.
+TEST(Progress, AResumedEpochsRateCountsOnlyItsOwnBatches) {
+  ::testing::internal::CaptureStdout();
+  {
+    ProgressBar bar(true, 100000, "Epoch 2/2", /*line_every_s=*/0.0);
+    bar.start_at(90);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    bar.update(92, "loss 1.0");
+  }
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto at = out.find("batch 92/100000, loss 1.0, ETA ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string eta = out.substr(at + 31);  // "41m40s\n", or hours under load
+  const auto m = eta.find('m');
+  EXPECT_TRUE(eta.find('h') < m || (m != std::string::npos && std::stoi(eta.substr(0, m)) >= 41))
+      << out;
+}
+
 TEST(Progress, AtMostOneLinePerInterval) {
   ::testing::internal::CaptureStdout();
   {

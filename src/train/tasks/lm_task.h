@@ -69,7 +69,7 @@ class LmTask : public TrainTask {
   // Its first step apart: that step's waits are the ranks' lazy set-up (allocations, the first
   // connections), not the schedule's; left out of the idle fraction when the epoch has more.
   double pipe_first_wait_s_ = 0, pipe_first_wall_s_ = 0;
-  std::vector<double> pipe_bubbles_;          // this epoch's flushes' bubble fractions
+  std::vector<double> pipe_bubbles_;  // this epoch's flushes' bubble fractions
   double flops_per_token_ = 0;
   PeakFlops peak_;
 };
