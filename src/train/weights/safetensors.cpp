@@ -9,6 +9,7 @@
 #include "core/atomic_file.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "core/mapped_file.h"
 #include "formats/safetensors_header.h"
 
 namespace gpulab::train {
@@ -50,7 +51,13 @@ std::string safetensors_dtype_name(torch::ScalarType type) {
   return {};
 }
 
-Result<SafetensorsFile> parse_safetensors(std::string_view bytes, std::string_view what) {
+namespace {
+
+// The tensors of a whole file's bytes: views of them where `keep` maps the file (its data
+// aligned for the dtype, as writers lay it out), so only the pages a caller touches are read;
+// copies otherwise.
+Result<SafetensorsFile> tensors_of(std::string_view bytes, std::string_view what,
+                                   const std::shared_ptr<MappedFile>& keep) {
   // The header is checked whole (formats/) before the first tensor is allocated.
   auto header = formats::parse_safetensors_header(bytes, what);
   if (!header.ok()) return header.error();
@@ -60,12 +67,28 @@ Result<SafetensorsFile> parse_safetensors(std::string_view bytes, std::string_vi
     const auto* d = std::find_if(std::begin(kDtypes), std::end(kDtypes),
                                  [&](const DtypeEntry& t) { return e.dtype == t.name; });
     GPULAB_ASSERT(d != std::end(kDtypes), "formats and train list the same safetensors dtypes");
-    auto tensor = torch::empty(e.shape, torch::TensorOptions().dtype(d->type));
-    if (e.end > e.begin)
-      std::memcpy(tensor.data_ptr(), header->data.data() + e.begin, e.end - e.begin);
+    const auto options = torch::TensorOptions().dtype(d->type);
+    // Within the bytes (parse_safetensors_header checked each range); a mapping is private and
+    // writable, so a caller may change the tensor in place.
+    char* at = const_cast<char*>(header->data.data()) + e.begin;
+    const bool aligned = reinterpret_cast<uintptr_t>(at) % c10::elementSize(d->type) == 0;
+    torch::Tensor tensor;
+    if (keep && aligned && e.end > e.begin) {
+      tensor = torch::from_blob(
+          at, e.shape, [keep](void*) {}, options);
+    } else {
+      tensor = torch::empty(e.shape, options);
+      if (e.end > e.begin) std::memcpy(tensor.data_ptr(), at, e.end - e.begin);
+    }
     file.tensors.emplace(e.name, std::move(tensor));
   }
   return file;
+}
+
+}  // namespace
+
+Result<SafetensorsFile> parse_safetensors(std::string_view bytes, std::string_view what) {
+  return tensors_of(bytes, what, nullptr);
 }
 
 Result<SafetensorsFile> read_safetensors(const std::filesystem::path& path) {
@@ -73,6 +96,11 @@ Result<SafetensorsFile> read_safetensors(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path, ec)) {
     return Error{Code::kNotFound, path.string() + ": no such file"};
   }
+  // Mapped: a rank takes its share of a file larger than its memory (a pipeline stage its
+  // stage's tensors, a TP rank its slices), and nothing is copied twice. Read whole where the
+  // file cannot be mapped.
+  if (auto mapped = MappedFile::open(path); mapped.ok())
+    return tensors_of((*mapped)->bytes(), path.string(), *mapped);
   auto bytes = read_file(path);
   if (!bytes.ok()) return bytes.error();
   return parse_safetensors(*bytes, path.string());
