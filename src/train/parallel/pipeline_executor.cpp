@@ -59,13 +59,35 @@ torch::Tensor PipelineExecutor::receive(int from_stage, uint32_t t, const std::s
     local_.erase(it);
     return out;
   }
-  auto buf = torch::empty(hidden_shape_,
-                          torch::TensorOptions().dtype(stage_.dtype()).device(pp_.device()));
   const std::string full = what + " from pipeline stage " + std::to_string(from_stage);
+  auto it = posted_.find(t);
+  if (it == posted_.end()) {
+    auto buf = torch::empty(hidden_shape_,
+                            torch::TensorOptions().dtype(stage_.dtype()).device(pp_.device()));
+    it = posted_.emplace(t, std::make_pair(pp_.recv_async(buf, from_stage, t, full), buf)).first;
+  }
+  auto [work, buf] = std::move(it->second);
+  posted_.erase(it);
   const auto start = Clock::now();
-  pp_.wait(pp_.recv_async(buf, from_stage, t, full), full);
+  pp_.wait(work, full);
   wait_s_ += seconds_since(start);
   return buf;
+}
+
+void PipelineExecutor::post_receive(const PipeAction& a) {
+  const PipelineShape& s = stage_.shape();
+  const StageSpan& span = stage_.span(a.chunk);
+  const bool forward = a.op == PipeOp::kForward;
+  if (forward ? span.embedding : span.head) return;  // its input is its own
+  const int from = s.stage_of(forward ? a.chunk - 1 : a.chunk + 1);
+  const uint32_t t = forward ? tag(a.micro_batch, a.chunk - 1, 0) : tag(a.micro_batch, a.chunk, 1);
+  if (from == stage_.stage() || posted_.count(t)) return;
+  auto buf = torch::empty(hidden_shape_,
+                          torch::TensorOptions().dtype(stage_.dtype()).device(pp_.device()));
+  const std::string what = "receiving " + micro_text(a.micro_batch) +
+                           (forward ? "'s activations" : "'s activation gradient") +
+                           " from pipeline stage " + std::to_string(from);
+  posted_.emplace(t, std::make_pair(pp_.recv_async(buf, from, t, what), buf));
 }
 
 void PipelineExecutor::send(const torch::Tensor& t, int to_stage, uint32_t tg,
@@ -214,6 +236,9 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens, const tor
   const auto start = Clock::now();
   for (size_t i = 0; i < actions.size(); ++i) {
     const PipeAction& a = actions[i];
+    // The next action's crossing is posted before this one runs: its bytes arrive meanwhile
+    // (posted when needed, a receive waited out the sender's transfer after it asked).
+    if (i + 1 < actions.size()) post_receive(actions[i + 1]);
     const double waited = wait_s_;
     const auto t = Clock::now();
     if (a.op == PipeOp::kForward)

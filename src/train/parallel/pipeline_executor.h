@@ -85,6 +85,9 @@ class PipelineExecutor {
   // The activation (dir 0) or gradient (dir 1) crossing between chunks c and c+1.
   uint32_t tag(int micro_batch, int chunk, int dir) const;
   torch::Tensor receive(int from_stage, uint32_t tag, const std::string& what);
+  // Posts the receive action `a` will wait for (none for a chunk's own stage or the pipeline's
+  // ends), so its bytes arrive while the action before it computes.
+  void post_receive(const PipeAction& a);
   void send(const torch::Tensor& t, int to_stage, uint32_t tag, const std::string& what);
   void sum_shared_gradient();
   void finish_sends();
@@ -99,6 +102,7 @@ class PipelineExecutor {
   std::map<std::pair<int, int>, std::pair<torch::Tensor, torch::Tensor>> saved_;
   std::vector<std::pair<dist::WorkPtr, torch::Tensor>> sends_;  // in flight, with what they send
   std::map<uint32_t, torch::Tensor> local_;  // crossings within this stage (one stage)
+  std::map<uint32_t, std::pair<dist::WorkPtr, torch::Tensor>> posted_;  // receives, by tag
   torch::Tensor loss_sum_, correct_;
   double wait_s_ = 0;
 };
