@@ -31,7 +31,7 @@ stop_one() {
   [ -d "$root" ] || { log "$name" "nothing at $root"; return 0; }
   exec 9>"$root.lock"
   flock 9
-  local pid=""
+  local pid="" left=1
   [ -f "$root/dockerd.pid" ] && pid=$(cat "$root/dockerd.pid")
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     # Leftover containers first, so no shim or port proxy outlives the engine.
@@ -43,6 +43,12 @@ stop_one() {
         "http://engine/containers/$id?force=1&v=1" >/dev/null || true
     done
     [ -n "$ids" ] && log "$name" "removed $(wc -w <<<"$ids") container(s)"
+    # None left: the engine's network store can go with it (below).
+    local list
+    left=1
+    if list=$(curl -sf --max-time 10 --unix-socket "$sock" "http://engine/containers/json?all=1"); then
+      [ "$list" = "[]" ] && left=0
+    fi
     local pruned
     pruned=$(curl -sf --max-time 120 -X POST --unix-socket "$sock" \
       'http://engine/images/prune?filters=%7B%22dangling%22%3A%5B%22true%22%5D%7D' |
@@ -58,6 +64,12 @@ stop_one() {
       kill -KILL "$pid" 2>/dev/null
     fi
     log "$name" "stopped dockerd $pid"
+    # A dockerd SIGKILLed while it started a container (SoakHosts) can keep that container's
+    # endpoint in its network store and its host port "already allocated" after every restart.
+    # With no container left, the store is rebuilt on the next start (the default networks).
+    if [ "$left" = 0 ] && [ -f "$root/data/network/files/local-kv.db" ]; then
+      rm -f "$root/data/network/files/local-kv.db" && log "$name" "cleared its network store"
+    fi
   fi
   # The engine's own containerd (started with a config under our exec root) normally exits with
   # it; after a KILL it may not. Match its exact config path, then end it by pid.
