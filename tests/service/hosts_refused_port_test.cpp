@@ -1,7 +1,8 @@
 // A host port its engine holds while the book has it free (a stale allocation a dockerd kept
 // after a crash, as SoakHosts' kills leave; here a container started on lab3 outside the
-// service): a create whose SSH port the service chose gets another one, the refused port is not
-// offered again, and a user's own host port there is refused naming it, leaving nothing behind.
+// service): a create whose SSH port the service chose gets another one (three tries at most), the
+// refused port is not offered again, and a user's own host port there is refused naming it,
+// leaving nothing behind.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -85,6 +86,28 @@ TEST_F(ServiceHostsRefusedPort, AnSshPortTheEngineRefusesIsReplacedAndAUserPortI
   ASSERT_TRUE(ok(d)) << d.body;
   EXPECT_EQ(row(c, "d1")["ssh_port"], base + 55);
   EXPECT_EQ(log_count("refused SSH port"), 2);
+  // Three refusals in a row end the create (its answer names the third port), nothing left,
+  // and all three are held back: the next create on that host takes the fourth at once.
+  const auto& lab2 = engines_[1];
+  docker::CreateSpec three;
+  three.name = "squatter2";
+  three.image = kBoxImage;
+  for (int p : {base + 11, base + 22, base + 33})
+    three.ports.push_back({p - base + 80, "tcp", p, lab2.address});
+  auto id2 = lab2.client->create_container(three);
+  ASSERT_TRUE(id2.ok()) << id2.error().to_string();
+  gpulab::testing::ContainerCleanup gone2{*lab2.client, *id2};
+  ASSERT_TRUE(lab2.client->start_container(*id2).ok());
+  auto e1 = create(c, "e1", 0, "lab2");
+  EXPECT_EQ(code(e1), "PORT_CONFLICT") << e1.body;
+  EXPECT_NE(e1.body.find(":" + std::to_string(base + 33) + " "), std::string::npos) << e1.body;
+  EXPECT_TRUE(row(c, "e1").is_null());
+  EXPECT_FALSE(on_engine(1, "e1"));
+  auto e2 = create(c, "e2", 0, "lab2");
+  ASSERT_TRUE(ok(e2)) << e2.body;
+  EXPECT_EQ(row(c, "e2")["ssh_port"], base + 44);
+  EXPECT_EQ(log_count("refused SSH port"), 5) << log_lines();
+
   // A create that tried again is audited once, as ok; u1's engine refusal once, as failed.
   Json audit = c.get(kApi + "/audit?limit=100").json()["data"]["entries"];
   std::map<std::string, std::string> outcomes;
@@ -94,6 +117,7 @@ TEST_F(ServiceHostsRefusedPort, AnSshPortTheEngineRefusesIsReplacedAndAUserPortI
   EXPECT_EQ(outcomes["b1"], "ok ") << audit.dump();
   EXPECT_EQ(outcomes["d1"], "ok ") << audit.dump();
   EXPECT_EQ(outcomes["u1"], "failed ") << audit.dump();
+  EXPECT_EQ(outcomes["e1"], "failed ") << audit.dump();
 }
 
 }  // namespace

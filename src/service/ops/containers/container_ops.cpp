@@ -184,7 +184,7 @@ void hold_back_refused_ssh_port(Service& s, const Allocation& a) {
   spdlog::warn(
       "host '{}' refused SSH port {} as taken while the book has it free (a stale allocation "
       "of its engine, or a container started there outside the service): not offered there for "
-      "{:.0f} s; choosing another",
+      "{:.0f} s",
       a.host, a.ssh_port, kRefusedPortHoldSeconds);
 }
 
@@ -220,11 +220,12 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
       phases.lap("book");
       break;
     } catch (const ApiError& e) {
-      const bool retry = attempt < kSshPortTries && e.api_code() == ApiCode::kPortConflict &&
-                         names_port(e.error().message, a.ssh_port);
+      const bool refused =
+          e.api_code() == ApiCode::kPortConflict && names_port(e.error().message, a.ssh_port);
+      const bool retry = refused && attempt < kSshPortTries;
       undo_create(s, o, a, !retry);
+      if (refused) hold_back_refused_ssh_port(s, a);  // the last one too: a retry skips it
       if (!retry) throw;
-      hold_back_refused_ssh_port(s, a);
     } catch (...) {
       undo_create(s, o, a, true);
       throw;
