@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/strings.h"
 #include "docker/client.h"
@@ -25,6 +27,19 @@ class ServiceHostsRefusedPort : public LabHostsTest {
       if (x["name"] == name) return x;
     return Json();
   }
+  // Starts a container on engine i outside the service, holding `ports` at its address; the
+  // engine then refuses them to anyone else. Removed when the test ends.
+  void squat(int i, const std::vector<int>& ports) {
+    docker::CreateSpec spec;
+    spec.name = "squatter" + std::to_string(i);
+    spec.image = kBoxImage;
+    for (size_t k = 0; k < ports.size(); ++k)
+      spec.ports.push_back({80 + static_cast<int>(k), "tcp", ports[k], engines_[i].address});
+    auto id = engines_[i].client->create_container(spec);
+    ASSERT_TRUE(id.ok()) << id.error().to_string();
+    squatters_.emplace_back(new gpulab::testing::ContainerCleanup{*engines_[i].client, *id});
+    ASSERT_TRUE(engines_[i].client->start_container(*id).ok());
+  }
   // How many lines of the service log say `what`.
   int log_count(const std::string& what) const {
     auto text = read_file(dir_ / "svc" / "service.log");
@@ -32,6 +47,8 @@ class ServiceHostsRefusedPort : public LabHostsTest {
     for (const auto& l : split(text.value_or(""), '\n')) n += l.find(what) != std::string::npos;
     return n;
   }
+
+  std::vector<std::unique_ptr<gpulab::testing::ContainerCleanup>> squatters_;
 };
 
 TEST_F(ServiceHostsRefusedPort, AnSshPortTheEngineRefusesIsReplacedAndAUserPortIsRefused) {
@@ -41,16 +58,8 @@ TEST_F(ServiceHostsRefusedPort, AnSshPortTheEngineRefusesIsReplacedAndAUserPortI
   if (HasFatalFailure()) return;
   // SSH ports are base + 11, + 22, ...: lab3's engine holds the first two and base + 50 at its
   // address, outside the book.
-  const auto& lab3 = engines_[2];
-  docker::CreateSpec squatter;
-  squatter.name = "squatter";
-  squatter.image = kBoxImage;
-  for (int p : {base + 11, base + 22, base + 50})
-    squatter.ports.push_back({p - base + 80, "tcp", p, lab3.address});
-  auto id = lab3.client->create_container(squatter);
-  ASSERT_TRUE(id.ok()) << id.error().to_string();
-  gpulab::testing::ContainerCleanup gone{*lab3.client, *id};
-  ASSERT_TRUE(lab3.client->start_container(*id).ok());
+  squat(2, {base + 11, base + 22, base + 50});
+  if (HasFatalFailure()) return;
 
   HttpClient c(svc_->url());
   auto a = create(c, "a1", 0, "lab3");
@@ -88,16 +97,8 @@ TEST_F(ServiceHostsRefusedPort, AnSshPortTheEngineRefusesIsReplacedAndAUserPortI
   EXPECT_EQ(log_count("refused SSH port"), 2);
   // Three refusals in a row end the create (its answer names the third port), nothing left,
   // and all three are held back: the next create on that host takes the fourth at once.
-  const auto& lab2 = engines_[1];
-  docker::CreateSpec three;
-  three.name = "squatter2";
-  three.image = kBoxImage;
-  for (int p : {base + 11, base + 22, base + 33})
-    three.ports.push_back({p - base + 80, "tcp", p, lab2.address});
-  auto id2 = lab2.client->create_container(three);
-  ASSERT_TRUE(id2.ok()) << id2.error().to_string();
-  gpulab::testing::ContainerCleanup gone2{*lab2.client, *id2};
-  ASSERT_TRUE(lab2.client->start_container(*id2).ok());
+  squat(1, {base + 11, base + 22, base + 33});
+  if (HasFatalFailure()) return;
   auto e1 = create(c, "e1", 0, "lab2");
   EXPECT_EQ(code(e1), "PORT_CONFLICT") << e1.body;
   EXPECT_NE(e1.body.find(":" + std::to_string(base + 33) + " "), std::string::npos) << e1.body;
