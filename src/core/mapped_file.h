@@ -23,10 +23,8 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
+  // Writable (a caller may cast the const away): a write copies that page for this process alone.
   std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
-  // Writable: a write copies that page for this process alone.
-  void* data() const { return data_; }
-  size_t size() const { return size_; }
 
  private:
   MappedFile(void* data, size_t size) : data_(data), size_(size) {}

@@ -89,6 +89,12 @@ TEST(SafetensorsMapped, UnalignedDataIsCopied) {
   EXPECT_EQ(read->tensors.at("a")[2].item<int>(), 3);
   EXPECT_EQ(read->tensors.at("b")[0].item<float>(), 1.5f);
   EXPECT_EQ(read->tensors.at("b")[1].item<float>(), -2.25f);
+  // "a" (U8: any address will do) is a view of the mapping, so a view of "b" would sit 3 bytes
+  // after it; the copy is an allocation of its own, aligned.
+  const auto* a_at = static_cast<const char*>(read->tensors.at("a").data_ptr());
+  const auto* b_at = static_cast<const char*>(read->tensors.at("b").data_ptr());
+  EXPECT_NE(b_at, a_at + 3);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b_at) % alignof(float), 0u);
 }
 
 }  // namespace

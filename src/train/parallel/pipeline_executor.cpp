@@ -51,6 +51,19 @@ uint32_t PipelineExecutor::tag(int micro_batch, int chunk, int dir) const {
   return static_cast<uint32_t>((micro_batch * stage_.shape().chunks() + chunk) * 2 + dir);
 }
 
+PipelineExecutor::Incoming PipelineExecutor::incoming(const PipeAction& a) const {
+  const PipelineShape& s = stage_.shape();
+  const StageSpan& span = stage_.span(a.chunk);
+  const std::string m = "receiving " + micro_text(a.micro_batch);
+  if (a.op == PipeOp::kForward)
+    return span.embedding ? Incoming{}
+                          : Incoming{s.stage_of(a.chunk - 1), tag(a.micro_batch, a.chunk - 1, 0),
+                                     m + "'s activations"};
+  return span.head ? Incoming{}
+                   : Incoming{s.stage_of(a.chunk + 1), tag(a.micro_batch, a.chunk, 1),
+                              m + "'s activation gradient"};
+}
+
 torch::Tensor PipelineExecutor::receive(int from_stage, uint32_t t, const std::string& what) {
   if (from_stage == stage_.stage()) {
     auto it = local_.find(t);
@@ -59,35 +72,28 @@ torch::Tensor PipelineExecutor::receive(int from_stage, uint32_t t, const std::s
     local_.erase(it);
     return out;
   }
-  const std::string full = what + " from pipeline stage " + std::to_string(from_stage);
+  if (!posted_.count(t)) post(from_stage, t, what);
   auto it = posted_.find(t);
-  if (it == posted_.end()) {
-    auto buf = torch::empty(hidden_shape_,
-                            torch::TensorOptions().dtype(stage_.dtype()).device(pp_.device()));
-    it = posted_.emplace(t, std::make_pair(pp_.recv_async(buf, from_stage, t, full), buf)).first;
-  }
   auto [work, buf] = std::move(it->second);
   posted_.erase(it);
   const auto start = Clock::now();
-  pp_.wait(work, full);
+  pp_.wait(work, what + " from pipeline stage " + std::to_string(from_stage));
   wait_s_ += seconds_since(start);
   return buf;
 }
 
-void PipelineExecutor::post_receive(const PipeAction& a) {
-  const PipelineShape& s = stage_.shape();
-  const StageSpan& span = stage_.span(a.chunk);
-  const bool forward = a.op == PipeOp::kForward;
-  if (forward ? span.embedding : span.head) return;  // its input is its own
-  const int from = s.stage_of(forward ? a.chunk - 1 : a.chunk + 1);
-  const uint32_t t = forward ? tag(a.micro_batch, a.chunk - 1, 0) : tag(a.micro_batch, a.chunk, 1);
-  if (from == stage_.stage() || posted_.count(t)) return;
+void PipelineExecutor::post(int from_stage, uint32_t t, const std::string& what) {
   auto buf = torch::empty(hidden_shape_,
                           torch::TensorOptions().dtype(stage_.dtype()).device(pp_.device()));
-  const std::string what = "receiving " + micro_text(a.micro_batch) +
-                           (forward ? "'s activations" : "'s activation gradient") +
-                           " from pipeline stage " + std::to_string(from);
-  posted_.emplace(t, std::make_pair(pp_.recv_async(buf, from, t, what), buf));
+  auto work = pp_.recv_async(buf, from_stage, t,
+                             what + " from pipeline stage " + std::to_string(from_stage));
+  posted_.emplace(t, std::make_pair(std::move(work), buf));
+}
+
+void PipelineExecutor::post_receive(const PipeAction& a) {
+  const Incoming in = incoming(a);
+  if (in.from < 0 || in.from == stage_.stage() || posted_.count(in.tag)) return;
+  post(in.from, in.tag, in.what);
 }
 
 void PipelineExecutor::send(const torch::Tensor& t, int to_stage, uint32_t tg,
@@ -113,10 +119,8 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
   if (span.embedding) {
     input = tokens[mb];
   } else {
-    input = receive(s.stage_of(a.chunk - 1), tag(a.micro_batch, a.chunk - 1, 0),
-                    "receiving " + micro_text(a.micro_batch) + "'s activations")
-                .to(tokens[mb].device())
-                .requires_grad_(true);
+    const Incoming in = incoming(a);
+    input = receive(in.from, in.tag, in.what).to(tokens[mb].device()).requires_grad_(true);
   }
   torch::Tensor out;
   {
@@ -176,9 +180,8 @@ void PipelineExecutor::backward(const PipeAction& a) {
   if (span.head) {
     out.backward();
   } else {
-    auto grad = receive(s.stage_of(a.chunk + 1), tag(a.micro_batch, a.chunk, 1),
-                        "receiving " + micro_text(a.micro_batch) + "'s activation gradient")
-                    .to(out.device());
+    const Incoming in = incoming(a);
+    auto grad = receive(in.from, in.tag, in.what).to(out.device());
     torch::autograd::backward({out}, {grad});
   }
   if (!span.embedding)

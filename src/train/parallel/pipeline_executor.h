@@ -84,8 +84,18 @@ class PipelineExecutor {
                         double count);
   // The activation (dir 0) or gradient (dir 1) crossing between chunks c and c+1.
   uint32_t tag(int micro_batch, int chunk, int dir) const;
+  // The crossing action `a` receives: its chunk's input (a forward) or its output's gradient (a
+  // backward), from `from` with `tag`; from -1 where it has none (an end of the pipeline).
+  struct Incoming {
+    int from = -1;
+    uint32_t tag = 0;
+    std::string what;
+  };
+  Incoming incoming(const PipeAction& a) const;
   torch::Tensor receive(int from_stage, uint32_t tag, const std::string& what);
-  // Posts the receive action `a` will wait for (none for a chunk's own stage or the pipeline's
+  // Posts a receive from another stage into a fresh buffer (receive() waits for it).
+  void post(int from_stage, uint32_t tag, const std::string& what);
+  // Posts the receive action `a` will wait for (none within the stage or at the pipeline's
   // ends), so its bytes arrive while the action before it computes.
   void post_receive(const PipeAction& a);
   void send(const torch::Tensor& t, int to_stage, uint32_t tag, const std::string& what);

@@ -45,7 +45,6 @@ stop_one() {
     [ -n "$ids" ] && log "$name" "removed $(wc -w <<<"$ids") container(s)"
     # None left: the engine's network store can go with it (below).
     local list
-    left=1
     if list=$(curl -sf --max-time 10 --unix-socket "$sock" "http://engine/containers/json?all=1"); then
       [ "$list" = "[]" ] && left=0
     fi
