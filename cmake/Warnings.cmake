@@ -32,4 +32,8 @@ function(gpulab_module name)
   target_link_libraries(${name} PUBLIC ${M_DEPS})
   gpulab_warnings(${name})
   gpulab_pch(${name} "${M_PCH}" "${M_PCH_FROM}")
+  # The libtorch modules (PCH_FROM) take their unity batches from gpulab_unity instead.
+  if(NOT M_PCH_FROM)
+    gpulab_unity_by_folder(${name})
+  endif()
 endfunction()

@@ -16,11 +16,11 @@ namespace fs = std::filesystem;
 using testing::kBusyboxImage;
 using testing::unique_name;
 
-struct Cleanup {
+struct ObjectCleanup {
   const Client& client;
   std::string id;
   bool image = false;
-  ~Cleanup() {
+  ~ObjectCleanup() {
     if (id.empty()) return;
     if (image)
       (void)client.remove_image(id, true);
@@ -50,7 +50,7 @@ TEST(Image, CommitSaveLoadIntoSecondEngine) {
   s.cmd = {"/bin/sh", "-c", "echo state-$RANDOM > /root/state.txt; while true; do sleep 0.2; done"};
   auto id = client.create_container(s);
   ASSERT_TRUE(id.ok()) << id.error().to_string();
-  Cleanup gc{client, *id};
+  ObjectCleanup gc{client, *id};
   ASSERT_TRUE(client.start_container(*id).ok());
   std::string state;
   for (int i = 0; i < 50 && state.empty(); ++i)
@@ -65,7 +65,7 @@ TEST(Image, CommitSaveLoadIntoSecondEngine) {
   cs.labels = {{"gpulab.snapshot", "my-experiment-v1"}};
   auto img = client.commit(*id, cs);
   ASSERT_TRUE(img.ok()) << img.error().to_string();
-  Cleanup gi{client, repo + ":v1", true};
+  ObjectCleanup gi{client, repo + ":v1", true};
   auto info = client.inspect_image(repo + ":v1");
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->id, *img);
@@ -92,7 +92,7 @@ TEST(Image, CommitSaveLoadIntoSecondEngine) {
   ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
   ASSERT_EQ(loaded->size(), 1u);
   EXPECT_EQ((*loaded)[0], repo + ":v1");
-  Cleanup gp{*peer, repo + ":v1", true};
+  ObjectCleanup gp{*peer, repo + ":v1", true};
   auto moved = peer->inspect_image(repo + ":v1");
   ASSERT_TRUE(moved.ok());
   EXPECT_EQ(moved->id, *img);
@@ -105,7 +105,7 @@ TEST(Image, CommitSaveLoadIntoSecondEngine) {
   r.cmd = {"cat", "/root/state.txt"};
   auto rid = peer->create_container(r);
   ASSERT_TRUE(rid.ok()) << rid.error().to_string();
-  Cleanup gr{*peer, *rid};
+  ObjectCleanup gr{*peer, *rid};
   ASSERT_TRUE(peer->start_container(*rid).ok());
   EXPECT_EQ(*peer->wait_container(*rid), 0);
   EXPECT_EQ(peer->logs(*rid)->out, state);
@@ -149,7 +149,7 @@ TEST(Image, BuildFromTarContextReportsProgressAndErrors) {
     if (!p.stream.empty()) lines.push_back(p.stream);
   });
   ASSERT_TRUE(id.ok()) << id.error().to_string();
-  Cleanup gi{client, tag, true};
+  ObjectCleanup gi{client, tag, true};
   // The classic builder's step lines reach the callback as they happen.
   EXPECT_TRUE(
       std::any_of(lines.begin(), lines.end(),
@@ -165,7 +165,7 @@ TEST(Image, BuildFromTarContextReportsProgressAndErrors) {
   s.image = tag;
   auto cid = client.create_container(s);
   ASSERT_TRUE(cid.ok());
-  Cleanup gc{client, *cid};
+  ObjectCleanup gc{client, *cid};
   ASSERT_TRUE(client.start_container(*cid).ok());
   EXPECT_EQ(*client.wait_container(*cid), 0);
   EXPECT_EQ(client.logs(*cid)->out, "from the context\nbuilt by gpulab\n");

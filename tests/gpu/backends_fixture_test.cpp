@@ -55,8 +55,6 @@ std::vector<Case> cases() {
 
 class BackendOnFixture : public ::testing::TestWithParam<Case> {};
 
-}  // namespace
-
 TEST_P(BackendOnFixture, ReadsTheCapturedHost) {
   const Case& c = GetParam();
   auto b = c.make();
@@ -182,3 +180,5 @@ TEST(NvidiaSmi, MissingCaptureIsAReasonNotACrash) {
   EXPECT_FALSE(b->init(o));
   EXPECT_NE(b->last_error().find("nvidia-smi-q-x.xml"), std::string::npos) << b->last_error();
 }
+
+}  // namespace

@@ -92,8 +92,6 @@ class LauncherTest : public ::testing::Test {
   fs::path dir_;
 };
 
-}  // namespace
-
 TEST_F(LauncherTest, RanksGetTheirEnvironment) {
   auto o = sh(3,
               "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
@@ -292,3 +290,5 @@ TEST(LaunchCli, FailureNamesTheRankAndExitsNonZero) {
   EXPECT_NE(r->out.find("hello 0"), std::string::npos);
   EXPECT_NE(r->out.find("hello 1"), std::string::npos);
 }
+
+}  // namespace

@@ -3,23 +3,14 @@
 
 #include <map>
 
+#include "env_of.h"
 #include "launch/rank_env.h"
 #include "launch/slurm_step.h"
 
 using namespace gpulab;
 using namespace gpulab::launch;
 
-namespace {
-
-EnvLookup env_of(std::map<std::string, std::string> m) {
-  return [m](const std::string& k) -> std::optional<std::string> {
-    auto it = m.find(k);
-    if (it == m.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-}  // namespace
+using gpulab::launch::testing::env_of;
 
 TEST(RankEnv, NoLauncherIsSingleProcess) {
   auto p = detect_rank_place(env_of({}));

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "env_of.h"
 #include "launch/peer_table.h"
 #include "launch/slurm_hostlist.h"
 #include "launch/slurm_step.h"
@@ -15,13 +16,7 @@ namespace {
 
 using Hosts = std::vector<std::string>;
 
-EnvLookup env_of(std::map<std::string, std::string> m) {
-  return [m](const std::string& k) -> std::optional<std::string> {
-    auto it = m.find(k);
-    if (it == m.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using gpulab::launch::testing::env_of;
 
 // What srun -N2 --ntasks-per-node=2 --gres=gpu:2 set in task 3 on the test cluster.
 std::map<std::string, std::string> task3() {

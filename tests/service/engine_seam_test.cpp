@@ -12,8 +12,6 @@
 namespace gpulab::service::testing {
 namespace {
 
-const std::string kApi = "/api/v1/gpu-docker";
-
 Json create_body(const std::string& name, int gpus, const std::string& host = {}) {
   Json j = {{"name", name}, {"image", kFakeImage}, {"gpu_count", gpus}};
   if (!host.empty()) j["host"] = host;

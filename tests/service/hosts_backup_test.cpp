@@ -14,7 +14,6 @@
 namespace gpulab::service::testing {
 namespace {
 
-const std::string kApi = "/api/v1/gpu-docker";
 const std::vector<std::string> kHosts = {"lab1", "lab2", "lab3"};
 
 class HostsBackup : public ::testing::Test {

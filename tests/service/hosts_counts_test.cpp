@@ -14,8 +14,6 @@
 namespace gpulab::service::testing {
 namespace {
 
-const std::string kApi = "/api/v1/gpu-docker";
-
 class HostsCounts : public ::testing::Test {
  protected:
   HttpResult create(const LabClient& c, const std::string& name, int gpus,

@@ -21,9 +21,6 @@ namespace gpulab::service::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secs_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Latencies and failures of one phase, by kind ("read", "create").
 struct Phase {

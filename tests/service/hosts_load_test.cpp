@@ -21,9 +21,6 @@ namespace gpulab::service::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secs_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Latencies by route, from many threads.
 class Samples {
@@ -70,7 +67,7 @@ class HostsLoad : public LabServiceTest {
         HttpClient c(svc_->url(), token);
         while (secs_since(t0) < seconds) {
           auto t = Clock::now();
-          auto r = c.get(kSoakApi + "/" + route);
+          auto r = c.get(kApi + "/" + route);
           out.add(route, secs_since(t), ok(r));
         }
       });
@@ -90,8 +87,8 @@ class HostsLoad : public LabServiceTest {
           Json body = {{"name", name}, {"image", kBoxImage}, {"gpu_count", k % 2}};
           for (const std::string route : {"create", "stop", "start", "delete"}) {
             auto t = Clock::now();
-            auto r = c.post_json(kSoakApi + "/" + route,
-                                 route == "create" ? body : Json{{"name", name}});
+            auto r =
+                c.post_json(kApi + "/" + route, route == "create" ? body : Json{{"name", name}});
             out.add(route, secs_since(t), ok(r));
           }
         }
@@ -128,8 +125,8 @@ TEST_F(HostsLoad, RequestsPerSecondAndPlacementAtThreeHosts) {
   if (HasFatalFailure()) return;
   std::string admin = svc_->add_user("load-admin", true);
   HttpClient a(svc_->url(), admin);
-  ASSERT_TRUE(ok(
-      a.post_json(kSoakApi + "/quotas", {{"user", "*"}, {"max_gpus", 8}, {"max_containers", 50}})));
+  ASSERT_TRUE(
+      ok(a.post_json(kApi + "/quotas", {{"user", "*"}, {"max_gpus", 8}, {"max_containers", 50}})));
   std::vector<std::string> tokens;
   for (int i = 0; i < threads; ++i)
     tokens.push_back(svc_->add_user("load" + std::to_string(i), false));
@@ -140,11 +137,11 @@ TEST_F(HostsLoad, RequestsPerSecondAndPlacementAtThreeHosts) {
     makers.emplace_back([&, t] {
       HttpClient c(svc_->url(), admin);
       for (int i = 0; i < 3; ++i)
-        made += ok(c.post_json(
-                    kSoakApi + "/create",
-                    {{"name", prefix_ + "-r" + std::to_string(3 * t + i)}, {"image", kBoxImage}}))
-                    ? 1
-                    : 0;
+        made +=
+            ok(c.post_json(kApi + "/create", {{"name", prefix_ + "-r" + std::to_string(3 * t + i)},
+                                              {"image", kBoxImage}}))
+                ? 1
+                : 0;
     });
   for (auto& m : makers) m.join();
   ASSERT_EQ(made.load(), 9);

@@ -10,6 +10,9 @@
 
 namespace gpulab::service::testing {
 
+// The service's API prefix, as every test that calls it spells it.
+inline const std::string kApi = "/api/v1/gpu-docker";
+
 struct HttpResult {
   long status = 0;
   std::string body;

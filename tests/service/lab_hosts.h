@@ -23,7 +23,10 @@
 
 namespace gpulab::service::testing {
 
-inline const std::string kApi = "/api/v1/gpu-docker";
+// Seconds on the steady clock since t.
+inline double secs_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 class LabHostsTest : public ::testing::Test {
  protected:

@@ -13,8 +13,6 @@
 namespace gpulab::service::testing {
 namespace {
 
-const std::string kApi = "/api/v1/gpu-docker";
-
 // One host of eight GPUs, tokens required.
 std::unique_ptr<FakeLab> eight_gpu_lab() {
   return std::make_unique<FakeLab>(std::vector<FakeLab::HostSpec>{{"", 8}},

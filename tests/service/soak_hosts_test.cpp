@@ -19,7 +19,6 @@
 namespace gpulab::service::testing {
 namespace {
 
-constexpr SoakQuota kQuota{2, 3};
 enum class Fault { kNone, kService, kEngine };
 
 class SoakHosts : public LabServiceTest {
@@ -29,8 +28,8 @@ class SoakHosts : public LabServiceTest {
   std::vector<std::string> down_host_views(const std::string& admin, const std::string& host) {
     std::vector<std::string> v;
     HttpClient c(svc_->url(), admin);
-    auto list = c.get(kSoakApi + "/list");
-    auto gpus = c.get(kSoakApi + "/gpus");
+    auto list = c.get(kApi + "/list");
+    auto gpus = c.get(kApi + "/gpus");
     if (!ok(list) || !ok(gpus)) return {"list or gpus refused while " + host + " is down"};
     std::set<std::string> booked, allocated;
     Json l = list.json(), g = gpus.json();
@@ -58,9 +57,9 @@ TEST_F(SoakHosts, RandomOperationsWhileServiceAndEnginesAreKilled) {
   if (HasFatalFailure()) return;
   std::string admin = svc_->add_user("soak-admin", true);
   HttpClient a(svc_->url(), admin);
-  ASSERT_TRUE(ok(a.post_json(
-      kSoakApi + "/quotas",
-      {{"user", "*"}, {"max_gpus", kQuota.max_gpus}, {"max_containers", kQuota.max_containers}})));
+  ASSERT_TRUE(ok(a.post_json(kApi + "/quotas", {{"user", "*"},
+                                                {"max_gpus", kSoakQuota.max_gpus},
+                                                {"max_containers", kSoakQuota.max_containers}})));
   std::vector<std::unique_ptr<SoakWalker>> walkers;
   for (int u = 0; u < users; ++u)
     walkers.push_back(std::make_unique<SoakWalker>(
@@ -74,7 +73,7 @@ TEST_F(SoakHosts, RandomOperationsWhileServiceAndEnginesAreKilled) {
     wait_backups(svc_->url(), admin);
     // With several hosts the reconciler's periodic pass runs every 5 s (at least).
     soak_check(
-        when, [&] { return soak_violations(soak_hosts(down), *svc_, prefix_, kQuota); },
+        when, [&] { return soak_violations(soak_hosts(down), *svc_, prefix_, kSoakQuota); },
         std::chrono::seconds(7), t);
   };
   for (long round = 0; round <= kills; ++round) {

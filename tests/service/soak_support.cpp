@@ -39,7 +39,7 @@ void SoakWalker::round(const std::string& url, SoakCounts& n, long target,
                        const std::atomic<bool>& stop, const std::function<void(long)>& after_op) {
   HttpClient c(url, token_);
   mine_.clear();
-  auto list = c.get(kSoakApi + "/list");
+  auto list = c.get(kApi + "/list");
   if (ok(list)) {
     Json answer = list.json();  // named: ranging over a temporary's member would dangle
     for (const auto& x : answer["data"]["containers"]) mine_.push_back(x["name"]);
@@ -76,7 +76,7 @@ HttpResult SoakWalker::one(HttpClient& c) {
   if (roll < 22 || mine_.empty()) {
     Json j = {{"name", fresh("c")}, {"image", image_}};
     j.update(limits);
-    auto r = c.post_json(kSoakApi + "/create", j);
+    auto r = c.post_json(kApi + "/create", j);
     if (ok(r)) mine_.push_back(j["name"]);
     return r;
   }
@@ -89,13 +89,13 @@ HttpResult SoakWalker::on_existing(HttpClient& c, int roll, const Json& limits) 
   std::string name = any_mine();
   HttpResult r;
   if (roll < 32) {
-    r = c.post_json(kSoakApi + "/start", {{"name", name}});
+    r = c.post_json(kApi + "/start", {{"name", name}});
   } else if (roll < 44) {
-    r = c.post_json(kSoakApi + "/stop", {{"name", name}});
+    r = c.post_json(kApi + "/stop", {{"name", name}});
   } else if (roll < 52) {
-    r = c.post_json(kSoakApi + "/restart", {{"name", name}});
+    r = c.post_json(kApi + "/restart", {{"name", name}});
   } else if (roll < 66) {
-    r = c.post_json(kSoakApi + "/delete", {{"name", name}});
+    r = c.post_json(kApi + "/delete", {{"name", name}});
     if (ok(r)) forget(name);
   } else if (roll < 78) {
     Json j = {{"name", name}};
@@ -104,10 +104,10 @@ HttpResult SoakWalker::on_existing(HttpClient& c, int roll, const Json& limits) 
     } else {
       j["cpus"] = pick(2) ? "0.1" : "0.2";
     }
-    r = c.post_json(kSoakApi + "/update-resources", j);
+    r = c.post_json(kApi + "/update-resources", j);
   } else {
     std::string snap = fresh("s");
-    r = c.post_json(kSoakApi + "/snapshot", {{"name", name}, {"snapshot_name", snap}});
+    r = c.post_json(kApi + "/snapshot", {{"name", name}, {"snapshot_name", snap}});
     if (ok(r)) snaps_.push_back(snap);
   }
   if (r.status != 0 && code(r) == "CONTAINER_NOT_FOUND") forget(name);  // no answer: no body
@@ -121,27 +121,27 @@ HttpResult SoakWalker::restore_one(HttpClient& c, int roll, const Json& limits) 
   if (roll < 90 && !snaps_.empty()) {
     Json j = {{"snapshot_name", snaps_.back()}, {"name", fresh("c")}};
     j.update(limits);
-    r = c.post_json(kSoakApi + "/restore-snapshot", j);
+    r = c.post_json(kApi + "/restore-snapshot", j);
     if (ok(r)) mine_.push_back(j["name"]);
     if (snaps_.size() > 1) {
-      c.post_json(kSoakApi + "/delete-snapshot", {{"snapshot_name", snaps_.front()}});
+      c.post_json(kApi + "/delete-snapshot", {{"snapshot_name", snaps_.front()}});
       snaps_.erase(snaps_.begin());
     }
   } else if (roll < 95) {
     std::string bk = fresh("b");
-    r = c.post_json(kSoakApi + "/backup", {{"name", name}, {"backup_name", bk}});
+    r = c.post_json(kApi + "/backup", {{"name", name}, {"backup_name", bk}});
     if (ok(r)) backups_.push_back(bk);
   } else if (!backups_.empty()) {
     Json j = {{"backup_path", backups_.back() + ".tar"}, {"name", fresh("c")}};
     j.update(limits);
-    r = c.post_json(kSoakApi + "/restore", j);
+    r = c.post_json(kApi + "/restore", j);
     if (ok(r)) mine_.push_back(j["name"]);
     if (backups_.size() > 1) {
-      c.post_json(kSoakApi + "/backups/delete", {{"backup_name", backups_.front()}});
+      c.post_json(kApi + "/backups/delete", {{"backup_name", backups_.front()}});
       backups_.erase(backups_.begin());
     }
   } else {
-    r = c.post_json(kSoakApi + "/restart", {{"name", name}});
+    r = c.post_json(kApi + "/restart", {{"name", name}});
   }
   if (r.status != 0 && code(r) == "CONTAINER_NOT_FOUND") forget(name);
   return r;
@@ -150,7 +150,7 @@ HttpResult SoakWalker::restore_one(HttpClient& c, int roll, const Json& limits) 
 void wait_backups(const std::string& url, const std::string& admin_token) {
   HttpClient c(url, admin_token);
   for (int i = 0; i < 240; ++i) {
-    auto r = c.get(kSoakApi + "/backups");
+    auto r = c.get(kApi + "/backups");
     if (!ok(r) || r.body.find("\"running\"") == std::string::npos) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }

@@ -16,8 +16,6 @@
 
 namespace gpulab::service::testing {
 
-inline const std::string kSoakApi = "/api/v1/gpu-docker";
-
 // An environment knob as a number; `fallback` when unset or empty.
 long soak_env(const char* name, long fallback);
 
@@ -65,6 +63,7 @@ struct SoakQuota {
   int max_gpus = 2;
   int max_containers = 3;
 };
+inline constexpr SoakQuota kSoakQuota{};  // the default quota every soak user runs under
 
 // Every invariant, from the book (SQLite, read beside the service) and each up host's engine:
 // no GPU or host port held twice on one host, book == engine (names, host, running state, GPUs,

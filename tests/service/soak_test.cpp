@@ -19,9 +19,6 @@ namespace {
 
 class Soak : public ServiceTest {};
 
-const std::string kApi = kSoakApi;
-constexpr SoakQuota kQuota{2, 3};  // the default quota every soak user runs under
-
 TEST_F(Soak, RandomOperationsWhileTheServiceIsKilled) {
   const long total = soak_env("GPULAB_SOAK_OPS", 150);
   const long kills = soak_env("GPULAB_SOAK_KILLS", 3);
@@ -40,8 +37,8 @@ TEST_F(Soak, RandomOperationsWhileTheServiceIsKilled) {
   {
     HttpClient a(svc_->url(), admin);
     ASSERT_TRUE(ok(a.post_json(kApi + "/quotas", {{"user", "*"},
-                                                  {"max_gpus", kQuota.max_gpus},
-                                                  {"max_containers", kQuota.max_containers}})));
+                                                  {"max_gpus", kSoakQuota.max_gpus},
+                                                  {"max_containers", kSoakQuota.max_containers}})));
   }
   std::vector<std::unique_ptr<SoakWalker>> walkers;
   for (int u = 0; u < users; ++u)
@@ -57,7 +54,7 @@ TEST_F(Soak, RandomOperationsWhileTheServiceIsKilled) {
     wait_backups(svc_->url(), admin);
     // The reconciler's periodic pass runs every 6 s here.
     soak_check(
-        when, [&] { return soak_violations(hosts, *svc_, prefix_, kQuota); },
+        when, [&] { return soak_violations(hosts, *svc_, prefix_, kSoakQuota); },
         std::chrono::seconds(8), t);
   };
   for (long round = 0; round <= kills; ++round) {

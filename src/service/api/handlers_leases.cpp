@@ -12,7 +12,7 @@ namespace {
 using Req = const ApiRequest&;
 using Who = const Principal&;
 
-ApiReply create(Service& s, Req req, Who who) {
+ApiReply lease_create(Service& s, Req req, Who who) {
   Json j = parse_request(req.body, lease_schema());
   LeaseRequest r;
   r.name = j["name"].get<std::string>();
@@ -24,7 +24,7 @@ ApiReply create(Service& s, Req req, Who who) {
   return ApiReply::ok("Lease created successfully", lease_json(s, out.record, nullptr, &out.gpus));
 }
 
-ApiReply list(Service& s, Who who) {
+ApiReply lease_list(Service& s, Who who) {
   auto bound = lease_containers(s);
   Json a = Json::array();
   for (const auto& c : s.store->containers(who.admin ? std::nullopt : std::optional(who.user))) {
@@ -35,7 +35,7 @@ ApiReply list(Service& s, Who who) {
   return ApiReply::ok("Leases retrieved successfully", {{"leases", a}, {"total", a.size()}});
 }
 
-ApiReply release(Service& s, Req req, Who who) {
+ApiReply lease_release(Service& s, Req req, Who who) {
   Json j = parse_request(req.body, name_schema());
   ContainerRecord c = require_lease(s, who, j["name"].get<std::string>());
   auto lock = s.lock_container(c.name);
@@ -51,7 +51,7 @@ void add_lease_routes(Router& r, Service& s) {
   Service* sp = &s;
   r.add({.method = "POST",
          .path = b + "/leases",
-         .handler = [sp](Req q, Who w) { return create(*sp, q, w); },
+         .handler = [sp](Req q, Who w) { return lease_create(*sp, q, w); },
          .summary =
              "Book GPUs and an SSH port for a container you create yourself on the same engine "
              "(gpulab ddp); label it gpulab.lease=<name>",
@@ -59,12 +59,12 @@ void add_lease_routes(Router& r, Service& s) {
          .schema = &lease_schema()});
   r.add({.method = "GET",
          .path = b + "/leases",
-         .handler = [sp](Req, Who w) { return list(*sp, w); },
+         .handler = [sp](Req, Who w) { return lease_list(*sp, w); },
          .summary = "List your leases (admins: all) and the container using each",
          .tag = "leases"});
   r.add({.method = "POST",
          .path = b + "/leases/release",
-         .handler = [sp](Req q, Who w) { return release(*sp, q, w); },
+         .handler = [sp](Req q, Who w) { return lease_release(*sp, q, w); },
          .summary = "Release a lease once its container is removed",
          .tag = "leases",
          .schema = &name_schema()});

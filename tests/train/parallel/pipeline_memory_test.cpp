@@ -26,7 +26,7 @@ namespace {
 // tp_memory_test.cpp's block (hidden 256, FFN 896, 8 heads over 4 kv heads, 2 x 64 tokens), 8 of
 // them: a stage's 4 blocks keep about 24 MB a micro-batch, against which what the embedding, the
 // final norm, the output layer and the loss keep (under 1 MB) is small.
-constexpr int64_t kBatch = 2, kSeq = 64;
+constexpr int64_t kMemoryBatch = 2, kMemorySeq = 64;
 constexpr int kStages = 2, kMicroBatches = 4;
 
 DecoderConfig eight_blocks() {
@@ -38,7 +38,7 @@ DecoderConfig eight_blocks() {
   c.num_layers = 8;
   c.num_heads = 8;
   c.num_kv_heads = 4;
-  c.max_positions = kSeq;
+  c.max_positions = kMemorySeq;
   return c;
 }
 
@@ -51,8 +51,8 @@ MeshMemoryQuery query(const DecoderConfig& c) {
   MeshMemoryQuery q;
   q.model = decoder_shape(c);
   q.pp = kStages;
-  q.seq_len = kSeq;
-  q.micro_batch = kBatch;
+  q.seq_len = kMemorySeq;
+  q.micro_batch = kMemoryBatch;
   q.micro_batches = kMicroBatches;
   q.sequence_parallel = false;
   // As tp_memory_test.cpp: gpulab's attention kernel keeps no scores (the selective variant),
@@ -80,10 +80,10 @@ struct Kept {
 // Runs `stage`'s 1F1B actions up to its first backward (where the most micro-batches are in
 // flight), after one forward pass that makes libtorch's lazy buffers.
 Kept run_to_first_backward(PipelineStage& stage, const DecoderConfig& c) {
-  const auto ids = torch::randint(c.vocab_size, {kBatch, kSeq});
+  const auto ids = torch::randint(c.vocab_size, {kMemoryBatch, kMemorySeq});
   // What a later stage receives: hidden states it needs the gradient of.
   const auto hidden =
-      torch::randn({kBatch, kSeq, c.hidden_size}, torch::kDouble).requires_grad_(true);
+      torch::randn({kMemoryBatch, kMemorySeq, c.hidden_size}, torch::kDouble).requires_grad_(true);
   const torch::Tensor& input = stage.stage() == 0 ? ids : hidden;
   stage_forward(stage, input, ids);
   std::vector<torch::Tensor> kept;
@@ -109,8 +109,8 @@ TEST(PipelineMemory, PlannerMatchesWhatStagesHold) {
   whole->to(torch::kDouble);
   const StateDict full = module_state_dict(*whole);
   const MeshMemoryQuery q = query(c);
-  const auto layers = stage_layers(q.model, kStages, kSeq);
-  const auto spans = split_stages(c.num_layers, kStages, 1, decoder_stage_costs(c, kSeq));
+  const auto layers = stage_layers(q.model, kStages, kMemorySeq);
+  const auto spans = split_stages(c.num_layers, kStages, 1, decoder_stage_costs(c, kMemorySeq));
   const MeshMemory fullest = mesh_memory(q);
   for (int s = 0; s < kStages; ++s) {
     PipelineStage stage(c, {kStages, 1, kMicroBatches}, spans, s, full);

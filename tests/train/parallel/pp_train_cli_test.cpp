@@ -36,6 +36,7 @@ using namespace testing;  // NOLINT: the comparison helpers
 // derives ~1e-10 after five steps), so runs resumed across layouts with AdamW use kAdamTol =
 // 1e-8, far below what a lost moment does (~lr = 3e-3). A resume at the same layout is bit for
 // bit (tolerance 0): the same operations in the same order.
+using testing::expect_refused;
 using testing::kAdamTol;
 using testing::kFloatUlp;
 using testing::kTol;
@@ -157,16 +158,6 @@ TEST(PpTrainCli, CheckpointsResumeAtAnotherPipelineSize) {
 }
 
 // Refused before any rank starts: exit 2, the message, no run folder.
-void expect_refused(const std::vector<std::string>& args, const fs::path& out,
-                    const std::string& says, const std::string& hint) {
-  auto r = run_gpulab(args);
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
-  EXPECT_EQ(r.out.find("Hello from"), std::string::npos) << "a rank started: " << r.out;
-  EXPECT_FALSE(fs::exists(out)) << "bad input wrote " << out;
-}
-
 TEST(PpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
   const fs::path dir = temp_dir("pp_bad");
   const fs::path out = dir / "run";

@@ -30,7 +30,7 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-constexpr int64_t kBatch = 2, kSeq = 8;  // 8: sequence parallelism splits it 2 and 4 ways
+constexpr int64_t kLlamaBatch = 2, kLlamaSeq = 8;  // 8: sequence parallelism splits it 2 and 4 ways
 
 struct Case {
   int tp;
@@ -87,8 +87,8 @@ std::shared_ptr<LlamaForCausalLM> whole_model(const DecoderConfig& c) {
 
 std::pair<torch::Tensor, torch::Tensor> batch(const DecoderConfig& c) {
   torch::manual_seed(7);
-  auto ids = torch::randint(c.vocab_size, {kBatch, kSeq});
-  auto target = torch::randint(c.vocab_size, {kBatch, kSeq});
+  auto ids = torch::randint(c.vocab_size, {kLlamaBatch, kLlamaSeq});
+  auto target = torch::randint(c.vocab_size, {kLlamaBatch, kLlamaSeq});
   target.index_put_({0, 1}, kIgnoreIndex);      // one position without a loss
   target.index_put_({1, 4}, c.vocab_size - 1);  // the last real id (next to the padding)
   return {ids, target};
@@ -197,7 +197,7 @@ struct Bytes {
 };
 
 Bytes formula(const Case& k, const DecoderConfig& c) {
-  const int64_t t = kBatch * kSeq, h = c.hidden_size, l = c.num_layers, p = k.tp;
+  const int64_t t = kLlamaBatch * kLlamaSeq, h = c.hidden_size, l = c.num_layers, p = k.tp;
   const int64_t acts = (4 * l + 2) * t * h, norms = (2 * l + 1) * h;
   const int64_t kv = c.num_kv_heads < p ? c.num_kv_heads * 2 * l * c.dim_per_head() * h : 0;
   if (!k.sp) return {8 * (acts + 3 * t + kv), 8 * 2 * (p - 1) * (acts + 3 * t + kv) / p};
@@ -212,8 +212,8 @@ int64_t activations_per_layer(const Case& k, const DecoderConfig& c) {
   q.model = {c.num_layers,   c.hidden_size, c.intermediate_size, c.num_heads,
              c.num_kv_heads, c.vocab_size,  /*gated_mlp=*/true,  c.tie_word_embeddings};
   q.tp = k.tp;
-  q.seq_len = kSeq;
-  q.micro_batch = kBatch;
+  q.seq_len = kLlamaSeq;
+  q.micro_batch = kLlamaBatch;
   q.sequence_parallel = k.sp;
   q.activation_bytes = 8;
   return layer_activation_bytes(q);

@@ -29,6 +29,7 @@ using namespace testing;  // NOLINT: the comparison helpers
 // linearly by SGD over five steps (kTol: a thousand-fold margin; a lost gradient sum moves
 // weights by ~1e-3); Adam's first update turns a gradient difference d into lr/eps·d, so runs
 // resumed across layouts with AdamW use kAdamTol. Training losses pass a float32 accumulator.
+using testing::expect_refused;
 using testing::kAdamTol;
 using testing::kFloatUlp;
 using testing::kTol;
@@ -293,19 +294,6 @@ TEST(TpPpTrainCli, InitWeightsEqualsOneProcess) {
 }
 
 // Refused before any rank starts: exit 2, the message and its hint, no run folder.
-void expect_refused(const std::vector<std::string>& args, const fs::path& out,
-                    const std::string& says, const std::string& hint) {
-  auto r = run_gpulab(args);
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
-  EXPECT_EQ(r.out.find("Hello from"), std::string::npos) << "a rank started: " << r.out;
-  EXPECT_FALSE(fs::exists(out)) << "bad input wrote " << out;
-  const auto at = r.err.find("error:");
-  if (at != std::string::npos)
-    std::printf("refused: %s\n", r.err.substr(at, r.err.find('\n', at) - at).c_str());
-}
-
 TEST(TpPpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
   const fs::path dir = temp_dir("tppp_bad");
   const fs::path out = dir / "run";

@@ -19,6 +19,7 @@ namespace gpulab::train {
 namespace {
 
 using testing::expect_export_is_checkpoint;
+using testing::expect_refused;
 using testing::expect_same_weights;
 using testing::newest_checkpoint_weights;
 using testing::rel;
@@ -216,16 +217,6 @@ TEST(TpTrainCli, Zero3CheckpointsResumeAtTp1AndBack) {
 }
 
 // Refused before any rank starts: exit 2, the message, no run folder.
-void expect_refused(const std::vector<std::string>& args, const fs::path& out,
-                    const std::string& says, const std::string& hint) {
-  auto r = run_gpulab(args);
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
-  EXPECT_EQ(r.out.find("Hello from"), std::string::npos) << "a rank started: " << r.out;
-  EXPECT_FALSE(fs::exists(out)) << "bad input wrote " << out;
-}
-
 TEST(TpTrainCli, BadLayoutsAreRefusedBeforeAnyRank) {
   const fs::path dir = temp_dir("tp_bad");
   const fs::path out = dir / "run";

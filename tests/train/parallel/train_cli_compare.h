@@ -88,6 +88,21 @@ inline ProcessResult run_ok(const std::vector<std::string>& args) {
   return r;
 }
 
+// A layout the CLI refuses: exit 2 naming `says` and `hint`, before any rank started and before
+// anything was written to `out`; the refusal's line printed, for the test log.
+inline void expect_refused(const std::vector<std::string>& args, const fs::path& out,
+                           const std::string& says, const std::string& hint) {
+  auto r = run_gpulab(args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("Hello from"), std::string::npos) << "a rank started: " << r.out;
+  EXPECT_FALSE(fs::exists(out)) << "bad input wrote " << out;
+  const auto at = r.err.find("error:");
+  if (at != std::string::npos)
+    std::printf("refused: %s\n", r.err.substr(at, r.err.find('\n', at) - at).c_str());
+}
+
 // The model-parallel CLI tests' bounds against one process. Both runs compute the same fp64 sums
 // in another order (a row-parallel product adds partial sums, a vocabulary-parallel loss sums
 // exponentials per rank, stages meet over messages), each off by a few ulps (2.2e-16 relative);
