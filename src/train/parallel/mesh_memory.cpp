@@ -19,22 +19,39 @@ int64_t vocab_rows(const DecoderShape& m, int tp) {
   return ceil_div(m.vocab, tp);
 }
 
+int64_t head_size(const DecoderShape& m) {
+  return m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
+}
+
+// One norm's elements: LayerNorm's scale and bias, or RMSNorm's scale.
+int64_t norm_params(const DecoderShape& m) {
+  return (m.norm_bias ? 2 : 1) * m.hidden;
+}
+
+// A block's weight matrices (what its products cost; biases and norms are not products).
+int64_t block_matrices(const DecoderShape& m) {
+  const int64_t q = m.heads * head_size(m), kv = m.kv_heads * head_size(m);
+  return 2 * m.hidden * q + 2 * m.hidden * kv + (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
+}
+
 }  // namespace
 
 int64_t layer_params(const DecoderShape& m, int tp) {
-  const int64_t head_dim = m.hidden / m.heads;
-  const int64_t attention = 2 * m.hidden * m.hidden + 2 * m.hidden * m.kv_heads * head_dim;
-  const int64_t mlp = (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
+  const int64_t q = m.heads * head_size(m), kv = m.kv_heads * head_size(m);
   // Q and O split by heads, K and V by kv heads (replicated when fewer than tp: each rank keeps
-  // the group its query heads use), the MLP by its inner width; two norms on every rank.
+  // the group its query heads use), the MLP by its inner width; the norms on every rank.
   const int64_t kv_split = std::min<int64_t>(tp, m.kv_heads);
-  const int64_t kv = 2 * m.hidden * m.kv_heads * head_dim;
-  return (attention - kv) / tp + kv / kv_split + mlp / tp + 2 * m.hidden;
+  const int64_t mlp = (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
+  int64_t n = 2 * m.hidden * q / tp + 2 * m.hidden * kv / kv_split + mlp / tp + 2 * norm_params(m);
+  if (m.biases || m.qkv_biases) n += q / tp + 2 * kv / kv_split;  // column-parallel Q, K, V
+  // The MLP's column-parallel input biases split; the row-parallel output projections' whole.
+  if (m.biases) n += (m.gated_mlp ? 2 : 1) * m.ffn / tp + 2 * m.hidden;
+  return n;
 }
 
 int64_t model_params(const DecoderShape& m) {
   const int64_t embeddings = (m.tied_embeddings ? 1 : 2) * m.vocab * m.hidden;
-  return m.layers * layer_params(m, 1) + embeddings + m.hidden;  // + the final norm
+  return m.layers * layer_params(m, 1) + embeddings + m.positions * m.hidden + norm_params(m);
 }
 
 int64_t layer_activation_bytes(const MeshMemoryQuery& q) {
@@ -58,7 +75,7 @@ int64_t layer_activation_bytes(const MeshMemoryQuery& q) {
   const bool gpulab = q.activation_model == ActivationModel::kGpulab;
   const double s = static_cast<double>(q.seq_len), b = static_cast<double>(q.micro_batch);
   const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
-  const double kv = static_cast<double>(m.kv_heads * (m.hidden / m.heads));
+  const double kv = static_cast<double>(m.kv_heads * head_size(m));
   const double f = static_cast<double>(m.ffn);
   const double t = q.tp;
   const double sp = q.sequence_parallel ? t : 1.0;  // what sequence parallelism divides by
@@ -77,7 +94,8 @@ int64_t layer_activation_bytes(const MeshMemoryQuery& q) {
 
 namespace {
 
-// What the first and the last stage hold beside their layers: the embedding; the final norm and
+// What the first and the last stage hold beside their layers: the embedding (and a learned
+// position table); the final norm and
 // the output layer (a tied one too when it is on another stage than the embedding: it needs the
 // weight). With one stage, one rank holds all of them once.
 struct StageExtras {
@@ -87,15 +105,17 @@ struct StageExtras {
 
 StageExtras stage_extras(const DecoderShape& m, int tp, int pp) {
   const int64_t table = vocab_rows(m, tp) * m.hidden;
-  return {table,
-          m.hidden + (m.tied_embeddings && pp > 1 ? table : 0) + (m.tied_embeddings ? 0 : table)};
+  // A learned position table is replicated on the first stage's TP ranks.
+  return {
+      table + m.positions * m.hidden,
+      norm_params(m) + (m.tied_embeddings && pp > 1 ? table : 0) + (m.tied_embeddings ? 0 : table)};
 }
 
 }  // namespace
 
 std::vector<int64_t> stage_layers(const DecoderShape& m, int pp, int64_t seq_len) {
-  const int64_t matrices = layer_params(m, 1) - 2 * m.hidden;  // a block less its two norms
-  const StageCosts costs = decoder_stage_costs(m.hidden, matrices, m.hidden, m.vocab, seq_len);
+  const StageCosts costs =
+      decoder_stage_costs(m.hidden, block_matrices(m), m.heads * head_size(m), m.vocab, seq_len);
   std::vector<int64_t> out;
   for (const StageSpan& s : split_stages(m.layers, pp, 1, costs)) out.push_back(s.num_blocks);
   return out;

@@ -17,7 +17,12 @@ struct DecoderShape {
   int64_t heads = 0;     // query heads
   int64_t kv_heads = 0;  // key/value heads (grouped-query attention); = heads without it
   int64_t vocab = 0;
-  bool gated_mlp = true;  // SwiGLU (gate, up, down: 3 matrices) or a plain MLP (2)
+  int64_t head_dim = 0;     // 0: hidden / heads
+  bool gated_mlp = true;    // SwiGLU (gate, up, down: 3 matrices) or a plain MLP (2)
+  bool biases = false;      // every linear layer has a bias (GPT-2)
+  bool qkv_biases = false;  // only the query, key and value projections do (Qwen2)
+  bool norm_bias = false;   // LayerNorm (scale and bias); false: RMSNorm (scale only)
+  int64_t positions = 0;    // rows of a learned position table (GPT-2); 0: none (rotary)
   bool tied_embeddings = false;
   bool dropout = false;  // GPT-3's dropout masks (Korthikanti's model); gpulab trains without
 };
@@ -60,7 +65,8 @@ struct MeshMemory {
   int64_t total() const { return params + grads + optimizer + activations; }
 };
 
-// Elements of one decoder layer on one TP rank (matrices split, norms replicated).
+// Elements of one decoder layer on one TP rank: the matrices and the column-parallel biases
+// split, the norms and the row-parallel biases (added once, after the sum) whole on every rank.
 int64_t layer_params(const DecoderShape& m, int tp);
 // All elements of the model on one rank (TP 1, PP 1): the count Hugging Face reports.
 int64_t model_params(const DecoderShape& m);

@@ -155,7 +155,12 @@ DecoderShape decoder_shape(const DecoderConfig& c) {
           .heads = c.num_heads,
           .kv_heads = c.num_kv_heads,
           .vocab = c.vocab_size,
+          .head_dim = c.dim_per_head(),
           .gated_mlp = c.traits().gated_mlp,
+          .biases = c.traits().biases,
+          .qkv_biases = c.traits().qkv_biases,
+          .norm_bias = c.traits().norm_bias,
+          .positions = c.traits().rotary ? 0 : c.max_positions,
           .tied_embeddings = c.tie_word_embeddings};
 }
 

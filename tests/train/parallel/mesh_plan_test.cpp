@@ -95,6 +95,18 @@ void expect_only_fitting(const std::string& out, const std::vector<LayoutPlan>& 
   EXPECT_TRUE(listed) << out;
 }
 
+// The planner counts every listed shape's parameters as the shape itself does (which
+// DecoderShapes.ListedCountsEqualTransformers checks against transformers): GPT-2's biases,
+// LayerNorm biases and position table, Qwen2's q/k/v biases, tied and untied output layers.
+TEST(MeshPlan, ParameterCountOfEveryListedShapeIsTheModels) {
+  int families = 0;
+  for (const auto& c : train::decoder_shapes()) {
+    EXPECT_EQ(model_params(decoder_shape(c)), c.num_parameters()) << c.name;
+    families |= c.family == "gpt2" ? 1 : c.family == "qwen2" ? 2 : 4;
+  }
+  EXPECT_EQ(families, 7) << "a family without a listed shape";
+}
+
 TEST(MeshPlanCli, Llama70bOnSixteenH100sListsWhatFitsAndKeepsTpInANode) {
   auto r = plan({"--model", "llama3-70b", "--gpus", "16", "--gpu", "h100"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -18,6 +18,7 @@
 #include "train/dist_worker.h"
 #include "train/parallel/device_mesh.h"
 #include "train/parallel/mesh_memory.h"
+#include "train/parallel/mesh_plan.h"
 #include "train/parallel/tp_llama.h"
 #include "train/parallel/tp_llama_state.h"
 #include "train/parallel/vocab_parallel_cross_entropy.h"
@@ -209,8 +210,7 @@ Bytes formula(const Case& k, const DecoderConfig& c) {
 // fp64, for the printout: what sequence parallelism saves (a formula, not a measurement).
 int64_t activations_per_layer(const Case& k, const DecoderConfig& c) {
   MeshMemoryQuery q;
-  q.model = {c.num_layers,   c.hidden_size, c.intermediate_size, c.num_heads,
-             c.num_kv_heads, c.vocab_size,  /*gated_mlp=*/true,  c.tie_word_embeddings};
+  q.model = decoder_shape(c);
   q.tp = k.tp;
   q.seq_len = kLlamaSeq;
   q.micro_batch = kLlamaBatch;

@@ -18,6 +18,7 @@
 #include "train/parallel/device_mesh.h"
 #include "train/parallel/mesh_memory.h"
 #include "train/parallel/mesh_plan.h"
+#include "train/parallel/tp_families.h"
 #include "train/parallel/tp_llama.h"
 #include "train/parallel/tp_llama_state.h"
 
@@ -47,6 +48,26 @@ DecoderConfig memory_shape(int64_t layers, bool tied) {
   return c;
 }
 
+// The same shape in another family: GPT-2 (every linear layer biased, LayerNorm, a learned
+// position table, no grouped-query attention) and Qwen2 (q/k/v biases, 2 kv heads: split at TP 2,
+// replicated at TP 4).
+DecoderConfig family_shape(const std::string& family, bool tied) {
+  DecoderConfig c = memory_shape(2, tied);
+  c.family = family;
+  c.name = family + "-tp-memory";
+  c.num_kv_heads = family == "gpt2" ? c.num_heads : 2;
+  return c;
+}
+
+// The parameter elements of this rank's part of the family's TP model.
+int64_t rank_params(TpGroup& g, const DecoderConfig& c) {
+  torch::manual_seed(3);
+  auto m = build_tp_causal_lm(c, g, torch::kCPU);
+  int64_t n = 0;
+  for (const auto& p : m->parameters()) n += p.numel();
+  return n;
+}
+
 int64_t heap_bytes() {
   const struct mallinfo2 mi = mallinfo2();
   return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
@@ -72,7 +93,8 @@ std::pair<int64_t, int64_t> kept_by_forward(TpGroup& g, const DecoderConfig& c, 
 }
 
 // Writes [parameters (2 blocks, untied), parameters (2 blocks, tied), kept: 2 blocks, 4 blocks
-// without sequence parallelism, then the same with it].
+// without sequence parallelism, then the same with it, then the parameters of GPT-2 (untied,
+// tied) and Qwen2 (untied, tied)].
 int tp_memory_scenario() {
   dist::Communicator world = train::testing::worker_world();
   DeviceMesh mesh(world, world.size(), 1);
@@ -82,6 +104,8 @@ int tp_memory_scenario() {
   for (bool sp : {false, true})
     for (int64_t layers : {2, 4})
       out.push_back(kept_by_forward(g, memory_shape(layers, false), sp).first);
+  for (const char* family : {"gpt2", "qwen2"})
+    for (bool tied : {false, true}) out.push_back(rank_params(g, family_shape(family, tied)));
   train::testing::save_tensors("mem" + std::to_string(g.rank()), {torch::tensor(out)});
   return 0;
 }
@@ -123,13 +147,19 @@ class TpMemory : public ::testing::TestWithParam<int> {};
 TEST_P(TpMemory, PlannerMatchesWhatRanksHold) {
   const int tp = GetParam();
   const auto got = run_memory_case(tp);
-  ASSERT_EQ(got.size(), 6u);
+  ASSERT_EQ(got.size(), 10u);
   // Parameters per rank: exactly the planner's count (vocabulary padded to a multiple of TP,
-  // norms on every rank, an untied output layer split like the embedding).
+  // norms and row-parallel biases on every rank, an untied output layer split like the
+  // embedding), for every family.
   for (bool tied : {false, true}) {
     const auto c = memory_shape(2, tied);
     EXPECT_EQ(got[tied ? 1 : 0], mesh_memory(query(c, tp, false)).params_per_gpu)
         << (tied ? "tied" : "untied");
+    for (size_t f = 0; f < 2; ++f) {
+      const auto fc = family_shape(f == 0 ? "gpt2" : "qwen2", tied);
+      EXPECT_EQ(got[6 + 2 * f + (tied ? 1 : 0)], mesh_memory(query(fc, tp, false)).params_per_gpu)
+          << fc.name << (tied ? " tied" : " untied");
+    }
   }
 #if defined(__SANITIZE_ADDRESS__)  // the sanitize-train tree (GCC)
   GTEST_SKIP() << "built with AddressSanitizer, whose allocator is not the glibc heap mallinfo2 "
