@@ -28,20 +28,32 @@ int64_t norm_params(const DecoderShape& m) {
   return (m.norm_bias ? 2 : 1) * m.hidden;
 }
 
+// A block's widths: the query heads' (Q's outputs, O's inputs), the kv heads' (K's and V's
+// outputs), and its MLP's matrices.
+struct BlockParts {
+  int64_t q = 0;
+  int64_t kv = 0;
+  int64_t mlp = 0;
+};
+
+BlockParts block_parts(const DecoderShape& m) {
+  return {m.heads * head_size(m), m.kv_heads * head_size(m),
+          (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn};
+}
+
 // A block's weight matrices (what its products cost; biases and norms are not products).
 int64_t block_matrices(const DecoderShape& m) {
-  const int64_t q = m.heads * head_size(m), kv = m.kv_heads * head_size(m);
-  return 2 * m.hidden * q + 2 * m.hidden * kv + (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
+  const BlockParts b = block_parts(m);
+  return 2 * m.hidden * b.q + 2 * m.hidden * b.kv + b.mlp;
 }
 
 }  // namespace
 
 int64_t layer_params(const DecoderShape& m, int tp) {
-  const int64_t q = m.heads * head_size(m), kv = m.kv_heads * head_size(m);
+  const auto [q, kv, mlp] = block_parts(m);
   // Q and O split by heads, K and V by kv heads (replicated when fewer than tp: each rank keeps
   // the group its query heads use), the MLP by its inner width; the norms on every rank.
   const int64_t kv_split = std::min<int64_t>(tp, m.kv_heads);
-  const int64_t mlp = (m.gated_mlp ? 3 : 2) * m.hidden * m.ffn;
   int64_t n = 2 * m.hidden * q / tp + 2 * m.hidden * kv / kv_split + mlp / tp + 2 * norm_params(m);
   if (m.biases || m.qkv_biases) n += q / tp + 2 * kv / kv_split;  // column-parallel Q, K, V
   // The MLP's column-parallel input biases split; the row-parallel output projections' whole.
