@@ -86,6 +86,13 @@ struct ZooCase {
   int64_t image_size;
 };
 
+// How gtest (and so ctest's test name) shows a case: by value, not its bytes, which held the model
+// name's address and changed from build to build.
+void PrintTo(const ZooCase& c, std::ostream* os) {
+  *os << c.model << " at "
+      << (c.image_size > 0 ? std::to_string(c.image_size) + " px" : "its size");
+}
+
 class ZooConfig : public ::testing::TestWithParam<ZooCase> {};
 
 TEST_P(ZooConfig, NormDropoutAndStochasticDepthSettingsMatchTorchvision) {
