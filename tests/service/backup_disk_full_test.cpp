@@ -25,7 +25,7 @@ TEST_F(BackupDiskFull, FullBackupFolderIs507AndKeepsTheGoodBackup) {
   fs::create_symlink(disk.path, dir_ / "backups");  // the service's backup_dir, on the tmpfs
   start_service(four_gpu_config(engine_->host, unique_port_base()));
   if (HasFatalFailure() || IsSkipped()) return;
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   HttpClient c(svc_->url());
   const std::string box = prefix_ + "-box";
   auto made = c.post_json(api + "/create", {{"name", box}, {"image", kBoxImage}, {"gpu_count", 0}});

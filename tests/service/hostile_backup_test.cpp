@@ -75,7 +75,7 @@ TEST_F(HostileBackup, EveryHostileArchiveIsRefusedAndLeavesNothing) {
   ASSERT_TRUE(make_hostile_archives(made)) << "python3 failed; see " << (made / "hostile.log");
   const auto images_before = client_->list_images().value_or_throw().size();
   const auto backups_before = files_in(svc_->backup_dir());
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   HttpClient c(svc_->url());
   int refused = 0;
   for (const char* name :

@@ -79,7 +79,7 @@ TEST_F(HttpFuzz, ArbitraryBytesGetErrorEnvelopesAndTheServiceStaysUp) {
     for (auto& c : s) c = static_cast<char>(any(256));
     return s;
   };
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   const std::vector<std::string> posts = {"/create",
                                           "/start",
                                           "/stop",

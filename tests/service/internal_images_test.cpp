@@ -18,19 +18,17 @@ namespace {
 
 class InternalImages : public ServiceTest {
  protected:
-  const std::string api_ = "/api/v1/gpu-docker";
-
   // A container with one backup of it; returns the backup's image name on the engine.
   std::string container_with_backup(HttpClient& c, const std::string& name) {
     EXPECT_TRUE(ok(
-        c.post_json(api_ + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 0}})));
+        c.post_json(kApi + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 0}})));
     std::string backup = name + "-b";
-    EXPECT_TRUE(ok(c.post_json(api_ + "/backup", {{"name", name}, {"backup_name", backup}})));
+    EXPECT_TRUE(ok(c.post_json(kApi + "/backup", {{"name", name}, {"backup_name", backup}})));
     return "gpulab-backup:" + backup;
   }
   HttpResult restore(HttpClient& c, const std::string& image, const std::string& name) {
     std::string file = image.substr(image.find(':') + 1) + ".tar";
-    return c.post_json(api_ + "/restore",
+    return c.post_json(kApi + "/restore",
                        {{"backup_path", file}, {"name", name}, {"gpu_count", 0}});
   }
   // The state a SIGKILL leaves in the middle of a GPU-count recreate, after the old container's
@@ -39,8 +37,8 @@ class InternalImages : public ServiceTest {
   // Returns the recreate image.
   std::string interrupted_recreate(HttpClient& c, const std::string& name, bool image_too) {
     EXPECT_TRUE(ok(
-        c.post_json(api_ + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 1}})));
-    auto up = c.post_json(api_ + "/update-resources", {{"name", name}, {"gpu_count", 2}});
+        c.post_json(kApi + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 1}})));
+    auto up = c.post_json(kApi + "/update-resources", {{"name", name}, {"gpu_count", 2}});
     EXPECT_TRUE(ok(up)) << up.body;
     auto info = client_->inspect_container(name);
     EXPECT_TRUE(info.ok());
@@ -65,9 +63,9 @@ TEST_F(InternalImages, RestoredImageGoesWithItsLastContainer) {
   EXPECT_FALSE(client_->image_exists(image));  // the file is the backup, not the engine's image
   ASSERT_TRUE(ok(restore(c, image, prefix_ + "-r1")));
   ASSERT_TRUE(ok(restore(c, image, prefix_ + "-r2")));
-  ASSERT_TRUE(ok(c.post_json(api_ + "/delete", {{"name", prefix_ + "-r1"}})));
+  ASSERT_TRUE(ok(c.post_json(kApi + "/delete", {{"name", prefix_ + "-r1"}})));
   EXPECT_TRUE(client_->image_exists(image)) << "r2 still runs it";
-  ASSERT_TRUE(ok(c.post_json(api_ + "/delete", {{"name", prefix_ + "-r2"}})));
+  ASSERT_TRUE(ok(c.post_json(kApi + "/delete", {{"name", prefix_ + "-r2"}})));
   EXPECT_FALSE(client_->image_exists(image));
 }
 
@@ -88,14 +86,14 @@ TEST_F(InternalImages, RecreateLetsGoOfTheImageItReplaced) {
   std::string image = container_with_backup(c, prefix_ + "-src");
   std::string name = prefix_ + "-r";
   ASSERT_TRUE(ok(restore(c, image, name)));
-  auto up = c.post_json(api_ + "/update-resources", {{"name", name}, {"gpu_count", 1}});
+  auto up = c.post_json(kApi + "/update-resources", {{"name", name}, {"gpu_count", 1}});
   ASSERT_TRUE(ok(up)) << up.body;
   EXPECT_FALSE(client_->image_exists(image));
   auto info = client_->inspect_container(name);
   ASSERT_TRUE(info.ok());
   std::string recreate = info->image;
   EXPECT_EQ(recreate.rfind("gpulab-recreate:", 0), 0u) << recreate;
-  ASSERT_TRUE(ok(c.post_json(api_ + "/delete", {{"name", name}})));
+  ASSERT_TRUE(ok(c.post_json(kApi + "/delete", {{"name", name}})));
   EXPECT_FALSE(client_->image_exists(recreate));
 }
 
@@ -105,9 +103,9 @@ TEST_F(InternalImages, RestartRemovesOrphansOfItsOwnBookOnly) {
   HttpClient c(svc_->url());
   std::string name = prefix_ + "-src";
   ASSERT_TRUE(
-      ok(c.post_json(api_ + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 0}})));
+      ok(c.post_json(kApi + "/create", {{"name", name}, {"image", kBoxImage}, {"gpu_count", 0}})));
   std::string kept = prefix_ + "-snap";
-  ASSERT_TRUE(ok(c.post_json(api_ + "/snapshot", {{"name", name}, {"snapshot_name", kept}})));
+  ASSERT_TRUE(ok(c.post_json(kApi + "/snapshot", {{"name", name}, {"snapshot_name", kept}})));
   // What a kill right after the engine's commit leaves: the image, carrying the container's
   // labels (this book's id among them), and no row.
   docker::CommitSpec lost{"gpulab-snapshot", prefix_ + "-lost", "", "", {}, {}, true};
@@ -151,11 +149,11 @@ TEST_F(InternalImages, ServiceKilledDuringRestoreLeavesNoLoadedImage) {
     ASSERT_TRUE(loaded) << "the restore never loaded " << image;
     ASSERT_TRUE(svc_->start()) << svc_->log_tail();
     HttpClient c(svc_->url());
-    auto list = c.get(api_ + "/list").json()["data"]["containers"];
+    auto list = c.get(kApi + "/list").json()["data"]["containers"];
     bool restored = false;
     for (const auto& x : list) restored = restored || x["name"] == name;
     if (restored) {  // the kill came after the restore ended: nothing to check; again
-      ASSERT_TRUE(ok(c.post_json(api_ + "/delete", {{"name", name}})));
+      ASSERT_TRUE(ok(c.post_json(kApi + "/delete", {{"name", name}})));
       ASSERT_FALSE(client_->image_exists(image));
       continue;
     }
@@ -180,7 +178,7 @@ TEST_F(InternalImages, InterruptedRecreateIsFinishedAtRestart) {
   EXPECT_EQ(info->image, image);
   EXPECT_TRUE(info->running);
   HttpClient again(svc_->url());
-  auto list = again.get(api_ + "/list").json()["data"]["containers"];
+  auto list = again.get(kApi + "/list").json()["data"]["containers"];
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0]["status"], "running");
   EXPECT_EQ(list[0]["gpu_uuids"].size(), 2u);
@@ -196,9 +194,9 @@ TEST_F(InternalImages, RecreateWhoseImageIsGoneReleasesItsRow) {
   (void)interrupted_recreate(c, name, true);
   ASSERT_TRUE(svc_->start()) << svc_->log_tail();
   HttpClient again(svc_->url());
-  auto list = again.get(api_ + "/list").json()["data"]["containers"];
+  auto list = again.get(kApi + "/list").json()["data"]["containers"];
   EXPECT_TRUE(list.empty()) << list.dump();
-  const Json gpus = again.get(api_ + "/gpus").json();  // a local: the loop reads into it
+  const Json gpus = again.get(kApi + "/gpus").json();  // a local: the loop reads into it
   for (const auto& g : gpus["data"]["gpus"]) EXPECT_FALSE(g.value("allocated", false)) << g.dump();
   EXPECT_NE(svc_->log_lines("cannot be recreated").find(name), std::string::npos)
       << svc_->log_tail();

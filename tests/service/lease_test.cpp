@@ -36,7 +36,7 @@ TEST_F(ServiceLeases, LeaseHoldsGpusAndPortUntilItsContainerIsGone) {
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;
   HttpClient c(svc_->url());
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   std::string lease = prefix_ + "-ddp";
   auto l = c.post_json(api + "/leases", {{"name", lease}, {"gpu_count", 2}});
   ASSERT_TRUE(ok(l)) << l.body;
@@ -119,7 +119,7 @@ TEST_F(ServiceLeases, ExplicitReleaseAndUnusedLeaseExpiry) {
   cfg["auth_required"] = true;
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   HttpClient alice(svc_->url(), svc_->add_user("alice", false));
   HttpClient bob(svc_->url(), svc_->add_user("bob", false));
   auto l = alice.post_json(api + "/leases",
@@ -159,7 +159,7 @@ TEST_F(ServiceLeases, GpusOfADdpRunWithoutLeaseAreNotHandedOut) {
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;
   HttpClient c(svc_->url());
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   // What `gpulab ddp --no-service` leaves on the engine: labels only, no lease.
   docker::CreateSpec spec;
   spec.name = prefix_ + "-direct-2-11-12";

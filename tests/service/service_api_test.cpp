@@ -22,7 +22,7 @@ TEST_F(ServiceApi, SeedWalkthrough) {
   start_service(four_gpu_config(engine_->host, base));
   if (HasFatalFailure() || IsSkipped()) return;
   HttpClient c(svc_->url());
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   auto status = c.get(api + "/status");
   ASSERT_TRUE(ok(status)) << status.body;
   EXPECT_EQ(status.json()["message"], "GPU status retrieved successfully");

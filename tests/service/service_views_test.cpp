@@ -98,7 +98,7 @@ class EngineRelay {
 TEST_F(ServiceViews, AnonymousRequestsAreRefusedOnceUsersExist) {
   start_service(four_gpu_config(engine_->host, unique_port_base()));
   if (HasFatalFailure() || IsSkipped()) return;
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   HttpClient anon(svc_->url());
   std::string mine = prefix_ + "-local";
   // Single-user loopback service: no token needed.
@@ -131,7 +131,7 @@ TEST_F(ServiceViews, UsersSeeNoOtherUsersContainerNamesInGpusOrMetrics) {
   cfg["auth_required"] = true;
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   HttpClient alice(svc_->url(), svc_->add_user("alice", false));
   HttpClient bob(svc_->url(), svc_->add_user("bob", false));
   HttpClient admin(svc_->url(), svc_->add_user("boss", true));
@@ -167,7 +167,7 @@ TEST_F(ServiceViews, RefusedRequestsAreAudited) {
   cfg["auth_required"] = true;
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   HttpClient alice(svc_->url(), svc_->add_user("alice", false));
   HttpClient bob(svc_->url(), svc_->add_user("bob", false));
   HttpClient admin(svc_->url(), svc_->add_user("boss", true));
@@ -226,7 +226,7 @@ TEST_F(ServiceViews, RecreatingDuringThePortRestSaysThePortRests) {
   cfg["port_rest_seconds"] = 60;
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   HttpClient c(svc_->url());
   int port = base + 905;
   Json spec = {{"name", prefix_ + "-rest"},

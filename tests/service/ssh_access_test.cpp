@@ -138,7 +138,7 @@ TEST_F(ServiceSsh, AdminIssuesAndRevokesTokens) {
   cfg["auth_required"] = true;
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   std::string admin_token = svc_->add_user("root-admin", true);
   ASSERT_FALSE(admin_token.empty());
   HttpClient admin(svc_->url(), admin_token);

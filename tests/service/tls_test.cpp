@@ -85,7 +85,7 @@ TEST_F(ServiceTls, FailedTokenChecksAreThrottledPerAddress) {
   cfg["auth_required"] = true;
   start_service(cfg);
   if (HasFatalFailure() || IsSkipped()) return;
-  const std::string api = "/api/v1/gpu-docker";
+  const std::string& api = kApi;
   std::string good = svc_->add_user("carol", true);
   HttpClient guesser(svc_->url(), "glt_guess");
   HttpClient neighbour(svc_->url(), good);
