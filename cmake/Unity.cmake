@@ -48,7 +48,7 @@ endfunction()
 # the batches were laid out, so that adding them moved no batch) move to an object library
 # `late` with the target's settings, compiled in units by folder, its objects linked into the
 # target. Files with flags of their own (COMPILE_OPTIONS or COMPILE_DEFINITIONS) stay and compile
-# alone.
+# alone. The settings are copied when it is called: call it after the target's last setting.
 function(gpulab_unity_late target late)
   if(NOT GPULAB_UNITY)
     return()
