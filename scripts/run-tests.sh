@@ -36,7 +36,9 @@ interrupted() {
 trap interrupted INT TERM
 # Every test's output, passed ones too, is kept in the JUnit file (the figures a report quotes).
 # Tests that start dockerd, namespaces or several ranks serialize themselves with RESOURCE_LOCK.
-ctest --test-dir "$BUILD" --output-on-failure --parallel "${CTEST_PARALLEL:-2}" \
+# CTEST_PARALLEL CPU-heavy tests at once (2): each takes two of ctest's slots, a test that mostly
+# waits takes one (PROCESSORS, tests/CMakeLists.txt).
+ctest --test-dir "$BUILD" --output-on-failure --parallel "$((2 * ${CTEST_PARALLEL:-2}))" \
   --timeout 1800 --output-junit "$junit" "${@:2}"
 rc=$?
 rm -f "$before"

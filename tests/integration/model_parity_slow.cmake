@@ -3,7 +3,7 @@
 # small size through test_train's EvalParity tests.
 if(TARGET test_train)
   add_test(NAME model_parity_full_size
-           COMMAND sh -c "if [ -z \"$GPULAB_SLOW_TESTS\" ]; then echo 'skipped: set GPULAB_SLOW_TESTS=1 to run'; exit 77; fi; exec \"$0\" --gtest_filter='AllModels/EvalParity.*'"
+           COMMAND sh -c "if [ -z \"$GPULAB_SLOW_TESTS\" ]; then echo 'skipped: set GPULAB_SLOW_TESTS=1 to run'; exit 77; fi; exec \"$0\" --gtest_filter='*/EvalParity.*'"
                    $<TARGET_FILE:test_train>)
   set_tests_properties(model_parity_full_size PROPERTIES LABELS slow SKIP_RETURN_CODE 77
                                                          TIMEOUT 7200)

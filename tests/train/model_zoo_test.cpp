@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "core/json.h"
 #include "core/subprocess.h"
@@ -226,8 +228,45 @@ TEST_P(EvalParity, OutputsMatchTorchvision) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllModels, EvalParity, ::testing::ValuesIn(all_models()),
+// `make test` checks one model per code path: each block kind (basic, bottleneck, grouped), each
+// norm (none, BatchNorm, LayerNorm), each stem and head. The others differ from one of these only
+// in depth, width or the settings ModelZoo.ParameterCountsMatchTorchvision and ZooConfig check in
+// `make test`; their eval parity (about 370 s on 2 cores) runs in `make test-long` (OtherSizes,
+// label long in tests/CMakeLists.txt).
+std::vector<std::string> code_path_models() {
+  return {"resnet18",
+          "resnet50",
+          "resnext50_32x4d",
+          "efficientnet_b0",
+          "vit_b_32",
+          "densenet121",
+          "vgg11",
+          "vgg11_bn",
+          "mobilenet_v2",
+          "mobilenet_v3_small",
+          "mobilenet_v3_large",
+          "convnext_tiny"};
+}
+
+std::vector<std::string> other_size_models() {
+  const auto core = code_path_models();
+  std::vector<std::string> rest;
+  for (const auto& name : all_models()) {
+    if (std::find(core.begin(), core.end(), name) == core.end()) rest.push_back(name);
+  }
+  return rest;
+}
+
+INSTANTIATE_TEST_SUITE_P(CodePaths, EvalParity, ::testing::ValuesIn(code_path_models()),
                          [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(OtherSizes, EvalParity, ::testing::ValuesIn(other_size_models()),
+                         [](const auto& p) { return p.param; });
+
+// The two sets split the table: every code-path name is a model, and together they are all.
+TEST(EvalParitySets, SplitTheModelTable) {
+  for (const auto& name : code_path_models()) EXPECT_TRUE(find_model(name).ok()) << name;
+  EXPECT_EQ(code_path_models().size() + other_size_models().size(), all_models().size());
+}
 
 // The check above can fail: the same export with one classifier weight off by a tenth of the
 // largest one is outside the tolerance (a wrong layer or a missed buffer is far worse).
