@@ -36,8 +36,8 @@ interrupted() {
 trap interrupted INT TERM
 # Every test's output, passed ones too, is kept in the JUnit file (the figures a report quotes).
 # Tests that start dockerd, namespaces or several ranks serialize themselves with RESOURCE_LOCK.
-# CTEST_PARALLEL CPU-heavy tests at once (2): each takes two of ctest's slots, a test that mostly
-# waits takes one (PROCESSORS, tests/CMakeLists.txt).
+# CTEST_PARALLEL CPU-heavy tests at once (2): each takes two of ctest's slots, a short unit test
+# that mostly waits takes one (PROCESSORS, tests/CMakeLists.txt).
 ctest --test-dir "$BUILD" --output-on-failure --parallel "$((2 * ${CTEST_PARALLEL:-2}))" \
   --timeout 1800 --output-junit "$junit" "${@:2}"
 rc=$?

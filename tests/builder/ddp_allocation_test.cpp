@@ -43,12 +43,14 @@ std::string holder(const docker::Client& client, const std::string& label, const
 
 TEST(DdpAllocation, DirectPathSkipsWhatContainersHoldAndSaysHowManyAreFree) {
   GPULAB_REQUIRE_DOCKER(client);
-  // UUIDs and ports of this test alone: other tests' containers on the engine never match them.
+  // UUIDs, indices and ports of this test alone: other tests' containers on the engine (a lab
+  // test's ddp run labels GPUs 0 and 1 by index) never match them.
   const std::string tag = std::to_string(::getpid());
+  const int first = 100 + ::getpid() % 10000 * 3;
   gpu::Inventory inv;
-  inv.gpus = {gpu_of(gpu::Vendor::kNvidia, 0, "GPU-ddp-" + tag + "-0"),
-              gpu_of(gpu::Vendor::kNvidia, 1, "GPU-ddp-" + tag + "-1"),
-              gpu_of(gpu::Vendor::kNvidia, 2, "GPU-ddp-" + tag + "-2")};
+  for (int i = 0; i < 3; ++i)
+    inv.gpus.push_back(
+        gpu_of(gpu::Vendor::kNvidia, first + i, "GPU-ddp-" + tag + "-" + std::to_string(i)));
   DdpOptions opts;
   opts.no_service = true;
   opts.ssh_port_base = testing::unique_port_base();
@@ -63,7 +65,7 @@ TEST(DdpAllocation, DirectPathSkipsWhatContainersHoldAndSaysHowManyAreFree) {
   EXPECT_NE(said.str().find("directly on the engine (--no-service)"), std::string::npos);
 
   DdpGrant g = allocator.allocate(2, /*want_ssh=*/true);
-  EXPECT_EQ(g.gpu_indices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(g.gpu_indices, (std::vector<int>{first, first + 1}));
   EXPECT_EQ(g.ssh_port, opts.ssh_port_base + 22);  // base+11 is held
   ASSERT_EQ(g.gpu_requests.size(), 1u);
   EXPECT_EQ(g.gpu_requests[0].device_ids,
@@ -72,7 +74,7 @@ TEST(DdpAllocation, DirectPathSkipsWhatContainersHoldAndSaysHowManyAreFree) {
   EXPECT_TRUE(g.devices.empty());
 
   // A ddp container holds GPU 0 by index: one GPU is free, two cannot be had.
-  ContainerCleanup ddp_one{client, holder(client, "gpulab.gpu_indices", "0", 0)};
+  ContainerCleanup ddp_one{client, holder(client, "gpulab.gpu_indices", std::to_string(first), 0)};
   ASSERT_FALSE(ddp_one.id.empty());
   try {
     (void)allocator.allocate(2, false);
@@ -83,7 +85,7 @@ TEST(DdpAllocation, DirectPathSkipsWhatContainersHoldAndSaysHowManyAreFree) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(allocator.allocate(1, false).gpu_indices, (std::vector<int>{1}));
+  EXPECT_EQ(allocator.allocate(1, false).gpu_indices, (std::vector<int>{first + 1}));
 }
 
 TEST(DdpAllocation, CpuRanksGetNoDevicesAndAmdWithoutRenderNodeIsAnError) {

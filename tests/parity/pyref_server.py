@@ -5,8 +5,8 @@ Importing them takes 3 to 6 s of CPU in every reference process; a test run star
 A child runs the same script on the same interpreter and libraries as a fresh process would, with
 the client's arguments, working directory, environment and standard streams (passed over the
 socket), in a process group of its own that is killed when the client goes away (a test's
-timeout). The client (pyref_client.py) runs the interpreter itself when no server answers, or when
-its environment differs from the server's in a variable that libraries read only when loaded.
+timeout). The client (pyref_client.py.in) runs the interpreter itself when no server answers, or
+when the server finds its environment differs in a variable that libraries read only when loaded.
 
 usage: pyref_server.py start SOCKET | stop SOCKET
 """
@@ -21,7 +21,7 @@ import sys
 import time
 
 # Read once, when a library is loaded (OpenMP, MKL, the allocator, Python itself): a client whose
-# value differs runs its own interpreter (pyref_client.py compares them).
+# value differs is told to run its own interpreter (start_child compares them).
 LOAD_TIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "PYTHON", "MALLOC_",
                       "TORCH_", "PYTORCH_", "CUDA_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "LC_",
                       "LANG")
@@ -49,19 +49,26 @@ def preimport():
 
 def recv_request(conn):
     """The header (JSON: argv, cwd, env) and the client's stdin, stdout and stderr."""
+    conn.settimeout(10)  # a client that connects and says nothing must not stall the others
     fds = array.array("i")
-    data, ancdata, _, _ = conn.recvmsg(MAX_HEADER, socket.CMSG_LEN(3 * fds.itemsize))
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
-    while not data.endswith(b"\n"):
-        more = conn.recv(MAX_HEADER)
-        if not more:
-            raise ValueError("the client closed before its request ended")
-        data += more
-    if len(fds) != 3:
-        raise ValueError("expected 3 file descriptors, got %d" % len(fds))
-    return json.loads(data), list(fds)
+    try:
+        data, ancdata, _, _ = conn.recvmsg(MAX_HEADER, socket.CMSG_LEN(3 * fds.itemsize))
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+        while not data.endswith(b"\n"):
+            more = conn.recv(MAX_HEADER)
+            if not more:
+                raise ValueError("the client closed before its request ended")
+            data += more
+        if len(fds) != 3:
+            raise ValueError("expected 3 file descriptors, got %d" % len(fds))
+        request = json.loads(data)
+        return {k: request[k] for k in ("argv", "cwd", "env")}, list(fds)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 def run_child(request, fds):
@@ -85,12 +92,12 @@ def run_child(request, fds):
         argv = request["argv"]
         if argv[0] == "-c":
             sys.argv = ["-c"] + argv[2:]
-            sys.path.insert(0, "")
+            sys.path[0] = ""  # was the server's folder; a fresh `python -c` has the current one
             exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
         else:
             import runpy
             sys.argv = list(argv)
-            sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+            sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # as a fresh `python SCRIPT`
             runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as e:
         if e.code is None:
@@ -130,7 +137,7 @@ class Server:
     def start_child(self, conn):
         try:
             request, fds = recv_request(conn)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, KeyError) as e:
             conn.close()
             print("pyref: bad request: %s" % e, file=sys.stderr)
             return
@@ -194,10 +201,9 @@ class Server:
                 if what == "accept":
                     conn, _ = self.listener.accept()
                     self.start_child(conn)
-                elif what == "exit":
-                    self.finish(pid, gone=False)
-                elif pid in self.children:  # the client's side readable: it closed
-                    self.finish(pid, gone=True)
+                elif pid in self.children:  # one select may bring both of a child's events
+                    # "client": its side readable, so it closed (killed); "exit": the child ended.
+                    self.finish(pid, gone=(what == "client"))
 
 
 def start(path):

@@ -45,7 +45,7 @@ TEST(PyRef, RunsAScriptOrCodeAsAFreshInterpreterDoes) {
   std::ofstream(dir.path / "sibling.py") << "VALUE = 42\n";
   std::ofstream(script)
       << "import os, sys, tempfile, sibling\n"
-         "print(sibling.VALUE, sys.argv[1:], os.getcwd(), tempfile.gettempdir())\n"
+         "print(sibling.VALUE, sys.argv[1:], os.getcwd(), tempfile.gettempdir(), sys.path)\n"
          "print(os.environ.get('PYREF_CHECK'), sys.stdin.read().upper())\n"
          "print('to stderr', file=sys.stderr)\n"
          "if sys.argv[1] == 'raise': raise RuntimeError('boom')\n"
@@ -61,7 +61,7 @@ TEST(PyRef, RunsAScriptOrCodeAsAFreshInterpreterDoes) {
       {script.string(), "raise"},
       {script.string(), "kill"},
       {script.string(), "text"},
-      {"-c", "import sys; print(sys.argv); sys.exit(sys.stdin.read())", "x", "y"},
+      {"-c", "import sys; print(sys.argv, sys.path); sys.exit(sys.stdin.read())", "x", "y"},
       {"-c", "syntax error here"}};
   for (const auto& args : cases) {
     const Ran fresh = run(GPULAB_REFERENCE_PYTHON, args, o), forked = run(client(), args, o);
