@@ -11,14 +11,30 @@ find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 find_path(FMT_INCLUDE_DIR fmt/format.h REQUIRED)
 find_path(SPDLOG_INCLUDE_DIR spdlog/spdlog.h REQUIRED)
 
-# fmt and spdlog in header-only mode so a GPU host needs no compiled library of theirs.
+# fmt and spdlog from their headers alone, so a GPU host needs no compiled library of theirs. Their
+# compiled parts are built once (src/third_party) instead of in every unit as header-only mode
+# does (spdlog's cost a service unit 12 of its 37 CPU-s; docs/benchmarks.md, session 37). The
+# sanitizer trees stay header-only: CI compiles them file by file from its cache, and a new
+# definition on every file would recompile them whole (their scripts: `make sanitize`).
+add_library(gpulab_fmt_spdlog INTERFACE)
+target_include_directories(gpulab_fmt_spdlog SYSTEM INTERFACE ${FMT_INCLUDE_DIR} ${SPDLOG_INCLUDE_DIR})
+if(GPULAB_SANITIZE)
+  target_compile_definitions(gpulab_fmt_spdlog INTERFACE FMT_HEADER_ONLY SPDLOG_HEADER_ONLY
+                                                         SPDLOG_FMT_EXTERNAL)
+else()
+  add_library(gpulab_fmt_spdlog_impl STATIC ${PROJECT_SOURCE_DIR}/src/third_party/fmt_compiled.cpp
+                                            ${PROJECT_SOURCE_DIR}/src/third_party/spdlog_compiled.cpp)
+  target_include_directories(gpulab_fmt_spdlog_impl SYSTEM PUBLIC ${FMT_INCLUDE_DIR}
+                                                                  ${SPDLOG_INCLUDE_DIR})
+  target_compile_definitions(gpulab_fmt_spdlog_impl PUBLIC SPDLOG_COMPILED_LIB SPDLOG_FMT_EXTERNAL)
+  target_link_libraries(gpulab_fmt_spdlog_impl PUBLIC Threads::Threads)
+  target_link_libraries(gpulab_fmt_spdlog INTERFACE gpulab_fmt_spdlog_impl)
+endif()
+
 add_library(gpulab_headeronly INTERFACE)
-target_include_directories(gpulab_headeronly SYSTEM INTERFACE ${CLI11_INCLUDE_DIR} ${FMT_INCLUDE_DIR}
-                                                               ${SPDLOG_INCLUDE_DIR})
-target_compile_definitions(gpulab_headeronly INTERFACE FMT_HEADER_ONLY SPDLOG_HEADER_ONLY
-                                                       SPDLOG_FMT_EXTERNAL)
-target_link_libraries(gpulab_headeronly INTERFACE nlohmann_json::nlohmann_json Threads::Threads
-                                                  ${CMAKE_DL_LIBS})
+target_include_directories(gpulab_headeronly SYSTEM INTERFACE ${CLI11_INCLUDE_DIR})
+target_link_libraries(gpulab_headeronly INTERFACE gpulab_fmt_spdlog nlohmann_json::nlohmann_json
+                                                  Threads::Threads ${CMAKE_DL_LIBS})
 
 if(GPULAB_WITH_TRAIN)
   include(${PROJECT_SOURCE_DIR}/cmake/Torch.cmake)
@@ -28,12 +44,9 @@ if(GPULAB_WITH_TRAIN)
   target_link_libraries(gpulab_torch INTERFACE ${TORCH_LIBRARIES})
   # Every executable that links libtorch binds the standard library to libstdc++ (LinkOrder.cmake).
   target_link_options(gpulab_torch INTERFACE "${GPULAB_STDCXX_FIRST}")
-  # Files that include libtorch get line tables and function names only (-g1) in the default
-  # RelWithDebInfo build: backtraces and addr2line keep working, and a unit of 8 such files
-  # compiled in 40 CPU-s instead of 63, its object 7 MB instead of 25 (the shared precompiled
-  # header follows, as GCC requires). GPULAB_TORCH_DEBUG=full keeps -g for a debugger session.
-  set(GPULAB_TORCH_DEBUG "lines" CACHE STRING "debug info in libtorch files: lines (-g1) or full")
-  if(GPULAB_TORCH_DEBUG STREQUAL "lines")
+  # The sanitizer trees give -g1 (GPULAB_DEBUG_INFO, CMakeLists.txt) to libtorch files only, as
+  # their cached objects were built (a unit of 8 such files: 40 CPU-s instead of 63).
+  if(GPULAB_SANITIZE AND GPULAB_DEBUG_INFO STREQUAL "lines")
     target_compile_options(gpulab_torch INTERFACE $<$<CONFIG:RelWithDebInfo>:-g1>)
   endif()
   # A CUDA (or ROCm/HIP, which exposes itself as CUDA) libtorch: compile the device paths.

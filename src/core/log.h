@@ -1,4 +1,5 @@
-// Logging through spdlog (header-only): one logger to stderr, level from GPULAB_LOG or --verbose.
+// Logging through spdlog (its compiled part built once, src/third_party): one logger to stderr,
+// level from GPULAB_LOG or --verbose.
 #pragma once
 
 #include <spdlog/spdlog.h>

@@ -79,8 +79,11 @@ class LabHostsTest : public ::testing::Test {
       if (h["name"] == name) return h;
     return Json();
   }
+  // By name only: Docker falls back to an id prefix, so "e1" alone would find another test's
+  // container on the shared lab engine whose id starts with e1 (ServiceHostsRefusedPort, once).
   bool on_engine(int i, const std::string& name) {
-    return engines_[i].client->inspect_container(name).ok();
+    auto info = engines_[i].client->inspect_container(name);
+    return info.ok() && info->name == name;
   }
 
   // The service log's lines about hosts and the reconciler (what a failed check needs).

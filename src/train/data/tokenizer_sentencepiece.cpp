@@ -3,6 +3,7 @@
 // (GPULAB_HAVE_SENTENCEPIECE unset) both entry points say so and name the bytes mode.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
