@@ -13,7 +13,7 @@ find_path(SPDLOG_INCLUDE_DIR spdlog/spdlog.h REQUIRED)
 
 # fmt and spdlog from their headers alone, so a GPU host needs no compiled library of theirs. Their
 # compiled parts are built once (src/third_party) instead of in every unit as header-only mode
-# does (spdlog's cost a service unit 12 of its 37 CPU-s; docs/benchmarks.md, session 37). The
+# does (the two cost a service unit 12 of its 37 CPU-s; docs/benchmarks.md, session 37). The
 # sanitizer trees stay header-only: CI compiles them file by file from its cache, and a new
 # definition on every file would recompile them whole (their scripts: `make sanitize`).
 add_library(gpulab_fmt_spdlog INTERFACE)

@@ -9,7 +9,8 @@
 FMT_BEGIN_NAMESPACE
 namespace detail {
 
-// The templates fmt's headers declare (some as extern templates) and define in format-inl.h.
+// The templates fmt's headers declare (some as extern templates) and define only in format-inl.h
+// (the rest, buffer::append and vformat_to among them, are defined in format.h itself).
 template FMT_API auto dragonbox::to_decimal(float x) noexcept -> dragonbox::decimal_fp<float>;
 template FMT_API auto dragonbox::to_decimal(double x) noexcept -> dragonbox::decimal_fp<double>;
 template FMT_API locale_ref::locale_ref(const std::locale& loc);
@@ -18,10 +19,6 @@ template FMT_API auto thousands_sep_impl(locale_ref) -> thousands_sep_result<cha
 template FMT_API auto thousands_sep_impl(locale_ref) -> thousands_sep_result<wchar_t>;
 template FMT_API auto decimal_point_impl(locale_ref) -> char;
 template FMT_API auto decimal_point_impl(locale_ref) -> wchar_t;
-template FMT_API void buffer<char>::append(const char*, const char*);
-template FMT_API void buffer<wchar_t>::append(const wchar_t*, const wchar_t*);
-template FMT_API void vformat_to(buffer<char>&, string_view,
-                                 basic_format_args<FMT_BUFFER_CONTEXT(char)>, locale_ref);
 
 }  // namespace detail
 FMT_END_NAMESPACE
