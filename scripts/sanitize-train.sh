@@ -3,11 +3,9 @@
 # tree (clang 14 cannot parse Debian's libtorch headers in C++20) with our code instrumented and
 # libtorch as installed. Runs the unit tests and the CLI interrupt, resume, sharded checkpoint,
 # DDP and signal stress tests (TESTS= a ctest -R regex to choose others). Any report fails.
-# CI_DEADLINE (epoch seconds; .ci/run sets it, a run by hand has none): the run must end by then.
-# The build gets what is left less the integration tests' time; a build that misses it is skipped
-# with the reason (exit 0: CI's bound, not a finding; what it compiled stays in ccache, so the next
-# run goes further); then the integration tests, then the unit tests, each when its measured time
-# still fits, else "SKIPPED" with the reason.
+# CI_DEADLINE (scripts/ci-deadline.sh): the build gets what is left less the integration tests'
+# time; then the integration tests, then the unit tests, each when its measured time still fits,
+# else "SKIPPED" with the reason.
 # usage: scripts/sanitize-train.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,16 +25,9 @@ INTEGRATION_SECONDS=${INTEGRATION_SECONDS:-450}
 UNIT_SECONDS=${UNIT_SECONDS:-420}
 HEAVY_SECONDS=${HEAVY_SECONDS:-2300}
 HEAVY=${HEAVY:-'(Cli|Parity)[A-Za-z]*\.|ZooConfig|ModelZoo|GrpoGenerationRank|GrpoTrain|DataFetch|LlamaTrain|Gpt2Train|HfRoundTrip|DataImageFolder|DataIdx|StochasticDepth|TrainerResume|TrainerOptionsRun|TrainerKill|ShardCheckpoint|LlamaLearning|MemoryFormat|ShardEquivalence|PipelineLm|DistSyncBatchNorm|DistFailure|TensorParallel|TpLlama|TpMemory|TpBuildMemory|PipelineStageParts|PipelinePeerLoss|DistGrads|OptionRows|DataTransforms|DecoderShapes'}
-say_skipped() { echo "sanitize-train: SKIPPED $1 (CI_DEADLINE: CI's time; make sanitize-train runs it all)"; }
-left() { echo $((CI_DEADLINE - $(date +%s))); }
-fits() { [ -z "${CI_DEADLINE:-}" ] || [ "$(left)" -ge "$1" ]; }
+source scripts/ci-deadline.sh sanitize-train
 t0=$(date +%s)
-budget=
-if [ -n "${CI_DEADLINE:-}" ]; then
-  budget=$(($(left) - INTEGRATION_SECONDS))
-  [ "$budget" -gt 60 ] || { say_skipped "all: $(left) s left"; exit 0; }
-  echo "sanitize-train: ${budget} s for the build, then the tests that fit by CI_DEADLINE"
-fi
+budget=$(deadline_build_budget "$INTEGRATION_SECONDS") || exit 0
 if [ ! -f "$BUILD/build.ninja" ]; then
   # -O1 -g1: instrumented code stays quick to build and run; no -Werror (the main tree owns it);
   # no service or builder (`make sanitize` covers them in the clang tree).
@@ -48,7 +39,7 @@ rc=0
 ${budget:+timeout "$budget"} cmake --build "$BUILD" --target gpulab gpulab-hooks test_train \
   test_launch test_bench -j "${JOBS:-$(nproc)}" || rc=$?
 if [ "$rc" -eq 124 ] && [ -n "$budget" ]; then
-  say_skipped "all: the tree's build did not end in ${budget} s (a change to the trainer's headers recompiles much of it)"
+  deadline_skip "all: the tree's build did not end in ${budget} s (a change to the trainer's headers recompiles much of it)"
   exit 0
 fi
 [ "$rc" -eq 0 ] || exit "$rc"
@@ -69,28 +60,28 @@ if [ -n "$TESTS" ]; then
     --timeout 1800 --output-junit "$junit-tests.xml"
   rc=$?
 else
-  if fits "$INTEGRATION_SECONDS"; then
+  if deadline_fits "$INTEGRATION_SECONDS"; then
     ctest --test-dir "$BUILD" -R "$INTEGRATION" --output-on-failure --timeout 1800 \
       --output-junit "$junit-integration.xml"
     rc=$?
   else
-    say_skipped "the integration tests: $(left) s left, they take about $INTEGRATION_SECONDS"
+    deadline_skip "the integration tests: $(deadline_left) s left, they take about $INTEGRATION_SECONDS"
   fi
   # The unit tests in two runs: first those that run our code in this process, then those that
   # start gpulab processes or a Python reference (HEAVY: most of the time, little of it ours).
-  if fits "$UNIT_SECONDS"; then
+  if deadline_fits "$UNIT_SECONDS"; then
     ctest --test-dir "$BUILD" -L "$LABELS" -E "$EXCLUDE|$HEAVY" --output-on-failure \
       --parallel "${CTEST_PARALLEL:-2}" --timeout 1800 --output-junit "$junit-unit.xml"
     rc=$((rc | $?))
   else
-    say_skipped "the unit tests: $(left) s left, they take about $UNIT_SECONDS"
+    deadline_skip "the unit tests: $(deadline_left) s left, they take about $UNIT_SECONDS"
   fi
-  if fits "$HEAVY_SECONDS"; then
+  if deadline_fits "$HEAVY_SECONDS"; then
     ctest --test-dir "$BUILD" -L "$LABELS" -R "$HEAVY" -E "$EXCLUDE" --output-on-failure \
       --parallel "${CTEST_PARALLEL:-2}" --timeout 1800 --output-junit "$junit-heavy.xml"
     rc=$((rc | $?))
   else
-    say_skipped "the CLI and reference tests: $(left) s left, they take about $HEAVY_SECONDS"
+    deadline_skip "the CLI and reference tests: $(deadline_left) s left, they take about $HEAVY_SECONDS"
   fi
 fi
 for f in "$junit"-*.xml; do
