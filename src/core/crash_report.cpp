@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "core/mapped_file.h"
 #include "core/signal_name.h"
 
 // Under a sanitizer its own handlers report with more detail (shadow memory, both stacks).
@@ -47,6 +48,35 @@ void put_hex(std::uintptr_t v) {
   *--p = 'x';
   *--p = '0';
   put(p);
+}
+
+void put_dec(size_t v) {
+  char buf[24];
+  char* p = buf + sizeof buf - 1;
+  *p = '\0';
+  do {
+    *--p = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  put(p);
+}
+
+// A read past the end of a mapped file that shrank under gpulab (another program truncated or
+// rewrote it in place): the file is the fault, not gpulab, so an error that names it, exit 2.
+void exit_if_mapped_file_shrank(int sig, const siginfo_t* info) {
+  MappedAt at;
+  if (sig != SIGBUS || info == nullptr || info->si_code != BUS_ADRERR ||
+      !mapped_file_at(info->si_addr, at))
+    return;
+  put("error: ");
+  put(at.path);
+  put(" shrank while gpulab read it (byte ");
+  put_dec(at.offset);
+  put(" of the ");
+  put_dec(at.size);
+  put(" it had when opened)\nhint: a file gpulab reads must not be truncated or rewritten in "
+      "place meanwhile: write the new one beside it and rename it over the old\n");
+  ::_exit(2);
 }
 
 // One frame as backtrace_symbols_fd prints it ("gpulab(+0x...)[0x...]"), so symbolize.sh reads it.
@@ -93,6 +123,7 @@ void report_fault_site(int sig, const siginfo_t* info, const void* context) {
 // loaded at install time) and backtrace_symbols_fd (no malloc). Then the default action, so the
 // exit status still names the signal.
 void on_fatal(int sig, siginfo_t* info, void* context) {
+  exit_if_mapped_file_shrank(sig, info);
   put("\ngpulab: fatal signal ");
   const char* name = signal_abbrev(sig);
   put(name != nullptr ? name : "?");

@@ -2,7 +2,9 @@
 // the page cache as they are touched, and are shared with every process mapping the same file),
 // writable without changing the file. What lets a rank take its share of a weights file larger
 // than its memory. The file must not shrink while mapped (a read past its end is SIGBUS): files
-// written atomically (a new file renamed over the old) are safe, the old one staying mapped.
+// written atomically (a new file renamed over the old) are safe, the old one staying mapped; one
+// truncated from outside ends gpulab with an error naming it (crash_report.cpp asks
+// mapped_file_at), not a crash report.
 #pragma once
 
 #include <cstddef>
@@ -27,9 +29,21 @@ class MappedFile {
   std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
 
  private:
-  MappedFile(void* data, size_t size) : data_(data), size_(size) {}
+  MappedFile(void* data, size_t size, int slot) : data_(data), size_(size), slot_(slot) {}
   void* data_ = nullptr;
   size_t size_ = 0;
+  int slot_ = -1;  // in the table mapped_file_at reads; -1 when it was full
 };
+
+// Where a fault address falls in a live MappedFile (the file's path, truncated to 255 bytes).
+struct MappedAt {
+  const char* path = nullptr;
+  size_t offset = 0;
+  size_t size = 0;
+};
+
+// Async-signal-safe (no locks, no allocation): for a SIGBUS handler. False when no MappedFile
+// (of the first 64 live at once) holds ADDR.
+bool mapped_file_at(const void* addr, MappedAt& out);
 
 }  // namespace gpulab

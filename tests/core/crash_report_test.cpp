@@ -1,16 +1,23 @@
 // Tests the crash report with a real fault in a child process: a call through a null function
-// pointer names its caller (the return address), which the unwinder alone cannot reach.
+// pointer names its caller (the return address), which the unwinder alone cannot reach; a mapped
+// file truncated from outside is an error naming it, not a crash.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <regex>
 #include <string>
 
 #include "core/crash_report.h"
+#include "core/mapped_file.h"
 #include "core/subprocess.h"
+#include "support/temp_dir.h"
 
 using namespace gpulab;
 
@@ -38,8 +45,8 @@ __attribute__((noinline)) void call_through_null() {
   after_call = after_call + 1;
 }
 
-// Runs call_through_null in a child with the report installed; returns its stderr and status.
-std::string crash_child(int& status) {
+// Runs FAULT in a child with the report installed; returns its stderr and status.
+std::string crash_child(int& status, const std::function<void()>& fault = call_through_null) {
   int fds[2];
   if (::pipe(fds) != 0) return "";
   const pid_t pid = ::fork();
@@ -47,7 +54,7 @@ std::string crash_child(int& status) {
     ::dup2(fds[1], STDERR_FILENO);
     ::close(fds[0]);
     install_crash_report();
-    call_through_null();
+    fault();
     ::_exit(0);
   }
   ::close(fds[1]);
@@ -82,4 +89,50 @@ TEST(CrashReport, CallThroughNullNamesTheCaller) {
   auto r = run_process({"addr2line", "-f", "-C", "-e", self, at});
   ASSERT_TRUE(r.ok());
   EXPECT_NE(r->out.find("call_through_null"), std::string::npos) << r->out << "\n" << report;
+}
+
+TEST(CrashReport, AMappedFileTruncatedFromOutsideIsAnErrorNamingIt) {
+  if (kSanitized) GTEST_SKIP() << "the sanitizer's own handler reports instead";
+  gpulab::testing::TempDir dir("mapped");
+  const std::string path = (dir.path / "weights.safetensors").string();
+  std::ofstream(path) << std::string(65536, 'w');
+  int status = 0;
+  const std::string report = crash_child(status, [&] {
+    auto mapped = MappedFile::open(path);
+    if (!mapped.ok()) ::_exit(10);
+    const char* bytes = (*mapped)->bytes().data();
+    if (bytes[40000] != 'w') ::_exit(11);                  // mapped and read while whole
+    if (::truncate(path.c_str(), 4096) != 0) ::_exit(12);  // as another program would
+    volatile char past_end = bytes[40000];
+    (void)past_end;
+    ::_exit(13);  // not reached: the read past the new end is SIGBUS
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << report;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << report;
+  EXPECT_NE(report.find("error: " + path +
+                        " shrank while gpulab read it (byte 40000 of the 65536 "
+                        "it had when opened)\nhint: "),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(report.find("fatal signal"), std::string::npos) << report;
+}
+
+TEST(CrashReport, ASigbusOutsideAnyMappedFileIsStillACrash) {
+  if (kSanitized) GTEST_SKIP() << "the sanitizer's own handler reports instead";
+  gpulab::testing::TempDir dir("mapped");
+  const std::string path = (dir.path / "other").string();
+  std::ofstream(path) << std::string(65536, 'w');
+  int status = 0;
+  const std::string report = crash_child(status, [&] {
+    // The same fault through a mapping of its own, which no MappedFile holds.
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    auto* bytes = static_cast<const char*>(::mmap(nullptr, 65536, PROT_READ, MAP_PRIVATE, fd, 0));
+    if (bytes == MAP_FAILED || ::truncate(path.c_str(), 4096) != 0) ::_exit(12);
+    volatile char past_end = bytes[40000];
+    (void)past_end;
+    ::_exit(13);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status)) << report;
+  EXPECT_EQ(WTERMSIG(status), SIGBUS) << report;
+  EXPECT_NE(report.find("gpulab: fatal signal BUS\n"), std::string::npos) << report;
 }
