@@ -100,14 +100,22 @@ usage)
   ;;
 spelling)
   # One flag style: every kebab-case long flag (the service's old spelling) has a snake_case twin.
-  paths=$( { echo ""; "$G" --help | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}' | while read -r top; do
+  # Each command's --help is asked once (every gpulab process loads libtorch: about 1 s here).
+  mkdir -p "$WORK/help"
+  help_of() {  # the words of a command path; its --help, kept for the second look
+    local key="${*:-gpulab}"
+    key="$WORK/help/${key// /_}"
+    [ -f "$key" ] || "$G" "$@" --help >"$key" 2>/dev/null || { rm -f "$key"; return 1; }
+    cat "$key"
+  }
+  paths=$( { echo ""; help_of | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}' | while read -r top; do
     echo "$top"
-    "$G" "$top" --help 2>/dev/null | awk -v t="$top" 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print t" "$1}'
+    help_of "$top" | awk -v t="$top" 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print t" "$1}'
   done; } )
   checked=0
   while read -r path; do
     # shellcheck disable=SC2086
-    help=$("$G" $path --help 2>/dev/null) || fail "gpulab $path --help failed"
+    help=$(help_of $path) || fail "gpulab $path --help failed"
     for flag in $(grep -oE -- '--[a-z0-9]+(-[a-z0-9]+)+' <<<"$help" | sort -u); do
       checked=$((checked + 1))
       grep -qE -- "(^|[ ,])${flag//-/_}([ ,=]|$)" <<<"${help//--/__}" ||
