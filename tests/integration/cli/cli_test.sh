@@ -38,12 +38,22 @@ json_cases() {
 }
 
 # Every command path whose --help offers --json.
+# A command path's --help (its words; none for gpulab's own), asked once a run and kept: every
+# gpulab process loads libtorch (about 1 s here), and the cases look at each help twice.
+mkdir -p "$WORK/help"
+help_of() {
+  local key="${*:-gpulab}"
+  key="$WORK/help/${key// /_}"
+  [ -f "$key" ] || "$G" "$@" --help >"$key" 2>/dev/null || { rm -f "$key"; return 1; }
+  cat "$key"
+}
+
 commands_with_json() {
   local top sub
-  for top in $("$G" --help | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}'); do
-    if "$G" "$top" --help 2>/dev/null | grep -q -- '--json'; then echo "$top"; fi
-    for sub in $("$G" "$top" --help 2>/dev/null | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}'); do
-      if "$G" "$top" "$sub" --help 2>/dev/null | grep -q -- '--json'; then echo "$top $sub"; fi
+  for top in $(help_of | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}'); do
+    if help_of "$top" | grep -q -- '--json'; then echo "$top"; fi
+    for sub in $(help_of "$top" | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}'); do
+      if help_of "$top" "$sub" | grep -q -- '--json'; then echo "$top $sub"; fi
     done
   done
 }
@@ -100,14 +110,6 @@ usage)
   ;;
 spelling)
   # One flag style: every kebab-case long flag (the service's old spelling) has a snake_case twin.
-  # Each command's --help is asked once (every gpulab process loads libtorch: about 1 s here).
-  mkdir -p "$WORK/help"
-  help_of() {  # the words of a command path; its --help, kept for the second look
-    local key="${*:-gpulab}"
-    key="$WORK/help/${key// /_}"
-    [ -f "$key" ] || "$G" "$@" --help >"$key" 2>/dev/null || { rm -f "$key"; return 1; }
-    cat "$key"
-  }
   paths=$( { echo ""; help_of | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}' | while read -r top; do
     echo "$top"
     help_of "$top" | awk -v t="$top" 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print t" "$1}'
