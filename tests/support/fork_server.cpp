@@ -258,7 +258,10 @@ void Server::become(int conn, Received& in) {
 void Server::finish(std::size_t i, bool client_gone) {
   const Child c = children_[i];
   children_.erase(children_.begin() + static_cast<std::ptrdiff_t>(i));
-  if (client_gone) ::kill(-c.pid, SIGKILL);  // a timeout or Ctrl-C: the case goes with it
+  if (client_gone) {  // a timeout or Ctrl-C: the case goes with it, and what it started
+    ::kill(-c.pid, SIGKILL);
+    ::kill(c.pid, SIGKILL);  // in case it has not made its own group yet
+  }
   int status = 0;
   ::waitpid(c.pid, &status, 0);
   if (!client_gone)
