@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <regex>
 #include <string>
 
@@ -91,22 +92,43 @@ TEST(CrashReport, CallThroughNullNamesTheCaller) {
   EXPECT_NE(r->out.find("call_through_null"), std::string::npos) << r->out << "\n" << report;
 }
 
-TEST(CrashReport, AMappedFileTruncatedFromOutsideIsAnErrorNamingIt) {
-  if (kSanitized) GTEST_SKIP() << "the sanitizer's own handler reports instead";
-  gpulab::testing::TempDir dir("mapped");
-  const std::string path = (dir.path / "weights.safetensors").string();
+namespace {
+
+// In a child with the report installed: a 65,536-byte file at PATH, mapped (through MappedFile,
+// or a mapping of the test's own), read while whole, truncated to 4,096 bytes as another program
+// would, then read at byte 40,000. Its stderr and status.
+std::string read_past_truncation(const std::string& path, bool through_mapped_file, int& status) {
   std::ofstream(path) << std::string(65536, 'w');
-  int status = 0;
-  const std::string report = crash_child(status, [&] {
-    auto mapped = MappedFile::open(path);
-    if (!mapped.ok()) ::_exit(10);
-    const char* bytes = (*mapped)->bytes().data();
-    if (bytes[40000] != 'w') ::_exit(11);                  // mapped and read while whole
-    if (::truncate(path.c_str(), 4096) != 0) ::_exit(12);  // as another program would
+  return crash_child(status, [&] {
+    std::shared_ptr<MappedFile> mapped;
+    const char* bytes = nullptr;
+    if (through_mapped_file) {
+      auto m = MappedFile::open(path);
+      if (!m.ok()) ::_exit(10);
+      mapped = *m;
+      bytes = mapped->bytes().data();
+    } else {
+      const int fd = ::open(path.c_str(), O_RDONLY);
+      void* p = ::mmap(nullptr, 65536, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) ::_exit(10);
+      bytes = static_cast<const char*>(p);
+    }
+    if (bytes[40000] != 'w') ::_exit(11);
+    if (::truncate(path.c_str(), 4096) != 0) ::_exit(12);
     volatile char past_end = bytes[40000];
     (void)past_end;
     ::_exit(13);  // not reached: the read past the new end is SIGBUS
   });
+}
+
+}  // namespace
+
+TEST(CrashReport, AMappedFileTruncatedFromOutsideIsAnErrorNamingIt) {
+  if (kSanitized) GTEST_SKIP() << "the sanitizer's own handler reports instead";
+  gpulab::testing::TempDir dir("mapped");
+  const std::string path = (dir.path / "weights.safetensors").string();
+  int status = 0;
+  const std::string report = read_past_truncation(path, true, status);
   ASSERT_TRUE(WIFEXITED(status)) << report;
   EXPECT_EQ(WEXITSTATUS(status), 2) << report;
   EXPECT_NE(report.find("error: " + path +
@@ -117,21 +139,12 @@ TEST(CrashReport, AMappedFileTruncatedFromOutsideIsAnErrorNamingIt) {
   EXPECT_EQ(report.find("fatal signal"), std::string::npos) << report;
 }
 
+// The same fault through a mapping no MappedFile holds is a crash, reported as one.
 TEST(CrashReport, ASigbusOutsideAnyMappedFileIsStillACrash) {
   if (kSanitized) GTEST_SKIP() << "the sanitizer's own handler reports instead";
   gpulab::testing::TempDir dir("mapped");
-  const std::string path = (dir.path / "other").string();
-  std::ofstream(path) << std::string(65536, 'w');
   int status = 0;
-  const std::string report = crash_child(status, [&] {
-    // The same fault through a mapping of its own, which no MappedFile holds.
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    auto* bytes = static_cast<const char*>(::mmap(nullptr, 65536, PROT_READ, MAP_PRIVATE, fd, 0));
-    if (bytes == MAP_FAILED || ::truncate(path.c_str(), 4096) != 0) ::_exit(12);
-    volatile char past_end = bytes[40000];
-    (void)past_end;
-    ::_exit(13);
-  });
+  const std::string report = read_past_truncation((dir.path / "other").string(), false, status);
   ASSERT_TRUE(WIFSIGNALED(status)) << report;
   EXPECT_EQ(WTERMSIG(status), SIGBUS) << report;
   EXPECT_NE(report.find("gpulab: fatal signal BUS\n"), std::string::npos) << report;
