@@ -314,13 +314,13 @@ TEST_F(ServiceHosts, FiftyConcurrentCreatesNeverShareAGpuOrPort) {
         ++created;
       else if (code(r) == "GPU_ALLOCATION_FAILED")
         ++no_gpu;
-      else
-        others[i] = r.body, ++other;
+      else  // what came back, or curl's reason when nothing did (an empty reply, a timeout)
+        others[i] = "HTTP " + std::to_string(r.status) + " " + r.body + r.error, ++other;
     });
   for (auto& t : threads) t.join();
   std::printf("50 creates on 3 hosts: %d created, %d without a free GPU, %d other\n",
               created.load(), no_gpu.load(), other.load());
-  EXPECT_EQ(other.load(), 0) << join(others, "\n");
+  EXPECT_EQ(other.load(), 0) << join(others, "\n") << log_lines();
   EXPECT_EQ(no_gpu.load(), 2);
   HttpClient c(svc_->url());
   auto list = c.get(kApi + "/list").json()["data"]["containers"];
