@@ -4,7 +4,6 @@
 // it in front of every libtorch test case (the binary's CROSSCOMPILING_EMULATOR), so that a case
 // does not pay libtorch's start (about 0.7 CPU-s) in a process of its own.
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -27,20 +26,6 @@ namespace {
   std::_Exit(127);
 }
 
-int connect_to(const char* path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (std::strlen(path) >= sizeof addr.sun_path) return -1;
-  std::strcpy(addr.sun_path, path);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 std::string framed_request(char** cmd) {
   proto::Request r;
   for (char** a = cmd; *a; ++a) r.argv.emplace_back(*a);
@@ -48,10 +33,7 @@ std::string framed_request(char** cmd) {
   if (::getcwd(cwd, sizeof cwd) == nullptr) return {};
   r.cwd = cwd;
   for (char** e = environ; *e; ++e) r.env.emplace_back(*e);
-  const std::string body = proto::encode(r);
-  std::string framed;
-  proto::detail::put_u32(framed, static_cast<uint32_t>(body.size()));
-  return framed + body;
+  return proto::frame(r);
 }
 
 // The request, with this process's stdin, stdout and stderr attached to its first bytes.
@@ -116,7 +98,7 @@ int main(int argc, char** argv) {
   if (off && std::strcmp(off, "off") == 0) run_fresh(cmd);
   for (char** a = cmd; *a; ++a)
     if (std::strcmp(*a, proto::kServerFlag) == 0) run_fresh(cmd);
-  const int fd = connect_to(argv[1]);
+  const int fd = proto::unix_socket(argv[1], false);
   if (fd < 0) run_fresh(cmd);
   const std::string request = framed_request(cmd);
   if (request.empty() || !send_request(fd, request)) {

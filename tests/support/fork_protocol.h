@@ -3,6 +3,10 @@
 // beside it as SCM_RIGHTS) and one reply line ("exit N", "signal N" or "fallback WHY").
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -68,6 +72,29 @@ inline std::string encode(const Request& r) {
   detail::put_strings(out, {r.cwd});
   detail::put_strings(out, r.env);
   return out;
+}
+
+// What the client sends: the request's length (4 bytes) and the request.
+inline std::string frame(const Request& r) {
+  const std::string body = encode(r);
+  std::string out;
+  detail::put_u32(out, static_cast<uint32_t>(body.size()));
+  return out + body;
+}
+
+// A Unix stream socket bound and listening at PATH (LISTEN) or connected to it; -1 on failure.
+inline int unix_socket(const std::string& path, bool listen) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return -1;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  auto* a = reinterpret_cast<sockaddr*>(&addr);
+  const bool ok = listen ? ::bind(fd, a, sizeof addr) == 0 && ::listen(fd, 64) == 0
+                         : ::connect(fd, a, sizeof addr) == 0;
+  if (!ok) ::close(fd);
+  return ok ? fd : -1;
 }
 
 // nullopt unless BYTES are exactly one well-formed request with a command.

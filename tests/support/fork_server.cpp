@@ -6,7 +6,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -294,20 +293,6 @@ void Server::serve() {
   }
 }
 
-int listen_on(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return -1;
-  std::strcpy(addr.sun_path, path.c_str());
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd, 64) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 bool cmdline_names(pid_t pid, const std::string& path) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -347,7 +332,7 @@ int stop(const std::string& path) {
   ::close(devnull);
   ::close(logfd);
   std::signal(SIGPIPE, SIG_IGN);
-  const int listener = listen_on(path);
+  const int listener = unix_socket(path, true);
   if (listener < 0) std::_Exit(1);
   std::ofstream(path + ".pid") << ::getpid() << "\n";
   [[maybe_unused]] auto n = ::write(ready, "ok", 2);

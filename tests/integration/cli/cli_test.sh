@@ -37,7 +37,6 @@ json_cases() {
   echo "bench generate --json --weights lm --new_tokens 4 --reps 1 --warmup 0"
 }
 
-# Every command path whose --help offers --json.
 # A command path's --help (its words; none for gpulab's own), asked once a run and kept: every
 # gpulab process loads libtorch (about 1 s here), and the cases look at each help twice.
 mkdir -p "$WORK/help"
@@ -48,6 +47,7 @@ help_of() {
   cat "$key"
 }
 
+# Every command path whose --help offers --json.
 commands_with_json() {
   local top sub
   for top in $(help_of | awk 'tolower($0) ~ /^subcommands:/{on=1;next} on && NF{print $1}'); do
