@@ -1,152 +1,50 @@
-// gpulab entry point: builds the subcommand table, parses, and maps errors to exit codes.
+// Entry point of gpulab: runs the commands that need no libtorch itself and hands every other
+// command line (training, data, models, --help and --version, a misspelt command) to gpulab-torch,
+// which has them all (dispatch.h).
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <exception>
-#include <iostream>
 #include <string>
 #include <vector>
 
-#include "commands.h"
-#include "core/crash_report.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/strings.h"
-#include "launch/rank_env.h"
-#if defined(GPULAB_WITH_TRAIN)
-#include "train/build_info.h"
-#endif
+#include "cli_main.h"
+#include "dispatch.h"
 
 namespace {
 
-using gpulab::cli::RegisterFn;
-
-// What this binary was built with, for --version: which libtorch, and whether it has CUDA.
-std::string build_facts() {
-#if defined(GPULAB_WITH_TRAIN)
-  return " (" + gpulab::train::libtorch_description() + ")";
-#else
-  return " (no trainer: built without libtorch)";
-#endif
-}
-
-// One explicit list: a subcommand exists when its component is built.
-const std::vector<RegisterFn>& command_table() {
-  static const std::vector<RegisterFn> table = {
-    gpulab::cli::add_detect_command,
-    gpulab::cli::add_launch_command,
-    gpulab::cli::add_slurm_command,
-#if GPULAB_WITH_TRAIN
-    gpulab::cli::add_gpu_test_command,
-    gpulab::cli::add_train_command,
-    gpulab::cli::add_data_command,
-    gpulab::cli::add_models_command,
-    gpulab::cli::add_infer_command,
-    gpulab::cli::add_generate_command,
-    gpulab::cli::add_bench_command,
-    gpulab::cli::add_tokenizer_command,
-    gpulab::cli::add_export_command,
-    gpulab::cli::add_plan_command,
-#endif
-#if GPULAB_WITH_BUILDER
-    gpulab::cli::add_image_command,
-    gpulab::cli::add_ddp_command,
-#endif
-#if GPULAB_WITH_SERVICE
-    gpulab::cli::add_serve_command,
-#endif
-  };
-  return table;
-}
-
-// "gpulab train" for a parse error inside `train`: the command whose --help lists the options.
-std::string command_path(const CLI::App& app) {
-  std::string path = app.get_name();
-  const CLI::App* at = &app;
-  for (;;) {
-    auto subs = at->get_subcommands();
-    if (subs.empty()) return path;
-    at = subs.front();
-    path += " " + at->get_name();
-  }
-}
-
-// "did you mean --num_epochs? " for the first --flag on the command line that neither the
-// command nor its parents know ("--epochs"); "" when there is none or no near name.
-std::string flag_suggestion(const CLI::App& app, int argc, char** argv) {
-  std::vector<const CLI::App*> chain{&app};
-  while (!chain.back()->get_subcommands().empty())
-    chain.push_back(chain.back()->get_subcommands().front());
-  std::vector<std::string> known;
-  for (const CLI::App* a : chain)
-    for (const CLI::Option* opt : a->get_options())
-      for (const std::string& n : opt->get_lnames()) known.push_back(n);
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--") break;
-    if (arg.rfind("--", 0) != 0 || arg.size() < 3) continue;
-    const auto eq = arg.find('=');
-    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    bool found = false;
-    for (const CLI::App* a : chain) found |= a->get_option_no_throw("--" + name) != nullptr;
-    if (found) continue;
-    for (char& c : name) c = c == '-' ? '_' : c;
-    const std::string near = gpulab::closest_name(name, known, 2);
-    return near.empty() ? "" : "did you mean --" + near + "? ";
-  }
-  return "";
+// The names of this binary's own commands, read from the table itself.
+std::vector<std::string> own_commands() {
+  CLI::App app;
+  gpulab::cli::CommandContext ctx;
+  for (gpulab::cli::RegisterFn add : gpulab::cli::base_commands()) add(app, ctx);
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  return names;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gpulab::install_crash_report();
-  CLI::App app{
-      "gpulab: GPU discovery and lab images, a GPU container service, and distributed "
-      "data-parallel training, in one binary."};
-  app.name("gpulab");
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("gpulab " GPULAB_VERSION) + build_facts());
-  std::string log_level;
-  app.add_option("--log_level,--log-level", log_level, "debug, info, warn (default), error")
-      ->envname("GPULAB_LOG");
-  app.parse_complete_callback([&] { gpulab::init_logging(log_level); });
-
-  gpulab::cli::CommandContext ctx;
-  for (RegisterFn add : command_table()) add(app, ctx);
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    // Usage errors have the shape and the exit code of every other bad input.
-    std::fflush(stdout);
-    std::cerr << "error: " << e.what() << "\n";
-    std::cerr << "hint: " << flag_suggestion(app, argc, argv) << "`" << command_path(app)
-              << " --help` lists the options\n";
-    return 2;
-  } catch (const gpulab::Exception& e) {
-    std::fflush(stdout);
-    std::string text = "error: " + e.error().message;
-    if (!e.hint().empty()) text += "\nhint: " + e.hint();
-    const int code = gpulab::exit_code_for(e.code());
-    // A rank of `gpulab ... --nproc_per_node N` with bad input that every rank shares: the
-    // launcher prints it once, instead of every rank and the launcher each saying it.
-    const char* error_file = std::getenv(gpulab::launch::kEnvErrorFile);
-    if (code == 2 && error_file != nullptr && *error_file != '\0') {
-      gpulab::launch::report_rank_error(text);
-      return code;
+#if defined(GPULAB_TORCH_HALF)
+  const std::string command = gpulab::cli::command_word(argc, argv);
+  const auto own = own_commands();
+  if (command.empty() || std::find(own.begin(), own.end(), command) == own.end()) {
+    const auto half = gpulab::cli::torch_half(argv[0], GPULAB_TORCH_HALF);
+    if (half) return gpulab::cli::exec_torch_half(*half, argv);
+    if (!command.empty()) {
+      std::fprintf(stderr,
+                   "error: `gpulab %s` is in gpulab's training half, " GPULAB_TORCH_HALF
+                   ", which is not beside this gpulab\n"
+                   "hint: install gpulab and " GPULAB_TORCH_HALF " side by side (or rebuild)\n",
+                   command.c_str());
+      return 1;
     }
-    std::cerr << text << "\n";
-    return code;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
   }
-  return ctx.exit_code;
+#endif
+#if defined(GPULAB_TORCH_HALF)
+  const char* facts = " (its libtorch half, " GPULAB_TORCH_HALF ", is not beside it)";
+#else
+  const char* facts = " (no trainer: built without libtorch)";
+#endif
+  return gpulab::cli::run_cli(argc, argv, gpulab::cli::base_commands(),
+                              std::string("gpulab " GPULAB_VERSION) + facts);
 }

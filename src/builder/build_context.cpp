@@ -1,6 +1,10 @@
 // Build context assembly through the Docker client's tar writer.
 #include "builder/build_context.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "builder/runtime_packages.h"
 #include "core/strings.h"
 #include "core/tar.h"
@@ -8,6 +12,20 @@
 namespace gpulab::builder {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// gpulab as bin/gpulab and, beside it, its libtorch half as bin/gpulab-torch (apps/gpulab).
+std::vector<std::pair<std::string, fs::path>> lab_binaries(const fs::path& self) {
+  std::vector<std::pair<std::string, fs::path>> out{{"bin/gpulab", self}};
+  const fs::path half = self.parent_path() / "gpulab-torch";
+  std::error_code ec;
+  if (self.filename() != half.filename() && fs::exists(half, ec))
+    out.emplace_back("bin/gpulab-torch", half);
+  return out;
+}
+
+}  // namespace
 
 Status write_build_context(const Recipe& recipe, const fs::path& images, const fs::path& out_tar) {
   auto writer = TarWriter::create(out_tar);
@@ -20,14 +38,18 @@ Status write_build_context(const Recipe& recipe, const fs::path& images, const f
     std::error_code ec;
     fs::path self = fs::read_symlink("/proc/self/exe", ec);
     if (ec) return Error{Code::kInternal, "cannot locate the running gpulab binary"};
-    auto files = runtime_files(self);
+    const auto binaries = lab_binaries(self);
+    std::vector<fs::path> paths;
+    for (const auto& b : binaries) paths.push_back(b.second);
+    auto files = runtime_files(paths);
     if (!files.ok()) return files.error();
     std::vector<std::string> lines = files->packages;
     lines.push_back("openssh-server");
     std::string list =
         "# Debian packages gpulab links against, and sshd\n" + join(lines, "\n") + "\n";
     if (auto st = tar.add_file("runtime-packages.txt", list); !st.ok()) return st;
-    if (auto st = tar.add_path("gpulab", self); !st.ok()) return st;
+    for (const auto& [name, path] : binaries)
+      if (auto st = tar.add_path(name, path); !st.ok()) return st;
     // The libraries no package owns (the wheel's libtorch and what it loads) go to lib/, which
     // the image puts on the loader's path; the folder is there even when it holds nothing else.
     if (auto st = tar.add_file("lib/README", "libraries of gpulab that no Debian package has\n");

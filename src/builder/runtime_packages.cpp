@@ -67,33 +67,47 @@ std::string owning_package(const std::string& path) {
 
 }  // namespace
 
-Result<RuntimeFiles> runtime_files(const fs::path& binary) {
+namespace {
+
+// One binary's share, added to `files` (its packages to `packages`, each library once).
+Status add_runtime_files(const fs::path& binary, std::set<std::string>& packages,
+                         RuntimeFiles& files) {
   auto needed = needed_libraries(binary);
   if (!needed.ok()) return needed.error();
   auto paths = resolved_paths(binary);
   if (!paths.ok()) return paths.error();
-  if (!run_process({"dpkg", "--version"}).ok()) {
-    return Error{Code::kUnavailable, "dpkg is not on this host: the cpu lab image needs it",
-                 "build the cpu image on a Debian or Ubuntu host"};
-  }
-  std::set<std::string> packages;
   for (const auto& lib : *needed) {
     if (paths->find(lib) == paths->end()) {
       return Error{Code::kNotFound, "library " + lib + " of " + binary.string() + " is not found",
                    "fix the library path before building an image"};
     }
   }
-  RuntimeFiles files;
   for (const auto& [soname, path] : *paths) {
     std::string pkg = owning_package(path);
     if (!pkg.empty()) {
       if (std::find(needed->begin(), needed->end(), soname) != needed->end()) packages.insert(pkg);
       continue;
     }
+    const auto same = [&](const BundledLibrary& b) { return b.soname == soname; };
+    if (std::any_of(files.libraries.begin(), files.libraries.end(), same)) continue;
     std::error_code ec;
     const fs::path real = fs::canonical(path, ec);  // the file, not a link to it
     files.libraries.push_back({soname, ec ? fs::path(path) : real});
   }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<RuntimeFiles> runtime_files(const std::vector<fs::path>& binaries) {
+  if (!run_process({"dpkg", "--version"}).ok()) {
+    return Error{Code::kUnavailable, "dpkg is not on this host: the cpu lab image needs it",
+                 "build the cpu image on a Debian or Ubuntu host"};
+  }
+  std::set<std::string> packages;
+  RuntimeFiles files;
+  for (const auto& binary : binaries)
+    if (auto st = add_runtime_files(binary, packages, files); !st.ok()) return st.error();
   files.packages.assign(packages.begin(), packages.end());
   return files;
 }

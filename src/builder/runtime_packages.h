@@ -21,8 +21,8 @@ struct RuntimeFiles {
   std::vector<BundledLibrary> libraries;  // every library it loads that no package owns
 };
 
-// Reads `binary`'s NEEDED entries (readelf -d) and everything it loads (ldd). Fails when the
-// host has no readelf, ldd cannot resolve a library, or dpkg is missing.
-Result<RuntimeFiles> runtime_files(const std::filesystem::path& binary);
+// Reads each binary's NEEDED entries (readelf -d) and everything it loads (ldd), the union of
+// them all. Fails when the host has no readelf, ldd cannot resolve a library, or dpkg is missing.
+Result<RuntimeFiles> runtime_files(const std::vector<std::filesystem::path>& binaries);
 
 }  // namespace gpulab::builder

@@ -190,19 +190,29 @@ TEST(TrainerCliPrint, RecommendationsAndScriptOptions) {
 
 // The training commands re-execute themselves once for libgomp's spin setting (thread_env.cpp).
 // Started through another loader, /proc/self/exe names that loader, not gpulab: ld.so run by
-// hand would take "train" for the program, valgrind's tool would refuse to run.
-TEST(TrainerCliLoaders, RunsThroughTheDynamicLoaderByHand) {
+// hand would take "train" for the program, valgrind's tool would refuse to run. gpulab itself
+// finds its libtorch half, gpulab-torch, beside the program the loader ran
+// (apps/gpulab/dispatch.h), and gpulab-torch is the binary that re-executes itself: each is run
+// through the other loader.
+class TrainerCliLoaders : public ::testing::TestWithParam<const char*> {
+ protected:
+  static std::string binary() {
+    return (fs::path(GPULAB_BINARY).parent_path() / GetParam()).string();
+  }
+};
+
+TEST_P(TrainerCliLoaders, RunsThroughTheDynamicLoaderByHand) {
   const std::string ld = "/lib64/ld-linux-x86-64.so.2";
   if (!fs::exists(ld)) GTEST_SKIP() << "no " << ld << " on this machine";
   RunOptions ro;
   ro.timeout = std::chrono::seconds(60);
-  auto r = run_process({ld, GPULAB_BINARY, "train", "--help"}, ro);
+  auto r = run_process({ld, binary(), "train", "--help"}, ro);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 0) << r->err;
   EXPECT_NE(r->out.find("Usage: gpulab train"), std::string::npos) << r->out << r->err;
 }
 
-TEST(TrainerCliLoaders, RunsUnderValgrind) {
+TEST_P(TrainerCliLoaders, RunsUnderValgrind) {
   const std::string valgrind = "/usr/bin/valgrind";
   if (!fs::exists(valgrind))
     GTEST_SKIP() << "valgrind is not installed (scripts/install-deps.sh installs it)";
@@ -214,12 +224,17 @@ TEST(TrainerCliLoaders, RunsUnderValgrind) {
   // The loader is what is under test, not memory: valgrind's no-op tool runs gpulab through the
   // same loader and /proc/self/exe as memcheck, in about a third of the CPU time (17.5 s against
   // 46.3 s of user time on the 2-core VM; memcheck's reports were never checked here).
-  auto r = run_process({valgrind, "-q", "--tool=none", GPULAB_BINARY, "train", "--help"}, ro);
+  auto r = run_process({valgrind, "-q", "--tool=none", binary(), "train", "--help"}, ro);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 0) << r->err;
   EXPECT_NE(r->out.find("Usage: gpulab train"), std::string::npos) << r->out << r->err;
   EXPECT_EQ(r->err.find("cannot run"), std::string::npos) << r->err;
 }
+
+INSTANTIATE_TEST_SUITE_P(Binaries, TrainerCliLoaders, ::testing::Values("gpulab", "gpulab-torch"),
+                         [](const auto& info) {
+                           return std::string(info.param) == "gpulab" ? "gpulab" : "torch_half";
+                         });
 
 }  // namespace
 }  // namespace gpulab::train

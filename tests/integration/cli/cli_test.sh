@@ -237,6 +237,33 @@ no_cuda)
     [ "$(grep -c '^error:' "$WORK/err")" = 1 ] || fail "gpulab $cmd: more than one error line"
   done
   ;;
+two_binaries)
+  # gpulab links no libtorch and runs its own commands (serve, launch, image, detect) without it;
+  # every other command line runs in gpulab-torch beside it (apps/gpulab/dispatch.h).
+  readelf -d "$G" | grep -q 'libtorch' && fail "gpulab links libtorch: $(readelf -d "$G" | grep torch)"
+  H="$(dirname "$(readlink -f "$G")")/gpulab-torch"
+  readelf -d "$H" | grep -q 'libtorch_cpu' || fail "gpulab-torch does not link libtorch"
+  # The launcher's parent is gpulab itself; a training command's process is gpulab-torch.
+  "$G" launch --nproc_per_node 1 -- sh -c 'readlink /proc/$PPID/exe' >"$WORK/out" 2>&1 ||
+    { cat "$WORK/out"; fail "gpulab launch failed"; }
+  [ "$(tail -1 "$WORK/out")" = "$(readlink -f "$G")" ] || fail "launch ran in $(tail -1 "$WORK/out")"
+  "$G" --version | grep -q '^gpulab .*(libtorch ' || fail "--version: $("$G" --version)"
+  # The user's spelling of the command and its errors stay gpulab's.
+  "$G" train --epochs 1 >"$WORK/out" 2>&1
+  code=$?
+  [ "$code" = 2 ] || { cat "$WORK/out"; fail "train --epochs: exit $code, expected 2"; }
+  grep -q 'did you mean --num_epochs? `gpulab train --help`' "$WORK/out" || { cat "$WORK/out"; fail "train --epochs: no hint"; }
+  # gpulab alone, its half missing: its own commands work, the others say what to do.
+  mkdir "$WORK/alone" && cp "$G" "$WORK/alone/gpulab"
+  "$WORK/alone/gpulab" launch --nproc_per_node 1 -- true || fail "gpulab alone: launch failed"
+  "$WORK/alone/gpulab" train --model resnet18 >"$WORK/out" 2>&1
+  code=$?
+  cat "$WORK/out"
+  [ "$code" = 1 ] || fail "gpulab alone: train exit $code, expected 1"
+  grep -q "^error: \`gpulab train\` is in gpulab's training half, gpulab-torch, which is not beside this gpulab" "$WORK/out" ||
+    fail "gpulab alone: not the missing-half error"
+  grep -q '^hint: install gpulab and gpulab-torch side by side' "$WORK/out" || fail "gpulab alone: no hint"
+  ;;
 *) fail "unknown case $CASE" ;;
 esac
 echo PASS

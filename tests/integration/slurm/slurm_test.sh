@@ -75,11 +75,17 @@ wait_job() {  # wait_job JOB SECONDS: until the job has left the queue's active 
   done
   return 1
 }
-# The gpulab processes in the node namespaces (the ranks, and launchers in per-node mode).
+# The gpulab processes in the node namespaces (the ranks, and launchers in per-node mode): gpulab
+# or its libtorch half beside it, gpulab-torch, which runs the training commands.
 ranks_alive() {
+  local torch_half
+  torch_half="$(dirname "$(readlink -f "$GPULAB")")/gpulab-torch"
   for i in 1 2; do
     for p in $(ip netns pids "gls-$NAME-n$i" 2>/dev/null); do
-      [ "$(readlink /proc/$p/exe 2>/dev/null)" = "$(readlink -f "$GPULAB")" ] || continue
+      case "$(readlink /proc/$p/exe 2>/dev/null)" in
+        "$(readlink -f "$GPULAB")"|"$torch_half") ;;
+        *) continue ;;
+      esac
       grep -q '^State:.*Z' /proc/$p/status 2>/dev/null || echo "node$i:$p"
     done
   done
