@@ -88,7 +88,7 @@ Status add_runtime_files(const fs::path& binary, std::set<std::string>& packages
       if (std::find(needed->begin(), needed->end(), soname) != needed->end()) packages.insert(pkg);
       continue;
     }
-    const auto same = [&](const BundledLibrary& b) { return b.soname == soname; };
+    const auto same = [&name = soname](const BundledLibrary& b) { return b.soname == name; };
     if (std::any_of(files.libraries.begin(), files.libraries.end(), same)) continue;
     std::error_code ec;
     const fs::path real = fs::canonical(path, ec);  // the file, not a link to it
