@@ -60,8 +60,8 @@ FUZZ_TIME ?= 600
 fuzz: deps
 	@bash scripts/fuzz.sh $(BUILD)-asan $(FUZZ_TIME)
 
-# The main job: a short run on the bundled data set (Debian's dataset-fashion-mnist). Builds the
-# gpulab binary only: the test binaries are a third of the compile steps and the demo runs none.
+# The main job: a short run on the bundled data set (Debian's dataset-fashion-mnist). Builds gpulab
+# and its libtorch half: the test binaries, a third of the compile steps, the demo does not run.
 demo: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target gpulab
 	@bash scripts/demo.sh $(BUILD)

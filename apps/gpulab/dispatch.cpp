@@ -5,9 +5,10 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <iostream>
+
+#include "core/files.h"
 
 namespace gpulab::cli {
 
@@ -33,26 +34,14 @@ std::optional<fs::path> beside(const fs::path& program, const std::string& name)
   std::error_code ec;
   const fs::path real = fs::canonical(program, ec);
   if (ec) return std::nullopt;
-  fs::path candidate = real.parent_path() / name;
-  if (::access(candidate.c_str(), X_OK) != 0) return std::nullopt;
-  return candidate;
+  return find_executable({real.parent_path() / name});
 }
 
 // argv[0] as a shell found it: a path, or a name looked up on $PATH.
 std::optional<fs::path> program_path(const char* argv0) {
   if (argv0 == nullptr || *argv0 == '\0') return std::nullopt;
   if (std::strchr(argv0, '/') != nullptr) return fs::path(argv0);
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return std::nullopt;
-  std::string dirs = path;
-  for (size_t start = 0; start <= dirs.size();) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const fs::path candidate = fs::path(dirs.substr(start, end - start)) / argv0;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return std::nullopt;
+  return which(argv0);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# gpulab's C++ standard library calls bind to libstdc++ whatever libtorch exports: a probe linked
-# beside a stand-in library that exports a trapping std::filesystem::remove_all (as the PyTorch
-# wheel's libtorch.so exports its own copy) must not hit the trap when linked as gpulab is, and
-# must hit it when linked plainly (so the check can fail); gpulab itself names libstdc++ first.
+# gpulab's C++ standard library calls bind to libstdc++ whatever libtorch exports (GPULAB here is
+# the binary that links libtorch, gpulab-torch): a probe linked beside a stand-in library that
+# exports a trapping std::filesystem::remove_all (as the PyTorch wheel's libtorch.so exports its
+# own copy) must not hit the trap when linked as gpulab is, and must hit it when linked plainly
+# (so the check can fail); gpulab itself names libstdc++ first.
 # With a CUDA libtorch (CUDA=1): gpulab keeps libtorch_cuda.so (not dropped by --as-needed) and
 # starts without the driver's libcuda.so.1 (libtorch loads it when a GPU is first asked for).
 # usage: link_test.sh GPULAB PROBE_FIXED PROBE_PLAIN [CUDA]
