@@ -1,5 +1,5 @@
 // Which binary runs a command line: gpulab itself, or gpulab-torch, its libtorch half. Loading
-// libtorch costs a process about a second of CPU and 480 MB; the service, the launcher, image
+// libtorch costs a process about a second and 470 MiB; the service, the launcher, image
 // builds and GPU discovery need none of it.
 #pragma once
 

@@ -39,8 +39,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-#endif
-#if defined(GPULAB_TORCH_HALF)
   const char* facts = " (its libtorch half, " GPULAB_TORCH_HALF ", is not beside it)";
 #else
   const char* facts = " (no trainer: built without libtorch)";

@@ -3,7 +3,6 @@
 // libraries it loads that no package owns (see runtime_packages.h).
 #include "builder/runtime_packages.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 
@@ -67,47 +66,40 @@ std::string owning_package(const std::string& path) {
 
 }  // namespace
 
-namespace {
-
-// One binary's share, added to `files` (its packages to `packages`, each library once).
-Status add_runtime_files(const fs::path& binary, std::set<std::string>& packages,
-                         RuntimeFiles& files) {
-  auto needed = needed_libraries(binary);
-  if (!needed.ok()) return needed.error();
-  auto paths = resolved_paths(binary);
-  if (!paths.ok()) return paths.error();
-  for (const auto& lib : *needed) {
-    if (paths->find(lib) == paths->end()) {
-      return Error{Code::kNotFound, "library " + lib + " of " + binary.string() + " is not found",
-                   "fix the library path before building an image"};
-    }
-  }
-  for (const auto& [soname, path] : *paths) {
-    std::string pkg = owning_package(path);
-    if (!pkg.empty()) {
-      if (std::find(needed->begin(), needed->end(), soname) != needed->end()) packages.insert(pkg);
-      continue;
-    }
-    const auto same = [&name = soname](const BundledLibrary& b) { return b.soname == name; };
-    if (std::any_of(files.libraries.begin(), files.libraries.end(), same)) continue;
-    std::error_code ec;
-    const fs::path real = fs::canonical(path, ec);  // the file, not a link to it
-    files.libraries.push_back({soname, ec ? fs::path(path) : real});
-  }
-  return ok_status();
-}
-
-}  // namespace
-
 Result<RuntimeFiles> runtime_files(const std::vector<fs::path>& binaries) {
   if (!run_process({"dpkg", "--version"}).ok()) {
     return Error{Code::kUnavailable, "dpkg is not on this host: the cpu lab image needs it",
                  "build the cpu image on a Debian or Ubuntu host"};
   }
+  // The union over the binaries first, so that dpkg is asked once per library they share.
+  std::set<std::string> needed;
+  std::map<std::string, std::string> paths;
+  for (const auto& binary : binaries) {
+    auto n = needed_libraries(binary);
+    if (!n.ok()) return n.error();
+    auto p = resolved_paths(binary);
+    if (!p.ok()) return p.error();
+    for (const auto& lib : *n) {
+      if (p->find(lib) == p->end()) {
+        return Error{Code::kNotFound, "library " + lib + " of " + binary.string() + " is not found",
+                     "fix the library path before building an image"};
+      }
+    }
+    needed.insert(n->begin(), n->end());
+    paths.insert(p->begin(), p->end());
+  }
   std::set<std::string> packages;
   RuntimeFiles files;
-  for (const auto& binary : binaries)
-    if (auto st = add_runtime_files(binary, packages, files); !st.ok()) return st.error();
+  for (const auto& [soname, path] : paths) {
+    std::string pkg = owning_package(path);
+    if (!pkg.empty()) {
+      if (needed.count(soname) != 0) packages.insert(pkg);
+      continue;
+    }
+    std::error_code ec;
+    const fs::path real = fs::canonical(path, ec);  // the file, not a link to it
+    files.libraries.push_back({soname, ec ? fs::path(path) : real});
+  }
   files.packages.assign(packages.begin(), packages.end());
   return files;
 }
