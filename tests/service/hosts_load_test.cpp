@@ -98,24 +98,6 @@ class HostsLoad : public LabServiceTest {
   }
 };
 
-// The service's create phases from /metrics: phase -> (count, mean ms).
-std::map<std::string, std::pair<double, double>> create_phases(const std::string& metrics) {
-  std::map<std::string, std::pair<double, double>> out;
-  for (const auto& line : split(metrics, '\n')) {
-    for (const char* part : {"_sum{", "_count{"}) {
-      std::string key = std::string("gpulab_create_phase_seconds") + part + "phase=\"";
-      if (!starts_with(line, key)) continue;
-      auto rest = line.substr(key.size());
-      auto q = rest.find('"');
-      double v = std::atof(rest.substr(rest.find(' ') + 1).c_str());
-      auto& e = out[rest.substr(0, q)];
-      (std::string(part) == "_sum{" ? e.second : e.first) = v;
-    }
-  }
-  for (auto& [p, e] : out) e.second = e.first > 0 ? 1e3 * e.second / e.first : 0;
-  return out;
-}
-
 TEST_F(HostsLoad, RequestsPerSecondAndPlacementAtThreeHosts) {
   const double seconds = static_cast<double>(soak_env("GPULAB_LOAD_SECONDS", 2));
   const int threads = static_cast<int>(soak_env("GPULAB_LOAD_THREADS", 4));
@@ -153,8 +135,8 @@ TEST_F(HostsLoad, RequestsPerSecondAndPlacementAtThreeHosts) {
   double wall = lifecycle(tokens, static_cast<int>(soak_env("GPULAB_LOAD_CYCLES", 1)), s);
   for (const std::string route : {"create", "stop", "start", "delete"}) s.print(route, wall);
   for (const auto& [phase, e] : create_phases(a.get("/metrics").body))
-    std::printf("load3: create phase %-7s %4.0f creates, mean %8.1f ms\n", phase.c_str(), e.first,
-                e.second);
+    std::printf("load3: create phase %-7s %4.0f creates, mean %8.1f ms\n", phase.c_str(), e.count,
+                e.count > 0 ? 1e3 * e.seconds / e.count : 0.0);
   EXPECT_EQ(s.failures(), 0);
   auto found = soak_violations(soak_hosts(), *svc_, prefix_, {8, 50});
   for (const auto& v : found) ADD_FAILURE() << v;

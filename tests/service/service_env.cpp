@@ -3,9 +3,11 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "core/files.h"
+#include "core/strings.h"
 #include "core/tar.h"
 #include "service/base/crypto.h"
 #include "service/ops/images/internal_images.h"
@@ -87,6 +89,21 @@ long reconcile_passes(HttpClient& c) {
 
 long event_watchers_started(HttpClient& c) {
   return metrics_counter(c, "gpulab_event_watchers_started_total");
+}
+
+std::map<std::string, CreatePhase> create_phases(const std::string& metrics) {
+  std::map<std::string, CreatePhase> out;
+  for (const auto& line : split(metrics, '\n')) {
+    for (const char* part : {"_sum{", "_count{"}) {
+      const std::string key = std::string("gpulab_create_phase_seconds") + part + "phase=\"";
+      if (!starts_with(line, key)) continue;
+      const std::string rest = line.substr(key.size());
+      const double v = std::atof(rest.substr(rest.find(' ') + 1).c_str());
+      auto& e = out[rest.substr(0, rest.find('"'))];
+      (std::string(part) == "_sum{" ? e.seconds : e.count) = v;
+    }
+  }
+  return out;
 }
 
 Json four_gpu_config(const std::string& docker_host, int port_base) {

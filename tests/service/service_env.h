@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -56,5 +57,14 @@ long reconcile_passes(HttpClient& c);
 // gpulab_event_watchers_started_total: hosts whose engine events the service follows (from that
 // moment, none is missed); -1 when absent.
 long event_watchers_started(HttpClient& c);
+
+// One create phase's histogram (gpulab_create_phase_seconds{phase}): creates timed, seconds summed.
+struct CreatePhase {
+  double count = 0;
+  double seconds = 0;
+};
+
+// Every create phase ("check", "place", "engine", "book") in the /metrics text `metrics`.
+std::map<std::string, CreatePhase> create_phases(const std::string& metrics);
 
 }  // namespace gpulab::service::testing
