@@ -2,7 +2,9 @@
 // after a crash, as SoakHosts' kills leave; here a container started on lab3 outside the
 // service): a create whose SSH port the service chose gets another one (three tries at most), the
 // refused port is not offered again, and a user's own host port there is refused naming it,
-// leaving nothing behind.
+// leaving nothing behind. And a stopped container whose SSH port was taken meanwhile: its start
+// (or restart) moves it to a new SSH port, keeping everything else; a user port taken meanwhile
+// refuses the start, naming it.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -31,7 +33,7 @@ class ServiceHostsRefusedPort : public LabHostsTest {
   // engine then refuses them to anyone else. Removed when the test ends.
   void squat(int i, const std::vector<int>& ports) {
     docker::CreateSpec spec;
-    spec.name = "squatter" + std::to_string(i);
+    spec.name = "squatter" + std::to_string(i) + "-" + std::to_string(squatters_.size());
     spec.image = kBoxImage;
     for (size_t k = 0; k < ports.size(); ++k)
       spec.ports.push_back({80 + static_cast<int>(k), "tcp", ports[k], engines_[i].address});
@@ -46,6 +48,21 @@ class ServiceHostsRefusedPort : public LabHostsTest {
     int n = 0;
     for (const auto& l : split(text.value_or(""), '\n')) n += l.find(what) != std::string::npos;
     return n;
+  }
+
+  // The host ports engine i publishes for container `name`, by container port.
+  std::map<int, int> published(int i, const std::string& name) {
+    std::map<int, int> out;
+    auto info = engines_[i].client->inspect_container(name);
+    if (info.ok())
+      for (const auto& p : info->ports) out[p.container_port] = p.host_port;
+    return out;
+  }
+  // Runs `script` in `name` on engine i: its output, or the failure.
+  std::string run_in(int i, const std::string& name, const std::string& script) {
+    auto r = engines_[i].client->exec(name, {"sh", "-c", script});
+    if (!r.ok()) return "exec failed: " + r.error().to_string();
+    return r->exit_code == 0 ? r->out : "exit " + std::to_string(r->exit_code) + ": " + r->err;
   }
 
   std::vector<std::unique_ptr<gpulab::testing::ContainerCleanup>> squatters_;
@@ -119,6 +136,89 @@ TEST_F(ServiceHostsRefusedPort, AnSshPortTheEngineRefusesIsReplacedAndAUserPortI
   EXPECT_EQ(outcomes["d1"], "ok ") << audit.dump();
   EXPECT_EQ(outcomes["u1"], "failed ") << audit.dump();
   EXPECT_EQ(outcomes["e1"], "failed ") << audit.dump();
+}
+
+// A stopped container whose SSH port something outside the service took meanwhile: its start is
+// not refused; it is made again there from a commit of itself on a new SSH port (the answer says
+// which), keeping its files, SSH password, GPU and user port, and the taken port is held back.
+// `restart` of a stopped one does the same. A user's own port taken meanwhile refuses the start,
+// naming it, and the container stays stopped with what it had.
+TEST_F(ServiceHostsRefusedPort, AStartWhoseSshPortWasTakenMeanwhileMovesItToANewOne) {
+  Json cfg = lab_config();
+  const int base = cfg["ssh_port_base"].get<int>();
+  start(cfg);
+  if (HasFatalFailure()) return;
+  HttpClient c(svc_->url());
+  const int user_port = base + 60;
+  Json body = {{"name", "s1"},
+               {"image", kBoxImage},
+               {"gpu_count", 1},
+               {"host", "lab3"},
+               {"port", Json::array({std::to_string(user_port) + ":80"})}};
+  auto made = c.post_json(kApi + "/create", body);
+  ASSERT_TRUE(ok(made)) << made.body;
+  const Json before = row(c, "s1");
+  ASSERT_EQ(before["ssh_port"], base + 11) << before.dump();
+  const std::string password_file = docker::kLabSshPasswordFile;
+  const std::string password = run_in(2, "s1", "echo kept > /kept.txt && cat " + password_file);
+  ASSERT_TRUE(ok(c.post_json(kApi + "/stop", {{"name", "s1"}})));
+  squat(2, {base + 11});
+  if (HasFatalFailure()) return;
+
+  auto st = c.post_json(kApi + "/start", {{"name", "s1"}});
+  ASSERT_TRUE(ok(st)) << st.body << log_lines();
+  EXPECT_EQ(st.json()["data"]["ssh_port"], base + 22) << st.body;
+  EXPECT_EQ(st.json()["data"]["ssh_port_was"], base + 11) << st.body;
+  EXPECT_NE(st.json()["message"].get<std::string>().find("new SSH port"), std::string::npos);
+  const Json after = row(c, "s1");
+  EXPECT_EQ(after["ssh_port"], base + 22);
+  EXPECT_EQ(after["status"], "running") << after.dump();
+  EXPECT_EQ(after["gpu_uuids"], before["gpu_uuids"]) << after.dump();
+  EXPECT_EQ(after["port_mappings"], before["port_mappings"]) << after.dump();
+  EXPECT_EQ(published(2, "s1"), (std::map<int, int>{{22, base + 22}, {80, user_port}}));
+  EXPECT_EQ(run_in(2, "s1", "cat /kept.txt " + password_file), "kept\n" + password);
+  EXPECT_EQ(log_count("refused SSH port " + std::to_string(base + 11) + " "), 1);
+
+  // restart of a stopped container: the same.
+  ASSERT_TRUE(ok(c.post_json(kApi + "/stop", {{"name", "s1"}})));
+  squat(2, {base + 22});
+  if (HasFatalFailure()) return;
+  auto rs = c.post_json(kApi + "/restart", {{"name", "s1"}});
+  ASSERT_TRUE(ok(rs)) << rs.body << log_lines();
+  EXPECT_EQ(rs.json()["data"]["ssh_port"], base + 33) << rs.body;
+  EXPECT_EQ(row(c, "s1")["status"], "running");
+  EXPECT_EQ(run_in(2, "s1", "cat /kept.txt " + password_file), "kept\n" + password);
+  // Both taken ports are held back: a new create there takes the next one at once.
+  ASSERT_TRUE(ok(create(c, "n1", 0, "lab3")));
+  EXPECT_EQ(row(c, "n1")["ssh_port"], base + 44);
+  EXPECT_EQ(log_count("refused SSH port"), 2) << log_lines();
+
+  // A user's port taken meanwhile: refused naming it; s1 stays stopped, as it was.
+  ASSERT_TRUE(ok(c.post_json(kApi + "/stop", {{"name", "s1"}})));
+  squat(2, {user_port});
+  if (HasFatalFailure()) return;
+  auto u = c.post_json(kApi + "/start", {{"name", "s1"}});
+  EXPECT_EQ(code(u), "PORT_CONFLICT") << u.body;
+  EXPECT_NE(u.body.find("host port " + std::to_string(user_port)), std::string::npos) << u.body;
+  const Json refused = row(c, "s1");
+  EXPECT_NE(refused["status"], "running") << refused.dump();
+  EXPECT_EQ(refused["ssh_port"], base + 33);
+  EXPECT_TRUE(on_engine(2, "s1"));
+
+  // The audit names each move: "ssh_port 20011 -> 20022".
+  Json audit = c.get(kApi + "/audit?limit=100").json()["data"]["entries"];
+  std::string moves;
+  for (const auto& e : audit)
+    if (e["target"] == "s1" && e.value("detail", std::string()).starts_with("ssh_port"))
+      moves += e["action"].get<std::string>() + ": " + e["detail"].get<std::string>() + "; ";
+  EXPECT_NE(
+      moves.find("ssh_port " + std::to_string(base + 11) + " -> " + std::to_string(base + 22)),
+      std::string::npos)
+      << audit.dump();
+  EXPECT_NE(
+      moves.find("ssh_port " + std::to_string(base + 22) + " -> " + std::to_string(base + 33)),
+      std::string::npos)
+      << audit.dump();
 }
 
 }  // namespace

@@ -151,8 +151,18 @@ ApiReply lifecycle(Service& s, Req req, Who who, const char* verb, Op op) {
   // id after a GPU-count recreate) while this one waited.
   ContainerRecord c = require_container(s, who, j["name"].get<std::string>());
   op(s, c);
-  s.store->audit(who.user, verb, c.name, "ok");
-  return ApiReply::ok(std::string("Container ") + verb + " successfully", {{"name", c.name}});
+  Json data = {{"name", c.name}};
+  std::string message = std::string("Container ") + verb + " successfully", detail;
+  // A start whose SSH port was taken on its host meanwhile runs on a new one: the user must know.
+  if (auto now = s.store->find_container(c.id); now && now->ssh_port != c.ssh_port) {
+    data["ssh_port"] = now->ssh_port;
+    data["ssh_port_was"] = c.ssh_port;
+    message += " on a new SSH port, " + std::to_string(now->ssh_port) + " (its port " +
+               std::to_string(c.ssh_port) + " was taken on its host outside this service)";
+    detail = "ssh_port " + std::to_string(c.ssh_port) + " -> " + std::to_string(now->ssh_port);
+  }
+  s.store->audit(who.user, verb, c.name, "ok", detail);
+  return ApiReply::ok(message, data);
 }
 
 ApiReply update(Service& s, Req req, Who who) {

@@ -260,6 +260,21 @@ void Store::set_spec(std::int64_t id, const ContainerSpec& spec) {
             {spec.to_json().dump(), iso_now(), id});
 }
 
+void Store::set_ssh_port(std::int64_t id, int port) {
+  db_->transaction([&] {
+    auto c = find_container(id);
+    if (!c || c->ssh_port == port) return;
+    db_->exec(
+        "INSERT OR REPLACE INTO port_rest(host,port,released_at) SELECT host,port,? FROM "
+        "port_allocations WHERE container_id=? AND kind='ssh'",
+        {unix_now_precise(), id});
+    db_->exec("DELETE FROM port_allocations WHERE container_id=? AND kind='ssh'", {id});
+    db_->exec("UPDATE containers SET ssh_port=?,updated_at=? WHERE id=?",
+              {std::int64_t(port), iso_now(), id});
+    if (port != 0) add_port(id, port, "ssh", 22);
+  });
+}
+
 void Store::remove_container(std::int64_t id, bool rest_ports) {
   db_->transaction([&] {
     if (rest_ports) {

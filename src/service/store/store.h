@@ -51,6 +51,8 @@ class Store {
   void set_state(std::int64_t id, const std::string& state);
   void set_docker_id(std::int64_t id, const std::string& docker_id);
   void set_spec(std::int64_t id, const ContainerSpec& spec);
+  // Books `port` as the container's SSH port (0: none) in one transaction; the one it had rests.
+  void set_ssh_port(std::int64_t id, int port);
   // Deletes the row and its GPU allocations; its ports go to rest (unless rest is false).
   void remove_container(std::int64_t id, bool rest_ports = true);
 

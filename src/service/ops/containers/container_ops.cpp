@@ -2,7 +2,6 @@
 #include "service/ops/containers/container_ops.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "core/log.h"
 #include "core/strings.h"
@@ -11,43 +10,16 @@
 #include "service/base/crypto.h"
 #include "service/domain/validation.h"
 #include "service/ops/containers/allocation.h"
+#include "service/ops/containers/engine_container.h"
+#include "service/ops/containers/recreate.h"
+#include "service/ops/containers/refused_port.h"
 #include "service/ops/containers/unbooked.h"
 #include "service/ops/hosts/host_fanout.h"
 #include "service/ops/images/internal_images.h"
 #include "service/ops/policies/quota.h"
 #include "service/ops/policies/usage_meter.h"
-#include "service/store/book_id.h"
-#include "service/store/refused_ports.h"
 
 namespace gpulab::service {
-
-LabContainer engine_spec(Service& s, const std::string& name, const std::string& owner,
-                         const ContainerSpec& spec, const std::vector<GpuSlot>& gpus, int ssh_port,
-                         std::int64_t intent) {
-  LabContainer cs;
-  cs.name = name;
-  cs.image = spec.image;
-  cs.env = spec.env;
-  // The lab image's entrypoint applies the key (the password reaches it apart: run_container).
-  cs.env.push_back("GPULAB_SSH_PUBKEY=" + spec.ssh_public_key);
-  cs.env.push_back("GPULAB_CONTAINER_NAME=" + name);
-  std::vector<std::string> uuids;
-  for (const auto& g : gpus) uuids.push_back(g.uuid);
-  cs.labels = {{"gpulab.managed", "true"},
-               {"gpulab.owner", owner},
-               {"gpulab.gpus", join(uuids, ",")},
-               {"gpulab.intent", std::to_string(intent)},
-               {"gpulab.ssh_port", std::to_string(ssh_port)},
-               {kBookLabel, book_id(*s.store)}};
-  cs.ssh_port = ssh_port;
-  cs.ports = spec.ports;
-  if (spec.cpus.set()) cs.nano_cpus = spec.cpus.nano_cpus;
-  if (spec.memory.set()) cs.memory_bytes = spec.memory.bytes;
-  if (spec.shm_size.set()) cs.shm_size_bytes = spec.shm_size.bytes;
-  cs.pids_limit = spec.pids_limit;
-  cs.gpus = gpus;
-  return cs;
-}
 
 namespace {
 
@@ -81,25 +53,6 @@ void require_image_somewhere(Service& s, const std::string& image,
   if (s.hosts.size() <= 1) (void)s.engine();
   throw ApiError(ApiCode::kImageNotAllowed, "Image '" + image + "' is not on the engine",
                  "the service never pulls; build or load the image on this host first");
-}
-
-// Creates and starts the engine container for an allocated row; on failure the engine removes
-// what it made. Without a new password the container keeps the one its layer has (recreate,
-// restart after a crash).
-std::string engine_create_start(Service& s, const std::string& host, const LabContainer& cs,
-                                const std::string& password = {}) {
-  auto id = s.engine_on(host).run_container(cs, password);
-  if (!id) {
-    Error e = id.error();
-    if (s.hosts.size() > 1) e.message = "host '" + host + "': " + e.message;  // which one
-    if (e.message.find("could not select device driver") != std::string::npos)
-      e.hint = "host '" + host +
-               "' has no NVIDIA container runtime: install the NVIDIA Container Toolkit there, or "
-               "set \"device_mode\": \"none\" to book GPUs without attaching devices "
-               "(docs/engines.md#many-hosts)";
-    throw_engine_error(e);
-  }
-  return *id;
 }
 
 // What the exception being handled says (called inside a catch block).
@@ -160,34 +113,6 @@ void undo_create(Service& s, const CreateOptions& o, const Allocation& a, bool f
   spdlog::warn("create {} for {} failed: {}", o.name, o.owner, why);
 }
 
-// How many SSH ports one create tries, and how long a port its engine refused is held back (an
-// engine's stale allocation lasts until that engine forgets it; after this the port is offered
-// again, at the cost of one more refusal if it is still taken).
-constexpr int kSshPortTries = 3;
-constexpr double kRefusedPortHoldSeconds = 600;
-
-// Whether an engine's port refusal names `port` (":20222" in "Bind for 10.0.0.2:20222 failed:
-// port is already allocated"): then it is the SSH port the service chose, not the user's.
-bool names_port(const std::string& why, int port) {
-  if (port == 0) return false;
-  const std::string p = ":" + std::to_string(port);
-  for (size_t at = why.find(p); at != std::string::npos; at = why.find(p, at + 1)) {
-    const size_t end = at + p.size();
-    if (end == why.size() || !std::isdigit(static_cast<unsigned char>(why[end]))) return true;
-  }
-  return false;
-}
-
-// The SSH port the engine refused is held back on that host, so the next choice skips it.
-void hold_back_refused_ssh_port(Service& s, const Allocation& a) {
-  hold_refused_port(*s.store, a.host, a.ssh_port, unix_now_precise() + kRefusedPortHoldSeconds);
-  spdlog::warn(
-      "host '{}' refused SSH port {} as taken while the book has it free (a stale allocation "
-      "of its engine, or a container started there outside the service): not offered there for "
-      "{:.0f} s",
-      a.host, a.ssh_port, kRefusedPortHoldSeconds);
-}
-
 }  // namespace
 
 CreateOutcome create_container(Service& s, const CreateOptions& o) {
@@ -224,7 +149,7 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
           e.api_code() == ApiCode::kPortConflict && names_port(e.error().message, a.ssh_port);
       const bool retry = refused && attempt < kSshPortTries;
       undo_create(s, o, a, !retry);
-      if (refused) hold_back_refused_ssh_port(s, a);  // the last one too: a retry skips it
+      if (refused) hold_back_refused_ssh_port(s, a.host, a.ssh_port);  // a retry skips it
       if (!retry) throw;
     } catch (...) {
       undo_create(s, o, a, true);
@@ -266,9 +191,48 @@ ContainerRecord require_container(Service& s, const Principal& who, const std::s
   return *c;
 }
 
+namespace {
+
+// The host port of `c` that the engine's refusal `why` names, as a user reads it: "its SSH port
+// 20222", "host port 8080"; empty when it names none of them.
+std::string refused_port_of(const ContainerRecord& c, const std::string& why) {
+  if (names_port(why, c.ssh_port)) return "its SSH port " + std::to_string(c.ssh_port);
+  for (const auto& p : c.spec.ports)
+    if (names_port(why, p.host_port)) return "host port " + std::to_string(p.host_port);
+  return {};
+}
+
+// A start or restart of `c` the engine refused with `e`. Its SSH port (the service's choice)
+// taken on its host meanwhile: held back, the container made again there from a commit of itself
+// on a new one, and started (returns). A user's own port taken: PORT_CONFLICT naming it, the
+// container left stopped. Anything else: the engine's error.
+void start_refused(Service& s, const ContainerRecord& c, const Engine& engine, const Error& e) {
+  try {
+    throw_engine_error(e);
+  } catch (const ApiError& refusal) {
+    const std::string port = refused_port_of(c, e.message);
+    if (refusal.api_code() != ApiCode::kPortConflict || port.empty()) throw;
+    if (names_port(e.message, c.ssh_port) && engine.archives()) {
+      hold_back_refused_ssh_port(s, c.host, c.ssh_port);
+      recreate_container(s, c, engine, c.spec, RecreateChange{.ssh_port = true});
+      return;
+    }
+    const std::string where = s.hosts.size() > 1 ? " on host '" + c.host + "'" : "";
+    std::string hint = "free that port there, or delete the container and create it again";
+    if (!engine.archives()) hint += " (this host's engine keeps no commits to move it with)";
+    throw ApiError(ApiCode::kPortConflict,
+                   "Container '" + c.name + "' cannot start: " + port + where +
+                       " is taken outside this service (" + e.message + ")",
+                   hint);
+  }
+}
+
+}  // namespace
+
 void start_container(Service& s, const ContainerRecord& c) {
-  auto st = s.engine_of(c).start_container(c.engine_ref());
-  if (!st) throw_engine_error(st.error());
+  const Engine& engine = s.engine_of(c);
+  auto st = engine.start_container(c.engine_ref());
+  if (!st) return start_refused(s, c, engine, st.error());  // returns started on a new SSH port
   s.store->set_state(c.id, state::kRunning);
 }
 
@@ -279,8 +243,9 @@ void stop_container(Service& s, const ContainerRecord& c) {
 }
 
 void restart_container(Service& s, const ContainerRecord& c) {
-  auto st = s.engine_of(c).restart_container(c.engine_ref(), s.config.stop_timeout_seconds);
-  if (!st) throw_engine_error(st.error());
+  const Engine& engine = s.engine_of(c);
+  auto st = engine.restart_container(c.engine_ref(), s.config.stop_timeout_seconds);
+  if (!st) return start_refused(s, c, engine, st.error());  // a stopped one's port, as in start
   s.store->set_state(c.id, state::kRunning);
 }
 
@@ -300,87 +265,12 @@ void delete_container(Service& s, const ContainerRecord& c) {
   release_internal_image(s, c.spec.image);  // a restored backup's or a recreate's image
 }
 
-namespace {
-
-// The GPU-count change of update_resources: commit -> recreate, keeping the writable layer, the
-// name and the ports. The commit comes first: the new GPUs, the new image and the "recreating"
-// intent are booked in one step, so a crash leaves either the old container as booked or an
-// intent the restart completes. Until the old container is removed a failure leaves the row as
-// it was; after it, the reconciler completes the recreate (the old container is gone).
-void recreate_with_gpus(Service& s, const ContainerRecord& c, const Engine& engine,
-                        ContainerSpec spec) {
-  const std::string ref = c.engine_ref();
-  // Unique even for two recreates in one second: a reused tag would move off the image the
-  // old container runs, leaving that image untagged and never removed.
-  std::string tag = c.name + "-" + std::to_string(unix_now()) + "-" + random_secret(4);
-  auto claim = s.image_claims.claim(kRecreateRepo + tag);  // until the booking below owns it
-  auto img = engine.archives()->commit(ref, ImageCommit{"gpulab-recreate",
-                                                        tag,
-                                                        "gpulab recreate",
-                                                        "gpulab",
-                                                        {{"gpulab.recreate.source", c.name}}});
-  if (!img) {
-    s.store->set_spec(c.id, c.spec);
-    throw_engine_error(img.error());
-  }
-  std::string old_image = spec.image;
-  spec.image = kRecreateRepo + tag;
-  std::vector<GpuSlot> chosen;
-  // Asked before the allocation lock: a slow host must not hold up every other booking.
-  std::set<std::string> outside = unleased_ddp_gpus(s);
-  auto book = [&](const ContainerSpec& as, const std::vector<GpuAssignment>& gpus,
-                  const std::string& st) {
-    s.store->clear_gpus(c.id);
-    for (const auto& g : gpus) s.store->add_gpu(c.id, g);
-    s.store->set_spec(c.id, as);
-    s.store->set_state(c.id, st);
-  };
-  try {
-    std::lock_guard<std::mutex> lock(s.alloc_mu);
-    s.store->transaction([&] {
-      meter_tick(*s.store, s.clock->now());
-      check_quota(s, c.owner, spec, false, c.id);
-      const std::set<std::string> used = gpus_in_use(s, outside, c.name);
-      auto pick = choose_gpus(engine.gpus()->gpus, used, spec.gpu_count, s.policy);
-      if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
-      std::vector<GpuAssignment> now;
-      for (const auto& g : *pick) now.push_back(GpuAssignment{g.uuid, g.index});
-      book(spec, now, state::kRecreating);
-      chosen = *pick;
-    });
-  } catch (...) {
-    s.store->set_spec(c.id, c.spec);
-    (void)engine.remove_image(spec.image);
-    throw;
-  }
-  auto rm = engine.remove_container(ref);
-  if (!rm && rm.error().code != Code::kNotFound) {
-    // The old container is still there: the change is refused and the row is as it was.
-    {
-      std::lock_guard<std::mutex> lock(s.alloc_mu);
-      s.store->transaction([&] { book(c.spec, c.gpus, c.state); });
-    }
-    (void)engine.remove_image(spec.image);
-    throw_engine_error(rm.error());
-  }
-  // No new password: the container keeps the one in its committed /etc/shadow.
-  auto cs = engine_spec(s, c.name, c.owner, spec, chosen, c.ssh_port, c.id);
-  std::string id = engine_create_start(s, c.host, cs);
-  s.store->transaction([&] {
-    s.store->set_docker_id(c.id, id);
-    s.store->set_state(c.id, state::kRunning);
-  });
-  release_internal_image(s, old_image);  // an earlier recreate's or a restored backup's
-}
-
-}  // namespace
-
 ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Json& req) {
   // Its host first: one that is down refuses (503) before the book changes.
   const Engine& engine = s.engine_of(c);
   ContainerSpec spec = apply_spec_fields(req, c.spec);
   // A GPU count change recreates from a commit: refused before the book changes where the
-  // engine keeps none (recreate_with_gpus relies on this).
+  // engine keeps none (recreate_container relies on this).
   if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count)
     (void)require_archives(engine, "a GPU count change");
   ResourceChange u;
@@ -417,17 +307,8 @@ ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Jso
     }
   }
   if (req.contains("gpu_count") && spec.gpu_count != c.spec.gpu_count)
-    recreate_with_gpus(s, c, engine, spec);
+    recreate_container(s, c, engine, spec, RecreateChange{.gpus = true});
   return *s.store->find_container(c.id);
-}
-
-std::string create_engine_container(Service& s, const ContainerRecord& c) {
-  std::vector<GpuSlot> gpus;
-  const auto inventory = s.engine_of(c).gpus();  // its host's GPUs: it is made there
-  for (const auto& g : c.gpus)
-    if (const GpuSlot* slot = inventory->find(g.uuid)) gpus.push_back(*slot);
-  auto cs = engine_spec(s, c.name, c.owner, c.spec, gpus, c.ssh_port, c.id);
-  return engine_create_start(s, c.host, cs);
 }
 
 std::map<std::string, EngineContainer> engine_containers(

@@ -1,6 +1,6 @@
 // Container lifecycle as transactions over the book and the engine: allocate (GPUs, SSH and user
 // ports) -> record intent -> create -> start, releasing everything on any failure; and start,
-// stop, restart, delete, resource updates and the GPU-count change (commit -> recreate).
+// stop, restart, delete, resource updates and the GPU-count change (commit -> recreate.h).
 #pragma once
 
 #include <map>
@@ -19,12 +19,6 @@ struct CreateOutcome {
 };
 
 CreateOutcome create_container(Service& s, const CreateOptions& opts);
-// The engine's container for a row: the spec's image, env, limits and ports, exactly `gpus`, the
-// SSH port, and the labels that tie it to this book and to the row `intent`.
-LabContainer engine_spec(Service& s, const std::string& name, const std::string& owner,
-                         const ContainerSpec& spec, const std::vector<GpuSlot>& gpus, int ssh_port,
-                         std::int64_t intent);
-
 // What a restore (restore_request in validation.cpp: from a snapshot or a backup) creates: the
 // recorded spec with the request's changes, never its host ports (the source may still hold
 // them), on our own `image`.
@@ -34,16 +28,15 @@ CreateOptions restore_options(const Principal& who, const Json& req, ContainerSp
 // The caller's container by name: CONTAINER_NOT_FOUND, or FORBIDDEN for another user's.
 ContainerRecord require_container(Service& s, const Principal& who, const std::string& name);
 
+// Start and restart: an SSH port taken on the container's host meanwhile (something outside the
+// service holds it) gets the container recreated there on a new one (recreate.h), running after;
+// a user's own port taken is refused (PORT_CONFLICT naming it) and the container stays stopped.
 void start_container(Service& s, const ContainerRecord& c);
 void stop_container(Service& s, const ContainerRecord& c);
 void restart_container(Service& s, const ContainerRecord& c);
 void delete_container(Service& s, const ContainerRecord& c);
 // cpus / memory / pids_limit through the engine; gpu_count through commit -> recreate.
 ContainerRecord update_resources(Service& s, const ContainerRecord& c, const Json& req);
-
-// Creates and starts the engine container for a row as booked (its GPUs and ports); used when a
-// restart finds a recreate that was cut off. No new password is set.
-std::string create_engine_container(Service& s, const ContainerRecord& c);
 
 // The engine's view of managed containers, by name, from every host that is up and answers
 // within host_answer_seconds (`host_of`: each one's host; `missed`: the hosts that are up but

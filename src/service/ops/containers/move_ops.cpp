@@ -14,6 +14,7 @@
 #include "service/domain/validation.h"
 #include "service/ops/containers/allocation.h"
 #include "service/ops/containers/container_ops.h"
+#include "service/ops/containers/engine_container.h"
 #include "service/ops/images/image_pipe.h"
 #include "service/ops/images/internal_images.h"
 #include "service/store/book_id.h"

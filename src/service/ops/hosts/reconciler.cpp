@@ -7,6 +7,7 @@
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
 #include "service/ops/containers/container_ops.h"
+#include "service/ops/containers/engine_container.h"
 #include "service/ops/containers/move_ops.h"
 #include "service/ops/containers/unbooked.h"
 #include "service/ops/images/internal_images.h"
