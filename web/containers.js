@@ -134,6 +134,10 @@ export function Containers({ me, arg, versions }) {
     } catch (err) { setError(err); }
     mark(name, null);
   };
+  // A start whose SSH port was taken on its host meanwhile runs on a new one: the user must know.
+  const started = (verb, name) => (out) => (out && out.ssh_port_was
+    ? `${verb}: ${name} done, on a new SSH port ${out.ssh_port} (${out.ssh_port_was} was taken on its host)`
+    : `${verb}: ${name} done`);
   const snapshot = (name) => {
     const s = window.prompt(`Snapshot name for ${name}`, `${name}-snap`);
     if (s) act('snapshot', name, { body: { name, snapshot_name: s }, done: () => html`snapshot ${s} of ${name} made — <a href="#/images">Snapshots & backups</a>` });
@@ -161,8 +165,8 @@ export function Containers({ me, arg, versions }) {
         <td><div class="actions">
           ${c.state === 'running'
             ? html`<button class="act-stop" disabled=${!!busy[c.name]} onClick=${() => act('stop', c.name, { ask: `Stop ${c.name}?` })}>Stop</button>
-                   <button class="act-restart" disabled=${!!busy[c.name]} onClick=${() => act('restart', c.name, { ask: `Restart ${c.name}?` })}>Restart</button>`
-            : html`<button class="act-start" disabled=${!!busy[c.name]} onClick=${() => act('start', c.name)}>Start</button>`}
+                   <button class="act-restart" disabled=${!!busy[c.name]} onClick=${() => act('restart', c.name, { ask: `Restart ${c.name}?`, done: started('restart', c.name) })}>Restart</button>`
+            : html`<button class="act-start" disabled=${!!busy[c.name]} onClick=${() => act('start', c.name, { done: started('start', c.name) })}>Start</button>`}
           <button class="act-snapshot" disabled=${!!busy[c.name]} onClick=${() => snapshot(c.name)}>Snapshot</button>
           <button class="act-backup" disabled=${!!busy[c.name]} onClick=${() => backup(c.name)}>Backup</button>
           <button class="danger act-delete" disabled=${!!busy[c.name]} onClick=${() => act('delete', c.name, { ask: `Delete ${c.name}? This cannot be undone.` })}>Delete</button>

@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -476,6 +477,25 @@ def run_size(svc, size, shots, work):
         if svc.container("alice", name)["state"] != "running":
             fail(f"{size}: the page shows {name} running but the API does not")
         print(f"ok {size}: stop and start (page and API)")
+
+        # Its SSH port taken while it is stopped (a listener here, where the engine publishes it):
+        # the start moves it to a new one, and the page says which.
+        alice.click_in_row(name, ".act-stop")
+        alice.wait(lambda: alice.row(name) and alice.row(name).get_attribute("data-state") != "running",
+                   "the container stopped")
+        old_port = svc.container("alice", name)["ssh_port"]
+        with socket.socket() as squat:
+            squat.bind(("0.0.0.0", old_port))
+            squat.listen()
+            alice.click_in_row(name, ".act-start", confirm=False)
+            alice.wait(lambda: "on a new SSH port" in alice.notice(), "the new SSH port's notice")
+        alice.wait_state(name, "running")
+        c = svc.container("alice", name)
+        said = f"start: {name} done, on a new SSH port {c['ssh_port']} ({old_port} was taken on its host)"
+        if c["ssh_port"] == old_port or said not in alice.notice():
+            fail(f"{size}: after its SSH port {old_port} was taken: API {c['ssh_port']}, page "
+                 f"{alice.notice()!r}")
+        print(f"ok {size}: start with its SSH port taken: {alice.notice()!r}")
 
         # The log line with <script> is text, in the container's own page.
         alice.go(f"containers/{name}")
