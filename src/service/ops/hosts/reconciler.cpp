@@ -78,18 +78,26 @@ void reconcile_lease(Service& s, const ContainerRecord& c,
 // A container booked as running that its host's engine stopped while the host was away (a
 // dockerd restart without live-restore): started again when the config asks for it. True when
 // it runs again.
-bool restart_after_return(Service& s, const Engine& eng, const ContainerRecord& c,
-                          const EngineContainer& e, bool host_returned, ReconcileReport& r) {
+bool restart_after_return(Service& s, const ContainerRecord& c, const EngineContainer& e,
+                          bool host_returned, ReconcileReport& r) {
   if (!s.config.restart_on_host_return || !host_returned || c.state != state::kRunning ||
       e.state == "running")
     return false;
-  auto st = eng.start_container(e.id);
-  if (!st) {
-    spdlog::warn("host {} is back: cannot start {} again: {}", c.host, c.name, st.error().message);
+  ContainerRecord now = c;
+  now.docker_id = e.id;  // the engine's own container, whatever the row says
+  try {
+    // As a user's start: an SSH port taken meanwhile (a returning engine's stale allocation)
+    // gets the container recreated on a new one rather than left stopped for ever.
+    start_container(s, now);
+  } catch (const Exception& ex) {
+    spdlog::warn("host {} is back: cannot start {} again: {}", c.host, c.name, ex.error().message);
     return false;
   }
-  s.store->audit("gpulab", "reconcile", c.name, "restarted",
-                 "its host " + c.host + " came back with it stopped (restart_on_host_return)");
+  std::string detail = "its host " + c.host + " came back with it stopped (restart_on_host_return)";
+  if (auto after = s.store->find_container(c.id); after && after->ssh_port != c.ssh_port)
+    detail += "; ssh_port " + std::to_string(c.ssh_port) + " -> " +
+              std::to_string(after->ssh_port) + " (taken meanwhile)";
+  s.store->audit("gpulab", "reconcile", c.name, "restarted", detail);
   ++r.restarted;
   return true;
 }
@@ -174,7 +182,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
     s.store->audit("gpulab", "reconcile", c.name, "released", "container gone from the engine");
     s.metrics.increment("reconcile_released");
     ++r.released;
-  } else if (!restart_after_return(s, eng, c, *e, host_returned, r)) {
+  } else if (!restart_after_return(s, c, *e, host_returned, r)) {
     auto book_state = [](const std::string& engine_state) {
       return engine_state == "running"   ? state::kRunning
              : engine_state == "created" ? state::kCreated
