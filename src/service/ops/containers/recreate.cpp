@@ -21,11 +21,14 @@ namespace gpulab::service {
 
 namespace {
 
-// The row's GPUs, SSH port, spec and state, in the caller's transaction.
+// The row's GPUs (null: its GPU rows untouched), SSH port, spec and state, in the caller's
+// transaction.
 void book_row(Service& s, std::int64_t id, const ContainerSpec& spec,
-              const std::vector<GpuAssignment>& gpus, int ssh_port, const std::string& st) {
-  s.store->clear_gpus(id);
-  for (const auto& g : gpus) s.store->add_gpu(id, g);
+              const std::vector<GpuAssignment>* gpus, int ssh_port, const std::string& st) {
+  if (gpus) {
+    s.store->clear_gpus(id);
+    for (const auto& g : *gpus) s.store->add_gpu(id, g);
+  }
   s.store->set_ssh_port(id, ssh_port);
   s.store->set_spec(id, spec);
   s.store->set_state(id, st);
@@ -38,19 +41,18 @@ void book_recreate(Service& s, const ContainerRecord& c, const Engine& engine,
                    const std::set<std::string>& outside) {
   std::lock_guard<std::mutex> lock(s.alloc_mu);
   s.store->transaction([&] {
-    std::vector<GpuAssignment> gpus = c.gpus;
+    std::vector<GpuAssignment> gpus;
     if (change.gpus) {
       meter_tick(*s.store, s.clock->now());
       check_quota(s, c.owner, spec, false, c.id);
       const std::set<std::string> used = gpus_in_use(s, outside, c.name);
       auto pick = choose_gpus(engine.gpus()->gpus, used, spec.gpu_count, s.policy);
       if (!pick) throw ApiError(ApiCode::kGpuAllocationFailed, "GPU allocation failed");
-      gpus.clear();
       for (const auto& g : *pick) gpus.push_back(GpuAssignment{g.uuid, g.index});
     }
     int ssh_port = c.ssh_port;
     if (change.ssh_port) ssh_port = choose_host_ports(s, *s.find_host(c.host), {}, true);
-    book_row(s, c.id, spec, gpus, ssh_port, state::kRecreating);
+    book_row(s, c.id, spec, change.gpus ? &gpus : nullptr, ssh_port, state::kRecreating);
   });
 }
 
@@ -115,7 +117,8 @@ void recreate_container(Service& s, const ContainerRecord& c, const Engine& engi
     // The old container is still there: the change is refused and the row is as it was.
     {
       std::lock_guard<std::mutex> lock(s.alloc_mu);
-      s.store->transaction([&] { book_row(s, c.id, c.spec, c.gpus, c.ssh_port, c.state); });
+      s.store->transaction(
+          [&] { book_row(s, c.id, c.spec, change.gpus ? &c.gpus : nullptr, c.ssh_port, c.state); });
     }
     (void)engine.remove_image(spec.image);
     throw_engine_error(rm.error());
