@@ -149,7 +149,8 @@ CreateOutcome create_container(Service& s, const CreateOptions& o) {
           e.api_code() == ApiCode::kPortConflict && names_port(e.error().message, a.ssh_port);
       const bool retry = refused && attempt < kSshPortTries;
       undo_create(s, o, a, !retry);
-      if (refused) hold_back_refused_ssh_port(s, a.host, a.ssh_port);  // a retry skips it
+      // The last one too: a retry (or the next create) skips it.
+      if (refused) hold_back_refused_ssh_port(s, a.host, a.ssh_port);
       if (!retry) throw;
     } catch (...) {
       undo_create(s, o, a, true);
