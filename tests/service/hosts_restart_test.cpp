@@ -85,14 +85,16 @@ TEST_F(ServiceHostsRestart, ContainersBookedRunningAreStartedWhenTheirHostReturn
   EXPECT_NE(log.find("without live-restore"), std::string::npos);
 }
 
-// A socket listening at `address`:`port` in the network namespace /run/netns/`ns`, or -1. Made
-// on a thread that enters it (setns moves only the calling thread): this process stays put.
-int listen_in_netns(const std::string& ns, const std::string& address, int port) {
+// A socket listening at `address`:`port` in the network namespace /run/netns/`ns`, or -1 with
+// `why` set. Made on a thread that enters it (setns moves only the calling thread): this process
+// stays put.
+int listen_in_netns(const std::string& ns, const std::string& address, int port, std::string* why) {
   int out = -1;
   std::thread([&] {
     const int nsfd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-    if (nsfd < 0) return;
-    if (::setns(nsfd, CLONE_NEWNET) == 0) {
+    if (nsfd < 0 || ::setns(nsfd, CLONE_NEWNET) != 0) {
+      *why = "entering " + ns + ": " + std::strerror(errno);
+    } else {
       const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       sockaddr_in at{};
       at.sin_family = AF_INET;
@@ -101,10 +103,11 @@ int listen_in_netns(const std::string& ns, const std::string& address, int port)
       if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0 &&
           ::listen(fd, 4) == 0)
         out = fd;
-      else if (fd >= 0)
-        ::close(fd);
+      else
+        *why = std::string("listening: ") + std::strerror(errno);
+      if (out < 0 && fd >= 0) ::close(fd);
     }
-    ::close(nsfd);
+    if (nsfd >= 0) ::close(nsfd);
   }).join();
   return out;
 }
@@ -131,9 +134,10 @@ TEST_F(ServiceHostsRestart, AReturningContainerWhoseSshPortWasTakenRunsOnANewOne
 
   stop_lab3(c);
   if (HasFatalFailure()) return;
-  const int squat = listen_in_netns("gpulab-lab3", engines_[2].address, old_port);
+  std::string why;
+  const int squat = listen_in_netns("gpulab-lab3", engines_[2].address, old_port, &why);
   ASSERT_GE(squat, 0) << "cannot listen at " << engines_[2].address << ":" << old_port
-                      << " in lab3's network namespace: " << std::strerror(errno);
+                      << " in lab3's network namespace: " << why;
   std::string err;
   const bool restarted = restart_engines(&err);
   const bool runs = restarted && wait_for([&] { return engine_state("runs") == "running"; }, 60);
