@@ -1,12 +1,9 @@
 // Create / start / stop / delete / update against the engine, with the book kept in step.
 #include "service/ops/containers/container_ops.h"
 
-#include <algorithm>
-
 #include "core/log.h"
 #include "core/strings.h"
 #include "service/base/api_error.h"
-#include "service/base/clock.h"
 #include "service/base/crypto.h"
 #include "service/domain/validation.h"
 #include "service/ops/containers/allocation.h"
