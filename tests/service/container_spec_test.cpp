@@ -73,6 +73,28 @@ TEST(ContainerSpec, StoredPortsAndEnvCheckedLikeARequest) {
       ApiError);
 }
 
+// Run from the service's own images (a recreate, then a move), it keeps the image it was created
+// from, stored and shown; an uploaded manifest's origin_image is checked like user input.
+TEST(ContainerSpec, KeepsTheImageItCameFromAcrossInternalImages) {
+  ContainerSpec s;
+  s.image = "lab:1";
+  EXPECT_EQ(s.shown_image(), "lab:1");
+  EXPECT_FALSE(s.to_json().contains("origin_image"));  // rows written before stay as they were
+  s.run_from("gpulab-recreate:c1-1-ab");
+  s.run_from("gpulab-move:c1-2-cd");
+  EXPECT_EQ(s.image, "gpulab-move:c1-2-cd");
+  EXPECT_EQ(s.shown_image(), "lab:1");
+  ContainerSpec back = ContainerSpec::from_json(s.to_json());
+  EXPECT_EQ(back.origin_image, "lab:1");
+  EXPECT_EQ(back.image, "gpulab-move:c1-2-cd");
+  for (const std::string& bad : {std::string("lab\n1"), std::string("<b>x</b>"),
+                                 std::string(256, 'a'), std::string("lab\0x", 5)}) {
+    Json j = s.to_json();
+    j["origin_image"] = bad;
+    EXPECT_THROW(ContainerSpec::from_json(j), ApiError) << bad;
+  }
+}
+
 TEST(ContainerSpec, OneNameRuleOf64Characters) {
   std::string longest(kMaxObjectNameLength, 'a');
   EXPECT_EQ(longest.size(), 64u);

@@ -416,8 +416,9 @@ TEST_F(ServiceHostsMove, RestartCompletesAMoveTheBookHadSwitched) {
   HttpClient alice(svc_->url(), alice_);
   ASSERT_TRUE(ok(alice.post_json(kApi + "/move", {{"name", "mvf"}, {"host", "lab2"}})));
   const Json moved = row("mvf");
-  const std::string image = moved["image"];
+  const std::string image = moved["engine_image"];
   ASSERT_EQ(image.rfind("gpulab-move:", 0), 0u) << image;
+  EXPECT_EQ(moved["image"], kBoxImage);  // what it was created from, still
   svc_->stop();
   // What the crash left on lab1: a container of that name (from the image the move loaded, so
   // it carries the book's labels) and the commit image.

@@ -7,9 +7,11 @@
 // refuses the start, naming it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/strings.h"
@@ -219,6 +221,42 @@ TEST_F(ServiceHostsRefusedPort, AStartWhoseSshPortWasTakenMeanwhileMovesItToANew
       moves.find("ssh_port " + std::to_string(base + 22) + " -> " + std::to_string(base + 33)),
       std::string::npos)
       << audit.dump();
+}
+
+// A start whose SSH port and the next three the service picks are all taken: the answer says the
+// container is being made again and on which port the service finishes it; the row stays
+// "recreating" on that fresh port (never a refused one), and the reconciler's next pass brings it
+// up there with its files. All four taken ports are held back.
+TEST_F(ServiceHostsRefusedPort, ARecreateRefusedThreeNewSshPortsIsFinishedOnAFourth) {
+  Json cfg = lab_config();
+  const int base = cfg["ssh_port_base"].get<int>();
+  start(cfg);
+  if (HasFatalFailure()) return;
+  HttpClient c(svc_->url());
+  ASSERT_TRUE(ok(create(c, "r1", 0, "lab3")));
+  ASSERT_EQ(row(c, "r1")["ssh_port"], base + 11);
+  ASSERT_EQ(run_in(2, "r1", "echo kept > /kept.txt && echo done"), "done\n");
+  ASSERT_TRUE(ok(c.post_json(kApi + "/stop", {{"name", "r1"}})));
+  squat(2, {base + 11, base + 22, base + 33, base + 44});
+  if (HasFatalFailure()) return;
+
+  auto st = c.post_json(kApi + "/start", {{"name", "r1"}});
+  EXPECT_EQ(code(st), "PORT_CONFLICT") << st.body;
+  const std::string fourth = std::to_string(base + 55);
+  EXPECT_NE(st.body.find("booked on SSH port " + fourth), std::string::npos) << st.body;
+  EXPECT_NE(st.body.find(std::to_string(base + 44)), std::string::npos) << st.body;
+  Json now = row(c, "r1");
+  for (int i = 0; i < 100 && now["status"] != "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now = row(c, "r1");
+  }
+  EXPECT_EQ(now["status"], "running") << now.dump() << log_lines();
+  EXPECT_EQ(now["ssh_port"], base + 55) << now.dump();
+  EXPECT_EQ(published(2, "r1"), (std::map<int, int>{{22, base + 55}}));
+  EXPECT_EQ(run_in(2, "r1", "cat /kept.txt"), "kept\n");
+  EXPECT_EQ(log_count("refused SSH port"), 4) << log_lines();
+  ASSERT_TRUE(ok(create(c, "n2", 0, "lab3")));
+  EXPECT_EQ(row(c, "n2")["ssh_port"], base + 66);
 }
 
 }  // namespace

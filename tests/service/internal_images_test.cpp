@@ -5,6 +5,7 @@
 // load) but never another book's images.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -93,6 +94,15 @@ TEST_F(InternalImages, RecreateLetsGoOfTheImageItReplaced) {
   ASSERT_TRUE(info.ok());
   std::string recreate = info->image;
   EXPECT_EQ(recreate.rfind("gpulab-recreate:", 0), 0u) << recreate;
+  // The list shows the image it was first created from, and the one the engine runs apart.
+  const auto list = c.get(kApi + "/list");
+  ASSERT_TRUE(ok(list)) << list.body;
+  const Json rows = list.json()["data"]["containers"];
+  const auto row =
+      std::find_if(rows.begin(), rows.end(), [&](const Json& x) { return x["name"] == name; });
+  ASSERT_NE(row, rows.end()) << list.body;
+  EXPECT_EQ((*row)["image"], kBoxImage) << row->dump();
+  EXPECT_EQ((*row)["engine_image"], recreate) << row->dump();
   ASSERT_TRUE(ok(c.post_json(kApi + "/delete", {{"name", name}})));
   EXPECT_FALSE(client_->image_exists(recreate));
 }

@@ -1,6 +1,10 @@
 // Parsing a container spec from a request or a stored record, and its stored JSON form.
 #include "service/domain/container_spec.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
 #include "service/base/api_error.h"
 #include "service/domain/validation.h"
 
@@ -16,11 +20,20 @@ SizeLimit size_limit(const Json& value, const std::string& field) {
   return SizeLimit{as_text(value), parse_size(value, field)};
 }
 
+// Shown to users only, but read from an uploaded backup's manifest: user input.
+bool image_reference_like(const std::string& image) {
+  if (image.size() > 255) return false;
+  return std::all_of(image.begin(), image.end(), [](unsigned char ch) {
+    return std::isalnum(ch) || (ch != 0 && std::strchr("._/:@-", ch) != nullptr);
+  });
+}
+
 }  // namespace
 
 Json ContainerSpec::to_json() const {
   Json j = Json::object();
   j["image"] = image;
+  if (!origin_image.empty()) j["origin_image"] = origin_image;
   j["gpu_count"] = gpu_count;
   j["cpus"] = cpus.text;
   j["memory"] = memory.text;
@@ -37,9 +50,20 @@ Json ContainerSpec::to_json() const {
   return j;
 }
 
+void ContainerSpec::run_from(const std::string& internal) {
+  if (origin_image.empty()) origin_image = image;
+  image = internal;
+}
+
 ContainerSpec ContainerSpec::from_json(const Json& j) {
   ContainerSpec s;
   s.image = j.value("image", std::string());
+  s.origin_image = j.value("origin_image", std::string());
+  if (!s.origin_image.empty() && !image_reference_like(s.origin_image))
+    throw ApiError(ApiCode::kInvalidRequest,
+                   "origin_image is not an image reference (letters, digits and ._/:@- only, at "
+                   "most 255 characters)",
+                   "Upload a backup gpulab wrote, or remove origin_image from its manifest");
   s.gpu_count = j.value("gpu_count", 0);
   if (auto t = j.value("cpus", std::string()); !t.empty()) s.cpus = cpu_limit(Json(t));
   if (auto t = j.value("memory", std::string()); !t.empty())

@@ -31,7 +31,10 @@ struct SizeLimit {
 // it. Built only by apply_spec_fields (a request) and from_json (a stored or uploaded record),
 // which check every value: code holding a ContainerSpec never parses its limits again.
 struct ContainerSpec {
-  std::string image;
+  std::string image;  // what the engine runs
+  // The image the user created it from, once the service runs it from an image of its own (a
+  // recreate, a move, a restored backup); empty while `image` is that one. Lists show it.
+  std::string origin_image;
   int gpu_count = 0;
   CpuLimit cpus;
   SizeLimit memory;
@@ -45,6 +48,10 @@ struct ContainerSpec {
   Json to_json() const;
   // Checks the limits as a request's would be (INVALID_REQUEST): an uploaded backup is user input.
   static ContainerSpec from_json(const Json& j);
+  // Runs it from `internal` (an image the service made of it), keeping what it came from.
+  void run_from(const std::string& internal);
+  // The image a user knows it by: its origin, or the one it runs.
+  const std::string& shown_image() const { return origin_image.empty() ? image : origin_image; }
 };
 
 // Applies request fields (gpu_count, port, cpus, memory, shm_size, pids_limit, ssh_public_key,

@@ -577,8 +577,12 @@ def run_size(svc, size, shots, work):
         alice.wait(lambda: alice.row(restored) is not None, "the restored container's row")
         alice.wait_state(restored, "running")
         r = svc.container("alice", restored)
-        if not r or r["state"] != "running" or not r["image"].startswith("gpulab-backup:"):
+        if not r or r["state"] != "running" or \
+                not r.get("engine_image", "").startswith("gpulab-backup:"):
             fail(f"{size}: the API does not show {restored} running from the backup: {r}")
+        # Shown by the image it was created from, on the page and in the API.
+        if r["image"] != XSS_IMAGE or XSS_IMAGE not in alice.row(restored).text:
+            fail(f"{size}: {restored} is not shown as made from {XSS_IMAGE}: {r}")
         for _ in range(100):
             logs = svc.api("alice", f"/logs?name={restored}&tail=20")
             if "hello from the lab" in logs.get("stdout", ""):
@@ -586,7 +590,8 @@ def run_size(svc, size, shots, work):
             time.sleep(0.2)
         else:
             fail(f"{size}: {restored} does not run the backed-up command: {logs}")
-        print(f"ok {size}: restored {restored} from {moved}: running {r['image']} (page and API)")
+        print(f"ok {size}: restored {restored} from {moved}: running {r['engine_image']}, "
+              f"shown as {r['image']} (page and API)")
 
         # Bob: does not see alice's containers, snapshots, backups or her GPU's holder.
         bob = Page(browser(w, h), svc.url, shots, size)

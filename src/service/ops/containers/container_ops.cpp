@@ -168,7 +168,7 @@ CreateOptions restore_options(const Principal& who, const Json& req, ContainerSp
   o.owner = who.user;
   recorded.ports.clear();
   o.spec = apply_spec_fields(req, std::move(recorded));
-  o.spec.image = image;
+  o.spec.run_from(image);
   o.internal_image = true;
   o.host = req.value("host", std::string());  // a backup restore may name its host
   return o;
@@ -342,7 +342,7 @@ Json container_json(const ContainerRecord& c, const EngineContainer* engine, con
             {"owner", c.owner},
             {"status", engine ? engine->state : (c.state == state::kRunning ? "missing" : c.state)},
             {"state", c.state},
-            {"image", c.spec.image},
+            {"image", c.spec.shown_image()},
             {"ssh_port", c.ssh_port},
             {"gpu_devices", c.gpu_indices()},
             {"gpu_uuids", c.gpu_uuids()},
@@ -354,6 +354,7 @@ Json container_json(const ContainerRecord& c, const EngineContainer* engine, con
             {"id", c.docker_id.substr(0, 12)},
             {"created_at", c.created_at}};
   if (engine) j["engine_status"] = engine->status;
+  if (!c.spec.origin_image.empty()) j["engine_image"] = c.spec.image;  // a recreate's, a move's
   j["host"] = c.host;
   if (host) {
     if (!host->address().empty()) j["ssh_host"] = host->address();

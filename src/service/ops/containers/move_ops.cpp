@@ -206,7 +206,7 @@ bool finish_move(Service& s, const MoveRecord& m) {
 ContainerRecord land_on_target(Service& s, const ContainerRecord& c, const MoveRecord& m,
                                const TargetBooking& b) {
   ContainerSpec spec = c.spec;
-  spec.image = move_image(m.tag);
+  spec.run_from(move_image(m.tag));
   LabContainer cs = engine_spec(s, c.name, c.owner, spec, b.gpus, b.ssh_port, c.id);
   cs.labels[kMoveLabel] = m.tag;
   auto id = s.engine_on(m.target_host).create_container(cs, {});

@@ -56,32 +56,6 @@ void book_recreate(Service& s, const ContainerRecord& c, const Engine& engine,
   });
 }
 
-// Creates and starts the engine container for the row as booked. A new SSH port the engine
-// refuses is held back and another booked, kSshPortTries in all; a failure leaves the row
-// "recreating" for the reconciler.
-void create_recreated(Service& s, std::int64_t id, RecreateChange change) {
-  for (int attempt = 1;; ++attempt) {
-    const ContainerRecord now = *s.store->find_container(id);
-    try {
-      const std::string docker_id = create_engine_container(s, now);
-      s.store->transaction([&] {
-        s.store->set_docker_id(id, docker_id);
-        s.store->set_state(id, state::kRunning);
-      });
-      return;
-    } catch (const ApiError& e) {
-      const bool refused =
-          e.api_code() == ApiCode::kPortConflict && names_port(e.error().message, now.ssh_port);
-      if (!change.ssh_port || !refused || attempt >= kSshPortTries) throw;
-      hold_back_refused_ssh_port(s, now.host, now.ssh_port);
-      std::lock_guard<std::mutex> lock(s.alloc_mu);
-      s.store->transaction([&] {
-        s.store->set_ssh_port(id, choose_host_ports(s, *s.find_host(now.host), {}, true));
-      });
-    }
-  }
-}
-
 }  // namespace
 
 void recreate_container(Service& s, const ContainerRecord& c, const Engine& engine,
@@ -101,7 +75,7 @@ void recreate_container(Service& s, const ContainerRecord& c, const Engine& engi
     throw_engine_error(img.error());
   }
   const std::string old_image = spec.image;
-  spec.image = kRecreateRepo + tag;
+  spec.run_from(kRecreateRepo + tag);
   // Asked before the allocation lock: a slow host must not hold up every other booking.
   std::set<std::string> outside;
   if (change.gpus) outside = unleased_ddp_gpus(s);
@@ -123,8 +97,45 @@ void recreate_container(Service& s, const ContainerRecord& c, const Engine& engi
     (void)engine.remove_image(spec.image);
     throw_engine_error(rm.error());
   }
-  create_recreated(s, c.id, change);
+  finish_recreate(s, c.id);
   release_internal_image(s, old_image);  // an earlier recreate's or a restored backup's
+}
+
+void finish_recreate(Service& s, std::int64_t id) {
+  std::string refused_ports;
+  for (int attempt = 1;; ++attempt) {
+    const ContainerRecord now = *s.store->find_container(id);
+    try {
+      const std::string docker_id = create_engine_container(s, now);
+      s.store->transaction([&] {
+        s.store->set_docker_id(id, docker_id);
+        s.store->set_state(id, state::kRunning);
+      });
+      return;
+    } catch (const ApiError& e) {
+      const bool refused =
+          e.api_code() == ApiCode::kPortConflict && names_port(e.error().message, now.ssh_port);
+      if (!refused) throw;
+      // Held back even after the last try: the reconciler's next pass tries another.
+      hold_back_refused_ssh_port(s, now.host, now.ssh_port);
+      refused_ports += (refused_ports.empty() ? "" : ", ") + std::to_string(now.ssh_port);
+      int next = 0;
+      {
+        std::lock_guard<std::mutex> lock(s.alloc_mu);
+        s.store->transaction([&] {
+          next = choose_host_ports(s, *s.find_host(now.host), {}, true);
+          s.store->set_ssh_port(id, next);
+        });
+      }
+      if (attempt >= kSshPortTries)
+        throw ApiError(ApiCode::kPortConflict,
+                       "Container '" + now.name + "' is being made again on host '" + now.host +
+                           "', which refused SSH ports " + refused_ports +
+                           " as taken outside this service; it is booked on SSH port " +
+                           std::to_string(next) + " and the service finishes it there",
+                       "list shows it running once done (state recreating until then)");
+    }
+  }
 }
 
 }  // namespace gpulab::service

@@ -18,9 +18,14 @@ struct RecreateChange {
 
 // Recreates `c` as `spec` with `change` on its host, whose engine is `engine`, and starts it.
 // Until the old container is removed a failure leaves the row as it was; after that the
-// reconciler completes the recreate. A new SSH port the engine refuses too is held back and
-// another tried (kSshPortTries in all).
+// reconciler completes the recreate (finish_recreate).
 void recreate_container(Service& s, const ContainerRecord& c, const Engine& engine,
                         ContainerSpec spec, RecreateChange change);
+
+// Creates and starts the engine container of the "recreating" row `id` (its old container gone)
+// as booked, and books it running. An SSH port the engine refuses as taken outside the service
+// is held back and another booked, kSshPortTries times; after the last the row stays
+// "recreating" on a fresh port, so the reconciler's next pass tries that one, never the refused.
+void finish_recreate(Service& s, std::int64_t id);
 
 }  // namespace gpulab::service

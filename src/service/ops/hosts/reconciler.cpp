@@ -7,8 +7,8 @@
 #include "service/base/api_error.h"
 #include "service/base/clock.h"
 #include "service/ops/containers/container_ops.h"
-#include "service/ops/containers/engine_container.h"
 #include "service/ops/containers/move_ops.h"
+#include "service/ops/containers/recreate.h"
 #include "service/ops/containers/unbooked.h"
 #include "service/ops/images/internal_images.h"
 #include "service/ops/leases/lease_ops.h"
@@ -119,6 +119,36 @@ bool recreate_image_lost(Service& s, const Engine& eng, const ContainerRecord& c
   return true;
 }
 
+// A "recreating" row: a running container of its recreate image is the new one and is booked;
+// anything else of that name goes (the old container, when the crash came before its removal, or
+// an attempt whose start the engine refused), and the container is made again as booked. Looked
+// at under the name lock, not in the pass's listing: that may show an attempt a request has
+// removed since, and booking it would release the row on the next pass.
+void reconcile_recreate(Service& s, const Engine& eng, const ContainerRecord& c,
+                        ReconcileReport& r) {
+  try {
+    auto now = eng.inspect_container(c.name);
+    if (!now && now.error().code != Code::kNotFound) return;  // engine trouble: the next pass
+    if (now && now->image == c.spec.image && now->state == "running") {
+      s.store->set_docker_id(c.id, now->id);
+      s.store->set_state(c.id, state::kRunning);
+      ++r.recreated;
+      return;
+    }
+    if (now) (void)eng.remove_container(now->id);
+    if (recreate_image_lost(s, eng, c, r)) return;
+    finish_recreate(s, c.id);
+    const int port = s.store->find_container(c.id)->ssh_port;
+    if (port != c.ssh_port)
+      s.store->audit("gpulab", "reconcile", c.name, "recreated",
+                     "ssh_port " + std::to_string(c.ssh_port) + " -> " + std::to_string(port) +
+                         " (taken meanwhile)");
+    ++r.recreated;
+  } catch (const Exception& ex) {
+    spdlog::warn("reconcile: cannot recreate {}: {}", c.name, ex.error().message);
+  }
+}
+
 // One container row (not a lease) against the engine's view: finish or roll back what a crash
 // interrupted, release what is gone, correct the booked state (`host_returned`:
 // restart_after_return).
@@ -160,21 +190,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
     s.store->audit("gpulab", "reconcile", c.name, "finished delete");
     ++r.finished_deletes;
   } else if (c.state == state::kRecreating) {
-    try {
-      // The engine's container is the new one only if it runs the recreate image; the old one
-      // (the crash came before its removal) holds the old GPUs and goes.
-      if (e && e->image != c.spec.image) {
-        (void)eng.remove_container(e->id);
-        e = nullptr;
-      }
-      if (!e && recreate_image_lost(s, eng, c, r)) return;
-      std::string id = e ? e->id : create_engine_container(s, c);
-      s.store->set_docker_id(c.id, id);
-      s.store->set_state(c.id, state::kRunning);
-      ++r.recreated;
-    } catch (const Exception& ex) {
-      spdlog::warn("reconcile: cannot recreate {}: {}", c.name, ex.error().message);
-    }
+    reconcile_recreate(s, eng, c, r);
   } else if (!e) {
     // Removed outside the service: release its GPUs and ports.
     s.store->remove_container(c.id, true);
