@@ -35,6 +35,9 @@ using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 struct Abandon {
   std::atomic<uint64_t> epoch{0};
   std::atomic<int64_t> idle_ms{0};
+  // When any call last received a byte from the engine (steady clock, ns): a busy engine answers
+  // some call (a ping, a list) while a start waits its turn; a hung one answers none.
+  std::atomic<int64_t> heard_ns{0};
 };
 
 // State shared with the libcurl callbacks of one request.
@@ -49,9 +52,10 @@ struct Call {
   char error_text[CURL_ERROR_SIZE] = {};  // libcurl's words for a failure (TLS: which side)
   // Abandoning stalled calls (HttpTransport::abandon_stalled_calls): the transport's count of
   // abandon requests when this call started, and when it last moved a byte.
-  const Abandon* abandon = nullptr;
+  Abandon* abandon = nullptr;
   uint64_t epoch = 0;
   curl_off_t bytes_moved = 0;
+  curl_off_t bytes_down = 0;
   std::chrono::steady_clock::time_point last_moved = std::chrono::steady_clock::now();
   bool abandoned = false;
 
@@ -145,9 +149,18 @@ int on_progress(void* user, curl_off_t, curl_off_t down, curl_off_t, curl_off_t 
     call->bytes_moved = down + up;
     call->last_moved = now;
   }
+  if (down != call->bytes_down) {
+    call->bytes_down = down;
+    call->abandon->heard_ns = now.time_since_epoch().count();
+  }
   if (call->abandon->epoch.load() == call->epoch) return 0;
   const std::chrono::milliseconds idle(call->abandon->idle_ms.load());
   if (now - call->last_moved < idle) return 0;
+  // The engine answered another call within `idle`: busy, not hung (its host was marked for a
+  // late answer under load); this call waits on, and ends once the engine goes silent.
+  const std::chrono::steady_clock::time_point heard{
+      std::chrono::steady_clock::duration(call->abandon->heard_ns.load())};
+  if (now - heard < idle) return 0;
   call->abandoned = true;
   return 1;
 }

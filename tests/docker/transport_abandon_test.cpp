@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -29,7 +30,7 @@ double secs_since(Clock::time_point t) {
 }
 
 // Accepts connections on a unix socket; each is held open in silence, or (trickle) answered
-// with a 20-byte body sent one byte every 100 ms.
+// with a 20-byte body sent one byte every 100 ms. A ping is answered at once.
 class QuietPeer {
  public:
   explicit QuietPeer(bool trickle) : trickle_(trickle) {
@@ -61,8 +62,12 @@ class QuietPeer {
   }
   void hold(int c) {
     char buf[4096];
-    (void)::recv(c, buf, sizeof buf, 0);
-    if (trickle_) {
+    const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+    if (n > 0 &&
+        std::string_view(buf, static_cast<size_t>(n)).find("/_ping") != std::string::npos) {
+      const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK";
+      (void)::send(c, ok.data(), ok.size(), MSG_NOSIGNAL);  // a busy engine still answers pings
+    } else if (trickle_) {
       const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n";
       (void)::send(c, head.data(), head.size(), MSG_NOSIGNAL);
       for (int i = 0; i < 20 && !stop_; ++i) {
@@ -134,6 +139,41 @@ TEST(TransportAbandon, AnAnswerStillStreamingIsNotAbandoned) {
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->status, 200);
   EXPECT_EQ(out->body, std::string(20, 'x'));
+}
+
+// A busy engine (its host marked for a late answer while it started many containers at once)
+// answers its pings while a slow call waits its turn: the call is kept while other calls are
+// answered, and abandoned once the engine answers nothing for as long as the mark's idle time.
+TEST(TransportAbandon, AStalledCallWaitsOnWhileTheEngineAnswersOthers) {
+  QuietPeer peer(false);
+  auto t = make_curl_transport(*Endpoint::parse(peer.url()));
+  const auto t0 = Clock::now();
+  std::atomic<int> pings{0};
+  std::thread pinger([&] {
+    HttpRequest ping;
+    ping.target = "/_ping";
+    ping.timeout = 2s;
+    while (secs_since(t0) < 3.0) {
+      if (t->send(ping).ok()) ++pings;
+      std::this_thread::sleep_for(200ms);
+    }
+  });
+  std::thread marker([&] {
+    std::this_thread::sleep_for(1500ms);
+    t->abandon_stalled_calls(2000ms);  // host_answer_seconds' default
+  });
+  auto out = t->send(slow_call(30s));
+  const double took = secs_since(t0);
+  marker.join();
+  pinger.join();
+  std::printf("%d pings answered; the stalled call ended %.2f s after it started\n", pings.load(),
+              took);
+  ASSERT_GE(pings.load(), 5);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message.find("abandoned when its host was marked down"), std::string::npos)
+      << out.error().message;
+  EXPECT_GE(took, 3.0) << "abandoned while the engine still answered its pings";
+  EXPECT_LT(took, 3.0 + 2.0 + 1.0 + 2.5);  // silent for the idle time, libcurl's look, slack
 }
 
 }  // namespace
