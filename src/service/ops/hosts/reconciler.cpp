@@ -166,6 +166,7 @@ void reconcile_container(Service& s, const ContainerRecord& c,
   const Host* h = s.find_host(c.host);
   if (!h || !s.usable(*h)) return;
   const Engine& eng = *h->engine();
+  if (c.state == state::kRecreating) return reconcile_recreate(s, eng, c, r);  // looks itself
   auto it = engine.find(c.name);
   std::optional<EngineContainer> looked;
   if (it == engine.end()) {
@@ -189,8 +190,6 @@ void reconcile_container(Service& s, const ContainerRecord& c,
     release_internal_image(s, c.spec.image);
     s.store->audit("gpulab", "reconcile", c.name, "finished delete");
     ++r.finished_deletes;
-  } else if (c.state == state::kRecreating) {
-    reconcile_recreate(s, eng, c, r);
   } else if (!e) {
     // Removed outside the service: release its GPUs and ports.
     s.store->remove_container(c.id, true);
