@@ -223,6 +223,47 @@ TEST_F(ServiceHostsRefusedPort, AStartWhoseSshPortWasTakenMeanwhileMovesItToANew
       << audit.dump();
 }
 
+// A GPU count change makes the container again from a commit of itself; a stopped one whose SSH
+// port something outside took meanwhile comes up on a new one, and the answer and the audit say
+// which (the user must connect there), as a start's do.
+TEST_F(ServiceHostsRefusedPort, AGpuCountChangeOnANewSshPortSaysWhichInItsAnswer) {
+  Json cfg = lab_config();
+  const int base = cfg["ssh_port_base"].get<int>();
+  start(cfg);
+  if (HasFatalFailure()) return;
+  HttpClient c(svc_->url());
+  ASSERT_TRUE(ok(create(c, "g1", 0, "lab3")));
+  ASSERT_EQ(row(c, "g1")["ssh_port"], base + 11);
+  ASSERT_EQ(run_in(2, "g1", "echo kept > /kept.txt && echo done"), "done\n");
+  ASSERT_TRUE(ok(c.post_json(kApi + "/stop", {{"name", "g1"}})));
+  squat(2, {base + 11});
+  if (HasFatalFailure()) return;
+
+  auto up = c.post_json(kApi + "/update-resources", {{"name", "g1"}, {"gpu_count", 1}});
+  ASSERT_TRUE(ok(up)) << up.body << log_lines();
+  EXPECT_EQ(up.json()["data"]["ssh_port"], base + 22) << up.body;
+  EXPECT_EQ(up.json()["data"]["ssh_port_was"], base + 11) << up.body;
+  EXPECT_EQ(up.json()["data"]["gpu_uuids"].size(), 1u) << up.body;
+  const std::string said = up.json()["message"].get<std::string>();
+  EXPECT_NE(said.find("updated successfully on a new SSH port, " + std::to_string(base + 22)),
+            std::string::npos)
+      << said;
+  const Json now = row(c, "g1");
+  EXPECT_EQ(now["status"], "running") << now.dump();
+  EXPECT_EQ(published(2, "g1"), (std::map<int, int>{{22, base + 22}}));
+  EXPECT_EQ(run_in(2, "g1", "cat /kept.txt"), "kept\n");
+  std::vector<std::string> updates;  // the audit's update-resources entries of g1
+  const Json audit = c.get(kApi + "/audit?limit=100").json()["data"]["entries"];
+  for (const auto& e : audit)
+    if (e["target"] == "g1" && e["action"] == "update-resources")
+      updates.push_back(e.value("detail", std::string()));
+  ASSERT_EQ(updates.size(), 1u) << audit.dump();
+  EXPECT_NE(updates.front().find("ssh_port " + std::to_string(base + 11) + " -> " +
+                                 std::to_string(base + 22)),
+            std::string::npos)
+      << audit.dump();
+}
+
 // A start whose SSH port and the next three the service picks are all taken: the answer says the
 // container is being made again and on which port the service finishes it; the row stays
 // "recreating" on that fresh port (never a refused one), and the reconciler's next pass brings it

@@ -11,6 +11,7 @@
 #include "service/ops/containers/container_ops.h"
 #include "service/ops/containers/gpu_view.h"
 #include "service/ops/containers/move_ops.h"
+#include "service/ops/containers/refused_port.h"
 #include "service/ops/policies/quota.h"
 
 namespace gpulab::service {
@@ -54,6 +55,17 @@ namespace {
 
 using Req = const ApiRequest&;
 using Who = const Principal&;
+
+// A container that came up on a new SSH port (its own was taken on its host outside this
+// service meanwhile): the answer and the audit say so, as the user must connect there.
+void tell_port_move(int was, int now, Json& data, std::string& message, std::string& detail) {
+  if (now == was) return;
+  data["ssh_port"] = now;
+  data["ssh_port_was"] = was;
+  message += " on a new SSH port, " + std::to_string(now) + " (its port " + std::to_string(was) +
+             " was taken on its host outside this service)";
+  detail += (detail.empty() ? "" : "; ") + ssh_port_change(was, now);
+}
 
 // Each host: its state, where its ports are reached, and its GPUs free and used (indices are
 // per host; a host that is not up offers none: its free ones are "unoffered").
@@ -153,14 +165,8 @@ ApiReply lifecycle(Service& s, Req req, Who who, const char* verb, Op op) {
   op(s, c);
   Json data = {{"name", c.name}};
   std::string message = std::string("Container ") + verb + " successfully", detail;
-  // A start whose SSH port was taken on its host meanwhile runs on a new one: the user must know.
-  if (auto now = s.store->find_container(c.id); now && now->ssh_port != c.ssh_port) {
-    data["ssh_port"] = now->ssh_port;
-    data["ssh_port_was"] = c.ssh_port;
-    message += " on a new SSH port, " + std::to_string(now->ssh_port) + " (its port " +
-               std::to_string(c.ssh_port) + " was taken on its host outside this service)";
-    detail = "ssh_port " + std::to_string(c.ssh_port) + " -> " + std::to_string(now->ssh_port);
-  }
+  if (auto now = s.store->find_container(c.id))
+    tell_port_move(c.ssh_port, now->ssh_port, data, message, detail);
   s.store->audit(who.user, verb, c.name, "ok", detail);
   return ApiReply::ok(message, data);
 }
@@ -174,15 +180,18 @@ ApiReply update(Service& s, Req req, Who who) {
   auto lock = s.lock_container(name);
   ContainerRecord c = require_container(s, who, name);  // under the lock, as in lifecycle()
   ContainerRecord after = update_resources(s, c, j);
-  s.store->audit(who.user, "update-resources", c.name, "ok", j.dump());
   // The engine's own state, as in list (without it a running container read "missing").
   std::map<std::string, std::string> missed;
   const std::set<std::string> its_host = {after.host};
   auto engine = engine_containers(s, nullptr, &missed, &its_host);
   auto it = engine.find(after.name);
-  return ApiReply::ok("Container resources updated successfully",
-                      container_json(after, it == engine.end() ? nullptr : &it->second,
-                                     s.find_host(after.host), !missed.count(after.host)));
+  Json data = container_json(after, it == engine.end() ? nullptr : &it->second,
+                             s.find_host(after.host), !missed.count(after.host));
+  // A GPU count change makes the container again, on a new SSH port if its own was taken.
+  std::string message = "Container resources updated successfully", detail = j.dump();
+  tell_port_move(c.ssh_port, after.ssh_port, data, message, detail);
+  s.store->audit(who.user, "update-resources", c.name, "ok", detail);
+  return ApiReply::ok(message, data);
 }
 
 ApiReply move(Service& s, Req req, Who who) {

@@ -34,4 +34,8 @@ void hold_back_refused_ssh_port(Service& s, const std::string& host, int port) {
       host, port, kRefusedPortHoldSeconds);
 }
 
+std::string ssh_port_change(int from, int to) {
+  return "ssh_port " + std::to_string(from) + " -> " + std::to_string(to);
+}
+
 }  // namespace gpulab::service

@@ -20,4 +20,7 @@ bool names_port(const std::string& why, int port);
 // that engine forgets it; after that the port is offered again) and says so in the log.
 void hold_back_refused_ssh_port(Service& s, const std::string& host, int port);
 
+// How the audit log says that a container's SSH port moved: "ssh_port 20222 -> 20233".
+std::string ssh_port_change(int from, int to);
+
 }  // namespace gpulab::service

@@ -9,6 +9,7 @@
 #include "service/ops/containers/container_ops.h"
 #include "service/ops/containers/move_ops.h"
 #include "service/ops/containers/recreate.h"
+#include "service/ops/containers/refused_port.h"
 #include "service/ops/containers/unbooked.h"
 #include "service/ops/images/internal_images.h"
 #include "service/ops/leases/lease_ops.h"
@@ -95,8 +96,7 @@ bool restart_after_return(Service& s, const ContainerRecord& c, const EngineCont
   }
   std::string detail = "its host " + c.host + " came back with it stopped (restart_on_host_return)";
   if (auto after = s.store->find_container(c.id); after && after->ssh_port != c.ssh_port)
-    detail += "; ssh_port " + std::to_string(c.ssh_port) + " -> " +
-              std::to_string(after->ssh_port) + " (taken meanwhile)";
+    detail += "; " + ssh_port_change(c.ssh_port, after->ssh_port) + " (taken meanwhile)";
   s.store->audit("gpulab", "reconcile", c.name, "restarted", detail);
   ++r.restarted;
   return true;
@@ -141,8 +141,7 @@ void reconcile_recreate(Service& s, const Engine& eng, const ContainerRecord& c,
     const int port = s.store->find_container(c.id)->ssh_port;
     if (port != c.ssh_port)
       s.store->audit("gpulab", "reconcile", c.name, "recreated",
-                     "ssh_port " + std::to_string(c.ssh_port) + " -> " + std::to_string(port) +
-                         " (taken meanwhile)");
+                     ssh_port_change(c.ssh_port, port) + " (taken meanwhile)");
     ++r.recreated;
   } catch (const Exception& ex) {
     spdlog::warn("reconcile: cannot recreate {}: {}", c.name, ex.error().message);
