@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/crc32.h"
 #include "core/disk_space.h"
 #include "core/files.h"
 #include "core/strings.h"
@@ -21,7 +22,20 @@
 
 namespace gpulab::train {
 
+std::string checksum_text(uint32_t crc) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(crc));
+  return buf;
+}
+
 std::string checksum_hex(std::string_view bytes) {
+  return checksum_text(crc32(bytes));
+}
+
+bool checksum_matches(std::string_view bytes, const std::string& algorithm,
+                      const std::string& expected) {
+  if (algorithm == kChecksumAlgorithm) return checksum_hex(bytes) == expected;
+  if (algorithm != "fnv1a64") return false;  // a newer gpulab's: not one this build can check
   uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : bytes) {
     h ^= c;
@@ -29,7 +43,7 @@ std::string checksum_hex(std::string_view bytes) {
   }
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return expected == buf;
 }
 
 namespace {
@@ -151,7 +165,8 @@ Result<std::string> read_verified(const CheckpointInfo& ckpt) {
   auto data = read_file(ckpt.file);
   if (!data) return data.error();
   if (static_cast<int64_t>(data->size()) != m->value("bytes", int64_t{-1}) ||
-      checksum_hex(*data) != m->value("checksum", std::string{}))
+      !checksum_matches(*data, m->value("checksum_algorithm", std::string("fnv1a64")),
+                        m->value("checksum", std::string{})))
     return Error{Code::kDataError,
                  "checkpoint " + ckpt.file.string() + " does not match its manifest",
                  "it is damaged; resume from an older one or start afresh"};
@@ -225,7 +240,7 @@ CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& s, torch::
   Json manifest = {{"file", info.file.filename().string()},
                    {"bytes", bytes.size()},
                    {"checksum", checksum_hex(bytes)},
-                   {"checksum_algorithm", "fnv1a64"},
+                   {"checksum_algorithm", kChecksumAlgorithm},
                    {"epoch", s.epoch},
                    {"step", s.step}};
   if (auto st = write_file_atomic(info.manifest, manifest.dump(2) + "\n"); !st) {

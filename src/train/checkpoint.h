@@ -77,7 +77,14 @@ struct CheckpointWeights {
 };
 Result<CheckpointWeights> read_checkpoint_weights(const CheckpointInfo& ckpt);
 
-// FNV-1a 64-bit, as hex; what manifests record.
+// The checksum that new manifests and shard indexes record, with "checksum_algorithm":
+// kChecksumAlgorithm (CRC-32, core/crc32.h), as 8 lowercase hex digits.
+inline constexpr const char* kChecksumAlgorithm = "crc32";
 std::string checksum_hex(std::string_view bytes);
+std::string checksum_text(uint32_t crc);
+// Whether `bytes` have the checksum `expected` under a manifest's `algorithm`: "crc32", or
+// "fnv1a64" (FNV-1a 64-bit, 16 hex digits), which checkpoints written before session 42 carry.
+bool checksum_matches(std::string_view bytes, const std::string& algorithm,
+                      const std::string& expected);
 
 }  // namespace gpulab::train

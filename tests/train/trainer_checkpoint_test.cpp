@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "core/files.h"
+#include "core/json.h"
 #include "train/checkpoint.h"
 #include "train/optim/optimizers.h"
 #include "trainer_test_util.h"
@@ -97,6 +99,50 @@ TEST(TrainerCheckpoint, IncompleteOrDamagedOnesDoNotCount) {
 
   // Nothing complete: nothing to resume.
   fs::remove(first.manifest);
+  EXPECT_FALSE(find_resumable(dir).has_value());
+  fs::remove_all(dir);
+}
+
+// The manifest's CRC-32 catches a changed byte that keeps the size; a manifest of an older
+// gpulab (FNV-1a 64, "fnv1a64") still vouches for its checkpoint, and one of an algorithm this
+// build does not know vouches for nothing.
+TEST(TrainerCheckpoint, TheManifestChecksumCatchesAFlippedByteAndOlderOnesStillCount) {
+  const auto dir = testing::temp_dir("ckpt_checksum");
+  Net net;
+  auto opt = make_optimizer({"sgd", 0.1, 0, 0.9, false}, net);
+  TrainState s;
+  s.epoch = 1;
+  const auto info = save_checkpoint(dir, s, net, *opt, 5);
+  const std::string bytes = read_file(info.file).value();
+  Json m = parse_json(read_file(info.manifest).value(), "manifest").value();
+  EXPECT_EQ(m["checksum_algorithm"], "crc32");
+  EXPECT_EQ(m["checksum"], checksum_hex(bytes));
+  EXPECT_EQ(m["checksum"].get<std::string>().size(), 8u);
+
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x10);
+  ASSERT_TRUE(write_file_atomic(info.file, flipped).ok());
+  EXPECT_FALSE(find_resumable(dir).has_value());
+  auto bad = load_checkpoint(info, net, *opt);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("does not match its manifest"), std::string::npos);
+
+  ASSERT_TRUE(write_file_atomic(info.file, bytes).ok());
+  uint64_t fnv = 0xcbf29ce484222325ULL;  // the older manifests' FNV-1a 64
+  for (unsigned char c : bytes) fnv = (fnv ^ c) * 0x100000001b3ULL;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv));
+  const auto write_manifest = [&](const std::string& algorithm, const std::string& sum) {
+    m["checksum_algorithm"] = algorithm;
+    m["checksum"] = sum;
+    ASSERT_TRUE(write_file_atomic(info.manifest, m.dump(2)).ok());
+  };
+  write_manifest("fnv1a64", hex);
+  ASSERT_TRUE(find_resumable(dir).has_value());
+  EXPECT_TRUE(load_checkpoint(info, net, *opt).ok());
+  write_manifest("fnv1a64", checksum_hex(bytes));  // a CRC where an FNV belongs
+  EXPECT_FALSE(find_resumable(dir).has_value());
+  write_manifest("sha3-256", hex);
   EXPECT_FALSE(find_resumable(dir).has_value());
   fs::remove_all(dir);
 }

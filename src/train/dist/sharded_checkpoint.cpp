@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/crc32.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "train/optim/state_key.h"
@@ -128,13 +129,14 @@ Result<std::pair<Json, std::vector<ShardFile>>> read_all(const fs::path& index_f
   if (world < 1 || static_cast<int64_t>(shards.size()) != world)
     return data_error(index_file, fmt::format("the index lists {} shard files for a world of {}",
                                               shards.size(), world));
+  const auto algorithm = index->value("checksum_algorithm", std::string("fnv1a64"));
   std::vector<ShardFile> out;
   for (const auto& s : shards) {
     const fs::path file = index_file.parent_path() / s.value("file", std::string{});
     auto data = read_file(file);
     if (!data) return data_error(index_file, "shard file " + file.string() + " is missing");
     if (static_cast<int64_t>(data->size()) != s.value("bytes", int64_t{-1}) ||
-        checksum_hex(*data) != s.value("checksum", std::string{}))
+        !checksum_matches(*data, algorithm, s.value("checksum", std::string{})))
       return data_error(index_file,
                         fmt::format("shard file {} does not match the index ({} bytes, index "
                                     "says {})",
@@ -204,7 +206,7 @@ torch::Tensor write_shard_all_or_none(Communicator& comm, const fs::path& file,
   const Status written = write_file_atomic(file, bytes);
   auto sums = torch::zeros({world, 3}, torch::kLong);
   sums[rank][0] = static_cast<int64_t>(bytes.size());
-  sums[rank][1] = static_cast<int64_t>(std::stoull(checksum_hex(bytes), nullptr, 16));
+  sums[rank][1] = static_cast<int64_t>(crc32(bytes));
   sums[rank][2] = written.ok() ? 0 : 1;
   comm.allreduce_sum(sums, "all-reduce of the checkpoint shard sizes");
   std::string failed;
@@ -255,12 +257,12 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
     shards.push_back(
         {{"file", shard_name(name, r, world)},
          {"bytes", sums[r][0].item<int64_t>()},
-         {"checksum", fmt::format("{:016x}", static_cast<uint64_t>(sums[r][1].item<int64_t>()))}});
+         {"checksum", checksum_text(static_cast<uint32_t>(sums[r][1].item<int64_t>()))}});
   Json index = {{"format", kShardedFormat},
                 {"file", shards[0]["file"]},
                 {"bytes", shards[0]["bytes"]},
                 {"checksum", shards[0]["checksum"]},
-                {"checksum_algorithm", "fnv1a64"},
+                {"checksum_algorithm", kChecksumAlgorithm},
                 {"epoch", s.epoch},
                 {"step", s.step},
                 // A stop mid-epoch (SIGINT, SIGTERM) resumes after the batches it had done.
