@@ -253,7 +253,9 @@ TEST_F(ServiceHostsRefusedPort, AGpuCountChangeOnANewSshPortSaysWhichInItsAnswer
   EXPECT_EQ(published(2, "g1"), (std::map<int, int>{{22, base + 22}}));
   EXPECT_EQ(run_in(2, "g1", "cat /kept.txt"), "kept\n");
   std::vector<std::string> updates;  // the audit's update-resources entries of g1
-  const Json audit = c.get(kApi + "/audit?limit=100").json()["data"]["entries"];
+  const auto listed = c.get(kApi + "/audit?limit=100");
+  ASSERT_TRUE(ok(listed)) << listed.body;
+  const Json audit = listed.json()["data"]["entries"];
   for (const auto& e : audit)
     if (e["target"] == "g1" && e["action"] == "update-resources")
       updates.push_back(e.value("detail", std::string()));
