@@ -180,6 +180,12 @@ ApiReply update(Service& s, Req req, Who who) {
   auto lock = s.lock_container(name);
   ContainerRecord c = require_container(s, who, name);  // under the lock, as in lifecycle()
   ContainerRecord after = update_resources(s, c, j);
+  // A GPU count change makes the container again, on a new SSH port if its own was taken.
+  // Audited before the engine is asked for the answer's state: the change has happened.
+  Json moved = Json::object();
+  std::string message = "Container resources updated successfully", detail = j.dump();
+  tell_port_move(c.ssh_port, after.ssh_port, moved, message, detail);
+  s.store->audit(who.user, "update-resources", c.name, "ok", detail);
   // The engine's own state, as in list (without it a running container read "missing").
   std::map<std::string, std::string> missed;
   const std::set<std::string> its_host = {after.host};
@@ -187,10 +193,7 @@ ApiReply update(Service& s, Req req, Who who) {
   auto it = engine.find(after.name);
   Json data = container_json(after, it == engine.end() ? nullptr : &it->second,
                              s.find_host(after.host), !missed.count(after.host));
-  // A GPU count change makes the container again, on a new SSH port if its own was taken.
-  std::string message = "Container resources updated successfully", detail = j.dump();
-  tell_port_move(c.ssh_port, after.ssh_port, data, message, detail);
-  s.store->audit(who.user, "update-resources", c.name, "ok", detail);
+  data.update(moved);
   return ApiReply::ok(message, data);
 }
 

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "service/base/api_error.h"
 #include "service/ops/containers/container_ops.h"
+#include "service/ops/containers/refused_port.h"
 #include "service/ops/policies/policy_request.h"
 #include "service/store/user_policy.h"
 
@@ -158,10 +159,13 @@ void IdleReclaimer::reclaim(const ContainerRecord& listed, const IdlePolicy& p) 
   std::string detail = "owner=" + fresh->owner + " gpus=" + std::to_string(fresh->gpus.size());
   if (p.release_gpus && !fresh->gpus.empty()) {
     // Only a recreate takes GPUs out of an engine container; it comes back running, so stop it.
-    update_resources(s_, *fresh, Json{{"name", fresh->name}, {"gpu_count", 0}});
-    stop_container(s_, *s_.store->find_container(fresh->id));
+    const ContainerRecord after =
+        update_resources(s_, *fresh, Json{{"name", fresh->name}, {"gpu_count", 0}});
+    stop_container(s_, after);
     detail += " released (ask again with update-resources gpu_count=" +
               std::to_string(fresh->gpus.size()) + ")";
+    if (after.ssh_port != fresh->ssh_port)  // the recreate found its SSH port taken meanwhile
+      detail += "; " + ssh_port_change(fresh->ssh_port, after.ssh_port) + " (taken meanwhile)";
   }
   s_.store->audit("gpulab", "idle-stop", fresh->name, "ok", detail);
   s_.metrics.increment("idle_reclaims");
