@@ -224,6 +224,31 @@ LossScaler::State scaler_from_json(const Json& j) {
   return {j.value("scale", 1.0), j.value("good_steps", int64_t{0}), j.value("skipped", int64_t{0})};
 }
 
+Json train_state_json(const TrainState& s) {
+  return {{"epoch", s.epoch},
+          {"step", s.step},
+          // A stop mid-epoch (SIGINT, SIGTERM) resumes after the batches it had done.
+          {"batches_done", s.batches_done},
+          {"seed", s.seed},
+          {"world_size", s.world_size},
+          {"scaler", scaler_json(s.scaler)},
+          {"history", s.history},
+          {"options", s.options}};
+}
+
+TrainState train_state_from_json(const Json& j) {
+  TrainState s;
+  s.epoch = j.value("epoch", int64_t{0});
+  s.step = j.value("step", int64_t{0});
+  s.batches_done = j.value("batches_done", int64_t{0});
+  s.seed = j.value("seed", int64_t{0});
+  s.world_size = j.value("world_size", int64_t{1});
+  s.scaler = scaler_from_json(j.value("scaler", Json::object()));
+  s.history = j.value("history", Json::array());
+  s.options = j.value("options", Json::object());
+  return s;
+}
+
 CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& s, torch::nn::Module& model,
                                const torch::optim::Optimizer& opt, int keep) {
   fs::create_directories(dir);
@@ -250,10 +275,7 @@ CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& s, torch::
 
   // Retention: keep the newest `keep` complete ones; drop stale temporaries and orphans.
   auto all = list_checkpoints(dir);
-  for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) {
-    fs::remove(all[i].manifest, ec);  // manifest first: the checkpoint stops counting at once
-    fs::remove(all[i].file, ec);
-  }
+  for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) remove_checkpoint(all[i]);
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     const bool tmp = name.find(".tmp-") != std::string::npos;
@@ -277,6 +299,22 @@ std::vector<CheckpointInfo> list_checkpoints(const fs::path& dir) {
     return std::tie(a.epoch, a.step) > std::tie(b.epoch, b.step);
   });
   return out;
+}
+
+void remove_checkpoint(const CheckpointInfo& ckpt) {
+  Json files = Json::array();
+  if (auto text = read_file(ckpt.manifest))
+    if (auto j = parse_json(*text, ckpt.manifest.string());
+        j && j->is_object() && j->contains("shards") && (*j)["shards"].is_array())
+      files = (*j)["shards"];
+  std::error_code ec;
+  fs::remove(ckpt.manifest, ec);
+  for (const auto& f : files)
+    if (f.is_object())
+      if (auto name = f.value("file", std::string{});
+          !name.empty() && name.find('/') == std::string::npos)
+        fs::remove(ckpt.manifest.parent_path() / name, ec);
+  fs::remove(ckpt.file, ec);
 }
 
 std::optional<CheckpointInfo> find_resumable(const fs::path& dir) {

@@ -40,6 +40,12 @@ struct TrainState {
 Json scaler_json(const LossScaler::State& s);
 LossScaler::State scaler_from_json(const Json& j);
 
+// The training state as the indexes of per-rank checkpoints (sharded, mesh) record it: epoch,
+// step, batches_done, seed, world_size, scaler, history and options; a missing field reads as
+// TrainState's default.
+Json train_state_json(const TrainState& s);
+TrainState train_state_from_json(const Json& j);
+
 struct CheckpointInfo {
   fs::path file;      // ckpt-eNNNN-sNNNNNNNN.pt
   fs::path manifest;  // same name, .json
@@ -56,6 +62,10 @@ CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& state,
 // Complete checkpoints in `dir` (manifest present and well-formed), newest first. Checksums are
 // checked by load_checkpoint, which skips to the next on mismatch via find_resumable.
 std::vector<CheckpointInfo> list_checkpoints(const fs::path& dir);
+
+// Removes a checkpoint: its manifest first (it stops counting at once), then the files it lists
+// (a sharded or per-rank checkpoint's "shards"), then its file. Errors are ignored (retention).
+void remove_checkpoint(const CheckpointInfo& ckpt);
 
 // The newest checkpoint in `dir` whose bytes match its manifest; nullopt if none.
 std::optional<CheckpointInfo> find_resumable(const fs::path& dir);

@@ -9,6 +9,7 @@
 #include "train/data/token_file.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/models/lm_families.h"
+#include "train/parallel/mesh_checkpoint.h"
 
 namespace gpulab::train {
 namespace {
@@ -43,8 +44,9 @@ Result<ModelFiles> from_checkpoint(const fs::path& manifest) {
                  kWhatToPass};
   f.checkpoint = *info;
   f.run_dir = run_dir_of_checkpoint(manifest);
-  if (dist::is_sharded_checkpoint(*info)) {
-    f.source = WeightsSource::kShardedCheckpoint;
+  const bool mesh = parallel::is_mesh_checkpoint(*info);
+  if (mesh || dist::is_sharded_checkpoint(*info)) {
+    f.source = mesh ? WeightsSource::kMeshCheckpoint : WeightsSource::kShardedCheckpoint;
     f.weights = manifest;
     auto index = parse_json(read_file(manifest).value_or(""), manifest.string());
     if (index && index->is_object()) f.options = index->value("options", Json::object());
@@ -91,6 +93,10 @@ Result<ModelFiles> locate(const fs::path& path) {
     return from_checkpoint(manifest);
   }
   if (name == "config.json") return from_folder(path.parent_path());
+  // A mesh checkpoint's piece (ckpt-….mesh-R-of-N.safetensors) names the checkpoint of its index.
+  if (const auto piece = name.find(".mesh-");
+      piece != std::string::npos && name.rfind("ckpt-", 0) == 0)
+    return from_checkpoint(path.parent_path() / (name.substr(0, piece) + ".json"));
   ModelFiles f;  // anything else is read as safetensors, and named if it is not
   f.weights = path;
   f.run_dir = path.parent_path();
@@ -140,6 +146,8 @@ Result<StateDict> read_model_weights(ModelFiles& files) {
       return read_weights_file(files.weights);
     case WeightsSource::kShardedCheckpoint:
       return dist::consolidate_sharded_checkpoint(files.weights);
+    case WeightsSource::kMeshCheckpoint:
+      return parallel::consolidate_mesh_checkpoint(files.weights);
     case WeightsSource::kCheckpoint: {
       auto w = read_checkpoint_weights(*files.checkpoint);
       if (!w) return w.error();

@@ -17,10 +17,11 @@
 
 namespace gpulab::train {
 
-enum class WeightsSource { kSafetensors, kCheckpoint, kShardedCheckpoint };
+// kMeshCheckpoint: a tensor- or pipeline-parallel run's pieces (parallel/mesh_checkpoint.h).
+enum class WeightsSource { kSafetensors, kCheckpoint, kShardedCheckpoint, kMeshCheckpoint };
 
 struct ModelFiles {
-  fs::path weights;  // a safetensors file, a checkpoint's .pt, or a sharded checkpoint's index
+  fs::path weights;  // a safetensors file, a checkpoint's .pt, or a per-rank checkpoint's index
   WeightsSource source = WeightsSource::kSafetensors;
   std::optional<CheckpointInfo> checkpoint;
   fs::path run_dir;  // the folder the weights belong to (a run's --output_dir, or their folder)

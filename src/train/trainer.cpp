@@ -23,6 +23,7 @@
 #include "train/memory_format.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/optim/optimizers.h"
+#include "train/parallel/mesh_checkpoint.h"
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/resume_check.h"
@@ -154,7 +155,17 @@ namespace {
 // What names a checkpoint to the user: a sharded one's manifest (its files are per rank), an
 // ordinary one's file (whichever context read it: tensor parallelism reads the ordinary kind).
 fs::path checkpoint_name(const CheckpointInfo& ckpt) {
-  return dist::is_sharded_checkpoint(ckpt) ? ckpt.manifest : ckpt.file;
+  return dist::is_sharded_checkpoint(ckpt) || parallel::is_mesh_checkpoint(ckpt) ? ckpt.manifest
+                                                                                 : ckpt.file;
+}
+
+// A checkpoint into a whole model: an ordinary one, or a tensor- or pipeline-parallel run's
+// pieces joined.
+Result<TrainState> load_whole(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                              torch::optim::Optimizer& opt) {
+  if (!parallel::is_mesh_checkpoint(ckpt)) return load_checkpoint(ckpt, model, opt);
+  parallel::StageLayout whole;
+  return parallel::load_mesh_checkpoint(ckpt, model, opt, whole);
 }
 }  // namespace
 
@@ -179,8 +190,8 @@ void Trainer::maybe_resume() {
         "checkpoint " + ckpt->manifest.string() + " was written with --shard (one file per rank)",
         "resume it with the --shard it was trained with, or start a new run in "
         "another --output_dir");
-  TrainState s = (sharded ? std::move(*sharded) : load_checkpoint(*ckpt, *model_, *optimizer_))
-                     .value_or_throw();
+  TrainState s =
+      (sharded ? std::move(*sharded) : load_whole(*ckpt, *model_, *optimizer_)).value_or_throw();
   // Loading replaces the parameters' storage with the file's layout (a checkpoint written in
   // the other layout); this run's layout is the one chosen above. (Sharded loading keeps it.)
   if (memory_format_.channels_last && !sharded) make_channels_last(*model_);

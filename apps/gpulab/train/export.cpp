@@ -27,6 +27,8 @@ std::string source_name(const train::ModelFiles& f) {
       return "checkpoint " + f.weights.string();
     case train::WeightsSource::kShardedCheckpoint:
       return "sharded checkpoint " + f.weights.string();
+    case train::WeightsSource::kMeshCheckpoint:
+      return "tensor/pipeline-parallel checkpoint " + f.weights.string();
     case train::WeightsSource::kSafetensors:
       break;
   }

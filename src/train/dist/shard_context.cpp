@@ -136,8 +136,10 @@ std::optional<Result<TrainState>> ShardContext::load_checkpoint(const Checkpoint
   if (!is_sharded_checkpoint(ckpt))
     return Result<TrainState>(Error{
         Code::kInvalidArgument,
-        "checkpoint " + ckpt.file.string() + " was written without --shard (one file, whole model)",
-        "resume it with --shard none, or start afresh"});
+        "checkpoint " + ckpt.manifest.string() +
+            " was not written by a --shard run (a one-process, DDP, --tp or --pp run wrote it)",
+        "resume it with --shard none (and the --tp/--pp it was written with, or none), or start "
+        "afresh"});
   return load_sharded_checkpoint(ckpt, model, *sharded_, opt);
 }
 

@@ -187,6 +187,27 @@ torch::Tensor my_slice(const torch::Tensor& real, const FlatGroup& g) {
 
 }  // namespace
 
+torch::Tensor agree_all_written(Communicator& comm, const fs::path& file, const Status& written,
+                                int64_t bytes, uint32_t crc, const std::string& name) {
+  const int rank = comm.rank(), world = comm.size();
+  auto sums = torch::zeros({world, 3}, torch::kLong);
+  sums[rank][0] = bytes;
+  sums[rank][1] = static_cast<int64_t>(crc);
+  sums[rank][2] = written.ok() ? 0 : 1;
+  comm.allreduce_sum(sums, "all-reduce of the checkpoint shard sizes");
+  std::string failed;
+  for (int r = 0; r < world; ++r)
+    if (sums[r][2].item<int64_t>() != 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  if (failed.empty()) return sums;
+  std::error_code ec;
+  if (!file.empty()) fs::remove(file, ec);
+  if (!written.ok()) throw Exception(written.error());
+  throw Exception(Code::kUnavailable,
+                  fmt::format("checkpoint {} was not written: rank(s) {} could not write their "
+                              "shard; the previous checkpoint stays the newest",
+                              name, failed));
+}
+
 bool is_sharded_checkpoint(const CheckpointInfo& ckpt) {
   auto text = read_file(ckpt.manifest);
   if (!text) return false;
@@ -196,30 +217,11 @@ bool is_sharded_checkpoint(const CheckpointInfo& ckpt) {
 
 namespace {
 
-// Writes this rank's shard, then gathers every rank's size, checksum and success (one row each,
-// summed) in one all-reduce. All ranks' shards or none: when any rank could not write its own
-// (a full disk), every rank removes its shard and throws, so no shard outlives a missing index
-// and no rank waits in a collective for one that gave up.
+// Writes this rank's shard; every rank's outcome is agreed in agree_all_written.
 torch::Tensor write_shard_all_or_none(Communicator& comm, const fs::path& file,
                                       const std::string& bytes, const std::string& name) {
-  const int rank = comm.rank(), world = comm.size();
-  const Status written = write_file_atomic(file, bytes);
-  auto sums = torch::zeros({world, 3}, torch::kLong);
-  sums[rank][0] = static_cast<int64_t>(bytes.size());
-  sums[rank][1] = static_cast<int64_t>(crc32(bytes));
-  sums[rank][2] = written.ok() ? 0 : 1;
-  comm.allreduce_sum(sums, "all-reduce of the checkpoint shard sizes");
-  std::string failed;
-  for (int r = 0; r < world; ++r)
-    if (sums[r][2].item<int64_t>() != 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
-  if (failed.empty()) return sums;
-  std::error_code ec;
-  fs::remove(file, ec);
-  if (!written.ok()) throw Exception(written.error());
-  throw Exception(Code::kUnavailable,
-                  fmt::format("checkpoint {} was not written: rank(s) {} could not write their "
-                              "shard; the previous checkpoint stays the newest",
-                              name, failed));
+  return agree_all_written(comm, file, write_file_atomic(file, bytes),
+                           static_cast<int64_t>(bytes.size()), crc32(bytes), name);
 }
 
 }  // namespace
@@ -258,42 +260,25 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
         {{"file", shard_name(name, r, world)},
          {"bytes", sums[r][0].item<int64_t>()},
          {"checksum", checksum_text(static_cast<uint32_t>(sums[r][1].item<int64_t>()))}});
-  Json index = {{"format", kShardedFormat},
-                {"file", shards[0]["file"]},
-                {"bytes", shards[0]["bytes"]},
-                {"checksum", shards[0]["checksum"]},
-                {"checksum_algorithm", kChecksumAlgorithm},
-                {"epoch", s.epoch},
-                {"step", s.step},
-                // A stop mid-epoch (SIGINT, SIGTERM) resumes after the batches it had done.
-                {"batches_done", s.batches_done},
-                {"seed", s.seed},
-                {"world_size", world},
-                {"shard", shard_stage_name(sharded.stage())},
-                {"shards", shards},
-                {"groups", layout_json(model, sharded)},
-                {"scaler", scaler_json(s.scaler)},
-                {"history", s.history},
-                {"options", s.options}};
+  Json index = train_state_json(s);
+  index.update(Json{{"format", kShardedFormat},
+                    {"file", shards[0]["file"]},
+                    {"bytes", shards[0]["bytes"]},
+                    {"checksum", shards[0]["checksum"]},
+                    {"checksum_algorithm", kChecksumAlgorithm},
+                    {"world_size", world},
+                    {"shard", shard_stage_name(sharded.stage())},
+                    {"shards", shards},
+                    {"groups", layout_json(model, sharded)}});
   if (auto st = write_file_atomic(info.manifest, index.dump(2) + "\n"); !st) {
     std::error_code ec;  // without the index no shard counts: remove them (one folder, one node)
     for (int r = 0; r < world; ++r) fs::remove(dir / shard_name(name, r, world), ec);
     throw Exception(st.error());
   }
   // Retention: the newest `keep` sharded checkpoints; the index goes first, then its shards.
-  std::error_code ec;
-  auto all = list_checkpoints(dir);
   int kept = 0;
-  for (const auto& c : all) {
-    if (!is_sharded_checkpoint(c)) continue;
-    if (++kept <= keep) continue;
-    Json shard_list = Json::array();
-    if (auto text = read_file(c.manifest); text)
-      if (auto j = parse_json(*text, c.manifest.string()); j && j->contains("shards"))
-        shard_list = (*j)["shards"];
-    fs::remove(c.manifest, ec);
-    for (const auto& sh : shard_list) fs::remove(dir / sh.value("file", std::string{}), ec);
-  }
+  for (const auto& c : list_checkpoints(dir))
+    if (is_sharded_checkpoint(c) && ++kept > keep) remove_checkpoint(c);
   return info;
 }
 
@@ -345,16 +330,7 @@ Result<TrainState> load_sharded_checkpoint(const CheckpointInfo& ckpt, torch::nn
     cpu.set_state(shards[mine].rng);
   }
   sharded.gather_all();
-  TrainState s;
-  s.epoch = index.value("epoch", int64_t{0});
-  s.step = index.value("step", int64_t{0});
-  s.batches_done = index.value("batches_done", int64_t{0});
-  s.seed = index.value("seed", int64_t{0});
-  s.world_size = index.value("world_size", int64_t{1});
-  s.scaler = scaler_from_json(index.value("scaler", Json::object()));
-  s.history = index.value("history", Json::array());
-  s.options = index.value("options", Json::object());
-  return s;
+  return train_state_from_json(index);
 }
 
 Result<std::map<std::string, torch::Tensor>> consolidate_sharded_checkpoint(

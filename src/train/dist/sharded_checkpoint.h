@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -16,6 +17,7 @@
 #include "core/json.h"
 #include "core/result.h"
 #include "train/checkpoint.h"
+#include "train/dist/communicator.h"
 #include "train/dist/sharded_model.h"
 
 namespace gpulab::train::dist {
@@ -27,6 +29,14 @@ inline constexpr const char* kShardedFormat = "gpulab-sharded-1";
 CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& state,
                                        torch::nn::Module& model, ShardedModel& sharded,
                                        const torch::optim::Optimizer& opt, int keep);
+
+// All ranks' files or none, after each rank tried to write its own (`file`, empty for a rank that
+// writes none; `written`, its `bytes` and their `crc`): one all-reduce gives every rank each
+// rank's size, checksum and success, one row each ([world, 3]). When any rank could not write
+// (a full disk), every rank removes its file and throws, so no file outlives a missing index and
+// no rank waits in a collective for one that gave up. Collective.
+torch::Tensor agree_all_written(Communicator& comm, const fs::path& file, const Status& written,
+                                int64_t bytes, uint32_t crc, const std::string& name);
 
 // Whether a manifest belongs to a sharded checkpoint.
 bool is_sharded_checkpoint(const CheckpointInfo& ckpt);

@@ -12,29 +12,74 @@ namespace gpulab::train::parallel {
 
 namespace o = torch::optim;
 
+namespace {
+
+// Every field of a parameter's optimizer state shaped like the parameter, defined or not.
+std::vector<std::pair<std::string, torch::Tensor*>> all_moment_fields(o::OptimizerParamState& s) {
+  if (auto* a = dynamic_cast<o::AdamWParamState*>(&s))
+    return {{"exp_avg", &a->exp_avg()},
+            {"exp_avg_sq", &a->exp_avg_sq()},
+            {"max_exp_avg_sq", &a->max_exp_avg_sq()}};
+  if (auto* b = dynamic_cast<o::AdamParamState*>(&s))
+    return {{"exp_avg", &b->exp_avg()},
+            {"exp_avg_sq", &b->exp_avg_sq()},
+            {"max_exp_avg_sq", &b->max_exp_avg_sq()}};
+  if (auto* c = dynamic_cast<o::SGDParamState*>(&s))
+    return {{"momentum_buffer", &c->momentum_buffer()}};
+  if (auto* d = dynamic_cast<o::RMSpropParamState*>(&s))
+    return {{"square_avg", &d->square_avg()},
+            {"momentum_buffer", &d->momentum_buffer()},
+            {"grad_avg", &d->grad_avg()}};
+  throw Exception(Code::kUnsupported, "this optimizer's state has no model-parallel layout",
+                  "use --optimizer adamw, adam, sgd or rmsprop with --tp or --pp");
+}
+
+}  // namespace
+
 // The fields of a parameter's optimizer state shaped like the parameter (the ones a
 // model-parallel layout splits or spreads).
 std::vector<std::pair<std::string, torch::Tensor*>> moment_fields(o::OptimizerParamState& s) {
-  std::vector<std::pair<std::string, torch::Tensor*>> f;
-  if (auto* a = dynamic_cast<o::AdamWParamState*>(&s))
-    f = {{"exp_avg", &a->exp_avg()},
-         {"exp_avg_sq", &a->exp_avg_sq()},
-         {"max_exp_avg_sq", &a->max_exp_avg_sq()}};
-  else if (auto* b = dynamic_cast<o::AdamParamState*>(&s))
-    f = {{"exp_avg", &b->exp_avg()},
-         {"exp_avg_sq", &b->exp_avg_sq()},
-         {"max_exp_avg_sq", &b->max_exp_avg_sq()}};
-  else if (auto* c = dynamic_cast<o::SGDParamState*>(&s))
-    f = {{"momentum_buffer", &c->momentum_buffer()}};
-  else if (auto* d = dynamic_cast<o::RMSpropParamState*>(&s))
-    f = {{"square_avg", &d->square_avg()},
-         {"momentum_buffer", &d->momentum_buffer()},
-         {"grad_avg", &d->grad_avg()}};
-  else
-    throw Exception(Code::kUnsupported, "this optimizer's state has no model-parallel layout",
-                    "use --optimizer adamw, adam, sgd or rmsprop with --tp or --pp");
+  auto f = all_moment_fields(s);
   std::erase_if(f, [](const auto& kv) { return !kv.second->defined(); });
   return f;
+}
+
+std::optional<int64_t> state_step(const o::OptimizerParamState& s) {
+  if (auto* a = dynamic_cast<const o::AdamWParamState*>(&s)) return a->step();
+  if (auto* b = dynamic_cast<const o::AdamParamState*>(&s)) return b->step();
+  if (auto* d = dynamic_cast<const o::RMSpropParamState*>(&s)) return d->step();
+  return std::nullopt;
+}
+
+std::unique_ptr<o::OptimizerParamState> make_state(const o::Optimizer& opt, int64_t step,
+                                                   const std::map<std::string, torch::Tensor>& f) {
+  std::unique_ptr<o::OptimizerParamState> s;
+  if (dynamic_cast<const o::AdamW*>(&opt)) {
+    s = std::make_unique<o::AdamWParamState>();
+    static_cast<o::AdamWParamState&>(*s).step(step);
+  } else if (dynamic_cast<const o::Adam*>(&opt)) {
+    s = std::make_unique<o::AdamParamState>();
+    static_cast<o::AdamParamState&>(*s).step(step);
+  } else if (dynamic_cast<const o::SGD*>(&opt)) {
+    s = std::make_unique<o::SGDParamState>();
+  } else if (dynamic_cast<const o::RMSprop*>(&opt)) {
+    s = std::make_unique<o::RMSpropParamState>();
+    static_cast<o::RMSpropParamState&>(*s).step(step);
+  } else {
+    throw Exception(Code::kUnsupported, "this optimizer has no model-parallel checkpoint",
+                    "use --optimizer adamw, adam, sgd or rmsprop with --tp or --pp");
+  }
+  size_t used = 0;
+  for (auto& [field, t] : all_moment_fields(*s))
+    if (auto it = f.find(field); it != f.end()) {
+      *t = it->second;
+      ++used;
+    }
+  if (used != f.size())
+    throw Exception(Code::kDataError,
+                    "the checkpoint's optimizer state does not fit this run's optimizer",
+                    "resume with the --optimizer it was written with");
+  return s;
 }
 
 std::unique_ptr<o::Optimizer> same_kind_optimizer(const o::Optimizer& opt,

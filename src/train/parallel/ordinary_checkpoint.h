@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,15 @@ using Moments = std::map<std::string, StateDict>;  // state field -> parameter n
 // and RMSprop's buffers), those that are defined. Throws kUnsupported for another optimizer.
 std::vector<std::pair<std::string, torch::Tensor*>> moment_fields(
     torch::optim::OptimizerParamState& s);
+
+// The step count of a parameter's state (Adam, AdamW, RMSprop); nullopt for SGD's.
+std::optional<int64_t> state_step(const torch::optim::OptimizerParamState& s);
+
+// A parameter's state for opt's kind: `step` steps taken and the fields `f` (moment_fields'
+// names). Throws kDataError when a field is not one of the kind's (another --optimizer).
+std::unique_ptr<torch::optim::OptimizerParamState> make_state(
+    const torch::optim::Optimizer& opt, int64_t step,
+    const std::map<std::string, torch::Tensor>& f);
 
 // An optimizer of opt's kind with opt's defaults and group options, over `groups` (one per group
 // of opt, in its order). Throws kUnsupported for a kind without a model-parallel checkpoint.

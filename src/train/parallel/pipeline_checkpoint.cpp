@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "train/optim/optimizers.h"
+#include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/ordinary_checkpoint.h"
 
 namespace gpulab::train::parallel {
@@ -52,6 +53,8 @@ StateDict gather_stages(dist::Communicator& pp, const StateDict& all, const Stat
   return out;
 }
 
+}  // namespace
+
 StateDict held_state(torch::nn::Module& model) {
   StateDict out;
   for (const auto& [name, t] : module_state_dict(model))
@@ -59,7 +62,10 @@ StateDict held_state(torch::nn::Module& model) {
   return out;
 }
 
-}  // namespace
+bool is_tied_copy(const CausalLm& lm, int stage, const std::string& name) {
+  return lm.config().tie_word_embeddings && stage > 0 &&
+         name == lm.config().traits().token_embedding;
+}
 
 const CausalLm& stage_model(const torch::nn::Module& model) {
   const auto* lm = dynamic_cast<const CausalLm*>(&model);
@@ -88,26 +94,9 @@ StateDict gather_pipeline_model(dist::Communicator& pp, torch::nn::Module& model
                        layout.to_ordinary(model, held_state(model)));
 }
 
-void save_pipeline_checkpoint(const fs::path& dir, const TrainState& state, dist::Communicator& pp,
-                              torch::nn::Module& model, const o::Optimizer& opt, int keep,
-                              bool writer, StageLayout& layout) {
-  const StateDict all = layout.ordinary_layout(model);
-  const StateDict params = gather_stages(pp, all, layout.to_ordinary(model, held_state(model)));
-  Moments moments = state_moments(model, opt);
-  for (auto& [field, tensors] : moments)
-    tensors = gather_stages(pp, all, layout.to_ordinary(model, tensors));
-  if (!writer) return;
-  auto twin = ordinary_twin(stage_model(model).config(), params.begin()->second.scalar_type());
-  if (auto st = load_state_dict(*twin, params, "the gathered pipeline stages"); !st)
-    throw Exception(st.error());
-  auto twin_opt = same_kind_optimizer(opt, decay_groups(*twin));
-  auto& states = const_cast<o::Optimizer&>(opt).state();
-  if (!states.empty()) fill_state(*twin_opt, *twin, *states.begin()->second, moments);
-  (void)gpulab::train::save_checkpoint(dir, state, *twin, *twin_opt, keep);
-}
-
 Result<TrainState> load_pipeline_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
                                             o::Optimizer& opt, StageLayout& layout) {
+  if (is_mesh_checkpoint(ckpt)) return load_mesh_checkpoint(ckpt, model, opt, layout);
   const auto dtype = held_parameters(model).front().second.scalar_type();
   auto twin = ordinary_twin(stage_model(model).config(), dtype);
   auto twin_opt = same_kind_optimizer(opt, decay_groups(*twin));

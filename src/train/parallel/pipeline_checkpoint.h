@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/dist/communicator.h"
 #include "train/models/causal_lm.h"
+#include "train/parallel/tp_slices.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train::parallel {
@@ -32,7 +33,20 @@ class StageLayout {
   // Every tensor of the ordinary model (another stage's on the meta device): names, shapes and
   // dtypes for gathering the stages.
   virtual StateDict ordinary_layout(torch::nn::Module& model) { return module_state_dict(model); }
+  // Where this rank's tensor `name` lies in the ordinary one of shape `whole` (a stage of the
+  // ordinary model holds its tensors whole).
+  virtual TpSlices slices(torch::nn::Module& /*model*/, const std::string& /*name*/,
+                          c10::IntArrayRef /*whole*/) {
+    return whole_tensor();
+  }
 };
+
+// The tensors `model` holds (parameters and buffers; another stage's are on the meta device).
+StateDict held_state(torch::nn::Module& model);
+
+// Whether `name` is the tied embedding's copy on pipeline stage `stage` after the first (the
+// first stage's is the one counted, clipped and written).
+bool is_tied_copy(const CausalLm& lm, int stage, const std::string& name);
 
 // The stage's model (a CausalLm with the other stages' pieces on the meta device).
 const CausalLm& stage_model(const torch::nn::Module& model);
@@ -49,14 +63,10 @@ std::vector<std::vector<torch::Tensor>> decay_groups(torch::nn::Module& model);
 StateDict gather_pipeline_model(dist::Communicator& pp, torch::nn::Module& model,
                                 StageLayout& layout);
 
-// The ordinary checkpoint of the whole model and of opt (a per-parameter optimizer over the
-// stage's parameters), gathered over `pp`; `writer` writes it. Collective over `pp`.
-void save_pipeline_checkpoint(const fs::path& dir, const TrainState& state, dist::Communicator& pp,
-                              torch::nn::Module& model, const torch::optim::Optimizer& opt,
-                              int keep, bool writer, StageLayout& layout);
-
-// An ordinary checkpoint into the stage: its parameters and opt's state of them (opt over the
-// stage's parameters, as decay_groups groups them). A file that does not load changes nothing.
+// A checkpoint into the stage: its parameters and opt's state of them (opt over the stage's
+// parameters, as decay_groups groups them), from a mesh checkpoint's pieces (mesh_checkpoint.h,
+// what every pipeline run writes) or an ordinary one read whole. A file that does not load
+// changes nothing.
 Result<TrainState> load_pipeline_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
                                             torch::optim::Optimizer& opt, StageLayout& layout);
 

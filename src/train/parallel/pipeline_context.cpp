@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "train/dist/sharded_checkpoint.h"
+#include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/pipeline_checkpoint.h"
 
 namespace gpulab::train::parallel {
@@ -91,7 +92,7 @@ StateDict PipelineContext::model_state(torch::nn::Module& model) {
 
 bool PipelineContext::save_checkpoint(const fs::path& dir, const TrainState& state,
                                       torch::nn::Module& model, const o::Optimizer& opt, int keep) {
-  save_pipeline_checkpoint(dir, state, mesh_->pp(), model, opt, keep, is_main(), *layout_);
+  save_mesh_checkpoint(dir, state, *mesh_, model, opt, keep, *layout_);
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "train/dist/sharded_checkpoint.h"
+#include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/pipeline_checkpoint.h"
 #include "train/parallel/zero_state.h"
 
@@ -17,11 +18,8 @@ namespace {
 // The tied embedding's copy on a stage after the first (its gradient is the first stage's, which
 // counts it), or an undefined tensor.
 torch::Tensor tied_copy(torch::nn::Module& model, int stage) {
-  const auto& c = stage_model(model).config();
-  if (!c.tie_word_embeddings || stage == 0) return {};
-  const std::string name(c.traits().token_embedding);
   for (const auto& [n, p] : held_parameters(model))
-    if (n == name) return p;
+    if (is_tied_copy(stage_model(model), stage, n)) return p;
   return {};
 }
 
@@ -93,7 +91,7 @@ bool PipelineShardContext::save_checkpoint(const fs::path& dir, const TrainState
   sharded()->gather_all();  // ZeRO-3: every parameter present to be gathered over the stages
   auto per = per_parameter_optimizer(*sharded(), opt);
   unflatten_state(*sharded(), const_cast<torch::optim::Optimizer&>(opt), *per);
-  save_pipeline_checkpoint(dir, state, mesh_->pp(), model, *per, keep, is_main(), *layout_);
+  save_mesh_checkpoint(dir, state, *mesh_, model, *per, keep, *layout_);
   return true;
 }
 

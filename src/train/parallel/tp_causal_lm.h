@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "train/models/causal_lm.h"
 #include "train/parallel/tp_group.h"
+#include "train/parallel/tp_slices.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train::parallel {
@@ -60,6 +61,8 @@ class TpCausalLm : public CausalLm {
   // ordinary tensors.
   virtual StateDict shard(const StateDict& full) const = 0;
   virtual StateDict gather(const StateDict& mine) = 0;
+  // Where this rank's tensor `name` lies in the ordinary one of shape `whole` (what shard cuts).
+  virtual TpSlices slices_of(const std::string& name, c10::IntArrayRef whole) const = 0;
 
   TpGroup& group() { return *group_; }
   // Sequence parallelism (Korthikanti et al. 2022) for the norm and residual regions: the

@@ -1,6 +1,5 @@
-// A tensor-parallel run's checkpoints through an ordinary twin: the one-process model and an
-// optimizer of the same kind and groups, holding the gathered tensors, written and read by the
-// ordinary checkpoint code (train/checkpoint.h), so there is one checkpoint format.
+// A tensor-parallel rank's checkpoints read (tp_checkpoint.h): mesh ones by their pieces,
+// ordinary ones through the one-process twin and an optimizer of the same kind and groups.
 #include "train/parallel/tp_checkpoint.h"
 
 #include <map>
@@ -11,7 +10,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/ordinary_checkpoint.h"
+#include "train/parallel/tp_stage_layout.h"
 
 namespace gpulab::train::parallel {
 
@@ -43,22 +44,12 @@ std::shared_ptr<CausalLm> twin_of(TpCausalLm& split) {
 
 }  // namespace
 
-void save_tp_checkpoint(const fs::path& dir, const TrainState& state, TpCausalLm& model,
-                        const torch::optim::Optimizer& opt, int keep, bool writer) {
-  const StateDict params = model.gather(module_state_dict(model));
-  Moments moments = state_moments(model, opt);
-  for (auto& [field, tensors] : moments) tensors = model.gather(tensors);
-  if (!writer) return;
-  auto twin = twin_of(model);
-  if (auto st = load_state_dict(*twin, params, "the gathered tensor-parallel model"); !st)
-    throw Exception(st.error());
-  auto twin_opt = same_optimizer(opt, model, *twin);
-  copy_state(const_cast<o::Optimizer&>(opt), model, *twin_opt, *twin, moments);
-  save_checkpoint(dir, state, *twin, *twin_opt, keep);
-}
-
 Result<TrainState> load_tp_checkpoint(const CheckpointInfo& ckpt, TpCausalLm& model,
                                       torch::optim::Optimizer& opt) {
+  if (is_mesh_checkpoint(ckpt)) {
+    TpStageLayout layout;
+    return load_mesh_checkpoint(ckpt, model, opt, layout);
+  }
   auto twin = twin_of(model);
   auto twin_opt = same_optimizer(opt, model, *twin);
   auto s = load_checkpoint(ckpt, *twin, *twin_opt);

@@ -1,7 +1,7 @@
-// Checkpoints of a tensor-parallel run in the ordinary layout: the model and the optimizer's
-// per-parameter state (Adam's moments, momentum) gathered over the TP group into the tensors a
-// one-process run holds, written by rank 0 as an ordinary checkpoint; and read back at any TP
-// size (one included) by sharding them again. A run saved at TP 2 resumes at TP 1 or TP 4.
+// Reading a checkpoint into a tensor-parallel rank: a mesh checkpoint (mesh_checkpoint.h, what
+// every TP run writes) through its pieces; an ordinary one (a one-process run's, or a TP run's
+// before session 43) through an ordinary twin that is read whole and sharded. A run saved at
+// TP 2 resumes at TP 1 or TP 4.
 #pragma once
 
 #include <torch/torch.h>
@@ -11,12 +11,8 @@
 
 namespace gpulab::train::parallel {
 
-// Collective (every rank gathers); `writer` (rank 0) writes. Throws what save_checkpoint throws.
-void save_tp_checkpoint(const fs::path& dir, const TrainState& state, TpCausalLm& model,
-                        const torch::optim::Optimizer& opt, int keep, bool writer);
-
-// Every rank reads the ordinary checkpoint and takes its shard of the model and of the
-// optimizer state; a file that does not load changes nothing.
+// Every rank reads the checkpoint and takes its shard of the model and of the optimizer state
+// (no collective); a file that does not load changes nothing.
 Result<TrainState> load_tp_checkpoint(const CheckpointInfo& ckpt, TpCausalLm& model,
                                       torch::optim::Optimizer& opt);
 

@@ -3,8 +3,10 @@
 
 #include "core/error.h"
 #include "train/dist/sharded_checkpoint.h"
+#include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_checkpoint.h"
+#include "train/parallel/tp_stage_layout.h"
 
 namespace gpulab::train::parallel {
 
@@ -48,7 +50,8 @@ StateDict TpContext::model_state(torch::nn::Module& model) {
 bool TpContext::save_checkpoint(const fs::path& dir, const TrainState& state,
                                 torch::nn::Module& model, const torch::optim::Optimizer& opt,
                                 int keep) {
-  save_tp_checkpoint(dir, state, tp_model_of(model), opt, keep, is_main());
+  TpStageLayout layout;
+  save_mesh_checkpoint(dir, state, *mesh_, model, opt, keep, layout);
   return true;
 }
 

@@ -209,4 +209,8 @@ StateDict TpGpt2LMHeadModel::gather(const StateDict& mine) {
   return gpt2_gather_state(config_, mine, *group_);
 }
 
+TpSlices TpGpt2LMHeadModel::slices_of(const std::string& name, c10::IntArrayRef whole) const {
+  return gpt2_slices(config_, name, whole, group_->rank(), group_->size());
+}
+
 }  // namespace gpulab::train::parallel

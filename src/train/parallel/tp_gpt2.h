@@ -98,6 +98,7 @@ class TpGpt2LMHeadModel : public TpCausalLm {
                         dist::Communicator* disjoint) override;
   StateDict shard(const StateDict& full) const override;
   StateDict gather(const StateDict& mine) override;
+  TpSlices slices_of(const std::string& name, c10::IntArrayRef whole) const override;
 
   TpGpt2Model transformer{nullptr};
   ColumnParallelLinear lm_head{nullptr};  // null when tied to transformer->wte

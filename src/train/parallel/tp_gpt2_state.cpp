@@ -1,6 +1,7 @@
 // Sharding a GPT-2's state dict for TP and gathering it back (see tp_gpt2_state.h).
 #include "train/parallel/tp_gpt2_state.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "core/error.h"
@@ -13,15 +14,6 @@ namespace {
 
 bool ends_with(const std::string& s, std::string_view tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// The vocabulary rows padded with zero rows to a multiple of tp.
-torch::Tensor padded_rows(const torch::Tensor& t, int tp) {
-  const int64_t rows = padded_to(t.size(0), tp);
-  if (rows == t.size(0)) return t;
-  auto pad = std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
-  pad[0] = rows - t.size(0);
-  return torch::cat({t, torch::zeros(pad, t.options())});
 }
 
 }  // namespace
@@ -38,20 +30,31 @@ Gpt2Split gpt2_split(const std::string& name) {
   return {};
 }
 
+TpSlices gpt2_slices(const DecoderConfig& /*c*/, const std::string& name, c10::IntArrayRef whole,
+                     int rank, int tp) {
+  const Gpt2Split split = gpt2_split(name);
+  TpSlices s;
+  if (split.dim < 0) {
+    s.first_copy = rank == 0;
+    return s;
+  }
+  s.dim = split.dim;
+  const int64_t n = whole[static_cast<size_t>(split.dim)];
+  const int64_t section = (split.vocab ? padded_to(n, tp) : n) / split.sections;
+  const int64_t per = section / tp;
+  s.local_size = per * split.sections;
+  for (int k = 0; k < split.sections; ++k) {
+    const int64_t start = k * section + rank * per, length = std::min(per, n - start);
+    if (length > 0) s.runs.push_back({k * per, start, length});
+  }
+  return s;
+}
+
 StateDict gpt2_shard_state(const DecoderConfig& c, const StateDict& full, int rank, int tp) {
   check_tp_layout(c, tp);
   StateDict out;
-  for (const auto& [name, t] : full) {
-    const Gpt2Split s = gpt2_split(name);
-    if (s.dim < 0) {
-      out[name] = t.clone();
-      continue;
-    }
-    std::vector<torch::Tensor> parts;
-    for (const auto& section : (s.vocab ? padded_rows(t, tp) : t).chunk(s.sections, s.dim))
-      parts.push_back(shard_of(section, s.dim, rank, tp));
-    out[name] = torch::cat(parts, s.dim);
-  }
+  for (const auto& [name, t] : full)
+    out[name] = shard_by_slices(t, gpt2_slices(c, name, t.sizes(), rank, tp));
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "train/models/decoder_config.h"
 #include "train/parallel/tp_group.h"
+#include "train/parallel/tp_slices.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train::parallel {
@@ -22,6 +23,11 @@ struct Gpt2Split {
   bool vocab = false;
 };
 Gpt2Split gpt2_split(const std::string& name);
+
+// How rank `rank` of `tp` holds `name` (ordinary shape `whole`): its part of each section of the
+// split dimension (the vocabulary padded to a multiple of TP), or the whole tensor (on rank 0).
+TpSlices gpt2_slices(const DecoderConfig& c, const std::string& name, c10::IntArrayRef whole,
+                     int rank, int tp);
 
 // Rank `rank`'s tensors of `full` (ordinary names and shapes), under the same names. Refuses a
 // TP size the shape does not fit (check_tp_layout).

@@ -237,4 +237,8 @@ StateDict TpLlamaForCausalLM::gather(const StateDict& mine) {
   return gather_state(config_, mine, *group_);
 }
 
+TpSlices TpLlamaForCausalLM::slices_of(const std::string& name, c10::IntArrayRef whole) const {
+  return llama_slices(config_, name, whole, group_->rank(), group_->size());
+}
+
 }  // namespace gpulab::train::parallel

@@ -104,6 +104,7 @@ class TpLlamaForCausalLM : public TpCausalLm {
                         dist::Communicator* disjoint) override;
   StateDict shard(const StateDict& full) const override;
   StateDict gather(const StateDict& mine) override;
+  TpSlices slices_of(const std::string& name, c10::IntArrayRef whole) const override;
 
   TpLlamaModel model{nullptr};
   ColumnParallelLinear lm_head{nullptr};  // null when tied to model->embed_tokens

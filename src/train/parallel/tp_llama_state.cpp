@@ -64,25 +64,36 @@ bool tp_vocab_rows(const std::string& name) {
   return ends_with(name, "embed_tokens.weight") || ends_with(name, "lm_head.weight");
 }
 
+TpSlices llama_slices(const DecoderConfig& c, const std::string& name, c10::IntArrayRef whole,
+                      int rank, int tp) {
+  TpSlices s;
+  const int dim = tp_split_dim(name);
+  if (dim < 0) {
+    s.first_copy = rank == 0;
+    return s;
+  }
+  s.dim = dim;
+  const int64_t n = whole[static_cast<size_t>(dim)];
+  if (tp_kv_rows(name) && kv_replicas(c, tp) > 1) {  // the one kv head this rank's queries use
+    const int replicas = kv_replicas(c, tp);
+    const int64_t per = n / c.num_kv_heads;
+    s.local_size = per;
+    s.runs = {{0, rank / replicas * per, per}};
+    s.first_copy = rank % replicas == 0;
+    return s;
+  }
+  const int64_t per = (tp_vocab_rows(name) ? padded_to(n, tp) : n) / tp;
+  s.local_size = per;
+  const int64_t start = rank * per, length = std::min(per, n - start);
+  if (length > 0) s.runs = {{0, start, length}};
+  return s;
+}
+
 StateDict shard_state(const DecoderConfig& c, const StateDict& full, int rank, int tp) {
   check_tp_layout(c, tp);
   StateDict out;
-  for (const auto& [name, t] : full) {
-    const int dim = tp_split_dim(name);
-    if (dim < 0) {
-      out[name] = t.clone();
-      continue;
-    }
-    if (tp_kv_rows(name) && kv_replicas(c, tp) > 1) {  // the one kv head this rank's queries use
-      out[name] = shard_of(t, 0, rank / kv_replicas(c, tp), static_cast<int>(c.num_kv_heads));
-      continue;
-    }
-    auto whole = t;
-    if (tp_vocab_rows(name) && padded_to(t.size(0), tp) != t.size(0))
-      whole = torch::cat(
-          {t, torch::zeros({padded_to(t.size(0), tp) - t.size(0), t.size(1)}, t.options())});
-    out[name] = shard_of(whole, dim, rank, tp);
-  }
+  for (const auto& [name, t] : full)
+    out[name] = shard_by_slices(t, llama_slices(c, name, t.sizes(), rank, tp));
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "train/models/decoder_config.h"
 #include "train/parallel/tp_group.h"
+#include "train/parallel/tp_slices.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train::parallel {
@@ -31,6 +32,12 @@ bool tp_kv_rows(const std::string& name);  // k_proj or v_proj
 int tp_split_dim(const std::string& name);
 // Whether `name` has vocabulary rows (padded with zero rows to a multiple of TP when sharded).
 bool tp_vocab_rows(const std::string& name);
+
+// How rank `rank` of `tp` holds `name`, whose ordinary shape is `whole`: split tensors a range
+// of rows or columns (the vocabulary padded with zero rows to a multiple of TP), a shared kv
+// head its head's rows (first_copy on its first holder), replicated ones whole (on rank 0).
+TpSlices llama_slices(const DecoderConfig& c, const std::string& name, c10::IntArrayRef whole,
+                      int rank, int tp);
 
 // Rank `rank`'s tensors of `full` (ordinary names and shapes), under the same names.
 StateDict shard_state(const DecoderConfig& c, const StateDict& full, int rank, int tp);

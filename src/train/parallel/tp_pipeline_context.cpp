@@ -13,11 +13,9 @@ namespace gpulab::train::parallel {
 std::vector<torch::Tensor> take_tied_copy(const TpCausalLm& lm, int stage,
                                           std::vector<TpCausalLm::NamedGrad>& grads) {
   std::vector<torch::Tensor> copy;
-  if (!lm.config().tie_word_embeddings || stage == 0) return copy;
-  const std::string tied(lm.config().traits().token_embedding);
   for (const auto& g : grads)
-    if (g.name == tied) copy.push_back(g.grad);
-  std::erase_if(grads, [&](const auto& g) { return g.name == tied; });
+    if (is_tied_copy(lm, stage, g.name)) copy.push_back(g.grad);
+  std::erase_if(grads, [&](const auto& g) { return is_tied_copy(lm, stage, g.name); });
   return copy;
 }
 

@@ -1,18 +1,21 @@
 // TP x ZeRO checkpoints through a per-parameter optimizer (tp_shard_checkpoint.h).
 #include "train/parallel/tp_shard_checkpoint.h"
 
+#include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/tp_checkpoint.h"
+#include "train/parallel/tp_stage_layout.h"
 #include "train/parallel/zero_state.h"
 
 namespace gpulab::train::parallel {
 
-void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, TpCausalLm& model,
-                              dist::ShardedModel& sharded, const torch::optim::Optimizer& opt,
-                              int keep, bool writer) {
-  sharded.gather_all();  // ZeRO-3: every parameter present to be gathered over the TP group
+void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, DeviceMesh& mesh,
+                              TpCausalLm& model, dist::ShardedModel& sharded,
+                              const torch::optim::Optimizer& opt, int keep) {
+  sharded.gather_all();  // ZeRO-3: every parameter present to be written
   auto per = per_parameter_optimizer(sharded, opt);
   unflatten_state(sharded, const_cast<torch::optim::Optimizer&>(opt), *per);
-  save_tp_checkpoint(dir, state, model, *per, keep, writer);
+  TpStageLayout layout;
+  save_mesh_checkpoint(dir, state, mesh, model, *per, keep, layout);
 }
 
 Result<TrainState> load_tp_shard_checkpoint(const CheckpointInfo& ckpt, TpCausalLm& model,

@@ -9,14 +9,15 @@
 
 #include "train/checkpoint.h"
 #include "train/dist/sharded_model.h"
+#include "train/parallel/device_mesh.h"
 #include "train/parallel/tp_causal_lm.h"
 
 namespace gpulab::train::parallel {
 
-// Collective over the whole mesh; `writer` (world rank 0) writes.
-void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, TpCausalLm& model,
-                              dist::ShardedModel& sharded, const torch::optim::Optimizer& opt,
-                              int keep, bool writer);
+// A mesh checkpoint (mesh_checkpoint.h). Collective over the whole mesh.
+void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, DeviceMesh& mesh,
+                              TpCausalLm& model, dist::ShardedModel& sharded,
+                              const torch::optim::Optimizer& opt, int keep);
 
 // Every rank reads the ordinary checkpoint and takes its TP shard, then its data-parallel slice
 // of each flat buffer (parameters and optimizer state); a file that does not load changes

@@ -59,7 +59,7 @@ StateDict TpShardContext::model_state(torch::nn::Module& model) {
 bool TpShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,
                                      torch::nn::Module& model, const torch::optim::Optimizer& opt,
                                      int keep) {
-  save_tp_shard_checkpoint(dir, state, tp_model_of(model), *sharded(), opt, keep, is_main());
+  save_tp_shard_checkpoint(dir, state, *mesh_, tp_model_of(model), *sharded(), opt, keep);
   return true;
 }
 

@@ -35,4 +35,9 @@ StateDict TpStageLayout::ordinary_layout(torch::nn::Module& model) {
   return module_state_dict(*shapes);
 }
 
+TpSlices TpStageLayout::slices(torch::nn::Module& model, const std::string& name,
+                               c10::IntArrayRef whole) {
+  return tp_model_of(model).slices_of(name, whole);
+}
+
 }  // namespace gpulab::train::parallel

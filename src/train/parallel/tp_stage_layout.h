@@ -16,6 +16,9 @@ class TpStageLayout : public StageLayout {
   StateDict to_local(torch::nn::Module& model, const StateDict& whole) override;
   // The one-process model built wholly on the meta device, in the stage's dtype.
   StateDict ordinary_layout(torch::nn::Module& model) override;
+  // This rank's TP slices of the tensor.
+  TpSlices slices(torch::nn::Module& model, const std::string& name,
+                  c10::IntArrayRef whole) override;
 };
 
 }  // namespace gpulab::train::parallel

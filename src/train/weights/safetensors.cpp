@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/atomic_file.h"
+#include "core/crc32.h"
 #include "core/files.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
@@ -163,16 +164,22 @@ Result<std::string> serialize_safetensors(const StateDict& tensors,
 }
 
 Status write_safetensors(const std::filesystem::path& path, const StateDict& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata, uint32_t* crc) {
   auto l = layout_of(tensors, metadata);
   if (!l.ok()) return l.error();
   // Tensor by tensor: a serialized copy of the whole model would double the writer's memory
   // (rank 0 at the end of a run, where --rank_memory_max caps it).
   auto file = AtomicFile::create(path, l->head.size() + l->data_bytes);  // full disk: fails here
   if (!file.ok()) return file.error();
-  if (auto st = file->write(l->head); !st) return st;
+  uint32_t sum = 0;
+  const auto write = [&](std::string_view bytes) {
+    if (crc) sum = crc32(bytes, sum);
+    return file->write(bytes);
+  };
+  if (auto st = write(l->head); !st) return st;
   for (const auto& t : l->cpu)
-    if (auto st = file->write(bytes_of(t)); !st) return st;
+    if (auto st = write(bytes_of(t)); !st) return st;
+  if (crc) *crc = sum;
   return file->commit();
 }
 

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -31,9 +32,11 @@ Result<SafetensorsFile> read_safetensors(const std::filesystem::path& path);
 // I64, I32, I16, I8, U8, BOOL. Anything else is an InvalidArgument error.
 Result<std::string> serialize_safetensors(const StateDict& tensors,
                                           const std::map<std::string, std::string>& metadata = {});
-// Writes atomically (temp file, fsync, rename): a reader never sees half a file.
+// Writes atomically (temp file, fsync, rename): a reader never sees half a file. With `crc`: the
+// CRC-32 (core/crc32.h) of every byte written, computed as they are.
 Status write_safetensors(const std::filesystem::path& path, const StateDict& tensors,
-                         const std::map<std::string, std::string>& metadata = {});
+                         const std::map<std::string, std::string>& metadata = {},
+                         uint32_t* crc = nullptr);
 
 // A module's parameters and buffers under torchvision's dotted names, detached.
 StateDict module_state_dict(const torch::nn::Module& module);

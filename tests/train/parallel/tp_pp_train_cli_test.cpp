@@ -186,8 +186,9 @@ TEST(TpPpTrainCli, ZeroCheckpointsResumeAcrossLayouts) {
 }
 
 // Saved at TP 2 x PP 2 after 3 of 5 epochs (AdamW, whose moments the checkpoint carries; a
-// constant learning rate): the checkpoint is the gathered model, bit for bit the export, under
-// the one-process model's names and shapes (the Hugging Face layout); read at one process, TP 2
+// constant learning rate): the checkpoint is four ranks' pieces (one file each, nothing
+// gathered), which joined are the model, bit for bit the export, under the one-process model's
+// names and shapes (the Hugging Face layout); read at one process, TP 2
 // and PP 2 it is the same model to the last bit (a resume with nothing left to train writes it
 // back out); resumed at one process to epoch 5 it is the one-process run. Checkpoints saved at PP
 // 2 and at TP 2 resume at TP 2 x PP 2, equal to the one-process run.
@@ -196,6 +197,14 @@ TEST(TpPpTrainCli, CheckpointsResumeAcrossLayouts) {
                  from_pp = temp_dir("tppp_save_pp2"), from_tp = temp_dir("tppp_save_tp2");
   run_ok(with(tiny_run(straight, 5, true), {"--no_checkpoints"}));
   run_ok(with(tiny_run(mesh, 3, true), kTp2Pp2));
+  const auto newest = find_resumable(mesh / "checkpoints");
+  ASSERT_TRUE(newest.has_value());
+  for (int r = 0; r < 4; ++r) {
+    const std::string stem = newest->manifest.stem().string();
+    EXPECT_TRUE(fs::exists(mesh / "checkpoints" /
+                           (stem + ".mesh-" + std::to_string(r) + "-of-4.safetensors")))
+        << "rank " << r << " wrote no pieces of " << stem;
+  }
   expect_export_is_checkpoint(mesh);
   const auto plain = read_safetensors(straight / "model.safetensors").value().tensors;
   const auto saved = newest_checkpoint_weights(mesh);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "train/checkpoint.h"
+#include "train/run_files.h"
 #include "train/trainer_test_util.h"
 #include "train/weights/safetensors.h"
 
@@ -74,12 +75,14 @@ inline std::vector<std::string> tiny_run(const fs::path& out, int epochs, bool a
   return with(args, opt);
 }
 
-// The newest checkpoint's model tensors (the ordinary layout, whatever the run's layout).
+// The newest checkpoint's model tensors (the ordinary layout, whatever the run's layout), read
+// as `gpulab export` reads them.
 inline StateDict newest_checkpoint_weights(const fs::path& run) {
   auto ckpt = find_resumable(run / "checkpoints");
   EXPECT_TRUE(ckpt.has_value());
   if (!ckpt) return {};
-  return read_checkpoint_weights(*ckpt).value().tensors;
+  auto files = locate_model_files(ckpt->manifest).value();
+  return read_model_weights(files).value();
 }
 
 inline ProcessResult run_ok(const std::vector<std::string>& args) {

@@ -1,0 +1,526 @@
+// Per-rank checkpoints of a model-parallel run, read at any layout (mesh_checkpoint.h).
+#include "train/parallel/mesh_checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/crc32.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/mapped_file.h"
+#include "train/dist/sharded_checkpoint.h"
+#include "train/optim/state_key.h"
+#include "train/parallel/ordinary_checkpoint.h"
+
+namespace gpulab::train::parallel {
+
+namespace {
+
+namespace o = torch::optim;
+
+constexpr const char* kParams = "param";  // the field of parameters and buffers
+
+std::string stem(const TrainState& s) {
+  return fmt::format("ckpt-e{:04d}-s{:08d}", s.epoch, s.step);
+}
+
+std::string piece_file(const std::string& stem, int rank, int files) {
+  return fmt::format("{}.mesh-{}-of-{}.safetensors", stem, rank, files);
+}
+
+// A box of an ordinary tensor: where it starts and its size, per dimension.
+struct Box {
+  std::vector<int64_t> at, size;
+};
+
+torch::Tensor in_box(const torch::Tensor& t, const std::vector<int64_t>& at,
+                     const std::vector<int64_t>& size) {
+  auto v = t;
+  for (size_t d = 0; d < at.size(); ++d) v = v.narrow(static_cast<int64_t>(d), at[d], size[d]);
+  return v;
+}
+
+// One of a rank's boxes of a tensor: the box in the ordinary tensor and where it starts in the
+// rank's own.
+struct Placed {
+  Box whole;
+  std::vector<int64_t> local_at;
+};
+
+std::vector<Placed> placements(const TpSlices& s, c10::IntArrayRef whole) {
+  const std::vector<int64_t> zero(whole.size(), 0), full = whole.vec();
+  if (s.dim < 0) return {{{zero, full}, zero}};
+  std::vector<Placed> out;
+  const auto d = static_cast<size_t>(s.dim);
+  for (const auto& run : s.runs) {
+    Placed p{{zero, full}, zero};
+    p.whole.at[d] = run.global;
+    p.whole.size[d] = run.length;
+    p.local_at[d] = run.local;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// The pieces one rank writes: tensors by key, and their boxes.
+struct Pieces {
+  StateDict tensors;
+  Json chunks = Json::array();
+};
+
+void add_pieces(Pieces& w, const std::string& field, const std::string& name,
+                const torch::Tensor& t, const TpSlices& s, c10::IntArrayRef whole) {
+  if (!s.first_copy) return;
+  int k = 0;
+  for (const auto& p : placements(s, whole)) {
+    const std::string key = fmt::format("{}/{}/{}", field, name, k++);
+    w.tensors[key] = in_box(t, p.local_at, p.whole.size);
+    w.chunks.push_back({{"key", key}, {"field", field}, {"name", name}, {"at", p.whole.at}});
+  }
+}
+
+std::string hex_of(const torch::Tensor& bytes) {
+  const auto t = bytes.contiguous();
+  const auto* p = t.data_ptr<uint8_t>();
+  std::string out;
+  for (int64_t i = 0; i < t.numel(); ++i) out += fmt::format("{:02x}", p[i]);
+  return out;
+}
+
+std::optional<torch::Tensor> bytes_of_hex(const std::string& hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  auto t = torch::empty({static_cast<int64_t>(hex.size() / 2)}, torch::kUInt8);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const auto digit = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    };
+    const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    t[static_cast<int64_t>(i / 2)] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return t;
+}
+
+Json rng_json() {
+  Json cuda = Json::array();
+  if (torch::cuda::is_available())
+    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i)
+      cuda.push_back(
+          hex_of(at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, i)).get_state()));
+  return {{"cpu", hex_of(at::detail::getDefaultCPUGenerator().get_state())}, {"cuda", cuda}};
+}
+
+void set_rng(const Json& rng) {
+  if (auto cpu = bytes_of_hex(rng.value("cpu", std::string{})); cpu && cpu->numel() > 0) {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(*cpu);
+  }
+  if (!torch::cuda::is_available() || !rng.contains("cuda") || !rng["cuda"].is_array()) return;
+  const auto n = std::min<size_t>(rng["cuda"].size(), torch::cuda::device_count());
+  for (size_t i = 0; i < n; ++i) {
+    auto state = bytes_of_hex(rng["cuda"][i].is_string() ? rng["cuda"][i].get<std::string>() : "");
+    if (!state) continue;
+    auto gen = at::globalContext().defaultGenerator(
+        torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(*state);
+  }
+}
+
+// The optimizer's step count (every parameter trains every step, so any state's).
+Json optimizer_step(const o::Optimizer& opt) {
+  for (const auto& [key, st] : opt.state())
+    if (auto step = state_step(*st)) return *step;
+  return nullptr;
+}
+
+// Writes this rank's pieces (a rank of the first data-parallel replica), and their CRC-32.
+Status write_pieces(const fs::path& file, const std::string& stem_name, DeviceMesh& mesh,
+                    torch::nn::Module& model, const o::Optimizer& opt, StageLayout& layout,
+                    uint32_t& crc) {
+  const StateDict ordinary = layout.ordinary_layout(model);
+  const auto& lm = stage_model(model);
+  Pieces w;
+  const auto add = [&](const std::string& field, const StateDict& dict) {
+    for (const auto& [name, t] : dict) {
+      if (is_tied_copy(lm, mesh.coord().pp, name)) continue;  // the first stage writes it
+      const auto whole = ordinary.at(name).sizes();
+      add_pieces(w, field, name, t, layout.slices(model, name, whole), whole);
+    }
+  };
+  add(kParams, held_state(model));
+  for (const auto& [field, dict] : state_moments(model, opt)) add(field, dict);
+  return write_safetensors(
+      file, w.tensors,
+      {{"format", kMeshFormat}, {"checkpoint", stem_name}, {"chunks", w.chunks.dump()}}, &crc);
+}
+
+Json tensors_json(const StateDict& ordinary) {
+  Json out = Json::object();
+  for (const auto& [name, t] : ordinary)
+    out[name] = {{"shape", t.sizes().vec()}, {"dtype", safetensors_dtype_name(t.scalar_type())}};
+  return out;
+}
+
+}  // namespace
+
+bool is_mesh_checkpoint(const CheckpointInfo& ckpt) {
+  auto text = read_file(ckpt.manifest);
+  if (!text) return false;
+  auto j = parse_json(*text, ckpt.manifest.string());
+  return j && j->is_object() && j->value("format", std::string{}) == kMeshFormat;
+}
+
+void save_mesh_checkpoint(const fs::path& dir, const TrainState& s, DeviceMesh& mesh,
+                          torch::nn::Module& model, const o::Optimizer& opt, int keep,
+                          StageLayout& layout) {
+  const auto& l = mesh.layout();
+  const int rank = mesh.world().rank(), files = l.tp() * l.pp();
+  const std::string name = stem(s);
+  fs::path file;
+  Status written = ok_status();
+  uint32_t crc = 0;
+  int64_t bytes = 0;
+  // The first data-parallel replica's ranks are world ranks 0 .. tp*pp-1 (mesh_layout.h).
+  if (mesh.coord().dp == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    file = dir / piece_file(name, rank, files);
+    written = write_pieces(file, name, mesh, model, opt, layout, crc);
+    if (written.ok()) bytes = static_cast<int64_t>(fs::file_size(file, ec));
+  }
+  const auto sums = dist::agree_all_written(mesh.world(), file, written, bytes, crc, name);
+  if (rank != 0) return;
+  Json shards = Json::array();
+  for (int r = 0; r < files; ++r)
+    shards.push_back(
+        {{"file", piece_file(name, r, files)},
+         {"bytes", sums[r][0].item<int64_t>()},
+         {"checksum", checksum_text(static_cast<uint32_t>(sums[r][1].item<int64_t>()))}});
+  Json index = train_state_json(s);
+  index.update(Json{{"format", kMeshFormat},
+                    {"file", shards[0]["file"]},
+                    {"bytes", shards[0]["bytes"]},
+                    {"checksum", shards[0]["checksum"]},
+                    {"checksum_algorithm", kChecksumAlgorithm},
+                    {"world_size", l.world()},
+                    {"mesh", {{"tp", l.tp()}, {"pp", l.pp()}, {"dp", l.dp()}}},
+                    {"shards", shards},
+                    {"tensors", tensors_json(layout.ordinary_layout(model))},
+                    {"optimizer_step", optimizer_step(opt)},
+                    {"rng", rng_json()}});
+  const fs::path manifest = dir / (name + ".json");
+  if (auto st = write_file_atomic(manifest, index.dump(2) + "\n"); !st) {
+    std::error_code ec;  // without the index no piece counts: remove them (one folder)
+    for (int r = 0; r < files; ++r) fs::remove(dir / piece_file(name, r, files), ec);
+    throw Exception(st.error());
+  }
+  const auto all = list_checkpoints(dir);  // newest first; every format counts toward `keep`
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
+    remove_checkpoint(all[i]);
+}
+
+namespace {
+
+Error data_error(const fs::path& index, const std::string& what) {
+  return Error{Code::kDataError, "checkpoint " + index.string() + ": " + what,
+               "it is damaged or incomplete; resume from an older checkpoint or start afresh"};
+}
+
+// One stored piece: its file, the box it fills and its tensor (a view of the mapped file).
+struct Stored {
+  size_t file = 0;
+  Box box;
+  torch::Tensor data;
+};
+
+using FieldName = std::pair<std::string, std::string>;
+
+// A mesh checkpoint's index and the headers of its files, every piece checked against the
+// ordinary shapes and every tensor covered once, before any piece is used.
+struct MeshIndex {
+  fs::path manifest;
+  Json j;
+  std::vector<SafetensorsFile> files;
+  std::map<FieldName, std::vector<Stored>> pieces;
+  std::set<size_t> verified;
+};
+
+Result<std::vector<int64_t>> shape_in(const Json& tensors, const std::string& name) {
+  if (!tensors.contains(name) || !tensors[name].is_object() || !tensors[name].contains("shape") ||
+      !tensors[name]["shape"].is_array())
+    return Error{Code::kDataError, "no shape for " + name};
+  return tensors[name]["shape"].get<std::vector<int64_t>>();
+}
+
+// Reads one file's header (mapped) and adds its pieces, each inside its tensor.
+Status add_file(MeshIndex& m, size_t i, const fs::path& path) {
+  auto f = read_safetensors(path);
+  if (!f) return data_error(m.manifest, f.error().message);
+  Json chunks;
+  try {
+    chunks = Json::parse(f->metadata.count("chunks") ? f->metadata.at("chunks") : "");
+  } catch (const std::exception&) {
+    return data_error(m.manifest, path.filename().string() + " has no list of its pieces");
+  }
+  const Json& tensors = m.j["tensors"];
+  for (const auto& c : chunks) {
+    if (!c.is_object() || !c.contains("key") || !c.contains("at"))
+      return data_error(m.manifest, path.filename().string() + " lists a malformed piece");
+    const auto key = c.value("key", std::string{}), name = c.value("name", std::string{});
+    const auto t = f->tensors.find(key);
+    auto shape = shape_in(tensors, name);
+    Stored p{i, {c["at"].get<std::vector<int64_t>>(), {}}, {}};
+    if (t == f->tensors.end() || !shape) return data_error(m.manifest, "no piece " + key);
+    p.data = t->second;
+    p.box.size = p.data.sizes().vec();
+    bool inside = p.box.at.size() == shape->size() && p.box.size.size() == shape->size();
+    for (size_t d = 0; inside && d < shape->size(); ++d)
+      inside = p.box.at[d] >= 0 && p.box.at[d] + p.box.size[d] <= (*shape)[d];
+    if (!inside) return data_error(m.manifest, "piece " + key + " lies outside " + name);
+    auto& list = m.pieces[{c.value("field", std::string{}), name}];
+    const bool twice = std::any_of(list.begin(), list.end(),
+                                   [&](const Stored& s) { return s.box.at == p.box.at; });
+    if (!twice) list.push_back(std::move(p));
+  }
+  m.files.push_back(std::move(*f));
+  return ok_status();
+}
+
+// Every tensor's pieces fill it exactly (none missing, none overlapping): the parameters of
+// every tensor, each optimizer field of a tensor wholly or not at all.
+Status check_coverage(const MeshIndex& m) {
+  const Json& tensors = m.j["tensors"];
+  std::map<FieldName, int64_t> filled;
+  for (const auto& [key, list] : m.pieces)
+    for (const auto& p : list) filled[key] += p.data.numel();
+  for (const auto& [name, meta] : tensors.items()) {
+    int64_t numel = 1;
+    for (auto n : shape_in(tensors, name).value_or(std::vector<int64_t>{})) numel *= n;
+    if (filled[{kParams, name}] != numel)
+      return data_error(m.manifest, fmt::format("its pieces hold {} of the {} values of {}",
+                                                filled[{kParams, name}], numel, name));
+  }
+  for (const auto& [key, n] : filled) {
+    auto shape = shape_in(tensors, key.second);
+    if (!shape) return data_error(m.manifest, "a piece of " + key.second + ", not in the index");
+    int64_t numel = 1;
+    for (auto d : *shape) numel *= d;
+    if (n != numel)
+      return data_error(m.manifest, fmt::format("its pieces hold {} of the {} values of {} {}", n,
+                                                numel, key.second, key.first));
+  }
+  return ok_status();
+}
+
+Result<MeshIndex> read_index_of(const fs::path& manifest) {
+  MeshIndex m;
+  m.manifest = manifest;
+  auto text = read_file(manifest);
+  if (!text) return text.error();
+  auto j = parse_json(*text, manifest.string());
+  if (!j) return j.error();
+  m.j = std::move(*j);
+  if (!m.j.is_object() || m.j.value("format", std::string{}) != kMeshFormat ||
+      !m.j.contains("shards") || !m.j["shards"].is_array() || m.j["shards"].empty() ||
+      !m.j.contains("tensors") || !m.j["tensors"].is_object())
+    return data_error(manifest, "not a mesh checkpoint index");
+  for (size_t i = 0; i < m.j["shards"].size(); ++i) {
+    const auto& s = m.j["shards"][i];
+    const auto name = s.is_object() ? s.value("file", std::string{}) : std::string{};
+    const fs::path file = manifest.parent_path() / name;
+    std::error_code ec;
+    const auto size = fs::file_size(file, ec);
+    if (name.empty() || name.find('/') != std::string::npos || ec)
+      return data_error(manifest, "piece file " + file.string() + " is missing");
+    if (static_cast<int64_t>(size) != s.value("bytes", int64_t{-1}))
+      return data_error(manifest, fmt::format("piece file {} is {} bytes, the index says {}",
+                                              file.string(), size, s.value("bytes", int64_t{-1})));
+    if (auto st = add_file(m, i, file); !st) return st.error();
+  }
+  if (auto st = check_coverage(m); !st) return st.error();
+  // The fields read after the first change, their types checked now (they throw if wrong).
+  (void)train_state_from_json(m.j);
+  (void)m.j.value("checksum_algorithm", std::string{});
+  for (const auto& s : m.j["shards"]) (void)s.value("checksum", std::string{});
+  (void)m.j.value("rng", Json::object()).value("cpu", std::string{});
+  return m;
+}
+
+// A field of the wrong JSON type (a hand-edited index or header) is damage like any other.
+Result<MeshIndex> read_index(const fs::path& manifest) {
+  try {
+    return read_index_of(manifest);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return data_error(manifest, "malformed: " + what.substr(0, what.find('\n')));
+  }
+}
+
+// File i's bytes against the index's checksum (once per file).
+Status verify(MeshIndex& m, size_t i) {
+  if (m.verified.count(i)) return ok_status();
+  const auto& s = m.j["shards"][i];
+  const fs::path file = m.manifest.parent_path() / s.value("file", std::string{});
+  auto mapped = MappedFile::open(file);
+  std::string bytes;
+  if (!mapped) {
+    auto read = read_file(file);
+    if (!read) return data_error(m.manifest, "cannot read " + file.string());
+    bytes = std::move(*read);
+  }
+  const std::string_view view = mapped ? (*mapped)->bytes() : std::string_view(bytes);
+  if (!checksum_matches(view, m.j.value("checksum_algorithm", std::string{}),
+                        s.value("checksum", std::string{})))
+    return data_error(m.manifest, "piece file " + file.string() + " does not match its checksum");
+  m.verified.insert(i);
+  return ok_status();
+}
+
+// Where box a and box b meet; nullopt when they do not.
+std::optional<Box> overlap(const Box& a, const Box& b) {
+  Box o{a.at, a.size};
+  for (size_t d = 0; d < a.at.size(); ++d) {
+    const int64_t lo = std::max(a.at[d], b.at[d]);
+    const int64_t hi = std::min(a.at[d] + a.size[d], b.at[d] + b.size[d]);
+    if (hi <= lo) return std::nullopt;
+    o.at[d] = lo;
+    o.size[d] = hi - lo;
+  }
+  return o;
+}
+
+std::vector<int64_t> minus(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::vector<int64_t> out(a.size());
+  for (size_t d = 0; d < a.size(); ++d) out[d] = a[d] - b[d];
+  return out;
+}
+
+// Fills `target` (this rank's tensor, zeros where it holds padding) from the stored pieces of
+// (field, name) its boxes overlap; without a target, checks the files they come from instead.
+Status fill(MeshIndex& m, const FieldName& key, const std::vector<Placed>& mine,
+            torch::Tensor* target) {
+  const auto it = m.pieces.find(key);
+  if (it == m.pieces.end()) return ok_status();
+  for (const auto& p : mine)
+    for (const auto& s : it->second) {
+      const auto o = overlap(p.whole, s.box);
+      if (!o) continue;
+      if (!target) {
+        if (auto st = verify(m, s.file); !st) return st;
+        continue;
+      }
+      std::vector<int64_t> local = minus(o->at, p.whole.at);
+      for (size_t d = 0; d < local.size(); ++d) local[d] += p.local_at[d];
+      in_box(*target, local, o->size).copy_(in_box(s.data, minus(o->at, s.box.at), o->size));
+    }
+  return ok_status();
+}
+
+// Refuses a checkpoint of another model: every ordinary tensor the same name and shape.
+Status check_shapes(const MeshIndex& m, const StateDict& ordinary) {
+  const Json& tensors = m.j["tensors"];
+  std::string differs;
+  for (const auto& [name, t] : ordinary) {
+    auto shape = shape_in(tensors, name);
+    if (!shape)
+      differs = name + " is not in it";
+    else if (*shape != t.sizes().vec())
+      differs = fmt::format("{} is [{}] there and [{}] here", name, fmt::join(*shape, ", "),
+                            fmt::join(t.sizes(), ", "));
+    if (!differs.empty()) break;
+  }
+  if (differs.empty() && tensors.size() != ordinary.size())
+    differs = fmt::format("it holds {} tensors, this model {}", tensors.size(), ordinary.size());
+  if (differs.empty()) return ok_status();
+  return Error{Code::kDataError,
+               "checkpoint " + m.manifest.string() + " was written for another model: " + differs,
+               "resume it with the --model it was trained with, or start a new run in another "
+               "--output_dir"};
+}
+
+}  // namespace
+
+Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                        o::Optimizer& opt, StageLayout& layout) {
+  auto m = read_index(ckpt.manifest);
+  if (!m) return m.error();
+  const StateDict ordinary = layout.ordinary_layout(model);
+  if (auto st = check_shapes(*m, ordinary); !st) return st.error();
+  std::set<std::string> fields;
+  for (const auto& [key, list] : m->pieces) fields.insert(key.first);
+  // What this rank reads: each tensor it holds, and each parameter's optimizer fields.
+  struct Want {
+    FieldName key;
+    std::vector<Placed> mine;
+    torch::Tensor into;
+  };
+  std::vector<Want> wants;
+  std::set<std::string> trained;
+  for (const auto& [name, p] : held_parameters(model))
+    if (p.requires_grad()) trained.insert(name);
+  const StateDict held = held_state(model);
+  for (const auto& [name, t] : held) {
+    const auto whole = ordinary.at(name).sizes();
+    const auto mine = placements(layout.slices(model, name, whole), whole);
+    wants.push_back({{kParams, name}, mine, torch::zeros_like(t)});
+    if (!trained.count(name)) continue;
+    for (const auto& f : fields)
+      if (f != kParams && m->pieces.count({f, name}))
+        wants.push_back({{f, name}, mine, torch::zeros_like(t)});
+  }
+  for (auto& w : wants)
+    if (auto st = fill(*m, w.key, w.mine, nullptr); !st) return st.error();
+  torch::NoGradGuard no_grad;
+  for (auto& w : wants) (void)fill(*m, w.key, w.mine, &w.into);
+  // The optimizer's states, built before anything changes (another --optimizer fails here).
+  std::map<std::string, std::map<std::string, torch::Tensor>> moments;
+  for (auto& w : wants)
+    if (w.key.first != kParams) moments[w.key.second][w.key.first] = w.into;
+  std::vector<std::pair<torch::Tensor, std::unique_ptr<o::OptimizerParamState>>> states;
+  const auto step = m->j.value("optimizer_step", Json(nullptr));
+  try {
+    for (const auto& [name, p] : held_parameters(model))
+      if (moments.count(name))
+        states.emplace_back(
+            p, make_state(opt, step.is_number() ? step.get<int64_t>() : 0, moments.at(name)));
+  } catch (const Exception& e) {
+    return e.error();
+  }
+  for (auto& w : wants)
+    if (w.key.first == kParams) held.at(w.key.second).copy_(w.into);
+  for (auto& [p, st] : states) opt.state()[state_key(p)] = std::move(st);
+  set_rng(m->j.value("rng", Json::object()));
+  return train_state_from_json(m->j);
+}
+
+Result<StateDict> consolidate_mesh_checkpoint(const fs::path& index) {
+  auto m = read_index(index);
+  if (!m) return m.error();
+  for (size_t i = 0; i < m->files.size(); ++i)
+    if (auto st = verify(*m, i); !st) return st.error();
+  StateDict out;
+  for (const auto& [name, meta] : m->j["tensors"].items()) {
+    const auto shape = shape_in(m->j["tensors"], name).value();  // check_coverage read them
+    const auto it = m->pieces.find({kParams, name});
+    if (it == m->pieces.end()) {  // no values (a dimension of 0)
+      out[name] = torch::empty(shape);
+      continue;
+    }
+    auto t = torch::empty(shape, it->second.front().data.options());
+    for (const auto& p : it->second) in_box(t, p.box.at, p.box.size).copy_(p.data);
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
+}  // namespace gpulab::train::parallel

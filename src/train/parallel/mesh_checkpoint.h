@@ -1,0 +1,46 @@
+// Checkpoints of a tensor- or pipeline-parallel run written where the model lies (as torch's
+// distributed checkpoint does): each rank of the first data-parallel replica writes its own
+// pieces of the parameters, buffers and optimizer moments, each piece a box of the ordinary
+// (Hugging Face) tensor it belongs to, so nothing is gathered and no rank holds more than its
+// share (what a 70B model needs). World rank 0 then writes the index, the manifest of
+// checkpoint.h: every file with its size and CRC-32, the ordinary tensors' shapes, the training
+// state and the RNG. Any layout reads it: each rank takes the boxes its own pieces overlap from
+// the mapped files, so a run saved at TP 2 x PP 2 resumes at one process, TP 4 or PP 1, and
+// `gpulab export` joins the pieces into the ordinary tensors. Damaged or incomplete input fails
+// with kDataError before anything changes.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "core/result.h"
+#include "train/checkpoint.h"
+#include "train/parallel/device_mesh.h"
+#include "train/parallel/pipeline_checkpoint.h"
+#include "train/weights/safetensors.h"
+
+namespace gpulab::train::parallel {
+
+inline constexpr const char* kMeshFormat = "gpulab-mesh-1";
+
+// Whether a manifest is a mesh checkpoint's index.
+bool is_mesh_checkpoint(const CheckpointInfo& ckpt);
+
+// Collective over the mesh's world. `model` is this rank's (a stage, a TP shard, both), `opt` a
+// per-parameter optimizer over the tensors it holds, `layout` where they lie in the ordinary
+// model. Throws on I/O failure, leaving the previous checkpoint the newest.
+void save_mesh_checkpoint(const fs::path& dir, const TrainState& state, DeviceMesh& mesh,
+                          torch::nn::Module& model, const torch::optim::Optimizer& opt, int keep,
+                          StageLayout& layout);
+
+// This rank's tensors and opt's state of them (a fresh per-parameter optimizer over the tensors
+// `model` holds), from a mesh checkpoint of any layout; `layout` says where they lie (the base
+// StageLayout: a whole model). Every rank reads on its own (no collective). Every check (the
+// files' sizes and checksums, the shapes, every piece present) comes before any change.
+Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                        torch::optim::Optimizer& opt, StageLayout& layout);
+
+// The ordinary model's tensors joined from every piece (what `gpulab export` writes), read
+// through the mapped files tensor by tensor. No process group needed.
+Result<StateDict> consolidate_mesh_checkpoint(const fs::path& index);
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,38 @@
+// Where a rank's tensor-parallel shard of a tensor lies in the ordinary (one-process) tensor: the
+// split dimension, the shard's length along it, and runs of consecutive indices copied from the
+// ordinary tensor (one run for a plain split, three for GPT-2's fused q/k/v, none for a rank that
+// holds only vocabulary padding). The one description both the shard conversions and the
+// per-rank checkpoints (mesh_checkpoint.h) read, so they cannot disagree.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace gpulab::train::parallel {
+
+struct SliceRun {
+  int64_t local = 0;   // first index along the split dimension in the shard
+  int64_t global = 0;  // the same in the ordinary tensor
+  int64_t length = 0;
+};
+
+struct TpSlices {
+  int dim = -1;            // -1: the rank holds the whole tensor (replicated)
+  int64_t local_size = 0;  // the shard's size along `dim` (padding included)
+  std::vector<SliceRun> runs;
+  // False for a copy another rank holds as well (a replicated tensor on a TP rank after the
+  // first, a shared kv head after its first holder): a checkpoint writes each piece once.
+  bool first_copy = true;
+};
+
+// A whole tensor held by one rank (the ordinary model, a pipeline stage's own tensors).
+inline TpSlices whole_tensor() {
+  return {};
+}
+
+// The shard of `full` (ordinary shape) that `s` describes: zeros where it holds padding.
+torch::Tensor shard_by_slices(const torch::Tensor& full, const TpSlices& s);
+
+}  // namespace gpulab::train::parallel

@@ -1,0 +1,253 @@
+// Mesh checkpoints (per-rank pieces, no gather) with 4 real ranks over Gloo: a tensor-parallel
+// Llama at TP 4 (a vocabulary of 37 padded to 40, two kv heads each kept by two ranks, replicated
+// norms) after one AdamW step writes four piece files that together hold every value once;
+// joined they are the gathered model exactly, and read back at TP 4 and at one process they are
+// the model and the optimizer's moments to the last bit. Damaged or incomplete sets are refused
+// with what is wrong and change nothing; retention keeps the newest.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "train/dist_worker.h"
+#include "train/models/llama/llama.h"
+#include "train/optim/state_key.h"
+#include "train/parallel/device_mesh.h"
+#include "train/parallel/mesh_checkpoint.h"
+#include "train/parallel/ordinary_checkpoint.h"
+#include "train/parallel/tp_llama.h"
+#include "train/parallel/tp_llama_state.h"
+#include "train/parallel/tp_stage_layout.h"
+
+using namespace gpulab;
+using namespace gpulab::train;
+using namespace gpulab::train::parallel;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kRanks = 4;
+
+DecoderConfig tiny() {
+  DecoderConfig c;
+  c.name = "llama-mesh-tiny";
+  c.vocab_size = 37;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.max_positions = 16;
+  return c;
+}
+
+std::shared_ptr<LlamaForCausalLM> whole_model(const DecoderConfig& c, int seed) {
+  torch::manual_seed(seed);
+  auto m = std::make_shared<LlamaForCausalLM>(c);
+  m->to(torch::kDouble);
+  return m;
+}
+
+std::unique_ptr<torch::optim::AdamW> adamw(torch::nn::Module& m) {
+  return std::make_unique<torch::optim::AdamW>(m.parameters(), torch::optim::AdamWOptions(1e-2));
+}
+
+// One AdamW step of the TP model on a fixed batch, so the checkpoint carries moments.
+void one_step(TpLlamaForCausalLM& m, torch::optim::Optimizer& opt) {
+  torch::manual_seed(7);
+  auto ids = torch::randint(0, 37, {2, 8}, torch::kInt64);
+  auto [loss, correct] = m.loss_of(m.forward(ids), torch::roll(ids, -1, 1));
+  loss.backward();
+  m.finish_gradients();
+  opt.step();
+}
+
+TrainState state_at(int64_t epoch) {
+  TrainState s;
+  s.epoch = epoch;
+  s.step = epoch * 3;
+  s.seed = 5;
+  s.world_size = kRanks;
+  return s;
+}
+
+// Each rank: the model after one step, saved twice (keep 1); read back into a fresh TP model it
+// is the same to the last bit. Rank 0 keeps the gathered model and moments for the parent.
+int mesh_checkpoint_scenario() {
+  const DecoderConfig c = tiny();
+  dist::Communicator world = train::testing::worker_world();
+  DeviceMesh mesh(world, kRanks, 1);
+  TpGroup g(mesh.tp());
+  TpLlamaForCausalLM m(g, c, shard_state(c, module_state_dict(*whole_model(c, 41)), g.rank(), 4));
+  auto opt = adamw(m);
+  one_step(m, *opt);
+  TpStageLayout layout;
+  const fs::path dir = train::testing::worker_out() / "checkpoints";
+  save_mesh_checkpoint(dir, state_at(1), mesh, m, *opt, 1, layout);
+  save_mesh_checkpoint(dir, state_at(2), mesh, m, *opt, 1, layout);
+  world.barrier("rank 0 wrote the index");
+  const auto ckpt = find_resumable(dir);
+  TpLlamaForCausalLM back(g, c, shard_state(c, module_state_dict(*whole_model(c, 3)), g.rank(), 4));
+  auto back_opt = adamw(back);
+  auto s = load_mesh_checkpoint(ckpt.value(), back, *back_opt, layout);
+  bool same = s.ok() && s->epoch == 2 && s->step == 6;
+  const auto want = state_moments(m, *opt), got = state_moments(back, *back_opt);
+  for (const auto& [name, t] : module_state_dict(m))
+    same = same && torch::equal(t, module_state_dict(back).at(name));
+  for (const auto& [field, tensors] : want)
+    for (const auto& [name, t] : tensors)
+      same = same && got.count(field) && torch::equal(t, got.at(field).at(name));
+  std::vector<torch::Tensor> out{torch::tensor({int64_t{same}})};
+  for (const auto& [name, t] : m.gather(module_state_dict(m))) out.push_back(t);
+  for (const auto& [field, tensors] : want)
+    for (const auto& [name, t] : m.gather(tensors)) out.push_back(t);
+  train::testing::save_tensors("mesh_ckpt" + std::to_string(g.rank()), out);
+  return 0;
+}
+train::testing::DistScenario mesh_checkpoint_worker("mesh_checkpoint", mesh_checkpoint_scenario);
+
+class MeshCheckpoint : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("gpulab-mesh-ckpt-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    auto r = train::testing::run_ranks("mesh_checkpoint", kRanks, dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.message;
+    out_ = train::testing::load_tensors(dir_ / "mesh_ckpt0.pt");
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // The gathered model (name order) and moments (field, then name order) rank 0 kept.
+  static StateDict gathered(const StateDict& names, size_t first) {
+    StateDict out;
+    size_t i = first;
+    for (const auto& [name, t] : names) out[name] = out_.at(i++);
+    return out;
+  }
+  static CheckpointInfo newest(const fs::path& d) { return find_resumable(d).value(); }
+
+  static fs::path dir_;
+  static std::vector<torch::Tensor> out_;
+};
+fs::path MeshCheckpoint::dir_;
+std::vector<torch::Tensor> MeshCheckpoint::out_;
+
+TEST_F(MeshCheckpoint, EachRankWritesItsShareOnceAndRetentionKeepsTheNewest) {
+  ASSERT_EQ(out_.at(0).item<int64_t>(), 1) << "a rank read back something else than it wrote";
+  const fs::path ckpts = dir_ / "checkpoints";
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ckpts)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 5u) << "keep 1: one index and its four pieces";
+  EXPECT_EQ(names[0], "ckpt-e0002-s00000006.json");
+  const auto whole = module_state_dict(*whole_model(tiny(), 41));
+  int64_t model_values = 0, written = 0;
+  for (const auto& [name, t] : whole) model_values += t.numel();
+  for (int r = 0; r < kRanks; ++r) {
+    const auto f = read_safetensors(ckpts / ("ckpt-e0002-s00000006.mesh-" + std::to_string(r) +
+                                             "-of-4.safetensors"))
+                       .value();
+    int64_t mine = 0;
+    for (const auto& [key, t] : f.tensors)
+      if (key.rfind("param/", 0) == 0) mine += t.numel();
+    EXPECT_LT(mine, model_values / 2) << "rank " << r << " wrote more than its share";
+    written += mine;
+  }
+  EXPECT_EQ(written, model_values) << "every value of the model written once";
+}
+
+TEST_F(MeshCheckpoint, JoinedItIsTheGatheredModelAndReadsIntoOneProcess) {
+  const auto ckpt = newest(dir_ / "checkpoints");
+  const auto names = module_state_dict(*whole_model(tiny(), 41));
+  const auto want = gathered(names, 1);
+  const auto joined = consolidate_mesh_checkpoint(ckpt.manifest).value();
+  ASSERT_EQ(joined.size(), want.size());
+  for (const auto& [name, t] : want) EXPECT_TRUE(torch::equal(joined.at(name), t)) << name;
+  // One process: the whole model and AdamW, its moments the gathered ones, its step the run's.
+  auto one = whole_model(tiny(), 3);
+  auto opt = adamw(*one);
+  StageLayout whole;
+  auto s = load_mesh_checkpoint(ckpt, *one, *opt, whole);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->epoch, 2);
+  for (const auto& [name, t] : want)
+    EXPECT_TRUE(torch::equal(module_state_dict(*one).at(name), t)) << name;
+  const auto moments = state_moments(*one, *opt);
+  size_t i = 1 + names.size();
+  for (const auto& field : {"exp_avg", "exp_avg_sq"})
+    for (const auto& [name, t] : names)
+      EXPECT_TRUE(torch::equal(moments.at(field).at(name), out_.at(i++))) << field << " " << name;
+  for (const auto& p : one->parameters())
+    EXPECT_EQ(state_step(*opt->state().at(state_key(p))).value_or(-1), 1);
+}
+
+// A copy of the checkpoint folder, damaged by `harm`: loading it fails with `says` and leaves
+// the model and optimizer as they were.
+void expect_refused(const fs::path& from, const std::string& tag,
+                    const std::function<void(const fs::path&)>& harm, const std::string& says) {
+  const fs::path d = from.parent_path() / ("damaged-" + tag);
+  fs::remove_all(d);
+  fs::copy(from, d);
+  const auto ckpt = find_resumable(d);  // before the harm: a load must check for itself
+  ASSERT_TRUE(ckpt.has_value());
+  harm(d);
+  auto one = whole_model(tiny(), 3);
+  const auto before = module_state_dict(*one);
+  auto opt = adamw(*one);
+  StageLayout whole;
+  auto s = load_mesh_checkpoint(*ckpt, *one, *opt, whole);
+  ASSERT_FALSE(s.ok()) << tag;
+  EXPECT_EQ(s.error().code, Code::kDataError) << tag;
+  EXPECT_NE(s.error().message.find(says), std::string::npos) << tag << ": " << s.error().message;
+  EXPECT_TRUE(opt->state().empty()) << tag;
+  for (const auto& [name, t] : module_state_dict(*one))
+    EXPECT_TRUE(torch::equal(t, before.at(name))) << tag << " changed " << name;
+  auto joined = consolidate_mesh_checkpoint(ckpt->manifest);
+  EXPECT_FALSE(joined.ok()) << tag;
+  fs::remove_all(d);
+}
+
+TEST_F(MeshCheckpoint, DamagedOrIncompleteSetsAreRefusedChangingNothing) {
+  const fs::path ckpts = dir_ / "checkpoints";
+  const std::string piece = "ckpt-e0002-s00000006.mesh-2-of-4.safetensors";
+  expect_refused(
+      ckpts, "missing", [&](const fs::path& d) { fs::remove(d / piece); }, "is missing");
+  expect_refused(
+      ckpts, "truncated", [&](const fs::path& d) { fs::resize_file(d / piece, 1000); },
+      "the index says");
+  expect_refused(
+      ckpts, "flipped",
+      [&](const fs::path& d) {
+        std::fstream f(d / piece, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(-9, std::ios::end);
+        char b = 0;
+        f.read(&b, 1);
+        b = static_cast<char>(b ^ 0x10);
+        f.seekp(-9, std::ios::end);
+        f.write(&b, 1);
+      },
+      "does not match its checksum");
+}
+
+TEST_F(MeshCheckpoint, AnotherModelShapeIsRefusedNamingTheTensor) {
+  auto c = tiny();
+  c.vocab_size = 41;
+  auto other = whole_model(c, 3);
+  auto opt = adamw(*other);
+  StageLayout whole;
+  auto s = load_mesh_checkpoint(newest(dir_ / "checkpoints"), *other, *opt, whole);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("was written for another model: lm_head.weight is "
+                                   "[37, 32] there and [41, 32] here"),
+            std::string::npos)
+      << s.error().message;
+  EXPECT_NE(s.error().hint.find("--model"), std::string::npos);
+}
+
+}  // namespace
