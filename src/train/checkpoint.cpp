@@ -317,16 +317,46 @@ void remove_checkpoint(const CheckpointInfo& ckpt) {
   fs::remove(ckpt.file, ec);
 }
 
+namespace {
+
+// Every file a per-rank checkpoint's manifest lists ("shards") is there at its size: checked
+// for all of them when choosing one to resume (their checksums are checked as they are read).
+bool files_present(const CheckpointInfo& c) {
+  auto text = read_file(c.manifest);
+  auto j = parse_json(text.value_or(""), c.manifest.string());
+  if (!j || !j->is_object() || !j->contains("shards")) return true;  // an ordinary one
+  if (!(*j)["shards"].is_array()) return false;
+  for (const auto& f : (*j)["shards"]) {
+    std::error_code ec;
+    const auto name = f.is_object() && f.contains("file") && f["file"].is_string()
+                          ? f["file"].get<std::string>()
+                          : std::string{};
+    const auto size = fs::file_size(c.manifest.parent_path() / name, ec);
+    if (name.empty() || ec || !f.contains("bytes") || !f["bytes"].is_number_integer() ||
+        static_cast<int64_t>(size) != f["bytes"].get<int64_t>())
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<CheckpointInfo> find_resumable(const fs::path& dir) {
   for (const auto& c : list_checkpoints(dir)) {
-    if (read_verified(c)) return c;
+    if (files_present(c) && read_verified(c)) return c;
     std::cerr << "warning: skipping damaged checkpoint " << c.file.string() << "\n";
   }
   return std::nullopt;
 }
 
 Result<CheckpointInfo> checkpoint_at(const fs::path& file) {
-  const fs::path manifest = fs::path(file).replace_extension(".json");
+  // One rank's file of a per-rank checkpoint (ckpt-….rank-R-of-W.pt,
+  // ckpt-….mesh-R-of-N.safetensors) stands for the checkpoint of its index.
+  const std::string name = file.filename().string();
+  const size_t piece = std::min(name.find(".rank-"), name.find(".mesh-"));
+  const fs::path manifest = piece != std::string::npos
+                                ? file.parent_path() / (name.substr(0, piece) + ".json")
+                                : fs::path(file).replace_extension(".json");
   if (!fs::exists(file))
     return Error{Code::kNotFound, "no checkpoint at " + file.string(),
                  "pass --resume auto to pick the newest complete one in the output folder"};

@@ -70,7 +70,8 @@ void remove_checkpoint(const CheckpointInfo& ckpt);
 // The newest checkpoint in `dir` whose bytes match its manifest; nullopt if none.
 std::optional<CheckpointInfo> find_resumable(const fs::path& dir);
 
-// A checkpoint file given by path: its manifest must sit next to it and match.
+// A checkpoint file given by path (or one rank's file of a per-rank checkpoint, or the
+// manifest): its manifest must sit next to it and match.
 Result<CheckpointInfo> checkpoint_at(const fs::path& file);
 
 // Restores model, optimizer and RNG states; returns the rest. Fails (kDataError) on a checksum

@@ -76,6 +76,17 @@ inline void remove_at_exit(const fs::path& p) {
 }
 
 // A fresh folder under the test temp dir, removed when the test process exits.
+// Flips one bit of the byte `from_end` bytes before the end of `file` (damage a checksum sees).
+inline void flip_byte_from_end(const fs::path& file, std::streamoff from_end) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-from_end, std::ios::end);
+  char b = 0;
+  f.read(&b, 1);
+  b = static_cast<char>(b ^ 0x10);
+  f.seekp(-from_end, std::ios::end);
+  f.write(&b, 1);
+}
+
 inline fs::path temp_dir(const std::string& name) {
   fs::path p =
       fs::temp_directory_path() / ("gpulab_trainer_" + name + "_" + std::to_string(::getpid()));

@@ -194,7 +194,9 @@ torch::Tensor agree_all_written(Communicator& comm, const fs::path& file, const 
   sums[rank][0] = bytes;
   sums[rank][1] = static_cast<int64_t>(crc);
   sums[rank][2] = written.ok() ? 0 : 1;
+  sums = sums.to(comm.device());  // NCCL reduces device tensors only
   comm.allreduce_sum(sums, "all-reduce of the checkpoint shard sizes");
+  sums = sums.cpu();
   std::string failed;
   for (int r = 0; r < world; ++r)
     if (sums[r][2].item<int64_t>() != 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
@@ -206,6 +208,35 @@ torch::Tensor agree_all_written(Communicator& comm, const fs::path& file, const 
                   fmt::format("checkpoint {} was not written: rank(s) {} could not write their "
                               "shard; the previous checkpoint stays the newest",
                               name, failed));
+}
+
+Json per_rank_index(const TrainState& s, const char* format, const std::vector<std::string>& files,
+                    const torch::Tensor& sums) {
+  Json list = Json::array();
+  for (size_t r = 0; r < files.size(); ++r) {
+    const auto row = static_cast<int64_t>(r);
+    list.push_back(
+        {{"file", files[r]},
+         {"bytes", sums[row][0].item<int64_t>()},
+         {"checksum", checksum_text(static_cast<uint32_t>(sums[row][1].item<int64_t>()))}});
+  }
+  Json index = train_state_json(s);
+  index.update(Json{{"format", format},
+                    {"file", list[0]["file"]},
+                    {"bytes", list[0]["bytes"]},
+                    {"checksum", list[0]["checksum"]},
+                    {"checksum_algorithm", kChecksumAlgorithm},
+                    {"shards", list}});
+  return index;
+}
+
+void write_index(const fs::path& manifest, const Json& index,
+                 const std::vector<std::string>& files) {
+  if (auto st = write_file_atomic(manifest, index.dump(2) + "\n"); !st) {
+    std::error_code ec;  // one folder (one node, or a shared file system)
+    for (const auto& f : files) fs::remove(manifest.parent_path() / f, ec);
+    throw Exception(st.error());
+  }
 }
 
 bool is_sharded_checkpoint(const CheckpointInfo& ckpt) {
@@ -254,27 +285,13 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
   info.file = dir / shard_name(name, 0, world);
   info.manifest = dir / (name + ".json");
   if (rank != 0) return info;
-  Json shards = Json::array();
-  for (int r = 0; r < world; ++r)
-    shards.push_back(
-        {{"file", shard_name(name, r, world)},
-         {"bytes", sums[r][0].item<int64_t>()},
-         {"checksum", checksum_text(static_cast<uint32_t>(sums[r][1].item<int64_t>()))}});
-  Json index = train_state_json(s);
-  index.update(Json{{"format", kShardedFormat},
-                    {"file", shards[0]["file"]},
-                    {"bytes", shards[0]["bytes"]},
-                    {"checksum", shards[0]["checksum"]},
-                    {"checksum_algorithm", kChecksumAlgorithm},
-                    {"world_size", world},
+  std::vector<std::string> files;
+  for (int r = 0; r < world; ++r) files.push_back(shard_name(name, r, world));
+  Json index = per_rank_index(s, kShardedFormat, files, sums);
+  index.update(Json{{"world_size", world},
                     {"shard", shard_stage_name(sharded.stage())},
-                    {"shards", shards},
                     {"groups", layout_json(model, sharded)}});
-  if (auto st = write_file_atomic(info.manifest, index.dump(2) + "\n"); !st) {
-    std::error_code ec;  // without the index no shard counts: remove them (one folder, one node)
-    for (int r = 0; r < world; ++r) fs::remove(dir / shard_name(name, r, world), ec);
-    throw Exception(st.error());
-  }
+  write_index(info.manifest, index, files);
   // Retention: the newest `keep` sharded checkpoints; the index goes first, then its shards.
   int kept = 0;
   for (const auto& c : list_checkpoints(dir))

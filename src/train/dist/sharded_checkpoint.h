@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/json.h"
 #include "core/result.h"
@@ -37,6 +38,18 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& st
 // no rank waits in a collective for one that gave up. Collective.
 torch::Tensor agree_all_written(Communicator& comm, const fs::path& file, const Status& written,
                                 int64_t bytes, uint32_t crc, const std::string& name);
+
+// The index of a per-rank checkpoint (sharded, or tensor/pipeline-parallel pieces): the training
+// state, its `format`, each of `files` (in the checkpoint's folder) with the size and checksum
+// agree_all_written gave it (row r for files[r]), the first named as the manifest's "file".
+// Callers add their layout's fields.
+Json per_rank_index(const TrainState& s, const char* format, const std::vector<std::string>& files,
+                    const torch::Tensor& sums);
+
+// Writes the index atomically; when it cannot be written, removes `files` (without the index
+// none counts) and throws.
+void write_index(const fs::path& manifest, const Json& index,
+                 const std::vector<std::string>& files);
 
 // Whether a manifest belongs to a sharded checkpoint.
 bool is_sharded_checkpoint(const CheckpointInfo& ckpt);

@@ -200,30 +200,15 @@ void save_mesh_checkpoint(const fs::path& dir, const TrainState& s, DeviceMesh& 
   }
   const auto sums = dist::agree_all_written(mesh.world(), file, written, bytes, crc, name);
   if (rank != 0) return;
-  Json shards = Json::array();
-  for (int r = 0; r < files; ++r)
-    shards.push_back(
-        {{"file", piece_file(name, r, files)},
-         {"bytes", sums[r][0].item<int64_t>()},
-         {"checksum", checksum_text(static_cast<uint32_t>(sums[r][1].item<int64_t>()))}});
-  Json index = train_state_json(s);
-  index.update(Json{{"format", kMeshFormat},
-                    {"file", shards[0]["file"]},
-                    {"bytes", shards[0]["bytes"]},
-                    {"checksum", shards[0]["checksum"]},
-                    {"checksum_algorithm", kChecksumAlgorithm},
-                    {"world_size", l.world()},
+  std::vector<std::string> names;
+  for (int r = 0; r < files; ++r) names.push_back(piece_file(name, r, files));
+  Json index = dist::per_rank_index(s, kMeshFormat, names, sums);
+  index.update(Json{{"world_size", l.world()},
                     {"mesh", {{"tp", l.tp()}, {"pp", l.pp()}, {"dp", l.dp()}}},
-                    {"shards", shards},
                     {"tensors", tensors_json(layout.ordinary_layout(model))},
                     {"optimizer_step", optimizer_step(opt)},
                     {"rng", rng_json()}});
-  const fs::path manifest = dir / (name + ".json");
-  if (auto st = write_file_atomic(manifest, index.dump(2) + "\n"); !st) {
-    std::error_code ec;  // without the index no piece counts: remove them (one folder)
-    for (int r = 0; r < files; ++r) fs::remove(dir / piece_file(name, r, files), ec);
-    throw Exception(st.error());
-  }
+  dist::write_index(dir / (name + ".json"), index, names);
   const auto all = list_checkpoints(dir);  // newest first; every format counts toward `keep`
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
     remove_checkpoint(all[i]);
@@ -501,6 +486,35 @@ Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::M
   for (auto& [p, st] : states) opt.state()[state_key(p)] = std::move(st);
   set_rng(m->j.value("rng", Json::object()));
   return train_state_from_json(m->j);
+}
+
+Result<TrainState> agree_loaded(dist::Communicator& world, Result<TrainState> mine) {
+  auto failed = torch::zeros({world.size()}, torch::kLong);
+  failed[world.rank()] = mine.ok() ? 0 : 1;
+  failed = failed.to(world.device());
+  world.allreduce_sum(failed, "whether every rank read its part of the checkpoint");
+  failed = failed.cpu();
+  int first = -1;
+  for (int r = world.size() - 1; r >= 0; --r)
+    if (failed[r].item<int64_t>() != 0) first = r;
+  if (first < 0) return mine;
+  // The first rank that failed says why to every rank (rank 0's words are the ones shown).
+  constexpr int64_t kChars = 1024;
+  auto text = torch::zeros({kChars}, torch::kLong);
+  if (world.rank() == first) {
+    const std::string why = mine.error().message;
+    for (size_t i = 0; i < why.size() && i < static_cast<size_t>(kChars); ++i)
+      text[static_cast<int64_t>(i)] = static_cast<unsigned char>(why[i]);
+  }
+  text = text.to(world.device());
+  world.broadcast(text, first, "why a rank could not read the checkpoint");
+  text = text.cpu();
+  if (!mine) return mine;
+  std::string why;
+  for (int64_t i = 0; i < kChars && text[i].item<int64_t>() != 0; ++i)
+    why += static_cast<char>(text[i].item<int64_t>());
+  return Error{Code::kDataError, "rank " + std::to_string(first) + ": " + why + "; no rank resumed",
+               "resume from an older checkpoint (--resume PATH) or start afresh"};
 }
 
 Result<StateDict> consolidate_mesh_checkpoint(const fs::path& index) {

@@ -39,6 +39,11 @@ void save_mesh_checkpoint(const fs::path& dir, const TrainState& state, DeviceMe
 Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
                                         torch::optim::Optimizer& opt, StageLayout& layout);
 
+// Whether every rank of `world` read its part of a checkpoint (`mine`, this rank's outcome): a
+// rank that failed keeps its error; the others get the first failed rank's, so no rank trains on
+// (or waits in a collective for a rank that stopped) after a partial resume. Collective.
+Result<TrainState> agree_loaded(dist::Communicator& world, Result<TrainState> mine);
+
 // The ordinary model's tensors joined from every piece (what `gpulab export` writes), read
 // through the mapped files tensor by tensor. No process group needed.
 Result<StateDict> consolidate_mesh_checkpoint(const fs::path& index);

@@ -151,19 +151,4 @@ void copy_state(o::Optimizer& from, torch::nn::Module& from_model, o::Optimizer&
   }
 }
 
-void fill_state(o::Optimizer& to, torch::nn::Module& to_model, const o::OptimizerParamState& like,
-                const Moments& moments) {
-  for (const auto& p : to_model.named_parameters()) {
-    if (p.value().is_meta()) continue;
-    auto copy = like.clone();
-    bool named = true;
-    for (auto& [field, t] : moment_fields(*copy)) {
-      auto f = moments.find(field);
-      named = named && f != moments.end() && f->second.count(p.key());
-      if (named) *t = f->second.at(p.key()).clone();
-    }
-    if (named) to.state()[state_key(p.value())] = std::move(copy);
-  }
-}
-
 }  // namespace gpulab::train::parallel

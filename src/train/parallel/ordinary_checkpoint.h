@@ -1,7 +1,7 @@
-// What a model-parallel run (tensor or pipeline parallel) needs to write and read checkpoints in
-// the ordinary layout: the one-process model as a twin, an optimizer of the run's kind over it,
-// and the optimizer's per-parameter tensors (Adam's moments, momentum) by parameter name, so the
-// ordinary checkpoint code (train/checkpoint.h) writes and reads one format for every layout.
+// The optimizer's per-parameter tensors (Adam's moments, momentum) by parameter name, and states
+// made from them, for a model-parallel run's checkpoints (mesh_checkpoint.h writes and reads
+// them); and for reading an ordinary (one-process) checkpoint into such a run: the one-process
+// model as a twin and an optimizer of the run's kind over it, read by train/checkpoint.h.
 #pragma once
 
 #include <torch/torch.h>
@@ -52,12 +52,5 @@ Moments state_moments(torch::nn::Module& model, const torch::optim::Optimizer& o
 // replaced by `moments` (already in to's layout).
 void copy_state(torch::optim::Optimizer& from, torch::nn::Module& from_model,
                 torch::optim::Optimizer& to, torch::nn::Module& to_model, const Moments& moments);
-
-// For each parameter of `to_model` named in `moments` (off the meta device): a copy of `like` (a
-// state of to's kind, whose step count every parameter shares, as every parameter trains every
-// step), its tensors replaced by `moments`. A pipeline stage's rank fills the twin of the whole
-// model this way, holding only its own stage's states.
-void fill_state(torch::optim::Optimizer& to, torch::nn::Module& to_model,
-                const torch::optim::OptimizerParamState& like, const Moments& moments);
 
 }  // namespace gpulab::train::parallel

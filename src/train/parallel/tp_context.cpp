@@ -59,7 +59,7 @@ std::optional<Result<TrainState>> TpContext::load_checkpoint(const CheckpointInf
                                                              torch::nn::Module& model,
                                                              torch::optim::Optimizer& opt) {
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
-  return load_tp_checkpoint(ckpt, tp_model_of(model), opt);
+  return agree_loaded(mesh_->world(), load_tp_checkpoint(ckpt, tp_model_of(model), opt));
 }
 
 }  // namespace gpulab::train::parallel

@@ -18,12 +18,12 @@ void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, Devi
   save_mesh_checkpoint(dir, state, mesh, model, *per, keep, layout);
 }
 
-Result<TrainState> load_tp_shard_checkpoint(const CheckpointInfo& ckpt, TpCausalLm& model,
-                                            dist::ShardedModel& sharded,
+Result<TrainState> load_tp_shard_checkpoint(const CheckpointInfo& ckpt, dist::Communicator& world,
+                                            TpCausalLm& model, dist::ShardedModel& sharded,
                                             torch::optim::Optimizer& opt) {
   sharded.gather_all();  // the parameters are loaded in place
   auto per = per_parameter_optimizer(sharded, opt);
-  auto s = load_tp_checkpoint(ckpt, model, *per);
+  auto s = agree_loaded(world, load_tp_checkpoint(ckpt, model, *per));
   if (!s) return s;
   flatten_state(sharded, *per, opt);
   return s;

@@ -19,11 +19,11 @@ void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, Devi
                               TpCausalLm& model, dist::ShardedModel& sharded,
                               const torch::optim::Optimizer& opt, int keep);
 
-// Every rank reads the ordinary checkpoint and takes its TP shard, then its data-parallel slice
-// of each flat buffer (parameters and optimizer state); a file that does not load changes
-// nothing.
-Result<TrainState> load_tp_shard_checkpoint(const CheckpointInfo& ckpt, TpCausalLm& model,
-                                            dist::ShardedModel& sharded,
+// Every rank reads the checkpoint and takes its TP shard, then (once every rank of `world` read
+// its part, agree_loaded) its data-parallel slice of each flat buffer (parameters and optimizer
+// state); a file that does not load changes nothing.
+Result<TrainState> load_tp_shard_checkpoint(const CheckpointInfo& ckpt, dist::Communicator& world,
+                                            TpCausalLm& model, dist::ShardedModel& sharded,
                                             torch::optim::Optimizer& opt);
 
 }  // namespace gpulab::train::parallel

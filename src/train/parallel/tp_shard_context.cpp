@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "train/dist/sharded_checkpoint.h"
+#include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_shard_checkpoint.h"
 
@@ -67,7 +68,7 @@ std::optional<Result<TrainState>> TpShardContext::load_checkpoint(const Checkpoi
                                                                   torch::nn::Module& model,
                                                                   torch::optim::Optimizer& opt) {
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
-  return load_tp_shard_checkpoint(ckpt, tp_model_of(model), *sharded(), opt);
+  return load_tp_shard_checkpoint(ckpt, mesh_->world(), tp_model_of(model), *sharded(), opt);
 }
 
 }  // namespace gpulab::train::parallel

@@ -24,6 +24,7 @@
 #include "train/parallel/tp_llama.h"
 #include "train/parallel/tp_llama_state.h"
 #include "train/parallel/tp_stage_layout.h"
+#include "train/trainer_test_util.h"
 
 using namespace gpulab;
 using namespace gpulab::train;
@@ -160,6 +161,10 @@ TEST_F(MeshCheckpoint, EachRankWritesItsShareOnceAndRetentionKeepsTheNewest) {
     written += mine;
   }
   EXPECT_EQ(written, model_values) << "every value of the model written once";
+  // --resume given one rank's file means the checkpoint of its index.
+  auto at = checkpoint_at(ckpts / "ckpt-e0002-s00000006.mesh-3-of-4.safetensors");
+  ASSERT_TRUE(at.ok()) << at.error().message;
+  EXPECT_EQ(at->manifest.filename(), "ckpt-e0002-s00000006.json");
 }
 
 TEST_F(MeshCheckpoint, JoinedItIsTheGatheredModelAndReadsIntoOneProcess) {
@@ -197,6 +202,9 @@ void expect_refused(const fs::path& from, const std::string& tag,
   const auto ckpt = find_resumable(d);  // before the harm: a load must check for itself
   ASSERT_TRUE(ckpt.has_value());
   harm(d);
+  if (tag != "flipped") {  // a missing or cut piece: --resume auto passes over the checkpoint
+    EXPECT_FALSE(find_resumable(d).has_value()) << tag;
+  }
   auto one = whole_model(tiny(), 3);
   const auto before = module_state_dict(*one);
   auto opt = adamw(*one);
@@ -223,15 +231,7 @@ TEST_F(MeshCheckpoint, DamagedOrIncompleteSetsAreRefusedChangingNothing) {
       "the index says");
   expect_refused(
       ckpts, "flipped",
-      [&](const fs::path& d) {
-        std::fstream f(d / piece, std::ios::in | std::ios::out | std::ios::binary);
-        f.seekg(-9, std::ios::end);
-        char b = 0;
-        f.read(&b, 1);
-        b = static_cast<char>(b ^ 0x10);
-        f.seekp(-9, std::ios::end);
-        f.write(&b, 1);
-      },
+      [&](const fs::path& d) { train::testing::flip_byte_from_end(d / piece, 9); },
       "does not match its checksum");
 }
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <regex>
 #include <tuple>
 
@@ -234,6 +235,28 @@ TEST(TpPpTrainCli, CheckpointsResumeAcrossLayouts) {
     expect_same_weights(straight, run, kAdamTol);
   }
   for (const auto& d : {straight, mesh, from_pp, from_tp}) fs::remove_all(d);
+}
+
+// A piece of a TP 2 x PP 2 checkpoint with a changed byte: the rank that reads it stops the resume
+// on every rank before any trains (exit 2, its words on rank 0's line), and nothing is written.
+TEST(TpPpTrainCli, ADamagedPieceStopsTheResumeOnEveryRank) {
+  const fs::path run = temp_dir("tppp_damaged");
+  run_ok(with(tiny_run(run, 2, true), kTp2Pp2));
+  const auto ckpt = find_resumable(run / "checkpoints");
+  ASSERT_TRUE(ckpt.has_value());
+  const fs::path piece =
+      run / "checkpoints" / (ckpt->manifest.stem().string() + ".mesh-3-of-4.safetensors");
+  flip_byte_from_end(piece, 9);
+  const auto files_before = std::distance(fs::directory_iterator(run / "checkpoints"), {});
+  const auto exported = fs::last_write_time(run / "model.safetensors");
+  auto r = run_gpulab(with(with(tiny_run(run, 3, true), {"--resume", "auto"}), kTp2Pp2), 600);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("rank 3: checkpoint "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does not match its checksum; no rank resumed"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("Resumed from"), std::string::npos) << r.out;
+  EXPECT_EQ(std::distance(fs::directory_iterator(run / "checkpoints"), {}), files_before);
+  EXPECT_EQ(fs::last_write_time(run / "model.safetensors"), exported);
+  fs::remove_all(run);
 }
 
 // --grad_accum and --label_smoothing inside TP stages (qwen2-tiny: its tied embedding's gradient
