@@ -488,6 +488,12 @@ Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::M
   return train_state_from_json(m->j);
 }
 
+Result<TrainState> load_stage_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                         o::Optimizer& opt, StageLayout& layout) {
+  return is_mesh_checkpoint(ckpt) ? load_mesh_checkpoint(ckpt, model, opt, layout)
+                                  : load_pipeline_checkpoint(ckpt, model, opt, layout);
+}
+
 Result<TrainState> agree_loaded(dist::Communicator& world, Result<TrainState> mine) {
   auto failed = torch::zeros({world.size()}, torch::kLong);
   failed[world.rank()] = mine.ok() ? 0 : 1;

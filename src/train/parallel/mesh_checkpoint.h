@@ -39,6 +39,11 @@ void save_mesh_checkpoint(const fs::path& dir, const TrainState& state, DeviceMe
 Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
                                         torch::optim::Optimizer& opt, StageLayout& layout);
 
+// A checkpoint into a pipeline stage's rank (`layout` as above): a mesh checkpoint's pieces, or
+// an ordinary checkpoint read whole (load_pipeline_checkpoint).
+Result<TrainState> load_stage_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                         torch::optim::Optimizer& opt, StageLayout& layout);
+
 // Whether every rank of `world` read its part of a checkpoint (`mine`, this rank's outcome): a
 // rank that failed keeps its error; the others get the first failed rank's, so no rank trains on
 // (or waits in a collective for a rank that stopped) after a partial resume. Collective.

@@ -3,7 +3,6 @@
 
 #include "core/error.h"
 #include "train/optim/optimizers.h"
-#include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/ordinary_checkpoint.h"
 
 namespace gpulab::train::parallel {
@@ -96,7 +95,6 @@ StateDict gather_pipeline_model(dist::Communicator& pp, torch::nn::Module& model
 
 Result<TrainState> load_pipeline_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
                                             o::Optimizer& opt, StageLayout& layout) {
-  if (is_mesh_checkpoint(ckpt)) return load_mesh_checkpoint(ckpt, model, opt, layout);
   const auto dtype = held_parameters(model).front().second.scalar_type();
   auto twin = ordinary_twin(stage_model(model).config(), dtype);
   auto twin_opt = same_kind_optimizer(opt, decay_groups(*twin));

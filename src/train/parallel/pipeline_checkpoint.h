@@ -63,10 +63,9 @@ std::vector<std::vector<torch::Tensor>> decay_groups(torch::nn::Module& model);
 StateDict gather_pipeline_model(dist::Communicator& pp, torch::nn::Module& model,
                                 StageLayout& layout);
 
-// A checkpoint into the stage: its parameters and opt's state of them (opt over the stage's
-// parameters, as decay_groups groups them), from a mesh checkpoint's pieces (mesh_checkpoint.h,
-// what every pipeline run writes) or an ordinary one read whole. A file that does not load
-// changes nothing.
+// An ordinary checkpoint into the stage, read whole: its parameters and opt's state of them (opt
+// over the stage's parameters, as decay_groups groups them). A file that does not load changes
+// nothing. (A mesh checkpoint, what pipeline runs write: load_stage_checkpoint.)
 Result<TrainState> load_pipeline_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
                                             torch::optim::Optimizer& opt, StageLayout& layout);
 

@@ -100,7 +100,7 @@ std::optional<Result<TrainState>> PipelineContext::load_checkpoint(const Checkpo
                                                                    torch::nn::Module& model,
                                                                    o::Optimizer& opt) {
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
-  return agree_loaded(mesh_->world(), load_pipeline_checkpoint(ckpt, model, opt, *layout_));
+  return agree_loaded(mesh_->world(), load_stage_checkpoint(ckpt, model, opt, *layout_));
 }
 
 }  // namespace gpulab::train::parallel

@@ -100,7 +100,7 @@ std::optional<Result<TrainState>> PipelineShardContext::load_checkpoint(
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
   sharded()->gather_all();                                     // the parameters are loaded in place
   auto per = per_parameter_optimizer(*sharded(), opt);
-  auto s = agree_loaded(mesh_->world(), load_pipeline_checkpoint(ckpt, model, *per, *layout_));
+  auto s = agree_loaded(mesh_->world(), load_stage_checkpoint(ckpt, model, *per, *layout_));
   if (!s) return s;
   flatten_state(*sharded(), *per, opt);
   return s;
