@@ -50,13 +50,6 @@ namespace {
 
 const std::regex kName(R"(ckpt-e(\d+)-s(\d+)\.pt)");
 
-std::string file_name(int64_t epoch, int64_t step) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "ckpt-e%04lld-s%08lld.pt", static_cast<long long>(epoch),
-                static_cast<long long>(step));
-  return buf;
-}
-
 void throw_io(const std::string& what, const fs::path& p) {
   throw Exception(Code::kInternal, what + " " + p.string() + ": " + std::strerror(errno),
                   "check free disk space and permissions of the output folder");
@@ -224,6 +217,13 @@ LossScaler::State scaler_from_json(const Json& j) {
   return {j.value("scale", 1.0), j.value("good_steps", int64_t{0}), j.value("skipped", int64_t{0})};
 }
 
+std::string checkpoint_stem(const TrainState& s) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ckpt-e%04lld-s%08lld", static_cast<long long>(s.epoch),
+                static_cast<long long>(s.step));
+  return buf;
+}
+
 Json train_state_json(const TrainState& s) {
   return {{"epoch", s.epoch},
           {"step", s.step},
@@ -256,7 +256,7 @@ CheckpointInfo save_checkpoint(const fs::path& dir, const TrainState& s, torch::
   CheckpointInfo info;
   info.epoch = s.epoch;
   info.step = s.step;
-  info.file = dir / file_name(s.epoch, s.step);
+  info.file = dir / (checkpoint_stem(s) + ".pt");
   info.manifest = fs::path(info.file).replace_extension(".json");
   // An older manifest under this name would vouch for the new bytes before they are complete.
   std::error_code ec;

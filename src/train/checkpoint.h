@@ -46,6 +46,9 @@ LossScaler::State scaler_from_json(const Json& j);
 Json train_state_json(const TrainState& s);
 TrainState train_state_from_json(const Json& j);
 
+// "ckpt-eEEEE-sSSSSSSSS": the name every checkpoint file and manifest of a state starts with.
+std::string checkpoint_stem(const TrainState& s);
+
 struct CheckpointInfo {
   fs::path file;      // ckpt-eNNNN-sNNNNNNNN.pt
   fs::path manifest;  // same name, .json

@@ -15,10 +15,6 @@ namespace gpulab::train::dist {
 
 namespace {
 
-std::string stem(const TrainState& s) {
-  return fmt::format("ckpt-e{:04d}-s{:08d}", s.epoch, s.step);
-}
-
 std::string shard_name(const std::string& stem, int rank, int world) {
   return fmt::format("{}.rank-{}-of-{}.pt", stem, rank, world);
 }
@@ -263,7 +259,7 @@ CheckpointInfo save_sharded_checkpoint(const fs::path& dir, const TrainState& s,
   auto& comm = sharded.comm();
   const int rank = comm.rank(), world = comm.size();
   fs::create_directories(dir);
-  const std::string name = stem(s);
+  const std::string name = checkpoint_stem(s);
   torch::serialize::OutputArchive ar;
   auto groups = sharded.groups();
   for (size_t i = 0; i < groups.size(); ++i) {

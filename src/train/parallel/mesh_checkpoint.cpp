@@ -28,10 +28,6 @@ namespace o = torch::optim;
 
 constexpr const char* kParams = "param";  // the field of parameters and buffers
 
-std::string stem(const TrainState& s) {
-  return fmt::format("ckpt-e{:04d}-s{:08d}", s.epoch, s.step);
-}
-
 std::string piece_file(const std::string& stem, int rank, int files) {
   return fmt::format("{}.mesh-{}-of-{}.safetensors", stem, rank, files);
 }
@@ -185,7 +181,7 @@ void save_mesh_checkpoint(const fs::path& dir, const TrainState& s, DeviceMesh& 
                           StageLayout& layout) {
   const auto& l = mesh.layout();
   const int rank = mesh.world().rank(), files = l.tp() * l.pp();
-  const std::string name = stem(s);
+  const std::string name = checkpoint_stem(s);
   fs::path file;
   Status written = ok_status();
   uint32_t crc = 0;
