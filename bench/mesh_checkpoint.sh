@@ -2,8 +2,10 @@
 # TP 2 x PP 2 checkpoints on the CPU, side by side in one run: llama-125m (fp32, AdamW, 4 ranks
 # over Gloo, one step an epoch) with a checkpoint every epoch and without any, and with
 # GPULAB_BEFORE=path/to/an/older/gpulab the same two runs of that build as well (an A/B of a
-# change). Prints each run's phase line (the "checkpoints" seconds), rank 0's peak host memory
-# per epoch (metrics.jsonl), and the newest checkpoint's files with their bytes.
+# change). Prints each run's phase line (the "checkpoints" and "final save" seconds), rank 0's
+# peak host memory per epoch (metrics.jsonl), the largest rank's peak over the whole run with the
+# final model.safetensors written (GNU time's maximum resident set of the launcher's children),
+# and the newest checkpoint's files with their bytes.
 # Usage: bench/mesh_checkpoint.sh [EPOCHS]   (GPULAB=path/to/gpulab to use another build)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,9 +23,11 @@ builds=("this:$GPULAB")
 one_run() {  # build-name binary mode
   local out="$WORK/$1-$3" flags=()
   [ "$3" = none ] && flags=(--no_checkpoints)
-  "$2" "${common[@]}" "${flags[@]}" --output_dir "$out" >"$out.log" 2>&1 || { cat "$out.log"; exit 1; }
+  /usr/bin/time -f "%M" -o "$out.rss" "$2" "${common[@]}" "${flags[@]}" --output_dir "$out" \
+    >"$out.log" 2>&1 || { cat "$out.log"; exit 1; }
   echo "== $1 build, checkpoints: $3: $(grep -E '^Training took' "$out.log")"
   grep -E '^Time outside' "$out.log" | tail -1
+  echo "largest rank's peak host memory, final save included: $(($(tail -1 "$out.rss") / 1024)) MiB"
   python3 - "$out/metrics.jsonl" <<'PY'
 import json, sys
 peaks = [r.get("peak_host_memory_bytes", 0) / 2**20 for r in map(json.loads, open(sys.argv[1]))

@@ -11,6 +11,7 @@
 #include "train/checkpoint.h"
 #include "train/data/sampler.h"
 #include "train/weights/safetensors.h"
+#include "train/weights/tensor_stream.h"
 
 namespace gpulab::train {
 
@@ -104,8 +105,11 @@ class DistContext {
   // its pipeline stage (the mesh's pp coordinate) and runs its schedule over the pp group.
   virtual parallel::DeviceMesh* pipeline_mesh() { return nullptr; }
   // The model's tensors under its ordinary (one-process) names and shapes, as the final weights
-  // hold them: tensor parallelism gathers them over its group, so every rank calls it together.
-  virtual StateDict model_state(torch::nn::Module& model) { return module_state_dict(model); }
+  // hold them, one at a time: model parallelism joins each from its ranks' pieces on rank 0
+  // (parallel/mesh_export.h), so every rank creates and drains it together.
+  virtual std::unique_ptr<TensorStream> model_stream(torch::nn::Module& model) {
+    return std::make_unique<StateDictStream>(module_state_dict(model));
+  }
 
   // A human-readable name for the header line ("gloo", "nccl"; "none" for one process).
   virtual std::string backend() const { return "none"; }

@@ -158,6 +158,14 @@ Result<StateDict> read_model_weights(ModelFiles& files) {
   return Error{Code::kInternal, "unknown weights source"};
 }
 
+Result<std::unique_ptr<TensorStream>> open_model_weights(ModelFiles& files) {
+  if (files.source == WeightsSource::kMeshCheckpoint)
+    return parallel::mesh_checkpoint_stream(files.weights);
+  auto tensors = read_model_weights(files);
+  if (!tensors) return tensors.error();
+  return std::unique_ptr<TensorStream>(std::make_unique<StateDictStream>(std::move(*tensors)));
+}
+
 std::string run_tokenizer_spec(const ModelFiles& files) {
   std::error_code ec;
   if (fs::is_regular_file(files.run_dir / "tokenizer.model", ec))
@@ -172,7 +180,7 @@ std::string run_tokenizer_spec(const ModelFiles& files) {
   return tokenizer_spec_of_options(files.options);
 }
 
-Result<LoadedDecoder> load_decoder(const ModelFiles& files, std::string_view model) {
+Result<DecoderConfig> decoder_config_of(const ModelFiles& files, std::string_view model) {
   std::error_code ec;
   Result<DecoderConfig> cfg = Error{Code::kInvalidArgument, ""};
   if (!model.empty()) cfg = find_decoder_config(model);
@@ -186,20 +194,33 @@ Result<LoadedDecoder> load_decoder(const ModelFiles& files, std::string_view mod
         Code::kInvalidArgument,
         "no config.json beside " + files.weights.string() + " and no record of its --model",
         "pass --model with the shape name (see `gpulab models`) or the config.json"};
-  ModelFiles f = files;
-  auto tensors = read_model_weights(f);
-  if (!tensors) return tensors.error();
-  LoadedDecoder out{*cfg, from_hf_names(*cfg, std::move(*tensors)), run_tokenizer_spec(f),
-                    f.weights.string()};
+  return cfg;
+}
+
+Result<LoadedDecoder> decoder_of(const ModelFiles& files, DecoderConfig config,
+                                 const StateDict& layout) {
+  LoadedDecoder out{std::move(config), {}, run_tokenizer_spec(files), files.weights.string()};
   // Shapes that take their vocabulary from the data read it from the embedding table.
   const std::string embed_name(out.config.traits().token_embedding);
-  const auto embed = out.tensors.find(embed_name);
-  if (embed == out.tensors.end() || embed->second.dim() != 2)
+  const auto embed = layout.find(embed_name);
+  if (embed == layout.end() || embed->second.dim() != 2)
     return Error{Code::kInvalidArgument, out.what + " has no 2-D " + embed_name,
                  "pass the weights of a `gpulab train` run or a Hugging Face file of the same "
                  "family (" +
                      out.config.family + ")"};
   if (out.config.vocab_from_data) out.config.vocab_size = embed->second.size(0);
+  return out;
+}
+
+Result<LoadedDecoder> load_decoder(const ModelFiles& files, std::string_view model) {
+  auto cfg = decoder_config_of(files, model);
+  if (!cfg) return cfg.error();
+  ModelFiles f = files;
+  auto tensors = read_model_weights(f);
+  if (!tensors) return tensors.error();
+  StateDict renamed = from_hf_names(*cfg, std::move(*tensors));
+  auto out = decoder_of(f, std::move(*cfg), renamed);
+  if (out) out->tensors = std::move(renamed);
   return out;
 }
 

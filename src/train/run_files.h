@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 #include "train/models/causal_lm.h"
 #include "train/models/decoder_config.h"
 #include "train/weights/safetensors.h"
+#include "train/weights/tensor_stream.h"
 
 namespace gpulab::train {
 
@@ -40,6 +42,9 @@ Result<ModelFiles> locate_model_files(const fs::path& path);
 // file as stored, a checkpoint's model, a sharded checkpoint's shards joined. A file of the wrong
 // kind (a checkpoint given where safetensors is expected) is named, with what to pass instead.
 Result<StateDict> read_model_weights(ModelFiles& files);
+// The same one tensor at a time: a mesh checkpoint's joined as each is taken (what `gpulab
+// export` writes without holding the model); the others read whole.
+Result<std::unique_ptr<TensorStream>> open_model_weights(ModelFiles& files);
 
 // The tokenizer spec (tokenizer.h) the run trained with: the tokenizer files in its folder, else
 // its token data's; empty when unknown (synthetic data, a foreign folder).
@@ -56,6 +61,13 @@ struct LoadedDecoder {
   std::string what;            // the weights' path, for messages
 };
 Result<LoadedDecoder> load_decoder(const ModelFiles& files, std::string_view model = {});
+
+// load_decoder's two steps without the tensors (`gpulab export` of a mesh checkpoint streams
+// them): the config found as above, then the loaded decoder of the tensors' names and shapes
+// (`layout`, under the model's names), its tensors left empty.
+Result<DecoderConfig> decoder_config_of(const ModelFiles& files, std::string_view model = {});
+Result<LoadedDecoder> decoder_of(const ModelFiles& files, DecoderConfig config,
+                                 const StateDict& layout);
 
 // `generate`'s --model and --weights: --weights may be a file, a checkpoint or a run folder, and
 // may be left out when --model is a run folder (or checkpoint) that has them.

@@ -428,11 +428,11 @@ void Trainer::save_checkpoint_of(int64_t epochs_done, int64_t batches_done) {
 void Trainer::write_outputs(TrainResult& result) {
   result.output_dir = out_dir_;
   if (opts_.no_weights) return;
-  dist_->gather_parameters(*model_);                    // sharded: every rank takes part
-  const StateDict state = dist_->model_state(*model_);  // tensor parallel: gathered
-  if (!dist_->is_main()) return;
+  dist_->gather_parameters(*model_);              // sharded: every rank takes part
+  auto weights = dist_->model_stream(*model_);    // model parallel: joined on rank 0
+  if (!dist_->is_main()) return drain(*weights);  // sending this rank's pieces
   result.weights_file = out_dir_ / "model.safetensors";
-  for (const auto& line : task_->write_weights(*model_, state, out_dir_)) say(line);
+  for (const auto& line : task_->write_weights(*model_, *weights, out_dir_)) say(line);
   if (opts_.no_report) return;
   const std::string data_name = task_->data_name();
   ReportInfo info;

@@ -9,6 +9,7 @@
 #include "train/data/hf_byte_map.h"
 #include "train/data/hf_sentencepiece.h"
 #include "train/data/tokenizer.h"
+#include "train/weights/safetensors_writer.h"
 
 namespace gpulab::train {
 namespace {
@@ -120,21 +121,32 @@ void export_weights(torch::nn::Module& model, const std::filesystem::path& file)
 }
 
 void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
-                     const StateDict& tensors, const std::string& tokenizer_spec,
+                     TensorStream& tensors, const std::string& tokenizer_spec,
                      const std::string& producer) {
-  std::filesystem::create_directories(dir);
-  const auto [bos, eos] = write_tokenizer_files(dir, config, tokenizer_spec);
-  Json j = config.to_json();
-  // Explicit nulls: GPT-2's config otherwise defaults to 50256, outside a small vocabulary.
-  j["bos_token_id"] = bos;
-  j["eos_token_id"] = eos;
-  j["pad_token_id"] = nullptr;
-  j["torch_dtype"] = hf_dtype_name(tensors);
-  write_or_throw(dir / "config.json", j.dump(2) + "\n");
-  if (auto st =
-          write_safetensors(dir / "model.safetensors", tensors, safetensors_metadata(producer));
+  try {
+    std::filesystem::create_directories(dir);
+    const auto [bos, eos] = write_tokenizer_files(dir, config, tokenizer_spec);
+    Json j = config.to_json();
+    // Explicit nulls: GPT-2's config otherwise defaults to 50256, outside a small vocabulary.
+    j["bos_token_id"] = bos;
+    j["eos_token_id"] = eos;
+    j["pad_token_id"] = nullptr;
+    j["torch_dtype"] = hf_dtype_name(tensors.layout());
+    write_or_throw(dir / "config.json", j.dump(2) + "\n");
+  } catch (...) {
+    drain(tensors);  // the ranks that send the weights finish before the error ends the run
+    throw;
+  }
+  if (auto st = write_stream(dir / "model.safetensors", tensors, safetensors_metadata(producer));
       !st)
     throw Exception(st.error());
+}
+
+void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
+                     const StateDict& tensors, const std::string& tokenizer_spec,
+                     const std::string& producer) {
+  StateDictStream stream(tensors);
+  write_hf_folder(dir, config, stream, tokenizer_spec, producer);
 }
 
 }  // namespace gpulab::train

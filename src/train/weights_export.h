@@ -10,6 +10,7 @@
 
 #include "train/models/decoder_config.h"
 #include "train/weights/safetensors.h"
+#include "train/weights/tensor_stream.h"
 
 namespace gpulab::train {
 
@@ -22,7 +23,12 @@ void export_weights(torch::nn::Module& model, const std::filesystem::path& file)
 // Writes `dir`/model.safetensors, config.json (the family's fields, bos/eos/pad ids of the
 // tokenizer or null, torch_dtype) and, for a known tokenizer, its files in a form AutoTokenizer
 // reads: bytes as a byte-level tokenizer.json, SentencePiece as tokenizer.model with a
-// tokenizer_config.json. Every file atomically; the weights last. Throws on failure.
+// tokenizer_config.json. Every file atomically; the weights last, tensor by tensor as `tensors`
+// hands them (every one taken, even after a failure: model-parallel ranks send them). Throws on
+// failure.
+void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
+                     TensorStream& tensors, const std::string& tokenizer_spec,
+                     const std::string& producer);
 void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
                      const StateDict& tensors, const std::string& tokenizer_spec,
                      const std::string& producer);

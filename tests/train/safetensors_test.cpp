@@ -1,5 +1,6 @@
 // safetensors I/O: round trips for every dtype, and a clear one-line error (never a crash) for
-// truncated, malformed or mismatched files and state dicts.
+// truncated, malformed or mismatched files and state dicts; the writer that takes one tensor at
+// a time writes the same bytes, keeps its order and, failing, leaves no file.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -7,6 +8,7 @@
 
 #include "core/files.h"
 #include "train/weights/safetensors.h"
+#include "train/weights/safetensors_writer.h"
 
 namespace gpulab::train {
 namespace {
@@ -66,6 +68,74 @@ TEST(Safetensors, WritesAndReadsFiles) {
   auto gone = read_safetensors(path);
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.error().code, Code::kNotFound);
+}
+
+// A stream over tensors at hand that counts what it hands over.
+class CountingStream : public StateDictStream {
+ public:
+  using StateDictStream::StateDictStream;
+  torch::Tensor take(const std::string& name) override {
+    ++taken;
+    return StateDictStream::take(name);
+  }
+  int taken = 0;
+};
+
+StateDict some_tensors() {
+  return {{"b.bias", torch::randn({5}, torch::kFloat64)},
+          {"a.weight", torch::arange(12, torch::kFloat32).reshape({3, 4}).t()},  // strided
+          {"c.ids", torch::randint(0, 9, {2, 2}, torch::kInt64)}};
+}
+
+TEST(SafetensorsWriter, TensorByTensorWritesTheWholeWritersBytes) {
+  const auto dir = std::filesystem::temp_directory_path() / "gpulab_st_writer";
+  std::filesystem::remove_all(dir);
+  const StateDict in = some_tensors();
+  CountingStream stream(in);
+  ASSERT_TRUE(write_stream(dir / "w.safetensors", stream, {{"format", "pt"}}).ok());
+  EXPECT_EQ(stream.taken, 3);
+  auto whole = serialize_safetensors(in, {{"format", "pt"}});
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(read_file(dir / "w.safetensors").value(), *whole);
+  const auto back = read_safetensors(dir / "w.safetensors").value();
+  for (const auto& [name, t] : in) EXPECT_TRUE(torch::equal(back.tensors.at(name), t)) << name;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SafetensorsWriter, ATensorOutOfOrderOrReshapedIsRefusedAndNothingIsWritten) {
+  const auto dir = std::filesystem::temp_directory_path() / "gpulab_st_writer_order";
+  std::filesystem::remove_all(dir);
+  const StateDict in = some_tensors();
+  for (const std::string how : {"order", "shape", "dtype", "short"}) {
+    auto w = SafetensorsWriter::create(dir / "w.safetensors", in, {});
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    Status st = ok_status();
+    if (how == "order") st = w->write("b.bias", in.at("b.bias"));
+    if (how == "shape") st = w->write("a.weight", torch::zeros({3, 4}));  // it is [4, 3]
+    if (how == "dtype") st = w->write("a.weight", in.at("a.weight").to(torch::kFloat64));
+    if (how == "short") {
+      ASSERT_TRUE(w->write("a.weight", in.at("a.weight")).ok());
+      st = w->commit();
+    }
+    ASSERT_FALSE(st.ok()) << how;
+    EXPECT_EQ(st.error().code, Code::kInternal) << how;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "w.safetensors"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SafetensorsWriter, AFailedWriteStillTakesEveryTensorAndLeavesNoFile) {
+  // A folder where a file is: the writer cannot begin, yet every tensor is taken (the ranks that
+  // send a model-parallel run's weights are not left waiting).
+  const auto base = std::filesystem::temp_directory_path() / "gpulab_st_writer_fail";
+  std::filesystem::remove_all(base);
+  ASSERT_TRUE(write_file_atomic(base, "a file, not a folder").ok());
+  CountingStream stream(some_tensors());
+  auto st = write_stream(base / "w.safetensors", stream, {});
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(stream.taken, 3);
+  EXPECT_FALSE(std::filesystem::exists(base / "w.safetensors"));
+  std::filesystem::remove(base);
 }
 
 TEST(Safetensors, TruncatedFilesSayHowMuchIsMissing) {

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "train/run_files.h"
+#include "train/weights/safetensors_writer.h"
 #include "train/weights_export.h"
 
 namespace gpulab::cli {
@@ -37,14 +38,33 @@ std::string source_name(const train::ModelFiles& f) {
 
 // The weights alone, under the model's names (torchvision's or Hugging Face's), into `file`.
 void export_weights_file(train::ModelFiles& files, const fs::path& file) {
-  auto tensors = train::read_model_weights(files).value_or_throw();
+  auto tensors = train::open_model_weights(files).value_or_throw();
   if (!file.parent_path().empty()) fs::create_directories(file.parent_path());
-  if (auto st =
-          train::write_safetensors(file, tensors, train::safetensors_metadata("gpulab export"));
+  if (auto st = train::write_stream(file, *tensors, train::safetensors_metadata("gpulab export"));
       !st)
     throw Exception(st.error());
-  std::printf("Exported %zu tensors from %s to %s\n", tensors.size(), source_name(files).c_str(),
-              file.c_str());
+  std::printf("Exported %zu tensors from %s to %s\n", tensors->layout().size(),
+              source_name(files).c_str(), file.c_str());
+}
+
+// A language model's folder. A tensor/pipeline-parallel checkpoint is joined tensor by tensor
+// as it is written (its names are the model's already), so a model larger than this host's
+// memory exports; the other sources are read whole and renamed from Hugging Face's layout.
+void export_decoder(train::ModelFiles& files, const fs::path& out) {
+  std::unique_ptr<train::TensorStream> tensors;
+  train::LoadedDecoder d;
+  if (files.source == train::WeightsSource::kMeshCheckpoint) {
+    auto config = train::decoder_config_of(files).value_or_throw();
+    tensors = train::open_model_weights(files).value_or_throw();
+    d = train::decoder_of(files, std::move(config), tensors->layout()).value_or_throw();
+  } else {
+    d = train::load_decoder(files).value_or_throw();
+    tensors = std::make_unique<train::StateDictStream>(std::move(d.tensors));
+  }
+  train::write_hf_folder(out, d.config, *tensors, d.tokenizer_spec, "gpulab export");
+  std::printf("Exported %zu tensors from %s to %s (model.safetensors, config.json%s)\n",
+              tensors->layout().size(), source_name(files).c_str(), out.c_str(),
+              d.tokenizer_spec.empty() ? "" : ", tokenizer files");
 }
 
 void run_export(const ExportOptions& o) {
@@ -59,12 +79,7 @@ void run_export(const ExportOptions& o) {
                    train::is_language_model(files.options["model"].get<std::string>()));
   // An image classifier: its weights under torchvision's names, in the folder.
   if (!lm) return export_weights_file(files, out / "model.safetensors");
-  auto loaded = train::load_decoder(files).value_or_throw();
-  train::write_hf_folder(out, loaded.config, loaded.tensors, loaded.tokenizer_spec,
-                         "gpulab export");
-  std::printf("Exported %zu tensors from %s to %s (model.safetensors, config.json%s)\n",
-              loaded.tensors.size(), source_name(files).c_str(), out.c_str(),
-              loaded.tokenizer_spec.empty() ? "" : ", tokenizer files");
+  export_decoder(files, out);
 }
 
 }  // namespace

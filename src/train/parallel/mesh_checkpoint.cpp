@@ -32,40 +32,6 @@ std::string piece_file(const std::string& stem, int rank, int files) {
   return fmt::format("{}.mesh-{}-of-{}.safetensors", stem, rank, files);
 }
 
-// A box of an ordinary tensor: where it starts and its size, per dimension.
-struct Box {
-  std::vector<int64_t> at, size;
-};
-
-torch::Tensor in_box(const torch::Tensor& t, const std::vector<int64_t>& at,
-                     const std::vector<int64_t>& size) {
-  auto v = t;
-  for (size_t d = 0; d < at.size(); ++d) v = v.narrow(static_cast<int64_t>(d), at[d], size[d]);
-  return v;
-}
-
-// One of a rank's boxes of a tensor: the box in the ordinary tensor and where it starts in the
-// rank's own.
-struct Placed {
-  Box whole;
-  std::vector<int64_t> local_at;
-};
-
-std::vector<Placed> placements(const TpSlices& s, c10::IntArrayRef whole) {
-  const std::vector<int64_t> zero(whole.size(), 0), full = whole.vec();
-  if (s.dim < 0) return {{{zero, full}, zero}};
-  std::vector<Placed> out;
-  const auto d = static_cast<size_t>(s.dim);
-  for (const auto& run : s.runs) {
-    Placed p{{zero, full}, zero};
-    p.whole.at[d] = run.global;
-    p.whole.size[d] = run.length;
-    p.local_at[d] = run.local;
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
 // The pieces one rank writes: tensors by key, and their boxes.
 struct Pieces {
   StateDict tensors;
@@ -519,23 +485,51 @@ Result<TrainState> agree_loaded(dist::Communicator& world, Result<TrainState> mi
                "resume from an older checkpoint (--resume PATH) or start afresh"};
 }
 
-Result<StateDict> consolidate_mesh_checkpoint(const fs::path& index) {
+namespace {
+
+// The ordinary tensors joined from every piece one at a time, read through the mapped files.
+class MeshCheckpointStream : public TensorStream {
+ public:
+  explicit MeshCheckpointStream(MeshIndex m) : m_(std::move(m)) {
+    for (const auto& [name, meta] : m_.j["tensors"].items()) {
+      const auto shape = shape_in(m_.j["tensors"], name).value();  // check_coverage read them
+      const auto it = m_.pieces.find({kParams, name});
+      // No pieces: no values (a dimension of 0).
+      const auto options =
+          it == m_.pieces.end() ? torch::TensorOptions() : it->second.front().data.options();
+      layout_[name] = torch::empty(shape, options.device(torch::kMeta));
+    }
+  }
+  const StateDict& layout() const override { return layout_; }
+  torch::Tensor take(const std::string& name) override {
+    const auto& like = layout_.at(name);
+    auto t = torch::empty(like.sizes(), like.options().device(torch::kCPU));
+    const auto it = m_.pieces.find({kParams, name});
+    if (it != m_.pieces.end())
+      for (const auto& p : it->second) in_box(t, p.box.at, p.box.size).copy_(p.data);
+    return t;
+  }
+
+ private:
+  MeshIndex m_;
+  StateDict layout_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TensorStream>> mesh_checkpoint_stream(const fs::path& index) {
   auto m = read_index(index);
   if (!m) return m.error();
   for (size_t i = 0; i < m->files.size(); ++i)
     if (auto st = verify(*m, i); !st) return st.error();
+  return std::unique_ptr<TensorStream>(std::make_unique<MeshCheckpointStream>(std::move(*m)));
+}
+
+Result<StateDict> consolidate_mesh_checkpoint(const fs::path& index) {
+  auto stream = mesh_checkpoint_stream(index);
+  if (!stream) return stream.error();
   StateDict out;
-  for (const auto& [name, meta] : m->j["tensors"].items()) {
-    const auto shape = shape_in(m->j["tensors"], name).value();  // check_coverage read them
-    const auto it = m->pieces.find({kParams, name});
-    if (it == m->pieces.end()) {  // no values (a dimension of 0)
-      out[name] = torch::empty(shape);
-      continue;
-    }
-    auto t = torch::empty(shape, it->second.front().data.options());
-    for (const auto& p : it->second) in_box(t, p.box.at, p.box.size).copy_(p.data);
-    out[name] = std::move(t);
-  }
+  for (const auto& [name, like] : (*stream)->layout()) out[name] = (*stream)->take(name);
   return out;
 }
 

@@ -12,11 +12,14 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+
 #include "core/result.h"
 #include "train/checkpoint.h"
 #include "train/parallel/device_mesh.h"
 #include "train/parallel/pipeline_checkpoint.h"
 #include "train/weights/safetensors.h"
+#include "train/weights/tensor_stream.h"
 
 namespace gpulab::train::parallel {
 
@@ -49,8 +52,11 @@ Result<TrainState> load_stage_checkpoint(const CheckpointInfo& ckpt, torch::nn::
 // (or waits in a collective for a rank that stopped) after a partial resume. Collective.
 Result<TrainState> agree_loaded(dist::Communicator& world, Result<TrainState> mine);
 
-// The ordinary model's tensors joined from every piece (what `gpulab export` writes), read
-// through the mapped files tensor by tensor. No process group needed.
+// The ordinary model's tensors joined from the pieces one at a time as they are taken (what
+// `gpulab export` writes: it holds one tensor, not the model), read through the mapped files,
+// every file's checksum checked first. No process group needed.
+Result<std::unique_ptr<TensorStream>> mesh_checkpoint_stream(const fs::path& index);
+// The same, every tensor at once.
 Result<StateDict> consolidate_mesh_checkpoint(const fs::path& index);
 
 }  // namespace gpulab::train::parallel

@@ -1,6 +1,6 @@
 // What a pipeline stage's rank needs to read its model whole: the stage's own parameters (the
-// rest are on the meta device) and their optimizer groups, every stage's tensors gathered over
-// the pipeline group, and checkpoints in the ordinary layout (the one-process model as a twin,
+// rest are on the meta device) and their optimizer groups, where they lie in the ordinary model
+// (StageLayout), and checkpoints in the ordinary layout (the one-process model as a twin,
 // ordinary_checkpoint.h), so any --pp (one included) and any --shard resumes them.
 #pragma once
 
@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "train/checkpoint.h"
-#include "train/dist/communicator.h"
 #include "train/models/causal_lm.h"
 #include "train/parallel/tp_slices.h"
 #include "train/weights/safetensors.h"
@@ -19,19 +18,15 @@
 namespace gpulab::train::parallel {
 
 // Where a stage's tensors meet the ordinary layout. The identities serve a stage of the ordinary
-// model; a tensor-parallel stage gathers its group's shards and takes its shard back
-// (TpStageLayout overrides them; collective over its TP group).
+// model; a tensor-parallel stage takes its shard and says where its shards lie (TpStageLayout
+// overrides them).
 class StageLayout {
  public:
   virtual ~StageLayout() = default;
-  // `held`: tensors of the stage's `model` by name (parameters, or one optimizer moment each).
-  virtual StateDict to_ordinary(torch::nn::Module& /*model*/, const StateDict& held) {
-    return held;
-  }
   // `whole`: the ordinary model's tensors, to this stage's own.
   virtual StateDict to_local(torch::nn::Module& /*model*/, const StateDict& whole) { return whole; }
   // Every tensor of the ordinary model (another stage's on the meta device): names, shapes and
-  // dtypes for gathering the stages.
+  // dtypes.
   virtual StateDict ordinary_layout(torch::nn::Module& model) { return module_state_dict(model); }
   // Where this rank's tensor `name` lies in the ordinary one of shape `whole` (a stage of the
   // ordinary model holds its tensors whole).
@@ -57,11 +52,6 @@ std::vector<std::pair<std::string, torch::Tensor>> held_parameters(torch::nn::Mo
 // make_optimizer's decay and no-decay groups over the parameters `model` holds, in its order:
 // the stage's optimizer, and the ordinary twin's for checkpoints (as one process groups them).
 std::vector<std::vector<torch::Tensor>> decay_groups(torch::nn::Module& model);
-
-// The whole model's state dict on every stage, each tensor from the stage that holds it
-// (collective over the pipeline group `pp`; every parameter present).
-StateDict gather_pipeline_model(dist::Communicator& pp, torch::nn::Module& model,
-                                StageLayout& layout);
 
 // An ordinary checkpoint into the stage, read whole: its parameters and opt's state of them (opt
 // over the stage's parameters, as decay_groups groups them). A file that does not load changes

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/parallel/mesh_checkpoint.h"
+#include "train/parallel/mesh_export.h"
 #include "train/parallel/pipeline_checkpoint.h"
 
 namespace gpulab::train::parallel {
@@ -86,8 +87,8 @@ double PipelineContext::clip_grad_norm(torch::nn::Module& model, double max_norm
   return total;
 }
 
-StateDict PipelineContext::model_state(torch::nn::Module& model) {
-  return gather_pipeline_model(mesh_->pp(), model, *layout_);
+std::unique_ptr<TensorStream> PipelineContext::model_stream(torch::nn::Module& model) {
+  return mesh_model_stream(*mesh_, model, *layout_);
 }
 
 bool PipelineContext::save_checkpoint(const fs::path& dir, const TrainState& state,

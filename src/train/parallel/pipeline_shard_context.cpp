@@ -8,6 +8,7 @@
 
 #include "train/dist/sharded_checkpoint.h"
 #include "train/parallel/mesh_checkpoint.h"
+#include "train/parallel/mesh_export.h"
 #include "train/parallel/pipeline_checkpoint.h"
 #include "train/parallel/zero_state.h"
 
@@ -81,8 +82,8 @@ double PipelineShardContext::clip_grad_norm(torch::nn::Module& model, double max
 }
 
 // After gather_parameters (the trainer's order for the final weights): every parameter present.
-StateDict PipelineShardContext::model_state(torch::nn::Module& model) {
-  return gather_pipeline_model(mesh_->pp(), model, *layout_);
+std::unique_ptr<TensorStream> PipelineShardContext::model_stream(torch::nn::Module& model) {
+  return mesh_model_stream(*mesh_, model, *layout_);
 }
 
 bool PipelineShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,

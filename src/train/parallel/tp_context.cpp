@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/parallel/mesh_checkpoint.h"
+#include "train/parallel/mesh_export.h"
 #include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_checkpoint.h"
 #include "train/parallel/tp_stage_layout.h"
@@ -42,9 +43,9 @@ double TpContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
   return tp_model_of(model).clip_grad_norm(max_norm);
 }
 
-StateDict TpContext::model_state(torch::nn::Module& model) {
-  auto& lm = tp_model_of(model);
-  return lm.gather(module_state_dict(lm));
+std::unique_ptr<TensorStream> TpContext::model_stream(torch::nn::Module& model) {
+  TpStageLayout layout;
+  return mesh_model_stream(*mesh_, model, layout);
 }
 
 bool TpContext::save_checkpoint(const fs::path& dir, const TrainState& state,

@@ -9,8 +9,10 @@
 #include "core/error.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/parallel/mesh_checkpoint.h"
+#include "train/parallel/mesh_export.h"
 #include "train/parallel/tp_causal_lm.h"
 #include "train/parallel/tp_shard_checkpoint.h"
+#include "train/parallel/tp_stage_layout.h"
 
 namespace gpulab::train::parallel {
 
@@ -52,9 +54,9 @@ double TpShardContext::clip_grad_norm(torch::nn::Module& model, double max_norm)
 }
 
 // After gather_parameters (the trainer's order for the final weights): every parameter present.
-StateDict TpShardContext::model_state(torch::nn::Module& model) {
-  auto& lm = tp_model_of(model);
-  return lm.gather(module_state_dict(lm));
+std::unique_ptr<TensorStream> TpShardContext::model_stream(torch::nn::Module& model) {
+  TpStageLayout layout;
+  return mesh_model_stream(*mesh_, tp_model_of(model), layout);
 }
 
 bool TpShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,

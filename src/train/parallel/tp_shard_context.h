@@ -29,7 +29,7 @@ class TpShardContext : public MeshShardContext {
   void after_backward(torch::nn::Module& model) override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
   TpGroup* tp_group() override { return group_.get(); }
-  StateDict model_state(torch::nn::Module& model) override;
+  std::unique_ptr<TensorStream> model_stream(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,
                        const torch::optim::Optimizer& opt, int keep) override;
   std::optional<Result<TrainState>> load_checkpoint(const CheckpointInfo& ckpt,

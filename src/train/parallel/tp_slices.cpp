@@ -1,4 +1,4 @@
-// A shard cut from the ordinary tensor by its slices (tp_slices.h).
+// A shard cut from the ordinary tensor by its slices, and the boxes they hold (tp_slices.h).
 #include "train/parallel/tp_slices.h"
 
 namespace gpulab::train::parallel {
@@ -10,6 +10,28 @@ torch::Tensor shard_by_slices(const torch::Tensor& full, const TpSlices& s) {
   auto out = torch::zeros(shape, full.options());
   for (const auto& r : s.runs)
     out.narrow(s.dim, r.local, r.length).copy_(full.narrow(s.dim, r.global, r.length));
+  return out;
+}
+
+torch::Tensor in_box(const torch::Tensor& t, const std::vector<int64_t>& at,
+                     const std::vector<int64_t>& size) {
+  auto v = t;
+  for (size_t d = 0; d < at.size(); ++d) v = v.narrow(static_cast<int64_t>(d), at[d], size[d]);
+  return v;
+}
+
+std::vector<Placed> placements(const TpSlices& s, c10::IntArrayRef whole) {
+  const std::vector<int64_t> zero(whole.size(), 0), full = whole.vec();
+  if (s.dim < 0) return {{{zero, full}, zero}};
+  std::vector<Placed> out;
+  const auto d = static_cast<size_t>(s.dim);
+  for (const auto& run : s.runs) {
+    Placed p{{zero, full}, zero};
+    p.whole.at[d] = run.global;
+    p.whole.size[d] = run.length;
+    p.local_at[d] = run.local;
+    out.push_back(std::move(p));
+  }
   return out;
 }
 

@@ -35,4 +35,24 @@ inline TpSlices whole_tensor() {
 // The shard of `full` (ordinary shape) that `s` describes: zeros where it holds padding.
 torch::Tensor shard_by_slices(const torch::Tensor& full, const TpSlices& s);
 
+// A box of an ordinary tensor: where it starts and its size, per dimension.
+struct Box {
+  std::vector<int64_t> at, size;
+};
+
+// The box of `t` that starts at `at` and has `size` (a view).
+torch::Tensor in_box(const torch::Tensor& t, const std::vector<int64_t>& at,
+                     const std::vector<int64_t>& size);
+
+// One of a rank's boxes of a tensor: the box in the ordinary tensor and where it starts in the
+// rank's own.
+struct Placed {
+  Box whole;
+  std::vector<int64_t> local_at;
+};
+
+// The boxes of the ordinary tensor (of shape `whole`) that a rank's tensor described by `s`
+// holds: one per run (none for padding alone), the whole tensor where it is not split.
+std::vector<Placed> placements(const TpSlices& s, c10::IntArrayRef whole);
+
 }  // namespace gpulab::train::parallel

@@ -7,10 +7,6 @@
 namespace gpulab::train::parallel {
 
 // Gathered over the TP group: every rank of a stage holds the same names.
-StateDict TpStageLayout::to_ordinary(torch::nn::Module& model, const StateDict& held) {
-  return tp_model_of(model).gather(held);
-}
-
 // This rank's shard of the stage's tensors (the other stages' are left to them).
 StateDict TpStageLayout::to_local(torch::nn::Module& model, const StateDict& whole) {
   StateDict stage;

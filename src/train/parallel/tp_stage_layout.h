@@ -1,5 +1,5 @@
-// Where a tensor-parallel pipeline stage's tensors meet the ordinary layout: its TP shards
-// gathered over the TP group into the one-process model's tensors, and back. Used by the TP x PP
+// Where a tensor-parallel pipeline stage's tensors meet the ordinary layout: where its TP shards
+// lie in the one-process model's tensors, and its shard of them. Used by the TP x PP
 // contexts (tp_pipeline_context.h, and with --shard tp_pipeline_shard_context.h) for checkpoints
 // and the final weights.
 #pragma once
@@ -10,8 +10,6 @@ namespace gpulab::train::parallel {
 
 class TpStageLayout : public StageLayout {
  public:
-  // Gathered over the TP group: every rank of a stage holds the same names (collective).
-  StateDict to_ordinary(torch::nn::Module& model, const StateDict& held) override;
   // This rank's shard of the stage's tensors (the other stages' are left to them).
   StateDict to_local(torch::nn::Module& model, const StateDict& whole) override;
   // The one-process model built wholly on the meta device, in the stage's dtype.

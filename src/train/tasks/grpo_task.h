@@ -36,7 +36,7 @@ class GrpoTask : public TrainTask {
   std::string long_run_hint() const override {
     return "--max_steps, fewer --max_new_tokens, a smaller --group_size or a GPU shortens it";
   }
-  std::vector<std::string> write_weights(Classifier& model, const StateDict& state,
+  std::vector<std::string> write_weights(Classifier& model, TensorStream& state,
                                          const std::filesystem::path& dir) const override;
   std::string data_name() const override { return in_.prompts.source; }
   std::string input_fact() const override;

@@ -186,7 +186,7 @@ std::vector<std::string> GrpoTask::header(const RunFacts& facts) const {
                   env_.dist.backend())};
 }
 
-std::vector<std::string> GrpoTask::write_weights(Classifier& /*model*/, const StateDict& state,
+std::vector<std::string> GrpoTask::write_weights(Classifier& /*model*/, TensorStream& state,
                                                  const std::filesystem::path& dir) const {
   write_hf_folder(dir, model_->config(), state, in_.tokenizer_spec, "gpulab train --task grpo");
   return {"Weights: " + (dir / "model.safetensors").string(),

@@ -152,7 +152,7 @@ std::string ImageTask::long_run_hint() const {
       std::pow(static_cast<double>(o.input_size) / static_cast<double>(smaller), 2.0));
 }
 
-std::vector<std::string> ImageTask::write_weights(Classifier& model, const StateDict& /*state*/,
+std::vector<std::string> ImageTask::write_weights(Classifier& model, TensorStream& /*state*/,
                                                   const std::filesystem::path& dir) const {
   const auto file = dir / "model.safetensors";
   export_weights(model, file);

@@ -27,7 +27,7 @@ class ImageTask : public TrainTask {
   std::vector<std::string> header(const RunFacts& facts) const override;
   std::string unit() const override { return "img"; }
   std::string long_run_hint() const override;
-  std::vector<std::string> write_weights(Classifier& model, const StateDict& state,
+  std::vector<std::string> write_weights(Classifier& model, TensorStream& state,
                                          const std::filesystem::path& dir) const override;
   std::string data_name() const override { return train_set_->name(); }
   std::string input_fact() const override { return std::to_string(env_.opts.input_size); }

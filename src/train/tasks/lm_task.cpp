@@ -302,7 +302,7 @@ std::string LmTask::pipeline_line() const {
 }
 
 // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
-std::vector<std::string> LmTask::write_weights(Classifier& /*model*/, const StateDict& state,
+std::vector<std::string> LmTask::write_weights(Classifier& /*model*/, TensorStream& state,
                                                const std::filesystem::path& dir) const {
   write_hf_folder(dir, model_->config(), state, data_->tokenizer_spec(), "gpulab train");
   return {"Weights: " + (dir / "model.safetensors").string(),

@@ -42,7 +42,7 @@ class LmTask : public TrainTask {
   std::string long_run_hint() const override {
     return "--max_steps, a smaller --seq_len or a GPU shortens it";
   }
-  std::vector<std::string> write_weights(Classifier& model, const StateDict& state,
+  std::vector<std::string> write_weights(Classifier& model, TensorStream& state,
                                          const std::filesystem::path& dir) const override;
   std::string data_name() const override { return data_->name(); }
   std::string input_fact() const override;

@@ -21,6 +21,7 @@
 #include "train/precision.h"
 #include "train/train_options.h"
 #include "train/weights/safetensors.h"
+#include "train/weights/tensor_stream.h"
 
 namespace gpulab::train {
 
@@ -132,8 +133,9 @@ class TrainTask {
   // What shortens a long CPU run ("--subset N, fewer --num_epochs or a GPU shortens it").
   virtual std::string long_run_hint() const = 0;
   // Writes the final weights into dir (rank 0); returns the lines that name what it wrote.
-  // `state`: the model's tensors in the ordinary layout (DistContext::model_state).
-  virtual std::vector<std::string> write_weights(Classifier& model, const StateDict& state,
+  // `state`: the model's tensors in the ordinary layout (DistContext::model_stream); every one
+  // is taken, even after a failure (model-parallel ranks send them).
+  virtual std::vector<std::string> write_weights(Classifier& model, TensorStream& state,
                                                  const std::filesystem::path& dir) const = 0;
   virtual std::string data_name() const = 0;
   virtual std::string input_fact() const = 0;  // the report's "input size"

@@ -1,15 +1,13 @@
-// safetensors I/O and the strict state-dict load (see safetensors.h). The header and offsets are
-// checked in formats/safetensors_header.cpp; here bytes become tensors and tensors bytes.
+// safetensors reads and the strict state-dict load (see safetensors.h). The header and offsets
+// are checked in formats/safetensors_header.cpp; here bytes become tensors (safetensors_writer.cpp
+// turns tensors into bytes).
 #include "train/weights/safetensors.h"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
-#include "core/atomic_file.h"
-#include "core/crc32.h"
 #include "core/files.h"
-#include "core/json.h"
 #include "core/mapped_file.h"
 #include "formats/safetensors_header.h"
 
@@ -105,82 +103,6 @@ Result<SafetensorsFile> read_safetensors(const std::filesystem::path& path) {
   auto bytes = read_file(path);
   if (!bytes.ok()) return bytes.error();
   return parse_safetensors(*bytes, path.string());
-}
-
-namespace {
-
-// The 8-byte header length and the JSON header (padded to 8 bytes), and the tensors in file
-// order as contiguous CPU tensors (no copy for those that are already).
-struct SafetensorsLayout {
-  std::string head;
-  std::vector<torch::Tensor> cpu;
-  uint64_t data_bytes = 0;
-};
-
-Result<SafetensorsLayout> layout_of(const StateDict& tensors,
-                                    const std::map<std::string, std::string>& metadata) {
-  OrderedJson header = OrderedJson::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  SafetensorsLayout l;
-  for (const auto& [name, t] : tensors) {
-    const std::string dtype = safetensors_dtype_name(t.scalar_type());
-    if (dtype.empty()) {
-      return Error{Code::kInvalidArgument, "tensor '" + name + "' has dtype " +
-                                               std::string(c10::toString(t.scalar_type())) +
-                                               ", which safetensors cannot hold"};
-    }
-    l.cpu.push_back(t.detach().to(torch::kCPU).contiguous());
-    const uint64_t size = l.cpu.back().numel() * l.cpu.back().element_size();
-    header[name] = {{"dtype", dtype},
-                    {"shape", t.sizes().vec()},
-                    {"data_offsets", {l.data_bytes, l.data_bytes + size}}};
-    l.data_bytes += size;
-  }
-  std::string json = header.dump();
-  json.append((8 - json.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
-  const uint64_t header_len = json.size();
-  l.head.assign(8, '\0');
-  std::memcpy(l.head.data(), &header_len, 8);
-  l.head += json;
-  return l;
-}
-
-std::string_view bytes_of(const torch::Tensor& t) {
-  return {static_cast<const char*>(t.data_ptr()),
-          static_cast<size_t>(t.numel() * t.element_size())};
-}
-
-}  // namespace
-
-Result<std::string> serialize_safetensors(const StateDict& tensors,
-                                          const std::map<std::string, std::string>& metadata) {
-  auto l = layout_of(tensors, metadata);
-  if (!l.ok()) return l.error();
-  std::string out;
-  out.reserve(l->head.size() + l->data_bytes);
-  out += l->head;
-  for (const auto& t : l->cpu) out += bytes_of(t);
-  return out;
-}
-
-Status write_safetensors(const std::filesystem::path& path, const StateDict& tensors,
-                         const std::map<std::string, std::string>& metadata, uint32_t* crc) {
-  auto l = layout_of(tensors, metadata);
-  if (!l.ok()) return l.error();
-  // Tensor by tensor: a serialized copy of the whole model would double the writer's memory
-  // (rank 0 at the end of a run, where --rank_memory_max caps it).
-  auto file = AtomicFile::create(path, l->head.size() + l->data_bytes);  // full disk: fails here
-  if (!file.ok()) return file.error();
-  uint32_t sum = 0;
-  const auto write = [&](std::string_view bytes) {
-    if (crc) sum = crc32(bytes, sum);
-    return file->write(bytes);
-  };
-  if (auto st = write(l->head); !st) return st;
-  for (const auto& t : l->cpu)
-    if (auto st = write(bytes_of(t)); !st) return st;
-  if (crc) *crc = sum;
-  return file->commit();
 }
 
 StateDict module_state_dict(const torch::nn::Module& module) {

@@ -2,8 +2,9 @@
 // Llama at TP 4 (a vocabulary of 37 padded to 40, two kv heads each kept by two ranks, replicated
 // norms) after one AdamW step writes four piece files that together hold every value once;
 // joined they are the gathered model exactly, and read back at TP 4 and at one process they are
-// the model and the optimizer's moments to the last bit. Damaged or incomplete sets are refused
-// with what is wrong and change nothing; retention keeps the newest.
+// the model and the optimizer's moments to the last bit; the final weights streamed to rank 0 are
+// the gathered model. Damaged or incomplete sets are refused with what is wrong and change
+// nothing; retention keeps the newest.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -20,11 +21,13 @@
 #include "train/optim/state_key.h"
 #include "train/parallel/device_mesh.h"
 #include "train/parallel/mesh_checkpoint.h"
+#include "train/parallel/mesh_export.h"
 #include "train/parallel/ordinary_checkpoint.h"
 #include "train/parallel/tp_llama.h"
 #include "train/parallel/tp_llama_state.h"
 #include "train/parallel/tp_stage_layout.h"
 #include "train/trainer_test_util.h"
+#include "train/weights/safetensors_writer.h"
 
 using namespace gpulab;
 using namespace gpulab::train;
@@ -104,6 +107,16 @@ int mesh_checkpoint_scenario() {
   for (const auto& [field, tensors] : want)
     for (const auto& [name, t] : tensors)
       same = same && got.count(field) && torch::equal(t, got.at(field).at(name));
+  // The final weights, streamed: rank 0 joins and writes each tensor, the others only send.
+  auto stream = mesh_model_stream(mesh, m, layout);
+  bool streamed = true;
+  if (g.rank() == 0)
+    streamed = write_stream(train::testing::worker_out() / "final.safetensors", *stream, {}).ok();
+  else
+    for (const auto& [name, like] : stream->layout())
+      streamed = streamed && !stream->take(name).defined();
+  train::testing::save_tensors("mesh_stream" + std::to_string(g.rank()),
+                               {torch::tensor({int64_t{streamed}})});
   std::vector<torch::Tensor> out{torch::tensor({int64_t{same}})};
   for (const auto& [name, t] : m.gather(module_state_dict(m))) out.push_back(t);
   for (const auto& [field, tensors] : want)
@@ -190,6 +203,22 @@ TEST_F(MeshCheckpoint, JoinedItIsTheGatheredModelAndReadsIntoOneProcess) {
       EXPECT_TRUE(torch::equal(moments.at(field).at(name), out_.at(i++))) << field << " " << name;
   for (const auto& p : one->parameters())
     EXPECT_EQ(state_step(*opt->state().at(state_key(p))).value_or(-1), 1);
+}
+
+TEST_F(MeshCheckpoint, FinalWeightsStreamToRankZeroAsTheGatheredModel) {
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(train::testing::load_tensors(dir_ / ("mesh_stream" + std::to_string(r) + ".pt"))
+                  .at(0)
+                  .item<int64_t>(),
+              1)
+        << "rank " << r << (r == 0 ? " could not write the file" : " was handed a tensor");
+  const auto want = gathered(module_state_dict(*whole_model(tiny(), 41)), 1);
+  const auto f = read_safetensors(dir_ / "final.safetensors").value();
+  ASSERT_EQ(f.tensors.size(), want.size());
+  for (const auto& [name, t] : want) {
+    EXPECT_EQ(f.tensors.at(name).scalar_type(), t.scalar_type()) << name;
+    EXPECT_TRUE(torch::equal(f.tensors.at(name), t)) << name;
+  }
 }
 
 // A copy of the checkpoint folder, damaged by `harm`: loading it fails with `says` and leaves

@@ -189,13 +189,22 @@ inline void expect_bf16_tracks_fp32(const fs::path& f32, const fs::path& b16, co
 }
 
 // The run's exported weights (rewritten by a resume that has nothing left to train) equal the
-// newest checkpoint's tensors bit for bit.
+// newest checkpoint's tensors bit for bit, and `gpulab export` of that checkpoint writes them.
 inline void expect_export_is_checkpoint(const fs::path& run) {
   const auto exported = read_safetensors(run / "model.safetensors").value().tensors;
   const auto saved = newest_checkpoint_weights(run);
   ASSERT_EQ(saved.size(), exported.size());
   for (const auto& [name, t] : exported)
     EXPECT_TRUE(saved.count(name) && torch::equal(saved.at(name), t)) << run << ": " << name;
+  // `gpulab export` of the checkpoint (joined tensor by tensor as it writes): the same file.
+  const auto ckpt = find_resumable(run / "checkpoints");
+  ASSERT_TRUE(ckpt.has_value());
+  run_ok(
+      {"export", "--checkpoint", ckpt->manifest.string(), "--output", (run / "exported").string()});
+  const auto again = read_safetensors(run / "exported" / "model.safetensors").value().tensors;
+  ASSERT_EQ(again.size(), exported.size());
+  for (const auto& [name, t] : exported)
+    EXPECT_TRUE(again.count(name) && torch::equal(again.at(name), t)) << "export: " << name;
 }
 
 }  // namespace gpulab::train::testing
