@@ -247,9 +247,16 @@ Status add_file(MeshIndex& m, size_t i, const fs::path& path) {
 // every tensor, each optimizer field of a tensor wholly or not at all.
 Status check_coverage(const MeshIndex& m) {
   const Json& tensors = m.j["tensors"];
+  // Boxes inside the tensor (add_file) that do not overlap and hold its count of values tile it.
   std::map<FieldName, int64_t> filled;
   for (const auto& [key, list] : m.pieces)
-    for (const auto& p : list) filled[key] += p.data.numel();
+    for (size_t i = 0; i < list.size(); ++i) {
+      filled[key] += list[i].data.numel();
+      for (size_t k = 0; k < i; ++k)
+        if (overlap(list[i].box, list[k].box))
+          return data_error(
+              m.manifest, fmt::format("two of its pieces of {} {} overlap", key.second, key.first));
+    }
   for (const auto& [name, meta] : tensors.items()) {
     int64_t numel = 1;
     for (auto n : shape_in(tensors, name).value_or(std::vector<int64_t>{})) numel *= n;
@@ -331,19 +338,6 @@ Status verify(MeshIndex& m, size_t i) {
     return data_error(m.manifest, "piece file " + file.string() + " does not match its checksum");
   m.verified.insert(i);
   return ok_status();
-}
-
-// Where box a and box b meet; nullopt when they do not.
-std::optional<Box> overlap(const Box& a, const Box& b) {
-  Box o{a.at, a.size};
-  for (size_t d = 0; d < a.at.size(); ++d) {
-    const int64_t lo = std::max(a.at[d], b.at[d]);
-    const int64_t hi = std::min(a.at[d] + a.size[d], b.at[d] + b.size[d]);
-    if (hi <= lo) return std::nullopt;
-    o.at[d] = lo;
-    o.size[d] = hi - lo;
-  }
-  return o;
 }
 
 std::vector<int64_t> minus(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {

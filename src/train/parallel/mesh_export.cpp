@@ -117,11 +117,19 @@ class MeshModelStream : public TensorStream {
     check_coverage();
   }
 
-  // Every tensor's pieces hold its values once (what the senders' slices promise).
+  // Every tensor's pieces hold its values once (what the senders' slices promise): no two
+  // overlap, and together they hold its count of values.
   void check_coverage() const {
     std::vector<int64_t> held(ordinary_.size(), 0);
+    std::vector<std::vector<const Piece*>> seen(ordinary_.size());
     for (const auto& pieces : from_)
-      for (const auto& p : pieces) held.at(static_cast<size_t>(p.tensor)) += numel_of(p.box);
+      for (const auto& p : pieces) {
+        const auto i = static_cast<size_t>(p.tensor);
+        held.at(i) += numel_of(p.box);
+        for (const auto* q : seen.at(i))
+          GPULAB_ASSERT(!overlap(q->box, p.box), "the ranks' pieces of a tensor do not overlap");
+        seen[i].push_back(&p);
+      }
     size_t i = 0;
     for (const auto& [name, t] : ordinary_)
       GPULAB_ASSERT(held[i++] == t.numel(), "the ranks' pieces cover each tensor once");

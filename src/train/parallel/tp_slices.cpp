@@ -1,6 +1,8 @@
 // A shard cut from the ordinary tensor by its slices, and the boxes they hold (tp_slices.h).
 #include "train/parallel/tp_slices.h"
 
+#include <algorithm>
+
 namespace gpulab::train::parallel {
 
 torch::Tensor shard_by_slices(const torch::Tensor& full, const TpSlices& s) {
@@ -11,6 +13,18 @@ torch::Tensor shard_by_slices(const torch::Tensor& full, const TpSlices& s) {
   for (const auto& r : s.runs)
     out.narrow(s.dim, r.local, r.length).copy_(full.narrow(s.dim, r.global, r.length));
   return out;
+}
+
+std::optional<Box> overlap(const Box& a, const Box& b) {
+  Box o{a.at, a.size};
+  for (size_t d = 0; d < a.at.size(); ++d) {
+    const int64_t lo = std::max(a.at[d], b.at[d]);
+    const int64_t hi = std::min(a.at[d] + a.size[d], b.at[d] + b.size[d]);
+    if (hi <= lo) return std::nullopt;
+    o.at[d] = lo;
+    o.size[d] = hi - lo;
+  }
+  return o;
 }
 
 torch::Tensor in_box(const torch::Tensor& t, const std::vector<int64_t>& at,

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace gpulab::train::parallel {
@@ -39,6 +40,9 @@ torch::Tensor shard_by_slices(const torch::Tensor& full, const TpSlices& s);
 struct Box {
   std::vector<int64_t> at, size;
 };
+
+// Where boxes a and b meet; nullopt when they do not.
+std::optional<Box> overlap(const Box& a, const Box& b);
 
 // The box of `t` that starts at `at` and has `size` (a view).
 torch::Tensor in_box(const torch::Tensor& t, const std::vector<int64_t>& at,

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/files.h"
+#include "core/json.h"
 #include "train/dist_worker.h"
 #include "train/models/llama/llama.h"
 #include "train/optim/state_key.h"
@@ -231,7 +233,7 @@ void expect_refused(const fs::path& from, const std::string& tag,
   const auto ckpt = find_resumable(d);  // before the harm: a load must check for itself
   ASSERT_TRUE(ckpt.has_value());
   harm(d);
-  if (tag != "flipped") {  // a missing or cut piece: --resume auto passes over the checkpoint
+  if (tag == "missing" || tag == "truncated") {  // --resume auto passes over the checkpoint
     EXPECT_FALSE(find_resumable(d).has_value()) << tag;
   }
   auto one = whole_model(tiny(), 3);
@@ -258,6 +260,27 @@ TEST_F(MeshCheckpoint, DamagedOrIncompleteSetsAreRefusedChangingNothing) {
   expect_refused(
       ckpts, "truncated", [&](const fs::path& d) { fs::resize_file(d / piece, 1000); },
       "the index says");
+  // Rank 1's first q_proj piece moved from row 8 to row 4 in its file's list (same size, its
+  // checksum recomputed): the values still add up to the tensor's, but rows 4-7 come twice and
+  // rows 12-15 never.
+  expect_refused(
+      ckpts, "overlapping",
+      [&](const fs::path& d) {
+        const fs::path f = d / "ckpt-e0002-s00000006.mesh-1-of-4.safetensors";
+        std::string bytes = read_file(f).value();
+        const std::string piece =
+            R"(8,0],\"field\":\"param\",\"key\":\"param/model.layers.0.self_attn.q_proj.weight/0)";
+        const auto at = bytes.find(piece);
+        ASSERT_NE(at, std::string::npos) << "the piece's entry in the file's list";
+        bytes[at] = '4';
+        std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes;
+        // Its checksum in the index made to match (as a writer with this bug would record it).
+        const fs::path index = d / "ckpt-e0002-s00000006.json";
+        auto j = Json::parse(read_file(index).value());
+        j["shards"][1]["checksum"] = checksum_hex(bytes);
+        std::ofstream(index, std::ios::trunc) << j.dump(2);
+      },
+      "two of its pieces of model.layers.0.self_attn.q_proj.weight param overlap");
   expect_refused(
       ckpts, "flipped",
       [&](const fs::path& d) { train::testing::flip_byte_from_end(d / piece, 9); },
