@@ -341,8 +341,13 @@ bool files_present(const CheckpointInfo& c) {
 
 }  // namespace
 
-std::optional<CheckpointInfo> find_resumable(const fs::path& dir) {
+std::optional<CheckpointInfo> find_resumable(const fs::path& dir, const fs::path& older_than) {
+  bool past = older_than.empty();
   for (const auto& c : list_checkpoints(dir)) {
+    if (!past) {
+      past = c.manifest == older_than;
+      continue;
+    }
     if (files_present(c) && read_verified(c)) return c;
     std::cerr << "warning: skipping damaged checkpoint " << c.file.string() << "\n";
   }

@@ -70,8 +70,10 @@ std::vector<CheckpointInfo> list_checkpoints(const fs::path& dir);
 // (a sharded or per-rank checkpoint's "shards"), then its file. Errors are ignored (retention).
 void remove_checkpoint(const CheckpointInfo& ckpt);
 
-// The newest checkpoint in `dir` whose bytes match its manifest; nullopt if none.
-std::optional<CheckpointInfo> find_resumable(const fs::path& dir);
+// The newest checkpoint in `dir` whose bytes match its manifest; nullopt if none. With
+// `older_than` (a manifest): the newest of those written before it (the one a resume falls back
+// to when that one proves damaged as it is read).
+std::optional<CheckpointInfo> find_resumable(const fs::path& dir, const fs::path& older_than = {});
 
 // A checkpoint file given by path (or one rank's file of a per-rank checkpoint, or the
 // manifest): its manifest must sit next to it and match.

@@ -169,32 +169,54 @@ Result<TrainState> load_whole(const CheckpointInfo& ckpt, torch::nn::Module& mod
 }
 }  // namespace
 
+// A checkpoint into this run's model and optimizer: by the distributed context where it reads
+// its kind (per-rank checkpoints; a model-parallel context's outcome agreed by every rank), else
+// whole.
+Result<TrainState> Trainer::load_resume(const CheckpointInfo& ckpt) {
+  auto sharded = dist_->load_checkpoint(ckpt, *model_, *optimizer_);
+  if (!sharded && dist::is_sharded_checkpoint(ckpt))
+    throw Exception(
+        Code::kInvalidArgument,
+        "checkpoint " + ckpt.manifest.string() + " was written with --shard (one file per rank)",
+        "resume it with the --shard it was trained with, or start a new run in "
+        "another --output_dir");
+  if (sharded) return std::move(*sharded);  // (sharded loading keeps the memory layout)
+  auto s = load_whole(ckpt, *model_, *optimizer_);
+  // Loading replaces the parameters' storage with the file's layout (a checkpoint written in
+  // the other layout); this run's layout is the one chosen above.
+  if (s && memory_format_.channels_last) make_channels_last(*model_);
+  return s;
+}
+
 // Step 5: --resume auto | PATH restores everything a checkpoint holds.
 void Trainer::maybe_resume() {
   if (opts_.resume.empty()) return;
+  const bool automatic = opts_.resume == "auto";
+  const fs::path dir = out_dir_ / "checkpoints";
   std::optional<CheckpointInfo> ckpt;
-  if (opts_.resume == "auto") {
-    ckpt = find_resumable(out_dir_ / "checkpoints");
+  if (automatic) {
+    ckpt = find_resumable(dir);
     if (!ckpt) {
-      say("No complete checkpoint in " + (out_dir_ / "checkpoints").string() +
-          "; starting from scratch");
+      say("No complete checkpoint in " + dir.string() + "; starting from scratch");
       return;
     }
   } else {
     ckpt = checkpoint_at(opts_.resume).value_or_throw();
   }
-  auto sharded = dist_->load_checkpoint(*ckpt, *model_, *optimizer_);
-  if (!sharded && dist::is_sharded_checkpoint(*ckpt))
-    throw Exception(
-        Code::kInvalidArgument,
-        "checkpoint " + ckpt->manifest.string() + " was written with --shard (one file per rank)",
-        "resume it with the --shard it was trained with, or start a new run in "
-        "another --output_dir");
-  TrainState s =
-      (sharded ? std::move(*sharded) : load_whole(*ckpt, *model_, *optimizer_)).value_or_throw();
-  // Loading replaces the parameters' storage with the file's layout (a checkpoint written in
-  // the other layout); this run's layout is the one chosen above. (Sharded loading keeps it.)
-  if (memory_format_.channels_last && !sharded) make_channels_last(*model_);
+  auto loaded = load_resume(*ckpt);
+  // --resume auto: a per-rank checkpoint whose damage shows only as its files are read (every
+  // rank agrees on it, and every rank's load overwrites all it holds) gives way to an older one.
+  while (automatic && !loaded && loaded.error().code == Code::kDataError &&
+         parallel::is_mesh_checkpoint(*ckpt)) {
+    auto older = find_resumable(dir, ckpt->manifest);
+    if (!older) break;
+    if (dist_->is_main())
+      std::cerr << "warning: skipping damaged checkpoint " << ckpt->manifest.string() << " ("
+                << loaded.error().message << ")\n";
+    ckpt = std::move(older);
+    loaded = load_resume(*ckpt);
+  }
+  TrainState s = std::move(loaded).value_or_throw();
   // Nothing is written before this check: a refused resume leaves the run as it was.
   if (auto st =
           check_resume_options(s.options, options_to_json(opts_), checkpoint_name(*ckpt).string());

@@ -68,6 +68,7 @@ class Trainer {
   void setup_model();
   void setup_optimizer();
   void maybe_resume();
+  Result<TrainState> load_resume(const CheckpointInfo& ckpt);
   void print_header() const;
   EpochRecord train_one_epoch(int64_t epoch);
   StepLoss micro_step(const TaskBatch& batch, int64_t b);

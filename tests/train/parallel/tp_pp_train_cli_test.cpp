@@ -237,11 +237,15 @@ TEST(TpPpTrainCli, CheckpointsResumeAcrossLayouts) {
   for (const auto& d : {straight, mesh, from_pp, from_tp}) fs::remove_all(d);
 }
 
-// A piece of a TP 2 x PP 2 checkpoint with a changed byte: the rank that reads it stops the resume
-// on every rank before any trains (exit 2, naming the piece), and nothing is written.
-TEST(TpPpTrainCli, ADamagedPieceStopsTheResumeOnEveryRank) {
+// A piece of a TP 2 x PP 2 checkpoint with a changed byte. Named by --resume, the rank that
+// reads it stops the resume on every rank before any trains (exit 2, naming the piece), and
+// nothing is written. With --resume auto every rank falls back to the checkpoint before it and
+// trains on from there as the first run did (epoch 2's losses again, to the last bit).
+TEST(TpPpTrainCli, ADamagedPieceStopsANamedResumeAndAutoFallsBack) {
   const fs::path run = temp_dir("tppp_damaged");
   run_ok(with(tiny_run(run, 2, true), kTp2Pp2));
+  const auto first = epoch_records(run);
+  ASSERT_EQ(first.size(), 2u);
   const auto ckpt = find_resumable(run / "checkpoints");
   ASSERT_TRUE(ckpt.has_value());
   const fs::path piece =
@@ -249,15 +253,29 @@ TEST(TpPpTrainCli, ADamagedPieceStopsTheResumeOnEveryRank) {
   flip_byte_from_end(piece, 9);
   const auto files_before = std::distance(fs::directory_iterator(run / "checkpoints"), {});
   const auto exported = fs::last_write_time(run / "model.safetensors");
-  auto r = run_gpulab(with(with(tiny_run(run, 3, true), {"--resume", "auto"}), kTp2Pp2), 600);
+  auto r = run_gpulab(
+      with(with(tiny_run(run, 3, true), {"--resume", ckpt->manifest.string()}), kTp2Pp2), 600);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   // The launcher shows the first rank to stop: rank 3 with its own error, or rank 0 with rank
   // 3's words ("rank 3: …; no rank resumed"); either names the piece and what is wrong.
-  EXPECT_NE(r.err.find("mesh-3-of-4.safetensors does not match its checksum"), std::string::npos)
-      << r.err;
+  const std::string damage = "mesh-3-of-4.safetensors does not match its checksum";
+  EXPECT_NE(r.err.find(damage), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("Resumed from"), std::string::npos) << r.out;
   EXPECT_EQ(std::distance(fs::directory_iterator(run / "checkpoints"), {}), files_before);
   EXPECT_EQ(fs::last_write_time(run / "model.safetensors"), exported);
+
+  auto a = run_gpulab(with(with(tiny_run(run, 3, true), {"--resume", "auto"}), kTp2Pp2), 600);
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  EXPECT_NE(a.err.find("warning: skipping damaged checkpoint " + ckpt->manifest.string()),
+            std::string::npos)
+      << a.err;
+  EXPECT_NE(a.err.find(damage), std::string::npos) << a.err;
+  EXPECT_NE(a.out.find("Resumed from"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("(epoch 1, step 1"), std::string::npos) << a.out;
+  const auto again = epoch_records(run);
+  ASSERT_EQ(again.size(), 3u);
+  for (const char* key : {"train_loss", "test_loss"})
+    EXPECT_EQ(again[1][key].get<double>(), first[1][key].get<double>()) << key;
   fs::remove_all(run);
 }
 
