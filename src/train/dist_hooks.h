@@ -80,6 +80,11 @@ class DistContext {
   }
   // After every optimizer step (sharded: drop gradient shards, gather the updated parameters).
   virtual void after_step(torch::nn::Module& model, const torch::optim::Optimizer& opt) {}
+  // Whether any rank found an inf or nan in its gradients (fp16's loss scaling; `mine`: this
+  // rank's finding). Ranks that hold different gradients (ZeRO's shards) must skip a step
+  // together, or their shards part and their loss scales with them. Collective where it is not
+  // the identity.
+  virtual bool overflow_anywhere(bool mine) { return mine; }
   // Before the model is read whole (the final weights): every parameter present, in the
   // master dtype (sharded mixed precision trains on bf16 copies of fp32 shards).
   virtual void gather_parameters(torch::nn::Module& model) {}

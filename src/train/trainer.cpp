@@ -248,7 +248,9 @@ void Trainer::print_header() const {
 void Trainer::optimizer_step() {
   dist_->after_backward(*model_);
   test_hooks::nudge_gradient(dist_->rank, step_ + 1, *model_);
-  const bool finite = scaler_->unscale(*optimizer_);
+  bool finite = scaler_->unscale(*optimizer_);
+  // fp16: every rank skips an overflowing step, whichever rank's gradients (a shard) held it.
+  if (scaler_->enabled()) finite = !dist_->overflow_anywhere(!finite);
   if (finite && opts_.clip_grad > 0) dist_->clip_grad_norm(*model_, opts_.clip_grad);
   if (finite) optimizer_->step();
   scaler_->update(!finite);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 #include "core/error.h"
 #include "dist_worker.h"
@@ -14,6 +15,7 @@
 #include "train/dist/shard_context.h"
 #include "train/dist/sharded_checkpoint.h"
 #include "train/models/registry.h"
+#include "train/optim/loss_scaler.h"
 #include "train/optim/optimizers.h"
 #include "train/unit_hooks.h"
 
@@ -239,6 +241,43 @@ int ckpt_scenario() {
 }
 DistScenario ckpt_worker("ckpt", ckpt_scenario);
 
+// fp16's loss scaling under ZeRO: one step whose gradient shard on rank 0 holds an inf (where
+// the reduce-scatter of an overflowing gradient leaves it), stepped as the trainer steps it.
+int overflow_scenario() {
+  at::set_num_threads(1);
+  auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
+  dist::ShardContextOptions o;
+  o.ddp.comm.backend = "gloo";
+  o.ddp.comm.print_auto = false;
+  o.ddp.comm.timeout = std::chrono::seconds(120);
+  o.shard.stage = dist::parse_shard_stage(std::getenv("GPULAB_TEST_SHARD"));
+  dist::ShardContext ctx(place, o);
+  auto m = make_model("stack");
+  m.module->train();
+  ctx.prepare_model(*m.module);
+  auto groups = ctx.optimizer_groups();
+  auto opt = make_optimizer(spec(), groups[0], groups[1]);
+  LossScaler scaler(true, 1024.0);
+  ctx.before_backward(*m.module, true);
+  auto [x, y] = shard_batch("stack", 0, 0, ctx.rank);
+  scaler.scale_loss(torch::nn::functional::cross_entropy(m.forward(x), y)).backward();
+  ctx.after_backward(*m.module);
+  if (ctx.rank == 0)
+    groups[0].front().mutable_grad().view({-1})[0].fill_(std::numeric_limits<double>::infinity());
+  bool finite = scaler.unscale(*opt);
+  finite = !ctx.overflow_anywhere(!finite);
+  if (finite) opt->step();
+  scaler.update(!finite);
+  ctx.after_step(*m.module, *opt);
+  ctx.gather_parameters(*m.module);
+  std::vector<torch::Tensor> out{torch::tensor({int64_t{finite}, scaler.skipped_steps()}),
+                                 torch::tensor({scaler.scale()}, torch::kDouble)};
+  for (auto& p : clone_all(m.module->parameters())) out.push_back(p);
+  save_tensors("overflow" + std::to_string(ctx.rank), out);
+  return 0;
+}
+DistScenario overflow_worker("overflow", overflow_scenario);
+
 // A model with fewer trainable elements than ranks cannot be sharded: a clear error.
 int tiny_scenario() {
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
@@ -437,6 +476,28 @@ TEST(ShardCheckpoint, ResumeAtSameAndOtherWorldSize) {
         << bad.error().message;
     r = run_ranks("ckpt", 2, dir / "bad", env);
     EXPECT_NE(r.exit_code, 0);
+    fs::remove_all(dir);
+  }
+}
+
+// Every ZeRO stage: an overflow in one rank's gradient shard skips the step on every rank (no
+// shard moves, every scale halves), as one process skips a step whose gradients overflow.
+TEST(ShardLossScaling, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
+  for (const std::string stage : {"optimizer", "gradients", "full"}) {
+    auto dir = shard_out_dir("overflow-" + stage);
+    auto r = run_ranks("overflow", 2, dir, {{"GPULAB_TEST_SHARD", stage}});
+    ASSERT_EQ(r.exit_code, 0) << r.message;
+    const auto want = clone_all(make_model("stack").module->parameters());
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto got = load_tensors(dir / ("overflow" + std::to_string(rank) + ".pt"));
+      ASSERT_EQ(got.size(), want.size() + 2);
+      EXPECT_EQ(got[0][0].item<int64_t>(), 0) << stage << ": rank " << rank << " stepped";
+      EXPECT_EQ(got[0][1].item<int64_t>(), 1) << stage << ": rank " << rank << "'s skipped steps";
+      EXPECT_EQ(got[1][0].item<double>(), 512.0) << stage << ": rank " << rank << "'s scale";
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_TRUE(torch::equal(got[i + 2], want[i]))
+            << stage << ": rank " << rank << "'s parameter " << i << " moved";
+    }
     fs::remove_all(dir);
   }
 }

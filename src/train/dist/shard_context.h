@@ -31,6 +31,8 @@ class ShardContext : public DdpContext {
   std::vector<std::vector<torch::Tensor>> optimizer_groups() override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
   void after_step(torch::nn::Module& model, const torch::optim::Optimizer& opt) override;
+  // Over the sharding group: each rank's optimizer sees only its shard of the gradients.
+  bool overflow_anywhere(bool mine) override;
   // After the first step: planned and measured bytes of this rank (tests read them); after the
   // second, the planner's step peak against the highest tensor accounting during step 2.
   struct MemoryCheck {
