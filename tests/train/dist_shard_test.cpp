@@ -120,17 +120,24 @@ std::vector<torch::Tensor> clone_all(const std::vector<torch::Tensor>& v) {
   return out;
 }
 
+// A rank's context options: Gloo, quiet, a 120 s bound on a collective, and the ZeRO stage
+// GPULAB_TEST_SHARD names (ShardContextOptions' own where it names none).
+dist::ShardContextOptions shard_options() {
+  dist::ShardContextOptions o;
+  o.ddp.comm.backend = "gloo";
+  o.ddp.comm.print_auto = false;
+  o.ddp.comm.timeout = std::chrono::seconds(120);
+  if (const char* stage = std::getenv("GPULAB_TEST_SHARD"))
+    o.shard.stage = dist::parse_shard_stage(stage);
+  return o;
+}
+
 // Rank side: kSteps optimizer steps of kAccum micro-batches, sharded as GPULAB_TEST_SHARD says.
 int shard_scenario() {
   at::set_num_threads(1);
   const std::string model_name = std::getenv("GPULAB_TEST_MODEL");
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
-  dist::ShardContextOptions o;
-  o.ddp.comm.backend = "gloo";
-  o.ddp.comm.print_auto = false;
-  o.ddp.comm.timeout = std::chrono::seconds(120);
-  o.shard.stage = dist::parse_shard_stage(std::getenv("GPULAB_TEST_SHARD"));
-  dist::ShardContext ctx(place, o);
+  dist::ShardContext ctx(place, shard_options());
   auto m = make_model(model_name);
   m.module->train();
   ctx.prepare_model(*m.module);
@@ -201,11 +208,7 @@ int ckpt_scenario() {
   const std::string phase = std::getenv("GPULAB_TEST_PHASE");
   const fs::path dir = std::getenv("GPULAB_TEST_CKPT");
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
-  dist::ShardContextOptions o;
-  o.ddp.comm.backend = "gloo";
-  o.ddp.comm.print_auto = false;
-  o.shard.stage = dist::parse_shard_stage(std::getenv("GPULAB_TEST_SHARD"));
-  dist::ShardContext ctx(place, o);
+  dist::ShardContext ctx(place, shard_options());
   auto m = make_model("stack");
   ctx.prepare_model(*m.module);
   auto groups = ctx.optimizer_groups();
@@ -246,12 +249,7 @@ DistScenario ckpt_worker("ckpt", ckpt_scenario);
 int overflow_scenario() {
   at::set_num_threads(1);
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
-  dist::ShardContextOptions o;
-  o.ddp.comm.backend = "gloo";
-  o.ddp.comm.print_auto = false;
-  o.ddp.comm.timeout = std::chrono::seconds(120);
-  o.shard.stage = dist::parse_shard_stage(std::getenv("GPULAB_TEST_SHARD"));
-  dist::ShardContext ctx(place, o);
+  dist::ShardContext ctx(place, shard_options());
   auto m = make_model("stack");
   m.module->train();
   ctx.prepare_model(*m.module);
@@ -281,10 +279,7 @@ DistScenario overflow_worker("overflow", overflow_scenario);
 // A model with fewer trainable elements than ranks cannot be sharded: a clear error.
 int tiny_scenario() {
   auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
-  dist::ShardContextOptions o;
-  o.ddp.comm.backend = "gloo";
-  o.ddp.comm.print_auto = false;
-  dist::ShardContext ctx(place, o);
+  dist::ShardContext ctx(place, shard_options());
   torch::nn::Linear tiny(torch::nn::LinearOptions(1, 1).bias(false));
   try {
     ctx.prepare_model(*tiny);
