@@ -58,20 +58,20 @@ std::string_view bytes_of(const torch::Tensor& t) {
 
 Result<SafetensorsWriter> SafetensorsWriter::create(
     const std::filesystem::path& path, const StateDict& layout,
-    const std::map<std::string, std::string>& metadata) {
+    const std::map<std::string, std::string>& metadata, bool with_crc) {
   auto head = head_of(layout, metadata);
   if (!head) return head.error();
   auto file = AtomicFile::create(path, head->bytes.size() + head->data_bytes);
   if (!file) return file.error();
   std::vector<Entry> entries;
   for (const auto& [name, t] : layout) entries.push_back({name, t.sizes().vec(), t.scalar_type()});
-  SafetensorsWriter w(std::move(*file), std::move(entries));
+  SafetensorsWriter w(std::move(*file), std::move(entries), with_crc);
   if (auto st = w.put(head->bytes); !st) return st.error();
   return w;
 }
 
 Status SafetensorsWriter::put(std::string_view bytes) {
-  crc_ = crc32(bytes, crc_);
+  if (with_crc_) crc_ = crc32(bytes, crc_);
   return file_.write(bytes);
 }
 
@@ -88,7 +88,7 @@ Status SafetensorsWriter::commit(uint32_t* crc) {
   if (next_ != entries_.size())
     return Error{Code::kInternal, "safetensors writer: committed after " + std::to_string(next_) +
                                       " of " + std::to_string(entries_.size()) + " tensors"};
-  if (crc) *crc = crc_;
+  if (crc) *crc = crc_;  // 0 unless created with_crc
   return file_.commit();
 }
 
@@ -119,7 +119,7 @@ Result<std::string> serialize_safetensors(const StateDict& tensors,
 // one tensor at a time.
 Status write_safetensors(const std::filesystem::path& path, const StateDict& tensors,
                          const std::map<std::string, std::string>& metadata, uint32_t* crc) {
-  auto w = SafetensorsWriter::create(path, tensors, metadata);
+  auto w = SafetensorsWriter::create(path, tensors, metadata, crc != nullptr);
   if (!w) return w.error();
   for (const auto& [name, t] : tensors)
     if (auto st = w->write(name, t); !st) return st;
