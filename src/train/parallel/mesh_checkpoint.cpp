@@ -38,14 +38,14 @@ struct Pieces {
   Json chunks = Json::array();
 };
 
-void add_pieces(Pieces& w, const std::string& field, const std::string& name,
-                const torch::Tensor& t, const TpSlices& s, c10::IntArrayRef whole) {
-  if (!s.first_copy) return;
-  int k = 0;
-  for (const auto& p : placements(s, whole)) {
-    const std::string key = fmt::format("{}/{}/{}", field, name, k++);
-    w.tensors[key] = in_box(t, p.local_at, p.whole.size);
-    w.chunks.push_back({{"key", key}, {"field", field}, {"name", name}, {"at", p.whole.at}});
+// Each piece under field/name/k, k counting a tensor's pieces (they come in name order).
+void add_pieces(Pieces& w, const std::string& field, const std::vector<HeldPiece>& pieces) {
+  for (size_t i = 0, k = 0; i < pieces.size(); ++i) {
+    const auto& p = pieces[i];
+    k = i > 0 && pieces[i - 1].name == p.name ? k + 1 : 0;
+    const std::string key = fmt::format("{}/{}/{}", field, p.name, k);
+    w.tensors[key] = p.data;
+    w.chunks.push_back({{"key", key}, {"field", field}, {"name", p.name}, {"at", p.box.at}});
   }
 }
 
@@ -110,14 +110,9 @@ Status write_pieces(const fs::path& file, const std::string& stem_name, DeviceMe
                     torch::nn::Module& model, const o::Optimizer& opt, StageLayout& layout,
                     uint32_t& crc) {
   const StateDict ordinary = layout.ordinary_layout(model);
-  const auto& lm = stage_model(model);
   Pieces w;
   const auto add = [&](const std::string& field, const StateDict& dict) {
-    for (const auto& [name, t] : dict) {
-      if (is_tied_copy(lm, mesh.coord().pp, name)) continue;  // the first stage writes it
-      const auto whole = ordinary.at(name).sizes();
-      add_pieces(w, field, name, t, layout.slices(model, name, whole), whole);
-    }
+    add_pieces(w, field, first_copy_pieces(model, mesh.coord().pp, layout, ordinary, dict));
   };
   add(kParams, held_state(model));
   for (const auto& [field, dict] : state_moments(model, opt)) add(field, dict);
@@ -249,14 +244,14 @@ Status check_coverage(const MeshIndex& m) {
   const Json& tensors = m.j["tensors"];
   // Boxes inside the tensor (add_file) that do not overlap and hold its count of values tile it.
   std::map<FieldName, int64_t> filled;
-  for (const auto& [key, list] : m.pieces)
-    for (size_t i = 0; i < list.size(); ++i) {
-      filled[key] += list[i].data.numel();
-      for (size_t k = 0; k < i; ++k)
-        if (overlap(list[i].box, list[k].box))
-          return data_error(
-              m.manifest, fmt::format("two of its pieces of {} {} overlap", key.second, key.first));
-    }
+  for (const auto& [key, list] : m.pieces) {
+    std::vector<const Box*> boxes;
+    for (const auto& p : list) boxes.push_back(&p.box);
+    filled[key] = tiled_values(boxes);
+    if (filled[key] < 0)
+      return data_error(m.manifest,
+                        fmt::format("two of its pieces of {} {} overlap", key.second, key.first));
+  }
   for (const auto& [name, meta] : tensors.items()) {
     int64_t numel = 1;
     for (auto n : shape_in(tensors, name).value_or(std::vector<int64_t>{})) numel *= n;

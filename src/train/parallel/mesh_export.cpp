@@ -20,20 +20,14 @@ struct Piece {
   torch::Tensor data;
 };
 
+// The pieces a mesh checkpoint of this rank would write of its parameters and buffers.
 std::vector<Piece> my_pieces(DeviceMesh& mesh, torch::nn::Module& model, StageLayout& layout,
                              const StateDict& ordinary) {
   std::map<std::string, int64_t> index;
   for (const auto& [name, t] : ordinary) index.emplace(name, static_cast<int64_t>(index.size()));
-  const auto& lm = stage_model(model);
   std::vector<Piece> out;
-  for (const auto& [name, t] : held_state(model)) {
-    if (is_tied_copy(lm, mesh.coord().pp, name)) continue;  // the first stage sends it
-    const auto whole = ordinary.at(name).sizes();
-    const auto s = layout.slices(model, name, whole);
-    if (!s.first_copy) continue;  // another rank holds the same values
-    for (const auto& p : placements(s, whole))
-      out.push_back({index.at(name), p.whole, in_box(t, p.local_at, p.whole.size)});
-  }
+  for (auto& p : first_copy_pieces(model, mesh.coord().pp, layout, ordinary, held_state(model)))
+    out.push_back({index.at(p.name), std::move(p.box), std::move(p.data)});
   return out;
 }
 
@@ -62,12 +56,6 @@ std::vector<Piece> decode(const torch::Tensor& t) {
     out.push_back(std::move(p));
   }
   return out;
-}
-
-int64_t numel_of(const Box& b) {
-  int64_t n = 1;
-  for (auto s : b.size) n *= s;
-  return n;
 }
 
 class MeshModelStream : public TensorStream {
@@ -117,22 +105,14 @@ class MeshModelStream : public TensorStream {
     check_coverage();
   }
 
-  // Every tensor's pieces hold its values once (what the senders' slices promise): no two
-  // overlap, and together they hold its count of values.
+  // Every tensor's pieces hold its values once (what the senders' slices promise).
   void check_coverage() const {
-    std::vector<int64_t> held(ordinary_.size(), 0);
-    std::vector<std::vector<const Piece*>> seen(ordinary_.size());
+    std::vector<std::vector<const Box*>> boxes(ordinary_.size());
     for (const auto& pieces : from_)
-      for (const auto& p : pieces) {
-        const auto i = static_cast<size_t>(p.tensor);
-        held.at(i) += numel_of(p.box);
-        for (const auto* q : seen.at(i))
-          GPULAB_ASSERT(!overlap(q->box, p.box), "the ranks' pieces of a tensor do not overlap");
-        seen[i].push_back(&p);
-      }
+      for (const auto& p : pieces) boxes.at(static_cast<size_t>(p.tensor)).push_back(&p.box);
     size_t i = 0;
     for (const auto& [name, t] : ordinary_)
-      GPULAB_ASSERT(held[i++] == t.numel(), "the ranks' pieces cover each tensor once");
+      GPULAB_ASSERT(tiled_values(boxes[i++]) == t.numel(), "the ranks' pieces tile each tensor");
   }
 
   void send(int64_t i, uint32_t tag) {
@@ -161,7 +141,7 @@ class MeshModelStream : public TensorStream {
       for (const auto& p : from_[r])
         if (p.tensor == i) {
           in.pieces.push_back(&p);
-          numel += numel_of(p.box);
+          numel += p.box.numel();
         }
       if (in.pieces.empty()) continue;
       if (r == 0) {
@@ -177,7 +157,7 @@ class MeshModelStream : public TensorStream {
       const auto flat = in.buf.cpu();
       int64_t at = 0;
       for (const auto* p : in.pieces) {
-        const int64_t n = numel_of(p->box);
+        const int64_t n = p->box.numel();
         in_box(out, p->box.at, p->box.size).copy_(flat.narrow(0, at, n).view(p->box.size));
         at += n;
       }

@@ -25,6 +25,21 @@ bool is_tied_copy(const CausalLm& lm, int stage, const std::string& name) {
          name == lm.config().traits().token_embedding;
 }
 
+std::vector<HeldPiece> first_copy_pieces(torch::nn::Module& model, int stage, StageLayout& layout,
+                                         const StateDict& ordinary, const StateDict& dict) {
+  const auto& lm = stage_model(model);
+  std::vector<HeldPiece> out;
+  for (const auto& [name, t] : dict) {
+    if (is_tied_copy(lm, stage, name)) continue;  // the first stage's is the one kept
+    const auto whole = ordinary.at(name).sizes();
+    const auto s = layout.slices(model, name, whole);
+    if (!s.first_copy) continue;
+    for (const auto& p : placements(s, whole))
+      out.push_back({name, p.whole, in_box(t, p.local_at, p.whole.size)});
+  }
+  return out;
+}
+
 const CausalLm& stage_model(const torch::nn::Module& model) {
   const auto* lm = dynamic_cast<const CausalLm*>(&model);
   GPULAB_ASSERT(lm != nullptr,

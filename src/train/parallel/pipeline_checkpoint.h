@@ -43,6 +43,21 @@ StateDict held_state(torch::nn::Module& model);
 // first stage's is the one counted, clipped and written).
 bool is_tied_copy(const CausalLm& lm, int stage, const std::string& name);
 
+// A box of an ordinary tensor that a rank holds, and the view of it in the rank's tensor.
+struct HeldPiece {
+  std::string name;
+  Box box;
+  torch::Tensor data;
+};
+
+// The pieces of `dict` (tensors of `model` by name: its parameters and buffers, or one optimizer
+// moment each) that the rank at pipeline stage `stage` writes to a checkpoint or sends to the
+// final weights: each tensor's boxes in the ordinary one (`ordinary`: its shapes), in name order,
+// none of a copy another rank holds (a replicated tensor after its first holder, the tied
+// embedding after the first stage, the vocabulary padding).
+std::vector<HeldPiece> first_copy_pieces(torch::nn::Module& model, int stage, StageLayout& layout,
+                                         const StateDict& ordinary, const StateDict& dict);
+
 // The stage's model (a CausalLm with the other stages' pieces on the meta device).
 const CausalLm& stage_model(const torch::nn::Module& model);
 

@@ -15,6 +15,22 @@ torch::Tensor shard_by_slices(const torch::Tensor& full, const TpSlices& s) {
   return out;
 }
 
+int64_t Box::numel() const {
+  int64_t n = 1;
+  for (auto s : size) n *= s;
+  return n;
+}
+
+int64_t tiled_values(const std::vector<const Box*>& boxes) {
+  int64_t n = 0;
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    for (size_t k = 0; k < i; ++k)
+      if (overlap(*boxes[i], *boxes[k])) return -1;
+    n += boxes[i]->numel();
+  }
+  return n;
+}
+
 std::optional<Box> overlap(const Box& a, const Box& b) {
   Box o{a.at, a.size};
   for (size_t d = 0; d < a.at.size(); ++d) {

@@ -39,10 +39,15 @@ torch::Tensor shard_by_slices(const torch::Tensor& full, const TpSlices& s);
 // A box of an ordinary tensor: where it starts and its size, per dimension.
 struct Box {
   std::vector<int64_t> at, size;
+  int64_t numel() const;
 };
 
 // Where boxes a and b meet; nullopt when they do not.
 std::optional<Box> overlap(const Box& a, const Box& b);
+
+// The values boxes of one tensor hold together, or -1 when two of them overlap. Boxes inside a
+// tensor that do not overlap and hold its count of values tile it: each value once.
+int64_t tiled_values(const std::vector<const Box*>& boxes);
 
 // The box of `t` that starts at `at` and has `size` (a view).
 torch::Tensor in_box(const torch::Tensor& t, const std::vector<int64_t>& at,

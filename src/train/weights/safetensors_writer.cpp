@@ -93,14 +93,14 @@ Status SafetensorsWriter::commit(uint32_t* crc) {
 }
 
 Status write_stream(const std::filesystem::path& path, TensorStream& stream,
-                    const std::map<std::string, std::string>& metadata) {
-  auto w = SafetensorsWriter::create(path, stream.layout(), metadata);
+                    const std::map<std::string, std::string>& metadata, uint32_t* crc) {
+  auto w = SafetensorsWriter::create(path, stream.layout(), metadata, crc != nullptr);
   Status st = w ? ok_status() : Status(w.error());
   for (const auto& [name, like] : stream.layout()) {
     const auto t = stream.take(name);  // taken even after a failure: the senders finish
     if (st) st = w->write(name, t);
   }
-  return st ? w->commit() : st;
+  return st ? w->commit(crc) : st;
 }
 
 Result<std::string> serialize_safetensors(const StateDict& tensors,
@@ -119,11 +119,8 @@ Result<std::string> serialize_safetensors(const StateDict& tensors,
 // one tensor at a time.
 Status write_safetensors(const std::filesystem::path& path, const StateDict& tensors,
                          const std::map<std::string, std::string>& metadata, uint32_t* crc) {
-  auto w = SafetensorsWriter::create(path, tensors, metadata, crc != nullptr);
-  if (!w) return w.error();
-  for (const auto& [name, t] : tensors)
-    if (auto st = w->write(name, t); !st) return st;
-  return w->commit(crc);
+  StateDictStream stream(tensors);
+  return write_stream(path, stream, metadata, crc);
 }
 
 }  // namespace gpulab::train

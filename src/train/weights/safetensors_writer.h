@@ -55,8 +55,8 @@ class SafetensorsWriter {
 
 // Every tensor of `stream` into a safetensors file at `path` (on the rank that writes; the others
 // drain the stream). A write that fails still takes every tensor, so that ranks sending them are
-// not left waiting, and leaves the target untouched.
+// not left waiting, and leaves the target untouched. With `crc`: the CRC-32 of the bytes.
 Status write_stream(const std::filesystem::path& path, TensorStream& stream,
-                    const std::map<std::string, std::string>& metadata);
+                    const std::map<std::string, std::string>& metadata, uint32_t* crc = nullptr);
 
 }  // namespace gpulab::train
