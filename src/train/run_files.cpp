@@ -10,13 +10,14 @@
 #include "train/dist/sharded_checkpoint.h"
 #include "train/models/lm_families.h"
 #include "train/parallel/mesh_checkpoint.h"
+#include "train/weights/hf_shards.h"
 
 namespace gpulab::train {
 namespace {
 
 constexpr const char* kWhatToPass =
     "pass a run folder (the --output_dir of `gpulab train`), one of its checkpoints "
-    "(checkpoints/ckpt-*.json or .pt), or a model.safetensors";
+    "(checkpoints/ckpt-*.json or .pt), a model.safetensors, or a Hugging Face folder";
 
 // The folder a checkpoint belongs to: the run folder above checkpoints/.
 fs::path run_dir_of_checkpoint(const fs::path& manifest) {
@@ -58,9 +59,10 @@ Result<ModelFiles> from_checkpoint(const fs::path& manifest) {
 }
 
 Result<ModelFiles> from_folder(const fs::path& dir) {
-  if (fs::exists(dir / "model.safetensors")) {
+  // model.safetensors, else Hugging Face's sharded weights: the order transformers looks in.
+  if (const fs::path w = hf_weights_path(dir); fs::exists(w)) {
     ModelFiles f;
-    f.weights = dir / "model.safetensors";
+    f.weights = w;
     f.run_dir = dir;
     return f;
   }
@@ -68,7 +70,9 @@ Result<ModelFiles> from_folder(const fs::path& dir) {
     if (auto c = find_resumable(ckpts)) return from_checkpoint(c->manifest);
   }
   return Error{
-      Code::kNotFound, dir.string() + " has no model.safetensors and no complete checkpoint",
+      Code::kNotFound,
+      dir.string() +
+          " has no model.safetensors, no model.safetensors.index.json and no complete checkpoint",
       "a run stopped before its first checkpoint has no weights; " + std::string(kWhatToPass)};
 }
 
@@ -78,7 +82,8 @@ Result<ModelFiles> locate(const fs::path& path) {
     return Error{Code::kNotFound, "no such file or folder: " + path.string(), kWhatToPass};
   if (fs::is_directory(path, ec)) return from_folder(path);
   const std::string name = path.filename().string();
-  if (path.extension() == ".json" && name != "config.json") return from_checkpoint(path);
+  if (path.extension() == ".json" && name != "config.json" && !is_hf_index(path))
+    return from_checkpoint(path);
   if (path.extension() == ".pt") {
     // A shard file (ckpt-….rank-R-of-W.pt) names the checkpoint of its index.
     const auto rank = name.find(".rank-");
@@ -98,13 +103,15 @@ Result<ModelFiles> locate(const fs::path& path) {
       piece != std::string::npos && name.rfind("ckpt-", 0) == 0)
     return from_checkpoint(path.parent_path() / (name.substr(0, piece) + ".json"));
   ModelFiles f;  // anything else is read as safetensors, and named if it is not
-  f.weights = path;
+  // One file of Hugging Face's shards stands for the whole set its index lists.
+  f.weights = hf_index_of_shard(path).value_or(path);
   f.run_dir = path.parent_path();
   return f;
 }
 
 // A safetensors read that says what the file is when it is not one.
 Result<StateDict> read_weights_file(const fs::path& path) {
+  if (is_hf_index(path)) return read_hf_shards(path);
   auto file = read_safetensors(path);
   if (file) return std::move(file->tensors);
   std::ifstream in(path, std::ios::binary);

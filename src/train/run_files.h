@@ -23,7 +23,9 @@ namespace gpulab::train {
 enum class WeightsSource { kSafetensors, kCheckpoint, kShardedCheckpoint, kMeshCheckpoint };
 
 struct ModelFiles {
-  fs::path weights;  // a safetensors file, a checkpoint's .pt, or a per-rank checkpoint's index
+  // A safetensors file or Hugging Face's index of several (model.safetensors.index.json), a
+  // checkpoint's .pt, or a per-rank checkpoint's index.
+  fs::path weights;
   WeightsSource source = WeightsSource::kSafetensors;
   std::optional<CheckpointInfo> checkpoint;
   fs::path run_dir;  // the folder the weights belong to (a run's --output_dir, or their folder)
@@ -33,8 +35,9 @@ struct ModelFiles {
   Json options = Json::object();
 };
 
-// A folder gives its model.safetensors, else its newest complete checkpoint (checkpoints/). A
-// checkpoint is its ckpt-*.pt, its .json manifest, a sharded index or one of its shard files.
+// A folder gives its model.safetensors, else its Hugging Face shards' index, else its newest
+// complete checkpoint (checkpoints/). A checkpoint is its ckpt-*.pt, its .json manifest, a sharded
+// index or one of its shard files; one file of Hugging Face's shards stands for all of them.
 // A missing path or a folder without weights is kNotFound with a hint naming what to pass.
 Result<ModelFiles> locate_model_files(const fs::path& path);
 

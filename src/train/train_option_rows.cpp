@@ -57,6 +57,7 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
     {"keep_checkpoints", &TO::keep_checkpoints, "complete checkpoints to keep", nullptr, rows_at_least(1)},
     {"no_checkpoints", &TO::no_checkpoints, "write no checkpoints"},
     {"no_report", &TO::no_report, "write no HTML report"},
+    {"max_shard_size", &TO::max_shard_size, "final weights larger than this are written as Hugging Face's shards (model-00001-of-0000N.safetensors) with model.safetensors.index.json; sizes as transformers' max_shard_size: 50GB, 500MB, 2GiB"},
     // Optimization.
     {"momentum", &TO::momentum, "momentum (sgd, rmsprop)", nullptr, kRowsFraction},
     {"nesterov", &TO::nesterov, "Nesterov momentum (sgd)"},

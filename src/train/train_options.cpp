@@ -13,6 +13,7 @@
 #include "train/lm_batches.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
+#include "train/weights/hf_shards.h"
 
 namespace gpulab::train {
 
@@ -86,6 +87,8 @@ Status validate(const TrainOptions& o) {
     return bad("--device '" + o.device + "' is not valid", "valid values: auto, cpu, cuda, cuda:N");
   if (o.nesterov && o.optimizer == "sgd" && o.momentum == 0)
     return bad("--nesterov needs --momentum > 0");
+  if (auto size = parse_shard_size(o.max_shard_size); !size)
+    return bad("--max_shard_size " + size.error().message, size.error().hint);
 
   // Precision depends on the device: libtorch's CPU autocast knows bf16 only.
   const bool cpu = o.device == "cpu" || (o.device == "auto" && !torch::cuda::is_available());

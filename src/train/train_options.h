@@ -86,6 +86,9 @@ struct TrainOptions {
   bool no_checkpoints = false;
   bool no_report = false;
   bool no_weights = false;  // no model.safetensors at the end (bench train: a scratch run)
+  // Final weights larger than this are written as Hugging Face's shards with an index
+  // (weights/hf_shards.h); the default is transformers' save_pretrained's.
+  std::string max_shard_size = "50GB";
 
   // Small runs for tests and demos.
   int64_t subset = 0;               // use only the first N training and N test images

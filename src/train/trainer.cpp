@@ -31,6 +31,7 @@
 #include "train/stop_signal.h"
 #include "train/tasks/task_table.h"
 #include "train/test_hooks.h"
+#include "train/weights/hf_shards.h"
 #include "train/weights/safetensors.h"
 
 namespace gpulab::train {
@@ -455,8 +456,8 @@ void Trainer::write_outputs(TrainResult& result) {
   dist_->gather_parameters(*model_);              // sharded: every rank takes part
   auto weights = dist_->model_stream(*model_);    // model parallel: joined on rank 0
   if (!dist_->is_main()) return drain(*weights);  // sending this rank's pieces
-  result.weights_file = out_dir_ / "model.safetensors";
   for (const auto& line : task_->write_weights(*model_, *weights, out_dir_)) say(line);
+  result.weights_file = hf_weights_path(out_dir_);
   if (opts_.no_report) return;
   const std::string data_name = task_->data_name();
   ReportInfo info;

@@ -9,7 +9,7 @@
 #include "train/data/hf_byte_map.h"
 #include "train/data/hf_sentencepiece.h"
 #include "train/data/tokenizer.h"
-#include "train/weights/safetensors_writer.h"
+#include "train/weights/hf_shards.h"
 
 namespace gpulab::train {
 namespace {
@@ -120,9 +120,9 @@ void export_weights(torch::nn::Module& model, const std::filesystem::path& file)
   if (!st) throw Exception(st.error());
 }
 
-void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
-                     TensorStream& tensors, const std::string& tokenizer_spec,
-                     const std::string& producer) {
+std::filesystem::path write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
+                                      TensorStream& tensors, const std::string& tokenizer_spec,
+                                      const std::string& producer, uint64_t max_shard_bytes) {
   try {
     std::filesystem::create_directories(dir);
     const auto [bos, eos] = write_tokenizer_files(dir, config, tokenizer_spec);
@@ -137,16 +137,15 @@ void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& conf
     drain(tensors);  // the ranks that send the weights finish before the error ends the run
     throw;
   }
-  if (auto st = write_stream(dir / "model.safetensors", tensors, safetensors_metadata(producer));
-      !st)
-    throw Exception(st.error());
+  return write_hf_weights(dir, tensors, safetensors_metadata(producer), max_shard_bytes)
+      .value_or_throw();
 }
 
-void write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
-                     const StateDict& tensors, const std::string& tokenizer_spec,
-                     const std::string& producer) {
+std::filesystem::path write_hf_folder(const std::filesystem::path& dir, const DecoderConfig& config,
+                                      const StateDict& tensors, const std::string& tokenizer_spec,
+                                      const std::string& producer, uint64_t max_shard_bytes) {
   StateDictStream stream(tensors);
-  write_hf_folder(dir, config, stream, tokenizer_spec, producer);
+  return write_hf_folder(dir, config, stream, tokenizer_spec, producer, max_shard_bytes);
 }
 
 }  // namespace gpulab::train

@@ -97,23 +97,34 @@ void expect_same_logits(CausalLm& model, const StateDict& ref, const std::string
   EXPECT_LT(d, testing::hf_tolerance(noise)) << what;
 }
 
-void round_trip(const std::string& model_name) {
+// With `shard_size`, gpulab writes the run's weights as Hugging Face's shards and index, and
+// transformers saves its copy the same way: each side reads the other's.
+void round_trip(const std::string& model_name, const std::string& shard_size = "") {
   if (testing::hf_python().empty())
     GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors");
-  const fs::path dir = testing::temp_dir("hf_roundtrip_" + model_name);
-  const fs::path run = train_tiny(dir, model_name);
+  const fs::path dir = testing::temp_dir("hf_roundtrip_" + model_name + shard_size);
+  std::vector<std::string> sharded;
+  if (!shard_size.empty()) sharded = {"--max_shard_size", shard_size};
+  const fs::path run = train_tiny(dir, model_name, sharded);
   ASSERT_FALSE(run.empty());
   ASSERT_TRUE(fs::exists(run / "tokenizer.json")) << "the run folder has no tokenizer files";
-  auto py = run_process(
-      {testing::hf_python(), std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_roundtrip.py",
-       run.string(), dir.string(), "--prompt", "The quick", "--new_tokens", "12"},
-      testing::reference_run());
+  std::vector<std::string> args = {
+      testing::hf_python(), std::string(GPULAB_SOURCE_DIR) + "/tests/parity/hf_roundtrip.py",
+      run.string(),         dir.string(),
+      "--prompt",           "The quick",
+      "--new_tokens",       "12"};
+  args.insert(args.end(), sharded.begin(), sharded.end());
+  auto py = run_process(args, testing::reference_run());
   ASSERT_TRUE(py.ok() && py->success()) << testing::reference_failure(py);
   std::string last = py->out.substr(0, py->out.find_last_not_of('\n') + 1);
   last = last.substr(last.rfind('\n') + 1);  // the script's last line: its facts
   const Json facts = Json::parse(last);
   std::printf("%s: transformers read %s\n", model_name.c_str(), facts.dump().c_str());
   EXPECT_EQ(facts["metadata"]["format"], "pt");
+  // transformers read the files gpulab wrote: one, or the shards its index lists; and saved its
+  // copy likewise.
+  EXPECT_EQ(facts["weight_files"].size() > 1, !shard_size.empty()) << facts["weight_files"];
+  EXPECT_EQ(fs::exists(dir / "hf" / "model.safetensors.index.json"), !shard_size.empty());
   EXPECT_TRUE(facts["missing"].empty() && facts["unexpected"].empty() &&
               facts["mismatched"].empty())
       << facts.dump();
@@ -182,6 +193,13 @@ TEST_P(HfRoundTripFamily, RunFolderLoadsInTransformersAndBack) {
 INSTANTIATE_TEST_SUITE_P(EveryFamily, HfRoundTripFamily,
                          ::testing::ValuesIn(testing::family_rows()), testing::family_row_name);
 
+// A model larger than --max_shard_size: gpulab's shards and index load in transformers, and
+// transformers' save_pretrained in shards (max_shard_size) loads in gpulab, with the same logits
+// and greedy text as the single files.
+TEST(HfRoundTrip, ShardedFoldersLoadBothWays) {
+  round_trip("llama-tiny", "4MB");
+}
+
 // A run stopped before its end has checkpoints only: export turns the newest into the same
 // Hugging Face folder the finished run wrote, and generate reads the run folder without
 // --weights. A checkpoint renamed to .safetensors is named, with what to pass.
@@ -207,6 +225,22 @@ TEST(HfRoundTrip, InterruptedRunExportsAndGenerates) {
       EXPECT_TRUE(torch::equal(t, exported.tensors.at(name))) << source << " " << name;
     EXPECT_TRUE(fs::exists(out / "config.json") && fs::exists(out / "tokenizer.json")) << source;
   }
+  // In shards on request, read back as one model; a size transformers would not take is refused
+  // before anything is written.
+  const fs::path sharded = dir / "export_sharded";
+  auto e = testing::run_gpulab({"export", "--checkpoint", run.string(), "--output",
+                                sharded.string(), "--max_shard_size", "40KB"});
+  ASSERT_EQ(e.exit_code, 0) << e.out << e.err;
+  EXPECT_NE(e.out.find("(model.safetensors.index.json, config.json"), std::string::npos) << e.out;
+  auto sharded_files = locate_model_files(sharded).value();
+  const auto back = read_model_weights(sharded_files).value();
+  ASSERT_EQ(back.size(), finished.size());
+  for (const auto& [name, t] : finished) EXPECT_TRUE(torch::equal(t, back.at(name))) << name;
+  auto size = testing::run_gpulab({"export", "--checkpoint", run.string(), "--output",
+                                   (dir / "export_bad_size").string(), "--max_shard_size", "5XB"});
+  EXPECT_EQ(size.exit_code, 2) << size.out << size.err;
+  EXPECT_NE(size.err.find("'5XB' is not a shard size"), std::string::npos) << size.err;
+  EXPECT_FALSE(fs::exists(dir / "export_bad_size"));
   auto g = testing::run_gpulab({"generate", "--model", run.string(), "--prompt", "The",
                                 "--max_new_tokens", "4", "--temperature", "0"});
   EXPECT_EQ(g.exit_code, 0) << g.out << g.err;

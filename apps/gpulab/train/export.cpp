@@ -9,6 +9,8 @@
 #include "commands.h"
 #include "core/error.h"
 #include "train/run_files.h"
+#include "train/train_options.h"
+#include "train/weights/hf_shards.h"
 #include "train/weights/safetensors_writer.h"
 #include "train/weights_export.h"
 
@@ -20,6 +22,7 @@ namespace fs = std::filesystem;
 struct ExportOptions {
   std::string checkpoint;
   std::string output;
+  std::string max_shard_size = train::TrainOptions{}.max_shard_size;
 };
 
 std::string source_name(const train::ModelFiles& f) {
@@ -50,7 +53,7 @@ void export_weights_file(train::ModelFiles& files, const fs::path& file) {
 // A language model's folder. A tensor/pipeline-parallel checkpoint is joined tensor by tensor
 // as it is written (its names are the model's already), so a model larger than this host's
 // memory exports; the other sources are read whole and renamed from Hugging Face's layout.
-void export_decoder(train::ModelFiles& files, const fs::path& out) {
+void export_decoder(train::ModelFiles& files, const fs::path& out, uint64_t max_shard_bytes) {
   std::unique_ptr<train::TensorStream> tensors;
   train::LoadedDecoder d;
   if (files.source == train::WeightsSource::kMeshCheckpoint) {
@@ -61,13 +64,15 @@ void export_decoder(train::ModelFiles& files, const fs::path& out) {
     d = train::load_decoder(files).value_or_throw();
     tensors = std::make_unique<train::StateDictStream>(std::move(d.tensors));
   }
-  train::write_hf_folder(out, d.config, *tensors, d.tokenizer_spec, "gpulab export");
-  std::printf("Exported %zu tensors from %s to %s (model.safetensors, config.json%s)\n",
-              tensors->layout().size(), source_name(files).c_str(), out.c_str(),
+  const auto weights = train::write_hf_folder(out, d.config, *tensors, d.tokenizer_spec,
+                                              "gpulab export", max_shard_bytes);
+  std::printf("Exported %zu tensors from %s to %s (%s, config.json%s)\n", tensors->layout().size(),
+              source_name(files).c_str(), out.c_str(), weights.filename().c_str(),
               d.tokenizer_spec.empty() ? "" : ", tokenizer files");
 }
 
 void run_export(const ExportOptions& o) {
+  const uint64_t max_shard_bytes = train::parse_shard_size(o.max_shard_size).value_or_throw();
   auto files = train::locate_model_files(o.checkpoint).value_or_throw();
   const fs::path out = o.output;
   if (out.extension() == ".safetensors") return export_weights_file(files, out);
@@ -79,7 +84,7 @@ void run_export(const ExportOptions& o) {
                    train::is_language_model(files.options["model"].get<std::string>()));
   // An image classifier: its weights under torchvision's names, in the folder.
   if (!lm) return export_weights_file(files, out / "model.safetensors");
-  export_decoder(files, out);
+  export_decoder(files, out, max_shard_bytes);
 }
 
 }  // namespace
@@ -98,6 +103,11 @@ void add_export_command(CLI::App& app, CommandContext& /*ctx*/) {
                   "a folder (gets model.safetensors, config.json and the tokenizer files of a "
                   "language model), or FILE.safetensors for the weights alone")
       ->required();
+  cmd->add_option("--max_shard_size", o->max_shard_size,
+                  "a language model's weights larger than this go in Hugging Face's shards "
+                  "(model-00001-of-0000N.safetensors) with model.safetensors.index.json; sizes as "
+                  "transformers' max_shard_size: 50GB, 500MB, 2GiB")
+      ->capture_default_str();
   cmd->callback([o] { run_export(*o); });
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/strings.h"
 #include "train/tasks/grpo_task.h"
+#include "train/weights/hf_shards.h"
 #include "train/weights_export.h"
 
 namespace gpulab::train {
@@ -188,9 +189,10 @@ std::vector<std::string> GrpoTask::header(const RunFacts& facts) const {
 
 std::vector<std::string> GrpoTask::write_weights(Classifier& /*model*/, TensorStream& state,
                                                  const std::filesystem::path& dir) const {
-  write_hf_folder(dir, model_->config(), state, in_.tokenizer_spec, "gpulab train --task grpo");
-  return {"Weights: " + (dir / "model.safetensors").string(),
-          "Config: " + (dir / "config.json").string()};
+  const auto weights =
+      write_hf_folder(dir, model_->config(), state, in_.tokenizer_spec, "gpulab train --task grpo",
+                      parse_shard_size(env_.opts.max_shard_size).value_or_throw());
+  return {"Weights: " + weights.string(), "Config: " + (dir / "config.json").string()};
 }
 
 std::string GrpoTask::input_fact() const {

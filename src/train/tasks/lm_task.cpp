@@ -19,6 +19,7 @@
 #include "train/parallel/pipeline_options.h"
 #include "train/parallel/tp_families.h"
 #include "train/tasks/class_metrics.h"
+#include "train/weights/hf_shards.h"
 #include "train/weights_export.h"
 
 namespace gpulab::train {
@@ -304,9 +305,10 @@ std::string LmTask::pipeline_line() const {
 // A Hugging Face folder: transformers' from_pretrained and `gpulab generate` read the run.
 std::vector<std::string> LmTask::write_weights(Classifier& /*model*/, TensorStream& state,
                                                const std::filesystem::path& dir) const {
-  write_hf_folder(dir, model_->config(), state, data_->tokenizer_spec(), "gpulab train");
-  return {"Weights: " + (dir / "model.safetensors").string(),
-          "Config: " + (dir / "config.json").string()};
+  const auto weights =
+      write_hf_folder(dir, model_->config(), state, data_->tokenizer_spec(), "gpulab train",
+                      parse_shard_size(env_.opts.max_shard_size).value_or_throw());
+  return {"Weights: " + weights.string(), "Config: " + (dir / "config.json").string()};
 }
 
 std::string LmTask::input_fact() const {

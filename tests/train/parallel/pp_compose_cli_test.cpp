@@ -52,6 +52,7 @@ TEST(PpTrainCli, Pp2GradAccumEqualsOneProcessGradAccum) {
 // process that takes both data-parallel ranks' rows in one batch (--batch_size is per rank): each
 // stage's gradients are reduced over its pair once per step after its flush; the clipping norm sums
 // every stage's shards once (gpt2-tiny: the tied embedding's copy on the last stage left out).
+// The mesh runs' final weights stream to rank 0 as Hugging Face's shards (--max_shard_size).
 TEST(PpTrainCli, Pp2TimesDp2EveryZeroStageEqualsOneProcess) {
   const fs::path one = temp_dir("ppc_z_one");
   run_ok(with(set_flag(tiny_run(one, 5, false, "gpt2-tiny"), "--batch_size", "8"),
@@ -61,10 +62,14 @@ TEST(PpTrainCli, Pp2TimesDp2EveryZeroStageEqualsOneProcess) {
   for (const char* stage : {"optimizer", "gradients", "full"}) {
     SCOPED_TRACE(stage);
     const fs::path mesh = temp_dir(std::string("ppc_z_mesh_") + stage);
-    auto r =
-        run_ok(with(tiny_run(mesh, 5, false, "gpt2-tiny"),
-                    {"--no_checkpoints", "--pp", "2", "--nproc_per_node", "4", "--shard", stage}));
+    auto r = run_ok(with(tiny_run(mesh, 5, false, "gpt2-tiny"),
+                         {"--no_checkpoints", "--pp", "2", "--nproc_per_node", "4", "--shard",
+                          stage, "--max_shard_size", "40KB"}));
     EXPECT_NE(r.out.find("data parallel 2"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Weights: " + (mesh / "model.safetensors.index.json").string()),
+              std::string::npos)
+        << r.out;
+    EXPECT_FALSE(fs::exists(mesh / "model.safetensors"));
     EXPECT_NE(r.out.find(std::string("shard ") + stage), std::string::npos) << r.out;
     expect_same_losses(one, mesh, 5, kTol, kFloatUlp);
     expect_same_weights(one, mesh, kTol);

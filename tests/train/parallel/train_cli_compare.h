@@ -85,6 +85,13 @@ inline StateDict newest_checkpoint_weights(const fs::path& run) {
   return read_model_weights(files).value();
 }
 
+// A run folder's final weights, read as every command reads them: model.safetensors, or Hugging
+// Face's shards and their index (--max_shard_size).
+inline StateDict run_weights(const fs::path& run) {
+  auto files = locate_model_files(run).value();
+  return read_model_weights(files).value();
+}
+
 inline ProcessResult run_ok(const std::vector<std::string>& args) {
   auto r = run_gpulab(args, 600);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -145,8 +152,8 @@ inline void expect_same_losses(const fs::path& a, const fs::path& b, size_t epoc
 
 // Every tensor of the two exports within `tol` of its largest element (0: bit for bit).
 inline void expect_same_weights(const fs::path& a, const fs::path& b, double tol) {
-  auto wa = read_safetensors(a / "model.safetensors").value().tensors;
-  auto wb = read_safetensors(b / "model.safetensors").value().tensors;
+  auto wa = run_weights(a);
+  auto wb = run_weights(b);
   ASSERT_EQ(wa.size(), wb.size());
   double worst = 0;
   for (const auto& [name, t] : wa) {
@@ -191,7 +198,7 @@ inline void expect_bf16_tracks_fp32(const fs::path& f32, const fs::path& b16, co
 // The run's exported weights (rewritten by a resume that has nothing left to train) equal the
 // newest checkpoint's tensors bit for bit, and `gpulab export` of that checkpoint writes them.
 inline void expect_export_is_checkpoint(const fs::path& run) {
-  const auto exported = read_safetensors(run / "model.safetensors").value().tensors;
+  const auto exported = run_weights(run);
   const auto saved = newest_checkpoint_weights(run);
   ASSERT_EQ(saved.size(), exported.size());
   for (const auto& [name, t] : exported)

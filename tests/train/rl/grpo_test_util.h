@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -89,7 +90,8 @@ inline fs::path pretrain_adder(const fs::path& dir, int pretrain_steps) {
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
             << " s\n";
   const fs::path out = dir / "adder";
-  write_hf_folder(out, cfg, module_state_dict(*model), "bytes", "grpo_train_test");
+  write_hf_folder(out, cfg, module_state_dict(*model), "bytes", "grpo_train_test",
+                  std::numeric_limits<uint64_t>::max());
   return out;
 }
 
