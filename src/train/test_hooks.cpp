@@ -35,20 +35,26 @@ void checkpoint_write_pause(int64_t epoch) {
   if (const auto& f = installed().checkpoint_write_pause) f(epoch);
 }
 
-void nudge_gradient(int rank, int64_t step, torch::nn::Module& model) {
+void nudge_gradient(int rank, int64_t step, torch::optim::Optimizer& opt) {
   const auto& f = installed().gradient_nudge;
   const double rel = f ? f(rank, step) : 0.0;
   if (rel == 0.0) return;
-  for (auto& p : model.parameters()) {
-    auto& g = p.mutable_grad();
-    if (!g.defined() || g.numel() == 0) continue;
-    // In place whatever the gradient's memory layout: every element at the largest magnitude.
-    const auto largest = g.abs().max();
-    g.add_(torch::where(g.abs() == largest, g * rel, torch::zeros_like(g)));
-    std::fprintf(stderr, "test hook: rank %d step %lld gradient nudged by %g relative\n", rank,
-                 static_cast<long long>(step), rel);
-    return;
-  }
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) {
+      auto& g = p.mutable_grad();
+      if (!g.defined() || g.numel() == 0) continue;
+      // In place whatever the gradient's memory layout: every element at the largest magnitude.
+      const auto largest = g.abs().max();
+      g.add_(torch::where(g.abs() == largest, g * rel, torch::zeros_like(g)));
+      std::fprintf(stderr, "test hook: rank %d step %lld gradient nudged by %g relative\n", rank,
+                   static_cast<long long>(step), rel);
+      return;
+    }
+}
+
+bool loss_scaling() {
+  const auto& f = installed().loss_scaling;
+  return f && f();
 }
 
 bool hash_synced_weights() {

@@ -93,7 +93,8 @@ void Trainer::setup_runtime() {
   // steps, does not hide whether two runs compute the same thing.
   if (precision_ == Precision::kFp64) compute_dtype_ = torch::kDouble;
   precision_note_ = configure_precision(precision_, device_);
-  scaler_ = std::make_unique<LossScaler>(needs_loss_scaler(precision_));
+  scaler_ =
+      std::make_unique<LossScaler>(needs_loss_scaler(precision_) || test_hooks::loss_scaling());
 }
 
 // Step 2: the task the options name, and its data.
@@ -248,7 +249,7 @@ void Trainer::print_header() const {
 // One optimizer step after the last micro-batch of an accumulation group.
 void Trainer::optimizer_step() {
   dist_->after_backward(*model_);
-  test_hooks::nudge_gradient(dist_->rank, step_ + 1, *model_);
+  test_hooks::nudge_gradient(dist_->rank, step_ + 1, *optimizer_);
   bool finite = scaler_->unscale(*optimizer_);
   // fp16: every rank skips an overflowing step, whichever rank's gradients (a shard) held it.
   if (scaler_->enabled()) finite = !dist_->overflow_anywhere(!finite);
@@ -269,7 +270,8 @@ StepLoss Trainer::micro_step(const TaskBatch& batch, int64_t b) {
   if (b == group_start) set_learning_rate(*optimizer_, schedule_->lr_at(step_));
   dist_->before_backward(*model_, last_micro);
   // A pipeline stage's schedule: one flush per micro-batch, --grad_accum flushes per step.
-  if (auto s = task_->forward_backward(batch, {group_size, last_micro})) {
+  const double scale = scaler_->enabled() ? scaler_->scale() : 1.0;
+  if (auto s = task_->forward_backward(batch, {group_size, last_micro, scale})) {
     if (last_micro) optimizer_step();
     return *s;
   }

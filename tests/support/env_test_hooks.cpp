@@ -5,6 +5,8 @@
 //   GPULAB_TEST_NUDGE_GRAD="R:S:X": rank R moves its largest gradient element by X of itself
 //   before optimizer step S (1-based).
 //   GPULAB_TEST_WEIGHT_HASH=1: GRPO's step records carry the synced weights' fingerprints.
+//   GPULAB_TEST_LOSS_SCALING=1: fp16's dynamic loss scaling in any precision (X = inf above then
+//   makes a rank's gradients overflow).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,9 +46,14 @@ bool weight_hash_from_env() {
   return v && *v == '1';
 }
 
+bool loss_scaling_from_env() {
+  const char* v = std::getenv("GPULAB_TEST_LOSS_SCALING");
+  return v && *v == '1';
+}
+
 [[maybe_unused]] const bool installed = [] {
-  gpulab::train::test_hooks::install(
-      {stall_from_env, pause_from_env, nudge_from_env, weight_hash_from_env});
+  gpulab::train::test_hooks::install({stall_from_env, pause_from_env, nudge_from_env,
+                                      weight_hash_from_env, loss_scaling_from_env});
   return true;
 }();
 

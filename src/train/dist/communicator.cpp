@@ -356,6 +356,12 @@ void Communicator::allreduce_max(torch::Tensor& t, const std::string& what) {
   allreduce(t, ::c10d::ReduceOp::MAX, what);
 }
 
+bool Communicator::any_rank(bool mine, const std::string& what) {
+  auto flag = torch::tensor({mine ? 1.0F : 0.0F}).to(device_);
+  allreduce_max(flag, what);
+  return flag.cpu().item<float>() > 0;
+}
+
 void Communicator::broadcast(torch::Tensor& t, int root, const std::string& what) {
   torch::Tensor staged =
       t.device() == device_ && t.is_contiguous() ? t : t.to(device_).contiguous();

@@ -62,6 +62,8 @@ class Communicator {
   // Blocking helpers; tensors on another device are staged through device() and copied back.
   void allreduce_sum(torch::Tensor& t, const std::string& what = "allreduce");
   void allreduce_max(torch::Tensor& t, const std::string& what = "allreduce max");
+  // Whether `mine` is true on any rank of the group (a 4-byte max all-reduce).
+  bool any_rank(bool mine, const std::string& what);
   void broadcast(torch::Tensor& t, int root, const std::string& what = "broadcast");
   void barrier(const std::string& what = "barrier");
 

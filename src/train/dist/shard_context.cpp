@@ -52,9 +52,7 @@ void ShardContext::after_step(torch::nn::Module& /*model*/, const torch::optim::
 }
 
 bool ShardContext::overflow_anywhere(bool mine) {
-  auto flag = torch::tensor({mine ? 1.0F : 0.0F}).to(comm_->device());
-  comm_->allreduce_max(flag, "whether any rank's gradient shard overflowed");
-  return flag.cpu().item<float>() > 0;
+  return comm_->any_rank(mine, "whether any rank's gradient shard overflowed");
 }
 
 PlanQuery ShardContext::plan_query(const torch::optim::Optimizer& opt) const {

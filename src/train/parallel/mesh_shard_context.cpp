@@ -37,4 +37,8 @@ void MeshShardContext::barrier() {
   mesh_->world().barrier();
 }
 
+bool MeshShardContext::overflow_anywhere(bool mine) {
+  return mesh_->world().any_rank(mine, "whether any rank's gradients overflowed");
+}
+
 }  // namespace gpulab::train::parallel

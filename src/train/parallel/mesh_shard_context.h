@@ -16,6 +16,7 @@ class MeshShardContext : public dist::ShardContext {
   void all_reduce_sum(torch::Tensor& t) override;       // DeviceMesh::metric_sum
   void broadcast(torch::Tensor& t, int root) override;  // over the world
   void barrier() override;                              // over the world
+  bool overflow_anywhere(bool mine) override;           // over the world
 
  protected:
   MeshShardContext(std::shared_ptr<DeviceMesh> mesh, const launch::RankPlace& place,

@@ -152,6 +152,7 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
          "sending " + micro_text(a.micro_batch) + "'s activations");
   }
   if (span.head && group_size > 1) out = out / group_size;
+  if (span.head && loss_scale_ != 1.0) out = out * loss_scale_;
   saved_[{a.micro_batch, a.chunk}] = {input, out};
 }
 
@@ -220,7 +221,7 @@ void PipelineExecutor::sum_shared_gradient() {
 }
 
 PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens, const torch::Tensor& targets,
-                                          int64_t group_size, bool last) {
+                                          int64_t group_size, bool last, double loss_scale) {
   const PipelineShape& s = stage_.shape();
   const int64_t b = tokens.size(0), m = s.micro_batches;
   if (b % m != 0)
@@ -233,6 +234,7 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens, const tor
   const double count = std::max<double>(1.0, (targets != kIgnoreIndex).sum().item<double>());
   PipelineStepResult r;
   wait_s_ = 0;
+  loss_scale_ = loss_scale;
   loss_sum_ = correct_ = torch::Tensor();
   const auto actions = pipeline_schedule(s, stage_.stage());
   const auto [fill_end, drain_start] = bubble_phases(actions);

@@ -69,9 +69,10 @@ class PipelineExecutor {
   // tokens, the last the targets). Gradients accumulate into the stage's parameters, those of the
   // batch's mean loss over `group_size` (the flushes of one optimizer step, --grad_accum), and
   // are complete when the group's `last` flush returns: a tied embedding's is summed between the
-  // first and the last stage then, once for the whole group.
+  // first and the last stage then, once for the whole group. `loss_scale` (fp16's): the last
+  // stage's backward runs on the loss times it, so every stage's gradients carry it.
   PipelineStepResult step(const torch::Tensor& tokens, const torch::Tensor& targets,
-                          int64_t group_size = 1, bool last = true);
+                          int64_t group_size = 1, bool last = true, double loss_scale = 1.0);
   // The forward passes alone, the whole batch at once through the chunks in model order (no
   // gradient): its evaluation sums, computed on the last stage.
   PipelineEvalSums evaluate(const torch::Tensor& tokens, const torch::Tensor& targets);
@@ -115,6 +116,7 @@ class PipelineExecutor {
   std::map<uint32_t, std::pair<dist::WorkPtr, torch::Tensor>> posted_;  // receives, by tag
   torch::Tensor loss_sum_, correct_;
   double wait_s_ = 0;
+  double loss_scale_ = 1.0;  // this step's (step's loss_scale)
 };
 
 }  // namespace gpulab::train::parallel

@@ -18,16 +18,6 @@ bool is_interleaved(const TrainOptions& o) {
   return o.pp_schedule == "interleaved";
 }
 
-// Options the pipeline does not honour yet: refused rather than ignored.
-Status check_pipeline_combinations(const TrainOptions& o) {
-  const std::string pp = fmt::format("--pp {}", o.pp);
-  if (o.precision == "fp16")
-    return refuse(pp + " with --precision fp16: the pipeline's stages have no loss scaling (fp16 "
-                       "gradients need one, and its overflow check would span every stage)",
-                  "use --precision bf16 (no loss scaling needed), fp32, or tf32 on a GPU");
-  return ok_status();
-}
-
 }  // namespace
 
 PipelineShape pipeline_shape(const TrainOptions& o, int64_t batch) {
@@ -53,7 +43,6 @@ Status check_pipeline_options(const TrainOptions& o, int world_size) {
                               "is not one it trains",
                               o.pp, o.model, o.task == "grpo" ? " under --task grpo" : ""),
                   "train it without --pp");
-  if (auto st = check_pipeline_combinations(o); !st) return st;
   auto cfg = find_decoder_config(o.model);
   if (!cfg) return cfg.error();
   const int pp = static_cast<int>(o.pp);

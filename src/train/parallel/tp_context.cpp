@@ -39,6 +39,10 @@ void TpContext::all_reduce_sum(torch::Tensor& t) {
   mesh_->metric_sum(t);
 }
 
+bool TpContext::overflow_anywhere(bool mine) {
+  return mesh_->world().any_rank(mine, "whether any rank's gradient slices overflowed");
+}
+
 double TpContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
   return tp_model_of(model).clip_grad_norm(max_norm);
 }

@@ -24,6 +24,8 @@ class TpContext : public dist::DdpContext {
   // DeviceMesh::metric_sum.
   void all_reduce_sum(torch::Tensor& t) override;
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
+  // fp16: over the world (the ranks hold different gradients), so they skip a step together.
+  bool overflow_anywhere(bool mine) override;
   TpGroup* tp_group() override { return group_.get(); }
   std::unique_ptr<TensorStream> model_stream(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,

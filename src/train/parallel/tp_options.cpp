@@ -18,19 +18,6 @@ namespace gpulab::train::parallel {
 
 namespace {
 
-// Options the tensor-parallel run does not honour: refused rather than ignored.
-Status check_tp_combinations(const TrainOptions& o) {
-  // fp16's loss scaler skips a step when this rank's gradients overflow; the ranks of a TP group
-  // hold different gradients and would decide apart (bf16 needs no scaler).
-  if (o.precision == "fp16")
-    return refuse(fmt::format("--tp {} with --precision fp16: the loss scaler's overflow check "
-                              "is per rank, and the ranks of a tensor-parallel group would skip "
-                              "different steps",
-                              o.tp),
-                  "use --precision bf16 (no loss scaling), fp32 or tf32, or train without --tp");
-  return ok_status();
-}
-
 Status check_tp_shape(const TrainOptions& o, int world_size) {
   auto cfg = find_decoder_config(o.model);
   if (!cfg) return cfg.error();
@@ -59,7 +46,6 @@ Status check_tp_model(const TrainOptions& o, int world_size) {
                               "it trains",
                               o.tp, o.model, o.task == "grpo" ? " under --task grpo" : ""),
                   "train it without --tp");
-  if (auto st = check_tp_combinations(o); !st) return st;
   return check_tp_shape(o, world_size);
 }
 

@@ -135,7 +135,7 @@ void LmTask::start_epoch(int64_t /*epoch*/, int64_t /*skip*/) {
 std::optional<StepLoss> LmTask::forward_backward(const TaskBatch& batch, const AccumPlace& place) {
   if (!pipe_) return std::nullopt;
   const auto r = pipe_->step(batch.inputs, batch.targets.reshape(batch.inputs.sizes()),
-                             place.group_size, place.last);
+                             place.group_size, place.last, place.loss_scale);
   if (pipe_bubbles_.empty()) {
     pipe_first_wait_s_ = r.wait_s;
     pipe_first_wall_s_ = r.wall_s;

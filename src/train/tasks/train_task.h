@@ -61,6 +61,7 @@ inline int64_t optimizer_steps_before(int64_t index, int64_t micro_batches, int6
 struct AccumPlace {
   int64_t group_size = 1;
   bool last = true;
+  double loss_scale = 1.0;  // fp16's loss scale: what backward multiplies the loss by
 };
 
 // A micro-batch's loss and what the epoch's figures sum from it.

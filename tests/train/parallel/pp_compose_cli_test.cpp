@@ -196,8 +196,9 @@ TEST(PpTrainCli, MeasuredBubbleIsTheScheduleFormula) {
 }
 
 // What stays refused, before any rank starts: bf16 parameter copies of ZeRO (the stages' crossings
-// and checkpoints are in the master dtype), and fp16 (no loss scaling per stage; the CPU refuses
-// fp16 before it, so the check is called directly).
+// and checkpoints are in the master dtype). fp16 is not (its loss scale reaches every stage and
+// every rank skips an overflow together: mesh_loss_scaling_test.cpp); the CPU refuses fp16 before
+// the pipeline's checks, so they are called directly.
 TEST(PpTrainCli, RemainingRefusalsSayWhatWorks) {
   const fs::path dir = temp_dir("ppc_bad");
   const fs::path out = dir / "run";
@@ -215,10 +216,7 @@ TEST(PpTrainCli, RemainingRefusalsSayWhatWorks) {
   o.pp = 2;
   o.precision = "fp16";
   const auto st = parallel::check_pipeline_options(o, 2);
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message.find("--pp 2 with --precision fp16"), std::string::npos)
-      << st.error().message;
-  EXPECT_NE(st.error().hint.find("--precision bf16"), std::string::npos) << st.error().hint;
+  EXPECT_TRUE(st.ok()) << st.error().to_string();
   fs::remove_all(dir);
 }
 

@@ -37,9 +37,7 @@ using testing::kAdamTol;
 using testing::kFloatUlp;
 using testing::kTol;
 
-void expect_same_losses(const fs::path& a, const fs::path& b, size_t epochs) {
-  testing::expect_same_losses(a, b, epochs, kTol, kFloatUlp);
-}
+using testing::expect_same_losses;
 
 std::vector<std::string> gpt2_run(const fs::path& out, int epochs, bool adamw = false,
                                   const std::string& model = "gpt2-tiny") {

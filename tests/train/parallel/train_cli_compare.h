@@ -133,9 +133,10 @@ inline double rel(double a, double b) {
 }
 
 // Each epoch's validation loss within `tol` and training loss within `train_tol` (the loop sums
-// training losses in a float32 accumulator, so equal runs may differ there by a float ulp).
-inline void expect_same_losses(const fs::path& a, const fs::path& b, size_t epochs, double tol,
-                               double train_tol) {
+// training losses in a float32 accumulator, so equal runs may differ there by a float ulp). The
+// defaults: fp64 runs that sum the same terms in another order.
+inline void expect_same_losses(const fs::path& a, const fs::path& b, size_t epochs,
+                               double tol = kTol, double train_tol = kFloatUlp) {
   const auto ea = epoch_records(a), eb = epoch_records(b);
   ASSERT_EQ(ea.size(), epochs);
   ASSERT_EQ(eb.size(), epochs);
