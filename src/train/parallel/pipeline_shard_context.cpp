@@ -91,7 +91,9 @@ bool PipelineShardContext::save_checkpoint(const fs::path& dir, const TrainState
                                            const torch::optim::Optimizer& opt, int keep) {
   sharded()->gather_all();  // ZeRO-3: every parameter present to be gathered over the stages
   auto per = per_parameter_optimizer(*sharded(), opt);
-  unflatten_state(*sharded(), const_cast<torch::optim::Optimizer&>(opt), *per);
+  // The first data-parallel replica writes the checkpoint (save_mesh_checkpoint).
+  unflatten_state(*sharded(), const_cast<torch::optim::Optimizer&>(opt), *per,
+                  mesh_->coord().dp == 0);
   save_mesh_checkpoint(dir, state, *mesh_, model, *per, keep, *layout_);
   return true;
 }

@@ -13,7 +13,8 @@ void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, Devi
                               const torch::optim::Optimizer& opt, int keep) {
   sharded.gather_all();  // ZeRO-3: every parameter present to be written
   auto per = per_parameter_optimizer(sharded, opt);
-  unflatten_state(sharded, const_cast<torch::optim::Optimizer&>(opt), *per);
+  // The first data-parallel replica writes the checkpoint (save_mesh_checkpoint).
+  unflatten_state(sharded, const_cast<torch::optim::Optimizer&>(opt), *per, mesh.coord().dp == 0);
   TpStageLayout layout;
   save_mesh_checkpoint(dir, state, mesh, model, *per, keep, layout);
 }

@@ -43,7 +43,7 @@ std::unique_ptr<torch::optim::Optimizer> per_parameter_optimizer(
 }
 
 void unflatten_state(dist::ShardedModel& sharded, torch::optim::Optimizer& opt,
-                     torch::optim::Optimizer& into) {
+                     torch::optim::Optimizer& into, bool keep) {
   torch::NoGradGuard no_grad;
   for (auto* g : sharded.groups()) {
     auto it = opt.state().find(state_key(g->shard()));
@@ -52,10 +52,12 @@ void unflatten_state(dist::ShardedModel& sharded, torch::optim::Optimizer& opt,
     for (auto& s : per) s = it->second->clone();
     for (auto& [field, t] : moment_fields(*it->second)) {
       const auto full = join_flat(*t, *g, sharded.comm());
+      if (!keep) continue;
       for (size_t i = 0; i < per.size(); ++i)
         for (auto& [f, pt] : moment_fields(*per[i]))
-          if (f == field) *pt = g->param_view(full, i).clone();
+          if (f == field) *pt = g->param_view(full, i).to(torch::kCPU, false, /*copy=*/true);
     }
+    if (!keep) continue;
     for (size_t i = 0; i < per.size(); ++i)
       into.state()[state_key(g->params()[i])] = std::move(per[i]);
   }

@@ -17,10 +17,12 @@ std::unique_ptr<torch::optim::Optimizer> per_parameter_optimizer(
     dist::ShardedModel& sharded, const torch::optim::Optimizer& opt);
 
 // opt's state of each flat shard, joined over the data-parallel group and cut into the state of
-// each of its parameters in `into`. Collective over the data-parallel group (its ranks hold
-// state for the same groups).
+// each of its parameters in `into`, on the CPU: one flat group's state at a time is whole on the
+// device (a 70B model's TP/PP piece holds tens of GB of moments, more than a GPU has spare).
+// Collective over the data-parallel group (its ranks hold state for the same groups); only a
+// rank that `keep`s it (the one that writes the checkpoint) fills `into`.
 void unflatten_state(dist::ShardedModel& sharded, torch::optim::Optimizer& opt,
-                     torch::optim::Optimizer& into);
+                     torch::optim::Optimizer& into, bool keep);
 
 // The parameters' values into the shards, and `from`'s per-parameter state into opt's state of
 // each shard (this rank's slice of it).
