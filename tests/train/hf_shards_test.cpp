@@ -16,6 +16,7 @@
 #include "core/files.h"
 #include "core/json.h"
 #include "support/temp_dir.h"
+#include "train/counting_stream.h"
 #include "train/run_files.h"
 #include "train/train_options.h"
 #include "train/weights/hf_shards.h"
@@ -145,22 +146,11 @@ TEST(HfShards, ALayoutChangeLeavesNoStaleWeights) {
   EXPECT_EQ(hf_weights_path(dir.path), dir.path / kHfIndexName);
 }
 
-// Counts what it hands out: a failed write must still take every tensor (ranks send them).
-class CountingStream : public StateDictStream {
- public:
-  using StateDictStream::StateDictStream;
-  torch::Tensor take(const std::string& name) override {
-    ++taken;
-    return StateDictStream::take(name);
-  }
-  size_t taken = 0;
-};
-
 TEST(HfShards, AFailedWriteTakesEveryTensorAndLeavesNoShard) {
   gpulab::testing::TempDir dir("hf_shards_fail");
   StateDict w = sample();
   w["f.complex"] = torch::zeros({4}, torch::kComplexFloat);  // no safetensors dtype: the last file
-  CountingStream stream(w);
+  testing::CountingStream stream(w);
   auto st = write_hf_weights(dir.path, stream, {}, 1000);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("f.complex"), std::string::npos) << st.error().message;

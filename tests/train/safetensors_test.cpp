@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/files.h"
+#include "train/counting_stream.h"
 #include "train/weights/safetensors.h"
 #include "train/weights/safetensors_writer.h"
 
@@ -70,16 +71,7 @@ TEST(Safetensors, WritesAndReadsFiles) {
   EXPECT_EQ(gone.error().code, Code::kNotFound);
 }
 
-// A stream over tensors at hand that counts what it hands over.
-class CountingStream : public StateDictStream {
- public:
-  using StateDictStream::StateDictStream;
-  torch::Tensor take(const std::string& name) override {
-    ++taken;
-    return StateDictStream::take(name);
-  }
-  int taken = 0;
-};
+using testing::CountingStream;
 
 StateDict some_tensors() {
   return {{"b.bias", torch::randn({5}, torch::kFloat64)},
@@ -93,7 +85,7 @@ TEST(SafetensorsWriter, TensorByTensorWritesTheWholeWritersBytes) {
   const StateDict in = some_tensors();
   CountingStream stream(in);
   ASSERT_TRUE(write_stream(dir / "w.safetensors", stream, {{"format", "pt"}}).ok());
-  EXPECT_EQ(stream.taken, 3);
+  EXPECT_EQ(stream.taken, 3u);
   auto whole = serialize_safetensors(in, {{"format", "pt"}});
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(read_file(dir / "w.safetensors").value(), *whole);
@@ -133,7 +125,7 @@ TEST(SafetensorsWriter, AFailedWriteStillTakesEveryTensorAndLeavesNoFile) {
   CountingStream stream(some_tensors());
   auto st = write_stream(base / "w.safetensors", stream, {});
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(stream.taken, 3);
+  EXPECT_EQ(stream.taken, 3u);
   EXPECT_FALSE(std::filesystem::exists(base / "w.safetensors"));
   std::filesystem::remove(base);
 }
