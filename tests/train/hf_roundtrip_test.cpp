@@ -241,6 +241,14 @@ TEST(HfRoundTrip, InterruptedRunExportsAndGenerates) {
   EXPECT_EQ(size.exit_code, 2) << size.out << size.err;
   EXPECT_NE(size.err.find("'5XB' is not a shard size"), std::string::npos) << size.err;
   EXPECT_FALSE(fs::exists(dir / "export_bad_size"));
+  auto one_file =
+      testing::run_gpulab({"export", "--checkpoint", run.string(), "--output",
+                           (dir / "one.safetensors").string(), "--max_shard_size", "1MB"});
+  EXPECT_EQ(one_file.exit_code, 2) << one_file.out << one_file.err;
+  EXPECT_NE(one_file.err.find("--max_shard_size splits a folder's weights into files"),
+            std::string::npos)
+      << one_file.err;
+  EXPECT_FALSE(fs::exists(dir / "one.safetensors"));
   auto g = testing::run_gpulab({"generate", "--model", run.string(), "--prompt", "The",
                                 "--max_new_tokens", "4", "--temperature", "0"});
   EXPECT_EQ(g.exit_code, 0) << g.out << g.err;

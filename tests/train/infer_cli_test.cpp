@@ -89,6 +89,24 @@ TEST_F(InferCli, RunsAndWritesTheSameLogitsAsTheLibrary) {
   EXPECT_TRUE(torch::allclose(y->tensors.at("output"), expect, 1e-5, 1e-6));
 }
 
+// `gpulab export` of a classifier's weights into a folder in Hugging Face's shards: infer reads
+// the folder and gives the single file's logits to the bit.
+TEST_F(InferCli, ReadsTheShardsExportWrites) {
+  auto e = run_process({GPULAB_BINARY, "export", "--checkpoint", path("good.safetensors"),
+                        "--output", path("sharded"), "--max_shard_size", "8MB"},
+                       RunOptions{})
+               .value();
+  ASSERT_EQ(e.exit_code, 0) << e.out << e.err;
+  EXPECT_NE(e.out.find("model.safetensors.index.json"), std::string::npos) << e.out;
+  EXPECT_TRUE(fs::exists(dir_ / "sharded" / "model-00002-of-00007.safetensors"));
+  auto one = infer("good.safetensors", "x.safetensors", {"--out", path("y1.safetensors")});
+  auto split = infer("sharded", "x.safetensors", {"--out", path("y2.safetensors")});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_TRUE(torch::equal(read_safetensors(path("y1.safetensors"))->tensors.at("output"),
+                           read_safetensors(path("y2.safetensors"))->tensors.at("output")));
+}
+
 TEST_F(InferCli, TruncatedWeights) {
   auto bytes = read_file(path("good.safetensors")).value();
   write_raw("cut.safetensors", bytes.substr(0, bytes.size() / 2));

@@ -23,6 +23,7 @@ struct ExportOptions {
   std::string checkpoint;
   std::string output;
   std::string max_shard_size = train::TrainOptions{}.max_shard_size;
+  bool max_shard_size_given = false;
 };
 
 std::string source_name(const train::ModelFiles& f) {
@@ -37,6 +38,18 @@ std::string source_name(const train::ModelFiles& f) {
       break;
   }
   return f.weights.string();
+}
+
+// An image classifier's weights under torchvision's names in the folder `out`: model.safetensors,
+// or Hugging Face's shards above `max_shard_bytes`.
+void export_classifier(train::ModelFiles& files, const fs::path& out, uint64_t max_shard_bytes) {
+  auto tensors = train::open_model_weights(files).value_or_throw();
+  const auto weights =
+      train::write_hf_weights(out, *tensors, train::safetensors_metadata("gpulab export"),
+                              max_shard_bytes)
+          .value_or_throw();
+  std::printf("Exported %zu tensors from %s to %s\n", tensors->layout().size(),
+              source_name(files).c_str(), weights.c_str());
 }
 
 // The weights alone, under the model's names (torchvision's or Hugging Face's), into `file`.
@@ -73,8 +86,13 @@ void export_decoder(train::ModelFiles& files, const fs::path& out, uint64_t max_
 
 void run_export(const ExportOptions& o) {
   const uint64_t max_shard_bytes = train::parse_shard_size(o.max_shard_size).value_or_throw();
-  auto files = train::locate_model_files(o.checkpoint).value_or_throw();
   const fs::path out = o.output;
+  if (out.extension() == ".safetensors" && o.max_shard_size_given)
+    throw Exception(Code::kInvalidArgument,
+                    "--max_shard_size splits a folder's weights into files; --output " +
+                        out.string() + " is one file",
+                    "pass a folder as --output, or leave out --max_shard_size");
+  auto files = train::locate_model_files(o.checkpoint).value_or_throw();
   if (out.extension() == ".safetensors") return export_weights_file(files, out);
   if (fs::exists(out) && !fs::is_directory(out))
     throw Exception(Code::kInvalidArgument, out.string() + " is a file",
@@ -82,8 +100,7 @@ void run_export(const ExportOptions& o) {
   const bool lm = !files.config.empty() ||
                   (files.options.contains("model") && files.options["model"].is_string() &&
                    train::is_language_model(files.options["model"].get<std::string>()));
-  // An image classifier: its weights under torchvision's names, in the folder.
-  if (!lm) return export_weights_file(files, out / "model.safetensors");
+  if (!lm) return export_classifier(files, out, max_shard_bytes);
   export_decoder(files, out, max_shard_bytes);
 }
 
@@ -103,12 +120,16 @@ void add_export_command(CLI::App& app, CommandContext& /*ctx*/) {
                   "a folder (gets model.safetensors, config.json and the tokenizer files of a "
                   "language model), or FILE.safetensors for the weights alone")
       ->required();
-  cmd->add_option("--max_shard_size", o->max_shard_size,
-                  "a language model's weights larger than this go in Hugging Face's shards "
-                  "(model-00001-of-0000N.safetensors) with model.safetensors.index.json; sizes as "
-                  "transformers' max_shard_size: 50GB, 500MB, 2GiB")
-      ->capture_default_str();
-  cmd->callback([o] { run_export(*o); });
+  auto* shard = cmd->add_option("--max_shard_size", o->max_shard_size,
+                                "a folder's weights larger than this go in Hugging Face's shards "
+                                "(model-00001-of-0000N.safetensors) with "
+                                "model.safetensors.index.json; sizes as transformers' "
+                                "max_shard_size: 50GB, 500MB, 2GiB");
+  shard->capture_default_str();
+  cmd->callback([o, shard] {
+    o->max_shard_size_given = shard->count() > 0;
+    run_export(*o);
+  });
 }
 
 }  // namespace gpulab::cli
