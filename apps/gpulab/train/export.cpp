@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "commands.h"
@@ -40,27 +41,21 @@ std::string source_name(const train::ModelFiles& f) {
   return f.weights.string();
 }
 
-// An image classifier's weights under torchvision's names in the folder `out`: model.safetensors,
-// or Hugging Face's shards above `max_shard_bytes`.
-void export_classifier(train::ModelFiles& files, const fs::path& out, uint64_t max_shard_bytes) {
+// The weights alone, under the model's names (torchvision's or Hugging Face's): into the file
+// `out`, or, given `folder_shard_bytes`, into the folder `out` (model.safetensors, or Hugging
+// Face's shards above that size).
+void export_weights(train::ModelFiles& files, const fs::path& out,
+                    std::optional<uint64_t> folder_shard_bytes) {
   auto tensors = train::open_model_weights(files).value_or_throw();
-  const auto weights =
-      train::write_hf_weights(out, *tensors, train::safetensors_metadata("gpulab export"),
-                              max_shard_bytes)
-          .value_or_throw();
-  std::printf("Exported %zu tensors from %s to %s\n", tensors->layout().size(),
-              source_name(files).c_str(), weights.c_str());
-}
-
-// The weights alone, under the model's names (torchvision's or Hugging Face's), into `file`.
-void export_weights_file(train::ModelFiles& files, const fs::path& file) {
-  auto tensors = train::open_model_weights(files).value_or_throw();
-  if (!file.parent_path().empty()) fs::create_directories(file.parent_path());
-  if (auto st = train::write_stream(file, *tensors, train::safetensors_metadata("gpulab export"));
-      !st)
+  const auto metadata = train::safetensors_metadata("gpulab export");
+  fs::path written = out;
+  if (folder_shard_bytes)
+    written =
+        train::write_hf_weights(out, *tensors, metadata, *folder_shard_bytes).value_or_throw();
+  else if (auto st = train::write_stream(out, *tensors, metadata); !st)
     throw Exception(st.error());
   std::printf("Exported %zu tensors from %s to %s\n", tensors->layout().size(),
-              source_name(files).c_str(), file.c_str());
+              source_name(files).c_str(), written.c_str());
 }
 
 // A language model's folder. A tensor/pipeline-parallel checkpoint is joined tensor by tensor
@@ -93,14 +88,14 @@ void run_export(const ExportOptions& o) {
                         out.string() + " is one file",
                     "pass a folder as --output, or leave out --max_shard_size");
   auto files = train::locate_model_files(o.checkpoint).value_or_throw();
-  if (out.extension() == ".safetensors") return export_weights_file(files, out);
+  if (out.extension() == ".safetensors") return export_weights(files, out, std::nullopt);
   if (fs::exists(out) && !fs::is_directory(out))
     throw Exception(Code::kInvalidArgument, out.string() + " is a file",
                     "pass a folder for a Hugging Face folder, or a name ending .safetensors");
   const bool lm = !files.config.empty() ||
                   (files.options.contains("model") && files.options["model"].is_string() &&
                    train::is_language_model(files.options["model"].get<std::string>()));
-  if (!lm) return export_classifier(files, out, max_shard_bytes);
+  if (!lm) return export_weights(files, out, max_shard_bytes);  // an image classifier
   export_decoder(files, out, max_shard_bytes);
 }
 

@@ -65,12 +65,12 @@ std::vector<std::vector<torch::Tensor>> PipelineContext::optimizer_groups() {
   return decay_groups(*model_);
 }
 
-// torch's clip_grad_norm_ over the whole model: the stages' squared norms summed over the
-// pipeline group, a tied weight (held by the first and the last stage) counted once.
 bool PipelineContext::overflow_anywhere(bool mine) {
   return mesh_->world().any_rank(mine, "whether any stage's gradients overflowed");
 }
 
+// torch's clip_grad_norm_ over the whole model: the stages' squared norms summed over the
+// pipeline group, a tied weight (held by the first and the last stage) counted once.
 double PipelineContext::clip_grad_norm(torch::nn::Module& model, double max_norm) {
   const auto& lm = stage_model(model);
   const bool tied = lm.config().tie_word_embeddings && mesh_->coord().pp > 0;

@@ -111,7 +111,7 @@ void PipelineExecutor::send(const torch::Tensor& t, int to_stage, uint32_t tg,
 
 void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Tensor>& tokens,
                                const std::vector<torch::Tensor>& targets, double count,
-                               double group_size) {
+                               double group_size, double loss_scale) {
   const PipelineShape& s = stage_.shape();
   const StageSpan& span = stage_.span(a.chunk);
   const auto mb = static_cast<size_t>(a.micro_batch);
@@ -152,7 +152,7 @@ void PipelineExecutor::forward(const PipeAction& a, const std::vector<torch::Ten
          "sending " + micro_text(a.micro_batch) + "'s activations");
   }
   if (span.head && group_size > 1) out = out / group_size;
-  if (span.head && loss_scale_ != 1.0) out = out * loss_scale_;
+  if (span.head && loss_scale != 1.0) out = out * loss_scale;
   saved_[{a.micro_batch, a.chunk}] = {input, out};
 }
 
@@ -234,7 +234,6 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens, const tor
   const double count = std::max<double>(1.0, (targets != kIgnoreIndex).sum().item<double>());
   PipelineStepResult r;
   wait_s_ = 0;
-  loss_scale_ = loss_scale;
   loss_sum_ = correct_ = torch::Tensor();
   const auto actions = pipeline_schedule(s, stage_.stage());
   const auto [fill_end, drain_start] = bubble_phases(actions);
@@ -247,7 +246,7 @@ PipelineStepResult PipelineExecutor::step(const torch::Tensor& tokens, const tor
     const double waited = wait_s_;
     const auto t = Clock::now();
     if (a.op == PipeOp::kForward)
-      forward(a, micro_tokens, micro_targets, count, static_cast<double>(group_size));
+      forward(a, micro_tokens, micro_targets, count, static_cast<double>(group_size), loss_scale);
     else
       backward(a);
     r.compute_s += seconds_since(t) - (wait_s_ - waited);

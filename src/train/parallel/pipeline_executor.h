@@ -79,7 +79,8 @@ class PipelineExecutor {
 
  private:
   void forward(const PipeAction& a, const std::vector<torch::Tensor>& tokens,
-               const std::vector<torch::Tensor>& targets, double count, double group_size);
+               const std::vector<torch::Tensor>& targets, double count, double group_size,
+               double loss_scale);
   void backward(const PipeAction& a);
   torch::Tensor tp_loss(TpCausalLm& tp, const torch::Tensor& logits, const torch::Tensor& targets,
                         double count);
@@ -116,7 +117,6 @@ class PipelineExecutor {
   std::map<uint32_t, std::pair<dist::WorkPtr, torch::Tensor>> posted_;  // receives, by tag
   torch::Tensor loss_sum_, correct_;
   double wait_s_ = 0;
-  double loss_scale_ = 1.0;  // this step's (step's loss_scale)
 };
 
 }  // namespace gpulab::train::parallel

@@ -48,16 +48,16 @@ void unflatten_state(dist::ShardedModel& sharded, torch::optim::Optimizer& opt,
   for (auto* g : sharded.groups()) {
     auto it = opt.state().find(state_key(g->shard()));
     if (it == opt.state().end()) continue;
-    std::vector<std::unique_ptr<torch::optim::OptimizerParamState>> per(g->params().size());
+    // Every rank joins (a collective); a rank that keeps it has a state per parameter to fill.
+    std::vector<std::unique_ptr<torch::optim::OptimizerParamState>> per(keep ? g->params().size()
+                                                                             : 0);
     for (auto& s : per) s = it->second->clone();
     for (auto& [field, t] : moment_fields(*it->second)) {
       const auto full = join_flat(*t, *g, sharded.comm());
-      if (!keep) continue;
       for (size_t i = 0; i < per.size(); ++i)
         for (auto& [f, pt] : moment_fields(*per[i]))
           if (f == field) *pt = g->param_view(full, i).to(torch::kCPU, false, /*copy=*/true);
     }
-    if (!keep) continue;
     for (size_t i = 0; i < per.size(); ++i)
       into.state()[state_key(g->params()[i])] = std::move(per[i]);
   }

@@ -20,8 +20,11 @@ constexpr const char* kIndexSuffix = ".safetensors.index.json";
 constexpr long double kMinShardBytes = 1e3;
 constexpr long double kMaxShardBytes = 1e18;
 
-uint64_t bytes_of(const torch::Tensor& t) {
-  return static_cast<uint64_t>(t.numel()) * t.element_size();
+// The data bytes of every tensor of `layout` (the index's total_size).
+uint64_t total_bytes(const StateDict& layout) {
+  uint64_t total = 0;
+  for (const auto& [name, t] : layout) total += t.nbytes();
+  return total;
 }
 
 // The shard names save_pretrained gives: model-00001-of-00003.safetensors.
@@ -123,12 +126,11 @@ Status write_shards(const fs::path& dir, TensorStream& stream,
 
 Status write_index(const fs::path& dir, const StateDict& layout,
                    const std::vector<std::vector<std::string>>& plan) {
-  uint64_t total = 0;
-  for (const auto& [name, t] : layout) total += bytes_of(t);
   OrderedJson map = OrderedJson::object();
   for (size_t i = 0; i < plan.size(); ++i)
     for (const auto& name : plan[i]) map[name] = shard_name(i, plan.size());
-  const OrderedJson index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+  const OrderedJson index = {{"metadata", {{"total_size", total_bytes(layout)}}},
+                             {"weight_map", map}};
   return write_file_atomic(dir / kHfIndexName, index.dump(2) + "\n");
 }
 
@@ -186,7 +188,7 @@ std::vector<std::vector<std::string>> plan_shards(const StateDict& layout, uint6
   std::vector<std::vector<std::string>> plan;
   uint64_t used = 0;
   for (const auto& [name, t] : layout) {
-    const uint64_t size = bytes_of(t);
+    const uint64_t size = t.nbytes();
     if (plan.empty() || (used > 0 && used + size > max_bytes)) {
       plan.emplace_back();
       used = 0;
@@ -206,8 +208,7 @@ Result<fs::path> write_hf_weights(const fs::path& dir, TensorStream& stream,
     remove_stale(dir, {kHfWeightsName});
     return dir / kHfWeightsName;
   }
-  uint64_t total = 0;
-  for (const auto& [name, t] : stream.layout()) total += bytes_of(t);
+  const uint64_t total = total_bytes(stream.layout());
   Status st = ok_status();
   if (const auto free = free_bytes(dir); free && *free < total) st = no_space_error(dir, total);
   // An old index would name old and new shards together while they are replaced: gone first.
