@@ -4,7 +4,7 @@
 # reference's group size, prompts a step, lengths, sampling and rewards, then one JSON line from
 # the run's metrics.jsonl: the median step_seconds after the warm-up, the mean completion length
 # and completion tokens per second of a step (the figures the reference prints).
-import argparse, json, os, shutil, statistics, subprocess, sys, tempfile
+import argparse, json, os, shlex, shutil, statistics, subprocess, sys, tempfile
 
 p = argparse.ArgumentParser()
 p.add_argument("--gpulab", required=True, help="the gpulab binary")
@@ -14,6 +14,7 @@ p.add_argument("--group", type=int, default=8)
 p.add_argument("--new_tokens", type=int, default=32)
 p.add_argument("--steps", type=int, default=5, help="timed steps")
 p.add_argument("--warmup", type=int, default=2)
+p.add_argument("--extra", default="", help="more flags for gpulab train, one string")
 a = p.parse_args()
 
 run_dir = tempfile.mkdtemp(prefix="gpulab-bench-grpo-")
@@ -23,7 +24,7 @@ try:
            "--batch_size", str(a.prompts_per_step), "--max_new_tokens", str(a.new_tokens),
            "--temperature", "1.0", "--reward", "answer+0.2*regex", "--reward_regex", r"^\d",
            "--max_steps", str(a.warmup + a.steps), "--seed", "0", "--device", "cpu",
-           "--no_report", "--output_dir", run_dir]
+           "--no_report", "--output_dir", run_dir, *shlex.split(a.extra)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     sys.stderr.write(done.stdout + done.stderr)  # the run's own lines, for the bench's raw log
     if done.returncode != 0:

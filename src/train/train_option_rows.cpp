@@ -86,6 +86,7 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
     {"chat_format", &TO::chat_format, "grpo: chatml or llama3 for chat-message prompts (default: the tokenizer's special tokens say)", nullptr, {}, false},
     {"group_size", &TO::group_size, "grpo: completions sampled per prompt (G; at least 2)"},
     {"generation_gpus", &TO::generation_gpus, "grpo: how many of the --nproc_per_node ranks only generate, on the first that many GPUs (1: GPU 0, as the seed's vLLM server); the rest train and send them the weights after each optimizer step (0: every rank generates its own)", nullptr, rows_at_least(0)},
+    {"overlap_generation", &TO::overlap_generation, "grpo with --generation_gpus: the generation ranks sample the next step's rollouts while the training ranks train on this step's, so neither waits for the other; each rollout is then one policy step older (the step record's policy_step says which; as verl's one-step off-policy)"},
     {"temperature", &TO::temperature, "grpo: sampling temperature (0: greedy)", nullptr, rows_at_least(0)},
     {"top_p", &TO::top_p, "grpo: nucleus sampling mass (1: off)", nullptr, FlagRange{0, 1, true}},
     {"top_k", &TO::top_k, "grpo: sample among the k likeliest tokens (0: all)", nullptr, rows_at_least(0)},

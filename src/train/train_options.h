@@ -127,6 +127,8 @@ struct TrainOptions {
   double answer_tolerance = 1e-6;
   // Processes (and GPUs) that only generate, beside the training ones; 0: colocated.
   int64_t generation_gpus = 0;
+  // With generation ranks: step k+1's rollouts are sampled while step k trains.
+  bool overlap_generation = false;
 
   // Print-and-exit modes of the seed.
   bool show_recommendations = false;

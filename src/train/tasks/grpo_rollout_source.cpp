@@ -1,6 +1,9 @@
 // A training rank's end of the generation ranks' link (see grpo_rollout_source.h).
 #include "train/tasks/grpo_rollout_source.h"
 
+#include <string>
+
+#include "core/error.h"
 #include "train/rl/grpo_weight_sync.h"
 #include "train/test_hooks.h"
 
@@ -29,15 +32,27 @@ std::vector<uint64_t> RolloutSource::send_weights(torch::nn::Module& model, int6
   return out;
 }
 
-rl::RolloutShare RolloutSource::receive(int64_t step) {
+void RolloutSource::request(int64_t step) {
+  if (pending_ >= 0)
+    throw Exception(Code::kInternal, "rollout step " + std::to_string(step) +
+                                         " asked for while step " + std::to_string(pending_) +
+                                         " is not received yet");
   if (sync_) rl::send_command(*sync_, layout_, {rl::LinkCommand::kRollout, step});
-  return rl::receive_share(*world_, layout_.server_of(training_rank_), step);
+  pending_ = step;
+}
+
+rl::RolloutShare RolloutSource::receive(int64_t step) {
+  if (pending_ != step) request(step);
+  auto share = rl::receive_share(*world_, layout_.server_of(training_rank_), step);
+  pending_ = -1;
+  return share;
 }
 
 void RolloutSource::stop() {
-  if (!sync_ || stopped_) return;
+  if (stopped_) return;
   stopped_ = true;
-  rl::send_command(*sync_, layout_, {rl::LinkCommand::kStop, 0});
+  if (pending_ >= 0) (void)receive(pending_);
+  if (sync_) rl::send_command(*sync_, layout_, {rl::LinkCommand::kStop, 0});
 }
 
 }  // namespace gpulab::train

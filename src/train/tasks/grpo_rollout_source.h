@@ -2,6 +2,8 @@
 // (`--generation_gpus N`, train/rl/grpo_rollout_link.h): training rank 0 sends the policy's
 // weights to the generation ranks before they sample, asks for each rollout step and says when
 // the run ends; every training rank receives its share of each step from its generation rank.
+// A step may be asked for before its share is wanted (--overlap_generation): the generation ranks
+// sample it while the training ranks train on the one before.
 #pragma once
 
 #include <torch/torch.h>
@@ -33,10 +35,16 @@ class RolloutSource {
   // weight-hash test hook on, returns each generation rank's fingerprint of what it received;
   // otherwise (and on the other training ranks) empty.
   std::vector<uint64_t> send_weights(torch::nn::Module& model, int64_t policy_step);
-  // This training rank's share of rollout step `step` (training rank 0 asks for the step first).
+  // Every training rank calls it, in step: training rank 0 asks for rollout step `step`, which the
+  // generation ranks sample with the weights sent last. One step at most is asked for and not yet
+  // received.
+  void request(int64_t step);
+  bool requested(int64_t step) const { return pending_ == step; }
+  // This training rank's share of rollout step `step` (asked for first unless it was).
   rl::RolloutShare receive(int64_t step);
-  // Training rank 0: the generation ranks leave (the run ended or stopped). Once; later calls
-  // and the other training ranks do nothing.
+  // The run ended or stopped: every training rank takes its share of a step asked for and never
+  // received (the generation ranks would wait to send it), then training rank 0 tells the
+  // generation ranks to leave. Once; later calls do nothing.
   void stop();
 
  private:
@@ -44,6 +52,7 @@ class RolloutSource {
   int training_rank_;
   std::shared_ptr<dist::Communicator> world_, sync_;
   std::function<void()> gather_;
+  int64_t pending_ = -1;  // the step asked for and not yet received (-1: none)
   bool stopped_ = false;
 };
 

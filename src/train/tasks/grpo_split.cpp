@@ -48,6 +48,11 @@ Status check_devices(const TrainOptions& o, int generation, int local_ranks) {
 
 Status check_generation_split(const TrainOptions& o, const dist::DistOptions& d, int world) {
   const int64_t n = o.generation_gpus;
+  if (o.overlap_generation && n == 0)
+    return split_error(
+        "--overlap_generation needs generation ranks of their own: a colocated rank cannot sample "
+        "and train at once",
+        "add --generation_gpus 1 (and one more process for it), or drop --overlap_generation");
   if (n == 0) return ok_status();
   if (o.task != "grpo")
     return split_error("--generation_gpus is for --task grpo (ranks that sample rollouts)",

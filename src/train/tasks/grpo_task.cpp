@@ -152,27 +152,63 @@ void GrpoTask::sync_policy(RolloutSource& source, int64_t policy_step) {
     weight_hashes_["training"].push_back(hex(static_cast<uint64_t>(training[i].item<int64_t>())));
 }
 
-// The step's completions: from this rank's generation rank when there are generation ranks (the
-// policy sent first: the optimizer steps of the `index` micro-batches trained so far, --grad_accum
-// a step, so every micro-batch of a step samples with the same policy), else sampled
-// here from this rank's own stream. Records the generation time (and the policy step) in r.
+// The first micro-batch index the run does not train: its epochs' batches, or fewer where
+// --max_steps ends it (the trainer stops before a batch once that many optimizer steps are done).
+int64_t GrpoTask::run_end_index() const {
+  const TrainOptions& o = env_.opts;
+  int64_t per_epoch = steps_per_epoch_ * o.mu;
+  if (o.limit_train_batches > 0) per_epoch = std::min(per_epoch, o.limit_train_batches);
+  int64_t lo = 0, hi = per_epoch * o.num_epochs;
+  if (o.max_steps <= 0) return hi;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (optimizer_steps_before(mid, per_epoch, o.grad_accum) >= o.max_steps)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+// The step's completions from this rank's generation rank, the policy sent first (the optimizer
+// steps of the `index` micro-batches trained so far, --grad_accum a step, so every micro-batch of
+// a step samples with the same policy). With --overlap_generation the next step is asked for
+// before this one trains, with the same policy: its rollouts are sampled while this step trains.
+std::vector<std::vector<int64_t>> GrpoTask::received_completions(RolloutSource& source,
+                                                                 int64_t step, int64_t index,
+                                                                 Rollout& r) {
+  const auto t0 = GrpoClock::now();
+  const int64_t policy =
+      optimizer_steps_before(index, steps_per_epoch_ * env_.opts.mu, env_.opts.grad_accum);
+  if (!source.requested(step)) {
+    sync_policy(source, policy);
+    source.request(step);
+  }
+  auto share = source.receive(step);
+  if (env_.opts.overlap_generation && (step + 1) * env_.opts.mu < run_end_index()) {
+    sync_policy(source, policy);
+    source.request(step + 1);
+  }
+  r.sums.gen_seconds = share.generation_seconds;
+  r.sums.wait_seconds = grpo_seconds_since(t0);
+  r.policy_step = share.policy_step;
+  return std::move(share.completions);
+}
+
+// The step's completions: from this rank's generation rank when there are generation ranks,
+// else sampled here from this rank's own stream. Records the generation time (and the policy
+// step) in r.
 std::vector<std::vector<int64_t>> GrpoTask::completions_of(
     int64_t step, int64_t index, const std::vector<std::vector<int64_t>>& prompts, Rollout& r) {
-  if (auto* source = env_.dist.rollout_source.get()) {
-    sync_policy(*source, optimizer_steps_before(index, steps_per_epoch_ * env_.opts.mu,
-                                                env_.opts.grad_accum));
-    auto share = source->receive(step);
-    r.sums.gen_seconds = share.generation_seconds;
-    r.policy_step = share.policy_step;
-    return std::move(share.completions);
-  }
+  if (auto* source = env_.dist.rollout_source.get())
+    return received_completions(*source, step, index, r);
   const auto t0 = GrpoClock::now();
   // Each rank and step draws from its own seed: a resumed run samples what the first would have.
   TokenSampler sampler(
       in_.sampling, grpo_sampler_seed(env_.opts.seed, step, env_.dist.rank, env_.dist.world_size));
   auto completions =
       rollouts_for_step(*model_, prompts, env_.opts.group_size, in_.sampling, sampler);
-  r.sums.gen_seconds = grpo_seconds_since(t0);
+  r.sums.gen_seconds = r.sums.wait_seconds = grpo_seconds_since(t0);
   return completions;
 }
 

@@ -47,6 +47,7 @@ class GrpoTask : public TrainTask {
     double gen_tokens = 0, gen_seconds = 0, step_seconds = 0, sequence_tokens = 0;
     double kl = 0, clip_low = 0, clip_high = 0, loss = 0, micro = 0;
     double groups = 0, dropped_groups = 0, failed_rewards = 0;
+    double wait_seconds = 0;  // this training rank's time getting the rollouts (colocated: making)
   };
 
  private:
@@ -61,7 +62,10 @@ class GrpoTask : public TrainTask {
   std::vector<std::vector<int64_t>> completions_of(int64_t step, int64_t index,
                                                    const std::vector<std::vector<int64_t>>& prompts,
                                                    Rollout& r);
+  std::vector<std::vector<int64_t>> received_completions(RolloutSource& source, int64_t step,
+                                                         int64_t index, Rollout& r);
   void sync_policy(RolloutSource& source, int64_t policy_step);
+  int64_t run_end_index() const;
   rl::ResolvedRewards score(const std::vector<std::vector<int64_t>>& completions,
                             const std::vector<const rl::Prompt*>& sources, Sums& sums) const;
   torch::Tensor log_probs_of(CausalLm& model, const TaskBatch& batch) const;

@@ -30,7 +30,8 @@ constexpr SumField kSumFields[] = {&GrpoTask::Sums::reward,
                                    &GrpoTask::Sums::micro,
                                    &GrpoTask::Sums::groups,
                                    &GrpoTask::Sums::dropped_groups,
-                                   &GrpoTask::Sums::failed_rewards};
+                                   &GrpoTask::Sums::failed_rewards,
+                                   &GrpoTask::Sums::wait_seconds};
 
 std::vector<double> sums_vector(const GrpoTask::Sums& s) {
   std::vector<double> v;
@@ -52,6 +53,7 @@ double ratio(double a, double b) {
 Json step_json(const GrpoTask::Sums& s, int world) {
   const double mean = ratio(s.reward, s.rows);
   const double gen_s = s.gen_seconds / world, step_s = s.step_seconds / world;
+  const double wait_s = s.wait_seconds / world;
   return Json{{"mean_reward", mean},
               {"reward_std", std::sqrt(std::max(0.0, ratio(s.reward_sq, s.rows) - mean * mean))},
               {"kl", ratio(s.kl, s.micro)},
@@ -62,12 +64,24 @@ Json step_json(const GrpoTask::Sums& s, int world) {
               {"completion_length", ratio(s.completion_tokens, s.rows)},
               {"completions", s.rows},
               {"generation_tokens_per_s", ratio(s.gen_tokens, gen_s)},
-              {"training_tokens_per_s", ratio(s.sequence_tokens, step_s - gen_s)},
+              {"training_tokens_per_s", ratio(s.sequence_tokens, step_s - wait_s)},
               {"generation_share", ratio(gen_s, step_s)},
+              {"rollout_wait_share", ratio(wait_s, step_s)},
               {"step_seconds", step_s},
               {"dropped_groups", s.dropped_groups},
               {"groups", s.groups},
               {"failed_rewards", s.failed_rewards}};
+}
+
+// Where the rollouts are sampled, and with which policy.
+std::string generation_fact(const TrainOptions& o) {
+  if (o.generation_gpus == 0) return "generation on the training process";
+  return fmt::format(
+      "generation on {} rank(s) of its own, weights sent after each optimizer step{}",
+      o.generation_gpus,
+      o.overlap_generation ? "; overlapped: a step's rollouts are sampled while the step before "
+                             "trains, by the policy before it"
+                           : "");
 }
 
 }  // namespace
@@ -77,7 +91,8 @@ void add_rollout_sums(GrpoTask::Sums& s, const GrpoTask::Sums& r, bool with_gene
   s.reward += r.reward, s.reward_sq += r.reward_sq, s.rows += r.rows;
   s.completion_tokens += r.completion_tokens, s.sequence_tokens += r.sequence_tokens;
   s.groups += r.groups, s.dropped_groups += r.dropped_groups, s.failed_rewards += r.failed_rewards;
-  if (with_generation) s.gen_tokens += r.gen_tokens, s.gen_seconds += r.gen_seconds;
+  if (with_generation)
+    s.gen_tokens += r.gen_tokens, s.gen_seconds += r.gen_seconds, s.wait_seconds += r.wait_seconds;
 }
 
 // The step's figures summed over ranks: its rollouts' (every micro-batch's under --grad_accum;
@@ -111,6 +126,11 @@ std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
       rec["clip_fraction"].get<double>(), rec["completion_length"].get<double>(),
       rec["generation_tokens_per_s"].get<double>(), rec["training_tokens_per_s"].get<double>(),
       100 * rec["generation_share"].get<double>(), rec["step_seconds"].get<double>());
+  // Generation ranks: how much of the step the training ranks spent waiting for rollouts (all
+  // of the generation without --overlap_generation, what it did not hide with it).
+  if (env_.dist.rollout_source)
+    line += fmt::format(" || waiting {:.0f}% for rollouts",
+                        100 * rec["rollout_wait_share"].get<double>());
   if (rec["dropped_groups"].get<double>() > 0)
     line += fmt::format(" || {:.0f} of {:.0f} groups dropped", rec["dropped_groups"].get<double>(),
                         rec["groups"].get<double>());
@@ -134,7 +154,8 @@ void GrpoTask::add_epoch_figures(EpochRecord& rec) const {
   if (epoch_steps_.empty()) return;
   Json f = Json::object();
   for (const char* key : {"mean_reward", "reward_std", "kl", "clip_fraction", "completion_length",
-                          "generation_tokens_per_s", "training_tokens_per_s", "generation_share"}) {
+                          "generation_tokens_per_s", "training_tokens_per_s", "generation_share",
+                          "rollout_wait_share"}) {
     double sum = 0;
     for (const auto& s : epoch_steps_) sum += s[key].get<double>();
     f[key] = sum / static_cast<double>(epoch_steps_.size());
@@ -165,11 +186,7 @@ std::vector<std::string> GrpoTask::header(const RunFacts& facts) const {
       fmt::format("Sampling: temperature {:g}, top-p {:g}, top-k {}, at most {} new tokens, EOS "
                   "id {} ({})",
                   o.temperature, o.top_p, o.top_k, o.max_new_tokens, in_.sampling.eos_id,
-                  o.generation_gpus > 0
-                      ? fmt::format("generation on {} rank(s) of its own, weights sent after "
-                                    "each optimizer step",
-                                    o.generation_gpus)
-                      : std::string("generation on the training process")),
+                  generation_fact(o)),
       fmt::format("Loss: {}, epsilon {:g} / {:g}, beta {:g}{}{}", rl::grpo_loss_type_name(l.type),
                   l.epsilon_low, l.epsilon_high, l.beta, ref_ ? " (frozen reference copy)" : "",
                   o.dynamic_sampling ? ", dynamic sampling" : ""),

@@ -2,8 +2,10 @@
 // training ranks over Gloo, real processes. After every weight sync the generation rank holds
 // the training ranks' weights bit for bit; every step's rollouts were sampled by the policy of
 // the step before; the run computes exactly what the colocated two-rank run computes (the
-// generation rank draws each training rank's stream); a killed generation rank stops every rank
-// within the launcher's bound; bad layouts are refused before any rank starts.
+// generation rank draws each training rank's stream); with --overlap_generation each step's
+// rollouts are sampled by the policy before the step before, and a stopped run drains the step
+// asked for ahead; a killed generation rank stops every rank within the launcher's bound; bad
+// layouts are refused before any rank starts.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -34,14 +36,21 @@ const fs::path& partly_trained_adder() {
   return dir;
 }
 
-// 25 prompts, 5 per training rank a step over 2 training ranks: 2 steps an epoch, 3 epochs. In
-// fp64 with one thread per rank, so that equal computations give equal bits.
-std::vector<std::string> split_args(const fs::path& out, int processes, int generation_gpus) {
-  auto a = grpo_args(out, "5e-3", 3, 5, partly_trained_adder());
-  a.insert(a.end(), {"--precision", "fp64", "--threads", "1", "--no_checkpoints",
-                     "--nproc_per_node", std::to_string(processes)});
+// 25 prompts, 5 per training rank a step over 2 training ranks: 2 steps an epoch, `epochs`
+// epochs. In fp64 with one thread per rank, so that equal computations give equal bits.
+std::vector<std::string> split_args_with_checkpoints(const fs::path& out, int processes,
+                                                     int generation_gpus, int epochs = 3) {
+  auto a = grpo_args(out, "5e-3", epochs, 5, partly_trained_adder());
+  a.insert(a.end(), {"--precision", "fp64", "--threads", "1", "--nproc_per_node",
+                     std::to_string(processes)});
   if (generation_gpus > 0)
     a.insert(a.end(), {"--generation_gpus", std::to_string(generation_gpus)});
+  return a;
+}
+
+std::vector<std::string> split_args(const fs::path& out, int processes, int generation_gpus) {
+  auto a = split_args_with_checkpoints(out, processes, generation_gpus);
+  a.push_back("--no_checkpoints");
   return a;
 }
 
@@ -139,6 +148,102 @@ TEST(GrpoGenerationRank, FullyShardedTrainingRanksSyncTheSameWeights) {
   }
 }
 
+// The fingerprints a step record holds: the generation rank's weights are both training ranks'.
+std::string synced_fingerprint(const Json& rec) {
+  const Json& h = rec.at("weight_hashes");
+  EXPECT_EQ(h.at("generation").size(), 1u);
+  EXPECT_EQ(h.at("training").size(), 2u);
+  EXPECT_EQ(h["generation"][0], h["training"][0]);
+  EXPECT_EQ(h["training"][0], h["training"][1]);
+  return h["generation"][0].get<std::string>();
+}
+
+// --overlap_generation: step k+1's rollouts are asked for before step k trains, with the weights
+// step k's rollouts were asked with, so the rollouts of step k were sampled by the policy of
+// k - 2 optimizer steps (the first two steps both by the initial one). Every sync still leaves
+// the generation rank with the training ranks' weights bit for bit; nothing is asked for past
+// the run's end (the last step syncs nothing), under --max_steps too. Step 1 samples and trains
+// exactly what the colocated run does.
+TEST(GrpoGenerationRank, OverlapSamplesEachStepWhileTheStepBeforeTrains) {
+  const auto dir = testing::temp_dir("grpo_overlap");
+  auto args = split_args(dir / "overlap", 3, 1);
+  args.push_back("--overlap_generation");
+  const auto r = run_with_hooks(args, {{"GPULAB_TEST_WEIGHT_HASH", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("overlapped: a step's rollouts are sampled while the step before trains"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("% for rollouts"), std::string::npos) << r.out;
+  const auto colocated = testing::run_gpulab(split_args(dir / "colocated", 2, 0), 300);
+  ASSERT_EQ(colocated.exit_code, 0) << colocated.out << colocated.err;
+  const auto s = step_records(dir / "overlap"), c = step_records(dir / "colocated");
+  ASSERT_EQ(s.size(), 6u) << r.out;
+  std::set<std::string> fingerprints;
+  for (const auto& [step, rec] : s) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    EXPECT_EQ(rec.value("policy_step", int64_t{-1}), std::max<int64_t>(0, step - 2));
+    if (step < 6) fingerprints.insert(synced_fingerprint(rec));
+    const double wait = rec.value("rollout_wait_share", -1.0);
+    EXPECT_GT(wait, 0.0);
+    EXPECT_LE(wait, 1.0);
+  }
+  EXPECT_FALSE(s.at(6).contains("weight_hashes")) << "a sync for a step past the run's end";
+  EXPECT_EQ(fingerprints.size(), 5u);  // the policy moved every step: each sync carried new weights
+  for (const char* key : {"mean_reward", "reward_std", "loss", "completion_length"})
+    EXPECT_EQ(s.at(1).at(key).get<double>(), c.at(1).at(key).get<double>()) << key;
+
+  // --max_steps 3 ends inside epoch 2: three steps, the third asks for no fourth.
+  auto capped = with_flag(args, "--output_dir", (dir / "capped").string());
+  capped = with_flag(capped, "--max_steps", "3");
+  const auto rc = run_with_hooks(capped, {{"GPULAB_TEST_WEIGHT_HASH", "1"}});
+  ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+  const auto m = step_records(dir / "capped");
+  ASSERT_EQ(m.size(), 3u) << rc.out;
+  EXPECT_TRUE(m.at(2).contains("weight_hashes"));
+  EXPECT_FALSE(m.at(3).contains("weight_hashes")) << rc.out;
+}
+
+// Ctrl-C while the generation rank samples the step asked for ahead: the training ranks take its
+// shares (the generation rank would wait to send them), write the checkpoint and every rank
+// leaves, exit 130; --resume auto goes on from that step, whose rollouts the checkpoint's policy
+// samples afresh (one policy step newer than the uninterrupted run's), and ends the run.
+TEST(GrpoGenerationRank, OverlappedRunStoppedBySigintDrainsAndResumes) {
+  const auto dir = testing::temp_dir("grpo_overlap_sigint");
+  auto args = split_args_with_checkpoints(dir / "run", 3, 1, 10);
+  args.push_back("--overlap_generation");
+  const pid_t pid = spawn_gpulab(args, dir / "first.log");
+  ASSERT_GT(pid, 0);
+  bool reached = false;
+  for (int i = 0; i < 2400 && !reached; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    reached = step_records(dir / "run").size() >= 3;
+    int status = 0;
+    if (!reached && ::waitpid(pid, &status, WNOHANG) == pid)
+      FAIL() << "the run ended before step 3: " << read_file(dir / "first.log").value_or("");
+  }
+  ASSERT_TRUE(reached) << read_file(dir / "first.log").value_or("");
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string first = read_file(dir / "first.log").value_or("");
+  ASSERT_TRUE(WIFEXITED(status)) << first;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << first;
+  EXPECT_NE(first.find("Stopped by SIGINT"), std::string::npos) << first;
+  // Every rank left of itself: none waited past the launcher's grace for a share nobody took.
+  EXPECT_EQ(first.find("still running after --stop_grace"), std::string::npos) << first;
+  const auto stopped_at = static_cast<int64_t>(step_records(dir / "run").size());
+  ASSERT_LT(stopped_at, 20) << first;
+
+  const auto second = testing::run_gpulab(with_flag(args, "--resume", "auto"), 300);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_NE(second.out.find("Resumed from"), std::string::npos) << second.out;
+  const auto steps = step_records(dir / "run");
+  ASSERT_EQ(steps.size(), 20u) << second.out;
+  EXPECT_EQ(steps.at(stopped_at + 1).value("policy_step", int64_t{-1}), stopped_at) << second.out;
+  EXPECT_EQ(steps.at(20).value("policy_step", int64_t{-1}), 18) << second.out;
+  std::cout << "stopped after step " << stopped_at << ", resumed to step 20\n";
+}
+
 // The generation rank's pid, from its first line.
 pid_t generation_pid(const std::string& log) {
   static const std::regex re(R"(Generation rank 0 of 1 \(pid (\d+)\))");
@@ -204,6 +309,15 @@ TEST(GrpoGenerationRank, BadLayoutsAreRefusedBeforeAnyRankStarts) {
     EXPECT_NE((r.out + r.err).find(cases[i].says), std::string::npos) << r.out << r.err;
     EXPECT_FALSE(fs::exists(out)) << cases[i].says;
   }
+  // Colocated ranks cannot overlap their own sampling and training.
+  auto colocated = split_args(dir / "overlap", 2, 0);
+  colocated.push_back("--overlap_generation");
+  const auto r = testing::run_gpulab(colocated, 120);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("--overlap_generation needs generation ranks of their own"),
+            std::string::npos)
+      << r.out << r.err;
+  EXPECT_FALSE(fs::exists(dir / "overlap"));
 }
 
 }  // namespace
