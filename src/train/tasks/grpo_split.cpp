@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "launch/rank_env.h"
 #include "train/device.h"
 #include "train/dist/shard_context.h"
@@ -70,10 +72,10 @@ Status check_generation_split(const TrainOptions& o, const dist::DistOptions& d,
         fmt::format("pass --nproc_per_node {} or more, or --generation_gpus {} or "
                     "fewer",
                     n + 1, world - 1));
-  if (d.launch.nnodes > 1)
-    return split_error("--generation_gpus with --nnodes > 1 is not supported yet",
-                       "run the job on one node, or drop --generation_gpus (colocated)");
-  return check_devices(o, static_cast<int>(n), world);
+  // World ranks 0..N-1 generate: the first local ranks of the first node(s), so on every node
+  // the generation ranks, if any, hold its first GPUs.
+  const int per_node = world / std::max(1, d.launch.nnodes);
+  return check_devices(o, static_cast<int>(std::min<int64_t>(n, per_node)), per_node);
 }
 
 int run_grpo_split(TrainOptions o, const dist::DistOptions& d) {

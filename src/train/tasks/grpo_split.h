@@ -12,7 +12,7 @@
 namespace gpulab::train {
 
 // kInvalidArgument naming the numbers, for --generation_gpus with `world` processes: another
-// task, a single process, no training rank left, several nodes, --grad_accum, or a GPU that a
+// task, a single process, no training rank left, or a GPU that a
 // generation rank and a training rank would share.
 Status check_generation_split(const TrainOptions& o, const dist::DistOptions& d, int world);
 

@@ -19,6 +19,7 @@
 
 #include "core/files.h"
 #include "core/subprocess.h"
+#include "launch/ports.h"
 #include "train/rl/grpo_test_util.h"
 #include "train/trainer_test_util.h"
 
@@ -242,6 +243,45 @@ TEST(GrpoGenerationRank, OverlappedRunStoppedBySigintDrainsAndResumes) {
   EXPECT_EQ(steps.at(stopped_at + 1).value("policy_step", int64_t{-1}), stopped_at) << second.out;
   EXPECT_EQ(steps.at(20).value("policy_step", int64_t{-1}), 18) << second.out;
   std::cout << "stopped after step " << stopped_at << ", resumed to step 20\n";
+}
+
+// --nnodes 2 on this host (two launchers of 2 processes each, as two machines would run them):
+// world rank 0 generates on node 0, ranks 1-3 train across both nodes, and the run equals the
+// colocated three-process run bit for bit (25 prompts, 5 a training rank: 1 step an epoch).
+TEST(GrpoGenerationRank, TwoNodesEqualTheColocatedRun) {
+  const auto dir = testing::temp_dir("grpo_split_nodes");
+  const auto port = launch::pick_free_port();
+  ASSERT_TRUE(port.ok()) << port.error().message;
+  const auto node = [&](int rank, const fs::path& out) {
+    auto a = split_args(out, 2, 1);
+    a.insert(a.end(), {"--nnodes", "2", "--node_rank", std::to_string(rank), "--master_addr",
+                       "127.0.0.1", "--master_port", std::to_string(*port)});
+    return a;
+  };
+  const pid_t node1 = spawn_gpulab(node(1, dir / "node1"), dir / "node1.log");
+  ASSERT_GT(node1, 0);
+  const auto node0 = testing::run_gpulab(node(0, dir / "split"), 300);
+  int status = 0;
+  ::waitpid(node1, &status, 0);
+  const std::string log1 = read_file(dir / "node1.log").value_or("");
+  ASSERT_EQ(node0.exit_code, 0) << node0.out << node0.err << log1;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log1;
+  EXPECT_NE(node0.out.find("Generation rank 0 of 1"), std::string::npos) << node0.out;
+  EXPECT_NE(node0.out.find("World size: 3"), std::string::npos) << node0.out;
+  EXPECT_EQ(log1.find("Generation rank"), std::string::npos) << log1;  // node 1 only trains
+  const auto colocated = testing::run_gpulab(split_args(dir / "colocated", 3, 0), 300);
+  ASSERT_EQ(colocated.exit_code, 0) << colocated.out << colocated.err;
+  const auto s = step_records(dir / "split"), c = step_records(dir / "colocated");
+  ASSERT_EQ(s.size(), 3u) << node0.out;
+  ASSERT_EQ(c.size(), 3u) << colocated.out;
+  for (const auto& [step, rec] : s) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    EXPECT_EQ(rec.value("policy_step", int64_t{-1}), step - 1);
+    for (const char* key : {"mean_reward", "reward_std", "loss", "completion_length"})
+      EXPECT_EQ(rec.at(key).get<double>(), c.at(step).at(key).get<double>()) << key;
+  }
+  EXPECT_EQ(read_file(dir / "split" / "model.safetensors").value_or("a"),
+            read_file(dir / "colocated" / "model.safetensors").value_or("b"));
 }
 
 // The generation rank's pid, from its first line.
