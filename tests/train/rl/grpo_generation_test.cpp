@@ -212,23 +212,11 @@ TEST(GrpoGenerationRank, OverlappedRunStoppedBySigintDrainsAndResumes) {
   const auto dir = testing::temp_dir("grpo_overlap_sigint");
   auto args = split_args_with_checkpoints(dir / "run", 3, 1, 10);
   args.push_back("--overlap_generation");
-  const pid_t pid = spawn_gpulab(args, dir / "first.log");
-  ASSERT_GT(pid, 0);
-  bool reached = false;
-  for (int i = 0; i < 2400 && !reached; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    reached = step_records(dir / "run").size() >= 3;
-    int status = 0;
-    if (!reached && ::waitpid(pid, &status, WNOHANG) == pid)
-      FAIL() << "the run ended before step 3: " << read_file(dir / "first.log").value_or("");
-  }
-  ASSERT_TRUE(reached) << read_file(dir / "first.log").value_or("");
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  const std::string first = read_file(dir / "first.log").value_or("");
-  ASSERT_TRUE(WIFEXITED(status)) << first;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << first;
+  const auto stop = interrupt_after_steps(args, dir / "run", dir / "first.log", 3);
+  ASSERT_NE(stop.status, -1);
+  const std::string& first = stop.log;
+  ASSERT_TRUE(WIFEXITED(stop.status)) << first;
+  EXPECT_EQ(WEXITSTATUS(stop.status), 130) << first;
   EXPECT_NE(first.find("Stopped by SIGINT"), std::string::npos) << first;
   // Every rank left of itself: none waited past the launcher's grace for a share nobody took.
   EXPECT_EQ(first.find("still running after --stop_grace"), std::string::npos) << first;

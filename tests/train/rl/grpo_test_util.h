@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,8 +19,10 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/files.h"
 #include "core/json.h"
 #include "train/models/decoder_config.h"
 #include "train/models/lm_families.h"
@@ -188,6 +192,43 @@ inline pid_t spawn_gpulab(const std::vector<std::string>& args, const fs::path& 
     ::_exit(127);
   }
   return pid;
+}
+
+// A run stopped by Ctrl-C: its wait status and its output.
+struct InterruptedRun {
+  int status = -1;  // -1: it ended, or never reached `steps`, before the SIGINT (a failure added)
+  std::string log;
+};
+
+// Starts gpulab with `args` (output into `log`), sends SIGINT once `run_dir` holds `steps` step
+// records, and waits for it to end.
+inline InterruptedRun interrupt_after_steps(const std::vector<std::string>& args,
+                                            const fs::path& run_dir, const fs::path& log,
+                                            size_t steps) {
+  InterruptedRun r;
+  const pid_t pid = spawn_gpulab(args, log);
+  if (pid <= 0) {
+    ADD_FAILURE() << "cannot start gpulab";
+    return r;
+  }
+  bool reached = false;
+  int status = 0;
+  for (int i = 0; i < 2400 && !reached; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    reached = step_records(run_dir).size() >= steps;
+    if (!reached && ::waitpid(pid, &status, WNOHANG) == pid) break;
+  }
+  if (reached) {
+    ::kill(pid, SIGINT);
+    ::waitpid(pid, &status, 0);
+    r.status = status;
+  } else {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  r.log = read_file(log).value_or("");
+  if (!reached) ADD_FAILURE() << "the run ended before step " << steps << ": " << r.log;
+  return r;
 }
 
 }  // namespace gpulab::train::grpo_testing

@@ -3,17 +3,13 @@
 // its mean reward rises by a stated margin within a bounded number of steps, while the same run
 // with the learning rate turned down to nothing does not rise; a run stopped by SIGINT resumes
 // from its checkpoint; bad input is refused with exit 2 before any rank starts.
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <thread>
 
 #include "core/files.h"
 #include "train/rl/grpo_test_util.h"
@@ -80,23 +76,11 @@ TEST(GrpoTrain, RaisesTheMeanRewardOfAPretrainedAdder) {
 TEST(GrpoTrain, StoppedBySigintResumesFromItsCheckpoint) {
   const auto dir = testing::temp_dir("grpo_sigint");
   auto args = grpo_args(dir / "run", "5e-3", 4, 5, untrained_adder());
-  const pid_t pid = spawn_gpulab(args, dir / "first.log");
-  ASSERT_GT(pid, 0);
-  bool reached = false;
-  for (int i = 0; i < 2400 && !reached; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    reached = step_records(dir / "run").size() >= 7;
-    int status = 0;
-    if (!reached && ::waitpid(pid, &status, WNOHANG) == pid)
-      FAIL() << "the run ended before step 7: " << read_file(dir / "first.log").value_or("");
-  }
-  ASSERT_TRUE(reached) << read_file(dir / "first.log").value_or("");
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  const std::string first = read_file(dir / "first.log").value_or("");
-  ASSERT_TRUE(WIFEXITED(status)) << first;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << first;
+  const auto stop = interrupt_after_steps(args, dir / "run", dir / "first.log", 7);
+  ASSERT_NE(stop.status, -1);
+  const std::string& first = stop.log;
+  ASSERT_TRUE(WIFEXITED(stop.status)) << first;
+  EXPECT_EQ(WEXITSTATUS(stop.status), 130) << first;
   EXPECT_NE(first.find("Stopped by SIGINT"), std::string::npos) << first;
   const auto stopped_at = static_cast<int64_t>(step_records(dir / "run").size());
 
