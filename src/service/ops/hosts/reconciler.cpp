@@ -280,10 +280,11 @@ ReconcileReport reconcile(Service& s, bool startup) {
     if (back.count(h->name()) && !missed.count(h->name()) && s.usable(*h)) h->set_returned(false);
   remove_unbooked(s, engine, host_of, booked, r);
   s.metrics.increment("reconcile_passes");  // tests wait for a pass that began after a change
-  if (startup) {
-    cleanup_backups(s, r);
-    r.images_removed = remove_orphan_images(s);  // after the rows and containers above settled
-  }
+  if (startup) cleanup_backups(s, r);
+  // Every pass, not only at start: a commit or load that a kill of the service cut off may end in
+  // the engine after the start's sweep (the engine finishes it without its client). After the
+  // rows and containers above settled; a request of this process still making one holds a claim.
+  r.images_removed = remove_orphan_images(s);
   return r;
 }
 

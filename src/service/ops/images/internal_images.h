@@ -30,7 +30,8 @@ void release_internal_image(Service& s, const std::string& image);
 
 // Removes every internal image of this book (gpulab.book label) that nothing owns: the ones a
 // SIGKILL cut off between the engine's commit or load and the row that would own them. At
-// start-up; a request between its commit and its row holds a claim (image_claims.h).
+// start-up and on every reconcile pass (such a commit can end after the start); a request
+// between its commit and its row holds a claim (image_claims.h).
 int remove_orphan_images(Service& s);
 
 // The same sweep on one engine of a host that was down and answers again, run before it is marked
