@@ -117,13 +117,14 @@ TEST_F(InternalImages, RestartRemovesOrphansOfItsOwnBookOnly) {
   std::string kept = prefix_ + "-snap";
   ASSERT_TRUE(ok(c.post_json(kApi + "/snapshot", {{"name", name}, {"snapshot_name", kept}})));
   // What a kill right after the engine's commit leaves: the image, carrying the container's
-  // labels (this book's id among them), and no row.
+  // labels (this book's id among them), and no row. Made while the service is down, so that the
+  // start's pass is the one that finds it (a running service's passes sweep too).
+  svc_->kill_hard();
   docker::CommitSpec lost{"gpulab-snapshot", prefix_ + "-lost", "", "", {}, {}, true};
   ASSERT_TRUE(client_->commit(name, lost).ok());
   docker::CommitSpec foreign{
       "gpulab-recreate", prefix_ + "-foreign", "", "", {{"gpulab.book", "another"}}, {}, true};
   ASSERT_TRUE(client_->commit(name, foreign).ok());
-  svc_->kill_hard();
   ASSERT_TRUE(svc_->start()) << svc_->log_tail();
   EXPECT_FALSE(client_->image_exists("gpulab-snapshot:" + prefix_ + "-lost"));
   EXPECT_TRUE(client_->image_exists("gpulab-snapshot:" + kept));

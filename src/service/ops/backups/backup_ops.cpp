@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "core/disk_space.h"
 #include "core/log.h"
@@ -189,6 +190,10 @@ CreateOutcome restore_backup(Service& s, const Principal& who, const Json& req) 
   } closer{fd};
   std::int64_t left = m->image_bytes;
   off_t off = kImageOffset;
+  // Until the container's row owns the image: a reconcile pass between the load and the booking
+  // would take it for an orphan (it carries this book's label from the backed-up container).
+  std::optional<ImageClaims::Claim> claim;
+  claim.emplace(s.image_claims, m->image);
   auto loaded = require_archives(engine, "backup restores")
                     .load_images(m->image_bytes, [&](char* buf, size_t cap) -> Result<size_t> {
                       if (left <= 0) return size_t{0};
@@ -210,6 +215,7 @@ CreateOutcome restore_backup(Service& s, const Principal& who, const Json& req) 
   try {
     out = create_container(s, o);
   } catch (...) {
+    claim.reset();
     release_internal_image(s, m->image);  // loaded for a container that was refused
     throw;
   }
