@@ -18,6 +18,9 @@ struct SamplingOptions : SamplerSettings {
   int64_t max_new_tokens = 64;
   uint64_t seed = 0;
   int64_t eos_id = -1;  // a row that chooses it is finished (kept as its last token); -1: none
+  // generate_groups also records each chosen token's log-probability (train/token_log_probs.h):
+  // what GRPO's importance sampling weighs the sampling policy by.
+  bool record_log_probs = false;
 };
 
 // Sees each row's new token as it is chosen; returning false finishes that row.

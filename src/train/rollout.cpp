@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "train/token_log_probs.h"
 
 namespace gpulab::train {
 namespace {
@@ -66,15 +67,27 @@ LiveRows prefill(CausalLm& model, const std::vector<std::vector<int64_t>>& promp
   return live;
 }
 
-// Hands each live row its token; returns the indices (into live.rows) of those that go on.
-std::vector<int64_t> take_tokens(const torch::Tensor& next, const LiveRows& live,
-                                 const SamplingOptions& opts, const OnRowToken& on_token,
-                                 RolloutBatch& out) {
+// The log-probability of each live row's chosen token, [rows] float64 on the CPU.
+torch::Tensor chosen_log_probs(const LiveRows& live, const torch::Tensor& next,
+                               double temperature) {
+  const auto tokens = next.to(live.logits.device()).unsqueeze(1);
+  return token_log_probs(live.logits.unsqueeze(1), tokens, log_prob_temperature(temperature))
+      .squeeze(1)
+      .to(torch::kDouble)
+      .cpu();
+}
+
+// Hands each live row its token (and its log-probability when recorded); returns the indices
+// (into live.rows) of those that go on.
+std::vector<int64_t> take_tokens(const torch::Tensor& next, const torch::Tensor& lp,
+                                 const LiveRows& live, const SamplingOptions& opts,
+                                 const OnRowToken& on_token, RolloutBatch& out) {
   const auto* ids = next.data_ptr<int64_t>();
   std::vector<int64_t> going_on;
   for (size_t i = 0; i < live.rows.size(); ++i) {
     const int64_t row = live.rows[i];
     out.completions[static_cast<size_t>(row)].push_back(ids[i]);
+    if (lp.defined()) out.log_probs[static_cast<size_t>(row)].push_back(lp.data_ptr<double>()[i]);
     ++out.generated_tokens;
     const bool more = on_token ? on_token(row, ids[i]) : true;
     if (more && ids[i] != opts.eos_id) going_on.push_back(static_cast<int64_t>(i));
@@ -108,6 +121,7 @@ RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int6
   check_rollout_input(model.config(), prompts, group, opts);
   RolloutBatch out;
   out.completions.resize(prompts.size() * static_cast<size_t>(group));
+  if (opts.record_log_probs) out.log_probs.resize(out.completions.size());
   if (opts.max_new_tokens > 0) {
     torch::NoGradGuard no_grad;
     model.eval();
@@ -116,7 +130,10 @@ RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int6
     auto live = prefill(model, prompts, group, keep_history, device);
     for (int64_t step = 0;; ++step) {
       const auto next = sampler.next(live.logits, live.history);
-      const auto going_on = take_tokens(next, live, opts, on_token, out);
+      const auto lp = opts.record_log_probs
+                          ? chosen_log_probs(live, next, sampler.settings().temperature)
+                          : torch::Tensor();
+      const auto going_on = take_tokens(next, lp, live, opts, on_token, out);
       if (going_on.empty() || step + 1 == opts.max_new_tokens) break;
       advance(model, live, next, going_on, device);
     }

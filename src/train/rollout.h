@@ -17,6 +17,9 @@ struct RolloutBatch {
   // prompts.size() * group rows; row p * group + g is prompt p's g-th completion, its EOS
   // included where the row chose it.
   std::vector<std::vector<int64_t>> completions;
+  // With opts.record_log_probs: each completion token's log-probability under the logits it was
+  // drawn from, at the sampler's temperature (token_log_probs), row by row as completions.
+  std::vector<std::vector<double>> log_probs;
   int64_t generated_tokens = 0;  // the completions' tokens, all rows together
   double seconds = 0;            // wall time, prefill to the last token
 };

@@ -13,6 +13,7 @@
 #include "train/lm_batches.h"
 #include "train/models/decoder_config.h"
 #include "train/models/registry.h"
+#include "train/rl/grpo_importance.h"
 #include "train/weights/hf_shards.h"
 
 namespace gpulab::train {
@@ -43,6 +44,14 @@ const std::vector<std::string>& task_names() {
 }
 const std::vector<std::string>& grpo_loss_names() {
   static const std::vector<std::string> names = {"grpo", "dapo", "dr_grpo"};
+  return names;
+}
+const std::vector<std::string>& importance_sampling_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n{"auto"};
+    for (const auto& m : rl::importance_mode_names()) n.push_back(m);
+    return n;
+  }();
   return names;
 }
 const std::vector<std::string>& reward_failure_names() {
@@ -222,6 +231,11 @@ Json options_to_json(const TrainOptions& o) {
   j["beta"] = o.beta;
   j["mu"] = o.mu;
   j["dynamic_sampling"] = o.dynamic_sampling;
+  j["generation_gpus"] = o.generation_gpus;
+  j["overlap_generation"] = o.overlap_generation;
+  j["importance_sampling"] = o.importance_sampling;
+  j["importance_sampling_min"] = o.importance_sampling_min;
+  j["importance_sampling_max"] = o.importance_sampling_max;
   j["reward"] = o.reward;
   j["reward_regex"] = o.reward_regex;
   j["reward_command"] = o.reward_command;

@@ -129,6 +129,11 @@ struct TrainOptions {
   int64_t generation_gpus = 0;
   // With generation ranks: step k+1's rollouts are sampled while step k trains.
   bool overlap_generation = false;
+  // Weights against the policy that sampled (train/rl/grpo_importance.h); auto: sequence_mask
+  // when overlapped (its rollouts are a step old), else off.
+  std::string importance_sampling = "auto";
+  double importance_sampling_min = 0;  // C_min (0: none)
+  double importance_sampling_max = 3;  // C_max (TRL's default)
 
   // Print-and-exit modes of the seed.
   bool show_recommendations = false;
@@ -147,6 +152,7 @@ const std::vector<std::string>& pp_schedule_names();  // --pp_schedule
 const std::vector<std::string>& task_names();         // --task
 const std::vector<std::string>& grpo_loss_names();
 const std::vector<std::string>& reward_failure_names();
+const std::vector<std::string>& importance_sampling_names();  // auto + rl::ImportanceMode's
 const std::vector<std::string>& answer_extract_names();
 const std::vector<std::string>& answer_match_names();
 

@@ -3,19 +3,24 @@
   grpo_loss_reference.py IN OUT CASES_JSON
 
 IN holds `logits` [N, T, V] float64 (the policy's, aligned with the completion tokens), `tokens`
-[N, T] int64, `mask` [N, T] float64, `old` and `ref` [N, T] float64 (the sampling policy's and the
-frozen reference's log-probabilities) and `rewards` [N] float64. For each case i of the JSON list
-({type, epsilon_low, epsilon_high, beta, max_completion_length, group_size, scale_rewards, use_old,
-temperature}) OUT gets `loss.i`, `grad.i` (d loss / d logits), `advantages.i`, `kl.i`,
-`clip_low.i` and `clip_high.i`.
+[N, T] int64, `mask` [N, T] float64, `old`, `ref` and `sampling` [N, T] float64 (the old policy's,
+the frozen reference's and the sampler's log-probabilities) and `rewards` [N] float64. For each
+case i of the JSON list ({type, epsilon_low, epsilon_high, beta, max_completion_length, group_size,
+scale_rewards, use_old, temperature, is_mode, is_min, is_max}) OUT gets `loss.i`, `grad.i`
+(d loss / d logits), `advantages.i`, `kl.i`, `clip_low.i`, `clip_high.i`, `is_mean.i` and
+`is_capped.i` (the importance weights' mean and the share the bounds changed; 0 when is_mode is
+"off").
 
 trl is not in the pinned environment, so its code is transcribed here, from huggingface/trl
 f2cd57710ae3 (2026-07-24): trl/trainer/grpo_trainer.py `_generate_and_score_completions` (the
 group advantages, scale_rewards "group" or "none"), `_compute_loss` (token-level importance
 sampling, loss types grpo, dr_grpo and dapo, one process, no gradient accumulation) and the clip
-metrics; trl/trainer/utils.py `selective_log_softmax` and `nanstd`.
+metrics; trl/trainer/utils.py `selective_log_softmax` and `nanstd`. The correction against the
+sampling engine (vllm_importance_sampling_mode token_/sequence_ truncate/mask, clip_min/max, and
+its ratio metrics) from trl 1.16.0's grpo_trainer.py, as pip installs it.
 """
 import json
+import math
 import sys
 
 import torch
@@ -51,6 +56,32 @@ def selective_log_softmax(logits, index):
     return selected_logits - logsumexp_values
 
 
+def sampling_importance(old_per_token_logps, sampling_per_token_logps, mask, case):
+    # trl 1.16.0 _generate_and_score_completions: vllm_importance_sampling_ratio, then its
+    # min/mean/max metrics over completion tokens (token modes) or rows (sequence modes).
+    mode = case["is_mode"]
+    clip_min = case["is_min"] if case["is_min"] > 0 else None
+    clip_max = case["is_max"]
+    per_token_logps_diff = (old_per_token_logps - sampling_per_token_logps) * mask
+    per_token_logps_diff = torch.nan_to_num(per_token_logps_diff, nan=0.0)
+    if mode in ["sequence_mask", "sequence_truncate"]:
+        logps_diff = per_token_logps_diff.sum(dim=-1, keepdim=True)
+    else:
+        logps_diff = per_token_logps_diff
+    raw = torch.exp(logps_diff)
+    if mode in ["sequence_truncate", "token_truncate"]:
+        ratio = torch.clamp(raw, min=clip_min, max=clip_max)
+    else:
+        min_val = clip_min if clip_min is not None else -math.inf
+        invalid = (raw < min_val) | (raw > clip_max)
+        ratio = raw.masked_fill(invalid, value=0.0)
+    if mode in ["sequence_mask", "sequence_truncate"]:
+        flat, changed = ratio.flatten(), (ratio != raw).flatten()
+    else:
+        flat, changed = ratio[mask.bool()], (ratio != raw)[mask.bool()]
+    return ratio, flat.mean(), changed.double().mean()
+
+
 def compute_loss(inputs, case):
     logits = inputs["logits"].clone().requires_grad_(True)
     per_token_logps = selective_log_softmax(logits / case["temperature"], inputs["tokens"])
@@ -65,6 +96,11 @@ def compute_loss(inputs, case):
                         - (ref_per_token_logps - per_token_logps) - 1)
     coef_2 = torch.clamp(coef_1, 1 - case["epsilon_low"], 1 + case["epsilon_high"])
     per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
+    is_mean, is_capped = torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.float64)
+    if case["is_mode"] != "off":
+        ratio, is_mean, is_capped = sampling_importance(
+            old_per_token_logps.detach(), inputs["sampling"], mask, case)
+        per_token_loss = per_token_loss * ratio
     if beta != 0.0:
         per_token_loss = per_token_loss + beta * per_token_kl
     if case["type"] == "grpo":
@@ -81,7 +117,8 @@ def compute_loss(inputs, case):
     kl = (per_token_kl * mask).sum() / tokens if beta != 0.0 else torch.zeros(())
     return {"loss": loss.detach(), "grad": logits.grad, "advantages": advantages.squeeze(1),
             "kl": kl.detach(), "clip_low": (low * mask).sum() / tokens,
-            "clip_high": (high * mask).sum() / tokens}
+            "clip_high": (high * mask).sum() / tokens, "is_mean": is_mean.detach(),
+            "is_capped": is_capped.detach()}
 
 
 def main():

@@ -2,7 +2,8 @@
 // padded, give each row what the prompt gives alone (greedy tokens equal generate_rows', logits
 // within fp32's own rounding), for Llama (rotary positions, grouped-query) and GPT-2 (a position
 // table); rows that finish leave the batch and its cache without changing the others; a seed fixes
-// a sampled run; bad prompts are named before any forward pass; transformers' generate() with
+// a sampled run; recorded log-probabilities equal a full forward's; bad prompts are named before
+// any forward pass; transformers' generate() with
 // left padding chooses the same tokens; and `gpulab generate` with several prompts batches them.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -15,6 +16,7 @@
 #include "support/tensor_diff.h"
 #include "train/hf_parity.h"
 #include "train/rollout.h"
+#include "train/token_log_probs.h"
 #include "train/trainer_test_util.h"
 #include "train/weights/safetensors.h"
 
@@ -295,6 +297,47 @@ TEST(Rollout, ASeedFixesASampledRun) {
     EXPECT_TRUE(eos == c.end() ? c.size() == 12 : eos + 1 == c.end());
   }
   EXPECT_EQ(a.batch.generated_tokens, total);
+}
+
+// record_log_probs: each chosen token's log-probability, as GRPO's importance sampling reads it,
+// equals token_log_probs over a full forward of the row's prompt and completion at the
+// sampler's temperature (before its penalty, top-k and top-p). In fp64 the KV cache and the full
+// forward differ only in the order of a few dozen additions (~1e-15); 1e-10 leaves a wide margin,
+// and a log-probability at another temperature, or of another position, is off by more than 1e-2.
+TEST(Rollout, RecordedLogProbsEqualAFullForwardOfEachRow) {
+  auto model = rollout_model("llama");
+  model->to(torch::kDouble);
+  const auto prompts = random_prompts({1, 5, 17}, 300);
+  SamplingOptions o;
+  o.temperature = 0.7;
+  o.top_k = 20;
+  o.top_p = 0.9;
+  o.repetition_penalty = 1.2;
+  o.max_new_tokens = 10;
+  o.seed = 3;
+  o.eos_id = 7;
+  o.record_log_probs = true;
+  const auto w = watched_rollout(model, prompts, 3, o);
+  ASSERT_EQ(w.batch.log_probs.size(), w.batch.completions.size());
+  torch::NoGradGuard no_grad;
+  double worst = 0;
+  for (size_t r = 0; r < w.batch.completions.size(); ++r) {
+    const auto& p = prompts[r / 3];
+    const auto& c = w.batch.completions[r];
+    ASSERT_EQ(w.batch.log_probs[r].size(), c.size()) << "row " << r;
+    std::vector<int64_t> ids(p);
+    ids.insert(ids.end(), c.begin(), c.end());
+    const auto logits = model->forward(torch::tensor(ids, torch::kLong).unsqueeze(0));
+    const auto plen = static_cast<int64_t>(p.size()), n = static_cast<int64_t>(c.size());
+    const auto expected = token_log_probs(logits.narrow(1, plen - 1, n),
+                                          torch::tensor(c, torch::kLong).unsqueeze(0), 0.7)[0];
+    const auto recorded = torch::tensor(w.batch.log_probs[r], torch::kDouble);
+    worst = std::max(worst, (recorded - expected).abs().max().item<double>());
+  }
+  EXPECT_LE(worst, 1e-10);
+  std::printf("largest difference from a full forward: %.3g\n", worst);
+  o.record_log_probs = false;
+  EXPECT_TRUE(watched_rollout(model, prompts, 3, o).batch.log_probs.empty());
 }
 
 TEST(Rollout, BadPromptsAreNamedBeforeAnyForwardPass) {

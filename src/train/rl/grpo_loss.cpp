@@ -25,6 +25,9 @@ void check_inputs(const GrpoLossInputs& in, const GrpoLossOptions& opts) {
           "advantages must be [N]");
   require(opts.beta == 0.0 || (in.ref_log_probs.defined() && in.ref_log_probs.sizes() == shape),
           "a KL weight beta > 0 needs ref_log_probs shaped as log_probs");
+  require(opts.importance.mode == ImportanceMode::kOff ||
+              (in.sampling_log_probs.defined() && in.sampling_log_probs.sizes() == shape),
+          "importance sampling needs sampling_log_probs shaped as log_probs");
   require(opts.type != GrpoLossType::kDrGrpo || opts.max_completion_length >= shape[1],
           fmt::format("dr_grpo's max completion length {} is shorter than the {} completion "
                       "positions",
@@ -79,24 +82,11 @@ Status check_grpo_loss_options(const GrpoLossOptions& o) {
   if (!(o.beta >= 0 && std::isfinite(o.beta)))
     return Error(Code::kInvalidArgument,
                  fmt::format("the KL weight beta {} is not a finite number >= 0", o.beta));
+  if (auto st = check_importance_sampling(o.importance); !st) return st;
   if (o.type == GrpoLossType::kDrGrpo && o.max_completion_length <= 0)
     return Error(Code::kInvalidArgument, "dr_grpo needs the maximum completion length",
                  "it divides by sequences × max new tokens");
   return ok_status();
-}
-
-torch::Tensor token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens,
-                              double temperature) {
-  require(logits.dim() == 3 && tokens.dim() == 2 && logits.size(0) == tokens.size(0) &&
-              logits.size(1) == tokens.size(1),
-          "token_log_probs needs logits [N, T, V] and tokens [N, T]");
-  require(temperature > 0 && std::isfinite(temperature), "the temperature must be positive");
-  require(tokens.numel() == 0 ||
-              (tokens.min().item<int64_t>() >= 0 && tokens.max().item<int64_t>() < logits.size(2)),
-          "a completion token is outside the vocabulary of the logits");
-  const auto scaled = temperature == 1.0 ? logits : logits / temperature;
-  const auto picked = scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1);
-  return picked - torch::logsumexp(scaled, -1);
 }
 
 GrpoLossResult grpo_loss(const GrpoLossInputs& in, const GrpoLossOptions& opts) {
@@ -109,6 +99,12 @@ GrpoLossResult grpo_loss(const GrpoLossInputs& in, const GrpoLossOptions& opts) 
   const auto adv = in.advantages.to(lp.scalar_type()).unsqueeze(1);
   auto per_token = -torch::min(ratio * adv, clipped * adv);
   GrpoLossResult out;
+  if (opts.importance.mode != ImportanceMode::kOff) {
+    const auto w = importance_weights(old, in.sampling_log_probs, in.mask, opts.importance);
+    per_token = per_token * w.weights;  // before the KL term, which it does not weight
+    out.importance_mean = w.mean;
+    out.importance_capped = w.capped;
+  }
   const auto tokens = mask.sum().clamp_min(1.0);
   if (opts.beta != 0.0) {
     const auto d = in.ref_log_probs - lp;

@@ -14,6 +14,8 @@
 #include <string_view>
 
 #include "core/result.h"
+#include "train/rl/grpo_importance.h"
+#include "train/token_log_probs.h"  // the log-probabilities the loss takes
 
 namespace gpulab::train::rl {
 
@@ -29,18 +31,12 @@ struct GrpoLossOptions {
   double epsilon_high = 0.2;          // DAPO's clip-higher: 0.28
   double beta = 0.0;                  // the KL weight (DeepSeekMath 0.04); > 0 needs ref_log_probs
   int64_t max_completion_length = 0;  // dr_grpo's divisor: the configured max new tokens
+  ImportanceSampling importance{};    // weights against the sampling policy (off: none)
 };
 
 // kInvalidArgument for ε_low outside [0, 1), ε_high or β negative or not finite, or dr_grpo
 // without a positive max completion length.
 Status check_grpo_loss_options(const GrpoLossOptions& opts);
-
-// log π(token | prefix) for each completion token: logits [N, T, V] already aligned with tokens
-// [N, T] (position t's logits predict token t), divided by the sampling temperature first, as the
-// sampler drew them (TRL does the same). log_softmax + gather, differentiable in logits. Throws
-// gpulab::Exception (kInvalidArgument) for shapes that do not agree or a token outside V.
-torch::Tensor token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens,
-                              double temperature = 1.0);
 
 struct GrpoLossInputs {
   torch::Tensor log_probs{};      // [N, T] under the policy being trained (requires grad)
@@ -48,6 +44,8 @@ struct GrpoLossInputs {
   torch::Tensor ref_log_probs{};  // [N, T] of the frozen reference; needed when β > 0
   torch::Tensor advantages{};     // [N]
   torch::Tensor mask{};           // [N, T] 1 on completion tokens, 0 on padding
+  // [N, T] recorded by the sampler as it drew each token; needed when importance sampling is on.
+  torch::Tensor sampling_log_probs{};
 };
 
 struct GrpoLossResult {
@@ -55,11 +53,14 @@ struct GrpoLossResult {
   torch::Tensor kl;         // mean k3 KL over completion tokens (detached); undefined when β = 0
   torch::Tensor clip_low;   // share of completion tokens clipped below (ρ < 1−ε_low, A < 0)
   torch::Tensor clip_high;  // share clipped above (ρ > 1+ε_high, A > 0)
+  torch::Tensor importance_mean, importance_capped;  // ImportanceWeights'; undefined when off
 };
 
-// Throws gpulab::Exception (kInvalidArgument) for shapes that do not agree, options that
-// check_grpo_loss_options refuses, β > 0 without reference log-probs, or a dr_grpo max length
-// shorter than T.
+// With importance sampling on, each token's policy term (not its KL term) is weighted by
+// importance_weights(π_old, sampling_log_probs), as TRL does. Throws gpulab::Exception
+// (kInvalidArgument) for shapes that do not agree, options that check_grpo_loss_options refuses,
+// β > 0 without reference log-probs, importance sampling without sampling log-probs, or a dr_grpo
+// max length shorter than T.
 GrpoLossResult grpo_loss(const GrpoLossInputs& in, const GrpoLossOptions& opts);
 
 }  // namespace gpulab::train::rl

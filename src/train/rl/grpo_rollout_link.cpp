@@ -59,32 +59,48 @@ void send_share(dist::Communicator& world, int to, int64_t step, const RolloutSh
   for (const auto& c : share.completions) tokens += static_cast<int64_t>(c.size());
   int64_t seconds_bits = 0;
   std::memcpy(&seconds_bits, &share.generation_seconds, sizeof seconds_bits);
+  const bool with_log_probs = !share.log_probs.empty();
   auto header = torch::tensor(
-      {share.policy_step, seconds_bits, static_cast<int64_t>(share.completions.size()), tokens},
+      {share.policy_step, seconds_bits, static_cast<int64_t>(share.completions.size()), tokens,
+       static_cast<int64_t>(with_log_probs)},
       torch::kLong);
   exchange(world, header, to, share_tag(step, 0), true, "sending rollouts to a training rank");
   std::vector<int64_t> body;
-  body.reserve(share.completions.size() + static_cast<size_t>(tokens));
+  body.reserve(share.completions.size() + static_cast<size_t>(tokens) * (with_log_probs ? 2 : 1));
   for (const auto& c : share.completions) body.push_back(static_cast<int64_t>(c.size()));
   for (const auto& c : share.completions) body.insert(body.end(), c.begin(), c.end());
+  if (with_log_probs)
+    for (const auto& row : share.log_probs)
+      for (double lp : row) {
+        int64_t bits = 0;
+        std::memcpy(&bits, &lp, sizeof bits);
+        body.push_back(bits);
+      }
   auto t = torch::tensor(body, torch::kLong);
   exchange(world, t, to, share_tag(step, 1), true, "sending rollouts to a training rank");
 }
 
 RolloutShare receive_share(dist::Communicator& world, int from, int64_t step) {
-  auto header = torch::zeros({4}, torch::kLong);
+  auto header = torch::zeros({5}, torch::kLong);
   exchange(world, header, from, share_tag(step, 0), false, "receiving rollouts");
   const auto* h = header.data_ptr<int64_t>();
   RolloutShare share;
   share.policy_step = h[0];
   std::memcpy(&share.generation_seconds, &h[1], sizeof share.generation_seconds);
-  const int64_t rows = h[2];
-  auto body = torch::zeros({rows + h[3]}, torch::kLong);
+  const int64_t rows = h[2], tokens = h[3];
+  const bool with_log_probs = h[4] != 0;
+  auto body = torch::zeros({rows + tokens * (with_log_probs ? 2 : 1)}, torch::kLong);
   exchange(world, body, from, share_tag(step, 1), false, "receiving rollouts");
   const auto* b = body.data_ptr<int64_t>();
   int64_t at = rows;
   for (int64_t r = 0; r < rows; ++r) {
     share.completions.emplace_back(b + at, b + at + b[r]);
+    at += b[r];
+  }
+  if (!with_log_probs) return share;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto& row = share.log_probs.emplace_back(static_cast<size_t>(b[r]));
+    std::memcpy(row.data(), b + at, row.size() * sizeof(double));
     at += b[r];
   }
   return share;

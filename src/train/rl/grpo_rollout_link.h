@@ -48,10 +48,12 @@ struct RolloutShare {
   int64_t policy_step = 0;        // optimizer steps taken by the weights that sampled them
   double generation_seconds = 0;  // the generation rank's time sampling the whole step's shares
   std::vector<std::vector<int64_t>> completions;  // as rollouts_for_step returns them
+  std::vector<std::vector<double>> log_probs;     // the tokens' as recorded, or empty
 };
 
-// Point to point over the world group: a header (policy step, time, rows, tokens), then every
-// row's length and tokens in one buffer. `step` keys the messages' tags.
+// Point to point over the world group: a header (policy step, time, rows, tokens, whether
+// log-probabilities follow), then every row's length, its tokens and their log-probabilities
+// (the doubles' bits) in one buffer. `step` keys the messages' tags.
 void send_share(dist::Communicator& world, int to, int64_t step, const RolloutShare& share);
 RolloutShare receive_share(dist::Communicator& world, int from, int64_t step);
 

@@ -60,8 +60,9 @@ void serve_rollout_step(Generator& g, dist::Communicator& world, int64_t step) {
     TokenSampler sampler(g.in.sampling, grpo_sampler_seed(g.opts.seed, step, t, trainers));
     rl::RolloutShare share;
     share.policy_step = g.policy_step;
-    share.completions =
-        rollouts_for_step(*g.model, prompts, g.opts.group_size, g.in.sampling, sampler);
+    auto sampled = rollouts_for_step(*g.model, prompts, g.opts.group_size, g.in.sampling, sampler);
+    share.completions = std::move(sampled.completions);
+    share.log_probs = std::move(sampled.log_probs);
     shares.push_back(std::move(share));
   }
   const double seconds =

@@ -9,11 +9,11 @@
 
 namespace gpulab::train {
 
-std::vector<std::vector<int64_t>> rollouts_for_step(
-    CausalLm& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group,
-    const SamplingOptions& opts, TokenSampler& sampler) {
+StepRollouts rollouts_for_step(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
+                               int64_t group, const SamplingOptions& opts, TokenSampler& sampler) {
   // Every prompt x group in one batch: left-padded, each prefix once, finished rows dropped.
-  return generate_groups(model, prompts, group, opts, sampler).completions;
+  auto batch = generate_groups(model, prompts, group, opts, sampler);
+  return {std::move(batch.completions), std::move(batch.log_probs)};
 }
 
 int64_t grpo_steps_per_epoch(int64_t prompt_count, int64_t per_rank, int world) {
@@ -35,9 +35,27 @@ uint64_t grpo_sampler_seed(int64_t seed, int64_t step, int rank, int world) {
   return static_cast<uint64_t>(seed) * 7919ULL + static_cast<uint64_t>(step * world + rank);
 }
 
+namespace {
+
+// The recorded log-probabilities of `rows`, [N, c_max] float64, 0 after each row's end.
+torch::Tensor sampling_log_probs(const StepRollouts& rollouts, const std::vector<int64_t>& rows,
+                                 int64_t c_max) {
+  auto out = torch::zeros({static_cast<int64_t>(rows.size()), c_max}, torch::kDouble);
+  auto a = out.accessor<double, 2>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& lp = rollouts.log_probs.at(static_cast<size_t>(rows[i]));
+    for (size_t j = 0; j < lp.size(); ++j)
+      a[static_cast<int64_t>(i)][static_cast<int64_t>(j)] = lp[j];
+  }
+  return out;
+}
+
+}  // namespace
+
 RolloutTensors rollout_tensors(const std::vector<std::vector<int64_t>>& prompts,
-                               const std::vector<std::vector<int64_t>>& completions,
-                               const std::vector<int64_t>& rows, int64_t group, int64_t pad_id) {
+                               const StepRollouts& rollouts, const std::vector<int64_t>& rows,
+                               int64_t group, int64_t pad_id) {
+  const auto& completions = rollouts.completions;
   const auto n = static_cast<int64_t>(rows.size());
   size_t t_max = 1, c_max = 1;
   for (int64_t r : rows) {
@@ -69,6 +87,8 @@ RolloutTensors rollout_tensors(const std::vector<std::vector<int64_t>>& prompts,
     }
     out.sequence_tokens += plen + static_cast<int64_t>(c.size());
   }
+  if (!rollouts.log_probs.empty())
+    out.sampling_log_probs = sampling_log_probs(rollouts, rows, static_cast<int64_t>(c_max));
   return out;
 }
 

@@ -143,6 +143,14 @@ Status sampling_and_loss(const TrainOptions& o, GrpoInputs& in) {
   in.loss.epsilon_high = o.epsilon_high > 0 ? o.epsilon_high : o.epsilon;
   in.loss.beta = o.beta;
   in.loss.max_completion_length = o.max_new_tokens;
+  // auto: on where the rollouts are off-policy by design (a step old when overlapped).
+  const std::string mode = o.importance_sampling != "auto" ? o.importance_sampling
+                           : o.overlap_generation          ? "sequence_mask"
+                                                           : "off";
+  auto is_mode = rl::parse_importance_mode(mode);
+  if (!is_mode) return is_mode.error();
+  in.loss.importance = {*is_mode, o.importance_sampling_min, o.importance_sampling_max};
+  in.sampling.record_log_probs = *is_mode != rl::ImportanceMode::kOff;
   return rl::check_grpo_loss_options(in.loss);
 }
 

@@ -15,6 +15,7 @@
 #include "train/tasks/grpo_rollout_source.h"
 #include "train/tasks/grpo_rollouts.h"
 #include "train/test_hooks.h"
+#include "train/token_log_probs.h"
 
 namespace gpulab::train {
 
@@ -22,10 +23,6 @@ namespace {
 using GrpoClock = std::chrono::steady_clock;
 double grpo_seconds_since(GrpoClock::time_point t) {
   return std::chrono::duration<double>(GrpoClock::now() - t).count();
-}
-// The temperature log-probabilities are taken at: the sampler's (greedy, 0, reads as 1).
-double logprob_temperature(const TrainOptions& o) {
-  return o.temperature > 0 ? o.temperature : 1.0;
 }
 }  // namespace
 
@@ -104,8 +101,8 @@ torch::Tensor GrpoTask::log_probs_of(CausalLm& model, const TaskBatch& batch) co
     outputs = model.forward(batch.inputs);
   }
   const auto logits = completion_logits(outputs, batch.extra.at("positions"));
-  return rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets,
-                             logprob_temperature(env_.opts));
+  return token_log_probs(logits.to(env_.compute_dtype), batch.targets,
+                         log_prob_temperature(env_.opts.temperature));
 }
 
 // The completions' rewards (their text: an EOS token is the end, not text), under the failure
@@ -174,9 +171,8 @@ int64_t GrpoTask::run_end_index() const {
 // steps of the `index` micro-batches trained so far, --grad_accum a step, so every micro-batch of
 // a step samples with the same policy). With --overlap_generation the next step is asked for
 // before this one trains, with the same policy: its rollouts are sampled while this step trains.
-std::vector<std::vector<int64_t>> GrpoTask::received_completions(RolloutSource& source,
-                                                                 int64_t step, int64_t index,
-                                                                 Rollout& r) {
+StepRollouts GrpoTask::received_completions(RolloutSource& source, int64_t step, int64_t index,
+                                            Rollout& r) {
   const auto t0 = GrpoClock::now();
   const int64_t policy =
       optimizer_steps_before(index, steps_per_epoch_ * env_.opts.mu, env_.opts.grad_accum);
@@ -192,24 +188,24 @@ std::vector<std::vector<int64_t>> GrpoTask::received_completions(RolloutSource& 
   r.sums.gen_seconds = share.generation_seconds;
   r.sums.wait_seconds = grpo_seconds_since(t0);
   r.policy_step = share.policy_step;
-  return std::move(share.completions);
+  return {std::move(share.completions), std::move(share.log_probs)};
 }
 
 // The step's completions: from this rank's generation rank when there are generation ranks,
 // else sampled here from this rank's own stream. Records the generation time (and the policy
 // step) in r.
-std::vector<std::vector<int64_t>> GrpoTask::completions_of(
-    int64_t step, int64_t index, const std::vector<std::vector<int64_t>>& prompts, Rollout& r) {
+StepRollouts GrpoTask::completions_of(int64_t step, int64_t index,
+                                      const std::vector<std::vector<int64_t>>& prompts,
+                                      Rollout& r) {
   if (auto* source = env_.dist.rollout_source.get())
     return received_completions(*source, step, index, r);
   const auto t0 = GrpoClock::now();
   // Each rank and step draws from its own seed: a resumed run samples what the first would have.
   TokenSampler sampler(
       in_.sampling, grpo_sampler_seed(env_.opts.seed, step, env_.dist.rank, env_.dist.world_size));
-  auto completions =
-      rollouts_for_step(*model_, prompts, env_.opts.group_size, in_.sampling, sampler);
+  auto rollouts = rollouts_for_step(*model_, prompts, env_.opts.group_size, in_.sampling, sampler);
   r.sums.gen_seconds = r.sums.wait_seconds = grpo_seconds_since(t0);
-  return completions;
+  return rollouts;
 }
 
 GrpoTask::Rollout GrpoTask::make_rollout(int64_t step, int64_t index) {
@@ -222,7 +218,8 @@ GrpoTask::Rollout GrpoTask::make_rollout(int64_t step, int64_t index) {
   }
   Rollout r;
   r.step = step;
-  const auto completions = completions_of(step, index, prompts, r);
+  const auto rollouts = completions_of(step, index, prompts, r);
+  const auto& completions = rollouts.completions;
   const auto rewards = score(completions, sources, r.sums);
   r.sums.rows = static_cast<double>(rewards.values.size());
   r.sums.completion_tokens = r.sums.gen_tokens;
@@ -240,13 +237,14 @@ GrpoTask::Rollout GrpoTask::make_rollout(int64_t step, int64_t index) {
     else
       r.batch.extra["empty"] = torch::ones({1});  // trains nothing; every rank still steps
   }
-  auto t =
-      rollout_tensors(prompts, completions, rows, g, std::max<int64_t>(0, in_.sampling.eos_id));
+  auto t = rollout_tensors(prompts, rollouts, rows, g, std::max<int64_t>(0, in_.sampling.eos_id));
   r.sums.sequence_tokens = static_cast<double>(t.sequence_tokens);
   r.batch.inputs = t.inputs.to(env_.device);
   r.batch.targets = t.tokens.to(env_.device);
   r.batch.extra["positions"] = t.positions.to(env_.device);
   r.batch.extra["mask"] = t.mask.to(env_.device);
+  if (t.sampling_log_probs.defined())
+    r.batch.extra["sampling_log_probs"] = t.sampling_log_probs.to(env_.device);
   r.batch.extra["advantages"] =
       adv.index_select(0, torch::tensor(rows, torch::kLong)).to(env_.device);
   model_->eval();
@@ -261,29 +259,34 @@ StepLoss GrpoTask::loss(const torch::Tensor& outputs, const TaskBatch& batch) co
   if (batch.extra.count("empty") != 0) return {outputs.sum() * 0.0, {}, 0};
   const auto logits = completion_logits(outputs, batch.extra.at("positions"));
   rl::GrpoLossInputs li;
-  li.log_probs = rl::token_log_probs(logits.to(env_.compute_dtype), batch.targets,
-                                     logprob_temperature(env_.opts));
+  li.log_probs = token_log_probs(logits.to(env_.compute_dtype), batch.targets,
+                                 log_prob_temperature(env_.opts.temperature));
   if (auto it = batch.extra.find("old_log_probs"); it != batch.extra.end())
     li.old_log_probs = it->second;
   if (auto it = batch.extra.find("ref_log_probs"); it != batch.extra.end())
     li.ref_log_probs = it->second;
+  if (auto it = batch.extra.find("sampling_log_probs"); it != batch.extra.end())
+    li.sampling_log_probs = it->second;
   li.advantages = batch.extra.at("advantages").to(li.log_probs.scalar_type());
   li.mask = batch.extra.at("mask");
   const auto res = rl::grpo_loss(li, in_.loss);
   // The figures in one copy to the host (one wait on a GPU, not five).
   const auto as_double = [](const torch::Tensor& t) { return t.detach().to(torch::kDouble); };
-  const auto figures =
-      torch::stack({as_double(res.loss),
-                    res.kl.defined() ? as_double(res.kl)
-                                     : torch::zeros({}, torch::kDouble).to(res.loss.device()),
-                    as_double(res.clip_low), as_double(res.clip_high), as_double(li.mask.sum())})
-          .cpu();
+  const auto or_zero = [&](const torch::Tensor& t) {
+    return t.defined() ? as_double(t) : torch::zeros({}, torch::kDouble).to(res.loss.device());
+  };
+  const auto figures = torch::stack({as_double(res.loss), or_zero(res.kl), as_double(res.clip_low),
+                                     as_double(res.clip_high), as_double(li.mask.sum()),
+                                     or_zero(res.importance_mean), or_zero(res.importance_capped)})
+                           .cpu();
   const auto* f = figures.data_ptr<double>();
   step_.micro += 1;
   step_.loss += f[0];
   step_.kl += f[1];
   step_.clip_low += f[2];
   step_.clip_high += f[3];
+  step_.importance_mean += f[5];
+  step_.importance_capped += f[6];
   return {res.loss, {}, static_cast<int64_t>(f[4])};
 }
 

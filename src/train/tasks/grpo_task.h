@@ -11,6 +11,7 @@
 
 #include "train/models/causal_lm.h"
 #include "train/rl/reward.h"
+#include "train/tasks/grpo_rollouts.h"
 #include "train/tasks/grpo_setup.h"
 #include "train/tasks/train_task.h"
 
@@ -48,6 +49,7 @@ class GrpoTask : public TrainTask {
     double kl = 0, clip_low = 0, clip_high = 0, loss = 0, micro = 0;
     double groups = 0, dropped_groups = 0, failed_rewards = 0;
     double wait_seconds = 0;  // this training rank's time getting the rollouts (colocated: making)
+    double importance_mean = 0, importance_capped = 0;  // summed over micro-batches, as kl
   };
 
  private:
@@ -59,11 +61,9 @@ class GrpoTask : public TrainTask {
   };
   std::vector<int64_t> prompts_of_step(int64_t step) const;
   Rollout make_rollout(int64_t step, int64_t index);
-  std::vector<std::vector<int64_t>> completions_of(int64_t step, int64_t index,
-                                                   const std::vector<std::vector<int64_t>>& prompts,
-                                                   Rollout& r);
-  std::vector<std::vector<int64_t>> received_completions(RolloutSource& source, int64_t step,
-                                                         int64_t index, Rollout& r);
+  StepRollouts completions_of(int64_t step, int64_t index,
+                              const std::vector<std::vector<int64_t>>& prompts, Rollout& r);
+  StepRollouts received_completions(RolloutSource& source, int64_t step, int64_t index, Rollout& r);
   void sync_policy(RolloutSource& source, int64_t policy_step);
   int64_t run_end_index() const;
   rl::ResolvedRewards score(const std::vector<std::vector<int64_t>>& completions,

@@ -31,7 +31,9 @@ constexpr SumField kSumFields[] = {&GrpoTask::Sums::reward,
                                    &GrpoTask::Sums::groups,
                                    &GrpoTask::Sums::dropped_groups,
                                    &GrpoTask::Sums::failed_rewards,
-                                   &GrpoTask::Sums::wait_seconds};
+                                   &GrpoTask::Sums::wait_seconds,
+                                   &GrpoTask::Sums::importance_mean,
+                                   &GrpoTask::Sums::importance_capped};
 
 std::vector<double> sums_vector(const GrpoTask::Sums& s) {
   std::vector<double> v;
@@ -49,28 +51,34 @@ double ratio(double a, double b) {
   return b > 0 ? a / b : 0.0;
 }
 
-// What a step's record says, from the sums over ranks (world: seconds are summed over ranks too).
-Json step_json(const GrpoTask::Sums& s, int world) {
+// What a step's record says, from the sums over ranks (world: seconds are summed over ranks too);
+// the importance weights' figures where they were computed.
+Json step_json(const GrpoTask::Sums& s, int world, bool importance) {
   const double mean = ratio(s.reward, s.rows);
   const double gen_s = s.gen_seconds / world, step_s = s.step_seconds / world;
   const double wait_s = s.wait_seconds / world;
-  return Json{{"mean_reward", mean},
-              {"reward_std", std::sqrt(std::max(0.0, ratio(s.reward_sq, s.rows) - mean * mean))},
-              {"kl", ratio(s.kl, s.micro)},
-              {"clip_fraction", ratio(s.clip_low + s.clip_high, s.micro)},
-              {"clip_low", ratio(s.clip_low, s.micro)},
-              {"clip_high", ratio(s.clip_high, s.micro)},
-              {"loss", ratio(s.loss, s.micro)},
-              {"completion_length", ratio(s.completion_tokens, s.rows)},
-              {"completions", s.rows},
-              {"generation_tokens_per_s", ratio(s.gen_tokens, gen_s)},
-              {"training_tokens_per_s", ratio(s.sequence_tokens, step_s - wait_s)},
-              {"generation_share", ratio(gen_s, step_s)},
-              {"rollout_wait_share", ratio(wait_s, step_s)},
-              {"step_seconds", step_s},
-              {"dropped_groups", s.dropped_groups},
-              {"groups", s.groups},
-              {"failed_rewards", s.failed_rewards}};
+  Json rec{{"mean_reward", mean},
+           {"reward_std", std::sqrt(std::max(0.0, ratio(s.reward_sq, s.rows) - mean * mean))},
+           {"kl", ratio(s.kl, s.micro)},
+           {"clip_fraction", ratio(s.clip_low + s.clip_high, s.micro)},
+           {"clip_low", ratio(s.clip_low, s.micro)},
+           {"clip_high", ratio(s.clip_high, s.micro)},
+           {"loss", ratio(s.loss, s.micro)},
+           {"completion_length", ratio(s.completion_tokens, s.rows)},
+           {"completions", s.rows},
+           {"generation_tokens_per_s", ratio(s.gen_tokens, gen_s)},
+           {"training_tokens_per_s", ratio(s.sequence_tokens, step_s - wait_s)},
+           {"generation_share", ratio(gen_s, step_s)},
+           {"rollout_wait_share", ratio(wait_s, step_s)},
+           {"step_seconds", step_s},
+           {"dropped_groups", s.dropped_groups},
+           {"groups", s.groups},
+           {"failed_rewards", s.failed_rewards}};
+  if (importance) {
+    rec["importance_ratio"] = ratio(s.importance_mean, s.micro);
+    rec["importance_capped"] = ratio(s.importance_capped, s.micro);
+  }
+  return rec;
 }
 
 // Where the rollouts are sampled, and with which policy.
@@ -82,6 +90,13 @@ std::string generation_fact(const TrainOptions& o) {
       o.overlap_generation ? "; overlapped: a step's rollouts are sampled while the step before "
                              "trains, by the policy before it"
                            : "");
+}
+
+// The importance sampling against the sampling policy, for the loss line ("" when off).
+std::string importance_fact(const rl::ImportanceSampling& is) {
+  if (is.mode == rl::ImportanceMode::kOff) return "";
+  return fmt::format(", importance sampling against the sampling policy: {} to [{:g}, {:g}]",
+                     rl::importance_mode_name(is.mode), is.min, is.max);
 }
 
 }  // namespace
@@ -109,7 +124,8 @@ std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
   auto all = torch::tensor(sums_vector(s), torch::kFloat64);
   if (env_.dist.world_size > 1) env_.dist.all_reduce_sum(all);
   const auto* p = all.data_ptr<double>();
-  Json rec = step_json(sums_of({p, p + all.numel()}), env_.dist.world_size);
+  const bool importance = in_.loss.importance.mode != rl::ImportanceMode::kOff;
+  Json rec = step_json(sums_of({p, p + all.numel()}), env_.dist.world_size, importance);
   // Generation ranks: which policy sampled this step's rollouts, and (test hook) the fingerprints
   // of the weights they held and the training ranks had.
   if (env_.dist.rollout_source && rollout_) rec["policy_step"] = rollout_->policy_step;
@@ -131,6 +147,10 @@ std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
   if (env_.dist.rollout_source)
     line += fmt::format(" || waiting {:.0f}% for rollouts",
                         100 * rec["rollout_wait_share"].get<double>());
+  // The importance weights against the sampling policy: their mean, and how many the bounds cut.
+  if (importance)
+    line += fmt::format(" || IS {:.3f} ({:.0f}% capped)", rec["importance_ratio"].get<double>(),
+                        100 * rec["importance_capped"].get<double>());
   if (rec["dropped_groups"].get<double>() > 0)
     line += fmt::format(" || {:.0f} of {:.0f} groups dropped", rec["dropped_groups"].get<double>(),
                         rec["groups"].get<double>());
@@ -155,7 +175,8 @@ void GrpoTask::add_epoch_figures(EpochRecord& rec) const {
   Json f = Json::object();
   for (const char* key : {"mean_reward", "reward_std", "kl", "clip_fraction", "completion_length",
                           "generation_tokens_per_s", "training_tokens_per_s", "generation_share",
-                          "rollout_wait_share"}) {
+                          "rollout_wait_share", "importance_ratio", "importance_capped"}) {
+    if (!epoch_steps_.front().contains(key)) continue;  // the importance figures: only when on
     double sum = 0;
     for (const auto& s : epoch_steps_) sum += s[key].get<double>();
     f[key] = sum / static_cast<double>(epoch_steps_.size());
@@ -187,9 +208,9 @@ std::vector<std::string> GrpoTask::header(const RunFacts& facts) const {
                   "id {} ({})",
                   o.temperature, o.top_p, o.top_k, o.max_new_tokens, in_.sampling.eos_id,
                   generation_fact(o)),
-      fmt::format("Loss: {}, epsilon {:g} / {:g}, beta {:g}{}{}", rl::grpo_loss_type_name(l.type),
+      fmt::format("Loss: {}, epsilon {:g} / {:g}, beta {:g}{}{}{}", rl::grpo_loss_type_name(l.type),
                   l.epsilon_low, l.epsilon_high, l.beta, ref_ ? " (frozen reference copy)" : "",
-                  o.dynamic_sampling ? ", dynamic sampling" : ""),
+                  o.dynamic_sampling ? ", dynamic sampling" : "", importance_fact(l.importance)),
       fmt::format("Reward: {} (on failure: {}); tokenizer {}", in_.reward->name(), o.reward_failure,
                   in_.tokenizer_spec),
       fmt::format("Using {} optimizer with lr={:g}, weight_decay={:g}, schedule={} (warmup {} "

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <iostream>
 #include <regex>
 #include <set>
 #include <thread>
@@ -164,7 +166,8 @@ std::string synced_fingerprint(const Json& rec) {
 // k - 2 optimizer steps (the first two steps both by the initial one). Every sync still leaves
 // the generation rank with the training ranks' weights bit for bit; nothing is asked for past
 // the run's end (the last step syncs nothing), under --max_steps too. Step 1 samples and trains
-// exactly what the colocated run does.
+// exactly what the colocated run does. The importance weights against the sampling policy (on
+// by default when overlapped) are 1 where the sampler was the step's own policy, not elsewhere.
 TEST(GrpoGenerationRank, OverlapSamplesEachStepWhileTheStepBeforeTrains) {
   const auto dir = testing::temp_dir("grpo_overlap");
   auto args = split_args(dir / "overlap", 3, 1);
@@ -175,7 +178,13 @@ TEST(GrpoGenerationRank, OverlapSamplesEachStepWhileTheStepBeforeTrains) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("% for rollouts"), std::string::npos) << r.out;
-  const auto colocated = testing::run_gpulab(split_args(dir / "colocated", 2, 0), 300);
+  EXPECT_NE(r.out.find("importance sampling against the sampling policy: sequence_mask to [0, 3]"),
+            std::string::npos)
+      << r.out;
+  // The colocated run with the importance weights the overlapped run takes by default.
+  const auto colocated = testing::run_gpulab(
+      with_flag(split_args(dir / "colocated", 2, 0), "--importance_sampling", "sequence_mask"),
+      300);
   ASSERT_EQ(colocated.exit_code, 0) << colocated.out << colocated.err;
   const auto s = step_records(dir / "overlap"), c = step_records(dir / "colocated");
   ASSERT_EQ(s.size(), 6u) << r.out;
@@ -187,21 +196,47 @@ TEST(GrpoGenerationRank, OverlapSamplesEachStepWhileTheStepBeforeTrains) {
     const double wait = rec.value("rollout_wait_share", -1.0);
     EXPECT_GT(wait, 0.0);
     EXPECT_LE(wait, 1.0);
+    // The weights π_old / π_sampler: 1 where the sampler was the policy the step starts from
+    // (step 1, and every colocated step: the same numbers up to the KV cache's order of fp64
+    // additions), not 1 where it was the policy one optimizer step older.
+    ASSERT_TRUE(rec.contains("importance_ratio")) << rec.dump();
+    const double lag = std::abs(rec.at("importance_ratio").get<double>() - 1.0);
+    if (step == 1)
+      EXPECT_LT(lag, 1e-9);
+    else
+      EXPECT_GT(lag, 1e-7);
+    EXPECT_LT(std::abs(c.at(step).at("importance_ratio").get<double>() - 1.0), 1e-9);
+    std::cout << fmt::format("step {}: importance_ratio overlapped {:.9f}, colocated {:.9f}\n",
+                             step, rec.at("importance_ratio").get<double>(),
+                             c.at(step).at("importance_ratio").get<double>());
   }
   EXPECT_FALSE(s.at(6).contains("weight_hashes")) << "a sync for a step past the run's end";
   EXPECT_EQ(fingerprints.size(), 5u);  // the policy moved every step: each sync carried new weights
-  for (const char* key : {"mean_reward", "reward_std", "loss", "completion_length"})
+  // Step 1: the same rollouts, log-probabilities (sent with them) and weights as the colocated run.
+  for (const char* key :
+       {"mean_reward", "reward_std", "loss", "completion_length", "importance_ratio"})
     EXPECT_EQ(s.at(1).at(key).get<double>(), c.at(1).at(key).get<double>()) << key;
 
-  // --max_steps 3 ends inside epoch 2: three steps, the third asks for no fourth.
+  // --max_steps 3 ends inside epoch 2: three steps, the third asks for no fourth. Token-level
+  // masking with bounds 1e-6 from 1: the lagged steps' tokens fall outside, step 1's do not.
   auto capped = with_flag(args, "--output_dir", (dir / "capped").string());
   capped = with_flag(capped, "--max_steps", "3");
+  capped = with_flag(capped, "--importance_sampling", "token_mask");
+  capped = with_flag(capped, "--importance_sampling_min", "0.999999");
+  capped = with_flag(capped, "--importance_sampling_max", "1.000001");
   const auto rc = run_with_hooks(capped, {{"GPULAB_TEST_WEIGHT_HASH", "1"}});
   ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+  EXPECT_NE(rc.out.find("% capped)"), std::string::npos) << rc.out;
   const auto m = step_records(dir / "capped");
   ASSERT_EQ(m.size(), 3u) << rc.out;
   EXPECT_TRUE(m.at(2).contains("weight_hashes"));
   EXPECT_FALSE(m.at(3).contains("weight_hashes")) << rc.out;
+  EXPECT_EQ(m.at(1).value("importance_capped", -1.0), 0.0);
+  for (int64_t step : {2, 3}) EXPECT_GT(m.at(step).value("importance_capped", 0.0), 0.5) << step;
+  std::cout << fmt::format("token_mask [0.999999, 1.000001]: capped {} / {} / {}\n",
+                           m.at(1).value("importance_capped", -1.0),
+                           m.at(2).value("importance_capped", -1.0),
+                           m.at(3).value("importance_capped", -1.0));
 }
 
 // Ctrl-C while the generation rank samples the step asked for ahead: the training ranks take its

@@ -2,9 +2,12 @@
 // (tests/parity/grpo_loss_reference.py): for one batch of ragged completions in three groups (one
 // whose rewards are all equal), the loss, its gradient in the logits, the advantages, the KL and
 // the clip fractions of each variant (grpo, dapo, dr_grpo), with and without the old policy's
-// log-probabilities (μ > 1 or 1), KL or not, std scaling or not, all in fp64. Also bad options.
+// log-probabilities (μ > 1 or 1), KL or not, std scaling or not, importance sampling against the
+// sampler's log-probabilities in each of TRL's four modes, all in fp64. Also bad options.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "core/json.h"
 #include "core/subprocess.h"
@@ -27,6 +30,7 @@ struct LossCase {
 
 std::vector<LossCase> loss_cases() {
   using T = GrpoLossType;
+  using M = ImportanceMode;
   return {
       {{T::kGrpo, 0.2, 0.28, 0.04, 0}, true, true, 0.7},
       {{T::kDapo, 0.2, 0.28, 0.04, 0}, true, true, 0.7},
@@ -34,6 +38,11 @@ std::vector<LossCase> loss_cases() {
       {{T::kGrpo, 0.2, 0.2, 0.0, 0}, true, false, 1.0},  // μ = 1: ratio 1, no KL
       {{T::kDapo, 0.1, 0.5, 0.0, 0}, true, true, 1.0},
       {{T::kDrGrpo, 0.2, 0.28, 0.1, 6}, true, false, 1.3},
+      // Importance sampling against the sampler's log-probabilities, each mode, bounds that bite.
+      {{T::kDapo, 0.2, 0.28, 0.04, 0, {M::kTokenTruncate, 0.0, 1.25}}, true, true, 0.7},
+      {{T::kGrpo, 0.2, 0.28, 0.0, 0, {M::kTokenMask, 0.8, 1.25}}, true, false, 1.0},
+      {{T::kDrGrpo, 0.2, 0.28, 0.04, 8, {M::kSequenceTruncate, 0.5, 2.0}}, false, true, 0.7},
+      {{T::kDapo, 0.2, 0.28, 0.0, 0, {M::kSequenceMask, 0.0, 1.5}}, true, false, 1.0},
   };
 }
 
@@ -50,10 +59,11 @@ StateDict loss_inputs() {
   const auto lp = token_log_probs(logits, tokens, 1.0);
   const auto old = lp + torch::randn({kRows, kLen}, gen, f64) * 0.3;
   const auto ref = lp + torch::randn({kRows, kLen}, gen, f64) * 0.5;
+  const auto sampling = lp + torch::randn({kRows, kLen}, gen, f64) * 0.3;
   const auto rewards =
       torch::tensor({1.0, 0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, -2.0, 0.25, 3.0, 0.0}, f64);
-  return {{"logits", logits}, {"tokens", tokens}, {"mask", mask},
-          {"old", old},       {"ref", ref},       {"rewards", rewards}};
+  return {{"logits", logits}, {"tokens", tokens},   {"mask", mask},        {"old", old},
+          {"ref", ref},       {"rewards", rewards}, {"sampling", sampling}};
 }
 
 Json case_json(const LossCase& c) {
@@ -65,7 +75,10 @@ Json case_json(const LossCase& c) {
           {"group_size", kGroup},
           {"scale_rewards", c.scale_rewards},
           {"use_old", c.use_old},
-          {"temperature", c.temperature}};
+          {"temperature", c.temperature},
+          {"is_mode", importance_mode_name(c.opts.importance.mode)},
+          {"is_min", c.opts.importance.min},
+          {"is_max", c.opts.importance.max}};
 }
 
 // Ours for one case: what the reference writes, under the same names.
@@ -76,13 +89,21 @@ StateDict ours(const StateDict& in, const LossCase& c) {
                             .old_log_probs = c.use_old ? in.at("old") : torch::Tensor(),
                             .ref_log_probs = in.at("ref"),
                             .advantages = adv,
-                            .mask = in.at("mask")},
+                            .mask = in.at("mask"),
+                            .sampling_log_probs = in.at("sampling")},
                            c.opts);
   r.loss.backward();
-  return {
-      {"loss", r.loss.detach()}, {"grad", logits.grad()},
-      {"advantages", adv},       {"kl", r.kl.defined() ? r.kl : torch::zeros({}, torch::kFloat64)},
-      {"clip_low", r.clip_low},  {"clip_high", r.clip_high}};
+  const auto or_zero = [](const torch::Tensor& t) {
+    return t.defined() ? t : torch::zeros({}, torch::kFloat64);
+  };
+  return {{"loss", r.loss.detach()},
+          {"grad", logits.grad()},
+          {"advantages", adv},
+          {"kl", or_zero(r.kl)},
+          {"clip_low", r.clip_low},
+          {"clip_high", r.clip_high},
+          {"is_mean", or_zero(r.importance_mean)},
+          {"is_capped", or_zero(r.importance_capped)}};
 }
 
 // Tolerance: both sides run in fp64 (unit roundoff u = 2^-53 ≈ 1.1e-16) and differ only in the
@@ -109,7 +130,7 @@ TEST(GrpoLoss, LossAndGradientsEqualTrlsForEachVariant) {
                        testing::reference_run());
   ASSERT_TRUE(r.ok() && r->success()) << (r.ok() ? r->err : r.error().message);
   const auto ref = read_safetensors(dir.path / "out.safetensors").value_or_throw().tensors;
-  double clip_low = 0, clip_high = 0, worst = 0;
+  double clip_low = 0, clip_high = 0, worst = 0, capped_least = 1, capped_most = 0;
   std::vector<double> losses;
   for (size_t i = 0; i < loss_cases().size(); ++i) {
     SCOPED_TRACE("case " + cases[i].dump());
@@ -126,6 +147,10 @@ TEST(GrpoLoss, LossAndGradientsEqualTrlsForEachVariant) {
     clip_low = std::max(clip_low, mine.at("clip_low").item<double>());
     clip_high = std::max(clip_high, mine.at("clip_high").item<double>());
     losses.push_back(mine.at("loss").item<double>());
+    if (loss_cases()[i].opts.importance.mode != ImportanceMode::kOff) {
+      capped_least = std::min(capped_least, mine.at("is_capped").item<double>());
+      capped_most = std::max(capped_most, mine.at("is_capped").item<double>());
+    }
   }
   std::printf("largest difference from the reference over %zu cases: %.3g\n", loss_cases().size(),
               worst);
@@ -134,6 +159,9 @@ TEST(GrpoLoss, LossAndGradientsEqualTrlsForEachVariant) {
   EXPECT_GT(clip_high, 0.0);
   EXPECT_GT(std::abs(losses[0] - losses[1]), 1e-3);
   EXPECT_GT(std::abs(losses[1] - losses[2]), 1e-3);
+  // Every importance case's bounds changed some weights and kept others.
+  EXPECT_GT(capped_least, 0.0);
+  EXPECT_LT(capped_most, 1.0);
 }
 
 TEST(GrpoLoss, AGroupWithEqualRewardsHasZeroAdvantage) {
@@ -150,8 +178,13 @@ TEST(GrpoLoss, BadOptionsAndShapesAreRefused) {
   for (const GrpoLossOptions& o :
        {GrpoLossOptions{.epsilon_low = 1.0}, GrpoLossOptions{.epsilon_low = -0.1},
         GrpoLossOptions{.epsilon_high = std::nan("")}, GrpoLossOptions{.beta = -1},
-        GrpoLossOptions{.type = GrpoLossType::kDrGrpo}})
+        GrpoLossOptions{.type = GrpoLossType::kDrGrpo},
+        GrpoLossOptions{.importance = {ImportanceMode::kTokenMask, -1, 3}},
+        GrpoLossOptions{.importance = {ImportanceMode::kTokenMask, 2, 2}},
+        GrpoLossOptions{.importance = {ImportanceMode::kSequenceMask, 0, INFINITY}}})
     EXPECT_FALSE(check_grpo_loss_options(o).ok());
+  EXPECT_FALSE(parse_importance_mode("tis").ok());
+  EXPECT_EQ(parse_importance_mode("sequence_mask").value(), ImportanceMode::kSequenceMask);
   EXPECT_TRUE(check_grpo_loss_options({}).ok());
   EXPECT_FALSE(parse_grpo_loss_type("ppo").ok());
   EXPECT_EQ(parse_grpo_loss_type("dr_grpo").value(), GrpoLossType::kDrGrpo);
@@ -164,6 +197,8 @@ TEST(GrpoLoss, BadOptionsAndShapesAreRefused) {
   bad_mask.mask = torch::ones({2, 4});
   EXPECT_THROW(grpo_loss(bad_mask, {}), Exception);
   EXPECT_THROW(grpo_loss(good, {.beta = 0.04}), Exception);  // no reference log-probs
+  // Importance sampling without the sampler's log-probabilities.
+  EXPECT_THROW(grpo_loss(good, {.importance = {ImportanceMode::kTokenTruncate, 0, 3}}), Exception);
   EXPECT_THROW(grpo_loss(good, {.type = GrpoLossType::kDrGrpo, .max_completion_length = 2}),
                Exception);
   EXPECT_THROW(token_log_probs(torch::zeros({2, 3, 4}), torch::zeros({2, 2}, torch::kLong)),

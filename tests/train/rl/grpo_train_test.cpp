@@ -121,6 +121,7 @@ TEST(GrpoTrain, BadInputIsRefusedBeforeAnyRankStarts) {
       {{"--reward", "regex"}, "--reward_regex is empty"},
       {{"--batch_size", "13"}, "fewer than one step takes"},
       {{"--shard", "full"}, "does not run with --shard full"},
+      {{"--importance_sampling_min", "4"}, "upper bound 3 is not above the lower bound 4"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const fs::path out = dir / ("run" + std::to_string(i));
