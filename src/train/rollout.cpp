@@ -71,7 +71,11 @@ LiveRows prefill(CausalLm& model, const std::vector<std::vector<int64_t>>& promp
 torch::Tensor chosen_log_probs(const LiveRows& live, const torch::Tensor& next,
                                double temperature) {
   const auto tokens = next.to(live.logits.device()).unsqueeze(1);
-  return token_log_probs(live.logits.unsqueeze(1), tokens, log_prob_temperature(temperature))
+  // bf16 / fp16 logits in fp32, as the training loss takes them (in its compute dtype).
+  const auto logits = at::isReducedFloatingType(live.logits.scalar_type())
+                          ? live.logits.to(torch::kFloat)
+                          : live.logits;
+  return token_log_probs(logits.unsqueeze(1), tokens, log_prob_temperature(temperature))
       .squeeze(1)
       .to(torch::kDouble)
       .cpu();
