@@ -31,10 +31,10 @@ std::string_view importance_mode_name(ImportanceMode mode) {
 
 Status check_importance_sampling(const ImportanceSampling& is) {
   if (!(std::isfinite(is.min) && is.min >= 0))
-    return Error(Code::kInvalidArgument,
-                 fmt::format("the importance sampling lower bound {} is not a finite number >= 0",
-                             is.min),
-                 "pass 0 for no lower bound");
+    return Error(
+        Code::kInvalidArgument,
+        fmt::format("the importance sampling lower bound {} is not a finite number >= 0", is.min),
+        "pass 0 for no lower bound");
   if (!(std::isfinite(is.max) && is.max > is.min))
     return Error(Code::kInvalidArgument,
                  fmt::format("the importance sampling upper bound {} is not above the lower "
