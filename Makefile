@@ -120,7 +120,7 @@ format:
 format-check:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
 
-# No function over 100 lines in src/ and apps/ (flag tables excepted, marked NOLINTBEGIN).
+# No function over 80 lines in src/ and apps/ (no exemption in use).
 function-size:
 	@bash scripts/check-function-size.sh
 

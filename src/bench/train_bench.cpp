@@ -68,27 +68,85 @@ train::TrainOptions bench_train_options(const TrainBenchOptions& opts) {
   return t;
 }
 
+// What the hooks measured over the timed steps.
+struct StepTimes {
+  double data_s = 0, compute_s = 0;
+  int64_t timed = 0;
+  train::dist::CommVolume comm0, comm1;
+};
+
+// Runs the trainer, removing its scratch folder whether it ends or throws.
+train::TrainResult run_in_scratch(train::Trainer& trainer, const fs::path& scratch) {
+  train::TrainResult run;
+  try {
+    run = trainer.run();
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  return run;
+}
+
+// The result's figures from the timed steps, the trainer and the run.
+TrainBenchResult result_of(const train::TrainOptions& t, train::Trainer& trainer,
+                           train::DistContext& dist, const train::TrainResult& run,
+                           const StepTimes& s) {
+  TrainBenchResult r;
+  r.steps = s.timed;
+  r.world_size = dist.world_size;
+  r.batch_size = t.batch_size;
+  r.data_seconds = s.data_s;
+  r.compute_seconds = s.compute_s;
+  // Data-parallel replicas: the ranks of a tensor-parallel group train on the same batch.
+  r.images_per_second = static_cast<double>(s.timed * t.batch_size * dist.data_world_size) /
+                        std::max(1e-9, s.data_s + s.compute_s);
+  if (train::is_language_model(t.model))
+    r.tokens_per_second = r.images_per_second * static_cast<double>(t.seq_len);
+  r.threads = at::get_num_threads();
+  r.omp_wait_policy = train::omp_wait_policy();
+  r.device = trainer.device().str();
+  r.memory_format = trainer.memory_format().name;
+  r.memory_format_reason = trainer.memory_format().reason;
+  r.peak_host_memory_bytes = train::peak_host_memory_bytes();
+  for (const auto& p : trainer.model().parameters()) r.parameters += p.numel();
+  if (auto* g = dist.tp_group()) r.tensor_parallel = g->size();
+  if (!run.epochs.empty() && run.epochs.back().lm) {
+    r.pipeline_idle_fraction = run.epochs.back().lm->pipeline_idle_fraction;
+    r.pipeline_bubble_fraction = run.epochs.back().lm->pipeline_bubble_fraction;
+  }
+  if (dist.world_size > 1)
+    r.comm_per_step = (s.comm1 - s.comm0).to_json(static_cast<double>(s.timed));
+  if (const auto peak = train::device_memory_peak(trainer.device())) {
+    r.peak_device_memory_bytes = peak->allocated_bytes;
+    r.peak_device_reserved_bytes = peak->reserved_bytes;
+  }
+  if (r.tokens_per_second > 0 && trainer.flops_per_token() > 0) {
+    const double tflops = r.tokens_per_second / dist.world_size * trainer.flops_per_token() / 1e12;
+    r.tflops_per_device = tflops;
+    if (trainer.peak().flops > 0) r.mfu = tflops * 1e12 / trainer.peak().flops;
+  }
+  return r;
+}
+
 }  // namespace
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistContextPtr dist) {
   const train::TrainOptions t = bench_train_options(opts);
   const int64_t total = opts.warmup + opts.steps;
-  const fs::path scratch = t.output_dir;
   train::Trainer trainer(t, dist);
-  TrainBenchResult r;
   Clock::time_point step_end = Clock::now(), batch_in_hand;
-  double data_s = 0, compute_s = 0;
-  int64_t timed = 0;
+  StepTimes times;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
   const bool profile = !opts.profile.empty() && dist->is_main();
   // Counted from the end of the last warm-up step (the timed steps' stop-flag all-reduces come
   // before their batches); with no warm-up, from the first batch.
-  train::dist::CommVolume comm0, comm1;
-
   train::StepHooks hooks;
   hooks.batch_ready = [&](int64_t step) {
     if (step == opts.warmup) {
-      if (opts.warmup == 0) comm0 = train::dist::process_comm_counters().snapshot();
+      if (opts.warmup == 0) times.comm0 = train::dist::process_comm_counters().snapshot();
       train::reset_device_memory_peak(trainer.device());
       if (profile)
         profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(opts.profile);
@@ -99,66 +157,25 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
     // Kernels are asynchronous on a GPU: the step is done when the device is.
     if (trainer.device().is_cuda()) torch::cuda::synchronize(trainer.device().index());
     const auto now = Clock::now();
-    if (step + 1 == opts.warmup) comm0 = train::dist::process_comm_counters().snapshot();
-    if (step + 1 == total) comm1 = train::dist::process_comm_counters().snapshot();
+    if (step + 1 == opts.warmup) times.comm0 = train::dist::process_comm_counters().snapshot();
+    if (step + 1 == total) times.comm1 = train::dist::process_comm_counters().snapshot();
     if (step >= opts.warmup && step < total) {
-      data_s += std::chrono::duration<double>(batch_in_hand - step_end).count();
-      compute_s += std::chrono::duration<double>(now - batch_in_hand).count();
-      ++timed;
+      times.data_s += std::chrono::duration<double>(batch_in_hand - step_end).count();
+      times.compute_s += std::chrono::duration<double>(now - batch_in_hand).count();
+      ++times.timed;
       if (step + 1 == total) profiler.reset();  // writes the trace; eval stays out of it
     }
     step_end = now;
   };
   trainer.set_step_hooks(std::move(hooks));
-  train::TrainResult run;
-  try {
-    run = trainer.run();
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(scratch, ec);
-    throw;
-  }
+  const train::TrainResult run = run_in_scratch(trainer, t.output_dir);
   profiler.reset();
-  std::error_code ec;
-  fs::remove_all(scratch, ec);
-  if (timed < opts.steps)
+  if (times.timed < opts.steps)
     throw Exception(Code::kInvalidArgument,
                     fmt::format("the data set gave only {} timed steps of {} (after {} warm-up)",
-                                timed, opts.steps, opts.warmup),
+                                times.timed, opts.steps, opts.warmup),
                     "lower --steps/--warmup or --batch_size, or use a larger data set");
-
-  r.steps = timed;
-  r.world_size = dist->world_size;
-  r.batch_size = t.batch_size;
-  r.data_seconds = data_s;
-  r.compute_seconds = compute_s;
-  // Data-parallel replicas: the ranks of a tensor-parallel group train on the same batch.
-  r.images_per_second = static_cast<double>(timed * t.batch_size * dist->data_world_size) /
-                        std::max(1e-9, data_s + compute_s);
-  if (train::is_language_model(t.model))
-    r.tokens_per_second = r.images_per_second * static_cast<double>(t.seq_len);
-  r.threads = at::get_num_threads();
-  r.omp_wait_policy = train::omp_wait_policy();
-  r.device = trainer.device().str();
-  r.memory_format = trainer.memory_format().name;
-  r.memory_format_reason = trainer.memory_format().reason;
-  r.peak_host_memory_bytes = train::peak_host_memory_bytes();
-  for (const auto& p : trainer.model().parameters()) r.parameters += p.numel();
-  if (auto* g = dist->tp_group()) r.tensor_parallel = g->size();
-  if (!run.epochs.empty() && run.epochs.back().lm) {
-    r.pipeline_idle_fraction = run.epochs.back().lm->pipeline_idle_fraction;
-    r.pipeline_bubble_fraction = run.epochs.back().lm->pipeline_bubble_fraction;
-  }
-  if (dist->world_size > 1) r.comm_per_step = (comm1 - comm0).to_json(static_cast<double>(timed));
-  if (const auto peak = train::device_memory_peak(trainer.device())) {
-    r.peak_device_memory_bytes = peak->allocated_bytes;
-    r.peak_device_reserved_bytes = peak->reserved_bytes;
-  }
-  if (r.tokens_per_second > 0 && trainer.flops_per_token() > 0) {
-    const double tflops = r.tokens_per_second / dist->world_size * trainer.flops_per_token() / 1e12;
-    r.tflops_per_device = tflops;
-    if (trainer.peak().flops > 0) r.mfu = tflops * 1e12 / trainer.peak().flops;
-  }
+  TrainBenchResult r = result_of(t, trainer, *dist, run, times);
   if (profile) {
     r.profile_file = opts.profile;
     r.profile_top = summarize_trace(opts.profile);

@@ -168,6 +168,28 @@ void remove_cgroup(const std::string& dir) {
 
 }  // namespace
 
+// The launcher's cgroup holds processes. When the launcher is the only one, it moves itself to a
+// leaf beside its ranks' folder (undone at the end) and enables the controller again: 0, an errno,
+// or -1 with the reason in `reasons` when other processes share the cgroup.
+int RankCgroups::enable_from_leaf(const std::string& base, const std::string& subtree,
+                                  std::vector<std::string>& reasons) {
+  auto procs = split(trim(read_text(base + "/cgroup.procs").value_or("")), '\n');
+  if (procs.size() != 1 || trim(procs[0]) != std::to_string(::getpid())) {
+    reasons.push_back("cgroup v2: the launcher's cgroup " + base + " holds " +
+                      std::to_string(procs.size()) +
+                      " processes, so it cannot hand the memory controller to the ranks' cgroups "
+                      "(cgroups with processes have no controlled children)");
+    return -1;
+  }
+  int e = EBUSY;
+  leaf_ = base + "/gpulab-launcher-" + std::to_string(::getpid());
+  if (::mkdir(leaf_.c_str(), 0755) != 0 && errno != EEXIST) e = errno;
+  if (e == EBUSY) e = write_control(leaf_ + "/cgroup.procs", "0");
+  if (e == 0) e = write_control(subtree, "+memory");
+  if (e == EBUSY) e = EIO;  // still refused: say so rather than loop
+  return e;
+}
+
 Result<std::unique_ptr<RankCgroups>> RankCgroups::create(int64_t max_bytes) {
   std::unique_ptr<RankCgroups> cg(new RankCgroups());
   cg->max_bytes_ = max_bytes;
@@ -187,25 +209,7 @@ Result<std::unique_ptr<RankCgroups>> RankCgroups::create(int64_t max_bytes) {
       const std::string subtree = base + "/cgroup.subtree_control";
       if (!has_word(trim(read_text(subtree).value_or("")), "memory")) {
         int e = write_control(subtree, "+memory");
-        if (e == EBUSY) {
-          // The launcher's cgroup holds processes. When the launcher is the only one, it moves
-          // itself to a leaf beside its ranks' folder (undone at the end) and tries again.
-          auto procs = split(trim(read_text(base + "/cgroup.procs").value_or("")), '\n');
-          if (procs.size() == 1 && trim(procs[0]) == std::to_string(::getpid())) {
-            cg->leaf_ = base + "/gpulab-launcher-" + std::to_string(::getpid());
-            if (::mkdir(cg->leaf_.c_str(), 0755) != 0 && errno != EEXIST) e = errno;
-            if (e == EBUSY) e = write_control(cg->leaf_ + "/cgroup.procs", "0");
-            if (e == 0) e = write_control(subtree, "+memory");
-            if (e == EBUSY) e = EIO;  // still refused: say so below rather than loop
-          } else {
-            reasons.push_back("cgroup v2: the launcher's cgroup " + base + " holds " +
-                              std::to_string(procs.size()) +
-                              " processes, so it cannot hand the memory controller to the "
-                              "ranks' cgroups (cgroups with processes have no controlled "
-                              "children)");
-            e = -1;
-          }
-        }
+        if (e == EBUSY) e = cg->enable_from_leaf(base, subtree, reasons);
         if (e == 0) {
           cg->enabled_memory_ = true;
         } else if (e > 0) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -51,6 +52,8 @@ class RankCgroups {
  private:
   RankCgroups() = default;
   std::string rank_dir(int rank) const;
+  int enable_from_leaf(const std::string& base, const std::string& subtree,
+                       std::vector<std::string>& reasons);
 
   int version_ = 2;
   int64_t max_bytes_ = 0;

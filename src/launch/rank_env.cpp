@@ -71,12 +71,40 @@ std::string first_slurm_host(std::string_view list) {
   return prefix + range.substr(0, end);
 }
 
-Result<RankPlace> detect_rank_place(const EnvLookup& env) {
-  RankPlace p;
 #define GPULAB_GET(var, name)                \
   auto var##_r = get_int(env, name);         \
   if (!var##_r.ok()) return var##_r.error(); \
   std::optional<int> var = *var##_r;
+
+namespace {
+
+// An mpirun rank (OMPI_COMM_WORLD_*): its place, or why it cannot be found.
+Status place_from_openmpi(const EnvLookup& env, int ompi_rank, const std::string& master_addr,
+                          std::optional<int> master_port, RankPlace& p) {
+  GPULAB_GET(size, "OMPI_COMM_WORLD_SIZE");
+  GPULAB_GET(local_rank, "OMPI_COMM_WORLD_LOCAL_RANK");
+  GPULAB_GET(local_size, "OMPI_COMM_WORLD_LOCAL_SIZE");
+  GPULAB_GET(node, "OMPI_COMM_WORLD_NODE_RANK");
+  p.source = "openmpi";
+  p.rank = ompi_rank;
+  p.world_size = size.value_or(1);
+  p.local_rank = local_rank.value_or(0);
+  p.local_world_size = local_size.value_or(1);
+  p.node_rank = node.value_or(p.rank / p.local_world_size);
+  if (master_addr.empty() && p.local_world_size < p.world_size) {
+    return Error{Code::kInvalidArgument,
+                 "OpenMPI job spans several nodes but MASTER_ADDR is not set",
+                 "pass -x MASTER_ADDR=<rank 0's host> (and -x MASTER_PORT) to mpirun"};
+  }
+  p.master_addr = master_addr.empty() ? "127.0.0.1" : master_addr;
+  p.master_port = master_port.value_or(29500);
+  return ok_status();
+}
+
+}  // namespace
+
+Result<RankPlace> detect_rank_place(const EnvLookup& env) {
+  RankPlace p;
 
   GPULAB_GET(restarts, kEnvRestartCount);
   GPULAB_GET(torchelastic_restarts, "TORCHELASTIC_RESTART_COUNT");
@@ -112,23 +140,8 @@ Result<RankPlace> detect_rank_place(const EnvLookup& env) {
     p.master_addr = master_addr.empty() ? "127.0.0.1" : master_addr;
     p.master_port = master_port.value_or(29500);
   } else if (ompi_rank) {
-    GPULAB_GET(size, "OMPI_COMM_WORLD_SIZE");
-    GPULAB_GET(local_rank, "OMPI_COMM_WORLD_LOCAL_RANK");
-    GPULAB_GET(local_size, "OMPI_COMM_WORLD_LOCAL_SIZE");
-    GPULAB_GET(node, "OMPI_COMM_WORLD_NODE_RANK");
-    p.source = "openmpi";
-    p.rank = *ompi_rank;
-    p.world_size = size.value_or(1);
-    p.local_rank = local_rank.value_or(0);
-    p.local_world_size = local_size.value_or(1);
-    p.node_rank = node.value_or(p.rank / p.local_world_size);
-    if (master_addr.empty() && p.local_world_size < p.world_size) {
-      return Error{Code::kInvalidArgument,
-                   "OpenMPI job spans several nodes but MASTER_ADDR is not set",
-                   "pass -x MASTER_ADDR=<rank 0's host> (and -x MASTER_PORT) to mpirun"};
-    }
-    p.master_addr = master_addr.empty() ? "127.0.0.1" : master_addr;
-    p.master_port = master_port.value_or(29500);
+    if (auto s = place_from_openmpi(env, *ompi_rank, master_addr, master_port, p); !s.ok())
+      return s.error();
   } else if (slurm_rank) {
     // Inside an srun step (outside one, in the batch script, this is one process).
     auto step = read_slurm_step(env);

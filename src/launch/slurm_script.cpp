@@ -116,7 +116,10 @@ Result<ContainerKind> choose_container(const std::string& mode, const std::strin
              "drop --image to run gpulab installed on the nodes (bare metal)");
 }
 
-Result<std::string> render_sbatch_script(const SlurmJobRequest& r) {
+namespace {
+
+// Every check of a job request; the train flags as words when it passes.
+Result<std::vector<std::string>> checked_train_words(const SlurmJobRequest& r) {
   if (r.nodes < 1 || r.nodes > 65536)
     return bad("--nodes " + std::to_string(r.nodes) + " is out of range 1..65536", "");
   if (r.cpu_ranks_per_node <= 0 && (r.gpus_per_node < 1 || r.gpus_per_node > 64))
@@ -148,7 +151,14 @@ Result<std::string> render_sbatch_script(const SlurmJobRequest& r) {
         return bad(std::string("the train flags set ") + own +
                        ", which the Slurm script decides (ranks come from the allocation)",
                    "drop it from the train flags; use --nodes, N (GPUs per node) or --run-dir");
+  return words;
+}
 
+}  // namespace
+
+Result<std::string> render_sbatch_script(const SlurmJobRequest& r) {
+  auto words = checked_train_words(r);
+  if (!words.ok()) return words.error();
   const bool cpu = r.cpu_ranks_per_node > 0;
   const int per_node = cpu ? r.cpu_ranks_per_node : r.gpus_per_node;
   // Each rank its share of the node's cores, when the request does not say.

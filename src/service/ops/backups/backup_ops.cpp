@@ -68,6 +68,60 @@ std::string backup_file_path(const ServiceConfig& config, const std::string& bac
   return (fs::path(config.backup_dir) / ("backup_" + backup_name + ".tar")).string();
 }
 
+namespace {
+
+// The engine's commit of the container into the backup's image, under the container's lock
+// (only the commit needs the container still; the long save runs without it). `c` is re-read
+// under the lock: a recreate may have replaced it.
+void commit_backup_image(Service& s, const Principal& who, const std::string& container,
+                         const std::string& backup_name, ContainerRecord& c) {
+  auto lock = s.lock_container(c.name);
+  c = require_container(s, who, container);
+  ImageCommit cs;
+  cs.repo = "gpulab-backup";
+  cs.tag = backup_name;
+  cs.comment = "gpulab backup of " + c.name;
+  cs.labels = {{"gpulab.backup", backup_name}, {"gpulab.backup.source", c.name}};
+  auto img = require_archives(s.engine_of(c), "backups").commit(c.engine_ref(), cs);
+  if (!img) throw_engine_error(img.error());
+}
+
+// The engine's save of `image` streamed into the backup file at `path` (its progress into the
+// book as it goes), then the manifest written; returns the manifest. Throws on any failure.
+BackupManifest write_backup_file(Service& s, const ContainerRecord& c, const std::string& image,
+                                 const BackupRecord& rec, const std::string& path) {
+  check_backup_space(path, rec.bytes_total);
+  auto writer = BackupWriter::create(path);
+  if (!writer) throw_backup_error(writer.error());
+  (*writer)->expect_bytes(static_cast<uint64_t>(std::max<std::int64_t>(rec.bytes_total, 0)));
+  Status write_status = ok_status();
+  std::int64_t next_mark = kProgressStep;
+  auto saved =
+      require_archives(s.engine_of(c), "backups").save_image(image, [&](std::string_view chunk) {
+        write_status = (*writer)->write(chunk.data(), chunk.size());
+        if (!write_status) return false;
+        if ((*writer)->bytes() >= next_mark) {
+          s.store->set_backup_progress(rec.name, (*writer)->bytes());
+          next_mark += kProgressStep;
+        }
+        return true;
+      });
+  if (!write_status) throw_backup_error(write_status.error());  // why the save stopped
+  if (!saved) throw_engine_error(saved.error());
+  BackupManifest m;
+  m.name = rec.name;
+  m.source = c.name;
+  m.owner = c.owner;
+  m.image = image;
+  m.created_at = rec.created_at;
+  m.spec = c.spec;
+  auto fin = (*writer)->finish(m);
+  if (!fin) throw_backup_error(fin.error());
+  return m;
+}
+
+}  // namespace
+
 BackupRecord make_backup(Service& s, const Principal& who, const std::string& container,
                          const std::string& backup_name) {
   check_name(backup_name, "backup_name");
@@ -96,49 +150,12 @@ BackupRecord make_backup(Service& s, const Principal& who, const std::string& co
     (void)s.engine_of(c).remove_image(image);
   };
   try {
-    {
-      // Only the commit needs the container still; the long save runs without its lock.
-      auto lock = s.lock_container(c.name);
-      c = require_container(s, who, container);  // under the lock: a recreate may replace it
-      ImageCommit cs;
-      cs.repo = "gpulab-backup";
-      cs.tag = backup_name;
-      cs.comment = "gpulab backup of " + c.name;
-      cs.labels = {{"gpulab.backup", backup_name}, {"gpulab.backup.source", c.name}};
-      auto img = require_archives(s.engine_of(c), "backups").commit(c.engine_ref(), cs);
-      if (!img) throw_engine_error(img.error());
-    }
+    commit_backup_image(s, who, container, backup_name, c);
     if (auto info = s.engine_of(c).inspect_image(image)) {
       rec.bytes_total = info->size_bytes;  // an estimate: the archive is about this size
       s.store->upsert_backup(rec);
     }
-    check_backup_space(path, rec.bytes_total);
-    auto writer = BackupWriter::create(path);
-    if (!writer) throw_backup_error(writer.error());
-    (*writer)->expect_bytes(static_cast<uint64_t>(std::max<std::int64_t>(rec.bytes_total, 0)));
-    Status write_status = ok_status();
-    std::int64_t next_mark = kProgressStep;
-    auto saved =
-        require_archives(s.engine_of(c), "backups").save_image(image, [&](std::string_view chunk) {
-          write_status = (*writer)->write(chunk.data(), chunk.size());
-          if (!write_status) return false;
-          if ((*writer)->bytes() >= next_mark) {
-            s.store->set_backup_progress(backup_name, (*writer)->bytes());
-            next_mark += kProgressStep;
-          }
-          return true;
-        });
-    if (!write_status) throw_backup_error(write_status.error());  // why the save stopped
-    if (!saved) throw_engine_error(saved.error());
-    BackupManifest m;
-    m.name = backup_name;
-    m.source = c.name;
-    m.owner = c.owner;
-    m.image = image;
-    m.created_at = rec.created_at;
-    m.spec = c.spec;
-    auto fin = (*writer)->finish(m);
-    if (!fin) throw_backup_error(fin.error());
+    const BackupManifest m = write_backup_file(s, c, image, rec, path);
     rec.state = "complete";
     auto file_sha = sha256_file(path);
     if (!file_sha) throw Exception(file_sha.error());

@@ -193,6 +193,37 @@ Result<long> download_to(const std::string& url, const fs::path& part, const std
   return Result<long>(Code::kUnavailable, "download of " + url + " failed");
 }
 
+// `final_path` with MD5 `want`: kept when it is there and whole, else downloaded from `url`
+// (resuming a .part), checked and moved into place; counted into report.
+Status ensure_item(const std::string& url, const fs::path& final_path, const std::string& want,
+                   const std::string& file, const FetchOptions& opts, FetchReport& report) {
+  std::error_code ec;
+  if (fs::is_regular_file(final_path, ec)) {
+    auto sum = md5_file(final_path);
+    if (sum && *sum == want) return ok_status();
+    fs::remove(final_path, ec);  // stale or corrupt: fetch again
+  }
+  const fs::path part = final_path.string() + ".part";
+  int64_t resumed = 0;
+  auto st = download_to(url, part, file, opts.progress, resumed);
+  if (!st) return st.error();
+  report.resumed_from += resumed;
+  auto sum = md5_file(part);
+  if (!sum) return sum.error();
+  if (*sum != want) {
+    fs::remove(part, ec);
+    return Error(Code::kDataError,
+                 fmt::format("{} from {} has MD5 {}, expected {}: the download is corrupt or the "
+                             "server sent another file; it was deleted",
+                             file, url, *sum, want),
+                 "run the command again; if it repeats, check the --url");
+  }
+  fs::rename(part, final_path, ec);
+  if (ec) return Error(Code::kInternal, "cannot rename " + part.string());
+  report.downloaded = true;
+  return ok_status();
+}
+
 }  // namespace
 
 Result<FetchReport> fetch_dataset(const std::string& name, const FetchOptions& opts) {
@@ -227,33 +258,8 @@ Result<FetchReport> fetch_dataset(const std::string& name, const FetchOptions& o
       url = opts.url + (opts.url.back() == '/' ? "" : "/") + item.file;
     const std::string want = opts.md5.empty() ? item.md5 : to_lower(opts.md5);
     const fs::path final_path = save_dir / item.file;
-    const fs::path part = final_path.string() + ".part";
-    bool have = false;
-    if (fs::is_regular_file(final_path, ec)) {
-      auto sum = md5_file(final_path);
-      have = sum && *sum == want;
-      if (!have) fs::remove(final_path, ec);  // stale or corrupt: fetch again
-    }
-    if (!have) {
-      int64_t resumed = 0;
-      auto st = download_to(url, part, item.file, opts.progress, resumed);
-      if (!st) return st.error();
-      report.resumed_from += resumed;
-      auto sum = md5_file(part);
-      if (!sum) return sum.error();
-      if (*sum != want) {
-        fs::remove(part, ec);
-        return Result<FetchReport>(
-            Code::kDataError,
-            fmt::format("{} from {} has MD5 {}, expected {}: the download is corrupt or the "
-                        "server sent another file; it was deleted",
-                        item.file, url, *sum, want),
-            "run the command again; if it repeats, check the --url");
-      }
-      fs::rename(part, final_path, ec);
-      if (ec) return Result<FetchReport>(Code::kInternal, "cannot rename " + part.string());
-      report.downloaded = true;
-    }
+    if (auto st = ensure_item(url, final_path, want, item.file, opts, report); !st)
+      return st.error();
     report.files.push_back(final_path.string());
     if (src->unpack) {
       auto placed = extract_tar_gz(final_path, dir);
