@@ -162,11 +162,15 @@ std::optional<StepFigures> GrpoTask::after_optimizer_step(int64_t step) {
 }
 
 std::vector<std::pair<std::string, std::string>> GrpoTask::step_charts() const {
-  return {{"mean_reward", "Mean reward"},
-          {"kl", "KL to the reference"},
-          {"clip_fraction", "Clip fraction"},
-          {"completion_length", "Completion length (tokens)"},
-          {"generation_share", "Share of the step generating"}};
+  std::vector<std::pair<std::string, std::string>> charts = {
+      {"mean_reward", "Mean reward"},
+      {"kl", "KL to the reference"},
+      {"clip_fraction", "Clip fraction"},
+      {"completion_length", "Completion length (tokens)"},
+      {"generation_share", "Share of the step generating"}};
+  if (in_.loss.importance.mode != rl::ImportanceMode::kOff)
+    charts.emplace_back("importance_ratio", "Mean importance weight against the sampling policy");
+  return charts;
 }
 
 // The epoch's means over its steps, and the first and last steps' rewards.

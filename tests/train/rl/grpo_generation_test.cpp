@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -224,9 +225,14 @@ TEST(GrpoGenerationRank, OverlapSamplesEachStepWhileTheStepBeforeTrains) {
   capped = with_flag(capped, "--importance_sampling", "token_mask");
   capped = with_flag(capped, "--importance_sampling_min", "0.999999");
   capped = with_flag(capped, "--importance_sampling_max", "1.000001");
+  capped.erase(std::find(capped.begin(), capped.end(), "--no_report"));  // its chart, below
   const auto rc = run_with_hooks(capped, {{"GPULAB_TEST_WEIGHT_HASH", "1"}});
   ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
   EXPECT_NE(rc.out.find("% capped)"), std::string::npos) << rc.out;
+  EXPECT_NE(read_file(dir / "capped" / "report.html")
+                .value_or("")
+                .find("Mean importance weight against the sampling policy"),
+            std::string::npos);
   const auto m = step_records(dir / "capped");
   ASSERT_EQ(m.size(), 3u) << rc.out;
   EXPECT_TRUE(m.at(2).contains("weight_hashes"));
