@@ -25,6 +25,26 @@ void check_rollout_input(const DecoderConfig& c, const std::vector<std::vector<i
     check_generation_prompt(c, prompts[p], opts, "prompt " + std::to_string(p));
 }
 
+void check_segments(const std::vector<PromptSegment>& segments, size_t prompt_count) {
+  int64_t covered = 0;
+  for (const auto& s : segments) {
+    if (s.prompts < 1 || s.sampler == nullptr)
+      throw Exception(Code::kInvalidArgument, "a batch segment without prompts or a sampler",
+                      "give each segment one prompt or more and its sampler");
+    const auto& a = s.sampler->settings();
+    const auto& b = segments.front().sampler->settings();
+    GPULAB_ASSERT(a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
+                      a.repetition_penalty == b.repetition_penalty,
+                  "the segments of one batch sample with the same settings");
+    covered += s.prompts;
+  }
+  if (covered != static_cast<int64_t>(prompt_count))
+    throw Exception(Code::kInvalidArgument,
+                    "the batch segments hold " + std::to_string(covered) + " prompts of " +
+                        std::to_string(prompt_count),
+                    "make the segments' prompt counts add up to the prompts");
+}
+
 // The rows still being continued: their cache, the logits of their next token and the ids they
 // have seen (for the repetition penalty; undefined when it is off).
 struct LiveRows {
@@ -65,6 +85,26 @@ LiveRows prefill(CausalLm& model, const std::vector<std::vector<int64_t>>& promp
   live.rows.resize(static_cast<size_t>(count * group));
   for (size_t r = 0; r < live.rows.size(); ++r) live.rows[r] = static_cast<int64_t>(r);
   return live;
+}
+
+// The next token of each live row, [rows] int64 on the CPU: each segment's live rows (consecutive,
+// as live.rows is ascending) drawn by that segment's sampler.
+torch::Tensor draw_next(const LiveRows& live, const std::vector<PromptSegment>& segments,
+                        int64_t group) {
+  if (segments.size() == 1) return segments.front().sampler->next(live.logits, live.history);
+  std::vector<torch::Tensor> parts;
+  int64_t end_row = 0;
+  size_t i = 0;
+  for (const auto& s : segments) {
+    end_row += s.prompts * group;
+    const size_t begin = i;
+    while (i < live.rows.size() && live.rows[i] < end_row) ++i;
+    if (i == begin) continue;  // every row of this segment has finished
+    const auto b = static_cast<int64_t>(begin), n = static_cast<int64_t>(i - begin);
+    const auto history = live.history.defined() ? live.history.narrow(0, b, n) : torch::Tensor();
+    parts.push_back(s.sampler->next(live.logits.narrow(0, b, n), history));
+  }
+  return torch::cat(parts);
 }
 
 // The log-probability of each live row's chosen token, [rows] float64 on the CPU.
@@ -121,8 +161,18 @@ void advance(CausalLm& model, LiveRows& live, torch::Tensor next,
 RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
                              int64_t group, const SamplingOptions& opts, TokenSampler& sampler,
                              const OnRowToken& on_token) {
+  return generate_groups(model, prompts, group, opts,
+                         {PromptSegment{static_cast<int64_t>(prompts.size()), &sampler}}, on_token);
+}
+
+RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
+                             int64_t group, const SamplingOptions& opts,
+                             const std::vector<PromptSegment>& segments,
+                             const OnRowToken& on_token) {
   const auto start = std::chrono::steady_clock::now();
   check_rollout_input(model.config(), prompts, group, opts);
+  check_segments(segments, prompts.size());
+  const auto& settings = segments.front().sampler->settings();
   RolloutBatch out;
   out.completions.resize(prompts.size() * static_cast<size_t>(group));
   if (opts.record_log_probs) out.log_probs.resize(out.completions.size());
@@ -130,13 +180,12 @@ RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int6
     torch::NoGradGuard no_grad;
     model.eval();
     const auto device = model.parameters().front().device();
-    const bool keep_history = sampler.settings().repetition_penalty != 1.0;
+    const bool keep_history = settings.repetition_penalty != 1.0;
     auto live = prefill(model, prompts, group, keep_history, device);
     for (int64_t step = 0;; ++step) {
-      const auto next = sampler.next(live.logits, live.history);
-      const auto lp = opts.record_log_probs
-                          ? chosen_log_probs(live, next, sampler.settings().temperature)
-                          : torch::Tensor();
+      const auto next = draw_next(live, segments, group);
+      const auto lp = opts.record_log_probs ? chosen_log_probs(live, next, settings.temperature)
+                                            : torch::Tensor();
       const auto going_on = take_tokens(next, lp, live, opts, on_token, out);
       if (going_on.empty() || step + 1 == opts.max_new_tokens) break;
       advance(model, live, next, going_on, device);

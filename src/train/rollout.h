@@ -1,7 +1,8 @@
 // GRPO's rollouts: every prompt of a step continued in `group` rows, all in one batch through the
 // KV cache. Prompts of different lengths are left-padded, with a padding mask and per-row
 // positions, so each row computes what it would alone; each prompt's prefix runs once and its
-// keys and values are copied to its group's rows; finished rows leave the batch.
+// keys and values are copied to its group's rows; finished rows leave the batch. Segments of the
+// batch may draw from samplers of their own (one per training rank a generation rank serves).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,20 @@ struct RolloutBatch {
 // are no prompts or group < 1.
 RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
                              int64_t group, const SamplingOptions& opts, TokenSampler& sampler,
+                             const OnRowToken& on_token = {});
+
+// Several callers' prompts in one batch (a GRPO generation rank serving several training ranks):
+// segment s holds the next `prompts` prompts, all their rows, and draws through its own sampler,
+// so each segment's tokens come from the stream it would draw from in a batch of its own. The
+// samplers' settings must be equal. Throws as above, and (invalid input) when the segments do not
+// cover the prompts or a segment is empty.
+struct PromptSegment {
+  int64_t prompts = 0;
+  TokenSampler* sampler = nullptr;
+};
+RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
+                             int64_t group, const SamplingOptions& opts,
+                             const std::vector<PromptSegment>& segments,
                              const OnRowToken& on_token = {});
 
 }  // namespace gpulab::train

@@ -232,6 +232,7 @@ Json options_to_json(const TrainOptions& o) {
   j["mu"] = o.mu;
   j["dynamic_sampling"] = o.dynamic_sampling;
   j["generation_gpus"] = o.generation_gpus;
+  j["generation_gpu_ids"] = o.generation_gpu_ids;
   j["overlap_generation"] = o.overlap_generation;
   j["importance_sampling"] = o.importance_sampling;
   j["importance_sampling_min"] = o.importance_sampling_min;

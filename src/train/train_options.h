@@ -127,6 +127,7 @@ struct TrainOptions {
   double answer_tolerance = 1e-6;
   // Processes (and GPUs) that only generate, beside the training ones; 0: colocated.
   int64_t generation_gpus = 0;
+  std::string generation_gpu_ids;  // which local GPUs of the first node generate: "7", "6,7"
   // With generation ranks: step k+1's rollouts are sampled while step k trains.
   bool overlap_generation = false;
   // Weights against the policy that sampled (train/rl/grpo_importance.h); auto: sequence_mask

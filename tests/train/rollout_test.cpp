@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -338,6 +339,49 @@ TEST(Rollout, RecordedLogProbsEqualAFullForwardOfEachRow) {
   std::printf("largest difference from a full forward: %.3g\n", worst);
   o.record_log_probs = false;
   EXPECT_TRUE(watched_rollout(model, prompts, 3, o).batch.log_probs.empty());
+}
+
+// A generation rank serving several training ranks batches their shares: each segment draws from
+// its own sampler, so its rows get the tokens a batch of its own would draw (the same stream on
+// the same logits), though the shared batch pads the prompts to another length. In fp64 that
+// padding only reorders a few additions (~1e-15 in a log-probability); swapping the two streams
+// changes the tokens.
+TEST(Rollout, SegmentsDrawFromTheirOwnStreamsAsInBatchesOfTheirOwn) {
+  auto model = rollout_model("llama");
+  model->to(torch::kDouble);
+  const auto both = random_prompts({1, 5, 17, 3, 9}, 300);
+  const std::vector<std::vector<int64_t>> a(both.begin(), both.begin() + 2),
+      b(both.begin() + 2, both.end());
+  SamplingOptions o;
+  o.temperature = 1.0;
+  o.top_k = 0;
+  o.top_p = 0.9;
+  o.repetition_penalty = 1.2;
+  o.max_new_tokens = 10;
+  o.eos_id = 7;  // rows end early: segments shrink unevenly
+  o.record_log_probs = true;
+  TokenSampler alone_a(o, 5), alone_b(o, 9);
+  const auto ra = generate_groups(*model, a, 3, o, alone_a);
+  const auto rb = generate_groups(*model, b, 3, o, alone_b);
+  TokenSampler sa(o, 5), sb(o, 9);
+  const auto joint = generate_groups(*model, both, 3, o, {{2, &sa}, {3, &sb}});
+  ASSERT_EQ(joint.completions.size(), 15u);
+  double worst = 0;
+  for (size_t r = 0; r < 15; ++r) {
+    const auto& alone = r < 6 ? ra : rb;
+    const size_t i = r < 6 ? r : r - 6;
+    EXPECT_EQ(joint.completions[r], alone.completions[i]) << "row " << r;
+    ASSERT_EQ(joint.log_probs[r].size(), alone.log_probs[i].size()) << "row " << r;
+    for (size_t t = 0; t < joint.log_probs[r].size(); ++t)
+      worst = std::max(worst, std::abs(joint.log_probs[r][t] - alone.log_probs[i][t]));
+  }
+  EXPECT_LE(worst, 1e-12);
+  std::printf("segments vs batches of their own: same tokens, log-probs within %.3g\n", worst);
+  TokenSampler swapped_a(o, 9), swapped_b(o, 5);
+  const auto swapped = generate_groups(*model, both, 3, o, {{2, &swapped_a}, {3, &swapped_b}});
+  EXPECT_NE(swapped.completions, joint.completions);
+  TokenSampler short_a(o, 5);
+  EXPECT_THROW(generate_groups(*model, both, 3, o, {{2, &short_a}}), Exception);
 }
 
 TEST(Rollout, BadPromptsAreNamedBeforeAnyForwardPass) {

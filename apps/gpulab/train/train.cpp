@@ -78,6 +78,7 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
     dist_opts->tp_mesh = cmd->count("--tp") > 0;
     throw_usage_error(train::dist::validate(*dist_opts), cmd);
     const int world = planned_world_size(*dist_opts);
+    throw_usage_error(train::take_generation_gpu_ids(*opts), cmd);
     throw_usage_error(train::check_generation_split(*opts, *dist_opts, world), cmd);
     throw_usage_error(train::check_task_options(*opts, world - opts->generation_gpus), cmd);
     if (dist_opts->tp_mesh && opts->tp == 1)  // above 1, check_task_options checked it

@@ -1,9 +1,44 @@
 // The generation ranks' layout and messages (see grpo_rollout_link.h).
 #include "train/rl/grpo_rollout_link.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
+
 namespace gpulab::train::rl {
+
+GenerationLayout::GenerationLayout(std::vector<int> generators, int world)
+    : generators_(std::move(generators)), world_(world) {
+  GPULAB_ASSERT(
+      std::is_sorted(generators_.begin(), generators_.end()) &&
+          std::adjacent_find(generators_.begin(), generators_.end()) == generators_.end() &&
+          (generators_.empty() || (generators_.front() >= 0 && generators_.back() < world)),
+      "generation ranks are distinct world ranks, ascending");
+  for (int r = 0; r < world; ++r)
+    if (!generates(r)) trainers_.push_back(r);
+}
+
+GenerationLayout GenerationLayout::first(int n, int world) {
+  std::vector<int> ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(r);
+  return {std::move(ranks), world};
+}
+
+bool GenerationLayout::generates(int world_rank) const {
+  return std::binary_search(generators_.begin(), generators_.end(), world_rank);
+}
+
+int GenerationLayout::generation_index(int world_rank) const {
+  const auto it = std::lower_bound(generators_.begin(), generators_.end(), world_rank);
+  return it != generators_.end() && *it == world_rank ? static_cast<int>(it - generators_.begin())
+                                                      : -1;
+}
+
+int GenerationLayout::training_index(int world_rank) const {
+  const auto it = std::lower_bound(trainers_.begin(), trainers_.end(), world_rank);
+  return it != trainers_.end() && *it == world_rank ? static_cast<int>(it - trainers_.begin()) : -1;
+}
 
 std::vector<int> GenerationLayout::served_by(int g) const {
   std::vector<int> out;
@@ -12,15 +47,9 @@ std::vector<int> GenerationLayout::served_by(int g) const {
   return out;
 }
 
-std::vector<int> GenerationLayout::training_group() const {
-  std::vector<int> out;
-  for (int r = generation_ranks; r < world; ++r) out.push_back(r);
-  return out;
-}
-
 std::vector<int> GenerationLayout::sync_group() const {
-  std::vector<int> out;
-  for (int r = 0; r <= generation_ranks; ++r) out.push_back(r);
+  std::vector<int> out = generators_;
+  out.push_back(trainers_.at(0));
   return out;
 }
 

@@ -1,8 +1,9 @@
 // GRPO with generation ranks of its own (`--generation_gpus N`, docs/rl.md): which world ranks
-// generate and which train, and the messages between them. World ranks 0..N-1 generate (the
-// launcher gives local rank i GPU i, so they take the first N GPUs); ranks N.. train as their
-// own data-parallel group. Training rank 0 (world rank N) drives: over the "sync" group (the
-// generation ranks and it) it sends commands and the policy's weights; each generation rank
+// generate and which train, and the messages between them. By default world ranks 0..N-1
+// generate (the launcher gives local rank i GPU i, so they take the first N GPUs);
+// `--generation_gpu_ids` names other local ranks of the first node (so other GPUs). The other
+// ranks train as their own data-parallel group. Training rank 0 drives: over the "sync" group
+// (the generation ranks and it) it sends commands and the policy's weights; each generation rank
 // samples the shares of the training ranks it serves and sends each its completions.
 #pragma once
 
@@ -13,19 +14,35 @@
 
 namespace gpulab::train::rl {
 
-struct GenerationLayout {
-  int generation_ranks = 0;  // N
-  int world = 0;             // every rank: N generation + training ranks
+class GenerationLayout {
+ public:
+  // `generators`: the world ranks that generate (ascending, distinct, each below `world`).
+  GenerationLayout(std::vector<int> generators, int world);
+  // World ranks 0..n-1 generate.
+  static GenerationLayout first(int n, int world);
 
-  int training_ranks() const { return world - generation_ranks; }
-  bool generates(int world_rank) const { return world_rank < generation_ranks; }
-  int world_rank_of_training(int t) const { return generation_ranks + t; }
+  int generation_ranks() const { return static_cast<int>(generators_.size()); }  // N
+  int world() const { return world_; }
+  int training_ranks() const { return world_ - generation_ranks(); }
+  bool generates(int world_rank) const;
+  // Generation rank g's world rank, and the other way (-1: it trains).
+  int world_rank_of_generation(int g) const { return generators_.at(static_cast<size_t>(g)); }
+  int generation_index(int world_rank) const;
+  // Training rank t's world rank (the t-th world rank that does not generate), and the other way
+  // (-1: it generates).
+  int world_rank_of_training(int t) const { return trainers_.at(static_cast<size_t>(t)); }
+  int training_index(int world_rank) const;
   // The generation rank that samples training rank t's share (round robin).
-  int server_of(int t) const { return t % generation_ranks; }
-  std::vector<int> served_by(int g) const;            // training ranks, ascending
-  std::vector<int> training_group() const;            // world ranks N..world-1
-  std::vector<int> sync_group() const;                // world ranks 0..N (N: training rank 0)
-  int sync_root() const { return generation_ranks; }  // training rank 0's place in sync_group
+  int server_of(int t) const { return t % generation_ranks(); }
+  std::vector<int> served_by(int g) const;                              // training ranks, ascending
+  const std::vector<int>& training_group() const { return trainers_; }  // their world ranks
+  // The generation ranks' world ranks, then training rank 0's.
+  std::vector<int> sync_group() const;
+  int sync_root() const { return generation_ranks(); }  // training rank 0's place in sync_group
+
+ private:
+  std::vector<int> generators_, trainers_;
+  int world_ = 0;
 };
 
 enum class LinkCommand : int64_t {

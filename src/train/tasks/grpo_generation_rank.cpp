@@ -26,7 +26,7 @@ namespace {
 struct Generator {
   const TrainOptions& opts;
   const rl::GenerationLayout& layout;
-  int rank = 0;  // this generation rank's index (its world rank)
+  int rank = 0;  // this generation rank's index (0..N-1)
   GrpoInputs in{};
   CausalLmPtr model{};
   int64_t per_rank = 0, steps_per_epoch = 0;
@@ -44,32 +44,36 @@ torch::Device set_up_runtime(const TrainOptions& o, const launch::RankPlace& pla
   return device;
 }
 
-// Samples the shares of the training ranks this rank serves at `step` and sends each its own.
+// Samples the shares of the training ranks this rank serves at `step`, all in one batch (each
+// share drawn from the stream its rank draws from colocated), and sends each rank its own.
 void serve_rollout_step(Generator& g, dist::Communicator& world, int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto served = g.layout.served_by(g.rank);
   const int trainers = g.layout.training_ranks();
-  std::vector<rl::RolloutShare> shares;
-  torch::NoGradGuard no_grad;
+  std::vector<std::vector<std::vector<int64_t>>> prompts;
+  std::vector<TokenSampler> samplers;
   for (int t : served) {
-    std::vector<std::vector<int64_t>> prompts;
+    auto& share = prompts.emplace_back();
     for (int64_t p :
          grpo_step_prompts(static_cast<int64_t>(g.in.prompts.prompts.size()), g.opts.seed,
                            g.steps_per_epoch, step, t, trainers, g.per_rank))
-      prompts.push_back(g.in.prompt_ids[static_cast<size_t>(p)]);
-    TokenSampler sampler(g.in.sampling, grpo_sampler_seed(g.opts.seed, step, t, trainers));
-    rl::RolloutShare share;
-    share.policy_step = g.policy_step;
-    auto sampled = rollouts_for_step(*g.model, prompts, g.opts.group_size, g.in.sampling, sampler);
-    share.completions = std::move(sampled.completions);
-    share.log_probs = std::move(sampled.log_probs);
-    shares.push_back(std::move(share));
+      share.push_back(g.in.prompt_ids[static_cast<size_t>(p)]);
+    samplers.emplace_back(g.in.sampling, grpo_sampler_seed(g.opts.seed, step, t, trainers));
+  }
+  std::vector<StepRollouts> sampled;
+  {
+    torch::NoGradGuard no_grad;
+    sampled = rollouts_for_shares(*g.model, prompts, g.opts.group_size, g.in.sampling, samplers);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (size_t i = 0; i < served.size(); ++i) {
-    shares[i].generation_seconds = seconds;
-    rl::send_share(world, g.layout.world_rank_of_training(served[i]), step, shares[i]);
+    rl::RolloutShare share;
+    share.policy_step = g.policy_step;
+    share.generation_seconds = seconds;
+    share.completions = std::move(sampled[i].completions);
+    share.log_probs = std::move(sampled[i].log_probs);
+    rl::send_share(world, g.layout.world_rank_of_training(served[i]), step, share);
   }
 }
 
@@ -78,7 +82,7 @@ void take_weights(Generator& g, dist::Communicator& sync, int64_t policy_step) {
   rl::broadcast_weights(sync, g.layout.sync_root(), *g.model);
   g.policy_step = policy_step;
   if (!test_hooks::hash_synced_weights()) return;
-  auto hashes = torch::zeros({g.layout.generation_ranks + 1}, torch::kLong);
+  auto hashes = torch::zeros({g.layout.generation_ranks() + 1}, torch::kLong);
   hashes[g.rank] = static_cast<int64_t>(rl::weights_hash(*g.model));
   sync.allreduce_sum(hashes, "weight fingerprints");
 }
@@ -90,7 +94,7 @@ int run_generation_rank(const TrainOptions& opts, const rl::GenerationLayout& la
                         dist::Communicator& sync) {
   // Ctrl-C reaches every rank; this one keeps serving until training rank 0 has its checkpoint.
   const StopSignalGuard stop_guard;
-  Generator g{opts, layout, place.rank};
+  Generator g{opts, layout, layout.generation_index(place.rank)};
   const auto device = set_up_runtime(opts, place);
   g.in = open_grpo_inputs(opts).value_or_throw();
   g.per_rank = batch_per_process(opts, layout.training_ranks());
@@ -101,9 +105,10 @@ int run_generation_rank(const TrainOptions& opts, const rl::GenerationLayout& la
   for (auto& p : g.model->parameters()) p.set_requires_grad(false);
   std::vector<std::string> served;
   for (int t : layout.served_by(g.rank)) served.push_back(std::to_string(t));
-  std::printf("Generation rank %d of %d (pid %d) on %s: sampling for training rank(s) %s\n", g.rank,
-              layout.generation_ranks, static_cast<int>(::getpid()), device.str().c_str(),
-              join(served, ", ").c_str());
+  std::printf(
+      "Generation rank %d of %d (world rank %d, pid %d) on %s: sampling for training rank(s) %s\n",
+      g.rank, layout.generation_ranks(), place.rank, static_cast<int>(::getpid()),
+      device.str().c_str(), join(served, ", ").c_str());
   std::fflush(stdout);
   for (;;) {
     const auto m = rl::receive_command(sync, layout);

@@ -1,8 +1,9 @@
 // A GRPO generation rank (`--generation_gpus N`, docs/rl.md): holds the policy for sampling only
 // (no optimizer, no gradients) and serves training rank 0's commands until it says stop: takes
 // the weights it sends, and for each rollout step samples the share of every training rank it
-// serves (each share one batch through generate_groups, drawn from the stream that training rank
-// would draw from colocated) and sends each its completions with the policy step that made them.
+// serves (all of them in one batch through generate_groups, each share drawn from the stream that
+// training rank would draw from colocated) and sends each its completions with the policy step
+// that made them.
 #pragma once
 
 #include "launch/rank_env.h"

@@ -24,10 +24,10 @@ std::vector<uint64_t> RolloutSource::send_weights(torch::nn::Module& model, int6
   rl::broadcast_weights(*sync_, layout_.sync_root(), model);
   if (!test_hooks::hash_synced_weights()) return {};
   // Each generation rank fills its own slot; the sum gathers them (the others add 0).
-  auto hashes = torch::zeros({layout_.generation_ranks + 1}, torch::kLong);
+  auto hashes = torch::zeros({layout_.generation_ranks() + 1}, torch::kLong);
   sync_->allreduce_sum(hashes, "weight fingerprints");
   std::vector<uint64_t> out;
-  for (int g = 0; g < layout_.generation_ranks; ++g)
+  for (int g = 0; g < layout_.generation_ranks(); ++g)
     out.push_back(static_cast<uint64_t>(hashes[g].item<int64_t>()));
   return out;
 }
@@ -43,7 +43,8 @@ void RolloutSource::request(int64_t step) {
 
 rl::RolloutShare RolloutSource::receive(int64_t step) {
   if (pending_ != step) request(step);
-  auto share = rl::receive_share(*world_, layout_.server_of(training_rank_), step);
+  auto share = rl::receive_share(
+      *world_, layout_.world_rank_of_generation(layout_.server_of(training_rank_)), step);
   pending_ = -1;
   return share;
 }

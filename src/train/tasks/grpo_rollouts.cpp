@@ -5,6 +5,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/error.h"
 #include "train/rollout.h"
 
 namespace gpulab::train {
@@ -14,6 +15,30 @@ StepRollouts rollouts_for_step(CausalLm& model, const std::vector<std::vector<in
   // Every prompt x group in one batch: left-padded, each prefix once, finished rows dropped.
   auto batch = generate_groups(model, prompts, group, opts, sampler);
   return {std::move(batch.completions), std::move(batch.log_probs)};
+}
+
+std::vector<StepRollouts> rollouts_for_shares(
+    CausalLm& model, const std::vector<std::vector<std::vector<int64_t>>>& prompts, int64_t group,
+    const SamplingOptions& opts, std::vector<TokenSampler>& samplers) {
+  GPULAB_ASSERT(prompts.size() == samplers.size(), "one sampler per share");
+  std::vector<std::vector<int64_t>> all;
+  std::vector<PromptSegment> segments;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    all.insert(all.end(), prompts[s].begin(), prompts[s].end());
+    segments.push_back({static_cast<int64_t>(prompts[s].size()), &samplers[s]});
+  }
+  auto batch = generate_groups(model, all, group, opts, segments);
+  std::vector<StepRollouts> out(prompts.size());
+  size_t row = 0;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const size_t rows = prompts[s].size() * static_cast<size_t>(group);
+    for (size_t r = row; r < row + rows; ++r) {
+      out[s].completions.push_back(std::move(batch.completions[r]));
+      if (!batch.log_probs.empty()) out[s].log_probs.push_back(std::move(batch.log_probs[r]));
+    }
+    row += rows;
+  }
+  return out;
 }
 
 int64_t grpo_steps_per_epoch(int64_t prompt_count, int64_t per_rank, int world) {

@@ -24,6 +24,13 @@ struct StepRollouts {
 StepRollouts rollouts_for_step(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
                                int64_t group, const SamplingOptions& opts, TokenSampler& sampler);
 
+// Several training ranks' shares of a step in one batch (a generation rank serving them): share s
+// is prompts[s], drawn through samplers[s] (the stream that rank draws from colocated); returns
+// each share's rollouts in order.
+std::vector<StepRollouts> rollouts_for_shares(
+    CausalLm& model, const std::vector<std::vector<std::vector<int64_t>>>& prompts, int64_t group,
+    const SamplingOptions& opts, std::vector<TokenSampler>& samplers);
+
 // Rollout steps in an epoch: every one of `world` training ranks takes `per_rank` prompts a step.
 int64_t grpo_steps_per_epoch(int64_t prompt_count, int64_t per_rank, int world);
 

@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "core/strings.h"
 #include "launch/rank_env.h"
 #include "train/device.h"
 #include "train/dist/shard_context.h"
@@ -21,8 +25,8 @@ Error split_error(std::string message, std::string hint) {
 }
 
 // On GPUs, local rank i takes the i-th visible GPU (or --device cuda:K's): a training rank must
-// not land on a generation rank's GPU.
-Status check_devices(const TrainOptions& o, int generation, int local_ranks) {
+// not land on a generation rank's GPU. `generation`: the first node's generating local ranks.
+Status check_devices(const TrainOptions& o, const std::vector<int>& generation, int local_ranks) {
   // A device name this host cannot use: check_train_options or the rank itself names it.
   if (!valid_device_name(o.device) || !check_gpu_build(o.device)) return ok_status();
   try {
@@ -30,23 +34,74 @@ Status check_devices(const TrainOptions& o, int generation, int local_ranks) {
   } catch (const Exception&) {
     return ok_status();
   }
-  for (int t = generation; t < local_ranks; ++t)
-    for (int g = 0; g < generation; ++g) {
+  for (int t = 0; t < local_ranks; ++t) {
+    if (std::find(generation.begin(), generation.end(), t) != generation.end()) continue;
+    for (int g : generation) {
       const auto gd = resolve_device(o.device, g), td = resolve_device(o.device, t);
       if (gd.is_cuda() && gd == td)
         return split_error(
-            fmt::format("training rank {} (local rank {}) would share {} with generation rank {}: "
-                        "{} local ranks on {} visible GPU(s) with --device {}",
-                        t - generation, t, gd.str(), g, local_ranks, torch::cuda::device_count(),
-                        o.device),
+            fmt::format("local rank {} (training) would share {} with local rank {} "
+                        "(generation): {} local ranks on {} visible GPU(s) with --device {}",
+                        t, gd.str(), g, local_ranks, torch::cuda::device_count(), o.device),
             fmt::format("give each rank its own GPU: --nproc_per_node {} or less, --device "
                         "cuda (not one GPU for all)",
                         torch::cuda::device_count()));
     }
+  }
   return ok_status();
 }
 
+// --generation_gpu_ids name local ranks of the first node, each below its process count.
+Status check_generation_ids(const TrainOptions& o, int per_node) {
+  if (o.generation_gpu_ids.empty()) return ok_status();
+  for (int id : generation_world_ranks(o))
+    if (id >= per_node)
+      return split_error(
+          fmt::format("--generation_gpu_ids {}: GPU {} is not one of the first node's {} "
+                      "processes' GPUs (local rank i takes GPU i)",
+                      o.generation_gpu_ids, id, per_node),
+          fmt::format("name GPUs 0 to {}, or pass --nproc_per_node {}", per_node - 1, id + 1));
+  return ok_status();
+}
+
+// "6,7" -> {6, 7}; nullopt for anything but distinct non-negative integers.
+std::optional<std::vector<int>> parse_gpu_ids(const std::string& text) {
+  std::vector<int> ids;
+  for (const auto& item : split(text, ',', /*skip_empty=*/false)) {
+    const auto id = parse_int(trim(item));
+    if (!id || *id < 0 || *id > 4096) return std::nullopt;
+    ids.push_back(static_cast<int>(*id));
+  }
+  std::sort(ids.begin(), ids.end());
+  if (ids.empty() || std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return std::nullopt;
+  return ids;
+}
+
 }  // namespace
+
+Status take_generation_gpu_ids(TrainOptions& o) {
+  if (o.generation_gpu_ids.empty()) return ok_status();
+  const auto ids = parse_gpu_ids(o.generation_gpu_ids);
+  if (!ids)
+    return split_error(
+        fmt::format("--generation_gpu_ids '{}' is not a list of GPU indices", o.generation_gpu_ids),
+        "name distinct local GPU indices separated by commas, e.g. --generation_gpu_ids 7 or 6,7");
+  const auto n = static_cast<int64_t>(ids->size());
+  if (o.generation_gpus != 0 && o.generation_gpus != n)
+    return split_error(fmt::format("--generation_gpus {} with --generation_gpu_ids {} ({} GPUs)",
+                                   o.generation_gpus, o.generation_gpu_ids, n),
+                       fmt::format("drop --generation_gpus, or pass --generation_gpus {}", n));
+  o.generation_gpus = n;
+  return ok_status();
+}
+
+std::vector<int> generation_world_ranks(const TrainOptions& o) {
+  if (!o.generation_gpu_ids.empty())
+    if (auto ids = parse_gpu_ids(o.generation_gpu_ids)) return *ids;
+  std::vector<int> ranks;
+  for (int r = 0; r < o.generation_gpus; ++r) ranks.push_back(r);
+  return ranks;
+}
 
 Status check_generation_split(const TrainOptions& o, const dist::DistOptions& d, int world) {
   const int64_t n = o.generation_gpus;
@@ -72,15 +127,19 @@ Status check_generation_split(const TrainOptions& o, const dist::DistOptions& d,
         fmt::format("pass --nproc_per_node {} or more, or --generation_gpus {} or "
                     "fewer",
                     n + 1, world - 1));
-  // World ranks 0..N-1 generate: the first local ranks of the first node(s), so on every node
-  // the generation ranks, if any, hold its first GPUs.
+  // World ranks 0..N-1 generate (the first local ranks of the first node(s)), or the first node's
+  // local ranks --generation_gpu_ids names. Each node's GPUs are checked as its ranks take them.
   const int per_node = world / std::max(1, d.launch.nnodes);
-  return check_devices(o, static_cast<int>(std::min<int64_t>(n, per_node)), per_node);
+  if (auto st = check_generation_ids(o, per_node); !st) return st;
+  std::vector<int> first_node;
+  for (int r : generation_world_ranks(o))
+    if (r < per_node) first_node.push_back(r);
+  return check_devices(o, first_node, per_node);
 }
 
 int run_grpo_split(TrainOptions o, const dist::DistOptions& d) {
   const auto place = launch::detect_rank_place(launch::process_env()).value_or_throw();
-  const rl::GenerationLayout layout{static_cast<int>(o.generation_gpus), place.world_size};
+  const rl::GenerationLayout layout(generation_world_ranks(o), place.world_size);
   dist::CommOptions co;
   co.backend = d.backend;
   co.timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeout_s * 1000));
@@ -90,7 +149,7 @@ int run_grpo_split(TrainOptions o, const dist::DistOptions& d) {
     dist::Communicator sync(*world, layout.sync_group(), "grpo-sync");
     return run_generation_rank(o, layout, place, *world, sync);
   }
-  const int t = place.rank - layout.generation_ranks;
+  const int t = layout.training_index(place.rank);
   std::shared_ptr<dist::Communicator> sync;
   if (t == 0) sync = std::make_shared<dist::Communicator>(*world, layout.sync_group(), "grpo-sync");
   auto training =

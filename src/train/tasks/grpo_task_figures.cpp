@@ -85,8 +85,9 @@ Json step_json(const GrpoTask::Sums& s, int world, bool importance) {
 std::string generation_fact(const TrainOptions& o) {
   if (o.generation_gpus == 0) return "generation on the training process";
   return fmt::format(
-      "generation on {} rank(s) of its own, weights sent after each optimizer step{}",
+      "generation on {} rank(s) of its own{}, weights sent after each optimizer step{}",
       o.generation_gpus,
+      o.generation_gpu_ids.empty() ? "" : fmt::format(" (local GPUs {})", o.generation_gpu_ids),
       o.overlap_generation ? "; overlapped: a step's rollouts are sampled while the step before "
                              "trains, by the policy before it"
                            : "");

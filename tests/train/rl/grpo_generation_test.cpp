@@ -72,8 +72,10 @@ ProcessResult run_with_hooks(const std::vector<std::string>& args,
 
 // The split run (1 generation + 2 training processes) against the colocated two-process run of
 // the same flags: `steps` optimizer steps, each sampled by the policy of the step before.
+// `split_only`: flags of the split run alone; `generator`: the world rank that generates.
 void expect_split_equals_colocated(const std::string& name, const std::vector<std::string>& extra,
-                                   size_t steps) {
+                                   size_t steps, const std::vector<std::string>& split_only = {},
+                                   int generator = 0) {
   const auto dir = testing::temp_dir(name);
   auto split_flags = split_args(dir / "split", 3, 1);
   auto colocated_flags = split_args(dir / "colocated", 2, 0);
@@ -81,11 +83,15 @@ void expect_split_equals_colocated(const std::string& name, const std::vector<st
     split_flags = with_flag(split_flags, extra[f], extra[f + 1]);
     colocated_flags = with_flag(colocated_flags, extra[f], extra[f + 1]);
   }
+  for (size_t f = 0; f + 1 < split_only.size(); f += 2)
+    split_flags = with_flag(split_flags, split_only[f], split_only[f + 1]);
   const auto split = run_with_hooks(split_flags, {{"GPULAB_TEST_WEIGHT_HASH", "1"}});
   ASSERT_EQ(split.exit_code, 0) << split.out << split.err;
   const auto colocated = testing::run_gpulab(colocated_flags, 300);
   ASSERT_EQ(colocated.exit_code, 0) << colocated.out << colocated.err;
-  EXPECT_NE(split.out.find("Generation rank 0 of 1"), std::string::npos) << split.out;
+  EXPECT_NE(split.out.find(fmt::format("Generation rank 0 of 1 (world rank {},", generator)),
+            std::string::npos)
+      << split.out;
   const auto s = step_records(dir / "split"), c = step_records(dir / "colocated");
   ASSERT_EQ(s.size(), steps) << split.out;
   ASSERT_EQ(c.size(), steps) << colocated.out;
@@ -119,6 +125,12 @@ void expect_split_equals_colocated(const std::string& name, const std::vector<st
 
 TEST(GrpoGenerationRank, SyncsWeightsBitForBitAndEqualsTheColocatedRun) {
   expect_split_equals_colocated("grpo_split", {}, 6);
+}
+
+// --generation_gpu_ids 1: the generation rank is world rank 1 (local rank 1, so GPU 1 on a GPU
+// host) and world ranks 0 and 2 train, as training ranks 0 and 1: the same run to the bit.
+TEST(GrpoGenerationRank, GenerationOnTheGpuItNamesEqualsTheColocatedRun) {
+  expect_split_equals_colocated("grpo_split_ids", {}, 6, {"--generation_gpu_ids", "1"}, 1);
 }
 
 // --grad_accum 2 with 4 prompts a training rank: 3 micro-batches an epoch (25 prompts, 8 a
@@ -213,10 +225,14 @@ TEST(GrpoGenerationRank, OverlapSamplesEachStepWhileTheStepBeforeTrains) {
   }
   EXPECT_FALSE(s.at(6).contains("weight_hashes")) << "a sync for a step past the run's end";
   EXPECT_EQ(fingerprints.size(), 5u);  // the policy moved every step: each sync carried new weights
-  // Step 1: the same rollouts, log-probabilities (sent with them) and weights as the colocated run.
-  for (const char* key :
-       {"mean_reward", "reward_std", "loss", "completion_length", "importance_ratio"})
+  // Step 1: the same rollouts as the colocated run. The log-probabilities sent with them come from
+  // one batch of both training ranks' shares, whose prompts it pads to another length than each
+  // rank's own batch does: in fp64 that reorders a few additions (Rollout.Segments...: ~1e-15), so
+  // the weights and the loss (about 1e-17 here: a step at the sampling policy) agree to 1e-12.
+  for (const char* key : {"mean_reward", "reward_std", "completion_length"})
     EXPECT_EQ(s.at(1).at(key).get<double>(), c.at(1).at(key).get<double>()) << key;
+  for (const char* key : {"loss", "importance_ratio"})
+    EXPECT_NEAR(s.at(1).at(key).get<double>(), c.at(1).at(key).get<double>(), 1e-12) << key;
 
   // --max_steps 3 ends inside epoch 2: three steps, the third asks for no fourth. Token-level
   // masking with bounds 1e-6 from 1: the lagged steps' tokens fall outside, step 1's do not.
@@ -315,7 +331,7 @@ TEST(GrpoGenerationRank, TwoNodesEqualTheColocatedRun) {
 
 // The generation rank's pid, from its first line.
 pid_t generation_pid(const std::string& log) {
-  static const std::regex re(R"(Generation rank 0 of 1 \(pid (\d+)\))");
+  static const std::regex re(R"(Generation rank 0 of 1 \(world rank \d+, pid (\d+)\))");
   std::smatch m;
   return std::regex_search(log, m, re) ? static_cast<pid_t>(std::stol(m[1].str())) : 0;
 }
@@ -365,6 +381,12 @@ TEST(GrpoGenerationRank, BadLayoutsAreRefusedBeforeAnyRankStarts) {
       {{"--generation_gpus", "3"}, "--generation_gpus 3 of 3 processes leaves no training rank"},
       {{"--generation_gpus", "-1"}, "generation_gpus"},
       {{"--task", "auto"}, "--generation_gpus is for --task grpo"},
+      {{"--generation_gpu_ids", "3"}, "GPU 3 is not one of the first node's 3 processes' GPUs"},
+      {{"--generation_gpu_ids", "1,1"}, "--generation_gpu_ids '1,1' is not a list of GPU indices"},
+      {{"--generation_gpu_ids", "0,2"},
+       "--generation_gpus 1 with --generation_gpu_ids 0,2 (2 GPUs)"},
+      {{"--generation_gpus", "0", "--generation_gpu_ids", "0,1,2"},
+       "--generation_gpus 3 of 3 processes leaves no training rank"},
       // Two training ranks (not three processes) take --batch_size prompts each.
       {{"--batch_size", "13"}, "(2 processes x --batch_size 13)"},
   };
