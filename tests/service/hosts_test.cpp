@@ -91,7 +91,9 @@ TEST_F(ServiceHosts, AskedHostLargestHostErrorAndUnknownHost) {
   ASSERT_GT(ssh_port, 0) << r.body;
   EXPECT_TRUE(tcp_accepts(engines_[2].address, ssh_port));
   EXPECT_FALSE(tcp_accepts("127.0.0.1", ssh_port));
-  EXPECT_FALSE(tcp_accepts(engines_[0].address, ssh_port));
+  // Not probed at lab1's address: the lab's engines are shared with the service tests running
+  // beside this one, whose containers may publish the same port number there (a full make test
+  // saw it open once); the container's absence from lab1 is what on_engine(0, ...) checks.
   EXPECT_TRUE(on_engine(2, "asked"));
   EXPECT_FALSE(on_engine(0, "asked"));
 
@@ -301,6 +303,10 @@ TEST_F(ServiceHosts, EventsFromEveryHostReachTheBookWithinSeconds) {
 TEST_F(ServiceHosts, FiftyConcurrentCreatesNeverShareAGpuOrPort) {
   Json cfg = lab_config("spread");
   cfg["worker_threads"] = 16;
+  // This test is about GPUs and ports under concurrency, not a slow engine: 50 creates at once on
+  // a loaded 2-core machine kept a healthy engine past the 2 s default once (503
+  // ENGINE_UNAVAILABLE "did not answer within 2 s"); the frozen-host tests keep the default.
+  cfg["host_answer_seconds"] = 15;
   start(cfg);
   if (HasFatalFailure()) return;
   constexpr int kCreates = 50;
