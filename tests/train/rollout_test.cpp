@@ -272,17 +272,24 @@ TEST(Rollout, FinishedRowsLeaveTheBatchAndTheOthersGoOnAsTheyWere) {
               diff, 10 * noise);
 }
 
-TEST(Rollout, ASeedFixesASampledRun) {
-  auto model = rollout_model("gpt2");
-  const auto prompts = random_prompts({1, 5, 17}, 300);
+// Sampling with nucleus and penalty on; rows may end early at EOS 7, so the batch shrinks while
+// drawing.
+SamplingOptions sampled_options(int64_t new_tokens) {
   SamplingOptions o;
   o.temperature = 1.0;
   o.top_k = 0;
   o.top_p = 0.9;
   o.repetition_penalty = 1.2;
-  o.max_new_tokens = 12;
+  o.max_new_tokens = new_tokens;
+  o.eos_id = 7;
+  return o;
+}
+
+TEST(Rollout, ASeedFixesASampledRun) {
+  auto model = rollout_model("gpt2");
+  const auto prompts = random_prompts({1, 5, 17}, 300);
+  auto o = sampled_options(12);
   o.seed = 5;
-  o.eos_id = 7;  // rows may end early: the batch shrinks while drawing
   const auto a = watched_rollout(model, prompts, 4, o), b = watched_rollout(model, prompts, 4, o);
   EXPECT_EQ(a.batch.completions, b.batch.completions);
   o.seed = 6;
@@ -352,13 +359,7 @@ TEST(Rollout, SegmentsDrawFromTheirOwnStreamsAsInBatchesOfTheirOwn) {
   const auto both = random_prompts({1, 5, 17, 3, 9}, 300);
   const std::vector<std::vector<int64_t>> a(both.begin(), both.begin() + 2),
       b(both.begin() + 2, both.end());
-  SamplingOptions o;
-  o.temperature = 1.0;
-  o.top_k = 0;
-  o.top_p = 0.9;
-  o.repetition_penalty = 1.2;
-  o.max_new_tokens = 10;
-  o.eos_id = 7;  // rows end early: segments shrink unevenly
+  auto o = sampled_options(10);  // rows end early: segments shrink unevenly
   o.record_log_probs = true;
   TokenSampler alone_a(o, 5), alone_b(o, 9);
   const auto ra = generate_groups(*model, a, 3, o, alone_a);

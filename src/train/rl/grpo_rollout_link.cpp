@@ -19,12 +19,6 @@ GenerationLayout::GenerationLayout(std::vector<int> generators, int world)
     if (!generates(r)) trainers_.push_back(r);
 }
 
-GenerationLayout GenerationLayout::first(int n, int world) {
-  std::vector<int> ranks;
-  for (int r = 0; r < n; ++r) ranks.push_back(r);
-  return {std::move(ranks), world};
-}
-
 bool GenerationLayout::generates(int world_rank) const {
   return std::binary_search(generators_.begin(), generators_.end(), world_rank);
 }

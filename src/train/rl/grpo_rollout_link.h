@@ -18,11 +18,8 @@ class GenerationLayout {
  public:
   // `generators`: the world ranks that generate (ascending, distinct, each below `world`).
   GenerationLayout(std::vector<int> generators, int world);
-  // World ranks 0..n-1 generate.
-  static GenerationLayout first(int n, int world);
 
   int generation_ranks() const { return static_cast<int>(generators_.size()); }  // N
-  int world() const { return world_; }
   int training_ranks() const { return world_ - generation_ranks(); }
   bool generates(int world_rank) const;
   // Generation rank g's world rank, and the other way (-1: it trains).

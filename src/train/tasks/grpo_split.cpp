@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/strings.h"
 #include "launch/rank_env.h"
 #include "train/device.h"
@@ -52,9 +53,9 @@ Status check_devices(const TrainOptions& o, const std::vector<int>& generation, 
 }
 
 // --generation_gpu_ids name local ranks of the first node, each below its process count.
-Status check_generation_ids(const TrainOptions& o, int per_node) {
+Status check_generation_ids(const TrainOptions& o, const std::vector<int>& ranks, int per_node) {
   if (o.generation_gpu_ids.empty()) return ok_status();
-  for (int id : generation_world_ranks(o))
+  for (int id : ranks)
     if (id >= per_node)
       return split_error(
           fmt::format("--generation_gpu_ids {}: GPU {} is not one of the first node's {} "
@@ -96,8 +97,12 @@ Status take_generation_gpu_ids(TrainOptions& o) {
 }
 
 std::vector<int> generation_world_ranks(const TrainOptions& o) {
-  if (!o.generation_gpu_ids.empty())
-    if (auto ids = parse_gpu_ids(o.generation_gpu_ids)) return *ids;
+  if (!o.generation_gpu_ids.empty()) {
+    auto ids = parse_gpu_ids(o.generation_gpu_ids);
+    GPULAB_ASSERT(ids.has_value(),
+                  "take_generation_gpu_ids refused the list before any rank used it");
+    return *ids;
+  }
   std::vector<int> ranks;
   for (int r = 0; r < o.generation_gpus; ++r) ranks.push_back(r);
   return ranks;
@@ -130,9 +135,10 @@ Status check_generation_split(const TrainOptions& o, const dist::DistOptions& d,
   // World ranks 0..N-1 generate (the first local ranks of the first node(s)), or the first node's
   // local ranks --generation_gpu_ids names. Each node's GPUs are checked as its ranks take them.
   const int per_node = world / std::max(1, d.launch.nnodes);
-  if (auto st = check_generation_ids(o, per_node); !st) return st;
+  const auto ranks = generation_world_ranks(o);
+  if (auto st = check_generation_ids(o, ranks, per_node); !st) return st;
   std::vector<int> first_node;
-  for (int r : generation_world_ranks(o))
+  for (int r : ranks)
     if (r < per_node) first_node.push_back(r);
   return check_devices(o, first_node, per_node);
 }

@@ -20,7 +20,8 @@ namespace gpulab::train {
 Status take_generation_gpu_ids(TrainOptions& o);
 
 // The world ranks that generate: --generation_gpu_ids' (the first node's local ranks are world
-// ranks 0..), else 0..--generation_gpus-1; ascending. Empty when there are none.
+// ranks 0..), else 0..--generation_gpus-1; ascending. Empty when there are none. Call it after
+// take_generation_gpu_ids accepted the list.
 std::vector<int> generation_world_ranks(const TrainOptions& o);
 
 // kInvalidArgument naming the numbers, for --generation_gpus with `world` processes: another

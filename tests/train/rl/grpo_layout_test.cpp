@@ -14,7 +14,7 @@ namespace {
 using Ranks = std::vector<int>;
 
 TEST(GenerationLayout, TheFirstRanksGenerateByDefault) {
-  const auto l = rl::GenerationLayout::first(1, 3);
+  const rl::GenerationLayout l({0}, 3);
   EXPECT_EQ(l.generation_ranks(), 1);
   EXPECT_EQ(l.training_ranks(), 2);
   EXPECT_TRUE(l.generates(0));
