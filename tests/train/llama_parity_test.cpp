@@ -2,7 +2,8 @@
 // LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM (tests/train/hf_parity.h): small
 // random models written by save_pretrained and read by gpulab from that folder give the same
 // logits, loss, every gradient and greedy tokens, in float64 and float32, on both attention
-// paths; the other rotary layout, and Qwen2 without its q/k/v biases, fail.
+// paths; the other rotary layout, and Qwen2 without its q/k/v biases, fail. (The tiny shape of
+// each family is FamilyParity's row: lm_family_parity_test.cpp.)
 #include <gtest/gtest.h>
 
 #include "train/hf_parity.h"
@@ -17,21 +18,6 @@ using testing::expect_hf_parity;
 // The tolerances are hf_parity.h's: 10x transformers' own rounding in the same run. Its float64
 // Llama and Mistral round every RMSNorm through float32 (LlamaRMSNorm casts to float32 and back
 // whatever the model's dtype), so their float64 tolerance is that rounding's, not float64's.
-
-Json llama_tiny() {  // llama-tiny's shape with a small vocabulary, untied
-  return Json{{"vocab_size", 512},
-              {"hidden_size", 256},
-              {"intermediate_size", 688},
-              {"num_hidden_layers", 4},
-              {"num_attention_heads", 8},
-              {"num_key_value_heads", 8},
-              {"max_position_embeddings", 64},
-              {"rms_norm_eps", 1e-5},
-              {"tie_word_embeddings", false},
-              {"initializer_range", 0.2},
-              {"bos_token_id", 0},
-              {"eos_token_id", 0}};
-}
 
 // Mistral: a head_dim other than hidden / heads (as Mistral Nemo's), and a sliding window as
 // long as the test's sequences, which attend over all of it.
@@ -68,12 +54,6 @@ Json qwen2_small() {
 #define REQUIRE_REFERENCE()         \
   if (testing::hf_python().empty()) \
   GTEST_FAIL() << testing::reference_missing("torch, numpy, transformers and safetensors")
-
-TEST(LlamaParity, TinyMatchesTransformersInFp64) {
-  REQUIRE_REFERENCE();
-  const auto c = compare_with_transformers({"llama", llama_tiny(), "float64"}, "llama_tiny");
-  expect_hf_parity(c, "llama-tiny", true);
-}
 
 TEST(LlamaParity, GroupedQueryTiedMatchesTransformersInFp64) {
   REQUIRE_REFERENCE();

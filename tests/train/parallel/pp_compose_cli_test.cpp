@@ -21,9 +21,6 @@ using namespace testing;  // NOLINT: the comparison helpers
 // (kTol), or AdamW's amplification of them near eps when runs resume across layouts (kAdamTol);
 // a lost gradient (a micro-batch's, a tied embedding's half, a data-parallel mean, a clipping
 // norm's term) moves weights by ~1e-3.
-void remove_all(std::initializer_list<fs::path> dirs) {
-  for (const auto& d : dirs) fs::remove_all(d);
-}
 
 // --grad_accum 2 over 3 micro-batches an epoch (a group of two, then one of one) for 3 epochs:
 // six optimizer steps, each of one or two pipeline flushes. gpt2-tiny ties its embedding to its

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,11 @@ inline StateDict newest_checkpoint_weights(const fs::path& run) {
 inline StateDict run_weights(const fs::path& run) {
   auto files = locate_model_files(run).value();
   return read_model_weights(files).value();
+}
+
+// The runs' folders, once compared.
+inline void remove_all(std::initializer_list<fs::path> dirs) {
+  for (const auto& d : dirs) fs::remove_all(d);
 }
 
 inline ProcessResult run_ok(const std::vector<std::string>& args) {
