@@ -6,6 +6,7 @@
 #include <cctype>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "core/strings.h"
 
@@ -80,25 +81,29 @@ std::filesystem::path config_path(std::string_view name) {
 }  // namespace
 
 const DecoderTraits* decoder_traits(std::string_view family) {
-  static const DecoderTraits kLlama{.model_type = "llama",
-                                    .architecture = "LlamaForCausalLM",
-                                    .token_embedding = "model.embed_tokens.weight"};
-  static const DecoderTraits kGpt2{.rotary = false,
-                                   .gated_mlp = false,
-                                   .biases = true,
-                                   .norm_bias = true,
-                                   .grouped_query = false,
-                                   .model_type = "gpt2",
-                                   .architecture = "GPT2LMHeadModel",
-                                   .token_embedding = "transformer.wte.weight",
-                                   .position_embedding = "transformer.wpe.weight"};
-  static const DecoderTraits kQwen2{.qkv_biases = true,
-                                    .model_type = "qwen2",
-                                    .architecture = "Qwen2ForCausalLM",
-                                    .token_embedding = "model.embed_tokens.weight"};
-  if (family == "llama") return &kLlama;
-  if (family == "qwen2") return &kQwen2;
-  if (family == "gpt2") return &kGpt2;
+  static const std::pair<std::string_view, DecoderTraits> kFamilies[] = {
+      {"llama",
+       {.model_type = "llama",
+        .architecture = "LlamaForCausalLM",
+        .token_embedding = "model.embed_tokens.weight"}},
+      {"gpt2",
+       {.rotary = false,
+        .gated_mlp = false,
+        .biases = true,
+        .norm_bias = true,
+        .grouped_query = false,
+        .model_type = "gpt2",
+        .architecture = "GPT2LMHeadModel",
+        .token_embedding = "transformer.wte.weight",
+        .position_embedding = "transformer.wpe.weight"}},
+      {"qwen2",
+       {.qkv_biases = true,
+        .model_type = "qwen2",
+        .architecture = "Qwen2ForCausalLM",
+        .token_embedding = "model.embed_tokens.weight"}},
+  };
+  for (const auto& [name, traits] : kFamilies)
+    if (name == family) return &traits;
   return nullptr;
 }
 

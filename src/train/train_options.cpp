@@ -170,6 +170,18 @@ Status check_train_options(const TrainOptions& o, int world_size) {
   return ok_status();
 }
 
+// The ranks check what they build as well (sharded_model.cpp).
+Status check_shard_world(const TrainOptions& o, const std::string& shard, int world_size) {
+  if (shard == "none" || o.tp * o.pp != 1 || world_size < 2 || !is_language_model(o.model))
+    return ok_status();
+  auto cfg = find_decoder_config(o.model);
+  if (!cfg || cfg->num_parameters() >= world_size) return ok_status();
+  return bad(fmt::format("--shard {}: {} has {} parameters, fewer than the {} processes, so some "
+                         "process would hold no shard",
+                         shard, cfg->name, cfg->num_parameters(), world_size),
+             fmt::format("use {} processes or fewer, or --shard none", cfg->num_parameters()));
+}
+
 Json options_to_json(const TrainOptions& o) {
   Json j{{"model", o.model},
          {"dataset", o.dataset},

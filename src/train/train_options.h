@@ -180,6 +180,12 @@ Status validate(const TrainOptions& opts);
 // (train/tasks/task_table.h), which adds a task's own checks (GRPO's) to these.
 Status check_train_options(const TrainOptions& opts, int world_size);
 
+// ZeRO (`shard`, DistOptions' --shard) splits the model's elements over the data-parallel
+// processes: a language model with fewer elements than the `world_size` processes would leave one
+// without a shard. Judged in the launcher, before any rank starts, where the shape gives the count
+// (no TP or PP; a config.json can describe a model that small).
+Status check_shard_world(const TrainOptions& o, const std::string& shard, int world_size);
+
 // The batch each process takes: --batch_size, or with --batch_size_scaled its share of that
 // global batch (check_train_options refuses a global batch smaller than the processes).
 int64_t batch_per_process(const TrainOptions& opts, int world_size);

@@ -2,9 +2,12 @@
 // parameter groups, with real libtorch tensors.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "train/models/lm_families.h"
 #include "train/optim/loss_scaler.h"
@@ -79,6 +82,40 @@ TEST(TrainerOptions, ScaledBatchBelowTheWorldSizeIsRefusedForEveryModelKind) {
     o.batch_size_scaled = false;  // then each process takes --batch_size
     EXPECT_TRUE(check_train_options(o, 3).ok()) << o.model;
   }
+}
+
+// ZeRO over more data-parallel processes than the model has elements leaves one without a
+// shard: refused with the count before any rank starts (a config.json can describe a model that
+// small; the ranks' own check is the second line). Equal counts pass, and so does --shard none.
+TEST(TrainerOptions, ShardOverMoreProcessesThanParametersIsRefusedBeforeAnyRank) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gpulab-shard-world-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json")
+      << R"({"model_type": "llama", "hidden_size": 2, "num_hidden_layers": 1,
+             "num_attention_heads": 1, "intermediate_size": 1, "vocab_size": 4,
+             "max_position_embeddings": 8, "rms_norm_eps": 1e-5, "tie_word_embeddings": true})";
+  TrainOptions o;
+  o.model = (dir / "config.json").string();
+  o.dataset = "synthetic-text";
+  o.seq_len = 8;
+  o.device = "cpu";
+  const int64_t params = find_decoder_config(o.model).value().num_parameters();
+  ASSERT_LT(params, 100);
+  const int world = static_cast<int>(params);
+  EXPECT_TRUE(check_shard_world(o, "full", world).ok());
+  auto s = check_shard_world(o, "full", world + 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, Code::kInvalidArgument);
+  EXPECT_NE(s.error().message.find("--shard full: "), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find(std::to_string(params) + " parameters, fewer than the " +
+                                   std::to_string(world + 1) + " processes"),
+            std::string::npos)
+      << s.error().message;
+  EXPECT_NE(s.error().hint.find("--shard none"), std::string::npos);
+  EXPECT_TRUE(check_train_options(o, world + 1).ok()) << "the other checks pass";
+  EXPECT_TRUE(check_shard_world(o, "none", world + 1).ok());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TrainerOptions, Fp16IsRejectedOnTheCpuWithAHint) {

@@ -1,0 +1,35 @@
+// Each language-model family's Hugging Face config.json dialect, one row a family: the
+// model_type values it reads, its reader and its writer (llama_dialect.cpp for Llama, Mistral and
+// Qwen2; gpt2_dialect.cpp for GPT-2). decoder_config_from_json and DecoderConfig::to_json look a
+// family up here: a new family adds its dialect's file and its row, and touches no reader.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "formats/decoder_config.h"
+
+namespace gpulab::formats {
+
+struct ConfigDialect {
+  std::string_view family;                    // DecoderConfig::family
+  std::vector<std::string_view> model_types;  // config.json's model_type values it reads
+  Result<DecoderConfig> (*read)(const Json& j, std::string_view what);  // fields checked
+  Json (*write)(const DecoderConfig& c);                                // the family's own
+};
+
+// The rows, in the order errors list them; the first reads a config.json without model_type.
+const std::vector<ConfigDialect>& config_dialects();
+
+// The row of a family, or of a model_type; null for none.
+const ConfigDialect* dialect_of_family(std::string_view family);
+const ConfigDialect* dialect_of_model_type(std::string_view model_type);
+
+Result<DecoderConfig> llama_config_from_json(const Json& j, std::string_view what);
+Result<DecoderConfig> qwen2_config_from_json(const Json& j, std::string_view what);
+Result<DecoderConfig> gpt2_config_from_json(const Json& j, std::string_view what);
+Json llama_config_to_json(const DecoderConfig& c);
+Json qwen2_config_to_json(const DecoderConfig& c);
+Json gpt2_config_to_json(const DecoderConfig& c);
+
+}  // namespace gpulab::formats
