@@ -83,10 +83,10 @@ TEST_F(TrainerCli, SeedCommandLinesRunUnchanged) {
       continue;
     }
     // ViT's alias fixes 224 px; the others run at 32 px to stay fast.
-    for (const std::string& extra :
-         std::vector<std::string>{"--data_dir", (*dir_ / "data").string(), "--output_dir",
-                                  (*dir_ / ("out" + std::to_string(i))).string(), "--subset", "2",
-                                  "--max_steps", "1", "--limit_eval_batches", "1", "--no_report"})
+    for (const std::string& extra : std::vector<std::string>{
+             "--data_dir", (*dir_ / "data").string(), "--output_dir",
+             (*dir_ / ("out" + std::to_string(i))).string(), "--subset", "2", "--max_steps", "1",
+             "--limit_eval_batches", "1", "--no_report", "--no_checkpoints"})
       args.push_back(extra);
     if (!starts_with(model, "vit")) {
       args.push_back("--input_size");

@@ -73,6 +73,15 @@ class TpCausalLm : public CausalLm {
 
  protected:
   TpCausalLm(TpGroup& group, DecoderConfig c) : CausalLm(std::move(c)), group_(&group) {}
+  // Loads this rank's shard of the ordinary state dict into the built model; the pieces another
+  // pipeline stage holds stay shapes on the meta device and take no weights.
+  void load_shard(const StateDict& shard) {
+    StateDict weights = shard;
+    for (const auto& p : named_parameters())
+      if (p.value().is_meta()) weights.emplace(p.key(), p.value());
+    if (auto st = load_state_dict(*this, weights, "the tensor-parallel shard"); !st)
+      throw Exception(st.error());
+  }
   // Refuses a sequence of t positions longer than the shape's, or one that sequence parallelism
   // cannot split evenly over the group.
   void check_sequence(int64_t t) const {

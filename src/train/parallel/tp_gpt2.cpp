@@ -104,12 +104,7 @@ TpGpt2LMHeadModel::TpGpt2LMHeadModel(TpGroup& g, DecoderConfig c, const StateDic
                        false, part.head ? torch::TensorOptions() : torch::device(torch::kMeta)));
   to(o.dtype().toScalarType());  // the vocabulary-parallel layers are made in float
   if (shard.empty()) return;     // filled by the caller (build_tp_causal_lm)
-  // Another stage's pieces take no weights: they stay shapes.
-  StateDict weights = shard;
-  for (const auto& p : named_parameters())
-    if (p.value().is_meta()) weights.emplace(p.key(), p.value());
-  if (auto st = load_state_dict(*this, weights, "the tensor-parallel shard"); !st)
-    throw Exception(st.error());
+  load_shard(shard);
 }
 
 int64_t TpGpt2LMHeadModel::vocab_start() const {

@@ -107,12 +107,7 @@ TpLlamaForCausalLM::TpLlamaForCausalLM(TpGroup& g, DecoderConfig c, const StateD
     }
   }
   if (shard.empty()) return;  // filled by the caller (build_tp_causal_lm)
-  // Another stage's pieces take no weights: they stay shapes.
-  StateDict weights = shard;
-  for (const auto& p : named_parameters())
-    if (p.value().is_meta()) weights.emplace(p.key(), p.value());
-  if (auto st = load_state_dict(*this, weights, "the tensor-parallel shard"); !st)
-    throw Exception(st.error());
+  load_shard(shard);
 }
 
 int64_t TpLlamaForCausalLM::vocab_start() const {
