@@ -1,4 +1,4 @@
-// Decoder shapes: the families' traits, the named table, lookup by name or config.json, and
+// Decoder shapes: the named table, lookup by name or config.json, and
 // parameter / FLOP counts from a shape.
 #include "formats/decoder_config.h"
 
@@ -6,7 +6,6 @@
 #include <cctype>
 #include <fstream>
 #include <sstream>
-#include <utility>
 
 #include "core/strings.h"
 
@@ -77,37 +76,6 @@ std::filesystem::path config_path(std::string_view name) {
   if (std::filesystem::is_directory(p, ec)) return p / "config.json";
   return p;
 }
-
-}  // namespace
-
-const DecoderTraits* decoder_traits(std::string_view family) {
-  static const std::pair<std::string_view, DecoderTraits> kFamilies[] = {
-      {"llama",
-       {.model_type = "llama",
-        .architecture = "LlamaForCausalLM",
-        .token_embedding = "model.embed_tokens.weight"}},
-      {"gpt2",
-       {.rotary = false,
-        .gated_mlp = false,
-        .biases = true,
-        .norm_bias = true,
-        .grouped_query = false,
-        .model_type = "gpt2",
-        .architecture = "GPT2LMHeadModel",
-        .token_embedding = "transformer.wte.weight",
-        .position_embedding = "transformer.wpe.weight"}},
-      {"qwen2",
-       {.qkv_biases = true,
-        .model_type = "qwen2",
-        .architecture = "Qwen2ForCausalLM",
-        .token_embedding = "model.embed_tokens.weight"}},
-  };
-  for (const auto& [name, traits] : kFamilies)
-    if (name == family) return &traits;
-  return nullptr;
-}
-
-namespace {
 
 // The count in floating point, for any field values (validate() refuses shapes past 10^15
 // before the integer counts could overflow).

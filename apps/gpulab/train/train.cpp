@@ -85,7 +85,8 @@ void add_train_command(CLI::App& app, CommandContext& ctx) {
       throw_usage_error(train::parallel::check_tp_mesh_options(*opts, dist_opts->shard, world),
                         cmd);
     throw_usage_error(train::check_grpo_sharding(*opts, dist_opts->shard), cmd);
-    throw_usage_error(train::check_shard_world(*opts, dist_opts->shard, world), cmd);
+    throw_usage_error(
+        train::check_shard_world(*opts, dist_opts->shard, world - opts->generation_gpus), cmd);
     const PlannedNodes nodes = planned_nodes(*dist_opts);
     throw_usage_error(
         train::parallel::check_tp_placement(*opts, nodes.ranks_per_node, nodes.nnodes), cmd);
