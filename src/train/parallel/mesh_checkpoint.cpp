@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -105,20 +106,44 @@ Json optimizer_step(const o::Optimizer& opt) {
   return nullptr;
 }
 
-// Writes this rank's pieces (a rank of the first data-parallel replica), and their CRC-32.
-Status write_pieces(const fs::path& file, const std::string& stem_name, DeviceMesh& mesh,
-                    torch::nn::Module& model, const o::Optimizer& opt, StageLayout& layout,
+// A field's pieces (kParams: the parameters and buffers) as this rank writes them.
+using FieldPieces = std::vector<std::pair<std::string, std::vector<HeldPiece>>>;
+
+// Writes this rank's pieces, and their CRC-32.
+Status write_pieces(const fs::path& file, const std::string& stem_name, const FieldPieces& fields,
                     uint32_t& crc) {
-  const StateDict ordinary = layout.ordinary_layout(model);
   Pieces w;
-  const auto add = [&](const std::string& field, const StateDict& dict) {
-    add_pieces(w, field, first_copy_pieces(model, mesh.coord().pp, layout, ordinary, dict));
-  };
-  add(kParams, held_state(model));
-  for (const auto& [field, dict] : state_moments(model, opt)) add(field, dict);
+  for (const auto& [field, pieces] : fields) add_pieces(w, field, pieces);
   return write_safetensors(
       file, w.tensors,
       {{"format", kMeshFormat}, {"checkpoint", stem_name}, {"chunks", w.chunks.dump()}}, &crc);
+}
+
+// The parameters' and buffers' pieces of a rank of the first data-parallel replica.
+FieldPieces param_pieces(DeviceMesh& mesh, torch::nn::Module& model, StageLayout& layout,
+                         const StateDict& ordinary) {
+  return {
+      {kParams, first_copy_pieces(model, mesh.coord().pp, layout, ordinary, held_state(model))}};
+}
+
+// opt's state of this rank's slices (views), each part a first copy writes.
+FieldPieces slice_pieces(const o::Optimizer& opt, const std::vector<FlatSlice>& slices) {
+  std::map<std::string, std::vector<HeldPiece>> by_field;
+  for (const auto& slice : slices) {
+    auto it = opt.state().find(state_key(slice.shard));
+    if (it == opt.state().end()) continue;
+    for (auto& [field, t] : moment_fields(*it->second))
+      for (const auto& part : slice.parts) {
+        if (!part.first_copy) continue;
+        const auto flat = t->narrow(0, part.at, part.numel);
+        for (const auto& run : part.runs) {
+          const auto v = run_view(flat, run);
+          for (const auto& q : run.placed)
+            by_field[field].push_back({part.name, q.whole, in_box(v, q.local_at, q.whole.size)});
+        }
+      }
+  }
+  return {by_field.begin(), by_field.end()};
 }
 
 Json tensors_json(const StateDict& ordinary) {
@@ -137,22 +162,25 @@ bool is_mesh_checkpoint(const CheckpointInfo& ckpt) {
   return j && j->is_object() && j->value("format", std::string{}) == kMeshFormat;
 }
 
-void save_mesh_checkpoint(const fs::path& dir, const TrainState& s, DeviceMesh& mesh,
-                          torch::nn::Module& model, const o::Optimizer& opt, int keep,
-                          StageLayout& layout) {
+namespace {
+
+// Writes the files (`files` of them: world ranks 0 .. files-1 write, `mine` their pieces), then
+// rank 0 the index, and applies `keep`.
+void save_pieces(const fs::path& dir, const TrainState& s, DeviceMesh& mesh,
+                 torch::nn::Module& model, const o::Optimizer& opt, int keep, StageLayout& layout,
+                 int files, const std::function<FieldPieces()>& mine) {
   const auto& l = mesh.layout();
-  const int rank = mesh.world().rank(), files = l.tp() * l.pp();
+  const int rank = mesh.world().rank();
   const std::string name = checkpoint_stem(s);
   fs::path file;
   Status written = ok_status();
   uint32_t crc = 0;
   int64_t bytes = 0;
-  // The first data-parallel replica's ranks are world ranks 0 .. tp*pp-1 (mesh_layout.h).
-  if (mesh.coord().dp == 0) {
+  if (rank < files) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     file = dir / piece_file(name, rank, files);
-    written = write_pieces(file, name, mesh, model, opt, layout, crc);
+    written = write_pieces(file, name, mine(), crc);
     if (written.ok()) bytes = static_cast<int64_t>(fs::file_size(file, ec));
   }
   const auto sums = dist::agree_all_written(mesh.world(), file, written, bytes, crc, name);
@@ -169,6 +197,34 @@ void save_mesh_checkpoint(const fs::path& dir, const TrainState& s, DeviceMesh& 
   const auto all = list_checkpoints(dir);  // newest first; every format counts toward `keep`
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
     remove_checkpoint(all[i]);
+}
+
+}  // namespace
+
+void save_mesh_checkpoint(const fs::path& dir, const TrainState& s, DeviceMesh& mesh,
+                          torch::nn::Module& model, const o::Optimizer& opt, int keep,
+                          StageLayout& layout) {
+  // The first data-parallel replica's ranks are world ranks 0 .. tp*pp-1 (mesh_layout.h).
+  save_pieces(dir, s, mesh, model, opt, keep, layout, mesh.layout().tp() * mesh.layout().pp(), [&] {
+    const StateDict ordinary = layout.ordinary_layout(model);
+    auto out = param_pieces(mesh, model, layout, ordinary);
+    for (const auto& [field, dict] : state_moments(model, opt))
+      out.emplace_back(field, first_copy_pieces(model, mesh.coord().pp, layout, ordinary, dict));
+    return out;
+  });
+}
+
+void save_sharded_mesh_checkpoint(const fs::path& dir, const TrainState& s, DeviceMesh& mesh,
+                                  torch::nn::Module& model, const o::Optimizer& opt,
+                                  const std::vector<FlatSlice>& slices, int keep,
+                                  StageLayout& layout) {
+  save_pieces(dir, s, mesh, model, opt, keep, layout, mesh.world().size(), [&] {
+    FieldPieces out;
+    if (mesh.coord().dp == 0)
+      out = param_pieces(mesh, model, layout, layout.ordinary_layout(model));
+    for (auto& f : slice_pieces(opt, slices)) out.push_back(std::move(f));
+    return out;
+  });
 }
 
 namespace {
@@ -386,57 +442,127 @@ Status check_shapes(const MeshIndex& m, const StateDict& ordinary) {
 
 }  // namespace
 
-Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
-                                        o::Optimizer& opt, StageLayout& layout) {
+namespace {
+
+// A tensor (or a view of one) this rank fills from the stored pieces of `key` its boxes overlap.
+struct Want {
+  FieldName key;
+  std::vector<Placed> mine;
+  torch::Tensor into;
+};
+
+// What a load reads: the index checked against this model, the parameters and buffers it holds.
+struct Reading {
+  MeshIndex m;
+  std::vector<Want> params;
+  std::set<std::string> fields;  // the optimizer fields stored
+  int64_t step = 0;
+};
+
+Result<Reading> start_reading(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                              StageLayout& layout) {
   auto m = read_index(ckpt.manifest);
   if (!m) return m.error();
   const StateDict ordinary = layout.ordinary_layout(model);
   if (auto st = check_shapes(*m, ordinary); !st) return st.error();
-  std::set<std::string> fields;
-  for (const auto& [key, list] : m->pieces) fields.insert(key.first);
-  // What this rank reads: each tensor it holds, and each parameter's optimizer fields.
-  struct Want {
-    FieldName key;
-    std::vector<Placed> mine;
-    torch::Tensor into;
-  };
-  std::vector<Want> wants;
-  std::set<std::string> trained;
-  for (const auto& [name, p] : held_parameters(model))
-    if (p.requires_grad()) trained.insert(name);
-  const StateDict held = held_state(model);
-  for (const auto& [name, t] : held) {
+  Reading r{std::move(*m), {}, {}, 0};
+  for (const auto& [key, list] : r.m.pieces)
+    if (key.first != kParams) r.fields.insert(key.first);
+  for (const auto& [name, t] : held_state(model)) {
     const auto whole = ordinary.at(name).sizes();
-    const auto mine = placements(layout.slices(model, name, whole), whole);
-    wants.push_back({{kParams, name}, mine, torch::zeros_like(t)});
-    if (!trained.count(name)) continue;
-    for (const auto& f : fields)
-      if (f != kParams && m->pieces.count({f, name}))
-        wants.push_back({{f, name}, mine, torch::zeros_like(t)});
+    r.params.push_back({{kParams, name},
+                        placements(layout.slices(model, name, whole), whole),
+                        torch::zeros_like(t)});
   }
+  const auto step = r.m.j.value("optimizer_step", Json(nullptr));
+  r.step = step.is_number() ? step.get<int64_t>() : 0;
+  return r;
+}
+
+// Every file a want reads checked first, then every want filled.
+Status fill_all(MeshIndex& m, std::vector<Want>& wants) {
   for (auto& w : wants)
-    if (auto st = fill(*m, w.key, w.mine, nullptr); !st) return st.error();
+    if (auto st = fill(m, w.key, w.mine, nullptr); !st) return st;
   torch::NoGradGuard no_grad;
-  for (auto& w : wants) (void)fill(*m, w.key, w.mine, &w.into);
-  // The optimizer's states, built before anything changes (another --optimizer fails here).
+  for (auto& w : wants) (void)fill(m, w.key, w.mine, &w.into);
+  return ok_status();
+}
+
+using States = std::vector<std::pair<torch::Tensor, std::unique_ptr<o::OptimizerParamState>>>;
+
+// The parameters and opt's states (built first: another --optimizer fails before any change),
+// then the RNG.
+Result<TrainState> commit(Reading& r, torch::nn::Module& model, o::Optimizer& opt, States states) {
+  torch::NoGradGuard no_grad;
+  const StateDict held = held_state(model);
+  for (auto& w : r.params) held.at(w.key.second).copy_(w.into);
+  for (auto& [p, st] : states) opt.state()[state_key(p)] = std::move(st);
+  set_rng(r.m.j.value("rng", Json::object()));
+  return train_state_from_json(r.m.j);
+}
+
+}  // namespace
+
+Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
+                                        o::Optimizer& opt, StageLayout& layout) {
+  auto r = start_reading(ckpt, model, layout);
+  if (!r) return r.error();
+  // Each trained parameter's optimizer fields, as the parameter is laid out.
+  std::vector<Want> wants = r->params;  // `into` shared: filling these fills r->params
+  std::map<std::string, const std::vector<Placed>*> placed;
+  for (const auto& w : r->params) placed[w.key.second] = &w.mine;
   std::map<std::string, std::map<std::string, torch::Tensor>> moments;
-  for (auto& w : wants)
-    if (w.key.first != kParams) moments[w.key.second][w.key.first] = w.into;
-  std::vector<std::pair<torch::Tensor, std::unique_ptr<o::OptimizerParamState>>> states;
-  const auto step = m->j.value("optimizer_step", Json(nullptr));
+  for (const auto& [name, p] : held_parameters(model)) {
+    if (!p.requires_grad()) continue;
+    for (const auto& f : r->fields)
+      if (r->m.pieces.count({f, name})) {
+        moments[name][f] = torch::zeros_like(p);
+        wants.push_back({{f, name}, *placed.at(name), moments[name][f]});
+      }
+  }
+  if (auto st = fill_all(r->m, wants); !st) return st.error();
+  States states;
   try {
     for (const auto& [name, p] : held_parameters(model))
-      if (moments.count(name))
-        states.emplace_back(
-            p, make_state(opt, step.is_number() ? step.get<int64_t>() : 0, moments.at(name)));
+      if (moments.count(name)) states.emplace_back(p, make_state(opt, r->step, moments.at(name)));
   } catch (const Exception& e) {
     return e.error();
   }
-  for (auto& w : wants)
-    if (w.key.first == kParams) held.at(w.key.second).copy_(w.into);
-  for (auto& [p, st] : states) opt.state()[state_key(p)] = std::move(st);
-  set_rng(m->j.value("rng", Json::object()));
-  return train_state_from_json(m->j);
+  return commit(*r, model, opt, std::move(states));
+}
+
+Result<TrainState> load_sharded_mesh_checkpoint(const CheckpointInfo& ckpt,
+                                                torch::nn::Module& model, o::Optimizer& opt,
+                                                const std::vector<FlatSlice>& slices,
+                                                StageLayout& layout) {
+  auto r = start_reading(ckpt, model, layout);
+  if (!r) return r.error();
+  std::vector<Want> wants = r->params;  // `into` shared: filling these fills r->params
+  std::vector<std::map<std::string, torch::Tensor>> moments(slices.size());
+  for (size_t i = 0; i < slices.size(); ++i)
+    for (const auto& f : r->fields) {
+      size_t stored = 0;
+      for (const auto& part : slices[i].parts) stored += r->m.pieces.count({f, part.name});
+      if (stored == 0) continue;
+      if (stored != slices[i].parts.size())
+        return data_error(ckpt.manifest, "the optimizer's " + f + " is missing for some tensors");
+      auto flat = torch::zeros_like(slices[i].shard);
+      moments[i][f] = flat;
+      for (const auto& part : slices[i].parts)
+        for (const auto& run : part.runs)
+          wants.push_back(
+              {{f, part.name}, run.placed, run_view(flat.narrow(0, part.at, part.numel), run)});
+    }
+  if (auto st = fill_all(r->m, wants); !st) return st.error();
+  States states;
+  try {
+    for (size_t i = 0; i < slices.size(); ++i)
+      if (!moments[i].empty())
+        states.emplace_back(slices[i].shard, make_state(opt, r->step, moments[i]));
+  } catch (const Exception& e) {
+    return e.error();
+  }
+  return commit(*r, model, opt, std::move(states));
 }
 
 Result<TrainState> load_stage_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,

@@ -13,10 +13,12 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <vector>
 
 #include "core/result.h"
 #include "train/checkpoint.h"
 #include "train/parallel/device_mesh.h"
+#include "train/parallel/flat_range.h"
 #include "train/parallel/pipeline_checkpoint.h"
 #include "train/weights/safetensors.h"
 #include "train/weights/tensor_stream.h"
@@ -35,12 +37,30 @@ void save_mesh_checkpoint(const fs::path& dir, const TrainState& state, DeviceMe
                           torch::nn::Module& model, const torch::optim::Optimizer& opt, int keep,
                           StageLayout& layout);
 
+// --shard over the data-parallel ranks of the mesh: every rank writes a file, those of the first
+// replica their parameters and buffers, each rank its own slice of opt's state of its flat shards
+// (`slices`, zero_state.h), so no moment is joined, sent or held beyond the slice. The same
+// format: any layout reads it. Collective over the mesh's world.
+void save_sharded_mesh_checkpoint(const fs::path& dir, const TrainState& state, DeviceMesh& mesh,
+                                  torch::nn::Module& model, const torch::optim::Optimizer& opt,
+                                  const std::vector<FlatSlice>& slices, int keep,
+                                  StageLayout& layout);
+
 // This rank's tensors and opt's state of them (a fresh per-parameter optimizer over the tensors
 // `model` holds), from a mesh checkpoint of any layout; `layout` says where they lie (the base
 // StageLayout: a whole model). Every rank reads on its own (no collective). Every check (the
 // files' sizes and checksums, the shapes, every piece present) comes before any change.
 Result<TrainState> load_mesh_checkpoint(const CheckpointInfo& ckpt, torch::nn::Module& model,
                                         torch::optim::Optimizer& opt, StageLayout& layout);
+
+// This rank's tensors, as load_mesh_checkpoint, and opt's state of each of `slices`' flat
+// shards from the stored pieces its parts overlap (a mesh checkpoint of any layout, sharded or
+// not): no rank reads or holds more than its slice. No collective.
+Result<TrainState> load_sharded_mesh_checkpoint(const CheckpointInfo& ckpt,
+                                                torch::nn::Module& model,
+                                                torch::optim::Optimizer& opt,
+                                                const std::vector<FlatSlice>& slices,
+                                                StageLayout& layout);
 
 // A checkpoint into a pipeline stage's rank (`layout` as above): a mesh checkpoint's pieces, or
 // an ordinary checkpoint read whole (load_pipeline_checkpoint).

@@ -89,12 +89,10 @@ std::unique_ptr<TensorStream> PipelineShardContext::model_stream(torch::nn::Modu
 bool PipelineShardContext::save_checkpoint(const fs::path& dir, const TrainState& state,
                                            torch::nn::Module& model,
                                            const torch::optim::Optimizer& opt, int keep) {
-  sharded()->gather_all();  // ZeRO-3: every parameter present to be gathered over the stages
-  auto per = per_parameter_optimizer(*sharded(), opt);
-  // The first data-parallel replica writes the checkpoint (save_mesh_checkpoint).
-  unflatten_state(*sharded(), const_cast<torch::optim::Optimizer&>(opt), *per,
-                  mesh_->coord().dp == 0);
-  save_mesh_checkpoint(dir, state, *mesh_, model, *per, keep, *layout_);
+  sharded()->gather_all();  // ZeRO-3: every parameter present to be written
+  const auto slices =
+      zero_slices(*sharded(), model, mesh_->coord().pp, *layout_, layout_->ordinary_layout(model));
+  save_sharded_mesh_checkpoint(dir, state, *mesh_, model, opt, slices, keep, *layout_);
   return true;
 }
 
@@ -102,6 +100,14 @@ std::optional<Result<TrainState>> PipelineShardContext::load_checkpoint(
     const CheckpointInfo& ckpt, torch::nn::Module& model, torch::optim::Optimizer& opt) {
   if (dist::is_sharded_checkpoint(ckpt)) return std::nullopt;  // the trainer's refusal
   sharded()->gather_all();                                     // the parameters are loaded in place
+  if (is_mesh_checkpoint(ckpt)) {  // each rank reads its own slice of the moments
+    const auto slices = zero_slices(*sharded(), model, mesh_->coord().pp, *layout_,
+                                    layout_->ordinary_layout(model));
+    auto s = agree_loaded(mesh_->world(),
+                          load_sharded_mesh_checkpoint(ckpt, model, opt, slices, *layout_));
+    if (s) params_into_shards(*sharded());
+    return s;
+  }
   auto per = per_parameter_optimizer(*sharded(), opt);
   auto s = agree_loaded(mesh_->world(), load_stage_checkpoint(ckpt, model, *per, *layout_));
   if (!s) return s;

@@ -12,17 +12,22 @@ void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, Devi
                               TpCausalLm& model, dist::ShardedModel& sharded,
                               const torch::optim::Optimizer& opt, int keep) {
   sharded.gather_all();  // ZeRO-3: every parameter present to be written
-  auto per = per_parameter_optimizer(sharded, opt);
-  // The first data-parallel replica writes the checkpoint (save_mesh_checkpoint).
-  unflatten_state(sharded, const_cast<torch::optim::Optimizer&>(opt), *per, mesh.coord().dp == 0);
   TpStageLayout layout;
-  save_mesh_checkpoint(dir, state, mesh, model, *per, keep, layout);
+  const auto slices = zero_slices(sharded, model, 0, layout, layout.ordinary_layout(model));
+  save_sharded_mesh_checkpoint(dir, state, mesh, model, opt, slices, keep, layout);
 }
 
 Result<TrainState> load_tp_shard_checkpoint(const CheckpointInfo& ckpt, dist::Communicator& world,
                                             TpCausalLm& model, dist::ShardedModel& sharded,
                                             torch::optim::Optimizer& opt) {
-  sharded.gather_all();  // the parameters are loaded in place
+  sharded.gather_all();            // the parameters are loaded in place
+  if (is_mesh_checkpoint(ckpt)) {  // each rank reads its own slice of the moments
+    TpStageLayout layout;
+    const auto slices = zero_slices(sharded, model, 0, layout, layout.ordinary_layout(model));
+    auto s = agree_loaded(world, load_sharded_mesh_checkpoint(ckpt, model, opt, slices, layout));
+    if (s) params_into_shards(sharded);
+    return s;
+  }
   auto per = per_parameter_optimizer(sharded, opt);
   auto s = agree_loaded(world, load_tp_checkpoint(ckpt, model, *per));
   if (!s) return s;

@@ -1,8 +1,8 @@
-// Checkpoints of a tensor-parallel run sharded over its data-parallel ranks (--tp with --shard)
-// in the ordinary layout, as every TP checkpoint is (tp_checkpoint.h): the flat shards'
-// optimizer state is joined over the data-parallel group and cut into per-parameter state of
-// this rank's TP shard, which save_tp_checkpoint gathers over the TP group; loading goes the
-// other way. A run saved at TP 2 x DP 2 with ZeRO-3 resumes at TP 1, at any --shard, and back.
+// Checkpoints of a tensor-parallel run sharded over its data-parallel ranks (--tp with --shard):
+// mesh checkpoints (mesh_checkpoint.h) in which every rank writes its own slice of the flat
+// shards' optimizer state as boxes of the ordinary tensors, and reads its slice back from any
+// layout's pieces; an ordinary checkpoint is read through per-parameter state. A run saved at TP
+// 2 x DP 2 with ZeRO-3 resumes at TP 1, at any --shard, and back.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,9 +19,9 @@ void save_tp_shard_checkpoint(const fs::path& dir, const TrainState& state, Devi
                               TpCausalLm& model, dist::ShardedModel& sharded,
                               const torch::optim::Optimizer& opt, int keep);
 
-// Every rank reads the checkpoint and takes its TP shard, then (once every rank of `world` read
-// its part, agree_loaded) its data-parallel slice of each flat buffer (parameters and optimizer
-// state); a file that does not load changes nothing.
+// Every rank reads its TP shard of the parameters and its data-parallel slice of the optimizer
+// state (once every rank of `world` read its part, agree_loaded, its slice of the parameters
+// goes to the flat shards); a file that does not load changes nothing.
 Result<TrainState> load_tp_shard_checkpoint(const CheckpointInfo& ckpt, dist::Communicator& world,
                                             TpCausalLm& model, dist::ShardedModel& sharded,
                                             torch::optim::Optimizer& opt);

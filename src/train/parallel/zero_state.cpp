@@ -1,7 +1,11 @@
-// ZeRO's flat-shard optimizer state as per-parameter state and back (zero_state.h).
+// ZeRO's flat-shard optimizer state in the ordinary layout (zero_state.h).
 #include "train/parallel/zero_state.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "train/optim/state_key.h"
 #include "train/parallel/ordinary_checkpoint.h"
@@ -9,16 +13,6 @@
 namespace gpulab::train::parallel {
 
 namespace {
-
-// The whole flat buffer of one state field from every data-parallel rank's slice (each rank
-// adds its slice into zeros: exact).
-torch::Tensor join_flat(const torch::Tensor& slice, const dist::FlatGroup& g,
-                        dist::Communicator& dp) {
-  auto full = torch::zeros({g.padded_numel()}, slice.options());
-  full.narrow(0, g.shard_numel() * g.rank(), g.shard_numel()).copy_(slice);
-  dp.allreduce_sum(full, "checkpoint: joining optimizer state over the data-parallel ranks");
-  return full;
-}
 
 // This rank's slice of a flat buffer laid out as g, from a tensor per parameter.
 torch::Tensor dp_slice_of(const dist::FlatGroup& g, const std::vector<torch::Tensor>& per_param) {
@@ -42,32 +36,43 @@ std::unique_ptr<torch::optim::Optimizer> per_parameter_optimizer(
   return same_kind_optimizer(opt, std::move(groups));
 }
 
-void unflatten_state(dist::ShardedModel& sharded, torch::optim::Optimizer& opt,
-                     torch::optim::Optimizer& into, bool keep) {
-  torch::NoGradGuard no_grad;
+std::vector<FlatSlice> zero_slices(dist::ShardedModel& sharded, torch::nn::Module& model, int stage,
+                                   StageLayout& layout, const StateDict& ordinary) {
+  std::map<const void*, std::string> name_of;
+  for (const auto& p : model.named_parameters()) name_of[p.value().unsafeGetTensorImpl()] = p.key();
+  const auto& lm = stage_model(model);
+  std::vector<FlatSlice> out;
   for (auto* g : sharded.groups()) {
-    auto it = opt.state().find(state_key(g->shard()));
-    if (it == opt.state().end()) continue;
-    // Every rank joins (a collective); a rank that keeps it has a state per parameter to fill.
-    std::vector<std::unique_ptr<torch::optim::OptimizerParamState>> per(keep ? g->params().size()
-                                                                             : 0);
-    for (auto& s : per) s = it->second->clone();
-    for (auto& [field, t] : moment_fields(*it->second)) {
-      const auto full = join_flat(*t, *g, sharded.comm());
-      for (size_t i = 0; i < per.size(); ++i)
-        for (auto& [f, pt] : moment_fields(*per[i]))
-          if (f == field) *pt = g->param_view(full, i).to(torch::kCPU, false, /*copy=*/true);
+    FlatSlice slice{g->shard(), {}};
+    const int64_t lo = g->shard_numel() * g->rank(), hi = lo + g->shard_numel();
+    for (size_t i = 0; i < g->params().size(); ++i) {
+      const auto& p = g->params()[i];
+      const int64_t begin = std::max(lo, g->offset_of(i));
+      const int64_t end = std::min(hi, g->offset_of(i) + p.numel());
+      if (begin >= end) continue;
+      FlatPart part{name_of.at(p.unsafeGetTensorImpl()), begin - lo, end - begin, {}, true};
+      const auto whole = ordinary.at(part.name).sizes();
+      const auto s = layout.slices(model, part.name, whole);
+      part.first_copy = s.first_copy && !is_tied_copy(lm, stage, part.name);
+      part.runs =
+          flat_range_runs(s, whole, p.sizes(), begin - g->offset_of(i), end - g->offset_of(i));
+      slice.parts.push_back(std::move(part));
     }
-    for (size_t i = 0; i < per.size(); ++i)
-      into.state()[state_key(g->params()[i])] = std::move(per[i]);
+    out.push_back(std::move(slice));
   }
+  return out;
+}
+
+void params_into_shards(dist::ShardedModel& sharded) {
+  torch::NoGradGuard no_grad;
+  for (auto* g : sharded.groups()) g->shard().copy_(dp_slice_of(*g, g->params()));
 }
 
 void flatten_state(dist::ShardedModel& sharded, torch::optim::Optimizer& from,
                    torch::optim::Optimizer& opt) {
   torch::NoGradGuard no_grad;
+  params_into_shards(sharded);
   for (auto* g : sharded.groups()) {
-    g->shard().copy_(dp_slice_of(*g, g->params()));
     auto first = from.state().find(state_key(g->params().front()));
     if (first == from.state().end()) continue;
     auto flat = first->second->clone();

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/files.h"
+#include "core/json.h"
 #include "train/checkpoint.h"
 #include "train/parallel/train_cli_compare.h"
 #include "train/trainer_test_util.h"
@@ -94,9 +96,7 @@ TEST(TpTrainCli, CheckpointsResumeAtAnotherTpSize) {
   run_ok(with(tiny_run(b, 5, true), {"--resume", "auto", "--tp", "2", "--nproc_per_node", "2"}));
   expect_same_losses(straight, b, 5);
   expect_same_weights(straight, b, kAdamTol);
-  fs::remove_all(straight);
-  fs::remove_all(a);
-  fs::remove_all(b);
+  testing::remove_all({straight, a, b});
 }
 
 // Qwen2 (q/k/v biases) at TP 4 over its 2 kv heads: each kv head (and its bias) kept by two
@@ -187,19 +187,50 @@ TEST(TpTrainCli, Tp2TimesDp2Zero3EqualsOneProcess) {
   fs::remove_all(mesh);
 }
 
+// A ZeRO checkpoint of a mesh: each of the 4 ranks wrote a file, those of the second
+// data-parallel replica only their slices of AdamW's moments (no parameter), every rank some of
+// them, and together each moment value once (nothing joined on one rank).
+void expect_each_rank_wrote_its_slice(const fs::path& run) {
+  auto ckpt = find_resumable(run / "checkpoints");
+  ASSERT_TRUE(ckpt.has_value());
+  const auto index = Json::parse(read_file(ckpt->manifest).value());
+  ASSERT_EQ(index["shards"].size(), 4u) << index.dump();
+  int64_t params = 0, moments = 0;
+  for (size_t r = 0; r < 4; ++r) {
+    auto f = read_safetensors(ckpt->manifest.parent_path() / index["shards"][r]["file"]);
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    int64_t mine_params = 0, mine_moments = 0;
+    for (const auto& [key, t] : f->tensors)
+      (key.rfind("param/", 0) == 0 ? mine_params : mine_moments) += t.numel();
+    EXPECT_EQ(mine_params > 0, r < 2) << "rank " << r;
+    EXPECT_GT(mine_moments, 0) << "rank " << r;
+    params += mine_params;
+    moments += mine_moments;
+  }
+  EXPECT_EQ(moments, 2 * params);  // exp_avg and exp_avg_sq of every (trained) parameter, once
+}
+
 // Checkpoints stay in the ordinary layout under ZeRO: saved at TP 2 x DP 2 with ZeRO-3 after 3
-// of 5 epochs, resumed at TP 1 (DDP over the same two data-parallel ranks, so --batch_size, which
-// a resume must keep, means the same rows), and the reverse; each equal to one process straight
-// through (AdamW, whose moments are joined over the data-parallel shards and gathered over the
-// TP group, then cut again).
+// of 5 epochs (each rank writing its own slice of the moments), resumed at TP 1 (DDP over the
+// same two data-parallel ranks, so --batch_size, which a resume must keep, means the same rows),
+// at PP 2 x DP 2 with ZeRO-1 (each rank reading its own slice of another layout's slices), and
+// the reverse of the first; each equal to one process straight through (AdamW).
 TEST(TpTrainCli, Zero3CheckpointsResumeAtTp1AndBack) {
   const fs::path straight = temp_dir("tp_z3_straight"), a = temp_dir("tp_z3_save_mesh"),
-                 b = temp_dir("tp_z3_save_dp");
+                 b = temp_dir("tp_z3_save_dp"), c = temp_dir("tp_z3_to_pp");
   const std::vector<std::string> mesh = {"--tp", "2", "--nproc_per_node", "4", "--shard", "full"};
   const std::vector<std::string> dp2 = {"--nproc_per_node", "2"};
   run_ok(with(set_flag(tiny_run(straight, 5, true), "--batch_size", "8"), {"--no_checkpoints"}));
   run_ok(with(tiny_run(a, 3, true), mesh));
   expect_export_is_checkpoint(a);
+  expect_each_rank_wrote_its_slice(a);
+  fs::copy(a, c, fs::copy_options::recursive);
+  const std::vector<std::string> pp2_zero1 = {"--pp",    "2",         "--nproc_per_node", "4",
+                                              "--shard", "optimizer", "--resume",         "auto"};
+  EXPECT_NE(run_ok(with(tiny_run(c, 5, true), pp2_zero1)).out.find("Resumed from"),
+            std::string::npos);
+  expect_same_losses(straight, c, 5, kAdamTol, kFloatUlp);
+  expect_same_weights(straight, c, kAdamTol);
   auto r = run_gpulab(with(tiny_run(a, 5, true), with(dp2, {"--resume", "auto"})), 600);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Resumed from"), std::string::npos) << r.out;
@@ -209,9 +240,7 @@ TEST(TpTrainCli, Zero3CheckpointsResumeAtTp1AndBack) {
   run_ok(with(tiny_run(b, 5, true), with(mesh, {"--resume", "auto"})));
   expect_same_losses(straight, b, 5);
   expect_same_weights(straight, b, kAdamTol);
-  fs::remove_all(straight);
-  fs::remove_all(a);
-  fs::remove_all(b);
+  testing::remove_all({straight, a, b, c});
 }
 
 // Refused before any rank starts: exit 2, the message, no run folder.
