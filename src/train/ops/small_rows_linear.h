@@ -1,0 +1,27 @@
+// x @ w^T for a few rows of x in float32 on the CPU, outside autograd: a decode step's product (the
+// live rows of a batch, one token each). The BLAS's small-M path copies the whole weight into its
+// panels on every call, so a decode step reads each weight about three times from memory, and
+// memory is what a decode step waits on; here each weight row is read once and multiplied with
+// every row of x while it is in cache. Training products (grad on, many rows) keep the BLAS.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace gpulab::train {
+
+// The rows at most this kernel takes: above it the BLAS's blocking reads each weight once too.
+inline constexpr int64_t kSmallRows = 64;
+// Above kFewRows rows, a weight that fits in cache (below kCachedWeight elements) stays with the
+// BLAS, which is as fast there (measured: docs/benchmarks.md, 2026-12-04).
+inline constexpr int64_t kFewRows = 8;
+inline constexpr int64_t kCachedWeight = int64_t{1} << 20;
+
+// Whether small_rows_linear takes the product: float32 CPU tensors, w [N, K] contiguous, x [..., K]
+// of at most kFewRows rows (kSmallRows for a weight of kCachedWeight elements or more), no gradient
+// wanted, AVX2 + FMA, gpulab's CPU kernels on.
+bool small_rows_linear_applies(const torch::Tensor& x, const torch::Tensor& w);
+
+// x @ w^T, shaped [..., N]; sums in another order than the BLAS (float32 rounding differs).
+torch::Tensor small_rows_linear(const torch::Tensor& x, const torch::Tensor& w);
+
+}  // namespace gpulab::train

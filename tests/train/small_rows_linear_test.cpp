@@ -1,0 +1,60 @@
+// The few-rows product of decode steps (train/ops/small_rows_linear.h): equal to the product in
+// float64 within float32's rounding for every row count (1 to 64, every remainder of its 3 x 4
+// tiles), odd widths and depths, extra leading dimensions; taken only outside autograd,
+// for float32 on the CPU, and not with gpulab's CPU kernels off.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "train/ops/cpu_kernels.h"
+#include "train/ops/small_rows_linear.h"
+
+using namespace gpulab::train;
+
+namespace {
+
+// |y - x w^T| <= k * eps * (|x| |w|^T) elementwise: a float32 dot product's error bound (the
+// summation order is free; the bound holds for any order).
+void expect_within_rounding(const torch::Tensor& x, const torch::Tensor& w) {
+  const auto y = small_rows_linear(x, w).to(torch::kDouble);
+  const auto xd = x.to(torch::kDouble), wd = w.to(torch::kDouble);
+  const auto exact = torch::matmul(xd, wd.t());
+  const auto bound = torch::matmul(xd.abs(), wd.abs().t()) * (w.size(1) * 0x1p-24);
+  EXPECT_TRUE(((y - exact).abs() <= bound).all().item<bool>())
+      << "rows " << x.numel() / w.size(1) << " n " << w.size(0) << " k " << w.size(1)
+      << ": worst excess " << ((y - exact).abs() - bound).max().item<double>();
+}
+
+}  // namespace
+
+TEST(SmallRowsLinear, EqualsTheProductWithinFloatRoundingForEveryShapeItTakes) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(5);
+  for (int64_t rows : {1, 2, 3, 4, 5, 7, 31, 32, 33, 64})
+    for (auto [n, k] :
+         {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {37, 8}, {130, 65}, {512, 256}, {4099, 257}}) {
+      const auto x = torch::randn({rows, k}), w = torch::randn({n, k});
+      EXPECT_EQ(small_rows_linear_applies(x, w), rows <= kFewRows || w.numel() >= kCachedWeight);
+      expect_within_rounding(x, w);
+    }
+  const auto x3 = torch::randn({2, 3, 40}), w = torch::randn({24, 40});  // 6 rows, batched
+  ASSERT_TRUE(small_rows_linear_applies(x3, w));
+  EXPECT_EQ(small_rows_linear(x3, w).sizes(), (std::vector<int64_t>{2, 3, 24}));
+  expect_within_rounding(x3.reshape({6, 40}), w);
+}
+
+TEST(SmallRowsLinear, TakesOnlyInferenceProductsOfFewFloatRows) {
+  auto w = torch::randn({16, 8}), x = torch::randn({4, 8});
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(small_rows_linear_applies(x, w));
+    EXPECT_FALSE(small_rows_linear_applies(torch::randn({kSmallRows + 1, 8}), w));
+    EXPECT_FALSE(small_rows_linear_applies(x.to(torch::kDouble), w.to(torch::kDouble)));
+    EXPECT_FALSE(small_rows_linear_applies(x, w.t().contiguous().t()));  // w not row-major
+    EXPECT_FALSE(small_rows_linear_applies(torch::randn({4, 7}), w));
+    set_cpu_kernels(false);
+    EXPECT_FALSE(small_rows_linear_applies(x, w));
+    set_cpu_kernels(true);
+  }
+  w.requires_grad_(true);
+  EXPECT_FALSE(small_rows_linear_applies(x, w));  // training keeps the BLAS and its gradient
+}
