@@ -58,15 +58,19 @@ void rows_of_w(const float* x, int64_t m, const float* w, int64_t k, float* y, i
 
 void product(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y) {
   constexpr int kNr = 4;
-  // Blocks of weight rows, a few per thread so a slow thread does not hold up the rest.
+  // Blocks of weight rows, a few per thread so a slow thread does not hold up the rest, dealt
+  // round-robin to libtorch's intra-op thread count (--threads) and no more workers.
   const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
   const int64_t block = std::max<int64_t>(kNr, (n / (threads * 4) + kNr - 1) / kNr * kNr);
   const int64_t blocks = (n + block - 1) / block;
-  parallel_chunks(blocks, [&](int64_t b) {
-    const int64_t end = std::min(n, (b + 1) * block);
-    int64_t j = b * block;
-    for (; j + kNr <= end; j += kNr) rows_of_w<kNr>(x, m, w, k, y, n, j);
-    for (; j < end; ++j) rows_of_w<1>(x, m, w, k, y, n, j);
+  const int64_t workers = std::min(threads, blocks);
+  parallel_chunks(workers, [&](int64_t t) {
+    for (int64_t b = t; b < blocks; b += workers) {
+      const int64_t end = std::min(n, (b + 1) * block);
+      int64_t j = b * block;
+      for (; j + kNr <= end; j += kNr) rows_of_w<kNr>(x, m, w, k, y, n, j);
+      for (; j < end; ++j) rows_of_w<1>(x, m, w, k, y, n, j);
+    }
   });
 }
 #endif
