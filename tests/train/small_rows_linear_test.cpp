@@ -1,12 +1,13 @@
 // The few-rows product of decode steps (train/ops/small_rows_linear.h): equal to the product in
 // float64 within float32's rounding for every row count (1 to 64, every remainder of its 3 x 4
 // tiles), odd widths and depths, extra leading dimensions; taken only outside autograd,
-// for float32 on the CPU, and not with gpulab's CPU kernels off.
+// for float32 on the CPU, not under autocast and not with gpulab's CPU kernels off.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "train/ops/cpu_kernels.h"
 #include "train/ops/small_rows_linear.h"
+#include "train/precision.h"
 
 using namespace gpulab::train;
 
@@ -54,6 +55,8 @@ TEST(SmallRowsLinear, TakesOnlyInferenceProductsOfFewFloatRows) {
     set_cpu_kernels(false);
     EXPECT_FALSE(small_rows_linear_applies(x, w));
     set_cpu_kernels(true);
+    AutocastGuard bf16(Precision::kBf16, torch::kCPU);  // autocast's product is a bf16 one
+    EXPECT_FALSE(small_rows_linear_applies(x, w));
   }
   w.requires_grad_(true);
   EXPECT_FALSE(small_rows_linear_applies(x, w));  // training keeps the BLAS and its gradient

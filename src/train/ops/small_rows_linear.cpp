@@ -8,6 +8,7 @@
 #include "train/ops/avx2_lanes.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/parallel_chunks.h"
+#include "train/precision.h"
 
 namespace gpulab::train {
 
@@ -85,6 +86,8 @@ bool small_rows_linear_applies(const torch::Tensor& x, const torch::Tensor& w) {
       !w.is_contiguous())
     return false;
   if (torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) return false;
+  // Under autocast the product is autocast's (a bf16 or fp16 one), not float32's.
+  if (active_autocast(x.device()) != Precision::kFp32) return false;
   const int64_t k = w.size(1);
   if (k == 0 || x.size(-1) != k || w.size(0) == 0) return false;
   const int64_t rows = x.numel() / k;

@@ -18,7 +18,7 @@ inline constexpr int64_t kCachedWeight = int64_t{1} << 20;
 
 // Whether small_rows_linear takes the product: float32 CPU tensors, w [N, K] contiguous, x [..., K]
 // of at most kFewRows rows (kSmallRows for a weight of kCachedWeight elements or more), no gradient
-// wanted, AVX2 + FMA, gpulab's CPU kernels on.
+// wanted, no autocast, AVX2 + FMA, gpulab's CPU kernels on.
 bool small_rows_linear_applies(const torch::Tensor& x, const torch::Tensor& w);
 
 // x @ w^T, shaped [..., N]; sums in another order than the BLAS (float32 rounding differs).
