@@ -46,7 +46,7 @@ __attribute__((target("avx2,fma"))) void tile(const float* x, int64_t ldx, const
     }
 }
 
-// Rows [n0, n1) of w against every row of x (m of them).
+// NR rows of w from row j against every row of x (m of them), into y's columns j .. j+NR-1.
 template <int NR>
 void rows_of_w(const float* x, int64_t m, const float* w, int64_t k, float* y, int64_t n,
                int64_t j) {
@@ -91,7 +91,7 @@ bool small_rows_linear_applies(const torch::Tensor& x, const torch::Tensor& w) {
   const int64_t k = w.size(1);
   if (k == 0 || x.size(-1) != k || w.size(0) == 0) return false;
   const int64_t rows = x.numel() / k;
-  return rows <= kFewRows || (rows <= kSmallRows && w.numel() >= kCachedWeight);
+  return rows <= kFewRows || (rows <= kSmallRows && w.numel() >= kLargeWeight);
 #else
   return false;
 #endif

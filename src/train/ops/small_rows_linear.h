@@ -11,13 +11,14 @@ namespace gpulab::train {
 
 // The rows at most this kernel takes: above it the BLAS's blocking reads each weight once too.
 inline constexpr int64_t kSmallRows = 64;
-// Above kFewRows rows, a weight that fits in cache (below kCachedWeight elements) stays with the
-// BLAS, which is as fast there (measured: docs/benchmarks.md, 2026-12-04).
+// Above kFewRows rows, a weight below kLargeWeight elements stays with the BLAS, which is as fast
+// or faster there (bench/small_rows_grid.cpp's grid, docs/benchmarks.md 2026-12-04: at 16-64 rows
+// weights of 2.4 M elements ran 0.76-1.78x, the 8.2 M and 24.6 M heads 1.60-2.48x).
 inline constexpr int64_t kFewRows = 8;
-inline constexpr int64_t kCachedWeight = int64_t{1} << 20;
+inline constexpr int64_t kLargeWeight = int64_t{1} << 22;
 
 // Whether small_rows_linear takes the product: float32 CPU tensors, w [N, K] contiguous, x [..., K]
-// of at most kFewRows rows (kSmallRows for a weight of kCachedWeight elements or more), no gradient
+// of at most kFewRows rows (kSmallRows for a weight of kLargeWeight elements or more), no gradient
 // wanted, no autocast, AVX2 + FMA, gpulab's CPU kernels on.
 bool small_rows_linear_applies(const torch::Tensor& x, const torch::Tensor& w);
 

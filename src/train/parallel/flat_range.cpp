@@ -1,6 +1,8 @@
 // A flat range of a rank's tensor as boxes of the ordinary tensor (flat_range.h).
 #include "train/parallel/flat_range.h"
 
+#include <c10/util/accumulate.h>
+
 #include <algorithm>
 
 namespace gpulab::train::parallel {
@@ -66,9 +68,7 @@ std::vector<FlatRun> flat_range_runs(const TpSlices& s, c10::IntArrayRef whole,
 }
 
 torch::Tensor run_view(const torch::Tensor& flat, const FlatRun& run) {
-  int64_t n = 1;
-  for (auto s : run.size) n *= s;
-  return flat.narrow(0, run.offset, n).view(run.size);
+  return flat.narrow(0, run.offset, c10::multiply_integers(run.size)).view(run.size);
 }
 
 }  // namespace gpulab::train::parallel

@@ -25,15 +25,18 @@ bool is_tied_copy(const CausalLm& lm, int stage, const std::string& name) {
          name == lm.config().traits().token_embedding;
 }
 
+bool writes_pieces(const CausalLm& lm, int stage, const TpSlices& s, const std::string& name) {
+  return s.first_copy && !is_tied_copy(lm, stage, name);  // the first stage's embedding is kept
+}
+
 std::vector<HeldPiece> first_copy_pieces(torch::nn::Module& model, int stage, StageLayout& layout,
                                          const StateDict& ordinary, const StateDict& dict) {
   const auto& lm = stage_model(model);
   std::vector<HeldPiece> out;
   for (const auto& [name, t] : dict) {
-    if (is_tied_copy(lm, stage, name)) continue;  // the first stage's is the one kept
     const auto whole = ordinary.at(name).sizes();
     const auto s = layout.slices(model, name, whole);
-    if (!s.first_copy) continue;
+    if (!writes_pieces(lm, stage, s, name)) continue;
     for (const auto& p : placements(s, whole))
       out.push_back({name, p.whole, in_box(t, p.local_at, p.whole.size)});
   }

@@ -43,6 +43,11 @@ StateDict held_state(torch::nn::Module& model);
 // first stage's is the one counted, clipped and written).
 bool is_tied_copy(const CausalLm& lm, int stage, const std::string& name);
 
+// Whether this rank writes the pieces of `name` that `s` places (its checkpoint pieces, its
+// slices of the optimizer state): not a copy another rank holds as well (a replicated tensor
+// after its first holder, the tied embedding on a pipeline stage after the first).
+bool writes_pieces(const CausalLm& lm, int stage, const TpSlices& s, const std::string& name);
+
 // A box of an ordinary tensor that a rank holds, and the view of it in the rank's tensor.
 struct HeldPiece {
   std::string name;

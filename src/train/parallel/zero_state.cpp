@@ -53,7 +53,7 @@ std::vector<FlatSlice> zero_slices(dist::ShardedModel& sharded, torch::nn::Modul
       FlatPart part{name_of.at(p.unsafeGetTensorImpl()), begin - lo, end - begin, {}, true};
       const auto whole = ordinary.at(part.name).sizes();
       const auto s = layout.slices(model, part.name, whole);
-      part.first_copy = s.first_copy && !is_tied_copy(lm, stage, part.name);
+      part.first_copy = writes_pieces(lm, stage, s, part.name);
       part.runs =
           flat_range_runs(s, whole, p.sizes(), begin - g->offset_of(i), end - g->offset_of(i));
       slice.parts.push_back(std::move(part));
