@@ -3,6 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include "bench/trace_summary.h"
 
 #include "train/generate.h"
 #include "train/rollout.h"
@@ -10,16 +15,21 @@
 namespace gpulab::bench {
 namespace {
 
-// The median wall time of `reps` runs of fn after `warmup` untimed ones.
+// The median wall time of `reps` runs of fn after `warmup` untimed ones; with a profile file, the
+// timed runs are recorded there.
 template <class Fn>
-double median_seconds(int64_t warmup, int64_t reps, Fn&& fn) {
+double median_seconds(int64_t warmup, int64_t reps, Fn&& fn, const std::string& profile = {}) {
   for (int64_t i = 0; i < warmup; ++i) fn();
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
+  if (!profile.empty())
+    profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(profile);
   std::vector<double> seconds;
   for (int64_t i = 0; i < std::max<int64_t>(reps, 1); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  profiler.reset();  // writes the trace
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];
 }
@@ -39,8 +49,9 @@ GenerateBenchResult run_generate_bench(train::CausalLm& model, const GenerateBen
   train::SamplingOptions s;
   s.max_new_tokens = o.new_tokens;
   s.temperature = 0;  // greedy, as the reference's do_sample=False
-  r.seconds =
-      median_seconds(o.warmup, o.reps, [&] { r.tokens = train::generate(model, r.prompt, s); });
+  r.seconds = median_seconds(
+      o.warmup, o.reps, [&] { r.tokens = train::generate(model, r.prompt, s); }, o.profile);
+  if (!o.profile.empty()) r.profile_top = summarize_trace(o.profile);
   r.tokens_per_second = r.seconds > 0 ? static_cast<double>(o.new_tokens) / r.seconds : 0;
   return r;
 }
@@ -63,9 +74,11 @@ RolloutBenchResult run_rollout_bench(train::CausalLm& model, const GenerateBench
   s.max_new_tokens = o.new_tokens;
   s.temperature = 0;  // sampling off, as the reference's do_sample=False
   train::TokenSampler sampler(s, 0);
-  r.seconds = median_seconds(o.warmup, o.reps, [&] {
-    r.tokens = train::generate_groups(model, r.prompts, o.group, s, sampler).completions;
-  });
+  r.seconds = median_seconds(
+      o.warmup, o.reps,
+      [&] { r.tokens = train::generate_groups(model, r.prompts, o.group, s, sampler).completions; },
+      o.profile);
+  if (!o.profile.empty()) r.profile_top = summarize_trace(o.profile);
   std::vector<std::vector<int64_t>> one_by_one;
   r.per_prompt_seconds = median_seconds(o.warmup, o.reps, [&] {
     one_by_one.clear();

@@ -6,7 +6,9 @@
 #include <map>
 #include <vector>
 
-#include "bench/train_bench.h"
+#include <fmt/format.h>
+
+#include "bench/trace_summary.h"
 #include "core/error.h"
 
 namespace gpulab::bench {
@@ -73,6 +75,14 @@ Json summarize_trace(const std::string& trace_file, int top) {
                    {"self_ms", rows[static_cast<size_t>(i)].second.self_us / 1000.0},
                    {"calls", rows[static_cast<size_t>(i)].second.calls}});
   return out;
+}
+
+std::string trace_table(const std::string& trace_file, const Json& top) {
+  std::string s = "Profile (Chrome trace): " + trace_file + "\nHeaviest ops by self time:\n";
+  for (const auto& op : top)
+    s += fmt::format("  {:>10.1f} ms {:>7} calls  {}\n", op["self_ms"].get<double>(),
+                     op["calls"].get<int64_t>(), op["name"].get<std::string>());
+  return s;
 }
 
 }  // namespace gpulab::bench

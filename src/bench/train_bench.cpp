@@ -242,12 +242,7 @@ std::string TrainBenchResult::summary() const {
   if (tflops_per_device)
     s += fmt::format("Model FLOPs: {:.1f} TFLOPS per device{}\n", *tflops_per_device,
                      mfu ? fmt::format(", MFU {:.1f}%", 100 * *mfu) : "");
-  if (!profile_file.empty()) {
-    s += "Profile (Chrome trace): " + profile_file + "\nHeaviest ops by self time:\n";
-    for (const auto& op : profile_top)
-      s += fmt::format("  {:>10.1f} ms {:>7} calls  {}\n", op["self_ms"].get<double>(),
-                       op["calls"].get<int64_t>(), op["name"].get<std::string>());
-  }
+  if (!profile_file.empty()) s += trace_table(profile_file, profile_top);
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "bench/trace_summary.h"
 #include "core/json.h"
 #include "core/result.h"
 #include "train/dist_hooks.h"
@@ -64,9 +65,5 @@ struct TrainBenchResult {
 // process, or a DDP rank) and returns the measurements (aggregate images/s on every rank).
 TrainBenchResult run_train_bench(const TrainBenchOptions& opts,
                                  train::DistContextPtr dist = train::single_process_context());
-
-// Sums the self time of each op name in a Chrome trace written by the libtorch profiler and
-// returns the `top` heaviest as [{name, self_ms, calls}].
-Json summarize_trace(const std::string& trace_file, int top = 15);
 
 }  // namespace gpulab::bench

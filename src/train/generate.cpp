@@ -35,6 +35,7 @@ std::vector<std::vector<int64_t>> generate_rows(CausalLm& model, const std::vect
   const auto longs = torch::TensorOptions().dtype(torch::kLong);
   KvCache cache;
   cache.last_logits_only = true;
+  cache.reserve = static_cast<int64_t>(prompt.size()) + opts.max_new_tokens;
   // The ids each row has seen, for the repetition penalty (kept only when it applies).
   const bool keep_history = sampler.settings().repetition_penalty != 1.0;
   torch::Tensor history = torch::tensor(prompt, longs).unsqueeze(0).repeat({rows, 1});

@@ -56,7 +56,7 @@ struct LiveRows {
 // Every prompt once, left-padded to the longest, through one forward pass; then each prompt's
 // cache and logits repeated for its group.
 LiveRows prefill(CausalLm& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group,
-                 bool keep_history, torch::Device device) {
+                 int64_t max_new_tokens, bool keep_history, torch::Device device) {
   const auto count = static_cast<int64_t>(prompts.size());
   int64_t longest = 0, shortest = static_cast<int64_t>(prompts.front().size());
   for (const auto& p : prompts) {
@@ -77,6 +77,7 @@ LiveRows prefill(CausalLm& model, const std::vector<std::vector<int64_t>>& promp
   }
   LiveRows live;
   live.cache.last_logits_only = true;
+  live.cache.reserve = longest + max_new_tokens;
   if (shortest < longest) live.cache.present = present.to(device);  // equal lengths: no mask
   live.logits = model.forward(tokens.to(device), &live.cache).select(1, -1);
   repeat_rows(live.cache, group);
@@ -181,7 +182,7 @@ RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int6
     model.eval();
     const auto device = model.parameters().front().device();
     const bool keep_history = settings.repetition_penalty != 1.0;
-    auto live = prefill(model, prompts, group, keep_history, device);
+    auto live = prefill(model, prompts, group, opts.max_new_tokens, keep_history, device);
     for (int64_t step = 0;; ++step) {
       const auto next = draw_next(live, segments, group);
       const auto lp = opts.record_log_probs ? chosen_log_probs(live, next, settings.temperature)

@@ -3,6 +3,7 @@
 // names, forwards tokens to finite logits, decodes with a KV cache as the full forward pass does,
 // and gives the same gradients with activation checkpointing. The round trip through
 // transformers is the same rows' HfRoundTripFamily (hf_roundtrip_test.cpp).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -56,23 +57,35 @@ TEST_P(LmFamily, TinyCountsItsShapeAndForwards) {
 
 // A prompt, then one token at a time through the cache: the full pass's logits at each position.
 // 1e-5: float32 rounding of the same sums in another order (logits of order 1; measured up to
-// 7.5e-7, so 13x). A cache entry at the wrong position is off by O(0.1).
+// 7.5e-7, so 13x). A cache entry at the wrong position is off by O(0.1). Reserves: none (each step
+// concatenates), the whole length (each step writes in place: the buffer never moves), and too
+// short (the buffer is copied into a longer one once, mid-way).
 TEST_P(LmFamily, KvCachedDecodingMatchesTheFullForwardPass) {
   for (bool tied : {true, false}) {
-    auto m = build(shape(tied), 1);
-    m->eval();
-    torch::NoGradGuard no_grad;
-    auto tokens = torch::randint(0, kVocab, {2, 12});
-    auto full = m->forward(tokens);  // the fused CPU kernel where it applies; the cache never
-    KvCache cache;
-    auto first = m->forward(tokens.narrow(1, 0, 7), &cache);
-    EXPECT_TRUE(torch::allclose(first, full.narrow(1, 0, 7), 1e-5, 1e-5)) << "tied " << tied;
-    for (int64_t i = 7; i < 12; ++i) {
-      auto step = m->forward(tokens.narrow(1, i, 1), &cache);
-      EXPECT_TRUE(torch::allclose(step, full.narrow(1, i, 1), 1e-5, 1e-5))
-          << "tied " << tied << " position " << i;
+    for (int64_t reserve : {0, 12, 9}) {
+      auto m = build(shape(tied), 1);
+      m->eval();
+      torch::NoGradGuard no_grad;
+      auto tokens = torch::randint(0, kVocab, {2, 12});
+      auto full = m->forward(tokens);  // the fused CPU kernel where it applies; the cache never
+      KvCache cache;
+      cache.reserve = reserve;
+      const std::string where = fmt::format("tied {} reserve {}", tied, reserve);
+      auto first = m->forward(tokens.narrow(1, 0, 7), &cache);
+      EXPECT_TRUE(torch::allclose(first, full.narrow(1, 0, 7), 1e-5, 1e-5)) << where;
+      const void* buffer = cache.keys.back().data_ptr();
+      int64_t moves = 0;
+      for (int64_t i = 7; i < 12; ++i) {
+        auto step = m->forward(tokens.narrow(1, i, 1), &cache);
+        EXPECT_TRUE(torch::allclose(step, full.narrow(1, i, 1), 1e-5, 1e-5))
+            << where << " position " << i;
+        moves += cache.keys.back().data_ptr() != buffer ? 1 : 0;
+        buffer = cache.keys.back().data_ptr();
+      }
+      EXPECT_EQ(cache.length, 12);
+      EXPECT_EQ(cache.keys.back().size(2), 12);
+      EXPECT_EQ(moves, reserve == 0 ? 5 : reserve == 12 ? 0 : 1) << where;
     }
-    EXPECT_EQ(cache.length, 12);
   }
 }
 

@@ -5,10 +5,14 @@
 #include <memory>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "bench/generate_bench.h"
+#include "bench/trace_summary.h"
 #include "commands.h"
 #include "core/json.h"
 #include "json_stdout.h"
+#include "profile_validator.h"
 #include "train/device.h"
 #include "train/run_files.h"
 #include "train_flags.h"
@@ -22,6 +26,17 @@ struct GenerateBenchArgs {
   bool json = false;
   bench::GenerateBenchOptions o;
 };
+
+// The result as JSON; with --profile, the trace's heaviest ops too (and, without --json, their
+// table on stderr, where a reader sees it above the JSON).
+void emit(JsonStdout& out, const GenerateBenchArgs& a, nlohmann::json j, const Json& top) {
+  if (!a.o.profile.empty()) {
+    j["profile_file"] = a.o.profile;
+    j["profile_top"] = top;
+    if (!a.json) fmt::print(stderr, "{}", bench::trace_table(a.o.profile, top));
+  }
+  out.emit(a.json ? j.dump() : j.dump(2));
+}
 
 void run_bench_generate(const GenerateBenchArgs& a) {
   if (a.threads > 0) torch::set_num_threads(a.threads);
@@ -42,7 +57,7 @@ void run_bench_generate(const GenerateBenchArgs& a) {
                      {"per_prompt_tokens_per_second", r.per_prompt_tokens_per_second},
                      {"same_tokens_per_prompt", r.same_tokens},
                      {"tokens", r.tokens}};
-    out.emit(a.json ? j.dump() : j.dump(2));
+    emit(out, a, j, r.profile_top);
     return;
   }
   const auto r = bench::run_generate_bench(*model, a.o);
@@ -52,7 +67,7 @@ void run_bench_generate(const GenerateBenchArgs& a) {
                    {"seconds", r.seconds},
                    {"tokens_per_second", r.tokens_per_second},
                    {"tokens", r.tokens}};
-  out.emit(a.json ? j.dump() : j.dump(2));
+  emit(out, a, j, r.profile_top);
 }
 
 }  // namespace
@@ -87,6 +102,10 @@ void add_bench_generate(CLI::App* bench, CommandContext& /*ctx*/) {
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "intra-op threads (0: libtorch's default)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--profile", a->o.profile,
+                  "write a Chrome trace of the timed runs here (libtorch profiler; in rollout "
+                  "mode, generate_groups' runs) and print the heaviest ops")
+      ->check(profile_validator());
   add_shared_flag(cmd, "device", a->device);
   cmd->add_flag("--json", a->json, "print one JSON line");
   cmd->callback([a] { run_bench_generate(*a); });

@@ -34,12 +34,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::T
   if (cache != nullptr) {
     auto& ck = cache->keys[static_cast<size_t>(layer)];
     auto& cv = cache->values[static_cast<size_t>(layer)];
-    if (ck.defined()) {
-      k = torch::cat({ck, k.to(ck.scalar_type())}, 2);
-      v = torch::cat({cv, v.to(cv.scalar_type())}, 2);
-    }
-    ck = k;
-    cv = v;
+    ck = k = append_positions(ck, k, cache->reserve);
+    cv = v = append_positions(cv, v, cache->reserve);
   }
   if (kv_heads != heads) {
     // Grouped-query attention: key/value head j serves query heads j*rep .. (j+1)*rep - 1.

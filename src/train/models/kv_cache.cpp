@@ -1,6 +1,8 @@
 // Positions, masks and row operations of the KV cache (see kv_cache.h).
 #include "train/models/kv_cache.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace gpulab::train {
@@ -26,6 +28,45 @@ torch::Tensor begin_step(KvCache& cache, int64_t batch, int64_t t, torch::Device
   const auto seen = present.unsqueeze(1).logical_or(cols.eq(query_cols).unsqueeze(0));
   cache.attend = seen.logical_and(cols.le(query_cols).unsqueeze(0)).unsqueeze(1);
   return positions;
+}
+
+namespace {
+
+// Whether `held` is a view of positions 0..L of a buffer with room for `extra` more behind them
+// in every (row, head): a view append_positions made, not a compact copy.
+bool has_room(const torch::Tensor& held, int64_t extra) {
+  if (held.dim() != 4 || held.stride(3) != 1 || held.stride(2) != held.size(3)) return false;
+  const int64_t need = (held.size(2) + extra) * held.stride(2);
+  if (held.stride(1) < need || held.stride(0) < held.size(1) * held.stride(1)) return false;
+  const int64_t last = held.storage_offset() + (held.size(0) - 1) * held.stride(0) +
+                       (held.size(1) - 1) * held.stride(1) + need;
+  return last <= static_cast<int64_t>(held.storage().nbytes()) / held.element_size();
+}
+
+}  // namespace
+
+torch::Tensor append_positions(const torch::Tensor& held, const torch::Tensor& fresh,
+                               int64_t reserve) {
+  if (!held.defined()) {
+    if (reserve <= fresh.size(2) || torch::GradMode::is_enabled()) return fresh;
+    auto room =
+        torch::empty({fresh.size(0), fresh.size(1), reserve, fresh.size(3)}, fresh.options());
+    return append_positions(room.narrow(2, 0, 0), fresh, reserve);
+  }
+  const auto step = fresh.to(held.scalar_type());
+  const int64_t l = held.size(2), t = fresh.size(2);
+  if (reserve <= 0 || torch::GradMode::is_enabled()) return torch::cat({held, step}, 2);
+  if (!has_room(held, t)) {
+    // A reserve too short grows by a quarter at a time, not a position a step.
+    const int64_t positions = std::max(reserve, l + t + (l + t) / 4);
+    auto room = torch::empty({held.size(0), held.size(1), positions, held.size(3)}, held.options());
+    room.narrow(2, 0, l).copy_(held);
+    return append_positions(room.narrow(2, 0, l), step, reserve);
+  }
+  auto grown = held.as_strided({held.size(0), held.size(1), l + t, held.size(3)}, held.strides(),
+                               held.storage_offset());
+  grown.narrow(2, l, t).copy_(step);
+  return grown;
 }
 
 void repeat_rows(KvCache& cache, int64_t times) {

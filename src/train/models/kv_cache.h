@@ -15,6 +15,10 @@ namespace gpulab::train {
 struct KvCache {
   std::vector<torch::Tensor> keys, values;  // per layer: B x kv_heads x length x head_dim
   int64_t length = 0;
+  // Positions to hold room for (a generation's prompt + new tokens): keys and values then live
+  // in buffers that long and each step writes its position in place; without it (0), each step
+  // concatenates, copying the whole cache (the cost of a decode step at a few hundred rows).
+  int64_t reserve = 0;
   // Rows of different lengths (left-padded prompts): which positions of each row hold a token,
   // B x columns bool. Set before the first forward pass to cover its tokens; later tokens are
   // real (begin_step appends them). Undefined: every row holds every position.
@@ -31,6 +35,13 @@ struct KvCache {
 // from cache.length) or, with cache.present, [B, t] (each row counts only its real tokens, as
 // if it were alone), and, with cache.present, cache.attend.
 torch::Tensor begin_step(KvCache& cache, int64_t batch, int64_t t, torch::Device device);
+
+// `held` (B x kv_heads x L x D, or undefined) with `fresh` (B x kv_heads x T x D) after its
+// positions: written in place where held is a view of a buffer with room behind it, else copied
+// into a new buffer of `reserve` positions (a quarter more than L + T when that is short). Reserve
+// 0, or autograd recording: a plain concatenation. Returns the B x kv_heads x (L + T) x D view.
+torch::Tensor append_positions(const torch::Tensor& held, const torch::Tensor& fresh,
+                               int64_t reserve);
 
 // Each row `times` times in a row (row r becomes rows r * times .. r * times + times - 1).
 void repeat_rows(KvCache& cache, int64_t times);

@@ -14,6 +14,7 @@
 #include "train/rl/grpo_weight_sync.h"
 #include "train/tasks/grpo_rollout_source.h"
 #include "train/tasks/grpo_rollouts.h"
+#include "train/tasks/lm_task.h"
 #include "train/test_hooks.h"
 #include "train/token_log_probs.h"
 
@@ -39,7 +40,9 @@ int64_t GrpoTask::open_data() {
 // The policy from --weights (read here), else --model's shape (its --init_weights the loop loads).
 ClassifierPtr GrpoTask::build_model() {
   model_ = build_grpo_policy(in_, env_.device);
-  model_->set_activation_checkpointing(env_.opts.activation_checkpointing);
+  // --attention as language-model training reads it (sdpa unless asked: gpulab's fused CPU
+  // kernel pays per-head dispatch that GRPO's short sequences do not earn back).
+  apply_decoder_options(*model_, env_.opts);
   if (env_.opts.beta > 0) build_reference();
   return model_;
 }
@@ -58,6 +61,7 @@ void GrpoTask::build_reference() {
     load_state_dict(*ref_, tensors, "--init_weights " + env_.opts.init_weights).value_or_throw();
   }
   for (auto& p : ref_->parameters()) p.set_requires_grad(false);
+  ref_->set_fused_attention(env_.opts.attention == "gpulab");
   ref_->eval();
 }
 

@@ -24,6 +24,11 @@
 
 namespace gpulab::train {
 
+void apply_decoder_options(CausalLm& model, const TrainOptions& o) {
+  model.set_activation_checkpointing(o.activation_checkpointing);
+  model.set_fused_attention(o.attention == "gpulab");
+}
+
 LmTask::LmTask(const TaskEnv& env) : env_(env) {}
 
 LmTask::~LmTask() = default;
@@ -70,8 +75,7 @@ ClassifierPtr LmTask::build_model() {
   } else {
     model_ = build_causal_lm(cfg, env_.device);  // built where it trains
   }
-  model_->set_activation_checkpointing(o.activation_checkpointing);
-  model_->set_fused_attention(o.attention == "gpulab");
+  apply_decoder_options(*model_, o);
   flops_per_token_ = cfg.train_flops_per_token(o.seq_len);
   // A GPU's datasheet peak for the precision the matrix products run in (fp16 = bf16 there).
   const std::string& p = o.precision;

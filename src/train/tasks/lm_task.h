@@ -21,6 +21,10 @@ class DeviceMesh;
 class TpGroup;
 }  // namespace parallel
 
+// What every language-model task sets on its decoder from the run's options: activation
+// checkpointing and the attention path (--attention: sdpa, or gpulab's fused CPU kernel).
+void apply_decoder_options(CausalLm& model, const TrainOptions& o);
+
 class LmTask : public TrainTask {
  public:
   explicit LmTask(const TaskEnv& env);

@@ -86,6 +86,20 @@ print(n)' <"$WORK/out" 2>/dev/null)
     python3 -m json.tool <"$WORK/out" >/dev/null || { cat "$WORK/out"; fail "gpulab $args: stdout is not one JSON document"; }
     [ "$docs" = 1 ] || { cat "$WORK/out"; fail "gpulab $args: $docs documents on stdout"; }
   done <<<"$listed"
+  # --profile: the trace written where asked, its heaviest ops in the JSON, heaviest first.
+  (cd "$WORK" && "$G" bench generate --json --weights lm --new_tokens 4 --reps 1 --warmup 0 \
+    --profile gen-trace.json >"$WORK/out" 2>"$WORK/err") || { cat "$WORK/err"; fail "bench generate --profile failed"; }
+  python3 - "$WORK/out" "$WORK/gen-trace.json" <<'PY' || fail "bench generate --profile: no trace or no ops"
+import json, sys
+d = json.load(open(sys.argv[1]))
+top = d["profile_top"]
+assert d["profile_file"] == "gen-trace.json" and top, d
+ms = [op["self_ms"] for op in top]
+assert ms == sorted(ms, reverse=True) and all(op["calls"] > 0 for op in top), top
+trace = json.load(open(sys.argv[2]))  # the legacy profiler's Chrome trace: a list of events
+assert any(e.get("ph") == "X" for e in trace), "no op in the trace"
+print("== bench generate --profile:", ", ".join(op["name"] for op in top[:3]))
+PY
   ;;
 usage)
   # An unknown flag, a bad value and a missing subcommand: exit 2, error: then hint: on stderr.
@@ -107,6 +121,9 @@ usage)
   grep -q 'gpulab bench train --help' "$WORK/err" || fail "the hint does not name 'gpulab bench train --help'"
   check_usage --no_such_flag
   check_usage
+  # A profile that could not be written is refused before the timed runs, not after them.
+  check_usage bench generate --weights "$WORK" --profile /nonexistent-folder/trace.json
+  grep -q 'cannot write the profile' "$WORK/err" || fail "no 'cannot write the profile' for --profile"
   ;;
 spelling)
   # One flag style: every kebab-case long flag (the service's old spelling) has a snake_case twin.
