@@ -32,15 +32,17 @@ torch::Tensor begin_step(KvCache& cache, int64_t batch, int64_t t, torch::Device
 
 namespace {
 
-// Whether `held` is a view of positions 0..L of a buffer with room for `extra` more behind them
-// in every (row, head): a view append_positions made, not a compact copy.
+// Whether `held` is positions 0..L of a buffer append_positions made, with room for `extra` more
+// behind them in every (row, head). Anything else (a compact copy, a view that starts later in its
+// rows, as keep_rows leaves) is not: writing past its end could reach another head's positions.
 bool has_room(const torch::Tensor& held, int64_t extra) {
-  if (held.dim() != 4 || held.stride(3) != 1 || held.stride(2) != held.size(3)) return false;
+  if (held.dim() != 4 || held.storage_offset() != 0 || held.stride(3) != 1 ||
+      held.stride(2) != held.size(3))
+    return false;
   const int64_t need = (held.size(2) + extra) * held.stride(2);
-  if (held.stride(1) < need || held.stride(0) < held.size(1) * held.stride(1)) return false;
-  const int64_t last = held.storage_offset() + (held.size(0) - 1) * held.stride(0) +
-                       (held.size(1) - 1) * held.stride(1) + need;
-  return last <= static_cast<int64_t>(held.storage().nbytes()) / held.element_size();
+  if (held.stride(1) < need || held.stride(0) != held.size(1) * held.stride(1)) return false;
+  return held.size(0) * held.stride(0) <=
+         static_cast<int64_t>(held.storage().nbytes()) / held.element_size();
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ struct KvCache {
   int64_t length = 0;
   // Positions to hold room for (a generation's prompt + new tokens): keys and values then live
   // in buffers that long and each step writes its position in place; without it (0), each step
-  // concatenates, copying the whole cache (the cost of a decode step at a few hundred rows).
+  // concatenates, copying the whole cache (most of a decode step at a few hundred positions).
   int64_t reserve = 0;
   // Rows of different lengths (left-padded prompts): which positions of each row hold a token,
   // B x columns bool. Set before the first forward pass to cover its tokens; later tokens are
