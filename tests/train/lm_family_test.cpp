@@ -89,6 +89,46 @@ TEST_P(LmFamily, KvCachedDecodingMatchesTheFullForwardPass) {
   }
 }
 
+// GRPO's row operations on the cache: each prompt's rows repeated for its group, finished rows
+// dropped. Each row's logits stay those of a full forward pass over the tokens it saw (1e-5 as
+// above), and the steps after each operation write into the buffer it made (the operation copied
+// the cache once, into a buffer with the reserve's room).
+TEST_P(LmFamily, RowOperationsKeepEachRowsTokensAndRoomToWriteInPlace) {
+  auto m = build(shape(false), 1);
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto prompts = torch::randint(0, kVocab, {2, 5});
+  const auto next = torch::randint(0, kVocab, {4, 4});  // row r's token at each decode step
+  KvCache cache;
+  cache.reserve = 12;
+  m->forward(prompts, &cache);
+  repeat_rows(cache, 2);  // rows 0-1 continue prompt 0, rows 2-3 prompt 1
+  std::vector<torch::Tensor> seen;
+  for (int64_t r = 0; r < 4; ++r) seen.push_back(prompts[r / 2]);
+  std::vector<int64_t> rows{0, 1, 2, 3};
+  const void* buffer = cache.keys.back().data_ptr();
+  for (int64_t step = 0; step < 4; ++step) {
+    if (step == 2) {  // rows 1 and 2 finish: rows 3 and 0 go on, in that order
+      rows = {3, 0};
+      keep_rows(cache, torch::tensor(rows, torch::kLong));
+      buffer = cache.keys.back().data_ptr();
+    }
+    std::vector<torch::Tensor> tokens;
+    for (int64_t r : rows) {
+      tokens.push_back(next[r].narrow(0, step, 1));
+      seen[static_cast<size_t>(r)] = torch::cat({seen[static_cast<size_t>(r)], tokens.back()});
+    }
+    const auto step_logits = m->forward(torch::stack(tokens), &cache);
+    EXPECT_EQ(cache.keys.back().data_ptr(), buffer) << "step " << step << " moved the cache";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto full = m->forward(seen[static_cast<size_t>(rows[i])].unsqueeze(0));
+      EXPECT_TRUE(torch::allclose(step_logits[static_cast<int64_t>(i)][0], full[0][-1], 1e-5, 1e-5))
+          << "step " << step << " row " << rows[i];
+    }
+  }
+  EXPECT_EQ(cache.length, 9);
+}
+
 // Recomputing each block in the backward pass changes no gradient beyond float32 rounding (the
 // recomputed forward is the same arithmetic: measured bitwise equal; the tolerance is float32's
 // few ulp in case a thread split differs). A block left out of the recomputation's graph loses

@@ -32,9 +32,9 @@ torch::Tensor begin_step(KvCache& cache, int64_t batch, int64_t t, torch::Device
 
 namespace {
 
-// Whether `held` is positions 0..L of a buffer append_positions made, with room for `extra` more
-// behind them in every (row, head). Anything else (a compact copy, a view that starts later in its
-// rows, as keep_rows leaves) is not: writing past its end could reach another head's positions.
+// Whether `held` is positions 0..L of a buffer new_buffer made, with room for `extra` more behind
+// them in every (row, head). Anything else (a compact copy, a view that starts later in its rows)
+// is not: writing past its end could reach another head's positions.
 bool has_room(const torch::Tensor& held, int64_t extra) {
   if (held.dim() != 4 || held.storage_offset() != 0 || held.stride(3) != 1 ||
       held.stride(2) != held.size(3))
@@ -45,25 +45,37 @@ bool has_room(const torch::Tensor& held, int64_t extra) {
          static_cast<int64_t>(held.storage().nbytes()) / held.element_size();
 }
 
+// A buffer for `rows` rows of `like`'s heads with room for `room` positions (at least `length`):
+// the view of its first `length` positions, which the caller fills.
+torch::Tensor new_buffer(const torch::Tensor& like, int64_t rows, int64_t length, int64_t room) {
+  return torch::empty({rows, like.size(1), std::max(length, room), like.size(3)}, like.options())
+      .narrow(2, 0, length);
+}
+
+// Every layer's keys and values replaced by fn(old).
+template <typename Fn>
+void each_layer(KvCache& cache, Fn&& fn) {
+  for (auto* layers : {&cache.keys, &cache.values})
+    for (auto& t : *layers)
+      if (t.defined()) t = fn(t);
+}
+
 }  // namespace
 
 torch::Tensor append_positions(const torch::Tensor& held, const torch::Tensor& fresh,
                                int64_t reserve) {
   if (!held.defined()) {
     if (reserve <= fresh.size(2) || torch::GradMode::is_enabled()) return fresh;
-    auto room =
-        torch::empty({fresh.size(0), fresh.size(1), reserve, fresh.size(3)}, fresh.options());
-    return append_positions(room.narrow(2, 0, 0), fresh, reserve);
+    return append_positions(new_buffer(fresh, fresh.size(0), 0, reserve), fresh, reserve);
   }
   const auto step = fresh.to(held.scalar_type());
   const int64_t l = held.size(2), t = fresh.size(2);
   if (reserve <= 0 || torch::GradMode::is_enabled()) return torch::cat({held, step}, 2);
   if (!has_room(held, t)) {
     // A reserve too short grows by a quarter at a time, not a position a step.
-    const int64_t positions = std::max(reserve, l + t + (l + t) / 4);
-    auto room = torch::empty({held.size(0), held.size(1), positions, held.size(3)}, held.options());
-    room.narrow(2, 0, l).copy_(held);
-    return append_positions(room.narrow(2, 0, l), step, reserve);
+    auto moved = new_buffer(held, held.size(0), l, std::max(reserve, l + t + (l + t) / 4));
+    moved.copy_(held);
+    return append_positions(moved, step, reserve);
   }
   auto grown = held.as_strided({held.size(0), held.size(1), l + t, held.size(3)}, held.strides(),
                                held.storage_offset());
@@ -71,11 +83,15 @@ torch::Tensor append_positions(const torch::Tensor& held, const torch::Tensor& f
   return grown;
 }
 
+// Row operations copy once, into a buffer with the cache's reserve, so the next step writes in
+// place instead of copying the cache again.
 void repeat_rows(KvCache& cache, int64_t times) {
   if (times == 1) return;
-  for (auto* layers : {&cache.keys, &cache.values})
-    for (auto& t : *layers)
-      if (t.defined()) t = t.repeat_interleave(times, 0);
+  each_layer(cache, [&](const torch::Tensor& t) {
+    auto out = new_buffer(t, t.size(0) * times, t.size(2), cache.reserve);
+    out.unflatten(0, {t.size(0), times}).copy_(t.unsqueeze(1).expand({-1, times, -1, -1, -1}));
+    return out;
+  });
   if (cache.present.defined()) cache.present = cache.present.repeat_interleave(times, 0);
 }
 
@@ -84,22 +100,25 @@ void keep_rows(KvCache& cache, const torch::Tensor& rows) {
                           ? cache.keys.front().device()
                           : rows.device();
   const auto index = rows.to(device);  // one copy to the device, not one per layer
-  for (auto* layers : {&cache.keys, &cache.values})
-    for (auto& t : *layers)
-      if (t.defined()) t = t.index_select(0, index);
-  if (!cache.present.defined()) return;
-  cache.present = cache.present.index_select(0, index);
-  // The first position some kept row holds: the columns before it are padding in every row.
-  const int64_t first = cache.present.any(0).to(torch::kInt).argmax().item<int64_t>();
-  if (first > 0) {
-    for (auto* layers : {&cache.keys, &cache.values})
-      for (auto& t : *layers)
-        if (t.defined()) t = t.narrow(2, first, t.size(2) - first);
+  int64_t first = 0;
+  if (cache.present.defined()) {
+    cache.present = cache.present.index_select(0, index);
+    // The first position some kept row holds: the columns before it are padding in every row.
+    first = cache.present.any(0).to(torch::kInt).argmax().item<int64_t>();
     cache.present = cache.present.narrow(1, first, cache.present.size(1) - first);
     cache.length -= first;
   }
+  // The kept rows' positions from `first` on, gathered straight into the new buffer (the out=
+  // form records no gradient: the cache is generation state, never differentiated).
+  torch::NoGradGuard no_grad;
+  each_layer(cache, [&](const torch::Tensor& t) {
+    const auto kept = t.narrow(2, first, t.size(2) - first);
+    auto out = new_buffer(t, index.size(0), kept.size(2), cache.reserve);
+    at::index_select_out(out, kept, 0, index);
+    return out;
+  });
   // Whole rows again: positions are columns, and attention needs no mask.
-  if (cache.present.all().item<bool>()) cache.present = torch::Tensor();
+  if (cache.present.defined() && cache.present.all().item<bool>()) cache.present = torch::Tensor();
 }
 
 }  // namespace gpulab::train

@@ -43,7 +43,8 @@ torch::Tensor begin_step(KvCache& cache, int64_t batch, int64_t t, torch::Device
 torch::Tensor append_positions(const torch::Tensor& held, const torch::Tensor& fresh,
                                int64_t reserve);
 
-// Each row `times` times in a row (row r becomes rows r * times .. r * times + times - 1).
+// Each row `times` times in a row (row r becomes rows r * times .. r * times + times - 1). Both row
+// operations copy each layer once, into a buffer with the cache's reserve behind its positions.
 void repeat_rows(KvCache& cache, int64_t times);
 
 // Keeps `rows` (int64 indices into the batch, in that order), then drops the leading positions

@@ -40,8 +40,7 @@ int64_t GrpoTask::open_data() {
 // The policy from --weights (read here), else --model's shape (its --init_weights the loop loads).
 ClassifierPtr GrpoTask::build_model() {
   model_ = build_grpo_policy(in_, env_.device);
-  // --attention as language-model training reads it (sdpa unless asked: gpulab's fused CPU
-  // kernel pays per-head dispatch that GRPO's short sequences do not earn back).
+  // --attention and --activation_checkpointing as language-model training reads them.
   apply_decoder_options(*model_, env_.opts);
   if (env_.opts.beta > 0) build_reference();
   return model_;
@@ -61,7 +60,7 @@ void GrpoTask::build_reference() {
     load_state_dict(*ref_, tensors, "--init_weights " + env_.opts.init_weights).value_or_throw();
   }
   for (auto& p : ref_->parameters()) p.set_requires_grad(false);
-  ref_->set_fused_attention(env_.opts.attention == "gpulab");
+  apply_decoder_options(*ref_, env_.opts);  // checkpointing never applies: no gradient
   ref_->eval();
 }
 
