@@ -11,7 +11,9 @@
 # timeout and a failed step does not stop the others. Writes gpu-check.json, gpu-check.log and
 # each step's raw output to OUT (default out/gpu-check-DATE-HOST); commit them under
 # bench/results/. Exit 0 when every step ran, 1 when one failed, 3 before building when this host
-# has no GPU or no PyTorch. docs/gpu.md says how to run it.
+# has no GPU or no PyTorch. GPU_CHECK_GPULAB names a gpulab built elsewhere against this host's
+# torch version (a GPU host's minutes are dear: docs/gpu.md), used instead of building when it
+# starts here and says that version. docs/gpu.md says how to run it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -74,16 +76,34 @@ step() {
 say "host: $(hostname) $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-}")"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null | tee -a "$LOG"
 say "torch $TORCH_VERSION ($TORCH_GPU), cmake prefix $TORCH_PREFIX; $(nproc) cores; $(g++ --version | head -1)"
-echo "{\"torch\": \"$TORCH_VERSION\", \"gpu_runtime\": \"$TORCH_GPU\", \"cores\": $(nproc), \"git\": \"$(git rev-parse --short HEAD 2>/dev/null || echo none)\"}" >"$OUT/steps/host.json"
+echo "{\"torch\": \"$TORCH_VERSION\", \"gpu_runtime\": \"$TORCH_GPU\", \"cores\": $(nproc), \"git\": \"${GPU_CHECK_GIT:-$(git rev-parse --short HEAD 2>/dev/null || echo none)}\"}" >"$OUT/steps/host.json"
+
+# --- A gpulab built elsewhere against this torch version: it finds this host's libtorch and the
+# CUDA libraries of its wheels through LD_LIBRARY_PATH (its own RUNPATH names the build machine's).
+G=
+if [ -n "${GPU_CHECK_GPULAB:-}" ]; then
+  TORCH_LIB=$(dirname "$(dirname "$TORCH_PREFIX")")/lib
+  NV_LIBS=$(ls -d "$TORCH_LIB"/../../nvidia/*/lib 2>/dev/null | tr '\n' ':')
+  export LD_LIBRARY_PATH="$TORCH_LIB:$NV_LIBS${LD_LIBRARY_PATH:-}"
+  step prebuilt 30 "$GPU_CHECK_GPULAB" --version
+  if grep -q "libtorch ${TORCH_VERSION%%+*}[ ,)]" "$OUT/steps/prebuilt.out"; then
+    G=$GPU_CHECK_GPULAB
+    say "using $G (built elsewhere against torch ${TORCH_VERSION%%+*}): no build here"
+  else
+    say "$GPU_CHECK_GPULAB does not run on torch $TORCH_VERSION here ($(head -1 "$OUT/steps/prebuilt.out")): building"
+  fi
+fi
 
 # --- Build: the trainer only, against the wheel's libtorch (the README's GPU-host recipe).
-GEN=(); command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
-step configure 120 cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DGPULAB_WITH_SERVICE=OFF -DGPULAB_WITH_BUILDER=OFF -DGPULAB_BUILD_TESTS=OFF \
-  -DGPULAB_WERROR=OFF -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DGPULAB_DEPS_ROOT="$DEPS"
-step build 300 cmake --build "$BUILD" -j "$(nproc)" --target gpulab
-G=$BUILD/gpulab
-grep -c 'warning:' "$OUT/steps/build.out" >"$OUT/steps/build.warnings" 2>/dev/null
+if [ -z "$G" ]; then
+  GEN=(); command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
+  step configure 120 cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DGPULAB_WITH_SERVICE=OFF -DGPULAB_WITH_BUILDER=OFF -DGPULAB_BUILD_TESTS=OFF \
+    -DGPULAB_WERROR=OFF -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DGPULAB_DEPS_ROOT="$DEPS"
+  step build 300 cmake --build "$BUILD" -j "$(nproc)" --target gpulab
+  G=$BUILD/gpulab
+  grep -c 'warning:' "$OUT/steps/build.out" >"$OUT/steps/build.warnings" 2>/dev/null
+fi
 if [ ! -x "$G" ]; then
   say "no gpulab binary: the build failed (steps/build.out); the reference rows run alone"
   G=false
@@ -113,7 +133,7 @@ step shard_full_nccl 120 "$G" train --model llama-tiny --dataset synthetic-text 
 step allreduce_nccl 60 "$G" bench allreduce --json --backend nccl --min_bytes 1048576 --max_bytes 268435456
 
 # --- The needs-gpu tests (ctest label needs-gpu; they skip on a machine without a GPU).
-for case in detect exit_path allocator nccl_allreduce parity tp_mesh; do
+for case in detect exit_path allocator nccl_allreduce parity reference tp_mesh; do
   step "needs_gpu_$case" 120 bash tests/integration/needs_gpu/needs_gpu_test.sh "$case" "$G"
 done
 

@@ -12,7 +12,7 @@ set -uo pipefail
 CASE=$1 G=$2
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $CASE: $*"; exit 1; }
-PY=/usr/bin/python3
+PY=${PYTHON:-python3}  # the host's Python (a GPU host may have no /usr/bin/python3)
 
 # The driver's own count: nvidia-smi -L (or rocm-smi); none -> skip, the machine's property.
 driver_gpus() {
