@@ -121,7 +121,7 @@ step resnet50_gpulab 150 "$G" bench train --json --dataset synthetic --device cu
 step resnet50_torch 150 "$PY" bench/reference/train_ref.py --device cuda:0 --num_workers 8 "${R50[@]}"
 LLAMA=(--model llama-1b --seq_len 2048 --batch_size 8 --steps 10 --warmup 3)
 step llama1b_gpulab 180 "$G" bench train --json --dataset synthetic-text --precision bf16 --optimizer adamw \
-  --learning_rate 3e-4 --weight_decay 0.1 --clip_grad 1.0 --device cuda:0 "${LLAMA[@]}"
+  --learning_rate 3e-4 --weight_decay 0.1 --device cuda:0 "${LLAMA[@]}"  # clip 1.0: the LM default
 step llama1b_torch 180 "$PY" bench/reference/llm_gpu_ref.py "${LLAMA[@]}"
 step parity_llama_tiny 90 "$G" bench parity --json --model llama-tiny --device cuda:0
 step parity_resnet18 90 "$G" bench parity --json --model resnet18 --device cuda:0
