@@ -10,7 +10,7 @@ export CCACHE_NOHASHDIR := 1
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
 .PHONY: all deps check-env configure build test demo bench soak stress sanitize-train format format-check \
-  function-size tidy clean sanitize fuzz web gpu-bundle gpu-check
+  function-size tidy clean sanitize fuzz web gpu-bundle gpu-check gpu-prebuilt
 
 all: build
 
@@ -74,6 +74,11 @@ gpu-bundle:
 
 gpu-check:
 	@bash scripts/gpu-check.sh
+
+# Here, for a GPU host whose wheel is torch TORCH (e.g. make gpu-prebuilt TORCH=2.11.0): gpulab
+# built against that wheel into .gpu-prebuilt/, which gpu-check uses instead of building there.
+gpu-prebuilt:
+	@bash scripts/gpu-prebuilt.sh $(TORCH)
 
 # Token folders of the bundled English corpus (Debian's fortunes) for language models.
 .PHONY: llm-data

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Turns the raw step outputs of scripts/gpu-check.sh (OUT/steps/) into OUT/gpu-check.json and a
 # table on stdout: each gpulab row beside its PyTorch reference, the ratio and the goal of
-# issue 27 (GEMM >= 0.97x torch.matmul, ResNet-50 >= 1.10x torchvision, llama-1b MFU >= 45 %).
+# issue 27 (GEMM >= 0.97x torch.matmul, each side its faster of two runs; ResNet-50 >= 1.10x
+# torchvision; llama-1b MFU >= 45 %).
 # usage: gpu_check_report.py OUT
 import json, os, sys, time
 
@@ -44,11 +45,20 @@ def get(d, *keys):
     return d
 
 
+def fastest(names):
+    """The run with the most GFLOPS among steps NAMES (gpu-check runs each side twice, ABBA)."""
+    runs = [r for r in (last_json(n) for n in names) if get(r, "average_gflops") is not None]
+    return max(runs, key=lambda r: r["average_gflops"]) if runs else None, \
+        [r["average_gflops"] / 1e3 for r in runs]
+
+
 for dt in ["bf16", "fp16", "tf32", "fp32"]:
-    g, t = last_json(f"gemm_{dt}_gpulab"), last_json(f"gemm_{dt}_torch")
+    g, ours_runs = fastest([f"gemm_{dt}_gpulab", f"gemm_{dt}_gpulab_2"])
+    t, ref_runs = fastest([f"gemm_{dt}_torch", f"gemm_{dt}_torch_2"])
     ours = get(g, "average_gflops")
     ref = get(t, "average_gflops")
     row(f"GEMM {dt} 8192", "TFLOPS", ours and ours / 1e3, ref and ref / 1e3, 0.97)
+    rows[-1]["runs"] = {"gpulab": ours_runs, "reference": ref_runs}
     if g is not None:
         rows[-1]["max_relative_error"] = g.get("max_relative_error")
 

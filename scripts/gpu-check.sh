@@ -112,16 +112,21 @@ step version 10 "$G" --version
 
 # --- The matrix. Each gpulab row, then its reference.
 step detect 30 "$G" detect --json
+# gpulab, torch, torch, gpulab: a drift of the GPU's clocks over the four runs (the first GEMM of
+# 2026-12-04 came just after the GPU idled) favours neither side; each side's faster run is its row.
 for dt in bf16 fp16 tf32 fp32; do
-  step "gemm_${dt}_gpulab" 60 "$G" gpu-test --json --device cuda:0 --dtype "$dt" --size 8192 --iterations 50
-  step "gemm_${dt}_torch" 60 "$PY" bench/reference/matmul.py --device cuda:0 --dtype "$dt" --size 8192 --iterations 50
+  GEMM=(--device cuda:0 --dtype "$dt" --size 8192 --iterations 50)
+  step "gemm_${dt}_gpulab" 60 "$G" gpu-test --json "${GEMM[@]}"
+  step "gemm_${dt}_torch" 60 "$PY" bench/reference/matmul.py "${GEMM[@]}"
+  step "gemm_${dt}_torch_2" 60 "$PY" bench/reference/matmul.py "${GEMM[@]}"
+  step "gemm_${dt}_gpulab_2" 60 "$G" gpu-test --json "${GEMM[@]}"
 done
 R50=(--model resnet50 --input_size 224 --batch_size 256 --precision bf16 --channels_last --steps 20 --warmup 5)
 step resnet50_gpulab 150 "$G" bench train --json --dataset synthetic --device cuda:0 "${R50[@]}"
 step resnet50_torch 150 "$PY" bench/reference/train_ref.py --device cuda:0 --num_workers 8 "${R50[@]}"
 LLAMA=(--model llama-1b --seq_len 2048 --batch_size 8 --steps 10 --warmup 3)
 step llama1b_gpulab 180 "$G" bench train --json --dataset synthetic-text --precision bf16 --optimizer adamw \
-  --learning_rate 3e-4 --weight_decay 0.1 --device cuda:0 "${LLAMA[@]}"  # clip 1.0: the LM default
+  --learning_rate 3e-4 --weight_decay 0.1 --clip_grad 1.0 --device cuda:0 "${LLAMA[@]}"
 step llama1b_torch 180 "$PY" bench/reference/llm_gpu_ref.py "${LLAMA[@]}"
 step parity_llama_tiny 90 "$G" bench parity --json --model llama-tiny --device cuda:0
 step parity_resnet18 90 "$G" bench parity --json --model resnet18 --device cuda:0

@@ -61,8 +61,9 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
                   "write a Chrome trace of the timed steps here (libtorch profiler, rank 0)")
       ->check(profile_validator());
   // The optimizer decides what sharding saves (AdamW keeps two fp32 states per parameter), so
-  // the sharded comparisons name it (bench/compare --cases zero).
-  add_train_flags(cmd, t, {"seed", "optimizer", "learning_rate", "weight_decay"});
+  // the sharded comparisons name it (bench/compare --cases zero); clipping is part of a reference
+  // step (make gpu-check's llama-1b row clips at 1.0, as transformers' side does).
+  add_train_flags(cmd, t, {"seed", "optimizer", "learning_rate", "weight_decay", "clip_grad"});
   cmd->add_flag("--json", *json, "print one JSON line (rank 0)");
   add_dist_flags(cmd, *d);
   cmd->callback([cmd, o, d, json, &ctx] {

@@ -134,12 +134,15 @@ DistContextPtr make_dist_context(const DistOptions& o, std::shared_ptr<Communica
     ShardContextOptions so = shard_options(o);
     if (!place.distributed()) solo_world(place, so.ddp.comm);
     ctx = std::make_shared<ShardContext>(place, so);
-  } else if (!place.distributed()) {
-    if (o.backend == "nccl" || o.backend == "gloo") (void)resolve_backend(o.backend);
+  } else if (!place.distributed() && o.backend != "nccl" && o.backend != "gloo") {
     ctx = single_process_context();
     ctx->local_rank = place.local_rank;
   } else {
-    ctx = std::make_shared<DdpContext>(place, ddp_options(o));
+    // A backend named on one process is a DDP world of one, as torchrun's --nproc_per_node 1
+    // is: every collective and hook runs (make gpu-check's NCCL row runs NCCL, not a bare step).
+    DdpOptions d = ddp_options(o);
+    if (!place.distributed()) solo_world(place, d.comm);
+    ctx = std::make_shared<DdpContext>(place, d);
   }
   if (o.say_hello) {
     std::printf("Hello from local_rank %d, global_rank %d\n", place.local_rank, place.rank);

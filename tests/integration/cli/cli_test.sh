@@ -100,6 +100,10 @@ trace = json.load(open(sys.argv[2]))  # the legacy profiler's Chrome trace: a li
 assert any(e.get("ph") == "X" for e in trace), "no op in the trace"
 print("== bench generate --profile:", ", ".join(op["name"] for op in top[:3]))
 PY
+  # --clip_grad is the run's clipping (make gpu-check's llama-1b row clips as its reference does).
+  "$G" bench train --json --model llama-tiny --dataset synthetic-text --seq_len 32 --batch_size 2 \
+    --steps 1 --warmup 0 --clip_grad 0.5 >"$WORK/out" 2>"$WORK/err" || { cat "$WORK/err"; fail "bench train --clip_grad failed"; }
+  grep -q 'clip_grad=0.5$' "$WORK/err" || { cat "$WORK/err"; fail "bench train --clip_grad 0.5 is not the run's clipping"; }
   ;;
 usage)
   # An unknown flag, a bad value and a missing subcommand: exit 2, error: then hint: on stderr.

@@ -118,6 +118,12 @@ equivalence)
     echo "== $n ranks vs one process (llama-tiny, float32, 4 steps)"
     compare lm32_$n lm32_1 1e-5
   done
+  # A backend named on one process: a DDP world of one (every collective runs), the same weights.
+  run lm32_gloo "$GPULAB" "${LM32[@]}" --backend gloo
+  grep -q "World size: 1, Backend: gloo" "$WORK/lm32_gloo.log" ||
+    { cat "$WORK/lm32_gloo.log"; fail "--backend gloo on one process ran without Gloo"; }
+  echo "== --backend gloo on one process vs one process (llama-tiny, float32, 4 steps)"
+  compare lm32_gloo lm32_1 0
   # AdamW with clipping and gradient accumulation over 2 epochs, float64: 1e-9.
   LM64=("${LM[@]}" --precision fp64 --optimizer adamw --learning_rate 3e-3 --clip_grad 0.5
         --grad_accum 2 --num_epochs 2 --limit_train_batches 4)
