@@ -22,6 +22,7 @@
 #include "train/models/llama/llama.h"
 #include "train/optim/state_key.h"
 #include "train/parallel/device_mesh.h"
+#include "train/parallel/flat_range.h"
 #include "train/parallel/mesh_checkpoint.h"
 #include "train/parallel/mesh_export.h"
 #include "train/parallel/ordinary_checkpoint.h"
@@ -285,6 +286,74 @@ TEST_F(MeshCheckpoint, DamagedOrIncompleteSetsAreRefusedChangingNothing) {
       ckpts, "flipped",
       [&](const fs::path& d) { train::testing::flip_byte_from_end(d / piece, 9); },
       "does not match its checksum");
+}
+
+// A ZeRO slice of one process holding lm_head.weight and model.norm.weight (the one parameter
+// after the other, as a flat shard lays them out).
+FlatSlice two_part_slice(torch::nn::Module& model, StageLayout& layout) {
+  FlatSlice slice;
+  int64_t at = 0;
+  const auto held = module_state_dict(model);
+  for (const std::string name : {"lm_head.weight", "model.norm.weight"}) {
+    const auto shape = held.at(name).sizes();
+    const int64_t n = held.at(name).numel();
+    slice.parts.push_back(
+        {name, at, n, flat_range_runs(layout.slices(model, name, shape), shape, shape, 0, n)});
+    at += n;
+  }
+  slice.shard = torch::zeros({at}, torch::kDouble);
+  return slice;
+}
+
+// Every piece of lm_head.weight's exp_avg renamed to a field no other tensor has (as a writer
+// that lost the tensor's moments would leave the set: each field whole or absent per tensor), the
+// index's checksums made to match.
+void rename_lm_head_exp_avg(const fs::path& d) {
+  const fs::path index = d / "ckpt-e0002-s00000006.json";
+  auto j = Json::parse(read_file(index).value());
+  const std::string was = R"(\"field\":\"exp_avg\",\"key\":\"exp_avg/lm_head.weight/)";
+  const std::string now = R"(\"field\":\"exp_avX\",\"key\":\"exp_avg/lm_head.weight/)";
+  int renamed = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    const fs::path f = d / ("ckpt-e0002-s00000006.mesh-" + std::to_string(r) + "-of-4.safetensors");
+    std::string bytes = read_file(f).value();
+    for (auto at = bytes.find(was); at != std::string::npos; at = bytes.find(was, at)) {
+      bytes.replace(at, was.size(), now);
+      ++renamed;
+    }
+    std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes;
+    j["shards"][r]["checksum"] = checksum_hex(bytes);
+  }
+  ASSERT_EQ(renamed, kRanks) << "one exp_avg piece of lm_head.weight in each rank's file";
+  std::ofstream(index, std::ios::trunc) << j.dump(2);
+}
+
+TEST_F(MeshCheckpoint, AZeroSliceWithMomentsForSomeOfItsTensorsIsRefusedChangingNothing) {
+  const fs::path d = dir_ / "checkpoints-no-lm-head-exp-avg";
+  fs::remove_all(d);
+  fs::copy(dir_ / "checkpoints", d);
+  const auto ckpt = newest(d);  // before the harm: a load must check for itself
+  rename_lm_head_exp_avg(d);
+  auto one = whole_model(tiny(), 3);
+  const auto before = module_state_dict(*one);
+  auto opt = adamw(*one);
+  StageLayout whole;
+  const auto slice = two_part_slice(*one, whole);
+  auto s = load_sharded_mesh_checkpoint(ckpt, *one, *opt, {slice}, whole);
+  // Fields are checked in name order: exp_avX (lm_head's alone) comes before exp_avg.
+  ASSERT_FALSE(s.ok()) << "a slice whose lm_head.weight has no exp_avg was read";
+  EXPECT_EQ(s.error().code, Code::kDataError);
+  EXPECT_NE(s.error().message.find("the optimizer's exp_avX is missing for some tensors"),
+            std::string::npos)
+      << s.error().message;
+  EXPECT_TRUE(opt->state().empty());
+  for (const auto& [name, t] : module_state_dict(*one))
+    EXPECT_TRUE(torch::equal(t, before.at(name))) << "changed " << name;
+  // The same slice over the checkpoint as written reads: the refusal is the renamed pieces'.
+  auto good =
+      load_sharded_mesh_checkpoint(newest(dir_ / "checkpoints"), *one, *opt, {slice}, whole);
+  EXPECT_TRUE(good.ok()) << good.error().message;
+  fs::remove_all(d);
 }
 
 TEST_F(MeshCheckpoint, AnotherModelShapeIsRefusedNamingTheTensor) {
