@@ -113,7 +113,9 @@ detect = last_json("detect")
 report = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "host": host,
           "gpulab_version": open(os.path.join(steps, "version.out")).read().strip()
           if os.path.exists(os.path.join(steps, "version.out")) else None,
-          "detect": detect, "build_warnings": None, "steps": status, "rows": rows, "parity": parity}
+          "detect": detect, "build_warnings": None, "steps": status, "rows": rows, "parity": parity,
+          # llama-1b's heaviest GPU kernels (bench train --profile), for the MFU row's next step.
+          "llama1b_profile_top": get(last_json("llama1b_profile"), "profile_top")}
 wf = os.path.join(steps, "build.warnings")
 if os.path.exists(wf):
     report["build_warnings"] = int(open(wf).read().strip() or 0)
@@ -137,5 +139,9 @@ for r in rows:
     print(f"{r['case'][:44]:44} {r['metric'][:30]:30} {fmt(r.get('gpulab'), r.get('unit', '')):>10} "
           f"{fmt(r.get('reference'), r.get('unit', '')):>10} {fmt(r.get('ratio')):>7} {fmt(goal):>6} "
           f"{fmt(r.get('met'))}")
+if report["llama1b_profile_top"]:
+    print("llama-1b, the heaviest of its profiled steps' work:")
+    for op in report["llama1b_profile_top"][:10]:
+        print(f"  {op['self_ms']:10.1f} ms {op['calls']:6} calls  {op['on']}  {op['name'][:100]}")
 failed = [n for n, s in status.items() if s["exit"] not in (0, "skipped")]
 print(f"steps: {len(status)} run, {len(failed)} failed{': ' + ', '.join(failed) if failed else ''}")

@@ -142,6 +142,13 @@ for case in detect exit_path allocator nccl_allreduce parity reference tp_mesh; 
   step "needs_gpu_$case" 120 bash tests/integration/needs_gpu/needs_gpu_test.sh "$case" "$G"
 done
 
+# --- Where llama-1b's step time goes: its GPU kernels by time (libtorch's Kineto profiler), last
+# so that it never takes a goal row's time. The trace stays on the host; the table is the step's.
+step llama1b_profile 120 "$G" bench train --json --dataset synthetic-text --precision bf16 \
+  --optimizer adamw --learning_rate 3e-4 --weight_decay 0.1 --clip_grad 1.0 --device cuda:0 \
+  --model llama-1b --seq_len 2048 --batch_size 8 --steps 2 --warmup 2 \
+  --profile "${TMPDIR:-/tmp}/gpulab-gpu-check-llama1b-trace.json"
+
 # --- One JSON and a table in the log.
 "$PY" bench/gpu_check_report.py "$OUT" | tee -a "$LOG"
 say "done: $OUT (gpu-check.json, gpu-check.log, steps/)"

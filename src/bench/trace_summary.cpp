@@ -1,8 +1,11 @@
 // Reads a Chrome trace from the libtorch profiler and sums each op's self time (its duration
 // minus its nested children on the same thread): the table `gpulab bench train --profile`
-// prints, so the heaviest kernels show without opening the trace.
+// prints, so the heaviest kernels show without opening the trace. A trace with a GPU's kernels
+// (Kineto's "kernel", "gpu_memcpy", "gpu_memset") ranks those, the device's time; else the host's
+// ops ("cpu_op", or every span of a trace without categories).
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -46,6 +49,26 @@ void add_self_times(std::vector<Span>& spans, std::map<std::string, OpTotal>& to
   while (!stack.empty()) close();
 }
 
+bool device_work(const std::string& cat) {
+  return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
+}
+
+bool is_span(const Json& e) {
+  return e.is_object() && e.value("ph", "") == "X" && e.contains("dur") && e["dur"].is_number() &&
+         e.contains("ts") && e["ts"].is_number();
+}
+
+bool has_device_work(const Json& events) {
+  return std::any_of(events.begin(), events.end(),
+                     [](const Json& e) { return is_span(e) && device_work(e.value("cat", "")); });
+}
+
+// Which spans count: a GPU's work where the trace has any, else the host's ops.
+std::function<bool(const Json&)> counted_spans(bool gpu) {
+  if (gpu) return [](const Json& e) { return device_work(e.value("cat", "")); };
+  return [](const Json& e) { return !e.contains("cat") || e.value("cat", "") == "cpu_op"; };
+}
+
 }  // namespace
 
 Json summarize_trace(const std::string& trace_file, int top) {
@@ -59,8 +82,10 @@ Json summarize_trace(const std::string& trace_file, int top) {
     throw Exception(Code::kDataError, "the profile " + trace_file + " is not a Chrome trace",
                     "write it again with --profile");
   std::map<std::string, std::vector<Span>> threads;
+  const bool gpu = has_device_work(events);
+  const auto counted = counted_spans(gpu);
   for (const auto& e : events) {
-    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("dur")) continue;
+    if (!is_span(e) || !counted(e)) continue;
     const std::string key = e.value("pid", Json()).dump() + "/" + e.value("tid", Json()).dump();
     threads[key].push_back({e.value("name", "?"), e["ts"].get<double>(), e["dur"].get<double>()});
   }
@@ -73,14 +98,18 @@ Json summarize_trace(const std::string& trace_file, int top) {
   for (int i = 0; i < top && i < static_cast<int>(rows.size()); ++i)
     out.push_back({{"name", rows[static_cast<size_t>(i)].first},
                    {"self_ms", rows[static_cast<size_t>(i)].second.self_us / 1000.0},
-                   {"calls", rows[static_cast<size_t>(i)].second.calls}});
+                   {"calls", rows[static_cast<size_t>(i)].second.calls},
+                   {"on", gpu ? "gpu" : "cpu"}});
   return out;
 }
 
 std::string trace_table(const std::string& trace_file, const Json& top) {
-  std::string s = "Profile (Chrome trace): " + trace_file + "\nHeaviest ops by self time:\n";
-  for (const auto& op : top)
-    s += fmt::format("  {:>10.1f} ms {:>7} calls  {}\n", op["self_ms"].get<double>(),
+  const bool gpu = !top.empty() && top[0].value("on", "") == "gpu";
+  std::string s =
+      "Profile (Chrome trace): " + trace_file +
+      (gpu ? "\nHeaviest GPU kernels and copies by time:\n" : "\nHeaviest ops by self time:\n");
+  for (const auto& op : top)  // CUDA kernels' template names run to hundreds of characters
+    s += fmt::format("  {:>10.1f} ms {:>7} calls  {:.120}\n", op["self_ms"].get<double>(),
                      op["calls"].get<int64_t>(), op["name"].get<std::string>());
   return s;
 }

@@ -1,5 +1,5 @@
-// The heaviest ops of a libtorch profiler trace by self time: the table `gpulab bench train
-// --profile` and `gpulab bench generate --profile` print.
+// The heaviest ops of a libtorch profiler trace by self time (a GPU's kernels, where it has any):
+// the table `gpulab bench train --profile` and `gpulab bench generate --profile` print.
 #pragma once
 
 #include <string>
@@ -9,7 +9,7 @@
 namespace gpulab::bench {
 
 // Sums the self time of each op name in a Chrome trace written by the libtorch profiler and
-// returns the `top` heaviest as [{name, self_ms, calls}].
+// returns the `top` heaviest as [{name, self_ms, calls, on: "gpu" or "cpu"}].
 Json summarize_trace(const std::string& trace_file, int top = 15);
 
 // The table of summarize_trace's rows, a line each, under a heading naming the trace file.

@@ -5,7 +5,6 @@
 #include "bench/train_bench.h"
 
 #include <fmt/format.h>
-#include <torch/csrc/autograd/profiler_legacy.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <fstream>
 #include <map>
 
+#include "bench/op_profile.h"
 #include "core/error.h"
 #include "core/flag_checks.h"
 #include "train/dist/comm_volume.h"
@@ -139,7 +139,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
   train::Trainer trainer(t, dist);
   Clock::time_point step_end = Clock::now(), batch_in_hand;
   StepTimes times;
-  std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
+  std::unique_ptr<OpProfile> profiler;
   const bool profile = !opts.profile.empty() && dist->is_main();
   // Counted from the end of the last warm-up step (the timed steps' stop-flag all-reduces come
   // before their batches); with no warm-up, from the first batch.
@@ -148,8 +148,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
     if (step == opts.warmup) {
       if (opts.warmup == 0) times.comm0 = train::dist::process_comm_counters().snapshot();
       train::reset_device_memory_peak(trainer.device());
-      if (profile)
-        profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(opts.profile);
+      if (profile) profiler = std::make_unique<OpProfile>(opts.profile, trainer.device());
     }
     batch_in_hand = Clock::now();
   };

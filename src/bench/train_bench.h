@@ -21,7 +21,7 @@ struct TrainBenchOptions {
   train::TrainOptions train;
   int64_t steps = 20;   // timed steps
   int64_t warmup = 5;   // untimed steps first (allocator, oneDNN/cuDNN plans, caches)
-  std::string profile;  // Chrome trace of the timed steps (libtorch profiler); empty: off
+  std::string profile;  // Chrome trace of the timed steps (bench/op_profile.h); empty: off
 };
 
 // --steps at least 1, --warmup at least 0, and the training options for world_size processes

@@ -103,7 +103,8 @@ void add_bench_generate(CLI::App* bench, CommandContext& /*ctx*/) {
   cmd->add_option("--threads", a->threads, "intra-op threads (0: libtorch's default)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--profile", a->o.profile,
-                  "write a Chrome trace of the timed runs here (libtorch profiler; in rollout "
+                  "write a Chrome trace of the timed runs here (libtorch's Kineto profiler, a "
+                  "GPU's kernels too; in rollout "
                   "mode, generate_groups' runs) and print the heaviest ops")
       ->check(profile_validator());
   add_shared_flag(cmd, "device", a->device);

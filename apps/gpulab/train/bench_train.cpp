@@ -58,7 +58,8 @@ void add_bench_train(CLI::App* bench, CommandContext& ctx) {
   cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
   cmd->add_option("--profile", o->profile,
-                  "write a Chrome trace of the timed steps here (libtorch profiler, rank 0)")
+                  "write a Chrome trace of the timed steps here (libtorch's Kineto profiler, a "
+                  "GPU's kernels too; rank 0)")
       ->check(profile_validator());
   // The optimizer decides what sharding saves (AdamW keeps two fp32 states per parameter), so
   // the sharded comparisons name it (bench/compare --cases zero); clipping is part of a reference

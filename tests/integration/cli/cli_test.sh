@@ -96,8 +96,9 @@ top = d["profile_top"]
 assert d["profile_file"] == "gen-trace.json" and top, d
 ms = [op["self_ms"] for op in top]
 assert ms == sorted(ms, reverse=True) and all(op["calls"] > 0 for op in top), top
-trace = json.load(open(sys.argv[2]))  # the legacy profiler's Chrome trace: a list of events
-assert any(e.get("ph") == "X" for e in trace), "no op in the trace"
+trace = json.load(open(sys.argv[2]))  # Kineto's Chrome trace: its events, each op categorised
+assert any(e.get("ph") == "X" and e.get("cat") == "cpu_op" for e in trace["traceEvents"]), "no op"
+assert all(op["on"] == "cpu" for op in top), top
 print("== bench generate --profile:", ", ".join(op["name"] for op in top[:3]))
 PY
   # --clip_grad is the run's clipping (make gpu-check's llama-1b row clips as its reference does).
