@@ -4,7 +4,7 @@
 # issue 27 (GEMM >= 0.97x torch.matmul, each side its faster of two runs; ResNet-50 >= 1.10x
 # torchvision; llama-1b MFU >= 45 %).
 # usage: gpu_check_report.py OUT
-import json, os, sys, time
+import json, os, re, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from json_output import json_output  # noqa: E402
@@ -106,6 +106,16 @@ rows.append({"case": "TP 1 mesh llama-tiny seq128 b4 fp32 (NCCL)", "metric": "to
              "gpulab": get(tp, "tokens_per_second"),
              "met": None if "needs_gpu_tp_mesh" not in status
              else status["needs_gpu_tp_mesh"]["exit"] == 0 and get(tp, "tensor_parallel") == 1})
+
+# GRPO on one GPU: the run's epoch line has its generation and training tokens/s.
+grpo_path = os.path.join(steps, "grpo_gpu.out")
+grpo_rates = re.findall(r"gen (\d+) tok/s, train (\d+) tok/s",
+                        open(grpo_path, errors="replace").read()) if os.path.exists(grpo_path) else []
+for i, metric in enumerate(["generation tokens/s", "training tokens/s"]):
+    rows.append({"case": "GRPO llama-tiny 4 prompts x 8, one GPU", "metric": metric,
+                 "gpulab": float(grpo_rates[-1][i]) if grpo_rates else None,
+                 "met": None if "grpo_gpu" not in status
+                 else status["grpo_gpu"]["exit"] == 0 and bool(grpo_rates)})
 
 hf = os.path.join(steps, "host.json")
 host = json.load(open(hf)) if os.path.exists(hf) else {}

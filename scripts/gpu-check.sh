@@ -142,6 +142,14 @@ for case in detect exit_path allocator nccl_allreduce parity reference tp_mesh; 
   step "needs_gpu_$case" 120 bash tests/integration/needs_gpu/needs_gpu_test.sh "$case" "$G"
 done
 
+# --- GRPO on the GPU, generation and training in one process (issue 42): the bench's tiny llama,
+# its byte-level BPE tokenizer and sum prompts (made with transformers and tokenizers), 5 steps.
+GRPO_DIR=${TMPDIR:-/tmp}/gpulab-gpu-check-grpo
+step grpo_make 90 "$PY" bench/reference/grpo_trl_ref.py --weights "$GRPO_DIR" --make
+step grpo_gpu 120 "$G" train --task grpo --weights "$GRPO_DIR" --prompts "$GRPO_DIR/prompts.jsonl" \
+  --group_size 8 --batch_size 4 --max_new_tokens 32 --temperature 1.0 --reward 'answer+0.2*regex' \
+  --reward_regex '^\d' --max_steps 5 --seed 0 --device cuda --no_report --output_dir "$GRPO_DIR/run"
+
 # --- Where llama-1b's step time goes: its GPU kernels by time (libtorch's Kineto profiler), last
 # so that it never takes a goal row's time. The trace stays on the host; the table is the step's.
 step llama1b_profile 120 "$G" bench train --json --dataset synthetic-text --precision bf16 \

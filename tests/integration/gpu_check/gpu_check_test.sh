@@ -45,9 +45,15 @@ S=$WORK/report/steps; mkdir -p "$S"
   >"$S/gemm_fp32_torch.out" || fail "matmul.py"
 "$G" bench parity --json --device cpu --model resnet18 --batch_size 4 >"$S/parity_resnet18.out" || fail "bench parity"
 "$G" --version >"$S/version.out"
+# The GRPO row's command on the CPU (the bench's model made by the same script), 2 short steps.
+"$PY" "$ROOT/bench/reference/grpo_trl_ref.py" --weights "$WORK/grpo" --make || fail "grpo --make"
+"$G" train --task grpo --weights "$WORK/grpo" --prompts "$WORK/grpo/prompts.jsonl" --group_size 4 \
+  --batch_size 2 --max_new_tokens 8 --temperature 1.0 --reward 'answer+0.2*regex' --reward_regex '^\d' \
+  --max_steps 2 --seed 0 --device cpu --no_report --output_dir "$WORK/grpo/run" >"$S/grpo_gpu.out" 2>&1 ||
+  { cat "$S/grpo_gpu.out"; fail "the GRPO row's command"; }
 "$G" bench train --json --model llama-tiny --dataset synthetic-text --seq_len 32 --batch_size 2 \
   --steps 1 --warmup 1 --profile "$WORK/trace.json" >"$S/llama1b_profile.out" 2>/dev/null || fail "bench train --profile"
-printf 'gemm_fp32_gpulab 0 1\ngemm_fp32_torch 0 1\nparity_resnet18 0 2\nllama1b_gpulab 124 180\n' >"$S/status"
+printf 'gemm_fp32_gpulab 0 1\ngemm_fp32_torch 0 1\nparity_resnet18 0 2\nllama1b_gpulab 124 180\ngrpo_gpu 0 9\n' >"$S/status"
 "$PY" "$ROOT/bench/gpu_check_report.py" "$WORK/report" | tee "$WORK/table" || fail "the report failed"
 /usr/bin/python3 - "$WORK/report/gpu-check.json" <<'PY' || fail "gpu-check.json is not what the steps said"
 import json, sys
@@ -60,9 +66,11 @@ par = next(x for x in r["rows"] if x["case"].startswith("parity resnet18"))
 assert par["met"] is True and 0 < par["gpulab"] < 1e-3, par
 assert r["steps"]["llama1b_gpulab"]["exit"] == 124, r["steps"]
 assert "libtorch" in r["gpulab_version"], r["gpulab_version"]
+grpo = [x for x in r["rows"] if x["case"].startswith("GRPO")]
+assert len(grpo) == 2 and all(x["gpulab"] > 0 and x["met"] for x in grpo), grpo
 top = r["llama1b_profile_top"]  # the profiled run's heaviest work, heaviest first
 assert top and [op["self_ms"] for op in top] == sorted((op["self_ms"] for op in top), reverse=True), top
 print("gpu-check.json: gemm ratio %.3f, parity gradients %.2e" % (gemm["ratio"], par["gpulab"]))
 PY
-grep -q "steps: 4 run, 1 failed: llama1b_gpulab" "$WORK/table" || fail "the table does not count the failed step"
+grep -q "steps: 5 run, 1 failed: llama1b_gpulab" "$WORK/table" || fail "the table does not count the failed step"
 echo PASS
