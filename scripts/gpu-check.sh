@@ -24,6 +24,9 @@ PY=${PYTHON:-python3}
 BUDGET=${GPU_CHECK_BUDGET:-480}  # seconds for the whole run, the build included
 START=$(date +%s)
 mkdir -p "$OUT/steps"
+# What the run makes and need not keep (the GRPO model, the profile's trace): removed at the end.
+SCRATCH=$(mktemp -d)
+trap 'rm -rf "$SCRATCH"' EXIT
 LOG=$OUT/gpu-check.log
 : >"$LOG"
 say() { echo "[t+$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
@@ -97,9 +100,8 @@ fi
 # --- Build: the trainer only, against the wheel's libtorch (the README's GPU-host recipe).
 if [ -z "$G" ]; then
   GEN=(); command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
-  step configure 120 cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DGPULAB_WITH_SERVICE=OFF -DGPULAB_WITH_BUILDER=OFF -DGPULAB_BUILD_TESTS=OFF \
-    -DGPULAB_WERROR=OFF -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DGPULAB_DEPS_ROOT="$DEPS"
+  . "$ROOT/scripts/gpu-host-flags.sh" && gpu_host_cmake_flags "$TORCH_PREFIX" "$DEPS"
+  step configure 120 cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" "${GPU_HOST_FLAGS[@]}"
   step build 300 cmake --build "$BUILD" -j "$(nproc)" --target gpulab
   G=$BUILD/gpulab
   grep -c 'warning:' "$OUT/steps/build.out" >"$OUT/steps/build.warnings" 2>/dev/null
@@ -124,10 +126,12 @@ done
 R50=(--model resnet50 --input_size 224 --batch_size 256 --precision bf16 --channels_last --steps 20 --warmup 5)
 step resnet50_gpulab 150 "$G" bench train --json --dataset synthetic --device cuda:0 "${R50[@]}"
 step resnet50_torch 150 "$PY" bench/reference/train_ref.py --device cuda:0 --num_workers 8 "${R50[@]}"
-LLAMA=(--model llama-1b --seq_len 2048 --batch_size 8 --steps 10 --warmup 3)
-step llama1b_gpulab 180 "$G" bench train --json --dataset synthetic-text --precision bf16 --optimizer adamw \
-  --learning_rate 3e-4 --weight_decay 0.1 --clip_grad 1.0 --device cuda:0 "${LLAMA[@]}"
-step llama1b_torch 180 "$PY" bench/reference/llm_gpu_ref.py "${LLAMA[@]}"
+LLAMA=(--model llama-1b --seq_len 2048 --batch_size 8)
+# gpulab's side of the reference's step: AdamW at 3e-4, weight decay 0.1, clipping at 1.0.
+LLAMA_GPULAB=("$G" bench train --json --dataset synthetic-text --precision bf16 --optimizer adamw
+              --learning_rate 3e-4 --weight_decay 0.1 --clip_grad 1.0 --device cuda:0 "${LLAMA[@]}")
+step llama1b_gpulab 180 "${LLAMA_GPULAB[@]}" --steps 10 --warmup 3
+step llama1b_torch 180 "$PY" bench/reference/llm_gpu_ref.py "${LLAMA[@]}" --steps 10 --warmup 3
 step parity_llama_tiny 90 "$G" bench parity --json --model llama-tiny --device cuda:0
 step parity_resnet18 90 "$G" bench parity --json --model resnet18 --device cuda:0
 step ddp_nccl 120 "$G" train --model resnet18 --dataset synthetic --input_size 32 --batch_size 64 \
@@ -144,7 +148,7 @@ done
 
 # --- GRPO on the GPU, generation and training in one process (issue 42): the bench's tiny llama,
 # its byte-level BPE tokenizer and sum prompts (made with transformers and tokenizers), 5 steps.
-GRPO_DIR=${TMPDIR:-/tmp}/gpulab-gpu-check-grpo
+GRPO_DIR=$SCRATCH/grpo
 step grpo_make 90 "$PY" bench/reference/grpo_trl_ref.py --weights "$GRPO_DIR" --make
 step grpo_gpu 120 "$G" train --task grpo --weights "$GRPO_DIR" --prompts "$GRPO_DIR/prompts.jsonl" \
   --group_size 8 --batch_size 4 --max_new_tokens 32 --temperature 1.0 --reward 'answer+0.2*regex' \
@@ -152,10 +156,7 @@ step grpo_gpu 120 "$G" train --task grpo --weights "$GRPO_DIR" --prompts "$GRPO_
 
 # --- Where llama-1b's step time goes: its GPU kernels by time (libtorch's Kineto profiler), last
 # so that it never takes a goal row's time. The trace stays on the host; the table is the step's.
-step llama1b_profile 120 "$G" bench train --json --dataset synthetic-text --precision bf16 \
-  --optimizer adamw --learning_rate 3e-4 --weight_decay 0.1 --clip_grad 1.0 --device cuda:0 \
-  --model llama-1b --seq_len 2048 --batch_size 8 --steps 2 --warmup 2 \
-  --profile "${TMPDIR:-/tmp}/gpulab-gpu-check-llama1b-trace.json"
+step llama1b_profile 120 "${LLAMA_GPULAB[@]}" --steps 2 --warmup 2 --profile "$SCRATCH/llama1b-trace.json"
 
 # --- One JSON and a table in the log.
 "$PY" bench/gpu_check_report.py "$OUT" | tee -a "$LOG"

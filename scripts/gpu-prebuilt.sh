@@ -26,9 +26,8 @@ if ! "$VENV/bin/python3" -c "import torch, sys; sys.exit(torch.__version__.split
 fi
 [ -f .deps/usr/include/CLI/CLI.hpp ] || bash scripts/gpu-bundle.sh >/dev/null
 PREFIX=$("$VENV/bin/python3" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPULAB_WITH_SERVICE=OFF \
-  -DGPULAB_WITH_BUILDER=OFF -DGPULAB_BUILD_TESTS=OFF -DGPULAB_WERROR=OFF -DGPULAB_VENV="$VENV" \
-  -DCMAKE_PREFIX_PATH="$PREFIX" -DGPULAB_DEPS_ROOT="$ROOT/.deps" \
+. "$ROOT/scripts/gpu-host-flags.sh" && gpu_host_cmake_flags "$PREFIX" "$ROOT/.deps"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja "${GPU_HOST_FLAGS[@]}" -DGPULAB_VENV="$VENV" \
   -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -DCMAKE_DISABLE_FIND_PACKAGE_CURL=ON \
   -DCMAKE_DISABLE_FIND_PACKAGE_PNG=ON >"$BUILD.configure.log" 2>&1 ||
   { tail -20 "$BUILD.configure.log" >&2; echo "error: cmake failed (log: $BUILD.configure.log)" >&2; exit 1; }

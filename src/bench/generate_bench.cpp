@@ -14,20 +14,13 @@
 namespace gpulab::bench {
 namespace {
 
-// The model's device: where its weights are (the profile records its kernels too on a GPU).
-torch::Device device_of(train::CausalLm& model) {
-  const auto params = model.parameters();
-  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
-}
-
 // The median wall time of `reps` runs of fn after `warmup` untimed ones; with a profile file, the
 // timed runs are recorded there.
 template <class Fn>
-double median_seconds(int64_t warmup, int64_t reps, Fn&& fn, const std::string& profile = {},
-                      const torch::Device& device = torch::kCPU) {
+double median_seconds(int64_t warmup, int64_t reps, Fn&& fn, const std::string& profile = {}) {
   for (int64_t i = 0; i < warmup; ++i) fn();
   std::unique_ptr<OpProfile> profiler;
-  if (!profile.empty()) profiler = std::make_unique<OpProfile>(profile, device);
+  if (!profile.empty()) profiler = std::make_unique<OpProfile>(profile);
   std::vector<double> seconds;
   for (int64_t i = 0; i < std::max<int64_t>(reps, 1); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -55,8 +48,7 @@ GenerateBenchResult run_generate_bench(train::CausalLm& model, const GenerateBen
   s.max_new_tokens = o.new_tokens;
   s.temperature = 0;  // greedy, as the reference's do_sample=False
   r.seconds = median_seconds(
-      o.warmup, o.reps, [&] { r.tokens = train::generate(model, r.prompt, s); }, o.profile,
-      device_of(model));
+      o.warmup, o.reps, [&] { r.tokens = train::generate(model, r.prompt, s); }, o.profile);
   if (!o.profile.empty()) r.profile_top = summarize_trace(o.profile);
   r.tokens_per_second = r.seconds > 0 ? static_cast<double>(o.new_tokens) / r.seconds : 0;
   return r;
@@ -83,7 +75,7 @@ RolloutBenchResult run_rollout_bench(train::CausalLm& model, const GenerateBench
   r.seconds = median_seconds(
       o.warmup, o.reps,
       [&] { r.tokens = train::generate_groups(model, r.prompts, o.group, s, sampler).completions; },
-      o.profile, device_of(model));
+      o.profile);
   if (!o.profile.empty()) r.profile_top = summarize_trace(o.profile);
   std::vector<std::vector<int64_t>> one_by_one;
   r.per_prompt_seconds = median_seconds(o.warmup, o.reps, [&] {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
 
 namespace gpulab::bench {
 
@@ -15,34 +16,26 @@ using torch::profiler::impl::ActivityType;
 using torch::profiler::impl::ProfilerConfig;
 using torch::profiler::impl::ProfilerState;
 
-std::set<ActivityType> activities_for(const torch::Device& device) {
+// The host's ops always; a visible GPU's kernels too (a run on the CPU records none of them).
+std::set<ActivityType> activities() {
   std::set<ActivityType> a{ActivityType::CPU};
-  if (device.is_cuda()) a.insert(ActivityType::CUDA);
+  if (torch::cuda::is_available()) a.insert(ActivityType::CUDA);
   return a;
 }
 
 }  // namespace
 
-OpProfile::OpProfile(std::string file, const torch::Device& device) : file_(std::move(file)) {
+OpProfile::OpProfile(std::string file) : file_(std::move(file)) {
   const ProfilerConfig config(ProfilerState::KINETO);
-  const auto activities = activities_for(device);
-  kineto::prepareProfiler(config, activities);
-  kineto::enableProfiler(config, activities);
-  running_ = true;
+  kineto::prepareProfiler(config, activities());
+  kineto::enableProfiler(config, activities());
 }
 
 OpProfile::~OpProfile() {
   try {
-    finish();
+    if (auto result = kineto::disableProfiler()) result->save(file_);
   } catch (...) {  // a destructor must not throw; the trace is then missing, which its reader says
   }
-}
-
-void OpProfile::finish() {
-  if (!running_) return;
-  running_ = false;
-  auto result = kineto::disableProfiler();
-  if (result) result->save(file_);
 }
 
 }  // namespace gpulab::bench

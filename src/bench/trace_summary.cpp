@@ -5,7 +5,6 @@
 // ops ("cpu_op", or every span of a trace without categories).
 #include <algorithm>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <vector>
 
@@ -58,15 +57,10 @@ bool is_span(const Json& e) {
          e.contains("ts") && e["ts"].is_number();
 }
 
-bool has_device_work(const Json& events) {
-  return std::any_of(events.begin(), events.end(),
-                     [](const Json& e) { return is_span(e) && device_work(e.value("cat", "")); });
-}
-
-// Which spans count: a GPU's work where the trace has any, else the host's ops.
-std::function<bool(const Json&)> counted_spans(bool gpu) {
-  if (gpu) return [](const Json& e) { return device_work(e.value("cat", "")); };
-  return [](const Json& e) { return !e.contains("cat") || e.value("cat", "") == "cpu_op"; };
+// Whether span e counts: a GPU's work in a trace that has some (`gpu`), else the host's ops.
+bool counted(const Json& e, bool gpu) {
+  if (gpu) return device_work(e.value("cat", ""));
+  return !e.contains("cat") || e.value("cat", "") == "cpu_op";
 }
 
 }  // namespace
@@ -82,10 +76,11 @@ Json summarize_trace(const std::string& trace_file, int top) {
     throw Exception(Code::kDataError, "the profile " + trace_file + " is not a Chrome trace",
                     "write it again with --profile");
   std::map<std::string, std::vector<Span>> threads;
-  const bool gpu = has_device_work(events);
-  const auto counted = counted_spans(gpu);
+  const bool gpu = std::any_of(events.begin(), events.end(), [](const Json& e) {
+    return is_span(e) && device_work(e.value("cat", ""));
+  });
   for (const auto& e : events) {
-    if (!is_span(e) || !counted(e)) continue;
+    if (!is_span(e) || !counted(e, gpu)) continue;
     const std::string key = e.value("pid", Json()).dump() + "/" + e.value("tid", Json()).dump();
     threads[key].push_back({e.value("name", "?"), e["ts"].get<double>(), e["dur"].get<double>()});
   }

@@ -148,7 +148,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& opts, train::DistConte
     if (step == opts.warmup) {
       if (opts.warmup == 0) times.comm0 = train::dist::process_comm_counters().snapshot();
       train::reset_device_memory_peak(trainer.device());
-      if (profile) profiler = std::make_unique<OpProfile>(opts.profile, trainer.device());
+      if (profile) profiler = std::make_unique<OpProfile>(opts.profile);
     }
     batch_in_hand = Clock::now();
   };

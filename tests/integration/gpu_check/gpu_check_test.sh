@@ -62,6 +62,7 @@ gemm = next(x for x in r["rows"] if x["case"] == "GEMM fp32 8192")
 assert gemm["gpulab"] > 0 and gemm["reference"] > 0 and gemm["ratio"] > 0, gemm
 # Two gpulab runs (ABBA order on a GPU): the row is the faster, both are listed.
 assert len(gemm["runs"]["gpulab"]) == 2 and gemm["gpulab"] == max(gemm["runs"]["gpulab"]), gemm
+assert gemm["runs"]["gpulab"][0] != gemm["runs"]["gpulab"][1], "two runs, one figure: nothing chosen"
 par = next(x for x in r["rows"] if x["case"].startswith("parity resnet18"))
 assert par["met"] is True and 0 < par["gpulab"] < 1e-3, par
 assert r["steps"]["llama1b_gpulab"]["exit"] == 124, r["steps"]
@@ -73,4 +74,15 @@ assert top and [op["self_ms"] for op in top] == sorted((op["self_ms"] for op in 
 print("gpu-check.json: gemm ratio %.3f, parity gradients %.2e" % (gemm["ratio"], par["gpulab"]))
 PY
 grep -q "steps: 5 run, 1 failed: llama1b_gpulab" "$WORK/table" || fail "the table does not count the failed step"
+# The faster run is the row whichever of the two it was: the same report with the runs swapped.
+mv "$S/gemm_fp32_gpulab.out" "$WORK/first.out"
+mv "$S/gemm_fp32_gpulab_2.out" "$S/gemm_fp32_gpulab.out"
+mv "$WORK/first.out" "$S/gemm_fp32_gpulab_2.out"
+cp "$WORK/report/gpu-check.json" "$WORK/before-swap.json"
+"$PY" "$ROOT/bench/gpu_check_report.py" "$WORK/report" >/dev/null || fail "the report failed"
+/usr/bin/python3 - "$WORK/before-swap.json" "$WORK/report/gpu-check.json" <<'PY' || fail "the GEMM row depends on the runs' order"
+import json, sys
+a, b = (next(x for x in json.load(open(f))["rows"] if x["case"] == "GEMM fp32 8192") for f in sys.argv[1:])
+assert b["runs"]["gpulab"] == a["runs"]["gpulab"][::-1] and b["gpulab"] == a["gpulab"], (a, b)
+PY
 echo PASS
