@@ -2,6 +2,7 @@
 #include "train/generate.h"
 
 #include "core/error.h"
+#include "train/ops/packed_linear.h"
 
 namespace gpulab::train {
 
@@ -43,6 +44,7 @@ std::vector<std::vector<int64_t>> generate_rows(CausalLm& model, const std::vect
   torch::Tensor finished = torch::zeros({rows}, torch::kBool);
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(rows));
   const int64_t pad = opts.eos_id >= 0 ? opts.eos_id : 0;
+  PackedWeights packed;  // each weight packed once for every step (where the rows are enough)
   for (int64_t i = 0; i < opts.max_new_tokens; ++i) {
     const auto logits = model.forward(input, &cache).select(1, -1);
     const auto next = sampler.next(logits, keep_history ? history : torch::Tensor(), finished, pad);

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "train/ops/packed_linear.h"
 #include "train/token_log_probs.h"
 
 namespace gpulab::train {
@@ -182,6 +183,7 @@ RolloutBatch generate_groups(CausalLm& model, const std::vector<std::vector<int6
     model.eval();
     const auto device = model.parameters().front().device();
     const bool keep_history = settings.repetition_penalty != 1.0;
+    PackedWeights packed;  // each weight packed once for the whole batch's steps
     auto live = prefill(model, prompts, group, opts.max_new_tokens, keep_history, device);
     for (int64_t step = 0;; ++step) {
       const auto next = draw_next(live, segments, group);

@@ -20,6 +20,7 @@
 #include "train/device.h"
 #include "train/dist/comm_volume.h"
 #include "train/dist/sharded_checkpoint.h"
+#include "train/host_allocator.h"
 #include "train/memory_format.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/optim/optimizers.h"
@@ -77,6 +78,7 @@ void Trainer::say(const std::string& line) const {
 // Step 1: threads, device, seeds, determinism, precision.
 void Trainer::setup_runtime() {
   set_cpu_kernels(opts_.cpu_kernels == "on");
+  keep_freed_host_memory();
   threads_ = configure_threads(static_cast<int>(opts_.threads), dist_->local_world_size);
   device_ = resolve_device(opts_.device, dist_->local_rank);
   torch::manual_seed(static_cast<uint64_t>(opts_.seed));

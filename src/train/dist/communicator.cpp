@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -172,9 +173,24 @@ Communicator::Communicator(const Communicator& world, const std::vector<int>& ra
   GPULAB_ASSERT(pg_, "no process group was created");
 }
 
-Communicator::~Communicator() = default;
+// NCCL's backend left to its destructor warns at exit ("destroy_process_group() was not called")
+// and can wait there on its communicators: shut down as torch.distributed.destroy_process_group
+// does after a normal run, aborted after a failure or while an error unwinds (a peer may be gone,
+// and a shutdown would wait for it). Gloo needs neither.
+Communicator::~Communicator() {
+  if (!pg_ || backend_ != "nccl") return;
+  try {
+    if (failed_ || std::uncaught_exceptions() > 0)
+      pg_->abort();
+    else
+      pg_->shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: closing the NCCL process group: %s\n", reason_of(e).c_str());
+  }
+}
 
 void Communicator::fail(const std::string& what, const std::string& detail) {
+  failed_ = true;
   const bool timed_out =
       detail.find("imed out") != std::string::npos || detail.find("imeout") != std::string::npos;
   std::string msg;

@@ -95,6 +95,7 @@ class Communicator {
   // subgroups reuse the world's.
   std::function<BackendPtr(c10::intrusive_ptr<::c10d::Store>, int, int)> make_backend_;
   uint32_t next_tag_ = 0;
+  bool failed_ = false;  // a collective failed: the destructor aborts NCCL, not shuts it down
   CommCounters counters_;
 };
 

@@ -2,6 +2,7 @@
 #include "train/models/attention_core.h"
 
 #include "train/ops/causal_attention.h"
+#include "train/ops/decode_attention.h"
 
 namespace gpulab::train {
 namespace {
@@ -36,6 +37,9 @@ torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::T
     auto& cv = cache->values[static_cast<size_t>(layer)];
     ck = k = append_positions(ck, k, cache->reserve);
     cv = v = append_positions(cv, v, cache->reserve);
+    // A decode step (one new token a row): gpulab's kernel reads the cache as it lies.
+    if (t == 1 && decode_attention_applies(q, k, v, cache->attend))
+      return decode_attention(q, k, v, cache->attend);
   }
   if (kv_heads != heads) {
     // Grouped-query attention: key/value head j serves query heads j*rep .. (j+1)*rep - 1.

@@ -5,6 +5,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "train/ops/cpu_kernels.h"
+#include "train/ops/packed_linear.h"
 #include "train/ops/small_rows_linear.h"
 #include "train/precision.h"
 
@@ -103,7 +104,8 @@ torch::Tensor bf16_matmul_on_fp32_gemm(const torch::Tensor& a, const torch::Tens
 }
 
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w) {
-  if (small_rows_linear_applies(x, w)) return small_rows_linear(x, w);  // a decode step
+  if (auto y = packed_decode_product(x, w, false); y.defined()) return y;  // a generation's step
+  if (small_rows_linear_applies(x, w)) return small_rows_linear(x, w);     // a decode step
   if (!takes_fp32_gemm(x, w)) return torch::nn::functional::linear(x, w);
   return bf16_linear_on_fp32_gemm(x, w);
 }

@@ -11,9 +11,12 @@
 # runs the kernel on one thread).
 find_package(OpenMP COMPONENTS CXX)
 if(OpenMP_CXX_FOUND AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  # parallel_chunks.cpp: gpulab's other CPU kernels' chunks on the same threads (no libtorch
+  # header there, so no PCH lost).
   set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/ops/causal_attention.cpp
+                              ${CMAKE_CURRENT_SOURCE_DIR}/parallel_chunks.cpp
                               PROPERTIES COMPILE_OPTIONS "${OpenMP_CXX_FLAGS}"
-                                         SKIP_PRECOMPILE_HEADERS ON)
+                                         SKIP_PRECOMPILE_HEADERS ON SKIP_UNITY_BUILD_INCLUSION ON)
   # The runtime only: the imported target would put -fopenmp on every file (and void the PCH).
   # The wheel ships its own libgomp.so.1, which libtorch_cpu loads: link that one, so the process
   # has one OpenMP runtime whichever copy the loader meets first.

@@ -1,0 +1,12 @@
+// The C library's heap as a training process wants it: the memory a step frees kept for the next
+// step, not handed back to the kernel and faulted in again (zeroed pages) on every step.
+#pragma once
+
+namespace gpulab::train {
+
+// glibc only (elsewhere nothing): blocks up to 32 MiB come from the heap (glibc's own ceiling for
+// its sliding threshold, fixed from the start), and up to 256 MiB of free heap top stays mapped.
+// A GRPO step of a small model on the CPU spent about 15 % less outside generation with it.
+void keep_freed_host_memory();
+
+}  // namespace gpulab::train
