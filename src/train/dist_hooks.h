@@ -118,6 +118,8 @@ class DistContext {
 
   // A human-readable name for the header line ("gloo", "nccl"; "none" for one process).
   virtual std::string backend() const { return "none"; }
+  // Whether the model is split over the ranks (ZeRO, TP, PP): a layout chosen for its memory.
+  virtual bool splits_model() const { return false; }
 };
 
 using DistContextPtr = std::shared_ptr<DistContext>;

@@ -10,8 +10,8 @@ namespace gpulab::train {
 void keep_freed_host_memory() {
 #if defined(__GLIBC__)
   // Setting either one stops glibc's sliding mmap threshold, so both are set.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
 #endif
 }
 

@@ -78,7 +78,7 @@ void Trainer::say(const std::string& line) const {
 // Step 1: threads, device, seeds, determinism, precision.
 void Trainer::setup_runtime() {
   set_cpu_kernels(opts_.cpu_kernels == "on");
-  keep_freed_host_memory();
+  if (!dist_->splits_model()) keep_freed_host_memory();
   threads_ = configure_threads(static_cast<int>(opts_.threads), dist_->local_world_size);
   device_ = resolve_device(opts_.device, dist_->local_rank);
   torch::manual_seed(static_cast<uint64_t>(opts_.seed));

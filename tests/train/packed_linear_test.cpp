@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "float_rounding.h"
 #include "train/ops/avx2_lanes.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/ops/packed_linear.h"
@@ -13,17 +14,6 @@
 using namespace gpulab::train;
 
 namespace {
-
-// |y - x w^T| <= (k + 2) u (|x| |w|^T) elementwise, u = 2^-24 (as small_rows_linear_test.cpp).
-void expect_within_rounding(const torch::Tensor& y, const torch::Tensor& x,
-                            const torch::Tensor& w) {
-  const auto xd = x.to(torch::kDouble), wd = w.to(torch::kDouble);
-  const auto exact = torch::matmul(xd, wd.t());
-  const auto bound = torch::matmul(xd.abs(), wd.abs().t()) * ((w.size(1) + 2) * 0x1p-24);
-  EXPECT_TRUE(((y.to(torch::kDouble) - exact).abs() <= bound).all().item<bool>())
-      << "rows " << x.size(0) << " n " << w.size(0) << " k " << w.size(1) << ": worst excess "
-      << ((y.to(torch::kDouble) - exact).abs() - bound).max().item<double>();
-}
 
 bool kernels_here() {
 #if defined(GPULAB_AVX2_LANES)
@@ -99,7 +89,7 @@ TEST(PackedLinear, AWeightChangedInPlaceIsPackedAgain) {
 TEST(PackedLinear, ASetPastItsByteBoundLeavesTheRestToTheBlas) {
   if (!kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: the products keep the BLAS";
   torch::NoGradGuard no_grad;
-  // Two weights of 48 MiB packed fill 96 MiB ... until the next would pass kPackedBytesMax.
+  // Weights of 48 MiB each are packed until the next would take the set past kPackedBytesMax.
   const int64_t n = 16 * 1024, k = 768;
   const int64_t fits = kPackedBytesMax / (n * k * 4);
   std::vector<torch::Tensor> weights;

@@ -5,27 +5,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "float_rounding.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/ops/small_rows_linear.h"
 #include "train/precision.h"
 
 using namespace gpulab::train;
-
-namespace {
-
-// |y - x w^T| <= (k + 2) u (|x| |w|^T) elementwise, u = 2^-24: a float32 dot product's error
-// bound gamma_k (any summation order) with room for its final rounding.
-void expect_within_rounding(const torch::Tensor& x, const torch::Tensor& w) {
-  const auto y = small_rows_linear(x, w).to(torch::kDouble);
-  const auto xd = x.to(torch::kDouble), wd = w.to(torch::kDouble);
-  const auto exact = torch::matmul(xd, wd.t());
-  const auto bound = torch::matmul(xd.abs(), wd.abs().t()) * ((w.size(1) + 2) * 0x1p-24);
-  EXPECT_TRUE(((y - exact).abs() <= bound).all().item<bool>())
-      << "rows " << x.numel() / w.size(1) << " n " << w.size(0) << " k " << w.size(1)
-      << ": worst excess " << ((y - exact).abs() - bound).max().item<double>();
-}
-
-}  // namespace
 
 TEST(SmallRowsLinear, EqualsTheProductWithinFloatRoundingForEveryShapeItTakes) {
   torch::NoGradGuard no_grad;
@@ -39,12 +24,12 @@ TEST(SmallRowsLinear, EqualsTheProductWithinFloatRoundingForEveryShapeItTakes) {
                         {16411, 257}}) {
       const auto x = torch::randn({rows, k}), w = torch::randn({n, k});
       EXPECT_EQ(small_rows_linear_applies(x, w), rows <= kFewRows || w.numel() >= kLargeWeight);
-      expect_within_rounding(x, w);
+      expect_within_rounding(small_rows_linear(x, w), x, w);
     }
   const auto x3 = torch::randn({2, 3, 40}), w = torch::randn({24, 40});  // 6 rows, batched
   ASSERT_TRUE(small_rows_linear_applies(x3, w));
   EXPECT_EQ(small_rows_linear(x3, w).sizes(), (std::vector<int64_t>{2, 3, 24}));
-  expect_within_rounding(x3.reshape({6, 40}), w);
+  expect_within_rounding(small_rows_linear(x3.reshape({6, 40}), w), x3.reshape({6, 40}), w);
 }
 
 TEST(SmallRowsLinear, TakesOnlyInferenceProductsOfFewFloatRows) {

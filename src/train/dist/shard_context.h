@@ -49,6 +49,7 @@ class ShardContext : public DdpContext {
                                                     torch::nn::Module& model,
                                                     torch::optim::Optimizer& opt) override;
   std::string backend() const override;
+  bool splits_model() const override { return true; }
 
   ShardedModel* sharded() { return sharded_.get(); }
 

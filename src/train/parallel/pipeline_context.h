@@ -28,6 +28,7 @@ class PipelineContext : public dist::DdpContext {
   double clip_grad_norm(torch::nn::Module& model, double max_norm) override;
   // fp16: over the world (the ranks hold different gradients), so they skip a step together.
   bool overflow_anywhere(bool mine) override;
+  bool splits_model() const override { return true; }
   DeviceMesh* pipeline_mesh() override { return mesh_.get(); }
   std::unique_ptr<TensorStream> model_stream(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,

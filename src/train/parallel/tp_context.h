@@ -27,6 +27,7 @@ class TpContext : public dist::DdpContext {
   // fp16: over the world (the ranks hold different gradients), so they skip a step together.
   bool overflow_anywhere(bool mine) override;
   TpGroup* tp_group() override { return group_.get(); }
+  bool splits_model() const override { return true; }
   std::unique_ptr<TensorStream> model_stream(torch::nn::Module& model) override;
   bool save_checkpoint(const fs::path& dir, const TrainState& state, torch::nn::Module& model,
                        const torch::optim::Optimizer& opt, int keep) override;
