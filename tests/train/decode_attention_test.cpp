@@ -5,21 +5,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "train/ops/avx2_lanes.h"
+#include "avx2_kernels.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/ops/decode_attention.h"
 
 using namespace gpulab::train;
 
 namespace {
-
-bool kernels_here() {
-#if defined(GPULAB_AVX2_LANES)
-  return has_avx2_fma();
-#else
-  return false;
-#endif
-}
 
 // SDPA's answer, [B, 1, H * D], the key/value heads expanded for grouped queries.
 torch::Tensor reference(const torch::Tensor& q, torch::Tensor k, torch::Tensor v,
@@ -36,7 +28,7 @@ torch::Tensor reference(const torch::Tensor& q, torch::Tensor k, torch::Tensor v
 }  // namespace
 
 TEST(DecodeAttention, EqualsScaledDotProductAttentionWithMasksGroupsAndCacheViews) {
-  if (!kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: decode steps keep libtorch's attention";
+  if (!avx2_kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: decode steps keep libtorch's attention";
   torch::NoGradGuard no_grad;
   torch::manual_seed(3);
   for (auto [heads, kv_heads, d] :
@@ -62,7 +54,7 @@ TEST(DecodeAttention, EqualsScaledDotProductAttentionWithMasksGroupsAndCacheView
 }
 
 TEST(DecodeAttention, ARowThatMayAttendToNothingGetsZeros) {
-  if (!kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: decode steps keep libtorch's attention";
+  if (!avx2_kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: decode steps keep libtorch's attention";
   torch::NoGradGuard no_grad;
   const auto q = torch::randn({2, 2, 1, 8}), k = torch::randn({2, 2, 4, 8}),
              v = torch::randn({2, 2, 4, 8});
@@ -74,7 +66,7 @@ TEST(DecodeAttention, ARowThatMayAttendToNothingGetsZeros) {
 }
 
 TEST(DecodeAttention, TakesOnlyOneFloatQueryARowOutsideAutograd) {
-  if (!kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: decode steps keep libtorch's attention";
+  if (!avx2_kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: decode steps keep libtorch's attention";
   const auto q = torch::randn({2, 4, 1, 8}), k = torch::randn({2, 2, 6, 8}),
              v = torch::randn({2, 2, 6, 8});
   torch::NoGradGuard no_grad;

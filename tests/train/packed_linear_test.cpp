@@ -5,25 +5,15 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "avx2_kernels.h"
 #include "float_rounding.h"
-#include "train/ops/avx2_lanes.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/ops/packed_linear.h"
 #include "train/precision.h"
 
 using namespace gpulab::train;
 
-namespace {
-
-bool kernels_here() {
-#if defined(GPULAB_AVX2_LANES)
-  return has_avx2_fma();
-#else
-  return false;
-#endif
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(PackedLinear, EqualsTheProductWithinFloatRoundingInBothLayouts) {
   torch::NoGradGuard no_grad;
@@ -40,7 +30,7 @@ TEST(PackedLinear, EqualsTheProductWithinFloatRoundingInBothLayouts) {
 }
 
 TEST(PackedLinear, TakesOnlyAGenerationsFloatProductsInItsRowRange) {
-  if (!kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: the products keep the BLAS";
+  if (!avx2_kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: the products keep the BLAS";
   auto w = torch::randn({40, 24}), x = torch::randn({8, 24});
   torch::NoGradGuard no_grad;
   EXPECT_FALSE(packed_decode_product(x, w, false).defined()) << "no PackedWeights set current";
@@ -73,7 +63,7 @@ TEST(PackedLinear, TakesOnlyAGenerationsFloatProductsInItsRowRange) {
 }
 
 TEST(PackedLinear, AWeightChangedInPlaceIsPackedAgain) {
-  if (!kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: the products keep the BLAS";
+  if (!avx2_kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: the products keep the BLAS";
   torch::NoGradGuard no_grad;
   auto w = torch::randn({20, 16});
   const auto x = torch::randn({6, 16});
@@ -87,7 +77,7 @@ TEST(PackedLinear, AWeightChangedInPlaceIsPackedAgain) {
 }
 
 TEST(PackedLinear, ASetPastItsByteBoundLeavesTheRestToTheBlas) {
-  if (!kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: the products keep the BLAS";
+  if (!avx2_kernels_here()) GTEST_SKIP() << "no AVX2 + FMA: the products keep the BLAS";
   torch::NoGradGuard no_grad;
   // Weights of 48 MiB each are packed until the next would take the set past kPackedBytesMax.
   const int64_t n = 16 * 1024, k = 768;
