@@ -7,9 +7,8 @@
 
 #include "core/error.h"
 #include "train/ops/avx2_lanes.h"
-#include "train/ops/cpu_kernels.h"
+#include "train/ops/small_rows_linear.h"
 #include "train/parallel_chunks.h"
-#include "train/precision.h"
 
 namespace gpulab::train {
 
@@ -153,12 +152,7 @@ const torch::Tensor* PackedWeights::find_or_pack(const torch::Tensor& w, bool k_
 
 torch::Tensor packed_decode_product(const torch::Tensor& x, const torch::Tensor& w, bool k_major) {
 #if defined(GPULAB_AVX2_LANES)
-  if (t_current == nullptr || !cpu_kernels_enabled() || !has_avx2_fma()) return {};
-  if (x.scalar_type() != torch::kFloat || w.scalar_type() != torch::kFloat ||
-      !x.device().is_cpu() || !w.device().is_cpu() || w.dim() != 2 || x.dim() < 1)
-    return {};
-  if (torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) return {};
-  if (active_autocast(x.device()) != Precision::kFp32) return {};
+  if (t_current == nullptr || !cpu_fp32_inference_product(x, w)) return {};
   const int64_t k = w.size(k_major ? 0 : 1), n = w.size(k_major ? 1 : 0);
   if (k == 0 || n == 0 || x.size(-1) != k) return {};
   const int64_t rows = x.numel() / k;

@@ -78,16 +78,23 @@ void product(const float* x, int64_t m, const float* w, int64_t n, int64_t k, fl
 
 }  // namespace
 
-bool small_rows_linear_applies(const torch::Tensor& x, const torch::Tensor& w) {
+bool cpu_fp32_inference_product(const torch::Tensor& x, const torch::Tensor& w) {
 #if defined(GPULAB_AVX2_LANES)
   if (!cpu_kernels_enabled() || !has_avx2_fma()) return false;
   if (x.scalar_type() != torch::kFloat || w.scalar_type() != torch::kFloat ||
-      !x.device().is_cpu() || !w.device().is_cpu() || w.dim() != 2 || x.dim() < 1 ||
-      !w.is_contiguous())
+      !x.device().is_cpu() || !w.device().is_cpu() || w.dim() != 2 || x.dim() < 1)
     return false;
   if (torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) return false;
   // Under autocast the product is autocast's (a bf16 or fp16 one), not float32's.
-  if (active_autocast(x.device()) != Precision::kFp32) return false;
+  return active_autocast(x.device()) == Precision::kFp32;
+#else
+  return false;
+#endif
+}
+
+bool small_rows_linear_applies(const torch::Tensor& x, const torch::Tensor& w) {
+#if defined(GPULAB_AVX2_LANES)
+  if (!cpu_fp32_inference_product(x, w) || !w.is_contiguous()) return false;
   const int64_t k = w.size(1);
   if (k == 0 || x.size(-1) != k || w.size(0) == 0) return false;
   const int64_t rows = x.numel() / k;

@@ -17,6 +17,11 @@ inline constexpr int64_t kSmallRows = 64;
 inline constexpr int64_t kFewRows = 8;
 inline constexpr int64_t kLargeWeight = int64_t{1} << 22;
 
+// What every decode-step product of gpulab's own needs (small_rows_linear, packed_linear.h's):
+// float32 CPU tensors, w 2-D, x at least 1-D, no gradient wanted, no autocast, AVX2 + FMA,
+// gpulab's CPU kernels on.
+bool cpu_fp32_inference_product(const torch::Tensor& x, const torch::Tensor& w);
+
 // Whether small_rows_linear takes the product: float32 CPU tensors, w [N, K] contiguous, x [..., K]
 // of at most kFewRows rows (kSmallRows for a weight of kLargeWeight elements or more), no gradient
 // wanted, no autocast, AVX2 + FMA, gpulab's CPU kernels on.
