@@ -4,7 +4,9 @@
 #include <ATen/Config.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include "train/ops/avx2_lanes.h"
 #include "train/ops/cpu_kernels.h"
+#include "train/ops/onednn_linear.h"
 #include "train/ops/packed_linear.h"
 #include "train/ops/small_rows_linear.h"
 #include "train/precision.h"
@@ -86,10 +88,8 @@ bool takes_fp32_gemm(const torch::Tensor& a, const torch::Tensor& b) {
 bool cpu_bf16_gemm_is_slow() {
 #if !AT_MKLDNN_ENABLED()
   return true;
-#elif defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return !(__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512dq"));
+#elif defined(GPULAB_AVX2_LANES)
+  return !has_avx512_core();
 #else
   return false;  // other CPUs: libtorch's own bf16 kernels, unmeasured here
 #endif
@@ -106,6 +106,7 @@ torch::Tensor bf16_matmul_on_fp32_gemm(const torch::Tensor& a, const torch::Tens
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w) {
   if (auto y = packed_decode_product(x, w, false); y.defined()) return y;  // a generation's step
   if (small_rows_linear_applies(x, w)) return small_rows_linear(x, w);     // a decode step
+  if (onednn_linear_applies(x, w)) return onednn_linear(x, w);
   if (!takes_fp32_gemm(x, w)) return torch::nn::functional::linear(x, w);
   return bf16_linear_on_fp32_gemm(x, w);
 }

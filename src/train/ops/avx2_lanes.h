@@ -34,6 +34,13 @@ inline bool has_avx2_fma() {
   return has;
 }
 
+// The AVX-512 subsets libtorch's oneDNN kernels need for its fast bf16 and float32 products.
+inline bool has_avx512_core() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
 __attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) {
   return _mm256_loadu_ps(p);
 }

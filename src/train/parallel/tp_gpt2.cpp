@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "train/models/cpu_bf16_matmul.h"
+#include "train/ops/onednn_linear.h"
 #include "train/parallel/tp_gpt2_state.h"
 #include "train/parallel/tp_gradients.h"
 #include "train/parallel/tp_llama_state.h"
@@ -21,7 +22,7 @@ namespace {
 // Conv1D's addmm adds it under autocast).
 torch::Tensor row_parallel(const Gpt2Linear& layer, const torch::Tensor& x_split, TpGroup& g,
                            bool sp) {
-  auto y = leave_tp(torch::nn::functional::linear(x_split, layer->weight.t()), g, sp);
+  auto y = leave_tp(dense_linear(x_split, layer->weight.t()), g, sp);
   return y + layer->bias.to(y.scalar_type());
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "train/ops/onednn_linear.h"
 #include "train/parallel/tp_regions.h"
 
 namespace gpulab::train::parallel {
@@ -64,7 +65,7 @@ torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward_in_region(const torch::Tensor& x_copied) {
-  return torch::nn::functional::linear(x_copied, weight, bias);
+  return dense_linear(x_copied, weight, bias);
 }
 
 RowParallelLinearImpl::RowParallelLinearImpl(TpGroup& g, int64_t in, int64_t out, bool with_bias,
@@ -82,7 +83,7 @@ torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
 }
 
 torch::Tensor RowParallelLinearImpl::forward_partial(const torch::Tensor& x_split) {
-  return torch::nn::functional::linear(x_split, weight);
+  return dense_linear(x_split, weight);
 }
 
 VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(TpGroup& g, int64_t vocab_size, int64_t dim,

@@ -7,6 +7,7 @@
 #include "train/models/attention_core.h"
 #include "train/models/cpu_bf16_matmul.h"
 #include "train/ops/causal_attention.h"
+#include "train/ops/onednn_linear.h"
 #include "train/ops/packed_linear.h"
 
 namespace gpulab::train {
@@ -34,7 +35,7 @@ Gpt2LinearImpl::Gpt2LinearImpl(int64_t in, int64_t out, const torch::TensorOptio
 torch::Tensor Gpt2LinearImpl::forward(const torch::Tensor& x) {
   // A generation's step: the [in, out] weight packed as Llama's [out, in] ones are.
   if (auto y = packed_decode_product(x, weight, true); y.defined()) return y + bias;
-  return torch::nn::functional::linear(x, weight.t(), bias);
+  return dense_linear(x, weight.t(), bias);
 }
 
 Gpt2LayerNormImpl::Gpt2LayerNormImpl(int64_t dim, double eps, const torch::TensorOptions& options)
