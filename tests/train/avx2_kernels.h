@@ -1,4 +1,5 @@
-// Whether gpulab's AVX2 kernels can run here: their tests skip, with the reason, where not.
+// Whether gpulab's AVX2 kernels (and its AVX-512 float32 linear) can run here: their tests skip,
+// with the reason, where not.
 #pragma once
 
 #include "train/ops/avx2_lanes.h"
@@ -6,6 +7,15 @@
 inline bool avx2_kernels_here() {
 #if defined(GPULAB_AVX2_LANES)
   return gpulab::train::has_avx2_fma();
+#else
+  return false;
+#endif
+}
+
+// Whether onednn_linear can be taken here (AVX-512 f, bw, vl, dq).
+inline bool avx512_here() {
+#if defined(GPULAB_AVX2_LANES)
+  return gpulab::train::has_avx512_core();
 #else
   return false;
 #endif

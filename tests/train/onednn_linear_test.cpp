@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "avx2_kernels.h"
 #include "float_rounding.h"
-#include "train/ops/avx2_lanes.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/ops/onednn_linear.h"
 #include "train/precision.h"
@@ -14,14 +14,6 @@
 using namespace gpulab::train;
 
 namespace {
-
-bool avx512_here() {
-#if defined(GPULAB_AVX2_LANES)
-  return has_avx512_core();
-#else
-  return false;
-#endif
-}
 
 // Forward and backward through onednn_linear against float64 autograd on the same values: the
 // output within the product's bound; each gradient is a product too (k = the summed dimension).

@@ -106,9 +106,8 @@ torch::Tensor bf16_matmul_on_fp32_gemm(const torch::Tensor& a, const torch::Tens
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w) {
   if (auto y = packed_decode_product(x, w, false); y.defined()) return y;  // a generation's step
   if (small_rows_linear_applies(x, w)) return small_rows_linear(x, w);     // a decode step
-  if (onednn_linear_applies(x, w)) return onednn_linear(x, w);
-  if (!takes_fp32_gemm(x, w)) return torch::nn::functional::linear(x, w);
-  return bf16_linear_on_fp32_gemm(x, w);
+  if (takes_fp32_gemm(x, w)) return bf16_linear_on_fp32_gemm(x, w);
+  return dense_linear(x, w);
 }
 
 torch::Tensor matrix_product(const torch::Tensor& a, const torch::Tensor& b) {

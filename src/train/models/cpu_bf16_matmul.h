@@ -13,7 +13,8 @@ bool cpu_bf16_gemm_is_slow();
 
 // x @ w^T (a bias-free linear layer) and a @ b (equal batch dimensions): under CPU bf16 autocast
 // on such a CPU, through the fp32 GEMM with the same rounding points as autocast (operands,
-// results and gradients in bf16; saved tensors in bf16); otherwise the ordinary ops.
+// results and gradients in bf16; saved tensors in bf16); otherwise the ordinary ops (for x @ w^T:
+// a decode step's own products, else dense_linear of onednn_linear.h).
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w);
 torch::Tensor matrix_product(const torch::Tensor& a, const torch::Tensor& b);
 

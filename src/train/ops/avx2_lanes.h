@@ -1,5 +1,6 @@
 // Eight float32 lanes in AVX2 for gpulab's CPU kernels (SwiGLU, RMSNorm, attention rows): loads and
-// stores of float32 and bfloat16 memory, exp, and the float32 / bfloat16 dispatch they share.
+// stores of float32 and bfloat16 memory, exp, and the float32 / bfloat16 dispatch they share; the
+// CPU feature checks (AVX2 + FMA, and the AVX-512 subsets libtorch's oneDNN kernels want).
 // GPULAB_AVX2_LANES is defined where the helpers exist (x86-64); callers check has_avx2_fma() at
 // run time and keep a scalar path.
 #pragma once

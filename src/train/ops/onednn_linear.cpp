@@ -31,7 +31,6 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
                                const torch::Tensor& w) {
     auto x2 = x.reshape({-1, x.size(-1)});
     ctx->save_for_backward({x2, w});
-    ctx->saved_data["x_sizes"] = x.sizes();
     auto sizes = x.sizes().vec();
     sizes.back() = w.size(0);
     return pointwise(x2, w).view(sizes);
@@ -42,8 +41,11 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
     const auto &x2 = saved[0], &w = saved[1];
     auto g2 = grads[0].reshape({-1, w.size(0)});
     torch::Tensor gx, gw;
-    if (ctx->needs_input_grad(0))
-      gx = pointwise(g2, w.t()).view(ctx->saved_data["x_sizes"].toIntVector());
+    if (ctx->needs_input_grad(0)) {
+      auto x_sizes = grads[0].sizes().vec();  // x's: the output's with K last
+      x_sizes.back() = w.size(1);
+      gx = pointwise(g2, w.t()).view(x_sizes);
+    }
     if (ctx->needs_input_grad(1)) gw = torch::mm(g2.t(), x2);
     return {gx, gw};
   }

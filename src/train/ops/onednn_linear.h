@@ -2,7 +2,7 @@
 // there: y = x @ w^T and the input's gradient through oneDNN's matmul (libtorch's
 // mkldnn::_linear_pointwise, the kernel torch.compile picks on CPUs), the weight's gradient through
 // MKL's sgemm, as libtorch's own linear. On a 2-core Zen 4 at a llama-125m step's shapes oneDNN ran
-// the first two 1.05-1.76x faster than MKL (one cell 0.93) and the third 0.73-1.05x from 256
+// the first two 1.05-1.76x faster than MKL (one cell 0.93) and the third 0.73-1.09x from 256
 // rows up (bench/linear_backends.py; docs/benchmarks.md, 2026-12-05); on AVX2 alone oneDNN was
 // 0.94x, so there libtorch's linear stays.
 #pragma once
