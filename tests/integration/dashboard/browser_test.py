@@ -859,6 +859,13 @@ def run_quota(svc, size, shots):
         p.d.quit()
 
 
+def remove_test_containers(host):
+    """The containers this test names, on its own engine: removed before and after a run."""
+    for w, _ in SIZES:
+        for c in [f"d{w}-alice", f"d{w}-alice-moved-r", f"q{w}-one", f"q{w}-two", "h-old"]:
+            subprocess.run(["docker", "-H", host, "rm", "-f", c], capture_output=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("gpulab")
@@ -874,6 +881,9 @@ def main():
     if args.screenshots:
         os.makedirs(args.screenshots, exist_ok=True)
     svc = None
+    # A run killed before its clean-up (a SIGKILL, the machine restarted) left its containers on
+    # this test-private engine; the next run's creates met them as 409 NAME_CONFLICT.
+    remove_test_containers(host)
     try:
         ensure_image(host, work)
         svc = Serve(os.path.abspath(args.gpulab), work, host)
@@ -892,9 +902,7 @@ def main():
     finally:
         if svc:
             svc.stop()
-        for w, _ in SIZES:
-            for c in [f"d{w}-alice", f"d{w}-alice-moved-r", f"q{w}-one", f"q{w}-two", "h-old"]:
-                subprocess.run(["docker", "-H", host, "rm", "-f", c], capture_output=True)
+        remove_test_containers(host)
         shutil.rmtree(work, ignore_errors=True)
         for d in PROFILES:
             shutil.rmtree(d, ignore_errors=True)
