@@ -9,13 +9,14 @@ GPULAB=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d -t gpulab-walkthrough.XXXXXX)
 svc_pid=""
+remove_containers() {
+  for n in experiment-01 experiment-02 experiment-01-restored dual-gpu-container; do
+    docker rm -f "$n" >/dev/null 2>&1 || true
+  done
+}
 cleanup() {
   if [ -n "$svc_pid" ]; then kill "$svc_pid" 2>/dev/null || true; wait "$svc_pid" 2>/dev/null || true; fi
-  if [ -n "${DOCKER_HOST:-}" ]; then
-    for n in experiment-01 experiment-02 experiment-01-restored dual-gpu-container; do
-      docker rm -f "$n" >/dev/null 2>&1 || true
-    done
-  fi
+  if [ -n "${DOCKER_HOST:-}" ]; then remove_containers; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -30,6 +31,8 @@ cat "$work/start-dockerd.err" >&2
 [ $rc = 77 ] && { echo "SKIP: no dockerd here: $(tail -n 1 "$work/start-dockerd.err")"; exit 77; }
 [ $rc = 0 ] || fail "dockerd did not start"
 export DOCKER_HOST
+# A run killed before its trap (the machine restarted) left these names on the test engine.
+remove_containers
 
 # The lab image: a static busybox root (no registry in CI), kept running. The shell is PID 1,
 # which has no default signal actions: without the trap it ignored the stop's SIGTERM and the
