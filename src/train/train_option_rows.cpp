@@ -41,7 +41,7 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
     {"augment", &TO::augment, "random crop and horizontal flip for training"},
     {"seq_len", &TO::seq_len, "tokens per training window (language models; bench train's images_per_second counts sequences)", nullptr, rows_at_least(1)},
     {"activation_checkpointing", &TO::activation_checkpointing, "recompute each transformer block in the backward pass (less memory)"},
-    {"attention", &TO::attention, "language models: sdpa (at::scaled_dot_product_attention, as on a GPU) or gpulab (gpulab's fused CPU kernel in fp32/fp64/bf16, for A/B timings)", attention_names},
+    {"attention", &TO::attention, "language models: auto (on the CPU gpulab's batched products and softmax passes, sdpa past 16 MiB of probabilities a layer and on a GPU), sdpa (at::scaled_dot_product_attention everywhere, as on a GPU) or gpulab (gpulab's fused rotary CPU kernel in fp32/fp64, for A/B timings)", attention_names},
     {"num_workers", &TO::num_workers, "data loader threads (-1: auto)"},
     {"device", &TO::device, "auto, cpu, cuda or cuda:N"},
     {"cpu_kernels", &TO::cpu_kernels, "on: gpulab's CPU kernels where they apply (RMSNorm, SwiGLU, bf16 products on the fp32 GEMM); off: libtorch's ops (A/B timings)", on_off_names},

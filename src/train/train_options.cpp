@@ -67,7 +67,7 @@ const std::vector<std::string>& answer_match_names() {
   return names;
 }
 const std::vector<std::string>& attention_names() {
-  static const std::vector<std::string> names = {"sdpa", "gpulab"};
+  static const std::vector<std::string> names = {"auto", "sdpa", "gpulab"};
   return names;
 }
 

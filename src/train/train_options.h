@@ -27,9 +27,10 @@ struct TrainOptions {
   // recomputing each block in the backward pass instead of keeping its activations.
   int64_t seq_len = 256;
   bool activation_checkpointing = false;
-  // sdpa: at::scaled_dot_product_attention on every device (what a GPU runs); gpulab: gpulab's
-  // fused CPU kernel where it applies (A/B timings against sdpa, bench/compare).
-  std::string attention = "sdpa";
+  // auto: gpulab's batched attention on the CPU where it applies (ops/batched_attention.h), sdpa
+  // elsewhere; sdpa: at::scaled_dot_product_attention on every device (what a GPU runs); gpulab:
+  // gpulab's fused rotary CPU kernel where it applies (A/B timings against sdpa, bench/compare).
+  std::string attention = "auto";
   // on: gpulab's CPU kernels where they apply (train/ops/cpu_kernels.h); off: libtorch's ops
   // everywhere (A/B timings against what a GPU host runs).
   std::string cpu_kernels = "on";

@@ -22,6 +22,7 @@
 #include "train/dist/sharded_checkpoint.h"
 #include "train/host_allocator.h"
 #include "train/memory_format.h"
+#include "train/ops/batched_attention.h"
 #include "train/ops/cpu_kernels.h"
 #include "train/optim/optimizers.h"
 #include "train/parallel/mesh_checkpoint.h"
@@ -78,6 +79,7 @@ void Trainer::say(const std::string& line) const {
 // Step 1: threads, device, seeds, determinism, precision.
 void Trainer::setup_runtime() {
   set_cpu_kernels(opts_.cpu_kernels == "on");
+  set_batched_attention(opts_.attention != "sdpa");
   if (!dist_->splits_model()) keep_freed_host_memory();
   threads_ = configure_threads(static_cast<int>(opts_.threads), dist_->local_world_size);
   device_ = resolve_device(opts_.device, dist_->local_rank);

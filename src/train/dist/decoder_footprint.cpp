@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "train/models/lm_families.h"
+#include "train/ops/batched_attention.h"
 
 namespace gpulab::train::dist {
 
@@ -54,8 +55,18 @@ DecoderConfig config_of(const FootprintShape& s, int64_t layers, const std::stri
   return c;
 }
 
-// Forward-pass bytes per sample of the real model (the planner's counter).
+// Forward-pass bytes per sample of the real model (the planner's counter), on
+// scaled_dot_product_attention or the fused kernel: a plan is for any length and device, and
+// gpulab's batched CPU attention (up to kBatchedAttentionBytes a layer more) serves short CPU
+// sequences alone.
 ModelFootprint measure(const DecoderConfig& c, int64_t seq_len, bool fused_attention) {
+  struct SdpaOnly {
+    bool before = set_batched_attention(false);
+    SdpaOnly() = default;
+    ~SdpaOnly() { set_batched_attention(before); }
+    SdpaOnly(const SdpaOnly&) = delete;
+    SdpaOnly& operator=(const SdpaOnly&) = delete;
+  } const sdpa_only;
   torch::manual_seed(0);
   auto model = build_causal_lm(c);
   model->set_fused_attention(fused_attention);

@@ -15,7 +15,8 @@ namespace gpulab::train::dist {
 // The footprint of `c` training on sequences of `seq_len` tokens, its parameters and activations
 // `element_bytes` wide (4: fp32, as the fit was measured; 8: fp64 doubles everything).
 // fused_attention: gpulab's CPU kernel (--attention gpulab) instead of
-// scaled_dot_product_attention; neither keeps heads x T x T scores.
+// scaled_dot_product_attention; neither keeps heads x T x T scores. (gpulab's batched CPU
+// attention of --attention auto does, up to 16 MiB a layer: not in the plan.)
 ModelFootprint decoder_footprint(const DecoderConfig& c, int64_t seq_len, bool fused_attention,
                                  int64_t element_bytes = 4);
 

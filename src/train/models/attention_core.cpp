@@ -1,6 +1,7 @@
 // Causal attention after the projections: cache, grouped-query expansion, the product (see .h).
 #include "train/models/attention_core.h"
 
+#include "train/ops/batched_attention.h"
 #include "train/ops/causal_attention.h"
 #include "train/ops/decode_attention.h"
 
@@ -9,11 +10,14 @@ namespace {
 
 // q: B x H x T x D; k, v: B x H x S x D, where the last T of the S key positions are the
 // queries' own. Causal: query i sees keys up to S - T + i; with a padding mask (B x 1 x T x S,
-// KvCache::attend), those of its row's that the mask allows.
+// KvCache::attend), those of its row's that the mask allows. `cached`: generation's (its tokens
+// are compared with transformers', so it keeps sdpa's float32 scores).
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& mask) {
+                     const torch::Tensor& mask, bool cached) {
   if (mask.defined()) return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false);
   const int64_t t = q.size(2), s = k.size(2);
+  if (!cached && t == s && batched_attention_applies(q, k))
+    return batched_causal_attention(q, k, v);
   // The fused kernels (flash / memory-efficient on GPUs, flash on the CPU). Its is_causal aligns
   // the mask to the top left, which is right only without earlier positions; one new token sees
   // everything.
@@ -48,13 +52,16 @@ torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::T
     v = v.unsqueeze(2).expand({b, kv_heads, rep, s, head_dim}).reshape({b, heads, s, head_dim});
   }
   auto out = attend(q, k.to(q.scalar_type()), v.to(q.scalar_type()),
-                    cache != nullptr ? cache->attend : torch::Tensor());
+                    cache != nullptr ? cache->attend : torch::Tensor(), cache != nullptr);
   return out.transpose(1, 2).reshape({b, t, heads * head_dim});
 }
 
 std::string attention_path(torch::Device device, torch::ScalarType compute, bool gpulab_kernel) {
   if (gpulab_kernel && fused_causal_attention_applies(torch::empty({0}, device).to(compute)))
     return "gpulab's fused CPU kernel (no heads x T x T scores kept)";
+  if (device.is_cpu() && batched_attention_enabled() && compute != torch::kHalf)
+    return "gpulab's batched products and softmax passes (scaled_dot_product_attention past 16 MiB "
+           "of probabilities a layer)";
   return "scaled_dot_product_attention";
 }
 

@@ -1,6 +1,6 @@
 // The causal attention every decoder family shares once q, k and v are made: the KV cache's
-// append, grouped-query expansion, and the product itself (scaled_dot_product_attention on
-// libtorch 2.x, a masked softmax on 1.x), plus what the trainer's header says about it.
+// append, grouped-query expansion, and the product itself (scaled_dot_product_attention, or on
+// the CPU gpulab's batched attention for whole sequences), plus what the trainer's header says.
 #pragma once
 
 #include <torch/torch.h>
@@ -22,8 +22,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::T
                                KvCache* cache, int64_t layer);
 
 // The attention a training step of this compute dtype runs on this device, in words (the
-// trainer's header line): at::scaled_dot_product_attention, or gpulab's CPU kernel where asked
-// for (--attention gpulab) and it applies.
+// trainer's header line): at::scaled_dot_product_attention, gpulab's rotary CPU kernel where asked
+// for (--attention gpulab) and it applies, or gpulab's batched CPU attention (--attention auto).
 std::string attention_path(torch::Device device, torch::ScalarType compute, bool gpulab_kernel);
 
 }  // namespace gpulab::train

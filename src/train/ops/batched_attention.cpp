@@ -1,0 +1,217 @@
+// Causal attention on batched products and two softmax passes (see batched_attention.h): the
+// row passes in AVX2 for float32 and bfloat16 where the CPU has it, scalar code otherwise.
+#include "train/ops/batched_attention.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "train/ops/attention_rows.h"
+#include "train/ops/avx2_lanes.h"
+#include "train/ops/cpu_kernels.h"
+#include "train/parallel_chunks.h"
+
+namespace gpulab::train {
+namespace {
+
+using torch::Tensor;
+
+std::atomic<bool> g_batched{true};
+
+// One row of scores s (n visible keys of len): s <- softmax(s * scale) over the n, zero past them.
+// e: n elements of scratch.
+template <typename T>
+void softmax_row_scalar(T* s, int64_t n, int64_t len, Wide<T> scale, Wide<T>* e) {
+  using W = Wide<T>;
+  W top = -std::numeric_limits<W>::infinity();
+  for (int64_t j = 0; j < n; ++j) top = std::max(top, static_cast<W>(s[j]));
+  W sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += e[j] = std::exp((static_cast<W>(s[j]) - top) * scale);
+  for (int64_t j = 0; j < n; ++j) s[j] = static_cast<T>(e[j] / sum);
+  std::fill(s + n, s + len, T(0));
+}
+
+// One row of the backward pass: d <- p * (d - sum(p * d)) * scale over the n, zero past them
+// (d: the probabilities' gradient in, the scores' out).
+template <typename T>
+void softmax_back_row_scalar(const T* p, T* d, int64_t n, int64_t len, Wide<T> scale) {
+  using W = Wide<T>;
+  W dot = 0;
+  for (int64_t j = 0; j < n; ++j) dot += static_cast<W>(p[j]) * static_cast<W>(d[j]);
+  for (int64_t j = 0; j < n; ++j)
+    d[j] = static_cast<T>(static_cast<W>(p[j]) * (static_cast<W>(d[j]) - dot) * scale);
+  std::fill(d + n, d + len, T(0));
+}
+
+#if defined(GPULAB_AVX2_LANES)
+__attribute__((target("avx2,fma"))) inline float max8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(T* s, int64_t n, int64_t len, float scale,
+                                                          float* e) {
+  const int64_t whole = n / 8 * 8;
+  __m256 vtop = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < whole; j += 8) vtop = _mm256_max_ps(vtop, load8(s + j));
+  float top = max8(vtop);
+  for (int64_t j = whole; j < n; ++j) top = std::max(top, static_cast<float>(s[j]));
+  const __m256 vscale = _mm256_set1_ps(scale), vshift = _mm256_set1_ps(-top * scale);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < whole; j += 8) {
+    const __m256 x = exp8(_mm256_fmadd_ps(load8(s + j), vscale, vshift));
+    _mm256_storeu_ps(e + j, x);
+    vsum = _mm256_add_ps(vsum, x);
+  }
+  float sum = sum8(vsum);
+  for (int64_t j = whole; j < n; ++j)
+    sum += e[j] = std::exp((static_cast<float>(s[j]) - top) * scale);
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (int64_t j = 0; j < whole; j += 8) store8(s + j, _mm256_mul_ps(_mm256_loadu_ps(e + j), inv));
+  for (int64_t j = whole; j < n; ++j) s[j] = static_cast<T>(e[j] / sum);
+  std::fill(s + n, s + len, T(0));
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) void softmax_back_row_avx2(const T* p, T* d, int64_t n,
+                                                               int64_t len, float scale) {
+  const int64_t whole = n / 8 * 8;
+  __m256 vdot = _mm256_setzero_ps();
+  for (int64_t j = 0; j < whole; j += 8) vdot = _mm256_fmadd_ps(load8(p + j), load8(d + j), vdot);
+  float dot = sum8(vdot);
+  for (int64_t j = whole; j < n; ++j) dot += static_cast<float>(p[j]) * static_cast<float>(d[j]);
+  const __m256 vd = _mm256_set1_ps(dot), vscale = _mm256_set1_ps(scale);
+  for (int64_t j = 0; j < whole; j += 8)
+    store8(d + j,
+           _mm256_mul_ps(_mm256_mul_ps(load8(p + j), _mm256_sub_ps(load8(d + j), vd)), vscale));
+  for (int64_t j = whole; j < n; ++j)
+    d[j] = static_cast<T>(static_cast<float>(p[j]) * (static_cast<float>(d[j]) - dot) * scale);
+  std::fill(d + n, d + len, T(0));
+}
+#endif
+
+// Whether the row passes take AVX2 for elements of type T.
+template <typename T>
+bool vector_rows() {
+#if defined(GPULAB_AVX2_LANES)
+  return !std::is_same_v<T, double> && has_avx2_fma();
+#else
+  return false;
+#endif
+}
+
+// fn(row, visible keys) for every row of the BH x T x T scores, split between threads in whole
+// ranges of rows (each row's work is its own: the result does not depend on the split).
+template <typename F>
+void for_rows(int64_t rows, int64_t len, const F& fn) {
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows / 64));
+  const int64_t per = (rows + chunks - 1) / chunks;
+  parallel_chunks(chunks, [&](int64_t c) {
+    for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) fn(r, r % len + 1);
+  });
+}
+
+template <typename T>
+void softmax_rows(Tensor& scores, double scale) {
+  const int64_t len = scores.size(2);
+  T* s = scores.data_ptr<T>();
+  for_rows(scores.size(0) * len, len, [&](int64_t r, int64_t n) {
+    thread_local std::vector<Wide<T>> e;
+    e.resize(static_cast<size_t>(len));
+#if defined(GPULAB_AVX2_LANES)
+    if constexpr (!std::is_same_v<T, double>) {
+      if (vector_rows<T>())
+        return softmax_row_avx2(s + r * len, n, len, static_cast<float>(scale), e.data());
+    }
+#endif
+    softmax_row_scalar(s + r * len, n, len, static_cast<Wide<T>>(scale), e.data());
+  });
+}
+
+template <typename T>
+void softmax_back_rows(const Tensor& probs, Tensor& grad, double scale) {
+  const int64_t len = probs.size(2);
+  const T* p = probs.data_ptr<T>();
+  T* d = grad.data_ptr<T>();
+  for_rows(probs.size(0) * len, len, [&](int64_t r, int64_t n) {
+#if defined(GPULAB_AVX2_LANES)
+    if constexpr (!std::is_same_v<T, double>) {
+      if (vector_rows<T>())
+        return softmax_back_row_avx2(p + r * len, d + r * len, n, len, static_cast<float>(scale));
+    }
+#endif
+    softmax_back_row_scalar(p + r * len, d + r * len, n, len, static_cast<Wide<T>>(scale));
+  });
+}
+
+// fn(T{}) for float32, bfloat16 or float64.
+template <typename F>
+void for_type(c10::ScalarType type, F&& fn) {
+  if (type == c10::kDouble) return fn(double{});
+  float_or_bf16(type, fn);
+}
+
+// B x H x T x D as BH x T x D, dense.
+Tensor flat(const Tensor& x) {
+  return x.reshape({x.size(0) * x.size(1), x.size(2), x.size(3)}).contiguous();
+}
+
+struct BatchedAttention : torch::autograd::Function<BatchedAttention> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k,
+                        const Tensor& v) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+    auto q3 = flat(q), k3 = flat(k), v3 = flat(v);
+    auto probs = at::bmm(q3, k3.transpose(1, 2));
+    for_type(probs.scalar_type(), [&](auto tag) { softmax_rows<decltype(tag)>(probs, scale); });
+    ctx->save_for_backward({q3, k3, v3, probs});
+    return at::bmm(probs, v3).view(q.sizes());
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &q3 = saved[0], &k3 = saved[1], &v3 = saved[2], &probs = saved[3];
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q3.size(2)));
+    auto go = grads[0].to(q3.scalar_type()).reshape(q3.sizes()).contiguous();
+    auto dv = at::bmm(probs.transpose(1, 2), go);
+    auto ds = at::bmm(go, v3.transpose(1, 2));
+    for_type(ds.scalar_type(),
+             [&](auto tag) { softmax_back_rows<decltype(tag)>(probs, ds, scale); });
+    auto dq = at::bmm(ds, k3), dk = at::bmm(ds.transpose(1, 2), q3);
+    const auto shape = grads[0].sizes();
+    return {dq.view(shape), dk.view(shape), dv.view(shape)};
+  }
+};
+
+}  // namespace
+
+bool set_batched_attention(bool on) {
+  return g_batched.exchange(on);
+}
+
+bool batched_attention_enabled() {
+  return g_batched && cpu_kernels_enabled();
+}
+
+bool batched_attention_applies(const torch::Tensor& q, const torch::Tensor& k) {
+  const auto t = q.scalar_type();
+  if (!batched_attention_enabled() || !q.device().is_cpu() || q.dim() != 4) return false;
+  if (t != torch::kFloat && t != torch::kBFloat16 && t != torch::kDouble) return false;
+  if (k.sizes() != q.sizes() || k.scalar_type() != t || q.size(2) < 2) return false;
+  const int64_t probs = q.size(0) * q.size(1) * q.size(2) * q.size(2);
+  return probs * static_cast<int64_t>(q.element_size()) <= kBatchedAttentionBytes;
+}
+
+torch::Tensor batched_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v) {
+  TORCH_CHECK(q.sizes() == k.sizes() && k.sizes() == v.sizes() && q.dim() == 4,
+              "batched_causal_attention: q, k, v must be B x H x T x D alike");
+  return BatchedAttention::apply(q, k, v.to(q.scalar_type()));
+}
+
+}  // namespace gpulab::train

@@ -1,0 +1,34 @@
+// Causal attention of a training step on the CPU as four batched products and gpulab's own
+// softmax passes: libtorch's CPU flash kernel (scaled_dot_product_attention) spends most of its
+// time outside its products at training lengths, in bfloat16 most of all. The products run on
+// libtorch's bmm (oneDNN, bfloat16 arithmetic where the CPU has it); the masked softmax forward
+// and its backward are one pass each over the rows a query may see.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace gpulab::train {
+
+// The process-wide choice (--attention: on unless sdpa was asked for); with --cpu_kernels off the
+// kernel is off as well. Returns the choice before.
+bool set_batched_attention(bool on);
+bool batched_attention_enabled();
+
+// Whether batched_causal_attention serves q, k, v (B x H x T x D, keys and values already expanded
+// to the query heads): a CPU, float32, bfloat16 or float64, T > 1, and the probabilities it keeps
+// for the backward pass (B x H x T x T) within kBatchedAttentionBytes; longer sequences take sdpa,
+// which keeps nothing T x T.
+bool batched_attention_applies(const torch::Tensor& q, const torch::Tensor& k);
+
+// 16 MiB: llama-125m's 4 x 12 heads x 256^2 in float32 is 12 MiB; 12 layers at the cap keep
+// 192 MiB more than sdpa.
+inline constexpr int64_t kBatchedAttentionBytes = int64_t{16} << 20;
+
+// softmax(q k^T / sqrt(D), causal) v: B x H x T x D, differentiable once in q, k and v. In
+// bfloat16 the scores and probabilities are bfloat16 between the passes (the arithmetic of
+// transformers' eager attention under autocast); each pass computes in float32 (float64 for
+// float64).
+torch::Tensor batched_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v);
+
+}  // namespace gpulab::train

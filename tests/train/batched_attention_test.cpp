@@ -1,0 +1,134 @@
+// gpulab's batched causal attention against at::scaled_dot_product_attention (is_causal): the
+// output and the gradients of q, k and v in float64 (to rounding), float32 and bfloat16 (against
+// the float64 result), at lengths that are not multiples of the vector width; when it applies
+// (the switches, dtypes, the probabilities' byte cap); and a Llama model's logits and gradients
+// equal on either path.
+#include <gtest/gtest.h>
+
+#include "support/tensor_diff.h"
+#include "train/models/llama/llama.h"
+#include "train/ops/batched_attention.h"
+#include "train/ops/cpu_kernels.h"
+
+namespace gpulab::train {
+namespace {
+
+using torch::Tensor;
+
+struct AttentionResult {
+  Tensor out, dq, dk, dv;
+};
+
+AttentionResult run(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad,
+                    bool batched) {
+  auto a = q.detach().clone().requires_grad_(), b = k.detach().clone().requires_grad_(),
+       c = v.detach().clone().requires_grad_();
+  auto out = batched ? batched_causal_attention(a, b, c)
+                     : at::scaled_dot_product_attention(a, b, c, {}, 0.0, true);
+  out.backward(grad);
+  return {out.detach(), a.grad(), b.grad(), c.grad()};
+}
+
+// q, k, v and an output gradient, B x H x T x D, float64; scores of a few units (as trained
+// models have) so that the softmax is neither flat nor one-hot.
+std::array<Tensor, 4> operands(int64_t b, int64_t h, int64_t t, int64_t d) {
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  return {torch::randn({b, h, t, d}, opts) * 1.5, torch::randn({b, h, t, d}, opts) * 1.5,
+          torch::randn({b, h, t, d}, opts), torch::randn({b, h, t, d}, opts)};
+}
+
+void expect_close(const AttentionResult& ours, const AttentionResult& ref, double bound,
+                  const std::string& what) {
+  EXPECT_LE(gpulab::test::relative_diff(ours.out, ref.out), bound) << what << ": output";
+  EXPECT_LE(gpulab::test::relative_diff(ours.dq, ref.dq), bound) << what << ": dq";
+  EXPECT_LE(gpulab::test::relative_diff(ours.dk, ref.dk), bound) << what << ": dk";
+  EXPECT_LE(gpulab::test::relative_diff(ours.dv, ref.dv), bound) << what << ": dv";
+}
+
+TEST(BatchedAttention, Float64EqualsSdpa) {
+  for (int64_t t : {2, 7, 9, 33}) {
+    torch::manual_seed(t);
+    auto [q, k, v, g] = operands(2, 3, t, 8);
+    ASSERT_TRUE(batched_attention_applies(q, k));
+    // Both sides in float64: only the order of sums differs (measured ~1e-15; a wrong mask, a
+    // missing scale or a swapped gradient is off by O(1)).
+    expect_close(run(q, k, v, g, true), run(q, k, v, g, false), 1e-12, "T " + std::to_string(t));
+  }
+}
+
+TEST(BatchedAttention, Float32AndBfloat16AgainstFloat64) {
+  torch::manual_seed(1);
+  auto [q, k, v, g] = operands(2, 4, 37, 16);
+  const auto exact = run(q, k, v, g, false);
+  // float32: products on the BLAS and the AVX2 exp (measured 2.6e-7 to 4.0e-7 of each result's
+  // largest element; sdpa's own float32 2.6e-7 to 6.6e-7, held to the same bound beside it).
+  for (bool batched : {true, false}) {
+    auto r = run(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), g.to(torch::kFloat),
+                 batched);
+    expect_close(r, exact, 1e-5, batched ? "float32, batched" : "float32, sdpa");
+  }
+  // bfloat16: scores, probabilities and products rounded to bfloat16's 3.9e-3 between the passes
+  // (as eager attention under autocast rounds them); each gradient is a few such roundings deep.
+  // Measured 6.6e-3 to 1.4e-2 (sdpa's own bfloat16 run of these operands: 5.3e-3 to 1.1e-2).
+  auto bf = [](const Tensor& x) { return x.to(torch::kBFloat16); };
+  auto r = run(bf(q), bf(k), bf(v), bf(g), true);
+  ASSERT_EQ(r.out.scalar_type(), torch::kBFloat16);
+  expect_close({r.out.to(torch::kDouble), r.dq.to(torch::kDouble), r.dk.to(torch::kDouble),
+                r.dv.to(torch::kDouble)},
+               exact, 3e-2, "bfloat16");
+}
+
+TEST(BatchedAttention, AppliesOnlyWhereItShould) {
+  auto q = torch::randn({1, 2, 8, 4});
+  EXPECT_TRUE(batched_attention_applies(q, q));
+  EXPECT_FALSE(batched_attention_applies(q.to(torch::kHalf), q.to(torch::kHalf)));
+  EXPECT_FALSE(batched_attention_applies(q.narrow(2, 0, 1), q.narrow(2, 0, 1)));  // one position
+  EXPECT_FALSE(batched_attention_applies(q, q.narrow(2, 0, 4)));  // keys of another length
+  // 16 MiB of float32 probabilities is 2048 x 2048 for one head: one more position is over.
+  auto big = torch::empty({1, 1, 2048, 1});
+  EXPECT_TRUE(batched_attention_applies(big, big));
+  auto over = torch::empty({1, 1, 2049, 1});
+  EXPECT_FALSE(batched_attention_applies(over, over));
+  set_batched_attention(false);
+  EXPECT_FALSE(batched_attention_applies(q, q));
+  set_batched_attention(true);
+  set_cpu_kernels(false);
+  EXPECT_FALSE(batched_attention_applies(q, q));
+  set_cpu_kernels(true);
+  EXPECT_TRUE(batched_attention_applies(q, q));
+}
+
+// The whole model on either path (the switch read in attention_core.cpp): the same logits and
+// gradients in float64, grouped-query heads included.
+TEST(BatchedAttention, LlamaSameOnEitherPath) {
+  DecoderConfig c = find_decoder_config("llama-tiny").value_or_throw();
+  c.num_kv_heads = 2;
+  torch::manual_seed(0);
+  LlamaForCausalLM model(c);
+  model.to(torch::kDouble);
+  model.set_fused_attention(false);  // the rotary kernel is the model's own default
+  auto tokens = torch::randint(0, c.vocab_size, {2, 19}, torch::kLong);
+  auto run_model = [&](bool batched) {
+    set_batched_attention(batched);
+    model.zero_grad();
+    auto logits = model.forward(tokens);
+    logits.pow(2).mean().backward();
+    std::vector<Tensor> grads;
+    for (const auto& p : model.parameters()) grads.push_back(p.grad().clone());
+    set_batched_attention(true);
+    return std::make_pair(logits.detach(), grads);
+  };
+  auto [ours, our_grads] = run_model(true);
+  auto [theirs, their_grads] = run_model(false);
+  // Measured ~1e-16: float64 sums in another order. Exactly 0 would mean one path ran twice.
+  const double diff = gpulab::test::relative_diff(ours, theirs);
+  EXPECT_LE(diff, 1e-12);
+  EXPECT_GT(diff, 0.0) << "the switch did not change the attention's path";
+  ASSERT_EQ(our_grads.size(), their_grads.size());
+  for (size_t i = 0; i < our_grads.size(); ++i)
+    EXPECT_LE(gpulab::test::relative_diff(our_grads[i], their_grads[i]), 1e-12)
+        << "parameter " << i;
+}
+
+}  // namespace
+}  // namespace gpulab::train
