@@ -1,8 +1,9 @@
 // Causal attention of a training step on the CPU as four batched products and gpulab's own
 // softmax passes: libtorch's CPU flash kernel (scaled_dot_product_attention) spends most of its
 // time outside its products at training lengths, in bfloat16 most of all. The products run on
-// libtorch's bmm (oneDNN, bfloat16 arithmetic where the CPU has it); the masked softmax forward
-// and its backward are one pass each over the rows a query may see.
+// libtorch's bmm (oneDNN, bfloat16 arithmetic where the CPU has it) in blocks of query rows, each
+// against the keys its rows may see; the masked softmax forward and its backward are one pass
+// each over those rows.
 #pragma once
 
 #include <torch/torch.h>
