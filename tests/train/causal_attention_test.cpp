@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "support/tensor_diff.h"
+#include "train/llama_attention_paths.h"
 #include "train/models/llama/llama.h"
 #include "train/ops/causal_attention.h"
 
@@ -93,28 +94,10 @@ TEST(CausalAttention, ANegativeControlFails) {
 }
 
 TEST(CausalAttention, LlamaGivesTheSameLogitsAndGradientsOnEitherPath) {
-  DecoderConfig c = find_decoder_config("llama-tiny").value_or_throw();
-  c.num_kv_heads = 2;
-  torch::manual_seed(0);
-  LlamaForCausalLM model(c);
-  model.to(torch::kDouble);
-  auto tokens = torch::randint(0, c.vocab_size, {2, 40}, torch::kLong);
-  auto run = [&](bool fused) {
-    model.set_fused_attention(fused);
-    model.zero_grad();
-    auto logits = model.forward(tokens);
-    logits.pow(2).mean().backward();
-    std::vector<Tensor> grads;
-    for (auto& p : model.parameters()) grads.push_back(p.grad().clone());
-    return std::pair{logits.detach(), grads};
-  };
-  auto [fused_logits, fused_grads] = run(true);
-  auto [plain_logits, plain_grads] = run(false);
   // float64, two blocks: measured 1.1e-15 (logits) and up to 2.2e-15 (gradients).
-  EXPECT_LE(gpulab::test::relative_diff(fused_logits, plain_logits), 1e-12);
-  for (size_t i = 0; i < fused_grads.size(); ++i)
-    EXPECT_LE(gpulab::test::relative_diff(fused_grads[i], plain_grads[i]), 1e-12)
-        << "parameter " << i;
+  const double diff = compare_llama_attention_paths(
+      40, [](LlamaForCausalLM& model, bool fused) { model.set_fused_attention(fused); });
+  EXPECT_LE(diff, 1e-12);
 }
 
 }  // namespace
