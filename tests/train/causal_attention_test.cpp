@@ -1,8 +1,8 @@
 // The fused CPU attention kernel against the unfused Llama attention arithmetic written out here
 // (rotate, product, scale, causal mask, softmax, product, grouped heads): outputs and the
-// gradients of q, k and v, in float64 (to rounding) and float32 (oneDNN products, AVX2 softmax),
-// odd lengths and row blocks included; bfloat16 through the float32 kernel; and the Llama model
-// giving the same logits and gradients on either path.
+// gradients of q, k and v, in float64 (to rounding) and float32, odd lengths and row blocks
+// included; and the Llama model giving the same logits and gradients as on
+// scaled_dot_product_attention.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "support/tensor_diff.h"
 #include "train/llama_attention_paths.h"
 #include "train/models/llama/llama.h"
+#include "train/ops/batched_attention.h"
 #include "train/ops/causal_attention.h"
 
 namespace gpulab::train {
@@ -95,8 +96,11 @@ TEST(CausalAttention, ANegativeControlFails) {
 
 TEST(CausalAttention, LlamaGivesTheSameLogitsAndGradientsOnEitherPath) {
   // float64, two blocks: measured 1.1e-15 (logits) and up to 2.2e-15 (gradients).
-  const double diff = compare_llama_attention_paths(
-      40, [](LlamaForCausalLM& model, bool fused) { model.set_fused_attention(fused); });
+  const double diff = compare_llama_attention_paths(40, [](LlamaForCausalLM& model, bool fused) {
+    model.set_fused_attention(fused);
+    set_batched_attention(fused);  // the other path: sdpa, not the batched attention
+  });
+  set_batched_attention(true);
   EXPECT_LE(diff, 1e-12);
 }
 

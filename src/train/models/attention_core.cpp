@@ -59,7 +59,7 @@ torch::Tensor causal_attention(const torch::Tensor& q, torch::Tensor k, torch::T
 std::string attention_path(torch::Device device, torch::ScalarType compute, bool gpulab_kernel) {
   if (gpulab_kernel && fused_causal_attention_applies(torch::empty({0}, device).to(compute)))
     return "gpulab's fused CPU kernel (no heads x T x T scores kept)";
-  if (device.is_cpu() && batched_attention_enabled() && compute != torch::kHalf)
+  if (batched_attention_serves(device, compute))
     return "gpulab's batched products and softmax passes (scaled_dot_product_attention past 16 MiB "
            "of probabilities a layer)";
   return "scaled_dot_product_attention";

@@ -100,16 +100,6 @@ __attribute__((target("avx2,fma"))) void softmax_back_row_avx2(const T* p, T* d,
 }
 #endif
 
-// Whether the row passes take AVX2 for elements of type T.
-template <typename T>
-bool vector_rows() {
-#if defined(GPULAB_AVX2_LANES)
-  return !std::is_same_v<T, double> && has_avx2_fma();
-#else
-  return false;
-#endif
-}
-
 // fn(row, visible keys) for every row of one row block's scores, BH x rows x keys with
 // keys = first + rows (query first + i sees keys 0 .. first + i), split between threads in whole
 // ranges of rows (each row's work is its own: the result does not depend on the split).
@@ -132,7 +122,7 @@ void softmax_rows(Tensor& scores, int64_t first, double scale) {
     e.resize(static_cast<size_t>(len));
 #if defined(GPULAB_AVX2_LANES)
     if constexpr (!std::is_same_v<T, double>) {
-      if (vector_rows<T>())
+      if (has_avx2_fma())
         return softmax_row_avx2(s + r * len, n, len, static_cast<float>(scale), e.data());
     }
 #endif
@@ -148,19 +138,12 @@ void softmax_back_rows(const Tensor& probs, Tensor& grad, int64_t first, double 
   for_rows(probs, first, [&](int64_t r, int64_t n) {
 #if defined(GPULAB_AVX2_LANES)
     if constexpr (!std::is_same_v<T, double>) {
-      if (vector_rows<T>())
+      if (has_avx2_fma())
         return softmax_back_row_avx2(p + r * len, d + r * len, n, len, static_cast<float>(scale));
     }
 #endif
     softmax_back_row_scalar(p + r * len, d + r * len, n, len, static_cast<Wide<T>>(scale));
   });
-}
-
-// fn(T{}) for float32, bfloat16 or float64.
-template <typename F>
-void for_type(c10::ScalarType type, F&& fn) {
-  if (type == c10::kDouble) return fn(double{});
-  float_or_bf16(type, fn);
 }
 
 // B x H x T x D as BH x T x D, dense.
@@ -187,8 +170,8 @@ struct BatchedAttention : torch::autograd::Function<BatchedAttention> {
     for (const auto& [first, rows] : row_blocks(q3.size(1))) {
       const int64_t keys = first + rows;
       auto probs = at::bmm(q3.narrow(1, first, rows), k3.narrow(1, 0, keys).transpose(1, 2));
-      for_type(probs.scalar_type(),
-               [&](auto tag) { softmax_rows<decltype(tag)>(probs, first, scale); });
+      AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, probs.scalar_type(), "batched_attention",
+                                     [&] { softmax_rows<scalar_t>(probs, first, scale); });
       outs.push_back(at::bmm(probs, v3.narrow(1, 0, keys)));
       saved.push_back(probs);
     }
@@ -211,8 +194,8 @@ struct BatchedAttention : torch::autograd::Function<BatchedAttention> {
       auto go_rows = go.narrow(1, first, rows);
       dv.narrow(1, 0, keys).add_(at::bmm(probs.transpose(1, 2), go_rows));
       auto ds = at::bmm(go_rows, v3.narrow(1, 0, keys).transpose(1, 2));
-      for_type(ds.scalar_type(),
-               [&](auto tag) { softmax_back_rows<decltype(tag)>(probs, ds, first, scale); });
+      AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, ds.scalar_type(), "batched_attention_backward",
+                                     [&] { softmax_back_rows<scalar_t>(probs, ds, first, scale); });
       dqs.push_back(at::bmm(ds, k3.narrow(1, 0, keys)));
       dk.narrow(1, 0, keys).add_(at::bmm(ds.transpose(1, 2), q3.narrow(1, first, rows)));
     }
@@ -232,11 +215,14 @@ bool batched_attention_enabled() {
   return g_batched && cpu_kernels_enabled();
 }
 
+bool batched_attention_serves(torch::Device device, torch::ScalarType type) {
+  return batched_attention_enabled() && device.is_cpu() &&
+         (type == torch::kFloat || type == torch::kBFloat16 || type == torch::kDouble);
+}
+
 bool batched_attention_applies(const torch::Tensor& q, const torch::Tensor& k) {
-  const auto t = q.scalar_type();
-  if (!batched_attention_enabled() || !q.device().is_cpu() || q.dim() != 4) return false;
-  if (t != torch::kFloat && t != torch::kBFloat16 && t != torch::kDouble) return false;
-  if (k.sizes() != q.sizes() || k.scalar_type() != t || q.size(2) < 2) return false;
+  if (!batched_attention_serves(q.device(), q.scalar_type()) || q.dim() != 4) return false;
+  if (k.sizes() != q.sizes() || k.scalar_type() != q.scalar_type() || q.size(2) < 2) return false;
   const int64_t probs = q.size(0) * q.size(1) * q.size(2) * q.size(2);
   return probs * static_cast<int64_t>(q.element_size()) <= kBatchedAttentionBytes;
 }

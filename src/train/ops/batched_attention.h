@@ -15,13 +15,18 @@ namespace gpulab::train {
 bool set_batched_attention(bool on);
 bool batched_attention_enabled();
 
+// Whether it is on and takes this device and element type (the trainer's header line; the shapes
+// are batched_attention_applies's).
+bool batched_attention_serves(torch::Device device, torch::ScalarType type);
+
 // Whether batched_causal_attention serves q, k, v (B x H x T x D, keys and values already expanded
 // to the query heads): a CPU, float32, bfloat16 or float64, T > 1, and the probabilities it keeps
 // for the backward pass (B x H x T x T) within kBatchedAttentionBytes; longer sequences take sdpa,
 // which keeps nothing T x T.
 bool batched_attention_applies(const torch::Tensor& q, const torch::Tensor& k);
 
-// 16 MiB: llama-125m's 4 x 12 heads x 256^2 in float32 is 12 MiB; 12 layers at the cap keep
+// 16 MiB: llama-125m's 4 x 12 heads x 256^2 in float32 is 12 MiB. The check counts the whole
+// T x T; the row blocks keep less (5/8 of it at four blocks), so 12 layers at the cap keep at most
 // 192 MiB more than sdpa.
 inline constexpr int64_t kBatchedAttentionBytes = int64_t{16} << 20;
 
