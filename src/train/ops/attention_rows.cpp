@@ -11,49 +11,50 @@ namespace gpulab::train {
 namespace {
 
 // Elements [from, half) of one row's rotation and of its transpose, in Wide<T>.
-template <typename In>
+template <typename In, typename Out>
 void rotate_scalar(const In* x, const float* c, const float* s, int64_t from, int64_t half,
-                   Wide<In>* o) {
+                   Out* o) {
   using W = Wide<In>;
   for (int64_t i = from; i < half; ++i) {
     const W a = static_cast<W>(x[i]), b = static_cast<W>(x[i + half]);
-    o[i] = a * W(c[i]) - b * W(s[i]);
-    o[i + half] = b * W(c[i + half]) + a * W(s[i + half]);
+    o[i] = static_cast<Out>(a * W(c[i]) - b * W(s[i]));
+    o[i + half] = static_cast<Out>(b * W(c[i + half]) + a * W(s[i + half]));
   }
 }
 
-template <typename Out>
-void rotate_back_scalar(const Wide<Out>* g, const float* c, const float* s, int64_t from,
-                        int64_t half, Out* o) {
+template <typename G, typename Out>
+void rotate_back_scalar(const G* g, const float* c, const float* s, int64_t from, int64_t half,
+                        Out* o) {
   using W = Wide<Out>;
   for (int64_t i = from; i < half; ++i) {
-    o[i] = static_cast<Out>(g[i] * W(c[i]) + g[i + half] * W(s[i + half]));
-    o[i + half] = static_cast<Out>(g[i + half] * W(c[i + half]) - g[i] * W(s[i]));
+    const W a = static_cast<W>(g[i]), b = static_cast<W>(g[i + half]);
+    o[i] = static_cast<Out>(a * W(c[i]) + b * W(s[i + half]));
+    o[i + half] = static_cast<Out>(b * W(c[i + half]) - a * W(s[i]));
   }
 }
 
 #if defined(GPULAB_AVX2_LANES)
 // Products and sums without fused multiply-adds: the same rounding as the scalar form.
-template <typename In>
+template <typename In, typename Out>
 __attribute__((target("avx2,fma"))) void rotate_avx2(const In* x, const float* c, const float* s,
-                                                     int64_t half, float* o) {
+                                                     int64_t half, Out* o) {
   const int64_t h8 = half / 8 * 8;
   for (int64_t i = 0; i < h8; i += 8) {
     const __m256 a = load8(x + i), b = load8(x + half + i);
-    _mm256_storeu_ps(o + i, _mm256_sub_ps(_mm256_mul_ps(a, _mm256_loadu_ps(c + i)),
-                                          _mm256_mul_ps(b, _mm256_loadu_ps(s + i))));
-    _mm256_storeu_ps(o + half + i, _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c + half + i)),
-                                                 _mm256_mul_ps(a, _mm256_loadu_ps(s + half + i))));
+    store8(o + i, _mm256_sub_ps(_mm256_mul_ps(a, _mm256_loadu_ps(c + i)),
+                                _mm256_mul_ps(b, _mm256_loadu_ps(s + i))));
+    store8(o + half + i, _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c + half + i)),
+                                       _mm256_mul_ps(a, _mm256_loadu_ps(s + half + i))));
   }
   rotate_scalar(x, c, s, h8, half, o);
 }
 
-template <typename Out>
-__attribute__((target("avx2,fma"))) void rotate_back_avx2(const float* g, const float* c,
+template <typename G, typename Out>
+__attribute__((target("avx2,fma"))) void rotate_back_avx2(const G* g, const float* c,
                                                           const float* s, int64_t half, Out* o) {
   const int64_t h8 = half / 8 * 8;
   for (int64_t i = 0; i < h8; i += 8) {
-    const __m256 a = _mm256_loadu_ps(g + i), b = _mm256_loadu_ps(g + half + i);
+    const __m256 a = load8(g + i), b = load8(g + half + i);
     store8(o + i, _mm256_add_ps(_mm256_mul_ps(a, _mm256_loadu_ps(c + i)),
                                 _mm256_mul_ps(b, _mm256_loadu_ps(s + half + i))));
     store8(o + half + i, _mm256_sub_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c + half + i)),
@@ -78,9 +79,9 @@ constexpr bool kLaneType = !std::is_same_v<T, double>;
 
 }  // namespace
 
-template <typename In>
+template <typename In, typename Out>
 void rotate_rows(const In* x, int64_t ld, const float* cos, const float* sin, int64_t rows,
-                 int64_t d, Wide<In>* out) {
+                 int64_t d, Out* out) {
   const int64_t half = d / 2;
   for (int64_t r = 0; r < rows; ++r) {
 #if defined(GPULAB_AVX2_LANES)
@@ -95,9 +96,9 @@ void rotate_rows(const In* x, int64_t ld, const float* cos, const float* sin, in
   }
 }
 
-template <typename Out>
-void rotate_rows_back(const Wide<Out>* g, const float* cos, const float* sin, int64_t rows,
-                      int64_t d, Out* dx, int64_t ld) {
+template <typename G, typename Out>
+void rotate_rows_back(const G* g, const float* cos, const float* sin, int64_t rows, int64_t d,
+                      Out* dx, int64_t ld) {
   const int64_t half = d / 2;
   for (int64_t r = 0; r < rows; ++r) {
 #if defined(GPULAB_AVX2_LANES)
@@ -120,5 +121,9 @@ template void rotate_rows(const double*, int64_t, const float*, const float*, in
                           double*);
 template void rotate_rows_back(const double*, const float*, const float*, int64_t, int64_t, double*,
                                int64_t);
+template void rotate_rows(const c10::BFloat16*, int64_t, const float*, const float*, int64_t,
+                          int64_t, c10::BFloat16*);
+template void rotate_rows_back(const c10::BFloat16*, const float*, const float*, int64_t, int64_t,
+                               c10::BFloat16*, int64_t);
 
 }  // namespace gpulab::train

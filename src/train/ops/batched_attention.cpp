@@ -11,6 +11,7 @@
 #include "train/ops/attention_rows.h"
 #include "train/ops/avx2_lanes.h"
 #include "train/ops/cpu_kernels.h"
+#include "train/ops/head_groups.h"
 #include "train/parallel_chunks.h"
 
 namespace gpulab::train {
@@ -100,24 +101,26 @@ __attribute__((target("avx2,fma"))) void softmax_back_row_avx2(const T* p, T* d,
 }
 #endif
 
-// fn(row, visible keys) for every row of one row block's scores, BH x rows x keys with
-// keys = first + rows (query first + i sees keys 0 .. first + i), split between threads in whole
-// ranges of rows (each row's work is its own: the result does not depend on the split).
+// fn(row, visible keys) for every row of one row block's scores, G x rows*rep x keys: row
+// i*rep + j is query head j of the group at position first + i, which sees keys 0 .. first + i.
+// Split between threads in whole ranges of rows (each row's work is its own: the result does not
+// depend on the split).
 template <typename F>
-void for_rows(const Tensor& block, int64_t first, const F& fn) {
+void for_rows(const Tensor& block, int64_t first, int64_t rep, const F& fn) {
   const int64_t rows = block.size(1), all = block.size(0) * rows;
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), all / 64));
   const int64_t per = (all + chunks - 1) / chunks;
   parallel_chunks(chunks, [&](int64_t c) {
-    for (int64_t r = c * per; r < std::min(all, (c + 1) * per); ++r) fn(r, first + r % rows + 1);
+    for (int64_t r = c * per; r < std::min(all, (c + 1) * per); ++r)
+      fn(r, first + r % rows / rep + 1);
   });
 }
 
 template <typename T>
-void softmax_rows(Tensor& scores, int64_t first, double scale) {
+void softmax_rows(Tensor& scores, int64_t first, int64_t rep, double scale) {
   const int64_t len = scores.size(2);
   T* s = scores.data_ptr<T>();
-  for_rows(scores, first, [&](int64_t r, int64_t n) {
+  for_rows(scores, first, rep, [&](int64_t r, int64_t n) {
     thread_local std::vector<Wide<T>> e;
     e.resize(static_cast<size_t>(len));
 #if defined(GPULAB_AVX2_LANES)
@@ -131,11 +134,12 @@ void softmax_rows(Tensor& scores, int64_t first, double scale) {
 }
 
 template <typename T>
-void softmax_back_rows(const Tensor& probs, Tensor& grad, int64_t first, double scale) {
+void softmax_back_rows(const Tensor& probs, Tensor& grad, int64_t first, int64_t rep,
+                       double scale) {
   const int64_t len = probs.size(2);
   const T* p = probs.data_ptr<T>();
   T* d = grad.data_ptr<T>();
-  for_rows(probs, first, [&](int64_t r, int64_t n) {
+  for_rows(probs, first, rep, [&](int64_t r, int64_t n) {
 #if defined(GPULAB_AVX2_LANES)
     if constexpr (!std::is_same_v<T, double>) {
       if (has_avx2_fma())
@@ -161,49 +165,118 @@ std::vector<std::pair<int64_t, int64_t>> row_blocks(int64_t t) {
   return blocks;
 }
 
+// Queries q3 (G x T*rep x D, row t*rep + j: position t), keys k3 and values v3 (G x T x D), all
+// dense: the output (G x T*rep x D) and each row block's probabilities, appended to probs.
+Tensor attend_blocks(const Tensor& q3, const Tensor& k3, const Tensor& v3,
+                     std::vector<Tensor>& probs) {
+  const int64_t rep = q3.size(1) / k3.size(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q3.size(2)));
+  std::vector<Tensor> outs;
+  for (const auto& [first, rows] : row_blocks(k3.size(1))) {
+    const int64_t keys = first + rows;
+    auto p = at::bmm(q3.narrow(1, first * rep, rows * rep), k3.narrow(1, 0, keys).transpose(1, 2));
+    AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, p.scalar_type(), "batched_attention",
+                                   [&] { softmax_rows<scalar_t>(p, first, rep, scale); });
+    outs.push_back(at::bmm(p, v3.narrow(1, 0, keys)));
+    probs.push_back(p);
+  }
+  return outs.size() == 1 ? outs[0] : at::cat(outs, 1);
+}
+
+// The gradients of q3, k3 and v3 from the output's (go3, dense like q3); probs from attend_blocks.
+// A key/value head's gradient sums its rep query heads' inside the products.
+std::array<Tensor, 3> attend_blocks_backward(const Tensor& q3, const Tensor& k3, const Tensor& v3,
+                                             const Tensor* probs, const Tensor& go3) {
+  const int64_t rep = q3.size(1) / k3.size(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q3.size(2)));
+  auto dk = at::zeros_like(k3), dv = at::zeros_like(v3);
+  std::vector<Tensor> dqs;
+  for (const auto& [first, rows] : row_blocks(k3.size(1))) {
+    const int64_t keys = first + rows;
+    const auto& p = *probs++;
+    auto go_rows = go3.narrow(1, first * rep, rows * rep);
+    dv.narrow(1, 0, keys).add_(at::bmm(p.transpose(1, 2), go_rows));
+    auto ds = at::bmm(go_rows, v3.narrow(1, 0, keys).transpose(1, 2));
+    AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, ds.scalar_type(), "batched_attention_backward",
+                                   [&] { softmax_back_rows<scalar_t>(p, ds, first, rep, scale); });
+    dqs.push_back(at::bmm(ds, k3.narrow(1, 0, keys)));
+    dk.narrow(1, 0, keys).add_(at::bmm(ds.transpose(1, 2), q3.narrow(1, first * rep, rows * rep)));
+  }
+  return {dqs.size() == 1 ? dqs[0] : at::cat(dqs, 1), dk, dv};
+}
+
+// B x H x T x D in and out (keys and values expanded to the query heads).
 struct BatchedAttention : torch::autograd::Function<BatchedAttention> {
   static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k,
                         const Tensor& v) {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
     auto q3 = flat(q), k3 = flat(k), v3 = flat(v);
-    std::vector<Tensor> saved = {q3, k3, v3}, outs;
-    for (const auto& [first, rows] : row_blocks(q3.size(1))) {
-      const int64_t keys = first + rows;
-      auto probs = at::bmm(q3.narrow(1, first, rows), k3.narrow(1, 0, keys).transpose(1, 2));
-      AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, probs.scalar_type(), "batched_attention",
-                                     [&] { softmax_rows<scalar_t>(probs, first, scale); });
-      outs.push_back(at::bmm(probs, v3.narrow(1, 0, keys)));
-      saved.push_back(probs);
-    }
+    std::vector<Tensor> saved = {q3, k3, v3};
+    auto out = attend_blocks(q3, k3, v3, saved);
     ctx->save_for_backward(saved);
-    return (outs.size() == 1 ? outs[0] : at::cat(outs, 1)).view(q.sizes());
+    return out.view(q.sizes());
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const auto &q3 = saved[0], &k3 = saved[1], &v3 = saved[2];
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q3.size(2)));
     auto go = grads[0].to(q3.scalar_type()).reshape(q3.sizes()).contiguous();
-    auto dk = at::zeros_like(k3), dv = at::zeros_like(v3);
-    std::vector<Tensor> dqs;
-    size_t block = 3;
-    for (const auto& [first, rows] : row_blocks(q3.size(1))) {
-      const int64_t keys = first + rows;
-      const auto& probs = saved[block++];
-      auto go_rows = go.narrow(1, first, rows);
-      dv.narrow(1, 0, keys).add_(at::bmm(probs.transpose(1, 2), go_rows));
-      auto ds = at::bmm(go_rows, v3.narrow(1, 0, keys).transpose(1, 2));
-      AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, ds.scalar_type(), "batched_attention_backward",
-                                     [&] { softmax_back_rows<scalar_t>(probs, ds, first, scale); });
-      dqs.push_back(at::bmm(ds, k3.narrow(1, 0, keys)));
-      dk.narrow(1, 0, keys).add_(at::bmm(ds.transpose(1, 2), q3.narrow(1, first, rows)));
-    }
+    auto [dq, dk, dv] = attend_blocks_backward(q3, k3, v3, saved.data() + 3, go);
     const auto shape = grads[0].sizes();
-    auto dq = dqs.size() == 1 ? dqs[0] : at::cat(dqs, 1);
     return {dq.view(shape), dk.view(shape), dv.view(shape)};
   }
 };
+
+// The projections' layout in and out (B x T x heads*D; keys and values B x T x kv_heads*D), the
+// rotary embedding applied on the way in.
+struct GroupedAttention : torch::autograd::Function<GroupedAttention> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& cos, const Tensor& sin, int64_t heads) {
+    const int64_t d = q.size(2) / heads, groups = k.size(2) / d;
+    auto q3 = to_head_groups(q, groups, d, cos, sin), k3 = to_head_groups(k, groups, d, cos, sin),
+         v3 = to_head_groups(v, groups, d);
+    std::vector<Tensor> saved = {q3, k3, v3, cos, sin};
+    auto out = attend_blocks(q3, k3, v3, saved);
+    ctx->save_for_backward(saved);
+    ctx->saved_data["batch"] = q.size(0);
+    return from_head_groups(out, q.size(0), q.size(1));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &q3 = saved[0], &k3 = saved[1], &v3 = saved[2], &cos = saved[3], &sin = saved[4];
+    const int64_t b = ctx->saved_data["batch"].toInt(), t = k3.size(1), d = q3.size(2);
+    auto go = to_head_groups(grads[0].to(q3.scalar_type()), k3.size(0) / b, d);
+    auto [dq, dk, dv] = attend_blocks_backward(q3, k3, v3, saved.data() + 5, go);
+    return {from_head_groups(dq, b, t, cos, sin),
+            from_head_groups(dk, b, t, cos, sin),
+            from_head_groups(dv, b, t),
+            Tensor(),
+            Tensor(),
+            Tensor()};
+  }
+};
+
+// q B x T x heads*D, k and v B x T x groups*D (heads a multiple of groups, D even), one element
+// type and device, rotary tables for them; T > 1.
+bool grouped_shapes_fit(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                        const Tensor& cos, const Tensor& sin) {
+  if (q.dim() != 3 || k.dim() != 3 || k.sizes() != v.sizes() || heads <= 0) return false;
+  const auto type = q.scalar_type();
+  if (k.scalar_type() != type || v.scalar_type() != type || k.device() != q.device() ||
+      v.device() != q.device() || q.size(2) % heads != 0)
+    return false;
+  const int64_t b = q.size(0), t = q.size(1), d = q.size(2) / heads;
+  if (t < 2 || d % 2 != 0 || k.size(0) != b || k.size(1) != t || k.size(2) % d != 0) return false;
+  const int64_t groups = k.size(2) / d;
+  return groups > 0 && heads % groups == 0 && rotary_tables_fit(cos, sin, b, t, d);
+}
+
+// Whether the probabilities of `heads` query heads of B x T x T fit kBatchedAttentionBytes.
+bool probabilities_fit(int64_t heads, int64_t t, const Tensor& q) {
+  return heads * t * t * static_cast<int64_t>(q.element_size()) <= kBatchedAttentionBytes;
+}
 
 }  // namespace
 
@@ -223,8 +296,15 @@ bool batched_attention_serves(torch::Device device, torch::ScalarType type) {
 bool batched_attention_applies(const torch::Tensor& q, const torch::Tensor& k) {
   if (!batched_attention_serves(q.device(), q.scalar_type()) || q.dim() != 4) return false;
   if (k.sizes() != q.sizes() || k.scalar_type() != q.scalar_type() || q.size(2) < 2) return false;
-  const int64_t probs = q.size(0) * q.size(1) * q.size(2) * q.size(2);
-  return probs * static_cast<int64_t>(q.element_size()) <= kBatchedAttentionBytes;
+  return probabilities_fit(q.size(0) * q.size(1), q.size(2), q);
+}
+
+bool grouped_attention_applies(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t heads, const torch::Tensor& cos,
+                               const torch::Tensor& sin) {
+  return batched_attention_serves(q.device(), q.scalar_type()) &&
+         grouped_shapes_fit(q, k, v, heads, cos, sin) &&
+         probabilities_fit(q.size(0) * heads, q.size(1), q);
 }
 
 torch::Tensor batched_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -232,6 +312,16 @@ torch::Tensor batched_causal_attention(const torch::Tensor& q, const torch::Tens
   TORCH_CHECK(q.sizes() == k.sizes() && k.sizes() == v.sizes() && q.dim() == 4,
               "batched_causal_attention: q, k, v must be B x H x T x D alike");
   return BatchedAttention::apply(q, k, v.to(q.scalar_type()));
+}
+
+torch::Tensor grouped_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, const torch::Tensor& cos,
+                                       const torch::Tensor& sin, int64_t heads) {
+  TORCH_CHECK(grouped_shapes_fit(q, k, v, heads, cos, sin),
+              "grouped_causal_attention: q must be B x T x heads*D, k and v B x T x kv_heads*D "
+              "(heads a multiple of kv_heads, D even, one dtype), cos and sin float32 rotary "
+              "tables of T x D");
+  return GroupedAttention::apply(q, k, v, cos, sin, heads);
 }
 
 }  // namespace gpulab::train

@@ -25,6 +25,16 @@ bool batched_attention_serves(torch::Device device, torch::ScalarType type);
 // which keeps nothing T x T.
 bool batched_attention_applies(const torch::Tensor& q, const torch::Tensor& k);
 
+// The same attention from the projections (Llama's path in training): q B x T x heads*D, k and v
+// B x T x kv_heads*D (grouped-query heads: key/value head g serves query heads g*rep .. g*rep +
+// rep - 1), rotated by the rotary tables cos and sin (float32, T x D or B x 1 x T x D) in
+// Hugging Face's layout, in float32 (float64 for float64) and rounded once, as transformers
+// computes them under autocast. Applies where batched_attention_applies would to the expanded
+// heads, with D even and q, k, v of one type.
+bool grouped_attention_applies(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t heads, const torch::Tensor& cos,
+                               const torch::Tensor& sin);
+
 // 16 MiB: llama-125m's 4 x 12 heads x 256^2 in float32 is 12 MiB. The check counts the whole
 // T x T; the row blocks keep less (5/8 of it at four blocks), so 12 layers at the cap keep at most
 // 192 MiB more than sdpa.
@@ -36,5 +46,11 @@ inline constexpr int64_t kBatchedAttentionBytes = int64_t{16} << 20;
 // float64).
 torch::Tensor batched_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v);
+
+// B x T x heads*D, differentiable once in q, k and v; the products see each key/value head once
+// (no expanded copies), and its gradient sums its query heads' inside them.
+torch::Tensor grouped_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, const torch::Tensor& cos,
+                                       const torch::Tensor& sin, int64_t heads);
 
 }  // namespace gpulab::train

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "train/models/attention_core.h"
 #include "train/models/cpu_bf16_matmul.h"
+#include "train/ops/batched_attention.h"
 #include "train/ops/causal_attention.h"
 #include "train/ops/rms_norm.h"
 #include "train/ops/swiglu.h"
@@ -104,8 +105,12 @@ torch::Tensor rotary_causal_attention(const torch::Tensor& q, const torch::Tenso
                                       const torch::Tensor& v, const torch::Tensor& cos,
                                       const torch::Tensor& sin, int64_t heads, int64_t kv_heads,
                                       bool fused, KvCache* cache, int64_t layer) {
-  if (fused && cache == nullptr && fused_causal_attention_applies(q))
-    return fused_causal_attention(q, k, v, cos, sin, heads, kv_heads);
+  if (cache == nullptr) {
+    if (fused && fused_causal_attention_applies(q))
+      return fused_causal_attention(q, k, v, cos, sin, heads, kv_heads);
+    if (grouped_attention_applies(q, k, v, heads, cos, sin))
+      return grouped_causal_attention(q, k, v, cos, sin, heads);
+  }
   const int64_t b = q.size(0), t = q.size(1), head_dim = q.size(2) / heads;
   auto qh = apply_rotary(q.view({b, t, heads, head_dim}).transpose(1, 2), cos, sin);
   auto kh = apply_rotary(k.view({b, t, kv_heads, head_dim}).transpose(1, 2), cos, sin);

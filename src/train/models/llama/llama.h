@@ -129,8 +129,9 @@ class LlamaForCausalLM : public CausalLm {
 
 // Attention after the projections, shared by the whole and the tensor-parallel Llama (which
 // passes its local heads): q B x T x (heads * D), k and v B x T x (kv_heads * D) -> B x T x
-// (heads * D); rotary positions per head, then the causal core (train/models/attention_core.h),
-// or gpulab's fused CPU kernel where `fused` and it applies (no cache).
+// (heads * D). Without a cache: gpulab's fused CPU kernel where `fused` and it applies, else the
+// batched attention from the projections where it applies (batched_attention.h); otherwise rotary
+// positions per head, then the causal core (train/models/attention_core.h).
 torch::Tensor rotary_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                       const torch::Tensor& v, const torch::Tensor& cos,
                                       const torch::Tensor& sin, int64_t heads, int64_t kv_heads,
