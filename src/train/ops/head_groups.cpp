@@ -89,7 +89,7 @@ Tensor to_head_groups(const Tensor& x, int64_t groups, int64_t d, const Tensor& 
               "to_head_groups: x must be B x T x groups*rep*d");
   const int64_t b = x.size(0), t = x.size(1), rep = x.size(2) / (groups * d);
   if (!cos.defined())
-    return x.view({b, t, groups, rep, d})
+    return x.reshape({b, t, groups, rep, d})
         .permute({0, 2, 1, 3, 4})
         .reshape({b * groups, t * rep, d});
   TORCH_CHECK(rotary_tables_fit(cos, sin, b, t, d) && d % 2 == 0,
@@ -109,7 +109,7 @@ Tensor from_head_groups(const Tensor& x, int64_t b, int64_t t, const Tensor& cos
               "from_head_groups: x must be b*groups x t*rep x d");
   const int64_t groups = x.size(0) / b, rep = x.size(1) / t, d = x.size(2);
   if (!cos.defined())
-    return x.view({b, groups, t, rep, d})
+    return x.reshape({b, groups, t, rep, d})
         .permute({0, 2, 1, 3, 4})
         .reshape({b, t, groups * rep * d});
   TORCH_CHECK(rotary_tables_fit(cos, sin, b, t, d) && d % 2 == 0,
