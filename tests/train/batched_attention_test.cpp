@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "support/tensor_diff.h"
+#include "train/attention_grads.h"
 #include "train/llama_attention_paths.h"
 #include "train/models/llama/llama.h"
 #include "train/ops/batched_attention.h"
@@ -17,12 +18,8 @@ namespace {
 
 using torch::Tensor;
 
-struct AttentionResult {
-  Tensor out, dq, dk, dv;
-};
-
-AttentionResult run(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad,
-                    bool batched) {
+AttentionGrads run(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad,
+                   bool batched) {
   auto a = q.detach().clone().requires_grad_(), b = k.detach().clone().requires_grad_(),
        c = v.detach().clone().requires_grad_();
   auto out = batched ? batched_causal_attention(a, b, c)
@@ -39,14 +36,6 @@ std::array<Tensor, 4> operands(int64_t b, int64_t h, int64_t t, int64_t d) {
           torch::randn({b, h, t, d}, opts), torch::randn({b, h, t, d}, opts)};
 }
 
-void expect_close(const AttentionResult& ours, const AttentionResult& ref, double bound,
-                  const std::string& what) {
-  EXPECT_LE(gpulab::test::relative_diff(ours.out, ref.out), bound) << what << ": output";
-  EXPECT_LE(gpulab::test::relative_diff(ours.dq, ref.dq), bound) << what << ": dq";
-  EXPECT_LE(gpulab::test::relative_diff(ours.dk, ref.dk), bound) << what << ": dk";
-  EXPECT_LE(gpulab::test::relative_diff(ours.dv, ref.dv), bound) << what << ": dv";
-}
-
 TEST(BatchedAttention, Float64EqualsSdpa) {
   for (int64_t t : {2, 7, 9, 33, 128, 131, 300}) {  // 128 up: two row blocks, 300: four
     torch::manual_seed(t);
@@ -54,7 +43,8 @@ TEST(BatchedAttention, Float64EqualsSdpa) {
     ASSERT_TRUE(batched_attention_applies(q, k));
     // Both sides in float64: only the order of sums differs (measured 1.5e-16 to 3.0e-15; a wrong
     // mask, a missing scale or a swapped gradient is off by O(1)).
-    expect_close(run(q, k, v, g, true), run(q, k, v, g, false), 1e-12, "T " + std::to_string(t));
+    expect_attention_close(run(q, k, v, g, true), run(q, k, v, g, false), 1e-12,
+                           "T " + std::to_string(t));
   }
 }
 
@@ -68,8 +58,8 @@ TEST(BatchedAttention, Float32AndBfloat16AgainstFloat64) {
     // largest element; sdpa's own float32 1.9e-7 to 5.7e-7, held to the same bound beside it).
     for (bool batched : {true, false}) {
       auto f = [](const Tensor& x) { return x.to(torch::kFloat); };
-      expect_close(run(f(q), f(k), f(v), f(g), batched), exact, 1e-5,
-                   (batched ? "float32, batched" : "float32, sdpa") + at);
+      expect_attention_close(run(f(q), f(k), f(v), f(g), batched), exact, 1e-5,
+                             (batched ? "float32, batched" : "float32, sdpa") + at);
     }
     // bfloat16: scores, probabilities and products rounded to bfloat16's 3.9e-3 between the
     // passes (as eager attention under autocast rounds them); each gradient is a few such
@@ -78,7 +68,8 @@ TEST(BatchedAttention, Float32AndBfloat16AgainstFloat64) {
     auto r = run(bf(q), bf(k), bf(v), bf(g), true);
     ASSERT_EQ(r.out.scalar_type(), torch::kBFloat16);
     auto wide = [](const Tensor& x) { return x.to(torch::kDouble); };
-    expect_close({wide(r.out), wide(r.dq), wide(r.dk), wide(r.dv)}, exact, 3e-2, "bfloat16" + at);
+    expect_attention_close({wide(r.out), wide(r.dq), wide(r.dk), wide(r.dv)}, exact, 3e-2,
+                           "bfloat16" + at);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "support/tensor_diff.h"
+#include "train/attention_grads.h"
 #include "train/models/llama/llama.h"
 #include "train/ops/batched_attention.h"
 #include "train/ops/head_groups.h"
@@ -66,26 +67,14 @@ Tensor unfused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   return out.transpose(1, 2).reshape({b, t, heads * d});
 }
 
-struct GroupedGrads {
-  Tensor out, dq, dk, dv;
-};
-
-GroupedGrads run_grouped(const GroupedOperands& o, const GroupedCase& c, torch::ScalarType type,
-                         bool grouped) {
+AttentionGrads run_grouped(const GroupedOperands& o, const GroupedCase& c, torch::ScalarType type,
+                           bool grouped) {
   auto leaf = [&](const Tensor& x) { return x.detach().to(type).requires_grad_(); };
   auto q = leaf(o.q), k = leaf(o.k), v = leaf(o.v);
   auto out = grouped ? grouped_causal_attention(q, k, v, o.cos, o.sin, c.heads)
                      : unfused_attention(q, k, v, o, c.heads);
   out.backward(o.grad.to(type));
   return {out.detach(), q.grad(), k.grad(), v.grad()};
-}
-
-void expect_grouped_close(const GroupedGrads& ours, const GroupedGrads& ref, double bound,
-                          const std::string& what) {
-  EXPECT_LE(gpulab::test::relative_diff(ours.out, ref.out), bound) << what << ": output";
-  EXPECT_LE(gpulab::test::relative_diff(ours.dq, ref.dq), bound) << what << ": dq";
-  EXPECT_LE(gpulab::test::relative_diff(ours.dk, ref.dk), bound) << what << ": dk";
-  EXPECT_LE(gpulab::test::relative_diff(ours.dv, ref.dv), bound) << what << ": dv";
 }
 
 std::string case_name(const GroupedCase& c) {
@@ -103,8 +92,8 @@ TEST(GroupedAttention, Float64EqualsTheUnfusedArithmetic) {
     ASSERT_TRUE(grouped_attention_applies(o.q, o.k, o.v, c.heads, o.cos, o.sin)) << case_name(c);
     // float64 both sides: only the order of sums differs (measured 9.9e-17 to 3.8e-15; a wrong
     // head pairing, position or rotation sign is off by O(1)).
-    expect_grouped_close(run_grouped(o, c, torch::kDouble, true),
-                         run_grouped(o, c, torch::kDouble, false), 1e-12, case_name(c));
+    expect_attention_close(run_grouped(o, c, torch::kDouble, true),
+                           run_grouped(o, c, torch::kDouble, false), 1e-12, case_name(c));
   }
 }
 
@@ -116,15 +105,15 @@ TEST(GroupedAttention, Float32AndBfloat16AgainstFloat64) {
     const auto exact = run_grouped(o, c, torch::kDouble, false);
     // float32: measured 3.2e-7 to 1.0e-6 (the unfused arithmetic's own 2.2e-7 to 7.9e-7); the
     // expanded-head kernel's bound, 1e-5.
-    expect_grouped_close(run_grouped(o, c, torch::kFloat, true), exact, 1e-5,
-                         "float32, " + case_name(c));
+    expect_attention_close(run_grouped(o, c, torch::kFloat, true), exact, 1e-5,
+                           "float32, " + case_name(c));
     // bfloat16: the rotation rounded once, scores, probabilities and products rounded between
     // the passes; measured 4.8e-3 to 1.4e-2 (the unfused arithmetic in bfloat16: 5.0e-3 to
     // 1.5e-2). The expanded-head kernel's bound, 3e-2.
     auto r = run_grouped(o, c, torch::kBFloat16, true);
     ASSERT_EQ(r.out.scalar_type(), torch::kBFloat16);
     ASSERT_EQ(r.dk.scalar_type(), torch::kBFloat16);
-    expect_grouped_close(r, exact, 3e-2, "bfloat16, " + case_name(c));
+    expect_attention_close(r, exact, 3e-2, "bfloat16, " + case_name(c));
   }
 }
 

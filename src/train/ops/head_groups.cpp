@@ -45,32 +45,39 @@ void for_positions(const GroupShape& s, const F& fn) {
   });
 }
 
-template <typename T>
-void rotate_into_groups(const Tensor& x, const Tensor& cos, const Tensor& sin, const GroupShape& s,
-                        Tensor& out) {
+// Every head row of every position through the rotation into the grouped layout (kInto), or
+// from it through the rotation's transpose.
+template <typename T, bool kInto>
+void rotate_heads(const Tensor& x, const Tensor& cos, const Tensor& sin, const GroupShape& s,
+                  Tensor& out) {
   const T* src = x.data_ptr<T>();
   T* dst = out.data_ptr<T>();
   const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
   for_positions(s, [&](int64_t b, int64_t t) {
     const int64_t table = s.table(b, t);
-    for (int64_t h = 0; h < s.heads(); ++h)
-      rotate_rows(src + s.projected(b, t, h), s.d, c + table, sn + table, 1, s.d,
-                  dst + s.grouped(b, t, h));
+    for (int64_t h = 0; h < s.heads(); ++h) {
+      if constexpr (kInto)
+        rotate_rows(src + s.projected(b, t, h), s.d, c + table, sn + table, 1, s.d,
+                    dst + s.grouped(b, t, h));
+      else
+        rotate_rows_back(src + s.grouped(b, t, h), c + table, sn + table, 1, s.d,
+                         dst + s.projected(b, t, h), s.d);
+    }
   });
 }
 
-template <typename T>
-void rotate_out_of_groups(const Tensor& x, const Tensor& cos, const Tensor& sin,
-                          const GroupShape& s, Tensor& out) {
-  const T* src = x.data_ptr<T>();
-  T* dst = out.data_ptr<T>();
-  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
-  for_positions(s, [&](int64_t b, int64_t t) {
-    const int64_t table = s.table(b, t);
-    for (int64_t h = 0; h < s.heads(); ++h)
-      rotate_rows_back(src + s.grouped(b, t, h), c + table, sn + table, 1, s.d,
-                       dst + s.projected(b, t, h), s.d);
-  });
+// x through rotate_heads into a new tensor of `sizes`.
+template <bool kInto>
+Tensor rotated_copy(const Tensor& x, const Tensor& cos, const Tensor& sin, const GroupShape& s,
+                    at::IntArrayRef sizes) {
+  TORCH_CHECK(rotary_tables_fit(cos, sin, s.b, s.t, s.d) && s.d % 2 == 0,
+              "head groups: cos and sin must be float32 rotary tables of ", s.t, " x ", s.d);
+  const auto dense = x.contiguous();
+  auto out = at::empty(sizes, x.options());
+  const auto c = cos.contiguous(), sn = sin.contiguous();
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "head_groups",
+                                 [&] { rotate_heads<scalar_t, kInto>(dense, c, sn, s, out); });
+  return out;
 }
 
 }  // namespace
@@ -92,15 +99,8 @@ Tensor to_head_groups(const Tensor& x, int64_t groups, int64_t d, const Tensor& 
     return x.reshape({b, t, groups, rep, d})
         .permute({0, 2, 1, 3, 4})
         .reshape({b * groups, t * rep, d});
-  TORCH_CHECK(rotary_tables_fit(cos, sin, b, t, d) && d % 2 == 0,
-              "to_head_groups: cos and sin must be float32 rotary tables of ", t, " x ", d);
-  const auto dense = x.contiguous();
-  auto out = at::empty({b * groups, t * rep, d}, x.options());
-  const auto s = group_shape(b, t, groups, rep, d, cos);
-  const auto c = cos.contiguous(), sn = sin.contiguous();
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "to_head_groups",
-                                 [&] { rotate_into_groups<scalar_t>(dense, c, sn, s, out); });
-  return out;
+  return rotated_copy<true>(x, cos, sin, group_shape(b, t, groups, rep, d, cos),
+                            {b * groups, t * rep, d});
 }
 
 Tensor from_head_groups(const Tensor& x, int64_t b, int64_t t, const Tensor& cos,
@@ -112,15 +112,8 @@ Tensor from_head_groups(const Tensor& x, int64_t b, int64_t t, const Tensor& cos
     return x.reshape({b, groups, t, rep, d})
         .permute({0, 2, 1, 3, 4})
         .reshape({b, t, groups * rep * d});
-  TORCH_CHECK(rotary_tables_fit(cos, sin, b, t, d) && d % 2 == 0,
-              "from_head_groups: cos and sin must be float32 rotary tables of ", t, " x ", d);
-  const auto dense = x.contiguous();
-  auto out = at::empty({b, t, groups * rep * d}, x.options());
-  const auto s = group_shape(b, t, groups, rep, d, cos);
-  const auto c = cos.contiguous(), sn = sin.contiguous();
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "from_head_groups",
-                                 [&] { rotate_out_of_groups<scalar_t>(dense, c, sn, s, out); });
-  return out;
+  return rotated_copy<false>(x, cos, sin, group_shape(b, t, groups, rep, d, cos),
+                             {b, t, groups * rep * d});
 }
 
 }  // namespace gpulab::train
