@@ -124,8 +124,9 @@ TEST(GroupedAttention, LayoutPassAndItsTranspose) {
   const auto o = grouped_operands(c);
   auto grouped = to_head_groups(o.q, 2, 8);
   ASSERT_EQ(grouped.sizes(), (std::vector<int64_t>{kGroupedBatch * 2, 11 * 3, 8}));
-  // Row t*rep + r of group g is head g*rep + r of position t: head 4 (group 1, r 1) at position 5.
-  EXPECT_TRUE(torch::equal(grouped[1 * 1 + 0][5 * 3 + 1], o.q[0][5].narrow(0, 4 * 8, 8)));
+  // Row t*rep + r of group (b, g) (index b*groups + g) is head g*rep + r of position t: sequence
+  // 0's head 4 (group 1, r 1) at position 5.
+  EXPECT_TRUE(torch::equal(grouped[0 * 2 + 1][5 * 3 + 1], o.q[0][5].narrow(0, 4 * 8, 8)));
   EXPECT_TRUE(torch::equal(from_head_groups(grouped, kGroupedBatch, 11), o.q));
   auto rotated = to_head_groups(o.q, 2, 8, o.cos, o.sin);
   auto y = torch::randn_like(rotated);
@@ -143,7 +144,11 @@ TEST(GroupedAttention, AppliesOnlyWhereItShould) {
   EXPECT_TRUE(grouped_attention_applies(f(o.q), f(o.k), f(o.v), 4, o.cos, o.sin));
   EXPECT_FALSE(grouped_attention_applies(f(o.q), o.k, f(o.v), 4, o.cos, o.sin));     // two dtypes
   EXPECT_FALSE(grouped_attention_applies(f(o.q), f(o.k), f(o.v), 3, o.cos, o.sin));  // 3 of 16
-  EXPECT_FALSE(grouped_attention_applies(f(o.q), f(o.k), f(o.v), 8, o.cos, o.sin));  // D 2, 4 kv
+  // 3 query heads of 4 over 2 key/value heads of 4 (3 is no multiple of 2), tables that fit.
+  auto three = torch::randn({kGroupedBatch, 8, 12}), two = torch::randn({kGroupedBatch, 8, 8});
+  EXPECT_FALSE(grouped_attention_applies(three, two, two, 3, o.cos, o.sin));
+  auto one_group = two.narrow(2, 0, 4);  // the same 3 heads over 1 key/value head: it applies
+  EXPECT_TRUE(grouped_attention_applies(three, one_group, one_group, 3, o.cos, o.sin));
   EXPECT_FALSE(grouped_attention_applies(f(o.q), f(o.k), f(o.v), 4, o.cos.narrow(0, 0, 7),
                                          o.sin.narrow(0, 0, 7)));  // tables of 7 positions
   EXPECT_FALSE(grouped_attention_applies(f(o.q), f(o.k), f(o.v), 4, o.cos.to(torch::kDouble),

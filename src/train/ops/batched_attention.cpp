@@ -273,9 +273,9 @@ bool grouped_shapes_fit(const Tensor& q, const Tensor& k, const Tensor& v, int64
   return groups > 0 && heads % groups == 0 && rotary_tables_fit(cos, sin, b, t, d);
 }
 
-// Whether the probabilities of `heads` query heads of B x T x T fit kBatchedAttentionBytes.
-bool probabilities_fit(int64_t heads, int64_t t, const Tensor& q) {
-  return heads * t * t * static_cast<int64_t>(q.element_size()) <= kBatchedAttentionBytes;
+// Whether `matrices` (B x query heads) T x T probabilities of q's type fit kBatchedAttentionBytes.
+bool probabilities_fit(int64_t matrices, int64_t t, const Tensor& q) {
+  return matrices * t * t * static_cast<int64_t>(q.element_size()) <= kBatchedAttentionBytes;
 }
 
 }  // namespace
