@@ -4,7 +4,19 @@
 #include <charconv>
 #include <cmath>
 
+#include "train/ops/pointwise_conv.h"
+
 namespace gpulab::train {
+
+torch::Tensor SeqImpl::forward(torch::Tensor x) {
+  for (auto& m : *this) {
+    if (auto* conv = m.ptr()->as<torch::nn::Conv2dImpl>())
+      x = conv2d_forward(*conv, x);
+    else
+      x = m.forward(x);
+  }
+  return x;
+}
 
 torch::Tensor apply_activation(Act kind, const torch::Tensor& x) {
   switch (kind) {

@@ -29,10 +29,11 @@ torch::Tensor apply_activation(Act kind, const torch::Tensor& x);
 
 // A Sequential that can itself sit inside a Sequential (torch::nn::Sequential's templated
 // forward cannot): use it for every nested container, e.g. features.0 = Conv2dNormActivation.
+// Its 2-D convolutions run through conv2d_forward (train/ops/pointwise_conv.h).
 class SeqImpl : public torch::nn::SequentialImpl {
  public:
   using SequentialImpl::SequentialImpl;
-  torch::Tensor forward(torch::Tensor x) { return SequentialImpl::forward(x); }
+  torch::Tensor forward(torch::Tensor x);
 };
 TORCH_MODULE(Seq);
 

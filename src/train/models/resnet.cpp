@@ -2,6 +2,7 @@
 // wide_resnet50_2, with torchvision's module names so state dicts move both ways unchanged.
 #include "train/models/layers.h"
 #include "train/models/registry.h"
+#include "train/ops/pointwise_conv.h"
 #include "train/unit_hooks.h"
 
 namespace gpulab::train {
@@ -51,9 +52,9 @@ class BlockImpl : public torch::nn::Module {
   // The last BatchNorm, the residual add and the ReLU go through one call (a fused kernel where
   // there is one); the identity branch is computed just before it, as torchvision orders it.
   torch::Tensor forward(torch::Tensor x) {
-    auto out = batch_norm_relu(*bn1_, conv1_->forward(x));
-    if (bottleneck_) out = batch_norm_relu(*bn2_, conv2_->forward(out));
-    auto last = (bottleneck_ ? conv3_ : conv2_)->forward(out);
+    auto out = batch_norm_relu(*bn1_, conv2d_forward(*conv1_, x));
+    if (bottleneck_) out = batch_norm_relu(*bn2_, conv2d_forward(*conv2_, out));
+    auto last = conv2d_forward(bottleneck_ ? *conv3_ : *conv2_, out);
     auto identity = downsample_ ? downsample_->forward(x) : x;
     return batch_norm_relu(bottleneck_ ? *bn3_ : *bn2_, last, identity);
   }

@@ -1,0 +1,165 @@
+// 1x1 convolutions as products (train/ops/pointwise_conv.h): output and every gradient equal
+// float64's within float32 rounding, strided and with a bias; taken only where it applies; and a
+// ResNet-50 step through it as close to float64 as libtorch's own float32 convolutions are.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "avx2_kernels.h"
+#include "float_rounding.h"
+#include "train/memory_format.h"
+#include "train/models/registry.h"
+#include "train/ops/cpu_kernels.h"
+#include "train/ops/pointwise_conv.h"
+#include "train/precision.h"
+
+using namespace gpulab::train;
+
+namespace {
+
+torch::nn::Conv2d one_by_one(int64_t in, int64_t out, int64_t stride = 1, bool bias = false) {
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(bias));
+}
+
+torch::Tensor nhwc(torch::Tensor t) {
+  return t.contiguous(torch::MemoryFormat::ChannelsLast);
+}
+
+// [N, C, H, W] as the [positions, C] matrix the product reads.
+torch::Tensor position_rows(const torch::Tensor& t) {
+  return t.permute({0, 2, 3, 1}).reshape({-1, t.size(1)});
+}
+
+// conv2d_forward against float64 arithmetic on the same values: the output and the weight's and
+// input's gradients within the product's rounding bound; input positions a stride skips get 0.
+void expect_conv_matches_float64(int64_t n, int64_t c, int64_t hw, int64_t out, int64_t stride,
+                                 bool bias) {
+  auto conv = one_by_one(c, out, stride, bias);
+  conv->weight.set_data(nhwc(conv->weight.detach()));
+  auto x = nhwc(torch::randn({n, c, hw, hw})).requires_grad_(true);
+  ASSERT_TRUE(pointwise_conv_applies(*conv, x)) << n << "x" << c << "x" << hw;
+  auto y = conv2d_forward(*conv, x);
+  EXPECT_TRUE(y.is_contiguous(torch::MemoryFormat::ChannelsLast));
+  const auto g = torch::randn_like(y);
+  y.backward(g);
+  const auto read = x.detach().slice(2, 0, hw, stride).slice(3, 0, hw, stride);
+  const auto x2 = position_rows(read), g2 = position_rows(g),
+             w2 = conv->weight.detach().view({out, c});
+  auto y2 = position_rows(y.detach());
+  if (bias) y2 = y2 - conv->bias.detach();
+  expect_within_rounding(y2, x2, w2);
+  expect_within_rounding(conv->weight.grad().view({out, c}), g2.t(), x2.t());
+  const auto gx = x.grad();
+  expect_within_rounding(position_rows(gx.slice(2, 0, hw, stride).slice(3, 0, hw, stride)), g2,
+                         w2.t());
+  if (stride > 1) {
+    auto skipped = gx.clone();
+    skipped.slice(2, 0, hw, stride).slice(3, 0, hw, stride).zero_();
+    EXPECT_EQ(skipped.abs().max().item<float>(), 0.0f);
+  }
+  if (bias) {
+    EXPECT_TRUE(torch::allclose(conv->bias.grad().to(torch::kDouble), g2.to(torch::kDouble).sum(0),
+                                1e-4, 1e-4));
+  }
+}
+
+}  // namespace
+
+TEST(PointwiseConv, OutputAndGradientsEqualFloat64WithinRounding) {
+  if (!avx512_here()) GTEST_SKIP() << "no AVX-512: 1x1 convolutions keep libtorch's convolution";
+  torch::manual_seed(5);
+  expect_conv_matches_float64(128, 64, 2, 96, 1, false);  // 512 positions
+  expect_conv_matches_float64(16, 256, 1, 64, 1, false);  // one position per image
+  expect_conv_matches_float64(8, 48, 7, 200, 1, true);    // odd sizes, a bias
+  expect_conv_matches_float64(8, 32, 8, 64, 2, false);    // strided: every other row and column
+  expect_conv_matches_float64(4, 24, 5, 40, 2, true);     // strided over an odd size
+  expect_conv_matches_float64(32, 16, 8, 16, 1, false);   // exactly kPointwiseConvMaxRows
+}
+
+TEST(PointwiseConv, TakesOnlyChannelsLastFloat1x1ConvsOverFewPositions) {
+  if (!avx512_here()) GTEST_SKIP() << "no AVX-512: 1x1 convolutions keep libtorch's convolution";
+  auto conv = one_by_one(16, 32);
+  const auto x = nhwc(torch::randn({8, 16, 4, 4}));
+  EXPECT_TRUE(pointwise_conv_applies(*conv, x));
+  EXPECT_FALSE(pointwise_conv_applies(*conv, torch::randn({8, 16, 4, 4}))) << "NCHW";
+  EXPECT_FALSE(pointwise_conv_applies(*conv, nhwc(torch::randn({1, 16, 2, 2}))))
+      << "4 positions: below the product's fewest rows";
+  const int64_t side = 8;  // 2048 positions at 32 images, one more image above the cap
+  EXPECT_TRUE(pointwise_conv_applies(*conv, nhwc(torch::randn({32, 16, side, side}))));
+  EXPECT_FALSE(pointwise_conv_applies(*conv, nhwc(torch::randn({33, 16, side, side}))));
+  EXPECT_FALSE(pointwise_conv_applies(*conv, x.to(torch::kDouble)));
+  auto k3 = torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1));
+  EXPECT_FALSE(pointwise_conv_applies(*k3, x)) << "3x3";
+  auto padded = torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 1).padding(1));
+  EXPECT_FALSE(pointwise_conv_applies(*padded, x)) << "padding";
+  auto grouped = torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 1).groups(2));
+  EXPECT_FALSE(pointwise_conv_applies(*grouped, x)) << "groups";
+  {
+    AutocastGuard bf16(Precision::kBf16, torch::kCPU);
+    EXPECT_FALSE(pointwise_conv_applies(*conv, x)) << "autocast's product is a bf16 one";
+  }
+  set_cpu_kernels(false);
+  EXPECT_FALSE(pointwise_conv_applies(*conv, x));
+  set_cpu_kernels(true);
+  // Where it does not apply, the module's own forward runs: the same values as conv->forward.
+  const auto nchw = torch::randn({2, 16, 3, 3});
+  EXPECT_TRUE(torch::equal(conv2d_forward(*conv, nchw), conv->forward(nchw)));
+}
+
+namespace {
+
+// Largest output or gradient difference of a ResNet-50 train step (channels-last, float32) from
+// the same step in float64, each as a norm relative to the float64 tensor's. Random weights and
+// train-mode BatchNorm over few positions amplify rounding: libtorch's own float32 step measured
+// 4.0e-2 here, so the product form is held to that, not to a product's bound.
+double resnet50_step_error(const std::vector<torch::Tensor>& weights, const torch::Tensor& x,
+                           const torch::Tensor& labels, const std::vector<torch::Tensor>& grads64,
+                           const torch::Tensor& y64) {
+  ModelOptions o;
+  o.num_classes = 10;
+  auto model = create_model("resnet50", o);
+  auto params = model->parameters();
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_data(weights[i].to(torch::kFloat));
+  make_channels_last(*model);
+  model->train();
+  auto y = model->forward(nhwc(x.to(torch::kFloat)));
+  torch::nn::functional::cross_entropy(y, labels).backward();
+  auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a.to(torch::kDouble) - b).norm() / b.norm().clamp_min(1e-12)).item<double>();
+  };
+  double worst = rel(y.detach(), y64);
+  for (size_t i = 0; i < params.size(); ++i)
+    worst = std::max(worst, rel(params[i].grad(), grads64[i]));
+  return worst;
+}
+
+}  // namespace
+
+TEST(PointwiseConv, AResNet50StepIsAsCloseToFloat64AsLibtorchsConvolutions) {
+  if (!avx512_here()) GTEST_SKIP() << "no AVX-512: 1x1 convolutions keep libtorch's convolution";
+  torch::manual_seed(7);
+  ModelOptions o;
+  o.num_classes = 10;
+  auto ref = create_model("resnet50", o);
+  for (auto& p : ref->parameters()) p.set_data(p.data().to(torch::kDouble));
+  for (auto& b : ref->buffers())
+    if (b.is_floating_point()) b.set_data(b.data().to(torch::kDouble));
+  // 16 images of 32 px: the last stage's 1x1 convolutions see 16 positions, the third's 64.
+  const auto x = torch::randn({16, 3, 32, 32}, torch::kDouble);
+  const auto labels = torch::randint(10, {16}, torch::kLong);
+  ref->train();
+  const auto y64 = ref->forward(x);
+  torch::nn::functional::cross_entropy(y64, labels).backward();
+  std::vector<torch::Tensor> weights, grads64;
+  for (auto& p : ref->parameters()) {
+    weights.push_back(p.detach());
+    grads64.push_back(p.grad());
+  }
+  const double with_products = resnet50_step_error(weights, x, labels, grads64, y64.detach());
+  set_cpu_kernels(false);
+  const double libtorch_only = resnet50_step_error(weights, x, labels, grads64, y64.detach());
+  set_cpu_kernels(true);
+  std::printf("[pointwise-conv] resnet50 fp32 step vs fp64: products %.3g, libtorch's %.3g\n",
+              with_products, libtorch_only);
+  EXPECT_LT(with_products, 0.1);
+  EXPECT_LT(with_products, 2 * libtorch_only);
+}
