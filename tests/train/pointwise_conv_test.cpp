@@ -1,6 +1,7 @@
-// 1x1 convolutions as products (train/ops/pointwise_conv.h): output and every gradient equal
-// float64's within float32 rounding, strided and with a bias; taken only where it applies; and a
-// ResNet-50 step through it as close to float64 as libtorch's own float32 convolutions are.
+// Convolutions as products (train/ops/pointwise_conv.h), 1x1 kernels and centred kernels over 1x1
+// maps: output and every gradient equal float64's within float32 rounding, strided and with a
+// bias; taken only where they apply; and a ResNet-50 step through them as close to float64 as
+// libtorch's own float32 convolutions are.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -62,7 +63,44 @@ void expect_conv_matches_float64(int64_t n, int64_t c, int64_t hw, int64_t out, 
   }
 }
 
+// A k x k convolution centred by zero padding over 1x1 maps: the product with its centre tap,
+// within rounding; the other taps' gradient exactly 0.
+void expect_centre_tap_matches_float64(int64_t n, int64_t c, int64_t k, int64_t out, int64_t stride,
+                                       bool bias) {
+  auto conv = torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(c, out, k).padding(k / 2).stride(stride).bias(bias));
+  conv->weight.set_data(nhwc(conv->weight.detach()));
+  auto x = nhwc(torch::randn({n, c, 1, 1})).requires_grad_(true);
+  ASSERT_EQ(conv_product_form(*conv, x), ProductForm::kCentreTap) << k << "x" << k;
+  auto y = conv2d_forward(*conv, x);
+  ASSERT_EQ(y.sizes(), conv->forward(x.detach()).sizes());
+  const auto g = torch::randn_like(y);
+  y.backward(g);
+  const auto x2 = x.detach().view({n, c}), g2 = g.view({n, out});
+  const auto centre = conv->weight.detach().select(3, k / 2).select(2, k / 2);
+  auto y2 = y.detach().view({n, out});
+  if (bias) y2 = y2 - conv->bias.detach();
+  expect_within_rounding(y2, x2, centre);
+  expect_within_rounding(x.grad().view({n, c}), g2, centre.t());
+  auto gw = conv->weight.grad().clone();
+  expect_within_rounding(gw.select(3, k / 2).select(2, k / 2), g2.t(), x2.t());
+  gw.select(3, k / 2).select(2, k / 2).zero_();
+  EXPECT_EQ(gw.abs().max().item<float>(), 0.0f) << "a tap that reads padding";
+}
+
 }  // namespace
+
+TEST(PointwiseConv, ACentredKernelOverOnePositionIsItsCentreTap) {
+  if (!avx512_here()) GTEST_SKIP() << "no AVX-512: convolutions keep libtorch's convolution";
+  torch::manual_seed(9);
+  expect_centre_tap_matches_float64(128, 512, 3, 512, 1, false);  // ResNet's last stage at 32 px
+  expect_centre_tap_matches_float64(16, 40, 3, 24, 2, true);      // strided, a bias
+  expect_centre_tap_matches_float64(20, 8, 5, 12, 1, false);      // 5x5
+  // The libtorch convolution on the same values agrees (a check of the premise, not the bound).
+  auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 16, 3).padding(1));
+  const auto x = torch::randn({64, 32, 1, 1});
+  EXPECT_TRUE(torch::allclose(conv2d_forward(*conv, x), conv->forward(x), 1e-5, 1e-5));
+}
 
 TEST(PointwiseConv, OutputAndGradientsEqualFloat64WithinRounding) {
   if (!avx512_here()) GTEST_SKIP() << "no AVX-512: 1x1 convolutions keep libtorch's convolution";
@@ -75,7 +113,7 @@ TEST(PointwiseConv, OutputAndGradientsEqualFloat64WithinRounding) {
   expect_conv_matches_float64(32, 16, 8, 16, 1, false);   // exactly kPointwiseConvMaxRows
 }
 
-TEST(PointwiseConv, TakesOnlyChannelsLastFloat1x1ConvsOverFewPositions) {
+TEST(PointwiseConv, TakesOnlyConvolutionsThatAreProductsOverFewPositions) {
   if (!avx512_here()) GTEST_SKIP() << "no AVX-512: 1x1 convolutions keep libtorch's convolution";
   auto conv = one_by_one(16, 32);
   const auto x = nhwc(torch::randn({8, 16, 4, 4}));
@@ -93,6 +131,17 @@ TEST(PointwiseConv, TakesOnlyChannelsLastFloat1x1ConvsOverFewPositions) {
   EXPECT_FALSE(pointwise_conv_applies(*padded, x)) << "padding";
   auto grouped = torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 1).groups(2));
   EXPECT_FALSE(pointwise_conv_applies(*grouped, x)) << "groups";
+  // A centred kernel is a product over 1x1 maps only, with zero padding and no dilation.
+  const auto one = nhwc(torch::randn({32, 16, 1, 1}));
+  EXPECT_EQ(conv_product_form(*k3, one), ProductForm::kCentreTap);
+  EXPECT_EQ(conv_product_form(*k3, nhwc(torch::randn({32, 16, 2, 2}))), ProductForm::kNone);
+  auto reflect = torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(16, 32, 3).padding(1).padding_mode(torch::kReflect));
+  EXPECT_EQ(conv_product_form(*reflect, one), ProductForm::kNone) << "reflect padding";
+  auto dilated = torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(2).dilation(2));
+  EXPECT_EQ(conv_product_form(*dilated, one), ProductForm::kNone) << "dilation";
+  auto uncentred = torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(2));
+  EXPECT_EQ(conv_product_form(*uncentred, one), ProductForm::kNone) << "padding 2";
   {
     AutocastGuard bf16(Precision::kBf16, torch::kCPU);
     EXPECT_FALSE(pointwise_conv_applies(*conv, x)) << "autocast's product is a bf16 one";

@@ -1,6 +1,7 @@
-// 1x1 convolutions as products over channels-last positions (see pointwise_conv.h).
+// Convolutions that are products over channels-last positions (see pointwise_conv.h).
 #include "train/ops/pointwise_conv.h"
 
+#include <array>
 #include <variant>
 
 #include "train/ops/onednn_linear.h"
@@ -11,13 +12,29 @@ namespace {
 // What Conv2dImpl keeps (torch::nn::Conv2dOptions is the user-facing subclass).
 using ConvOptions = torch::nn::detail::ConvNdOptions<2>;
 
-bool no_padding(const ConvOptions& o) {
-  if (std::holds_alternative<torch::enumtype::kValid>(o.padding())) return true;
+// The padding as two numbers; -1 for 'same' (its amounts depend on the kernel only, but it is
+// never the form these products need to recognise).
+std::array<int64_t, 2> padding_of(const ConvOptions& o) {
+  if (std::holds_alternative<torch::enumtype::kValid>(o.padding())) return {0, 0};
   const auto* pad = std::get_if<torch::ExpandingArray<2>>(&o.padding());
-  return pad != nullptr && (*pad)->at(0) == 0 && (*pad)->at(1) == 0;
+  if (pad == nullptr) return {-1, -1};
+  return {(*pad)->at(0), (*pad)->at(1)};
 }
 
-// The input positions a strided 1x1 kernel reads: every stride-th row and column from the first.
+ProductForm form_of(const ConvOptions& o, const torch::Tensor& x) {
+  const int64_t kh = o.kernel_size()->at(0), kw = o.kernel_size()->at(1);
+  const auto pad = padding_of(o);
+  if (kh == 1 && kw == 1 && pad[0] == 0 && pad[1] == 0)
+    return x.is_contiguous(torch::MemoryFormat::ChannelsLast) ? ProductForm::kOneByOne
+                                                              : ProductForm::kNone;
+  // An odd kernel centred by zero padding over a 1x1 map: every other tap reads padding.
+  const bool centred = kh % 2 == 1 && kw % 2 == 1 && pad[0] == kh / 2 && pad[1] == kw / 2 &&
+                       o.dilation()->at(0) == 1 && o.dilation()->at(1) == 1 &&
+                       std::holds_alternative<torch::enumtype::kZeros>(o.padding_mode());
+  return centred && x.size(2) == 1 && x.size(3) == 1 ? ProductForm::kCentreTap : ProductForm::kNone;
+}
+
+// The input positions a 1x1 kernel reads: every stride-th row and column from the first.
 torch::Tensor read_positions(const torch::Tensor& x, const ConvOptions& o) {
   const int64_t sh = o.stride()->at(0), sw = o.stride()->at(1);
   if (sh == 1 && sw == 1) return x;
@@ -29,29 +46,44 @@ int64_t output_rows(const torch::Tensor& x, const ConvOptions& o) {
   return x.size(0) * ((x.size(2) + sh - 1) / sh) * ((x.size(3) + sw - 1) / sw);
 }
 
+// The [out, in] matrix the product multiplies by: the whole 1x1 weight, or the centre tap.
+torch::Tensor product_weight(const torch::nn::Conv2dImpl& conv, ProductForm form) {
+  const auto& w = conv.weight;
+  if (form == ProductForm::kOneByOne) return w.view({w.size(0), w.size(1)});
+  // A copy: oneDNN's matmul read the strided tap 40x slower than a dense one (measured).
+  return w.select(3, w.size(3) / 2).select(2, w.size(2) / 2).contiguous();
+}
+
 }  // namespace
 
-bool pointwise_conv_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
+ProductForm conv_product_form(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
   const auto& o = conv.options;
-  if (o.kernel_size()->at(0) != 1 || o.kernel_size()->at(1) != 1 || o.groups() != 1 ||
-      o.transposed() || !no_padding(o) || x.dim() != 4 || !conv.weight.defined() ||
-      x.size(1) != o.in_channels() || !x.is_contiguous(torch::MemoryFormat::ChannelsLast))
-    return false;
-  const int64_t rows = output_rows(x, o);
-  if (rows > kPointwiseConvMaxRows) return false;
-  // The same question onednn_linear_applies answers, on the shapes the product would have.
-  const auto w2 = conv.weight.view({o.out_channels(), o.in_channels()});
-  return onednn_linear_applies(x.as_strided({rows, x.size(1)}, {x.size(1), 1}), w2);
+  if (o.groups() != 1 || o.transposed() || x.dim() != 4 || !conv.weight.defined() ||
+      x.size(1) != o.in_channels())
+    return ProductForm::kNone;
+  const ProductForm form = form_of(o, x);
+  if (form == ProductForm::kNone) return form;
+  const int64_t rows = form == ProductForm::kOneByOne ? output_rows(x, o) : x.size(0);
+  if (rows > kPointwiseConvMaxRows) return ProductForm::kNone;
+  // The same question onednn_linear_applies answers, on a view of the product's shape.
+  const auto as_rows = x.as_strided({rows, x.size(1)}, {x.size(1), 1});
+  return onednn_linear_applies(as_rows, product_weight(conv, form)) ? form : ProductForm::kNone;
+}
+
+bool pointwise_conv_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
+  return conv_product_form(conv, x) != ProductForm::kNone;
 }
 
 torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
-  if (!pointwise_conv_applies(conv, x)) return conv.forward(x);
+  const ProductForm form = conv_product_form(conv, x);
+  if (form == ProductForm::kNone) return conv.forward(x);
   const auto& o = conv.options;
-  const auto in = read_positions(x, o).permute({0, 2, 3, 1});  // N H W C, dense unless strided
+  // N H W C, dense unless strided (the centre tap's map is 1x1, its stride reads one position).
+  const auto in = (form == ProductForm::kOneByOne ? read_positions(x, o) : x).permute({0, 2, 3, 1});
   const int64_t n = in.size(0), h = in.size(1), w = in.size(2);
   const auto rows = in.reshape({n * h * w, o.in_channels()});
-  const auto weight = conv.weight.view({o.out_channels(), o.in_channels()});
-  const auto y = dense_linear(rows, weight, o.bias() ? conv.bias : torch::Tensor());
+  const auto y =
+      dense_linear(rows, product_weight(conv, form), o.bias() ? conv.bias : torch::Tensor());
   return y.view({n, h, w, o.out_channels()}).permute({0, 3, 1, 2});
 }
 

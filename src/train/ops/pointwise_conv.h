@@ -1,8 +1,10 @@
-// 1x1 convolutions over channels-last activations taken as the linear layers they are: each
-// output position's channels are the weight times its input position's channels, so an NHWC
-// batch is a [positions, channels] matrix and the layer one product each way. oneDNN's
+// Convolutions that are linear layers taken as such: a 1x1 kernel over channels-last positions
+// (each output position's channels are the weight times its input position's channels, so an NHWC
+// batch is a [positions, channels] matrix), and an odd kernel centred by zero padding over a 1x1
+// map (every tap but the centre reads padding: a product with the centre tap). oneDNN's
 // convolution re-lays its weight out in each of its three passes, a cost set by the weight, not
-// the batch: at few positions it dominates (ResNet-50's last stages at 32 px, docs/benchmarks.md).
+// the batch: at few positions it dominates (the last stages of ResNets at 32 px,
+// docs/benchmarks.md).
 #pragma once
 
 #include <torch/torch.h>
@@ -14,13 +16,18 @@ namespace gpulab::train {
 // positions, and behind oneDNN's convolution at some shapes from 8192 up.
 inline constexpr int64_t kPointwiseConvMaxRows = 2048;
 
-// Whether `conv` on x takes the product form: a 1x1 kernel, no padding, one group, x a 4-D
-// channels-last dense tensor, at most kPointwiseConvMaxRows output positions, and a product that
-// onednn_linear takes (float32 on a CPU with AVX-512, no autocast, gpulab's kernels on).
+enum class ProductForm { kNone, kOneByOne, kCentreTap };
+
+// Which product `conv` on x is: kOneByOne for a 1x1 kernel without padding over a 4-D
+// channels-last dense x (any stride), kCentreTap for an odd kernel with (k - 1) / 2 zero padding,
+// no dilation, over a 1x1 map (any stride); either with one group, at most kPointwiseConvMaxRows
+// output positions and a product that onednn_linear takes (float32 on a CPU with AVX-512, no
+// autocast, gpulab's kernels on). kNone otherwise.
+ProductForm conv_product_form(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
 bool pointwise_conv_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
 
-// conv(x) as the product where pointwise_conv_applies, the module's own forward elsewhere; the
-// result is channels-last either way on that path, with gradients for x, weight and bias.
+// conv(x) as its product where it is one, the module's own forward elsewhere; the product's
+// result is channels-last, with gradients for x, weight (0 at taps that read padding) and bias.
 torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
 
 }  // namespace gpulab::train
