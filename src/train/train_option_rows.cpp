@@ -44,7 +44,7 @@ const std::vector<TrainOptionRow> kTrainOptionRows = {
     {"attention", &TO::attention, "language models: auto (on the CPU gpulab's batched products and softmax passes, sdpa past 16 MiB of probabilities a layer and on a GPU), sdpa (at::scaled_dot_product_attention everywhere, as on a GPU) or gpulab (gpulab's fused rotary CPU kernel in fp32/fp64, for A/B timings)", attention_names},
     {"num_workers", &TO::num_workers, "data loader threads (-1: auto)"},
     {"device", &TO::device, "auto, cpu, cuda or cuda:N"},
-    {"cpu_kernels", &TO::cpu_kernels, "on: gpulab's CPU kernels where they apply (RMSNorm, SwiGLU, bf16 products on the fp32 GEMM); off: libtorch's ops (A/B timings)", on_off_names},
+    {"cpu_kernels", &TO::cpu_kernels, "on: gpulab's CPU kernels where they apply (RMSNorm, SwiGLU, attention, float32 products, convolutions that are products); off: libtorch's ops (A/B timings)", on_off_names},
     {"tp", &TO::tp, "tensor-parallel ranks per model replica (language models: llama, qwen2, gpt2; with --pp, inside each stage: llama, qwen2); data parallel over world / (tp x pp)", nullptr, rows_at_least(1)},
     {"sequence_parallel", &TO::sequence_parallel, "with --tp: norms and residuals hold 1/tp of the sequence (on) or all of it (off)", on_off_names},
     {"allow_tp_across_nodes", &TO::allow_tp_across_nodes, "let a tensor-parallel group span nodes (slow: every layer all-reduces over the network)"},

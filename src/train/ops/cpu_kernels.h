@@ -1,6 +1,6 @@
-// One switch for gpulab's own CPU kernels (fused RMSNorm, SwiGLU, bf16 products on the fp32 GEMM):
-// on by default, off for A/B timings against the libtorch 2.x ops a GPU host runs
-// (`--cpu_kernels off`, bench/compare's kernel rows).
+// One switch for gpulab's own CPU kernels (fused RMSNorm, SwiGLU, attention, float32 products,
+// convolutions that are products): on by default, off for A/B timings against the libtorch 2.x ops
+// a GPU host runs (`--cpu_kernels off`, bench/compare's kernel rows).
 #pragma once
 
 namespace gpulab::train {
