@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "avx2_kernels.h"
 #include "float_rounding.h"
 #include "train/memory_format.h"
 #include "train/models/registry.h"
@@ -91,7 +90,6 @@ void expect_centre_tap_matches_float64(int64_t n, int64_t c, int64_t k, int64_t 
 }  // namespace
 
 TEST(PointwiseConv, ACentredKernelOverOnePositionIsItsCentreTap) {
-  if (!avx512_here()) GTEST_SKIP() << "no AVX-512: convolutions keep libtorch's convolution";
   torch::manual_seed(9);
   expect_centre_tap_matches_float64(128, 512, 3, 512, 1, false);  // ResNet's last stage at 32 px
   expect_centre_tap_matches_float64(16, 40, 3, 24, 2, true);      // strided, a bias
@@ -103,24 +101,25 @@ TEST(PointwiseConv, ACentredKernelOverOnePositionIsItsCentreTap) {
 }
 
 TEST(PointwiseConv, OutputAndGradientsEqualFloat64WithinRounding) {
-  if (!avx512_here()) GTEST_SKIP() << "no AVX-512: 1x1 convolutions keep libtorch's convolution";
   torch::manual_seed(5);
   expect_conv_matches_float64(128, 64, 2, 96, 1, false);  // 512 positions
   expect_conv_matches_float64(16, 256, 1, 64, 1, false);  // one position per image
   expect_conv_matches_float64(8, 48, 7, 200, 1, true);    // odd sizes, a bias
   expect_conv_matches_float64(8, 32, 8, 64, 2, false);    // strided: every other row and column
   expect_conv_matches_float64(4, 24, 5, 40, 2, true);     // strided over an odd size
-  expect_conv_matches_float64(32, 16, 8, 16, 1, false);   // exactly kPointwiseConvMaxRows
+  expect_conv_matches_float64(32, 16, 8, 16, 1, false);
+  expect_conv_matches_float64(
+      2, 24, 2, 16, 1,
+      false);  // 8 rows: libtorch's linear (MKL)   // exactly kPointwiseConvMaxRows
 }
 
 TEST(PointwiseConv, TakesOnlyConvolutionsThatAreProductsOverFewPositions) {
-  if (!avx512_here()) GTEST_SKIP() << "no AVX-512: 1x1 convolutions keep libtorch's convolution";
   auto conv = one_by_one(16, 32);
   const auto x = nhwc(torch::randn({8, 16, 4, 4}));
   EXPECT_TRUE(pointwise_conv_applies(*conv, x));
   EXPECT_FALSE(pointwise_conv_applies(*conv, torch::randn({8, 16, 4, 4}))) << "NCHW";
-  EXPECT_FALSE(pointwise_conv_applies(*conv, nhwc(torch::randn({1, 16, 2, 2}))))
-      << "4 positions: below the product's fewest rows";
+  EXPECT_TRUE(pointwise_conv_applies(*conv, nhwc(torch::randn({1, 16, 2, 2})))) << "4 positions";
+  EXPECT_FALSE(pointwise_conv_applies(*conv, nhwc(torch::randn({0, 16, 2, 2})))) << "no positions";
   const int64_t side = 8;  // 2048 positions at 32 images, one more image above the cap
   EXPECT_TRUE(pointwise_conv_applies(*conv, nhwc(torch::randn({32, 16, side, side}))));
   EXPECT_FALSE(pointwise_conv_applies(*conv, nhwc(torch::randn({33, 16, side, side}))));
@@ -184,7 +183,6 @@ double resnet50_step_error(const std::vector<torch::Tensor>& weights, const torc
 }  // namespace
 
 TEST(PointwiseConv, AResNet50StepIsAsCloseToFloat64AsLibtorchsConvolutions) {
-  if (!avx512_here()) GTEST_SKIP() << "no AVX-512: 1x1 convolutions keep libtorch's convolution";
   torch::manual_seed(7);
   ModelOptions o;
   o.num_classes = 10;

@@ -12,17 +12,17 @@
 namespace gpulab::train {
 
 // Output positions (batch x height x width) up to which the product form is taken: measured on a
-// 2-core Zen 4 (docs/benchmarks.md, 2026-12-05 session 58), faster or even from 128 to 2048
-// positions, and behind oneDNN's convolution at some shapes from 8192 up.
+// 2-core Zen 4 (docs/benchmarks.md, 2026-12-05 session 58), faster from 128 to 2048 positions,
+// with oneDNN's matmul on AVX-512 and with MKL's sgemm when both libraries were held to AVX2,
+// and behind or even with oneDNN's convolution at some shapes from 6272 up.
 inline constexpr int64_t kPointwiseConvMaxRows = 2048;
 
 enum class ProductForm { kNone, kOneByOne, kCentreTap };
 
 // Which product `conv` on x is: kOneByOne for a 1x1 kernel without padding over a 4-D
 // channels-last dense x (any stride), kCentreTap for an odd kernel with (k - 1) / 2 zero padding,
-// no dilation, over a 1x1 map (any stride); either with one group, at most kPointwiseConvMaxRows
-// output positions and a product that onednn_linear takes (float32 on a CPU with AVX-512, no
-// autocast, gpulab's kernels on). kNone otherwise.
+// no dilation, over a 1x1 map (any stride); either with one group, 1 to kPointwiseConvMaxRows
+// output positions, float32 on the CPU, no autocast and gpulab's kernels on. kNone otherwise.
 ProductForm conv_product_form(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
 bool pointwise_conv_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
 
