@@ -53,16 +53,19 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
 
 }  // namespace
 
+bool float32_cpu_product(const torch::Tensor& x, const torch::Tensor& w) {
+  return cpu_kernels_enabled() && x.scalar_type() == torch::kFloat &&
+         w.scalar_type() == torch::kFloat && x.device().is_cpu() && w.device().is_cpu() &&
+         active_autocast(x.device()) == Precision::kFp32;
+}
+
 bool onednn_linear_applies(const torch::Tensor& x, const torch::Tensor& w) {
 #if defined(GPULAB_AVX2_LANES)
-  if (!cpu_kernels_enabled() || !has_avx512_core() || pointwise_op() == nullptr) return false;
-  if (x.scalar_type() != torch::kFloat || w.scalar_type() != torch::kFloat ||
-      !x.device().is_cpu() || !w.device().is_cpu() || w.dim() != 2 || x.dim() < 2)
+  if (!has_avx512_core() || pointwise_op() == nullptr || !float32_cpu_product(x, w) ||
+      w.dim() != 2 || x.dim() < 2)
     return false;
   const int64_t k = w.size(1);
-  if (k == 0 || w.size(0) == 0 || x.size(-1) != k || x.numel() / k < kOnednnMinRows) return false;
-  // Under autocast the product is autocast's (bf16), not float32's.
-  return active_autocast(x.device()) == Precision::kFp32;
+  return k > 0 && w.size(0) > 0 && x.size(-1) == k && x.numel() / k >= kOnednnMinRows;
 #else
   return false;
 #endif

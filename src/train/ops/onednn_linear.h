@@ -15,6 +15,10 @@ namespace gpulab::train {
 // products first).
 inline constexpr int64_t kOnednnMinRows = 16;
 
+// Whether x @ w^T is a product gpulab's CPU kernels take in float32: both float32 on the CPU, no
+// autocast (whose product would be bf16) and gpulab's kernels on.
+bool float32_cpu_product(const torch::Tensor& x, const torch::Tensor& w);
+
 // Whether onednn_linear takes the product: float32 CPU x [..., K] (kOnednnMinRows rows or more) and
 // w [N, K], no autocast, gpulab's CPU kernels on, a CPU with AVX-512 (f, bw, vl, dq) and a libtorch
 // that registered the oneDNN op.

@@ -4,9 +4,7 @@
 #include <array>
 #include <variant>
 
-#include "train/ops/cpu_kernels.h"
 #include "train/ops/onednn_linear.h"
-#include "train/precision.h"
 
 namespace gpulab::train {
 namespace {
@@ -56,14 +54,6 @@ torch::Tensor product_weight(const torch::nn::Conv2dImpl& conv, ProductForm form
   return w.select(3, w.size(3) / 2).select(2, w.size(2) / 2).contiguous();
 }
 
-// The float32 products dense_linear runs: oneDNN's matmul on AVX-512, libtorch's linear (MKL)
-// elsewhere; both beat the convolution at few positions (docs/benchmarks.md, session 58).
-bool float32_products(const torch::Tensor& x, const torch::Tensor& w) {
-  return cpu_kernels_enabled() && x.scalar_type() == torch::kFloat &&
-         w.scalar_type() == torch::kFloat && x.device().is_cpu() && w.device().is_cpu() &&
-         active_autocast(x.device()) == Precision::kFp32;
-}
-
 }  // namespace
 
 ProductForm conv_product_form(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
@@ -75,11 +65,9 @@ ProductForm conv_product_form(const torch::nn::Conv2dImpl& conv, const torch::Te
   if (form == ProductForm::kNone) return form;
   const int64_t rows = form == ProductForm::kOneByOne ? output_rows(x, o) : x.size(0);
   if (rows < 1 || rows > kPointwiseConvMaxRows) return ProductForm::kNone;
-  return float32_products(x, conv.weight) ? form : ProductForm::kNone;
-}
-
-bool pointwise_conv_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
-  return conv_product_form(conv, x) != ProductForm::kNone;
+  // dense_linear's products: oneDNN's matmul on AVX-512, libtorch's linear (MKL) elsewhere; both
+  // beat the convolution at few positions (docs/benchmarks.md, session 58).
+  return float32_cpu_product(x, conv.weight) ? form : ProductForm::kNone;
 }
 
 torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {

@@ -24,7 +24,6 @@ enum class ProductForm { kNone, kOneByOne, kCentreTap };
 // no dilation, over a 1x1 map (any stride); either with one group, 1 to kPointwiseConvMaxRows
 // output positions, float32 on the CPU, no autocast and gpulab's kernels on. kNone otherwise.
 ProductForm conv_product_form(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
-bool pointwise_conv_applies(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x);
 
 // conv(x) as its product where it is one, the module's own forward elsewhere; the product's
 // result is channels-last, with gradients for x, weight (0 at taps that read padding) and bias.
