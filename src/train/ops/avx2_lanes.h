@@ -42,6 +42,12 @@ inline bool has_avx512_core() {
   return has;
 }
 
+// Those and vdpbf16ps (bf16 pairs summed into float32 lanes), gpulab's bf16 weight gradient's.
+inline bool has_avx512_bf16() {
+  static const bool has = has_avx512_core() && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
 __attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) {
   return _mm256_loadu_ps(p);
 }

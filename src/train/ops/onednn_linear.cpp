@@ -4,7 +4,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "train/ops/avx2_lanes.h"
+#include "train/ops/bf16_linear.h"
 #include "train/ops/cpu_kernels.h"
+#include "train/ops/weight_grad.h"
 #include "train/precision.h"
 
 namespace gpulab::train {
@@ -46,7 +48,8 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
       x_sizes.back() = w.size(1);
       gx = pointwise(g2, w.t()).view(x_sizes);
     }
-    if (ctx->needs_input_grad(1)) gw = torch::mm(g2.t(), x2);
+    if (ctx->needs_input_grad(1))
+      gw = weight_grad_applies(g2, x2) ? weight_grad(g2, x2) : torch::mm(g2.t(), x2);
     return {gx, gw};
   }
 };
@@ -81,6 +84,7 @@ torch::Tensor dense_linear(const torch::Tensor& x, const torch::Tensor& w,
   // all be defined tensors, and most of these layers have none).
   if (onednn_linear_applies(x, w))
     return bias.defined() ? onednn_linear(x, w) + bias : onednn_linear(x, w);
+  if (!bias.defined() && bf16_linear_applies(x, w)) return bf16_linear(x, w);
   return torch::nn::functional::linear(x, w, bias);
 }
 
