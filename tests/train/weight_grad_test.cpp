@@ -126,12 +126,18 @@ TEST(Bf16Linear, AutocastsLinearButForAFloat32WeightGradient) {
 
 TEST(Bf16Linear, TakesBiasFreeFloatWeightsUnderCpuBf16Autocast) {
   if (!bf16_weight_grad_here()) GTEST_SKIP() << "no AVX-512 BF16: bf16 layers keep autocast's";
-  const auto x = torch::randn({4, 8}), w = torch::randn({3, 8});
+  const auto x = torch::randn({4, 8}), w = torch::randn({3, 8}).requires_grad_(true);
   EXPECT_FALSE(bf16_linear_applies(x, w)) << "no autocast";
   AutocastGuard bf16(Precision::kBf16, torch::kCPU);
   EXPECT_TRUE(bf16_linear_applies(x, w));
+  EXPECT_FALSE(bf16_linear_applies(x, w.detach())) << "a frozen weight: autocast's cached copy";
+  {
+    torch::NoGradGuard no_grad;  // a generation's steps
+    EXPECT_FALSE(bf16_linear_applies(x, w));
+  }
   EXPECT_TRUE(bf16_linear_applies(x.to(torch::kBFloat16), w));
-  EXPECT_FALSE(bf16_linear_applies(x, w.to(torch::kBFloat16))) << "a bf16 weight: nothing to widen";
+  EXPECT_FALSE(bf16_linear_applies(x, w.to(torch::kBFloat16).detach().requires_grad_(true)))
+      << "a bf16 weight: nothing to widen";
   EXPECT_FALSE(bf16_linear_applies(x.to(torch::kDouble), w));
   EXPECT_FALSE(bf16_linear_applies(torch::randn({4, 7}), w));
   EXPECT_FALSE(bf16_linear_applies(torch::randn({8}), w)) << "a single vector";

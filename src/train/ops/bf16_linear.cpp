@@ -41,6 +41,9 @@ struct Bf16LinearFloatGrad : torch::autograd::Function<Bf16LinearFloatGrad> {
 }  // namespace
 
 bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& w) {
+  // Without a weight gradient to make there is nothing to gain, and autocast keeps its bf16 copy
+  // of a weight for the whole autocast region (a generation's steps), where this casts per call.
+  if (!torch::GradMode::is_enabled() || !w.requires_grad()) return false;
   if (!cpu_kernels_enabled() || !x.device().is_cpu() || !w.device().is_cpu() ||
       active_autocast(x.device()) != Precision::kBf16 || w.scalar_type() != torch::kFloat ||
       w.dim() != 2 || x.dim() < 2 || x.size(-1) != w.size(1) || w.numel() == 0)

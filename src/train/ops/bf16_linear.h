@@ -10,7 +10,8 @@
 namespace gpulab::train {
 
 // Whether bf16_linear takes x @ w^T: bf16 autocast on the CPU, gpulab's kernels on, a float32
-// weight [N, K] and a float32 or bf16 x [..., K], a CPU whose weight_grad takes bf16.
+// weight [N, K] that will get a gradient (grad mode on, the weight requiring one) and a float32
+// or bf16 x [..., K], a CPU whose weight_grad takes bf16.
 bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& w);
 
 // x @ w^T in bf16 as autocast's linear computes it ([..., N], bf16); the input's gradient in bf16
