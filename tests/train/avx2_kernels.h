@@ -20,3 +20,12 @@ inline bool avx512_here() {
   return false;
 #endif
 }
+
+// Whether weight_grad takes bf16 here (those and AVX-512 BF16).
+inline bool avx512_bf16_here() {
+#if defined(GPULAB_AVX2_LANES)
+  return gpulab::train::has_avx512_bf16();
+#else
+  return false;
+#endif
+}

@@ -17,14 +17,6 @@ using namespace gpulab::train;
 
 namespace {
 
-bool bf16_weight_grad_here() {
-#if defined(GPULAB_AVX2_LANES)
-  return has_avx512_bf16();
-#else
-  return false;
-#endif
-}
-
 // dY^T X by weight_grad against float64 on the same values (bf16 values are exact in float64).
 void expect_weight_grad_within_rounding(const torch::Tensor& dy, const torch::Tensor& x) {
   ASSERT_TRUE(weight_grad_applies(dy, x));
@@ -54,7 +46,7 @@ TEST(WeightGrad, Float32EqualsFloat64WithinRounding) {
 }
 
 TEST(WeightGrad, Bfloat16ProductsSummedInFloat32) {
-  if (!bf16_weight_grad_here()) GTEST_SKIP() << "no AVX-512 BF16: bf16 layers keep autocast's";
+  if (!avx512_bf16_here()) GTEST_SKIP() << "no AVX-512 BF16: bf16 layers keep autocast's";
   torch::manual_seed(6);
   for (auto [rows, out, in] : kShapes) {
     SCOPED_TRACE(::testing::Message() << rows << " x " << out << " x " << in);
@@ -83,7 +75,7 @@ TEST(WeightGrad, TakesTwoDimensionalFloatOrBf16PairsOfEqualRows) {
   const auto dy = torch::randn({8, 4}), x = torch::randn({8, 6});
   EXPECT_TRUE(weight_grad_applies(dy, x));
   EXPECT_EQ(weight_grad_applies(dy.to(torch::kBFloat16), x.to(torch::kBFloat16)),
-            bf16_weight_grad_here());
+            avx512_bf16_here());
   EXPECT_FALSE(weight_grad_applies(dy, x.to(torch::kBFloat16))) << "mixed types";
   EXPECT_FALSE(weight_grad_applies(dy.to(torch::kDouble), x.to(torch::kDouble)));
   EXPECT_FALSE(weight_grad_applies(dy.view({2, 4, 4}), x));
@@ -95,7 +87,7 @@ TEST(WeightGrad, TakesTwoDimensionalFloatOrBf16PairsOfEqualRows) {
 }
 
 TEST(Bf16Linear, AutocastsLinearButForAFloat32WeightGradient) {
-  if (!bf16_weight_grad_here()) GTEST_SKIP() << "no AVX-512 BF16: bf16 layers keep autocast's";
+  if (!avx512_bf16_here()) GTEST_SKIP() << "no AVX-512 BF16: bf16 layers keep autocast's";
   torch::manual_seed(8);
   const auto x0 = torch::randn({2, 45, 96}), w0 = torch::randn({40, 96});
   const auto g = torch::randn({2, 45, 40}).to(torch::kBFloat16);
@@ -125,7 +117,7 @@ TEST(Bf16Linear, AutocastsLinearButForAFloat32WeightGradient) {
 }
 
 TEST(Bf16Linear, TakesBiasFreeFloatWeightsUnderCpuBf16Autocast) {
-  if (!bf16_weight_grad_here()) GTEST_SKIP() << "no AVX-512 BF16: bf16 layers keep autocast's";
+  if (!avx512_bf16_here()) GTEST_SKIP() << "no AVX-512 BF16: bf16 layers keep autocast's";
   const auto x = torch::randn({4, 8}), w = torch::randn({3, 8}).requires_grad_(true);
   EXPECT_FALSE(bf16_linear_applies(x, w)) << "no autocast";
   AutocastGuard bf16(Precision::kBf16, torch::kCPU);

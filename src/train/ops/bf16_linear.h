@@ -1,7 +1,7 @@
 // Bias-free linear layers under CPU bf16 autocast whose float32 weight gets a float32 gradient
 // straight from weight_grad.h. Autocast runs the same bf16 products (libtorch's oneDNN ones) but
-// returns the weight's gradient in bf16, which the float32 weight then widens: 32 ms of a
-// llama-125m step on a 2-core Zen 4, 26 of them the output layer's (docs/benchmarks.md,
+// returns the weight's gradient in bf16, which the float32 weight then widens: a llama-125m bf16
+// step's copies fell from 85 to 39-48 ms on a 2-core Zen 4 without it (docs/benchmarks.md,
 // 2026-12-06). The gradient is also the float32 sum itself, not its rounding to bf16.
 #pragma once
 

@@ -43,10 +43,14 @@ struct Product {
   const E* b;
   float* c;
   int64_t m, n, k;
+
+  // X's panels of kNr columns, and the blocks of kKc batch rows.
+  int64_t panels() const { return (n + kNr - 1) / kNr; }
+  int64_t blocks() const { return (k + kKc<E> - 1) / kKc<E>; }
 };
 
-// Both forms carry the BF16 target; the float32 one contains no BF16 instruction, so a CPU with
-// AVX-512 F alone runs it.
+// Both forms carry the BF16 target; the float32 one contains no BF16 instruction, so a CPU
+// without BF16 (weight_grad_applies's float32 check) runs it.
 template <typename E>
 __attribute__((target("avx512f,avx512bf16"))) void tile(int64_t steps, const E* ap, const E* bp,
                                                         float* c, int64_t ldc, bool add) {
@@ -143,7 +147,7 @@ int64_t steps_of(int64_t kc) {
 // X's panels, packed once for every thread: panel p's block q at ((p * blocks + q) * kKc<E>) * kNr.
 template <typename E>
 std::unique_ptr<E[]> pack_x(const Product<E>& pr) {
-  const int64_t panels = (pr.n + kNr - 1) / kNr, blocks = (pr.k + kKc<E> - 1) / kKc<E>;
+  const int64_t panels = pr.panels(), blocks = pr.blocks();
   auto packed = std::make_unique_for_overwrite<E[]>(panels * blocks * kKc<E> * kNr);
   const int64_t items = panels * blocks, chunks = std::min<int64_t>(at::get_num_threads(), items);
   parallel_chunks(chunks, [&](int64_t t) {
@@ -161,7 +165,7 @@ template <typename E>
 void rows_block(const Product<E>& pr, const E* packed_x, int64_t row0, int64_t rows, int64_t q,
                 E* packed_dy) {
   const int64_t kc = std::min(kKc<E>, pr.k - q * kKc<E>), steps = steps_of<E>(kc);
-  const int64_t blocks = (pr.k + kKc<E> - 1) / kKc<E>, panels = (pr.n + kNr - 1) / kNr;
+  const int64_t blocks = pr.blocks(), panels = pr.panels();
   for (int64_t i = 0; i < rows; i += kMr)
     pack<E>(pr.a + q * kKc<E> * pr.m + row0 + i, pr.m, kc, std::min<int64_t>(kMr, rows - i), kMr,
             packed_dy + i * steps * kPair<E>);
@@ -185,7 +189,7 @@ void rows_block(const Product<E>& pr, const E* packed_x, int64_t row0, int64_t r
 template <typename E>
 void product(const Product<E>& pr) {
   const auto packed_x = pack_x(pr);
-  const int64_t tiles = (pr.m + kMr - 1) / kMr, blocks = (pr.k + kKc<E> - 1) / kKc<E>;
+  const int64_t tiles = (pr.m + kMr - 1) / kMr, blocks = pr.blocks();
   const int64_t chunks = std::min<int64_t>(at::get_num_threads(), tiles);
   constexpr int64_t kDyBlock = (kMc + kMr) * kKc<E>;
   const auto packed_dy = std::make_unique_for_overwrite<E[]>(chunks * kDyBlock);
