@@ -28,9 +28,11 @@ void expect_weight_grad_within_rounding(const torch::Tensor& dy, const torch::Te
 }
 
 // Shapes (rows, out, in): one element; partial tiles on both sides; rows over one block (512),
-// odd; the output layer's width in columns.
+// odd; the output layer's width in columns; two blocks of bf16 rows and an odd third; more dW rows
+// per thread than one packed band of dY (192).
 const std::vector<std::tuple<int64_t, int64_t, int64_t>> kShapes{
-    {1, 1, 1}, {7, 5, 3}, {33, 13, 77}, {513, 70, 130}, {1100, 12, 64}, {300, 200, 768}};
+    {1, 1, 1},      {7, 5, 3},       {33, 13, 77},  {513, 70, 130},
+    {1100, 12, 64}, {300, 200, 768}, {2051, 9, 20}, {70, 400, 40}};
 
 }  // namespace
 
