@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/int_math.h"
+
 namespace gpulab::train::dist {
 
 const char* comm_kind_name(CommKind k) {
@@ -61,22 +63,13 @@ CommCounters& process_comm_counters() {
   return counters;
 }
 
-namespace {
-
-int64_t round_up(int64_t v, int64_t multiple) {
-  return (v + multiple - 1) / multiple * multiple;
-}
-
-}  // namespace
-
 int64_t gloo_allreduce_sent(int64_t bytes, int64_t element_size, int rank, int size) {
   if (size <= 1 || bytes <= 0) return 0;
   const int64_t p = size;
   // gloo::AllreduceOptions::kMaxSegmentSize, rounded down to whole elements.
   const int64_t max_segment = element_size * ((int64_t{1} << 20) / element_size);
-  const int64_t segment =
-      round_up(std::min((bytes + 2 * p - 1) / (2 * p), max_segment), element_size);
-  const int64_t segments = round_up(std::max((bytes + segment - 1) / segment, 2 * p), p);
+  const int64_t segment = round_up(std::min(ceil_div(bytes, 2 * p), max_segment), element_size);
+  const int64_t segments = round_up(std::max(ceil_div(bytes, segment), 2 * p), p);
   const int64_t per_rank = segments / p;
   auto chunk = [&](int64_t c) {
     int64_t n = 0;

@@ -11,13 +11,11 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/int_math.h"
+
 namespace gpulab::train::dist {
 
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // Elements of unit u this rank holds as its shard (each group padded to a multiple of the
 // world size); the unit's flat gradient is `world` times that.

@@ -4,15 +4,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/int_math.h"
 #include "train/parallel/pipeline_split.h"
 
 namespace gpulab::train::parallel {
 
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // The vocabulary rows one TP rank holds (padded to a multiple of tp).
 int64_t vocab_rows(const DecoderShape& m, int tp) {
